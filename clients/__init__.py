@@ -1,0 +1,1 @@
+"""The Python client, the ``rmq-query`` command line and the load generator."""

@@ -1,0 +1,1 @@
+"""The asyncio RemotingCommand server that wires sockets to the query processors."""

@@ -1,0 +1,1 @@
+"""RocketMQ's own store files: CommitLog, IndexFiles and checkpoint, read and written byte-exact."""

@@ -1,0 +1,25 @@
+"""The whole tree stays `ruff` clean: linting is part of the test suite, so CI enforces it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_check_is_clean() -> None:
+    if shutil.which("ruff") is None:
+        pytest.fail("ruff is not installed (it is part of the `test` extra)")
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "."],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
