@@ -1,0 +1,75 @@
+"""The numeric codes of the RocketMQ remoting protocol (request codes, response codes, languages).
+
+Values are RocketMQ's own (``RequestCode``, ``ResponseCode``, ``LanguageCode`` and
+``SerializeType`` in rocketmq-remoting); only the codes this server meets are named. Unknown values
+still travel as plain ints, since a request with an unknown code must be answered, not rejected.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class SerializeType(IntEnum):
+    """How a frame's header is serialized (the top byte of the header-length word)."""
+
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(IntEnum):
+    """The ``language`` a peer declares; JSON headers carry the name, ROCKETMQ headers the byte."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+class RequestCode(IntEnum):
+    """Request codes this server answers or meets on the way (everything else is 'not supported')."""
+
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
+    QUERY_BROKER_OFFSET = 13
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    GET_BROKER_RUNTIME_INFO = 28
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
+
+
+class ResponseCode(IntEnum):
+    """Response codes (``ResponseCode`` / ``RemotingSysResponseCode``); NO_MESSAGE is client-side only."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    QUERY_NOT_FOUND = 22
+    NO_MESSAGE = 208
+
+
+#: ``RemotingCommand`` flag bits.
+RPC_TYPE_RESPONSE = 0x1
+RPC_ONEWAY = 0x2

@@ -1,0 +1,53 @@
+"""Every error the ``protocol`` package raises: typed, so callers choose the RocketMQ answer.
+
+The server maps a ``FrameError`` to closing the one connection (the stream cannot be resynchronised),
+a ``HeaderFieldError`` to SYSTEM_ERROR with a remark naming the field, and message/id errors to
+clear answers or command-line messages. Nothing else may escape a decoder.
+"""
+
+from __future__ import annotations
+
+
+class ProtocolError(ValueError):
+    """Base of every error raised while decoding or encoding RocketMQ bytes."""
+
+
+class FrameError(ProtocolError):
+    """The frame stream is unusable; the connection it came from must be closed."""
+
+
+class FrameLengthError(FrameError):
+    """The frame's total length is negative, too small to hold a header, or over the limit."""
+
+
+class HeaderLengthError(FrameError):
+    """The header length field points past the end of the frame."""
+
+
+class UnknownSerializeTypeError(FrameError):
+    """The serialization type byte is neither JSON (0) nor ROCKETMQ (1)."""
+
+
+class HeaderDecodeError(FrameError):
+    """The header bytes cannot be decoded in the declared serialization."""
+
+
+class HeaderFieldError(ProtocolError):
+    """A custom header field (in ``extFields``) is missing or malformed."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"the custom field <{field}> {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class MessageDecodeError(ProtocolError):
+    """A CommitLog message record is truncated or inconsistent."""
+
+
+class CompressionError(ProtocolError):
+    """A compressed body cannot be decompressed (corrupt data or the codec library is missing)."""
+
+
+class MessageIdError(ProtocolError):
+    """A message id (offset id or unique id) is not well formed."""
