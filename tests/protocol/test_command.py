@@ -20,6 +20,10 @@ def test_flag_helpers() -> None:
     assert RemotingCommand(code=0, flag=RPC_ONEWAY | RPC_TYPE_RESPONSE).is_response
 
 
+def test_broker_version_is_the_golden_brokers(manifest: dict) -> None:
+    assert manifest["mqVersionCurrent"] == BROKER_VERSION
+
+
 @pytest.mark.parametrize("serialize_type", list(SerializeType))
 def test_make_response_mirrors_the_request(serialize_type: SerializeType) -> None:
     request = RemotingCommand(
@@ -36,7 +40,7 @@ def test_make_response_mirrors_the_request(serialize_type: SerializeType) -> Non
     assert response.flag == RPC_TYPE_RESPONSE and response.is_response and not response.is_oneway
     assert response.code == ResponseCode.QUERY_NOT_FOUND
     assert response.language is LanguageCode.JAVA
-    assert response.version == BROKER_VERSION == 407
+    assert response.version == BROKER_VERSION
     assert response.serialize_type is serialize_type
     assert (response.remark, response.ext_fields, response.body) == ("nope", {"a": "1"}, b"body")
     assert request.make_response(0, version=479).version == 479
