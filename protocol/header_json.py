@@ -2,8 +2,10 @@
 
 fastjson sorts bean properties by name, writes the ``language`` enum by name, leaves out null
 ``remark``/``extFields`` and always adds ``serializeTypeCurrentRPC``; non-ASCII text goes out as raw
-UTF-8. ``extFields`` keeps the caller's key order (Java's ``HashMap`` order for anything Java sent),
-since only the order makes a re-encoded header identical to the original.
+UTF-8 and control characters as fastjson escapes them. msgspec does the encoding and decoding (typed
+structs, no Python-level parsing). ``extFields`` keeps the caller's key order (Java's ``HashMap``
+order for anything Java sent), since only the order makes a re-encoded header identical to the
+original.
 
 Decoding is tolerant the way the Java broker is: unknown fields are ignored, a missing number is 0,
 an unknown language name becomes OTHER, and extField values that non-Java clients send as numbers or
