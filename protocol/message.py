@@ -25,19 +25,30 @@ import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from protocol.compression import compress, decompress
+from protocol.compression import compress
+from protocol.compression import decompress as inflate
 from protocol.errors import MessageDecodeError, MessageEncodeError, MessageIdError, ProtocolError
 from protocol.message_flags import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK,
+    INNER_BATCH_FLAG,
     KEY_SEPARATOR,
     MAGIC_CODE_V1,
     MAGIC_CODE_V2,
+    MULTI_TAGS_FLAG,
+    NEED_UNWRAP_FLAG,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     STOREHOST_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    CompressionType,
     TransactionType,
     compression_type_value,
     transaction_type,
@@ -47,13 +58,27 @@ from protocol.message_properties import find_properties, properties_to_string, s
 
 __all__ = [
     "BLANK_MAGIC_CODE",
+    "BORNHOST_V6_FLAG",
+    "COMPRESSED_FLAG",
+    "COMPRESSION_TYPE_MASK",
+    "INNER_BATCH_FLAG",
     "MAGIC_CODE_V1",
     "MAGIC_CODE_V2",
+    "MULTI_TAGS_FLAG",
+    "NEED_UNWRAP_FLAG",
     "PROPERTY_KEYS",
     "PROPERTY_TAGS",
     "PROPERTY_UNIQ_KEY",
+    "STOREHOST_V6_FLAG",
+    "TRANSACTION_COMMIT_TYPE",
+    "TRANSACTION_NOT_TYPE",
+    "TRANSACTION_PREPARED_TYPE",
+    "TRANSACTION_ROLLBACK_TYPE",
+    "TRANSACTION_TYPE_MASK",
+    "CompressionType",
     "IndexFields",
     "MessageExt",
+    "TransactionType",
     "body_crc",
     "decode_message",
     "decode_messages",
@@ -296,7 +321,7 @@ def decode_message(
             if sys_flag & COMPRESSED_FLAG:
                 stored_body = raw
                 if decompress:
-                    body = _decompress(raw, sys_flag)
+                    body = inflate(raw, compression_type_value(sys_flag))
     props = string_to_properties(_text(buf, layout.props_start, layout.props_len)) if layout.props_len else {}
     return MessageExt(
         layout.store_size,
@@ -321,10 +346,6 @@ def decode_message(
         stored_body,
         read_body,
     )
-
-
-def _decompress(raw: bytes, sys_flag: int) -> bytes:
-    return decompress(raw, compression_type_value(sys_flag))
 
 
 def decode_messages(
