@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from protocol.message import (
@@ -37,9 +37,9 @@ _host = st.ip_addresses(v=4) | st.ip_addresses(v=6)
 @st.composite
 def messages(draw: st.DrawFn) -> MessageExt:
     magic = draw(st.sampled_from([MAGIC_CODE_V1, MAGIC_CODE_V2]))
-    topic = draw(st.text(_safe, max_size=200 if magic == MAGIC_CODE_V2 else 30))
-    if magic == MAGIC_CODE_V1 and len(topic.encode()) > 127:
-        magic = MAGIC_CODE_V2
+    topic = draw(st.text(_safe, max_size=30) | st.text(_safe, min_size=128, max_size=300))
+    if len(topic.encode()) > 127:
+        magic = MAGIC_CODE_V2  # V1 cannot hold it (Java reads a signed byte)
     born = draw(_host)
     store = draw(_host)
     sys_flag = draw(st.sampled_from([0, 0x2, 0x4, 0x8, 0xC, 0x40, 0x80]))
@@ -97,6 +97,10 @@ def _fields(msg: MessageExt) -> tuple:
 @given(messages())
 def test_encode_decode_round_trip(msg: MessageExt) -> None:
     raw = encode_message(msg)
+    event("V2 topic > 127 bytes" if len(msg.topic.encode()) > 127 else "short topic")
+    born, store = ipaddress.ip_address(msg.born_host), ipaddress.ip_address(msg.store_host)
+    event(f"hosts v{born.version}/v{store.version}")
+    event(f"compression {msg.compression_type}" if msg.is_compressed else "plain body")
     decoded = decode_message(raw, check_crc=not msg.is_compressed)
     assert decoded.store_size == len(raw)
     assert _fields(decoded) == _fields(msg)
