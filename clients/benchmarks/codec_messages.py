@@ -37,22 +37,32 @@ def load_records(shared: Path) -> list[tuple[bytes, int]]:
     return records
 
 
+#: Records per timed slice. The machine is shared, so each slice keeps its best time over all rounds
+#: and the figure is the sum of those bests: short slices find the quiet moments between neighbours.
+SLICE = 250
+
+
 def _rate(
     name: str, records: list[tuple[bytes, int]], rounds: int, work: Callable[[bytes, int], object]
 ) -> None:
-    best = float("inf")
+    slices = [records[i : i + SLICE] for i in range(0, len(records), SLICE)]
+    best = [float("inf")] * len(slices)
+    clock = time.perf_counter
     for _ in range(rounds):
-        start = time.perf_counter()
-        for data, pos in records:
-            work(data, pos)
-        best = min(best, time.perf_counter() - start)
-    per_second = len(records) / best
-    print(f"{name:<34} {per_second:>12,.0f} msg/s  {best / len(records) * 1e6:7.2f} us/msg")
+        for i, chunk in enumerate(slices):
+            start = clock()
+            for data, pos in chunk:
+                work(data, pos)
+            best[i] = min(best[i], clock() - start)
+    total = sum(best)
+    print(f"{name:<34} {len(records) / total:>12,.0f} msg/s  {total / len(records) * 1e6:7.2f} us/msg")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--rounds", type=int, default=5, help="passes over the corpus; the best one counts")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="passes over the corpus (best time per slice counts)"
+    )
     parser.add_argument(
         "--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ golden data directory"
     )
@@ -60,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
     records = load_records(args.shared)
     total = sum(read_index_fields(d, p).store_size for d, p in records)
-    print(
-        f"corpus: {len(records)} records, {total / len(records):,.0f} bytes on average; best of {args.rounds}"
-    )
+    size = total / len(records)
+    print(f"corpus: {len(records)} records, {size:,.0f} bytes on average")
+    print(f"{args.rounds} rounds; each {SLICE}-record slice keeps its best time")
     _rate("decode_message (body, inflate)", records, args.rounds, lambda d, p: decode_message(d, p))
     _rate(
         "decode_message (+ check_crc)",
