@@ -1,7 +1,7 @@
 """Benchmark: CommitLog records decoded per second (full decode, no-body decode, index fast path).
 
 The corpus is the 5000 records of the real RocketMQ 4.9.7 store in ``shared/stores/java-4.9.7-a``
-(mixed sizes, ~6 % compressed), read into memory first so only the codec is timed. Run:
+(mixed sizes, 50 compressed bodies), read into memory first so only the codec is timed. Run:
 
     python -m clients.benchmarks.codec_messages [--rounds 5] [--shared PATH]
 """
