@@ -31,6 +31,8 @@ from store.index_file import IndexFile
 from store.index_service import IndexService
 
 _INT_MASK = 0xFFFFFFFF
+#: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
+_RELEASE_EVERY = 64 << 20
 
 
 class KeyHasher:
@@ -186,6 +188,7 @@ class IndexBuilder:
         last_offset: int | None = None
         index_fields = record.index_fields
         hasher = self._hasher
+        released = self.next_offset
         try:
             for offset, buf in self._records():
                 if max_records is not None and seen >= max_records:
@@ -212,7 +215,12 @@ class IndexBuilder:
                         current = self._roll()
                     self.keys_indexed += 1
                 self.records_indexed += 1
+                if offset - released >= _RELEASE_EVERY:
+                    self.commitlog.release(released, offset)
+                    released = offset
         finally:
+            if last_offset is not None:
+                self.commitlog.release(released, last_offset)
             if last_offset is not None:
                 nxt = self.commitlog.next_offset(last_offset)
                 if nxt is not None:
