@@ -136,6 +136,12 @@ class CommitLog:
                 except (OSError, ValueError):
                     pass
 
+    def release_all(self) -> None:
+        """``release`` every mapped page: they stay in the page cache, not in this process's RSS."""
+        files = self._files
+        if files:
+            self.release(files[0].start, files[-1].end)
+
     def _find_end(self) -> int:
         """Walk records from the last known good end (or the last file's start) to the first bad one."""
         if not self._files:

@@ -21,7 +21,7 @@ from pathlib import Path
 from protocol.index_key import build_index_key, index_key_hash
 from store.config import StoreConfig
 from store.errors import IndexFileError, StoreError
-from store.index_file import IndexFile
+from store.index_file import IndexFile, is_time_matched
 
 _INDEX_NAME = re.compile(r"^\d+$")
 
@@ -147,7 +147,7 @@ class IndexService:
             if i == len(files) - 1:
                 result.index_last_update_timestamp = header.end_timestamp
                 result.index_last_update_phyoffset = header.end_phy_offset
-            if f.is_time_matched(begin, end):
+            if is_time_matched(header, begin, end):
                 f.select_by_hash(result.phy_offsets, key_hash, max_num, begin, end, header=header)
             if header.begin_timestamp < begin:
                 break
