@@ -73,10 +73,11 @@ class IndexService:
             for name in names:
                 f = known.pop(name, None)
                 if f is None:
+                    path = self.index_dir / name
                     try:
-                        f = IndexFile.open(
-                            self.index_dir / name, self.hash_slot_num, self.index_num, writable=self.writable
-                        )
+                        if path.stat().st_size == 0:
+                            continue  # being created by a live broker: it is sized in a moment
+                        f = IndexFile.open(path, self.hash_slot_num, self.index_num, writable=self.writable)
                     except FileNotFoundError:
                         continue
                 files.append(f)
