@@ -156,14 +156,6 @@ class IndexService:
                 break
         return result
 
-    def chain_length(self, topic: str, key: str) -> int:
-        """Entries visited to answer ``key`` over all files (the benchmark's x axis)."""
-        key_hash = index_key_hash(build_index_key(topic, key))
-        total = 0
-        for f in self._files:
-            total += f.select_by_hash([], key_hash, 2**31 - 1, 0, 2**63 - 1)
-        return total
-
     def close(self) -> None:
         with self._lock:
             for f in self._files:
