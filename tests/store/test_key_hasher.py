@@ -22,3 +22,13 @@ def test_non_bmp_and_min_value_keys() -> None:
         assert hasher(topic, key) == index_key_hash(build_index_key(topic, key))
     # From the shared store: this TopicA key hashes to Integer.MIN_VALUE, which the index stores as 0.
     assert hasher("TopicA", "minhash-979196鿿鱮") == 0
+
+
+def test_java_index_key_hash_vector(vectors_by_name: dict[str, dict]) -> None:
+    items = vectors_by_name["index_key_hash"]["items"]
+    assert len(items) == 230
+    hasher = KeyHasher()
+    for item in items:
+        key = bytes.fromhex(item["keyUtf8Hex"]).decode("utf-8")
+        assert hasher(item["topic"], key) == item["indexKeyHash"], item
+        assert item["indexKeyHash"] % 5_000_000 == item["slot5000000"]
