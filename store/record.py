@@ -1,0 +1,115 @@
+"""Walking a CommitLog: is there a whole record at this position, an end-of-file marker, or neither?
+
+``protocol.message`` decodes records; walking a file needs a different question answered fast and
+without exceptions: TOTALSIZE and MAGICCODE, the blank end-of-file marker, PHYSICALOFFSET equal to
+where the record sits, the variable lengths adding up to TOTALSIZE and (as the broker's recovery
+does) BODYCRC. That is how the written end of a preallocated file, or a torn record a live broker
+is still writing, is told from a whole record. Precompiled ``struct.Struct`` layouts, declared once.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from protocol.message_flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    STOREHOST_V6_FLAG,
+)
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_OFF_PHYSICAL = 28
+_OFF_STORE_TS_V4 = 56
+MIN_RECORD_SIZE = 91
+
+#: ``check`` results other than a record size.
+BLANK = 0
+INVALID = -1
+
+
+def store_timestamp(buf: bytes | memoryview, pos: int) -> int:
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    return _I64.unpack_from(buf, pos + _OFF_STORE_TS_V4 + (12 if sys_flag & BORNHOST_V6_FLAG else 0))[0]
+
+
+def _layout(
+    buf: bytes | memoryview, pos: int, total: int, magic: int, sys_flag: int, crc: int | None = None
+) -> tuple[int, int, int, int]:
+    """(topic_at, topic_len, props_at, props_len) of a record, or raise ValueError if they do not add
+    up (or, given the stored BODYCRC as ``crc``, if the body does not match it)."""
+    p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    p += 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 4 + 8
+    end = pos + total
+    if p + 4 > end:
+        raise ValueError("short")
+    body_len = _I32.unpack_from(buf, p)[0]
+    if body_len < 0:
+        raise ValueError("body length")
+    p += 4
+    if p + body_len > end:
+        raise ValueError("short")
+    if crc is not None and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+        raise ValueError("body CRC")
+    p += body_len
+    if magic == MAGIC_CODE_V2:
+        if p + 2 > end:
+            raise ValueError("short")
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        if p + 1 > end:
+            raise ValueError("short")
+        topic_len = buf[p]
+        p += 1
+    if topic_len < 0:
+        raise ValueError("topic length")
+    topic_at = p
+    p += topic_len
+    if p + 2 > end:
+        raise ValueError("short")
+    props_len = _I16.unpack_from(buf, p)[0]
+    p += 2
+    props_at = p
+    if props_len > 0:
+        p += props_len
+    if p != end:
+        raise ValueError("lengths do not add up to TOTALSIZE")
+    return topic_at, topic_len, props_at, max(props_len, 0)
+
+
+def check(
+    buf: bytes | memoryview,
+    pos: int,
+    end: int,
+    expected_offset: int | None = None,
+    *,
+    check_crc: bool = False,
+) -> int:
+    """Size of the whole record at ``pos`` (within ``end``), ``BLANK`` for an end-of-file marker,
+    ``INVALID`` for anything else (zeros after the tail, a torn or corrupt record).
+
+    ``check_crc`` also verifies BODYCRC, as the broker's recovery does (``checkCRCOnRecover``)."""
+    if pos + 8 > end:
+        return INVALID
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return BLANK
+    if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
+        return INVALID
+    if total < MIN_RECORD_SIZE or pos + total > end:
+        return INVALID
+    if expected_offset is not None and _I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0] != expected_offset:
+        return INVALID
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    crc = _I32.unpack_from(buf, pos + 8)[0] if check_crc else None
+    try:
+        _layout(buf, pos, total, magic, sys_flag, crc)
+    except (ValueError, IndexError, struct.error):
+        return INVALID
+    return total
