@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import string
 import struct
 import threading
 import time
@@ -84,12 +85,10 @@ def _unhex(msg_id: str) -> bytes:
         raise MessageIdError(
             f"a message id has {ID_LENGTH_V4} or {ID_LENGTH_V6} hex characters, got {len(msg_id)}: {msg_id!r}"
         )
-    try:
-        if not msg_id.isascii():
-            raise ValueError("non-ASCII")
-        return bytes.fromhex(msg_id)
-    except ValueError:
-        raise MessageIdError(f"a message id is hexadecimal: {msg_id!r}") from None
+    # bytes.fromhex skips whitespace, so check every character is a hex digit first.
+    if not (msg_id.isascii() and all(c in string.hexdigits for c in msg_id)):
+        raise MessageIdError(f"a message id is hexadecimal: {msg_id!r}")
+    return bytes.fromhex(msg_id)
 
 
 def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:

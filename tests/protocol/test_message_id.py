@@ -60,6 +60,8 @@ def test_offset_ids_of_the_real_store(stores_dir: Path) -> None:
         "7F00000100002A9F00000000000000000",  # 33 chars
         "7F00000100002A9F000000000000000G",  # not hex
         "7F00000100002A9F00000000000000 0",
+        "0" * 28 + "    ",  # bytes.fromhex skips spaces: 32 chars but only 14 bytes
+        "0" * 30 + "\n\t",
         "7F00000100002A9F0000000000000０00",  # full-width digit
         "7F00000100002A9F00000000000000é0"[:32],
     ],
