@@ -96,6 +96,7 @@ class QueryServer:
         self._background: list[asyncio.Task[None]] = []
         self.port = 0
         self.fast_port = 0
+        self._stopped = False
 
     # ports ------------------------------------------------------------------------------------
 
@@ -183,6 +184,9 @@ class QueryServer:
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, flush answers and close every connection."""
+        if self._stopped or not self._servers:
+            return
+        self._stopped = True
         for server in self._servers:
             server.close()
         for task in self._background:

@@ -165,6 +165,11 @@ class RemotingConnection(asyncio.Protocol):
         return self._peer
 
     @property
+    def writing_paused(self) -> bool:
+        """True while the peer is not reading fast enough (and so we are not reading from it)."""
+        return self._writing_paused
+
+    @property
     def in_flight(self) -> int:
         """Requests whose (asynchronous) processing has not finished."""
         return len(self._tasks)

@@ -8,9 +8,10 @@ with the name server's remark (the Java client logs and ignores it for ``TBW102`
 
 from __future__ import annotations
 
+from protocol.custom_headers import GetRouteInfoRequestHeader
+
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import GetRouteInfoRequestHeader
 from server.identity import BrokerIdentity
 from server.route import cluster_info_json, topic_route_json
 from server.store_api import QueryStore

@@ -10,13 +10,14 @@ connection on a frame over 16 MiB, and ``MessageDecoder.decodes`` stops at a par
 
 from __future__ import annotations
 
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
 from protocol.custom_headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.reply import system_error
 from server.store_api import QueryStore
