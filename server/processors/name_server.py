@@ -8,10 +8,9 @@ with the name server's remark (the Java client logs and ignores it for ``TBW102`
 
 from __future__ import annotations
 
-from protocol.custom_headers import GetRouteInfoRequestHeader
-
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
+from protocol.custom_headers import GetRouteInfoRequestHeader
 from server.identity import BrokerIdentity
 from server.route import cluster_info_json, topic_route_json
 from server.store_api import QueryStore
@@ -37,7 +36,7 @@ class NameServerProcessor:
         self._cluster_json = cluster_info_json(identity)
 
     def get_route_info_by_topic(self, request: RemotingCommand) -> RemotingCommand:
-        header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields or {})
+        header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
         if header.topic not in self._store.topics():
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(header.topic)

@@ -10,20 +10,17 @@ connection on a frame over 16 MiB, and ``MessageDecoder.decodes`` stops at a par
 
 from __future__ import annotations
 
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
 from protocol.custom_headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
+    is_unique_key_query,
 )
-
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.reply import system_error
 from server.store_api import QueryStore
-
-#: ``MixAll.UNIQUE_MSG_QUERY_FLAG``: the extField that marks a by-unique-key query.
-UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 
 #: ``MessageStoreConfig.defaultQueryMaxNum``: maxNum of every unique-key query.
 DEFAULT_QUERY_MAX_NUM = 32
@@ -66,10 +63,9 @@ class QueryMessageProcessor:
         self._body_limit = max_frame_length - HEADER_ALLOWANCE
 
     def query_message(self, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
-        header = QueryMessageRequestHeader.from_ext_fields(ext)
+        header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
         max_num = header.max_num
-        if ext.get(UNIQUE_KEY_QUERY_FLAG) == "true":
+        if is_unique_key_query(request.ext_fields):
             max_num = self._default_query_max_num
         result = self._store.query_message(
             header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
@@ -81,7 +77,6 @@ class QueryMessageProcessor:
         buffers = cap_records(list(result.buffers), self._body_limit)
         if not buffers:
             return request.make_response(
-                request,
                 ResponseCode.QUERY_NOT_FOUND,
                 remark=QUERY_NOT_FOUND_REMARK,
                 ext_fields=response_header,
@@ -90,7 +85,7 @@ class QueryMessageProcessor:
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header, body=body)
 
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
-        header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields or {})
+        header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
         offset = header.offset
         record = self._store.view_message(offset) if offset >= 0 else None
         if record is None:

@@ -130,9 +130,8 @@ async def test_a_malformed_frame_closes_only_its_connection(
     before = route_request()
     assert (await good.call(before)).code == ResponseCode.SUCCESS
     with caplog.at_level(logging.INFO, logger="server.connection"):
-        await bad.send(view_request(0))
+        assert (await bad.call(view_request(0))).code == ResponseCode.SUCCESS
         await bad.send_bytes(MALFORMED[name])
-        assert (await bad.receive()).code == ResponseCode.SUCCESS  # answered before the bad frame
         assert await bad.closed_by_server()
         assert (await good.call(route_request())).code == ResponseCode.SUCCESS
     lines = [r for r in caplog.records if r.name == "server.connection" and "malformed" in r.getMessage()]
