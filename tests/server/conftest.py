@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store.config import StoreConfig
-from store.message_store import MessageStore
 
 from server.app import QueryServer, ServerSettings
+from store.config import StoreConfig
+from store.message_store import MessageStore
 from tests.server.harness import Connect, RawClient, StartServer
 
 JAVA_STORE = "java-4.9.7-a"
