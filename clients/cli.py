@@ -15,7 +15,9 @@ import sys
 from collections.abc import Sequence
 
 # name -> module path; the order is the order shown in --help.
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {
+    "serve": "server.command",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
