@@ -17,6 +17,8 @@ from collections.abc import Sequence
 # name -> module path; the order is the order shown in --help.
 SUBCOMMANDS: dict[str, str] = {
     "serve": "server.command",
+    "demo-store": "store.commands.demo_store",
+    "rebuild-index": "store.commands.rebuild_index",
 }
 
 
