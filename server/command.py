@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
+import tempfile
 from pathlib import Path
 
-from server.app import DEFAULT_PORT, QueryServer, ServerSettings
+from server.app import DEFAULT_PORT, QueryServer, ServerSettings, default_advertise_host
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from store.config import ConfigError, StoreConfig
+from store.demo import demo_config, make_demo_store
 from store.message_store import MessageStore
 
 HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ store over TCP"
@@ -45,7 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="index the CommitLog ourselves and keep indexing as it grows (writes under the store's index/)",
     )
-    parser.add_argument("--demo", action="store_true", help="serve a freshly generated demo store")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a freshly generated demo store (written to --store, else to a temporary directory)",
+    )
     parser.add_argument(
         "--refresh-interval",
         type=float,
@@ -67,8 +74,28 @@ def load_config(args: argparse.Namespace) -> StoreConfig:
     return StoreConfig.for_store(args.store.expanduser().resolve() if args.store else Path.home() / "store")
 
 
+def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:
+    """Write the demo store (offset ids pointing at where we will listen) and return its config."""
+    if args.store is not None:
+        root = args.store.expanduser().resolve()
+    else:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmq-demo-"))) / "store"
+    port = args.port or DEFAULT_PORT
+    host = args.advertise.rsplit(":", 1)[0] if args.advertise else default_advertise_host(args.host)
+    summary = make_demo_store(root, config=demo_config(root, broker_ip=host, port=port))
+    log.info("demo store: %d messages written to %s", summary.messages, summary.root)
+    for topic in sorted(summary.sample_keys):
+        log.info("demo: topic %s, keys %s", topic, " ".join(summary.sample_keys[topic]))
+    for topic, unique_key in summary.sample_unique_keys:
+        log.info("demo: unique key %s (topic %s)", unique_key, topic)
+    for msg_id in summary.sample_offset_ids:
+        log.info("demo: offset id %s", msg_id)
+    return StoreConfig.load(root / "broker.conf")
+
+
 def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettings:
-    port = args.port if args.port is not None else (config.listen_port if args.config else DEFAULT_PORT)
+    from_conf = args.config is not None or args.demo
+    port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
     return ServerSettings(
         host=args.host,
         port=port,
@@ -112,14 +139,19 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if args.demo:
-        log.error("--demo needs the store package's demo generator (store/demo.py), which is not available")
-        return 2
-    try:
-        config = load_config(args)
-    except ConfigError as exc:
-        log.error("bad configuration: %s", exc)
-        return 2
+    with contextlib.ExitStack() as stack:
+        try:
+            config = make_demo(args, stack) if args.demo else load_config(args)
+        except ConfigError as exc:
+            log.error("bad configuration: %s", exc)
+            return 2
+        except (FileExistsError, OSError) as exc:
+            log.error("cannot write the demo store: %s", exc)
+            return 2
+        return _serve_store(args, config)
+
+
+def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     if not config.store_path_commit_log.is_dir():
         log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
         return 2

@@ -88,3 +88,35 @@ async def test_serve_refuses_a_directory_without_a_commitlog(tmp_path: Path) -> 
     _, err = await asyncio.wait_for(proc.communicate(), 20)
     assert proc.returncode == 2
     assert b"no CommitLog directory" in err
+
+
+async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    proc, lines, port, _ = await _start("--demo", "--store", str(root), "--port", "0")
+    try:
+        assert (root / "commitlog").is_dir() and (root / "broker.conf").is_file()
+        key_line = next(line for line in lines if "demo: topic DemoOrders, keys" in line)
+        key = key_line.rsplit("keys ", 1)[1].split()[0]
+        client = await RawClient.connect("127.0.0.1", port)
+        try:
+            route = await client.call(
+                RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "DemoOrders"})
+            )
+            assert route.code == ResponseCode.SUCCESS and b"demo-broker" in bytes(route.body or b"")
+            fields = {
+                "topic": "DemoOrders",
+                "key": key,
+                "maxNum": "64",
+                "beginTimestamp": "0",
+                "endTimestamp": "9223372036854775807",
+            }
+            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
+            assert answer.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
