@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "serve": "server.command",
     "demo-store": "store.commands.demo_store",
     "rebuild-index": "store.commands.rebuild_index",
+    "fsck": "store.commands.fsck",
 }
 
 

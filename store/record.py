@@ -53,14 +53,6 @@ class IndexFields(NamedTuple):
     uniq_key: str | None
 
 
-def size_and_magic(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    return _SIZE_MAGIC.unpack_from(buf, pos)
-
-
-def physical_offset(buf: bytes | memoryview, pos: int) -> int:
-    return _I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0]
-
-
 def store_timestamp(buf: bytes | memoryview, pos: int) -> int:
     sys_flag = _I32.unpack_from(buf, pos + 36)[0]
     return _I64.unpack_from(buf, pos + _OFF_STORE_TS_V4 + (12 if sys_flag & SYSFLAG_BORNHOST_V6 else 0))[0]
@@ -141,23 +133,6 @@ def check(
     except (ValueError, IndexError, struct.error):
         return INVALID
     return total
-
-
-def property_value(props: bytes, name: str) -> str | None:
-    """The value of one property, parsed like ``MessageDecoder.string2messageProperties``.
-
-    Entries are ``name\\x01value`` separated by ``\\x02``; entries shorter than 3 characters, with an
-    empty name or an empty value are ignored; a repeated name keeps its last value.
-    """
-    if not props:
-        return None
-    text = props.decode("utf-8", "replace")
-    found: str | None = None
-    prefix = name + "\x01"
-    for item in text.split("\x02"):
-        if len(item) >= 3 and item.startswith(prefix) and len(item) > len(prefix):
-            found = item[len(prefix) :]
-    return found
 
 
 def index_fields(buf: bytes | memoryview, pos: int) -> IndexFields:
