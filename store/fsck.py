@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from protocol.message import read_index_fields
 from store import record
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -107,7 +108,7 @@ def _check_index(index: IndexService, commitlog: CommitLog, report: FsckReport, 
                 if phy >= commitlog.min_offset:
                     report.problems.append(f"index file {f.name}: entry {n} points at {phy}, not a record")
                 continue
-            fields = record.index_fields(buf, 0)
+            fields = read_index_fields(buf, 0)
             if key_hash not in {hasher(fields.topic, k) for k in index_keys(fields)}:
                 report.problems.append(f"index file {f.name}: entry {n} hash matches no key of record {phy}")
     report.notes.append(f"index: {len(files)} files, {report.entries} entries")
@@ -116,7 +117,7 @@ def _check_index(index: IndexService, commitlog: CommitLog, report: FsckReport, 
     for offset, buf in commitlog.iter_records(max(last_indexed, 0)):
         if offset <= last_indexed:
             continue
-        if index_keys(record.index_fields(buf, 0)):
+        if index_keys(read_index_fields(buf, 0)):
             behind += 1
     if behind:
         report.problems.append(f"index is behind the CommitLog: {behind} records with keys are not indexed")

@@ -26,7 +26,8 @@ from operator import mul
 from pathlib import Path
 
 from protocol.index_key import java_string_hash
-from store import record
+from protocol.message import IndexFields, read_index_fields
+from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -80,13 +81,13 @@ class KeyHasher:
         return h
 
 
-def index_keys(fields: record.IndexFields) -> list[str]:
+def index_keys(fields: IndexFields) -> list[str]:
     """The keys (after ``topic#``) the broker indexes for one record, in its order (none for a rollback)."""
-    if fields.sys_flag & record.SYSFLAG_TRANSACTION_MASK == record.SYSFLAG_TRANSACTION_ROLLBACK:
+    if fields.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
         return []
     keys: list[str] = []
-    if fields.uniq_key is not None:
-        keys.append(fields.uniq_key)
+    if fields.unique_key is not None:
+        keys.append(fields.unique_key)
     if fields.keys:
         keys.extend(k for k in fields.keys.split(" ") if k)
     return keys
@@ -194,7 +195,7 @@ class IndexBuilder:
         seen = 0
         skip = self._skip_keys
         last_offset: int | None = None
-        index_fields = record.index_fields
+        index_fields = read_index_fields
         hasher = self._hasher
         released = self.next_offset
         try:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import msgspec
 
+from protocol.errors import ProtocolError
+from protocol.message import read_index_fields
 from store import record
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -47,12 +49,12 @@ class QueryMessageResult:
 def key_matches(buf: memoryview, topic: str, key: str) -> bool:
     """Exact match, as the Java client filters: same topic and ``key`` among KEYS or equal to UNIQ_KEY."""
     try:
-        fields = record.index_fields(buf, 0)
-    except (ValueError, IndexError):
+        fields = read_index_fields(buf, 0)
+    except ProtocolError:
         return False
     if fields.topic != topic:
         return False
-    if fields.uniq_key == key:
+    if fields.unique_key == key:
         return True
     return fields.keys is not None and key in fields.keys.split(" ")
 
