@@ -37,8 +37,7 @@ from clients.errors import (
 )
 from clients.route import TopicRouteData, decode_route
 from protocol.codes import RequestCode, ResponseCode
-from protocol.custom_headers import QueryMessageResponseHeader
-from protocol.errors import HeaderFieldError, MessageIdError, ProtocolError
+from protocol.errors import MessageIdError, ProtocolError
 from protocol.message import MessageExt, decode_message, decode_messages
 from protocol.message_id import decode_offset_msg_id
 
@@ -76,6 +75,18 @@ def java_split_space(text: str) -> list[str]:
     while parts and not parts[-1]:
         parts.pop()
     return parts
+
+
+def _index_timestamp(ext_fields: dict[str, str] | None) -> int | None:
+    """``indexLastUpdateTimestamp`` if both QueryMessageResponseHeader fields are valid longs."""
+    if not ext_fields:
+        return None
+    try:
+        timestamp = int(ext_fields["indexLastUpdateTimestamp"])
+        int(ext_fields["indexLastUpdatePhyoffset"])
+    except (KeyError, ValueError):
+        return None
+    return timestamp
 
 
 def split_namesrv(namesrv: str | Sequence[str]) -> list[str]:
@@ -215,12 +226,12 @@ class QueryAdmin:
             return None
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerError(response.code, response.remark, addr)
-        try:
-            header = QueryMessageResponseHeader.from_ext_fields(response.ext_fields or {})
-        except HeaderFieldError as exc:
-            log.warning("ignoring the answer of %s: %s", addr, exc)  # Java drops it the same way
+        timestamp = _index_timestamp(response.ext_fields)
+        if timestamp is None:
+            # Java's @CFNotNull check fails on this answer and the broker's results are dropped.
+            log.warning("ignoring the answer of %s: index header fields missing or malformed", addr)
             return None
-        return header.index_last_update_timestamp, decode_messages(response.body or b"")
+        return timestamp, decode_messages(response.body or b"")
 
     async def query_by_key(
         self,

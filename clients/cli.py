@@ -15,7 +15,11 @@ import sys
 from collections.abc import Sequence
 
 # name -> module path; the order is the order shown in --help.
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {
+    "query-key": "clients.commands.query_key",
+    "query-id": "clients.commands.query_id",
+    "query-uniq": "clients.commands.query_uniq",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,176 @@
+"""Fixtures for the clients tests: a fake peer that answers with real broker frames, and UTC time.
+
+The fake peer is a plain asyncio server on 127.0.0.1 (port 0). Its answers are the response frames a
+real Java 4.9.7 name server and broker wrote in ``vectors/wire/<scenario>/`` (matched to a request by
+its code), re-stamped with the request's opaque; route bodies are rewritten to point at the fake
+itself so the client's second hop (to the "broker") comes back to it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from protocol.command import RemotingCommand
+from protocol.frame import FrameDecoder, decode_frame, encode_frame
+
+Handler = Callable[[RemotingCommand], "RemotingCommand | bytes | None"]
+
+
+class FakePeer:
+    """A remoting server whose every answer comes from ``handler`` (None = stay silent)."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[RemotingCommand] = []
+        self.connections = 0
+        self._server: asyncio.AbstractServer | None = None
+        self.addr = ""
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.addr = f"127.0.0.1:{port}"
+        return self.addr
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        decoder = FrameDecoder()
+        try:
+            while data := await reader.read(65536):
+                for request in decoder.feed(data):
+                    self.requests.append(request)
+                    answer = self.handler(request)
+                    if answer is None:
+                        continue
+                    if isinstance(answer, bytes):
+                        writer.write(answer)
+                    else:
+                        answer.opaque = request.opaque
+                        writer.write(encode_frame(answer))
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+def load_scenario(vectors_dir: Path, scenario: str) -> dict[int, list[RemotingCommand]]:
+    """The real responses of a wire scenario, by the code of the request they answered."""
+    folder = vectors_dir / "wire" / scenario
+    frames = json.loads((folder / "frames.json").read_text(encoding="utf-8"))
+    by_code: dict[int, list[RemotingCommand]] = {}
+    requests: dict[tuple[str, int], int] = {}
+    for frame in frames:
+        header = frame["header"]
+        if header["flag"] & 1 == 0:
+            requests[(frame["src"], header["opaque"])] = header["code"]
+            continue
+        code = requests.get((frame["dst"], header["opaque"]))
+        if code is not None:
+            by_code.setdefault(code, []).append(decode_frame((folder / frame["file"]).read_bytes()))
+    return by_code
+
+
+def scenario_handler(
+    vectors_dir: Path, scenario: str, addr_ref: list[str], broker_addr: str = "127.0.0.1:10911"
+) -> Handler:
+    """Answer each request with the scenario's real response to a request of the same code."""
+    by_code = load_scenario(vectors_dir, scenario)
+
+    def handle(request: RemotingCommand) -> RemotingCommand | None:
+        answers = by_code.get(request.code)
+        if not answers:
+            return None
+        answer = answers[-1]
+        body = answer.body
+        if request.code == 105 and body:
+            body = bytes(body).replace(broker_addr.encode(), addr_ref[0].encode())
+        return RemotingCommand(
+            code=answer.code,
+            language=answer.language,
+            version=answer.version,
+            flag=answer.flag,
+            remark=answer.remark,
+            ext_fields=dict(answer.ext_fields) if answer.ext_fields is not None else None,
+            body=body,
+            serialize_type=request.serialize_type,
+        )
+
+    return handle
+
+
+@pytest.fixture
+async def fake_peer() -> AsyncIterator[Callable[[Handler], asyncio.Future[FakePeer]]]:
+    """``await fake_peer(handler)`` starts a FakePeer; all are stopped after the test."""
+    peers: list[FakePeer] = []
+
+    async def start(handler: Handler) -> FakePeer:
+        peer = FakePeer(handler)
+        await peer.start()
+        peers.append(peer)
+        return peer
+
+    yield start  # type: ignore[misc]
+    for peer in peers:
+        await peer.stop()
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run in UTC, the zone the golden mqadmin output was printed in (Java prints local time)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+class ThreadedPeer:
+    """A FakePeer on its own event loop in a thread, for tests that run the (blocking) CLI."""
+
+    def __init__(self, make_handler: Callable[[list[str]], Handler]) -> None:
+        self._addr_ref: list[str] = [""]
+        self._handler = make_handler(self._addr_ref)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.peer = FakePeer(self._handler)
+
+    def start(self) -> str:
+        self._thread.start()
+        addr = asyncio.run_coroutine_threadsafe(self.peer.start(), self._loop).result(5)
+        self._addr_ref[0] = addr
+        return addr
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.peer.stop(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+
+@pytest.fixture
+def threaded_peer() -> Iterator[Callable[[Callable[[list[str]], Handler]], ThreadedPeer]]:
+    """``threaded_peer(make_handler)`` starts a ThreadedPeer; ``make_handler`` gets its address ref."""
+    peers: list[ThreadedPeer] = []
+
+    def start(make_handler: Callable[[list[str]], Handler]) -> ThreadedPeer:
+        peer = ThreadedPeer(make_handler)
+        peer.start()
+        peers.append(peer)
+        return peer
+
+    yield start
+    for peer in peers:
+        peer.stop()
