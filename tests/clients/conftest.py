@@ -174,3 +174,22 @@ def threaded_peer() -> Iterator[Callable[[Callable[[list[str]], Handler]], Threa
     yield start
     for peer in peers:
         peer.stop()
+
+
+@pytest.fixture
+def scenario_peer(fake_peer, vectors_dir: Path):
+    """``await scenario_peer(name, wrap=None, route_to=None)``: a FakePeer replaying a wire scenario.
+
+    ``wrap(real_handler)`` may return a handler that changes some answers; ``route_to`` overrides the
+    broker address written into route answers (default: the peer itself).
+    """
+
+    async def start(scenario: str, wrap=None, route_to: str | None = None) -> FakePeer:
+        ref = [route_to or ""]
+        handler = scenario_handler(vectors_dir, scenario, ref)
+        peer = await fake_peer(wrap(handler) if wrap else handler)
+        if route_to is None:
+            ref[0] = peer.addr
+        return peer
+
+    return start
