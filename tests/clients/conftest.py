@@ -31,6 +31,7 @@ class FakePeer:
         self.requests: list[RemotingCommand] = []
         self.connections = 0
         self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self.addr = ""
 
     async def start(self) -> str:
@@ -43,9 +44,15 @@ class FakePeer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
         decoder = FrameDecoder()
         try:
             while data := await reader.read(65536):
@@ -64,6 +71,7 @@ class FakePeer:
             pass
         finally:
             writer.close()
+            self._tasks.discard(task)
 
 
 def load_scenario(vectors_dir: Path, scenario: str) -> dict[int, list[RemotingCommand]]:
@@ -191,5 +199,15 @@ def scenario_peer(fake_peer, vectors_dir: Path):
         if route_to is None:
             ref[0] = peer.addr
         return peer
+
+    return start
+
+
+@pytest.fixture
+def replay(threaded_peer, vectors_dir: Path) -> Callable[[str], str]:
+    """``replay(scenario)``: the address of a threaded peer replaying that wire scenario."""
+
+    def start(scenario: str) -> str:
+        return threaded_peer(lambda ref: scenario_handler(vectors_dir, scenario, ref)).peer.addr
 
     return start
