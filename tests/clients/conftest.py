@@ -1,15 +1,19 @@
-"""Fixtures for the clients tests: a fake peer that answers with real broker frames, and UTC time.
+"""Fixtures for the clients tests: a fake peer replaying real broker frames, the real server, UTC time.
 
 The fake peer is a plain asyncio server on 127.0.0.1 (port 0). Its answers are the response frames a
 real Java 4.9.7 name server and broker wrote in ``vectors/wire/<scenario>/`` (matched to a request by
 its code), re-stamped with the request's opaque; route bodies are rewritten to point at the fake
 itself so the client's second hop (to the "broker") comes back to it too.
+
+The real server (``server.app.QueryServer``) serves a private copy of the Java-written store, either
+on the test's own loop (library tests) or on a loop in a thread (CLI tests, which call asyncio.run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -19,6 +23,9 @@ import pytest
 
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, decode_frame, encode_frame
+from server.app import QueryServer, ServerSettings
+from store.config import StoreConfig
+from store.message_store import MessageStore
 
 Handler = Callable[[RemotingCommand], "RemotingCommand | bytes | None"]
 
@@ -211,3 +218,76 @@ def replay(threaded_peer, vectors_dir: Path) -> Callable[[str], str]:
         return threaded_peer(lambda ref: scenario_handler(vectors_dir, scenario, ref)).peer.addr
 
     return start
+
+
+JAVA_STORE = "java-4.9.7-a"
+
+
+@pytest.fixture(scope="session")
+def java_store_copy(stores_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the Java-written store (nothing may ever write under ../shared)."""
+    root = tmp_path_factory.mktemp("clients-java-store")
+    shutil.copytree(stores_dir / JAVA_STORE, root / JAVA_STORE)
+    shutil.copy(stores_dir / f"{JAVA_STORE}.broker.conf", root / f"{JAVA_STORE}.broker.conf")
+    return root / JAVA_STORE
+
+
+@pytest.fixture(scope="session")
+def java_expected(stores_dir: Path) -> dict:
+    return json.loads((stores_dir / f"{JAVA_STORE}.expected.json").read_text(encoding="utf-8"))
+
+
+def open_java_store(store_dir: Path) -> MessageStore:
+    return MessageStore.open(StoreConfig.load(store_dir.parent / f"{JAVA_STORE}.broker.conf"))
+
+
+def server_settings(store: MessageStore) -> ServerSettings:
+    return ServerSettings(
+        host="127.0.0.1",
+        port=0,
+        cluster=store.config.broker_cluster_name,
+        broker_name=store.config.broker_name,
+        default_query_max_num=store.config.default_query_max_num,
+    )
+
+
+@pytest.fixture
+async def java_server(java_store_copy: Path) -> AsyncIterator[QueryServer]:
+    """The real QueryServer over the Java store, on this test's event loop (127.0.0.1, port 0)."""
+    store = open_java_store(java_store_copy)
+    server = QueryServer(store, server_settings(store))
+    await server.start()
+    yield server
+    await server.stop()
+    store.close()
+
+
+class ThreadedServer:
+    """The real QueryServer on its own event loop in a thread, for tests that run the blocking CLI."""
+
+    def __init__(self, store_dir: Path) -> None:
+        self._store = open_java_store(store_dir)
+        self.server = QueryServer(self._store, server_settings(self._store))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def start(self) -> str:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(10)
+        return f"127.0.0.1:{self.server.port}"
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+        self._store.close()
+
+
+@pytest.fixture(scope="module")
+def served_java_store(java_store_copy: Path) -> Iterator[str]:
+    """Address of a real QueryServer (threaded) serving the Java store, shared by a test module."""
+    threaded = ThreadedServer(java_store_copy)
+    addr = threaded.start()
+    yield addr
+    threaded.stop()
