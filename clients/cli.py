@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "query-key": "clients.commands.query_key",
     "query-id": "clients.commands.query_id",
     "query-uniq": "clients.commands.query_uniq",
+    "bench": "clients.commands.bench",
 }
 
 
