@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from protocol.command import RemotingCommand
 from protocol.errors import FrameError
@@ -61,8 +61,8 @@ class RemotingConnection(asyncio.Protocol):
     # asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement the Transport interface without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._last_activity = self._loop.time()

@@ -6,9 +6,10 @@ each test gets its own server on 127.0.0.1 with port 0, stopped at the end, and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,17 @@ from store.message_store import MessageStore
 from tests.server.harness import Connect, RawClient, StartServer
 
 JAVA_STORE = "java-4.9.7-a"
+
+#: Test modules whose every test also runs on uvloop, the loop ``serve`` uses when it is installed.
+BOTH_LOOPS = {"test_connection.py"}
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
+    if item.path.name in BOTH_LOOPS:
+        import uvloop
+
+        return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}
 
 
 @pytest.fixture(scope="session")

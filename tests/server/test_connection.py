@@ -4,7 +4,8 @@ Each behaviour the broker's Netty pipeline gives its clients is checked from the
 real loopback socket: answers paired by opaque whatever order they complete in, any chunking of the
 byte stream, oneway requests never answered, a malformed frame costing only its own connection, a
 peer that stops reading pausing only itself, idle connections closed, and a graceful stop that
-finishes what is in flight.
+finishes what is in flight. Every test here runs on asyncio's own loop and on uvloop (what ``serve``
+uses when installed; see ``pytest_asyncio_loop_factories`` in conftest.py).
 """
 
 from __future__ import annotations
