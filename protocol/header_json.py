@@ -45,24 +45,43 @@ class _HeaderIn(msgspec.Struct, kw_only=True):
     opaque: _Int32 = 0
     flag: _Int32 = 0
     remark: str | None = None
-    extFields: dict[str, Any] | None = None
+    extFields: dict[str, str] | None = None
+
+
+class _LenientHeaderIn(_HeaderIn, kw_only=True):
+    """The fallback when extFields holds non-string values (only non-Java peers send those)."""
+
+    extFields: dict[str, Any] | None = None  # type: ignore[assignment]
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(_HeaderIn)
+_LENIENT_DECODER = msgspec.json.Decoder(_LenientHeaderIn)
 _LANGUAGE_NAMES: dict[int, str] = {member.value: member.name for member in LanguageCode}
-_LANGUAGE_BY_NAME: dict[str, LanguageCode] = {member.name: member for member in LanguageCode}
-_LANGUAGE_BY_CODE: dict[int, LanguageCode] = {member.value: member for member in LanguageCode}
+# fastjson reads an enum by name or by ordinal; a missing language keeps Java's default (JAVA) and
+# anything else it cannot place becomes OTHER. One dict serves every case in a single lookup.
+_LANGUAGE_LOOKUP: dict[str | int | None, LanguageCode] = {
+    None: LanguageCode.JAVA,
+    **{member.name: member for member in LanguageCode},
+    **{member.value: member for member in LanguageCode},
+}
+_OTHER = LanguageCode.OTHER
+_JSON = SerializeType.JSON
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header bytes of ``cmd`` (without the frame's length words)."""
-    for name in ("code", "version", "opaque", "flag"):
-        value = getattr(cmd, name)
-        if not _INT32_MIN <= value <= _INT32_MAX:
-            raise CommandEncodeError(f"{name}={value} does not fit a Java int")
+    if not (
+        _INT32_MIN <= cmd.code <= _INT32_MAX
+        and _INT32_MIN <= cmd.version <= _INT32_MAX
+        and _INT32_MIN <= cmd.opaque <= _INT32_MAX
+        and _INT32_MIN <= cmd.flag <= _INT32_MAX
+    ):
+        raise CommandEncodeError(
+            f"code/version/opaque/flag must fit a Java int: {cmd.code}/{cmd.version}/{cmd.opaque}/{cmd.flag}"
+        )
     if cmd.ext_fields is not None:
         for key, value in cmd.ext_fields.items():
             if not (isinstance(key, str) and isinstance(value, str)):
@@ -86,34 +105,29 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """A command (without body) from JSON header bytes; ``HeaderDecodeError`` if they are not one."""
     try:
-        header = _DECODER.decode(data)
+        header: _HeaderIn = _DECODER.decode(data)
+        ext_fields = header.extFields
+    except msgspec.ValidationError:
+        # Not all-string extFields, or a genuinely bad header: the lenient decoder tells which.
+        try:
+            header = _LENIENT_DECODER.decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
+        ext_fields = None if header.extFields is None else _stringify_ext_fields(header.extFields)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
-    ext_fields = header.extFields
-    if ext_fields is not None:
-        for value in ext_fields.values():
-            if type(value) is not str:
-                ext_fields = _stringify_ext_fields(ext_fields)
-                break
+    # Positional arguments: this runs once per request, and keywords cost measurably here.
     return RemotingCommand(
-        code=header.code,
-        language=_language(header.language),
-        version=header.version,
-        opaque=header.opaque,
-        flag=header.flag,
-        remark=header.remark,
-        ext_fields=ext_fields,
-        serialize_type=SerializeType.JSON,
+        header.code,
+        _LANGUAGE_LOOKUP.get(header.language, _OTHER),
+        header.version,
+        header.opaque,
+        header.flag,
+        header.remark,
+        ext_fields,
+        None,
+        _JSON,
     )
-
-
-def _language(value: str | int | None) -> LanguageCode | int:
-    """fastjson reads an enum by name or by ordinal; anything it cannot place becomes OTHER."""
-    if value is None:
-        return LanguageCode.JAVA
-    if isinstance(value, str):
-        return _LANGUAGE_BY_NAME.get(value, LanguageCode.OTHER)
-    return _LANGUAGE_BY_CODE.get(value, LanguageCode.OTHER)
 
 
 def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:

@@ -25,6 +25,7 @@ _FIXED_AND_REMARK_LEN = struct.Struct(">hBhiii")
 #: The smallest header: fixed part, remark length, extFields length.
 MIN_HEADER_LENGTH = _FIXED.size + 4 + 4
 _LANGUAGE_BY_CODE: dict[int, LanguageCode] = {member.value: member for member in LanguageCode}
+_ROCKETMQ = SerializeType.ROCKETMQ
 
 
 def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -64,14 +65,25 @@ def decode_rocketmq_header(buf: bytes | bytearray | memoryview, start: int, end:
     """
     if end - start < MIN_HEADER_LENGTH:
         raise HeaderDecodeError(f"ROCKETMQ header of {end - start} bytes is shorter than {MIN_HEADER_LENGTH}")
-    code, language, version, opaque, flag, remark_len = _FIXED_AND_REMARK_LEN.unpack_from(buf, start)
-    pos = start + _FIXED_AND_REMARK_LEN.size
+    # One copy of the (small) header, decoded once as Latin-1 so that character offsets equal byte
+    # offsets: an ASCII string (the usual case) is then a plain slice of that text, and only a
+    # slice holding non-ASCII characters is decoded again, as UTF-8, from the bytes.
+    header = bytes(buf[start:end])
+    text = header.decode("latin-1")
+    end = len(header)
+    code, language, version, opaque, flag, remark_len = _FIXED_AND_REMARK_LEN.unpack_from(header, 0)
+    pos = _FIXED_AND_REMARK_LEN.size
     if remark_len < 0 or remark_len > end - pos - 4:
         raise HeaderDecodeError(f"ROCKETMQ header remark length {remark_len} exceeds the header")
     try:
-        remark = str(buf[pos : pos + remark_len], "utf-8") if remark_len else None
-        pos += remark_len
-        (ext_len,) = _I32.unpack_from(buf, pos)
+        remark = None
+        if remark_len:
+            stop = pos + remark_len
+            remark = text[pos:stop]
+            if not remark.isascii():
+                remark = header[pos:stop].decode("utf-8")
+            pos = stop
+        (ext_len,) = _I32.unpack_from(header, pos)
         pos += 4
         ext_fields = None
         if ext_len != 0:
@@ -79,43 +91,51 @@ def decode_rocketmq_header(buf: bytes | bytearray | memoryview, start: int, end:
                 raise HeaderDecodeError(
                     f"ROCKETMQ header extFields length {ext_len} does not match the {end - pos} bytes left"
                 )
-            ext_fields = _decode_ext_fields(buf, pos, end)
+            ext_fields = _decode_ext_fields(header, text, pos, end)
         elif pos != end:
             raise HeaderDecodeError(f"ROCKETMQ header has {end - pos} trailing bytes")
     except UnicodeDecodeError as exc:
         raise HeaderDecodeError(f"ROCKETMQ header text is not UTF-8: {exc}") from exc
+    # Positional arguments: this runs once per request, and keywords cost measurably here.
     return RemotingCommand(
-        code=code,
-        language=_LANGUAGE_BY_CODE.get(language, language),
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark,
-        ext_fields=ext_fields,
-        serialize_type=SerializeType.ROCKETMQ,
+        code,
+        _LANGUAGE_BY_CODE.get(language, language),
+        version,
+        opaque,
+        flag,
+        remark,
+        ext_fields,
+        None,
+        _ROCKETMQ,
     )
 
 
-def _decode_ext_fields(buf: bytes | bytearray | memoryview, pos: int, end: int) -> dict[str, str] | None:
-    """The key/value pairs filling ``buf[pos:end]``; empty keys or values are Java nulls and dropped."""
+def _decode_ext_fields(header: bytes, text: str, pos: int, end: int) -> dict[str, str] | None:
+    """The key/value pairs filling ``header[pos:end]`` (``text`` is the header as Latin-1);
+    empty keys or values are Java nulls and dropped."""
     fields: dict[str, str] = {}
     i16 = _I16.unpack_from
     i32 = _I32.unpack_from
     while pos < end:
         if end - pos < 2:
             raise HeaderDecodeError("ROCKETMQ header extFields entry is truncated")
-        (key_len,) = i16(buf, pos)
+        (key_len,) = i16(header, pos)
         pos += 2
         if key_len < 0 or key_len > end - pos - 4:
             raise HeaderDecodeError(f"ROCKETMQ header extFields key length {key_len} exceeds the header")
-        key = str(buf[pos : pos + key_len], "utf-8")
-        pos += key_len
-        (value_len,) = i32(buf, pos)
-        pos += 4
+        stop = pos + key_len
+        key = text[pos:stop]
+        if not key.isascii():
+            key = header[pos:stop].decode("utf-8")
+        (value_len,) = i32(header, stop)
+        pos = stop + 4
         if value_len < 0 or value_len > end - pos:
             raise HeaderDecodeError(f"ROCKETMQ header extFields value length {value_len} exceeds the header")
-        value = str(buf[pos : pos + value_len], "utf-8")
-        pos += value_len
+        stop = pos + value_len
+        value = text[pos:stop]
+        if not value.isascii():
+            value = header[pos:stop].decode("utf-8")
+        pos = stop
         if key and value:
             fields[key] = value
         elif key:
