@@ -116,6 +116,26 @@ class CommitLog:
             self._views = [f.view() for f in files]
             self._max_offset = self._find_end()
 
+    def release(self, start: int, end: int) -> None:
+        """Tell the kernel the pages of ``[start, end)`` are not needed by this process any more.
+
+        Walking a CommitLog touches every page it reads; the pages stay in the page cache, but
+        without this they would also stay counted in this process's resident memory.
+        """
+        page = mmap.PAGESIZE
+        for f in self._files:
+            lo = max(start, f.start) - f.start
+            hi = min(end, f.end) - f.start
+            if hi <= lo or f.mm is None:
+                continue
+            lo -= lo % page
+            hi -= hi % page
+            if hi > lo:
+                try:
+                    f.mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+                except (OSError, ValueError):
+                    pass
+
     def _find_end(self) -> int:
         """Walk records from the last known good end (or the last file's start) to the first bad one."""
         if not self._files:
@@ -132,6 +152,7 @@ class CommitLog:
         end = pos_abs
         for offset, size in self._walk(start_idx, pos_abs):
             end = offset + size
+        self.release(pos_abs, end)
         return max(end, self._after_blank_end(end))
 
     def _after_blank_end(self, end: int) -> int:

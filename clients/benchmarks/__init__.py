@@ -1,1 +1,1 @@
-"""Benchmark scripts (``python -m clients.benchmarks.<name>``): measurements, not tests."""
+"""Benchmark scripts (``python -m clients.benchmarks.<name>``): measurements, not tests; results go to BENCHMARKS.md."""
