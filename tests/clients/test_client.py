@@ -179,3 +179,38 @@ def test_parse_addr(addr: str, expected: tuple[str, int]) -> None:
 def test_parse_addr_rejects_bad_addresses(addr: str) -> None:
     with pytest.raises(ConnectError):
         parse_addr(addr)
+
+
+class _RecordingTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_frames_queued_in_one_iteration_leave_in_one_write_and_answers_may_trickle() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    calls = [asyncio.ensure_future(conn.request(RemotingCommand(code=33), 5)) for _ in range(5)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(transport.writes) == 1
+    requests = FrameDecoder().feed(transport.writes[0])
+    assert len(requests) == 5 and len({r.opaque for r in requests}) == 5
+    answers = b"".join(encode_frame(_echo_opaque(r)) for r in reversed(requests))
+    for i in range(len(answers)):  # one byte at a time
+        conn.data_received(answers[i : i + 1])
+    results = await asyncio.gather(*calls)
+    assert [r.remark for r in results] == [str(r.opaque) for r in requests]
+    assert conn.in_flight == 0
+
+
+def _echo_opaque(request: RemotingCommand) -> RemotingCommand:
+    return request.make_response(0, remark=str(request.opaque))
