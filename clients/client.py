@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 
 from clients.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
@@ -207,8 +207,10 @@ class RemotingClient:
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        rpc_hook: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.serialize_type = serialize_type
+        self.rpc_hook = rpc_hook
         self.language = language
         self.version = version
         self.timeout = timeout
@@ -231,8 +233,11 @@ class RemotingClient:
     def make_request(
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes | None = None
     ) -> RemotingCommand:
-        """A request command carrying this client's language, version and serialization."""
-        return RemotingCommand(
+        """A request command carrying this client's language, version and serialization.
+
+        The ``rpc_hook`` (e.g. ``clients.acl.AclSigner``) sees it last, as Java's ``doBeforeRequest``.
+        """
+        request = RemotingCommand(
             code=int(code),
             language=self.language,
             version=self.version,
@@ -243,6 +248,9 @@ class RemotingClient:
             body=body,
             serialize_type=self.serialize_type,
         )
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
+        return request
 
     async def connection(self, addr: str) -> RemotingConnection:
         """The open connection to ``addr``, connecting (once, even if many callers ask) if needed."""

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
+from clients.acl import AclSigner
 from clients.admin import QueryAdmin
 from clients.client import DEFAULT_TIMEOUT, RemotingClient
 from clients.errors import (
@@ -80,6 +81,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_require
         default="json",
         help="request header serialization (default json, as the Java client)",
     )
+    parser.add_argument("--access-key", metavar="AK", help="ACL access key: sign requests like mqadmin")
+    parser.add_argument("--secret-key", metavar="SK", help="ACL secret key (with --access-key)")
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +113,10 @@ def positive_int_arg(text: str) -> int:
 def make_admin(args: argparse.Namespace) -> QueryAdmin:
     """A QueryAdmin configured from the connection flags."""
     serialize = SerializeType.ROCKETMQ if args.serialize == "rocketmq" else SerializeType.JSON
-    client = RemotingClient(serialize_type=serialize, timeout=args.timeout)
+    if bool(args.access_key) != bool(args.secret_key):
+        raise ClientError("ACL signing needs both --access-key and --secret-key")
+    signer = AclSigner(args.access_key, args.secret_key) if args.access_key else None
+    client = RemotingClient(serialize_type=serialize, timeout=args.timeout, rpc_hook=signer)
     return QueryAdmin(args.namesrv, client, timeout=args.timeout)
 
 
