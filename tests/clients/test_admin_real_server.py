@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 
@@ -84,3 +85,14 @@ async def test_unique_key_on_the_fast_port_too(java_server: QueryServer, java_ex
             found = await admin.query_by_unique_key("topic_c-1", message["uniqKey"])
         assert found and all(m.unique_key == message["uniqKey"] for m in found)
         assert found[0].commit_log_offset == message["commitLogOffset"]
+
+
+async def test_bodies_come_back_decompressed(java_server: QueryServer, java_expected: dict) -> None:
+    compressed = [m for m in java_expected["messages"] if m["sysFlag"] & 0x1]
+    assert len(compressed) >= 3
+    async with QueryAdmin(None) as admin:
+        for expected in compressed:
+            msg_id = create_offset_msg_id("127.0.0.1", java_server.port, expected["commitLogOffset"])
+            msg = await admin.view_message(msg_id)
+            assert msg.is_compressed
+            assert hashlib.sha256(msg.body).hexdigest() == expected["bodySha256"]
