@@ -18,6 +18,7 @@ import asyncio
 import itertools
 from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import cast
 
 from clients.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from protocol.codes import LanguageCode, SerializeType
@@ -83,8 +84,8 @@ class RemotingConnection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it: no isinstance check.
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import random
 import sys
+from collections.abc import Callable
 
 from clients.commands.common import (
     EXIT_FOUND,
@@ -91,6 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--serialize", choices=("json", "rocketmq"), default="json", help="header serialization"
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    parser.add_argument(
+        "--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+        help="event loop of the generator (auto: uvloop when installed)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
 
 
@@ -117,6 +122,19 @@ def _factory(args: argparse.Namespace, samples: Samples, rng: random.Random) -> 
     return mixed_factory(view_factory(samples.offsets, rng), key_factory(samples.keys, rng, args.max_num))
 
 
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop factory if asked for (or installed, for ``auto``), else None (asyncio's own)."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise
+        return None
+    return uvloop.new_event_loop
+
+
 def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     if args.connections > MAX_CONNECTIONS or args.depth > MAX_DEPTH:
@@ -127,22 +145,28 @@ def run(args: argparse.Namespace) -> int:
     except SampleError as exc:
         err.write(f"rmq-query bench: {exc}\n")
         return EXIT_USAGE
+    try:
+        loop_factory = _loop_factory(args.loop)
+    except ImportError:
+        err.write("rmq-query bench: --loop uvloop needs the uvloop package (pip install uvloop)\n")
+        return EXIT_USAGE
     rng = random.Random(args.seed)
     serialize = SerializeType.ROCKETMQ if args.serialize == "rocketmq" else SerializeType.JSON
     try:
-        report = asyncio.run(
-            run_load(
-                args.addr,
-                _factory(args, samples, rng),
-                kind=args.kind,
-                connections=args.connections,
-                depth=args.depth,
-                requests=args.requests,
-                seconds=args.seconds,
-                timeout=args.timeout,
-                serialize_type=serialize,
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            report = runner.run(
+                run_load(
+                    args.addr,
+                    _factory(args, samples, rng),
+                    kind=args.kind,
+                    connections=args.connections,
+                    depth=args.depth,
+                    requests=args.requests,
+                    seconds=args.seconds,
+                    timeout=args.timeout,
+                    serialize_type=serialize,
+                )
             )
-        )
     except ClientError as exc:
         err.write(f"rmq-query bench: {exc}\n")
         return EXIT_UNREACHABLE

@@ -217,3 +217,12 @@ def test_bench_command_bounds_are_enforced(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["bench", "-n", "127.0.0.1:1", *argv])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_bench_command_on_either_event_loop(
+    served_java_store: str, java_store_copy: Path, capsys, loop
+) -> None:
+    argv = ["bench", "-n", served_java_store, "--store", str(java_store_copy), "--requests", "30"]
+    assert main([*argv, "--connections", "2", "--depth", "2", "--loop", loop, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] == 30
