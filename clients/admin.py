@@ -31,6 +31,7 @@ from clients.errors import (
     ClientError,
     InvalidMessageIdError,
     MQBrokerError,
+    MQClientError,
     TransportError,
     no_message_error,
     no_route_error,
@@ -261,8 +262,8 @@ class QueryAdmin:
             result = await self.query_message(
                 topic, unique_key, max_num, begin, end, unique_key=True, cluster=cluster
             )
-        except ClientError as exc:
-            if getattr(exc, "code", None) == ResponseCode.NO_MESSAGE:
+        except MQClientError as exc:
+            if exc.code == ResponseCode.NO_MESSAGE:
                 raise no_message_error("unique key") from None
             raise
         return sorted(result.messages, key=lambda m: m.store_timestamp)
@@ -313,8 +314,8 @@ class QueryAdmin:
             result = await self.query_message(
                 topic, msg_id, DEFAULT_UNIQUE_MAX_NUM, start, LONG_MAX, unique_key=True, cluster=cluster
             )
-        except ClientError as exc:
-            if getattr(exc, "code", None) == ResponseCode.NO_MESSAGE:
+        except MQClientError as exc:
+            if exc.code == ResponseCode.NO_MESSAGE:
                 raise no_message_error("id") from None
             raise
         return result.messages[0]

@@ -52,6 +52,7 @@ async def _query(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
     ids = [i.strip() for i in args.msg_id.split(",") if i.strip()]
     topic = args.topic.strip() if args.topic else None
     status = EXIT_FOUND
+    found = 0
     for msg_id in ids:
         try:
             msg = await admin.query_by_id(msg_id, topic, cluster=args.cluster, begin=args.begin)
@@ -61,6 +62,7 @@ async def _query(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
             code = report_error("query-id", exc, as_json=args.json, out=out, err=err)
             status = status or code
             continue
+        found += 1
         if args.json:
             out.write(json_line(message_record(msg, include_body=args.body)))
             continue
@@ -68,6 +70,8 @@ async def _query(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
         body_text = body_as_text(msg.body) if args.body else None
         out.write(message_detail(msg, body_path=path, with_offset_id=True, body_text=body_text))
         await print_consumer_trailer(admin, msg, out)
+    if args.json and found:
+        out.write(json_line({"type": "result", "count": found}))
     if not ids:
         return report_error(
             "query-id", ClientError("no message id given"), as_json=args.json, out=out, err=err

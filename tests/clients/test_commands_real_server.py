@@ -114,3 +114,27 @@ def test_query_id_falls_back_to_the_unique_key_query(served_java_store: str, cap
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("WARN: view by offset id failed (CODE: 1  DESC: can not find message")
     assert err[1] == "rmq-query query-id: CODE: 208  DESC: query message by id finished, but no message."
+
+
+def test_query_id_json_is_the_java_clients_dump(served_java_store: str, vectors_dir: Path, capsys) -> None:
+    host, port = served_java_store.split(":")
+    msg_id = create_offset_msg_id(host, int(port), 17457)
+    assert main(["query-id", "-i", msg_id, "--json", "--body"]) == 0
+    assert capsys.readouterr().out == _stdout(vectors_dir, "v4_viewMessage")
+
+
+def test_query_id_several_ids(served_java_store: str, tmp_path: Path, capsys) -> None:
+    host, port = served_java_store.split(":")
+    good = create_offset_msg_id(host, int(port), 17457)
+    empty = create_offset_msg_id(host, int(port), 16777215)
+    argv = ["query-id", "-n", served_java_store, "-i", f"{good}, {empty},", "--body-dir", str(tmp_path)]
+    assert main(argv) == 1  # the first failing id sets the exit code
+    captured = capsys.readouterr()
+    assert captured.out.startswith("OffsetID:            7F00000100002A9F0000000000004431\n")
+    assert captured.out.count("OffsetID:") == 1
+    assert "can not find message by the offset, 16777215" in captured.err
+
+
+def test_query_id_without_any_id(capsys) -> None:
+    assert main(["query-id", "-i", " , "]) == 2
+    assert "no message id given" in capsys.readouterr().err
