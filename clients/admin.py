@@ -193,6 +193,8 @@ class QueryAdmin:
         answered = False
         for addr, answer in zip(addrs, answers, strict=True):
             if isinstance(answer, ClientError | ProtocolError):
+                if len(addrs) > 1:  # with one broker its error is the verdict, raised below
+                    log.warning("query of broker %s failed: %s", addr, answer)
                 result.errors.append((addr, answer))
                 continue
             if isinstance(answer, BaseException):

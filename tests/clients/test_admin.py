@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -242,3 +243,58 @@ def test_java_split_space_drops_trailing_empties() -> None:
 def test_split_namesrv() -> None:
     assert split_namesrv(" a:1; b:2 ;") == ["a:1", "b:2"]
     assert split_namesrv(["a:1"]) == ["a:1"]
+
+
+def _two_broker_route(good: str, bad: str) -> bytes:
+    brokers = [
+        {"brokerAddrs": {"0": good}, "brokerName": "broker-a", "cluster": "c1"},
+        {"brokerAddrs": {"1": bad}, "brokerName": "broker-b", "cluster": "c2"},
+    ]
+    return json.dumps({"brokerDatas": brokers, "queueDatas": []}).encode()
+
+
+async def test_one_broker_down_of_two_keeps_the_others_results(scenario_peer, caplog) -> None:
+    dead = f"127.0.0.1:{_free_port()}"
+
+    def wrap(real):
+        def handler(request: RemotingCommand) -> RemotingCommand | bytes | None:
+            answer = real(request)
+            if request.code == 105 and isinstance(answer, RemotingCommand):
+                answer.body = _two_broker_route(peer_addr[0], dead)
+            return answer
+
+        return handler
+
+    peer_addr: list[str] = []
+    peer = await scenario_peer("mqadmin_queryMsgByKey", wrap)
+    peer_addr.append(peer.addr)
+    async with QueryAdmin(peer.addr) as admin:
+        result = await admin.query_by_key("TopicA", "k-3")
+        assert len(result.messages) == 18
+        assert [addr for addr, _ in result.errors] == [dead]
+        assert isinstance(result.errors[0][1], ConnectError)
+    assert f"query of broker {dead} failed" in caplog.text
+
+
+async def test_cluster_filter_picks_the_brokers_asked_for(scenario_peer) -> None:
+    dead = f"127.0.0.1:{_free_port()}"
+    peer_addr: list[str] = []
+
+    def wrap(real):
+        def handler(request: RemotingCommand) -> RemotingCommand | bytes | None:
+            answer = real(request)
+            if request.code == 105 and isinstance(answer, RemotingCommand):
+                answer.body = _two_broker_route(peer_addr[0], dead)
+            return answer
+
+        return handler
+
+    peer = await scenario_peer("mqadmin_queryMsgByKey", wrap)
+    peer_addr.append(peer.addr)
+    async with QueryAdmin(peer.addr) as admin:
+        assert len((await admin.query_by_key("TopicA", "k-3", cluster="c1")).messages) == 18
+        with pytest.raises(ConnectError):
+            await admin.query_by_key("TopicA", "k-3", cluster="c2")  # the replica-only broker, down
+        with pytest.raises(MQClientError) as info:
+            await admin.query_by_key("TopicA", "k-3", cluster="c3")
+    assert info.value.code == 17
