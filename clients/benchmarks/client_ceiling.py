@@ -18,6 +18,7 @@ import random
 import struct
 import time
 
+from clients.commands.bench import loop_factory_for
 from clients.load import run_load, view_factory
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
@@ -80,6 +81,10 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per setting (default 3)")
     parser.add_argument("--body", type=int, default=500, help="response body bytes (default 500)")
+    parser.add_argument(
+        "--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+        help="the generator's event loop, as rmq-query bench --loop (default auto)",
+    )  # fmt: skip
     args = parser.parse_args()
     settings = [(1, 1), (1, 8), (16, 8), (64, 4)]
     queue: multiprocessing.Queue = multiprocessing.Queue()
@@ -90,21 +95,25 @@ def main() -> None:
         port = queue.get(timeout=10)
         addr = f"127.0.0.1:{port}"
         factory = view_factory(list(range(0, 1 << 20, 512)), random.Random(1))
+        loop_factory = loop_factory_for(args.loop)
+        loop_name = "asyncio" if loop_factory is None else "uvloop"
         print(f"ceiling server: pre-encoded {args.body}-byte answers, {args.seconds:g} s per setting")
+        print(f"generator loop: {loop_name}")
         print(f"{'conns x depth':<14} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'client CPU us/req':>18}")
         for connections, depth in settings:
             cpu = time.process_time()
-            report = asyncio.run(
-                run_load(
-                    addr,
-                    factory,
-                    kind="view",
-                    connections=connections,
-                    depth=depth,
-                    seconds=args.seconds,
-                    serialize_type=SerializeType.ROCKETMQ,
+            with asyncio.Runner(loop_factory=loop_factory) as runner:
+                report = runner.run(
+                    run_load(
+                        addr,
+                        factory,
+                        kind="view",
+                        connections=connections,
+                        depth=depth,
+                        seconds=args.seconds,
+                        serialize_type=SerializeType.ROCKETMQ,
+                    )
                 )
-            )
             used = time.process_time() - cpu
             per_request = used / report.requests * 1e6 if report.requests else 0.0
             print(

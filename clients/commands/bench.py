@@ -122,7 +122,7 @@ def _factory(args: argparse.Namespace, samples: Samples, rng: random.Random) -> 
     return mixed_factory(view_factory(samples.offsets, rng), key_factory(samples.keys, rng, args.max_num))
 
 
-def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def loop_factory_for(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop factory if asked for (or installed, for ``auto``), else None (asyncio's own)."""
     if choice == "asyncio":
         return None
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         err.write(f"rmq-query bench: {exc}\n")
         return EXIT_USAGE
     try:
-        loop_factory = _loop_factory(args.loop)
+        loop_factory = loop_factory_for(args.loop)
     except ImportError:
         err.write("rmq-query bench: --loop uvloop needs the uvloop package (pip install uvloop)\n")
         return EXIT_USAGE
