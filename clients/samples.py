@@ -2,9 +2,10 @@
 
 A benchmark is only honest if it asks for things that exist, spread the way real lookups are: so the
 samples come from the CommitLog itself (every record's offset, every ``topic``/key pair in its KEYS,
-every unique key), walked through ``store.commitlog`` and the index fast path of ``protocol.message``
-(this package never parses files itself). Operators without the store at hand give a key list
-(``TOPIC KEY`` per line) and/or an id list (offset message ids, one per line).
+every unique key; rolled-back transactions give offsets only, as the broker never indexes them),
+walked through ``store.commitlog`` and the index fast path of ``protocol.message`` (this package
+never parses files itself). Operators without the store at hand give a key list (``TOPIC KEY`` per
+line) and/or an id list (offset message ids, one per line).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
+from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from protocol.message_id import decode_offset_msg_id
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -78,6 +80,8 @@ def sample_store(
             except ProtocolError:
                 continue
             samples.offsets.append(offset)
+            if fields.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+                continue  # stored but never indexed: a key query could not find it
             if fields.keys:
                 samples.keys.extend((fields.topic, k) for k in fields.keys.split(" ") if k)
             if fields.unique_key:
