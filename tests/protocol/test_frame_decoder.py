@@ -165,3 +165,20 @@ def test_decode_frame_wants_exactly_one_frame() -> None:
 def test_max_frame_length_must_be_sane() -> None:
     with pytest.raises(ValueError):
         FrameDecoder(max_frame_length=4)
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+def test_a_full_16_mib_frame_arrives_in_socket_sized_chunks(serialize_type: SerializeType) -> None:
+    """The largest frame the default limit allows (length word included), fed 64 KiB at a time."""
+    empty = len(encode_frame(RemotingCommand(code=0, serialize_type=serialize_type)))
+    body = b"\xab" * (DEFAULT_MAX_FRAME_LENGTH - empty)
+    cmd = RemotingCommand(code=0, body=body, serialize_type=serialize_type)
+    frame = encode_frame(cmd)
+    assert len(frame) == DEFAULT_MAX_FRAME_LENGTH
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    view = memoryview(frame)
+    for pos in range(0, len(frame), 64 * 1024):
+        got.extend(decoder.feed(view[pos : pos + 64 * 1024]))
+    assert got == [cmd]
+    assert decoder.buffered == 0

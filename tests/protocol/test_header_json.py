@@ -104,3 +104,22 @@ def test_non_string_ext_values_become_java_strings() -> None:
 def test_undecodable_headers_raise_header_decode_error(data: bytes) -> None:
     with pytest.raises(HeaderDecodeError):
         decode_json_header(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("\x01\x0b\x1f", b"\\u0001\\u000B\\u001F"),
+        ("\x7f\x85\x9f", b"\\u007F\\u0085\\u009F"),
+        ('\b\t\n\f\r"\\', b'\\b\\t\\n\\f\\r\\"\\\\'),
+        ("\xa0\u2028é/", "\xa0\u2028é/".encode()),
+        ("\\u001b", b"\\\\u001b"),
+        ("\\\x1f", b"\\\\\\u001F"),
+    ],
+)
+def test_control_characters_are_escaped_like_fastjson(text: str, written: bytes) -> None:
+    for cmd in (RemotingCommand(code=1, remark=text), RemotingCommand(code=1, ext_fields={text: text})):
+        header = encode_json_header(cmd)
+        assert b'"' + written + b'"' in header
+        decoded = decode_json_header(header)
+        assert (decoded.remark, decoded.ext_fields) == (cmd.remark, cmd.ext_fields)
