@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "clients.commands.bench",
     "demo-store": "store.commands.demo_store",
     "rebuild-index": "store.commands.rebuild_index",
+    "fsck": "store.commands.fsck",
 }
 
 

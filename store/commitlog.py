@@ -74,6 +74,9 @@ class CommitLog:
         self._files: list[MappedFile] = []
         self._starts: list[int] = []
         self._views: list[memoryview] = []
+        # (files, starts, views) replaced as one object, so a reader on another thread never pairs
+        # one refresh's file list with another's views.
+        self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
         self._max_offset = 0
         self._lock = threading.RLock()
         self.refresh()
@@ -114,6 +117,7 @@ class CommitLog:
             self._files = files
             self._starts = [f.start for f in files]
             self._views = [f.view() for f in files]
+            self._snap = (self._files, self._starts, self._views)
             self._max_offset = self._find_end()
 
     def release(self, start: int, end: int) -> None:
@@ -135,6 +139,12 @@ class CommitLog:
                     f.mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
                 except (OSError, ValueError):
                     pass
+
+    def release_all(self) -> None:
+        """``release`` every mapped page: they stay in the page cache, not in this process's RSS."""
+        files = self._files
+        if files:
+            self.release(files[0].start, files[-1].end)
 
     def _find_end(self) -> int:
         """Walk records from the last known good end (or the last file's start) to the first bad one."""
@@ -231,11 +241,12 @@ class CommitLog:
         """
         if offset < 0 or offset >= self._max_offset:
             return None
-        idx = self._file_index(offset)
-        if idx is None:
+        files, starts, views = self._snap
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset >= files[i].end:
             return None
-        f = self._files[idx]
-        view = self._views[idx]
+        f = files[i]
+        view = views[i]
         pos = offset - f.start
         limit = min(f.length, self._max_offset - f.start)
         if pos + 4 > limit:
@@ -252,10 +263,7 @@ class CommitLog:
         a blank end-of-file marker moves on to the next file. Records a live writer appended after
         the last ``refresh()`` are included if they check (the walk validates each one).
         """
-        with self._lock:
-            files = self._files
-            views = self._views
-            starts = self._starts
+        files, starts, views = self._snap
         if not files:
             return
         offset = files[0].start if start is None else max(start, files[0].start)
@@ -286,4 +294,5 @@ class CommitLog:
                 f.close()
             self._files = []
             self._starts = []
+            self._snap = ([], [], [])
             self._max_offset = 0

@@ -3,7 +3,8 @@
 Generates a store of ``--size-gib`` GiB of CommitLog (16 KiB bodies, indexed with the default
 5M/20M geometry), then, in a fresh process, opens it with ``MessageStore`` and runs ``--queries``
 random key queries (64 hits max each) and as many random views, reporting VmRSS and its anonymous
-and file-backed parts (from /proc/self/status) after opening and after the load. File-backed pages
+and file-backed parts and the peak VmHWM (from /proc/self/status) after opening and after the
+load. File-backed pages
 are mapped CommitLog/IndexFile pages the kernel may drop at will; anonymous memory is the process's.
 
     python -m clients.benchmarks.store_rss --size-gib 3
@@ -32,7 +33,7 @@ def memory() -> dict[str, int]:
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
             name, _, value = line.partition(":")
-            if name in ("VmRSS", "RssAnon", "RssFile"):
+            if name in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 fields[name] = int(value.split()[0]) // 1024  # MiB
     return fields
 

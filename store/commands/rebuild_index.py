@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from store.checkpoint import abnormal_exit
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
@@ -35,6 +36,12 @@ def run(args: argparse.Namespace) -> int:
         if not config.store_path_commit_log.is_dir():
             print(f"rebuild-index: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
             return 1
+        if abnormal_exit(config.store_path_root_dir):
+            print(
+                f"rebuild-index: warning: {config.abort_path} exists: a broker is running on this store or"
+                " did not shut down cleanly; stop a running broker before rebuilding its index",
+                file=sys.stderr,
+            )
         started = time.perf_counter()
         if not args.follow:
             builder = rebuild_index(config)

@@ -100,3 +100,20 @@ def test_store_without_index_builds_its_own(
                 r["commitLogOffset"] for r in q["results"]
             ], q["label"]
             assert result.index_last_update_phyoffset == q["indexLastUpdatePhyoffset"]
+
+
+def test_index_file_being_created_is_picked_up_once_sized(tmp_path: Path) -> None:
+    config = _config(tmp_path / "creating")
+    with StoreWriter(config) as writer:
+        writer.append("T", b"x", keys="a")
+    with MessageStore.open(config) as store:
+        before = len(store.index.files)
+        fresh = config.index_dir / "99991231235959999"
+        fresh.touch()  # a broker creating its next file: the name exists before the size is set
+        store.refresh()
+        assert len(store.index.files) == before
+        os.truncate(fresh, config.index_file_size)
+        store.refresh()
+        assert [f.name for f in store.index.files][-1] == fresh.name
+        # The new, empty newest file now gives the last-update fields, as the broker's would.
+        assert store.query_message("T", "a", 64, 0, MAX).index_last_update_phyoffset == 0
