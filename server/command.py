@@ -11,13 +11,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from server.app import DEFAULT_PORT, QueryServer, ServerSettings, default_advertise_host
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
+from server.workers import start_workers, stop_workers
 from store.config import ConfigError, StoreConfig
 from store.demo import demo_config, make_demo_store
 from store.message_store import MessageStore
@@ -60,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between picking up new CommitLog/index data (default %(default)s)",
     )
     parser.add_argument("--idle-timeout", type=float, default=120.0, help="close idle connections (seconds)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the ports via SO_REUSEPORT (default 1; 2 uses both cores of 2)",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -107,10 +116,25 @@ def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettin
     )
 
 
-async def serve(store: MessageStore, settings: ServerSettings, refresh_interval: float) -> None:
-    """Serve until SIGINT/SIGTERM, then stop gracefully."""
+async def serve(
+    store: MessageStore,
+    settings: ServerSettings,
+    refresh_interval: float,
+    *,
+    workers: int = 0,
+    config: StoreConfig | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports)."""
+    if workers > 0:
+        settings = dataclasses.replace(settings, reuse_port=True)
     server = QueryServer(store, settings)
     await server.start()
+    children = []
+    if workers > 0 and config is not None:
+        bound = dataclasses.replace(
+            settings, port=server.port, advertise=server.identity.address if server.identity else None
+        )
+        children = start_workers(workers, config, bound, refresh_interval, serve, _loop_factory())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -124,9 +148,11 @@ async def serve(store: MessageStore, settings: ServerSettings, refresh_interval:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await server.stop()
+        if children:
+            await stop_workers(children, settings.shutdown_timeout + 5)
 
 
-def _loop_factory() -> object | None:
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     try:
         import uvloop
     except ImportError:
@@ -172,8 +198,16 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     )
     factory = _loop_factory()
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:  # type: ignore[arg-type]
-            runner.run(serve(store, settings_from(args, config), args.refresh_interval))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(
+                serve(
+                    store,
+                    settings_from(args, config),
+                    args.refresh_interval,
+                    workers=max(0, args.workers - 1),
+                    config=config,
+                )
+            )
     except OSError as exc:
         log.error("cannot listen: %s", exc)
         return 1

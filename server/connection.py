@@ -56,6 +56,7 @@ class RemotingConnection(asyncio.Protocol):
         self._writing_paused = False
         self._draining = False
         self._closer: asyncio.Task[None] | None = None
+        self._batch: list[bytes | bytearray | memoryview] | None = None
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     # asyncio.Protocol -------------------------------------------------------------------------
@@ -77,10 +78,21 @@ class RemotingConnection(asyncio.Protocol):
             log.warning("closing connection from %s: malformed frame: %s", self._peer, exc)
             self.close()
             return
-        for request in requests:
-            if self._closing:
-                return
-            self._handle(request)
+        if not requests:
+            return
+        # Answers produced while handling this chunk go out in one writelines (one writev), not
+        # one send() per pipelined request.
+        batch: list[bytes | bytearray | memoryview] = []
+        self._batch = batch
+        try:
+            for request in requests:
+                if self._closing:
+                    break
+                self._handle(request)
+        finally:
+            self._batch = None
+        if batch and not self._closing and self._transport is not None:
+            self._transport.writelines(batch)
 
     def eof_received(self) -> bool:
         # The peer finished sending; answer what is in flight, then close (keep the write side open).
@@ -152,7 +164,12 @@ class RemotingConnection(asyncio.Protocol):
         except Exception:
             log.exception("cannot encode the response to opaque %d for %s", response.opaque, self._peer)
             return
-        if body:
+        batch = self._batch
+        if batch is not None:
+            batch.append(head)
+            if body:
+                batch.append(body)
+        elif body:
             transport.writelines((head, body))
         else:
             transport.write(head)

@@ -229,3 +229,16 @@ async def test_stop_finishes_in_flight_requests_then_closes(start_server: StartS
         assert not server.connections
     finally:
         await client.close()
+
+
+async def test_a_half_closed_connection_still_gets_its_answers(server: QueryServer, connect: Connect) -> None:
+    """A client that sends its requests and then shuts down its write side is answered, then closed."""
+    release = install_slow_processor(server)
+    client = await connect()
+    slow, fast = RawClient.request(SLOW_CODE), view_request(0)
+    await client.send(slow, fast)
+    client.writer.write_eof()
+    assert (await client.receive()).opaque == fast.opaque
+    release.set()
+    assert (await client.receive()).opaque == slow.opaque
+    assert await client.closed_by_server()

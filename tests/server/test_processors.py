@@ -15,10 +15,11 @@ import msgspec
 import pytest
 
 from protocol.codes import RequestCode, ResponseCode, SerializeType
+from protocol.custom_headers import QueryMessageResponseHeader
 from server.app import QueryServer
 from server.processors.client_manage import EMPTY_GROUP_LIST
 from server.processors.name_server import topic_not_exist_remark
-from server.processors.query_message import cap_records
+from server.processors.query_message import cap_records, response_fields
 from tests.server.harness import Connect, RawClient, StartServer
 
 QUERY_FIELDS = {
@@ -210,3 +211,12 @@ async def test_query_bodies_stay_below_the_frame_limit(start_server: StartServer
         (size,) = struct.unpack_from(">i", capped, pos)
         pos += size
     assert pos == len(capped)
+
+
+@pytest.mark.parametrize(("timestamp", "phyoffset"), [(0, 0), (1795216843063, 4330121), (-1, 2**63 - 1)])
+def test_response_fields_equal_the_protocol_header(timestamp: int, phyoffset: int) -> None:
+    """The precomputed QUERY_MESSAGE response header is the protocol's, key order included."""
+    expected = QueryMessageResponseHeader(
+        index_last_update_timestamp=timestamp, index_last_update_phyoffset=phyoffset
+    ).to_ext_fields()
+    assert list(response_fields(timestamp, phyoffset).items()) == list(expected.items())

@@ -120,3 +120,31 @@ async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> Non
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store_dir: Path) -> None:
+    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+    proc, _, port, _ = await _start("--config", str(conf), "--port", "0", "--workers", "2")
+    assert proc.stderr is not None
+    try:
+        worker_line = ""
+        while "worker-" not in worker_line or "serving on" not in worker_line:
+            worker_line = (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+            assert worker_line, "the worker never started"
+        assert f":{port} " in worker_line
+        clients = [await RawClient.connect("127.0.0.1", port) for _ in range(8)]
+        try:
+            for client in clients:
+                answer = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+                assert answer.code == ResponseCode.SUCCESS
+        finally:
+            for client in clients:
+                await client.close()
+        proc.send_signal(signal.SIGTERM)
+        rest = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert re.search(r"worker-\d+ server\.app: stopped", rest)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
