@@ -191,15 +191,21 @@ def run_query(
         logger.setLevel(previous_level)
 
 
-async def print_consumer_trailer(admin: QueryAdmin, msg: MessageExt, out: TextIO) -> None:
+async def print_consumer_trailer(
+    admin: QueryAdmin, msg: MessageExt, out: TextIO, *, broker_addr: str | None = None
+) -> None:
     """mqadmin's step after a message block: which consumer groups consume its topic.
 
-    Asks QUERY_TOPIC_CONSUME_BY_WHO of the topic's broker (found through the name server, as Java
-    does). If that cannot be done, a warning goes to stderr and no trailer is printed, as mqadmin
-    prints only its stack trace then.
+    Asks QUERY_TOPIC_CONSUME_BY_WHO of the topic's broker, found through the name server as Java
+    does (or ``broker_addr`` when there is no name server: the broker a view was answered by). If
+    that cannot be done, a warning goes to stderr and no trailer is printed, as mqadmin prints only
+    its stack trace then.
     """
     try:
-        addrs = (await admin.get_route(msg.topic)).broker_addrs()
+        if admin.namesrv_addrs or broker_addr is None:
+            addrs = (await admin.get_route(msg.topic)).broker_addrs()
+        else:
+            addrs = [broker_addr]
         if not addrs:
             raise ClientError(f"no broker in the route of {msg.topic}")
         groups = await admin.consumer_groups(addrs[0], msg.topic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from clients.admin import QueryAdmin
+from clients.admin import QueryAdmin, addr_of
 from clients.commands.common import (
     EXIT_CODES_EPILOG,
     EXIT_FOUND,
@@ -20,7 +20,8 @@ from clients.commands.common import (
 )
 from clients.errors import ClientError
 from clients.output import body_as_text, json_line, message_detail, message_record
-from protocol.errors import ProtocolError
+from protocol.errors import MessageIdError, ProtocolError
+from protocol.message_id import decode_offset_msg_id
 
 HELP = "query a message by offset message id (mqadmin queryMsgById)"
 
@@ -69,7 +70,7 @@ async def _query(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
         path = write_body_file(args.body_dir, msg.msg_id, msg.body)
         body_text = body_as_text(msg.body) if args.body else None
         out.write(message_detail(msg, body_path=path, with_offset_id=True, body_text=body_text))
-        await print_consumer_trailer(admin, msg, out)
+        await print_consumer_trailer(admin, msg, out, broker_addr=_id_addr(msg_id))
     if args.json and found:
         out.write(json_line({"type": "result", "count": found}))
     if not ids:
@@ -77,3 +78,12 @@ async def _query(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
             "query-id", ClientError("no message id given"), as_json=args.json, out=out, err=err
         )
     return status
+
+
+def _id_addr(msg_id: str) -> str | None:
+    """The broker address written in an offset id (None if it is not one)."""
+    try:
+        host, port, _ = decode_offset_msg_id(msg_id)
+    except MessageIdError:
+        return None
+    return addr_of(host, port)

@@ -138,3 +138,15 @@ def test_query_id_several_ids(served_java_store: str, tmp_path: Path, capsys) ->
 def test_query_id_without_any_id(capsys) -> None:
     assert main(["query-id", "-i", " , "]) == 2
     assert "no message id given" in capsys.readouterr().err
+
+
+def test_query_id_without_name_server_asks_the_ids_broker_for_consumers(
+    served_java_store: str, vectors_dir: Path, tmp_path: Path, capsys, utc
+) -> None:
+    host, port = served_java_store.split(":")
+    msg_id = create_offset_msg_id(host, int(port), 17457)
+    assert main(["query-id", "-i", msg_id, "--body-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    expected = _stdout(vectors_dir, "mqadmin_queryMsgById")
+    assert captured.out == expected.replace("<harness>/run/msgbodys", str(tmp_path)) + "\n"
+    assert captured.err == ""
