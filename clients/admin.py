@@ -33,6 +33,7 @@ from clients.errors import (
     MQBrokerError,
     MQClientError,
     TransportError,
+    UsageError,
     no_message_error,
     no_route_error,
 )
@@ -140,7 +141,7 @@ class QueryAdmin:
         if cached is not None:
             return cached
         if not self.namesrv_addrs:
-            raise ClientError("no name server address given (use -n host:port or NAMESRV_ADDR)")
+            raise UsageError("no name server address given (use -n host:port or NAMESRV_ADDR)")
         last_error: ClientError | None = None
         for addr in self.namesrv_addrs:
             try:

@@ -38,7 +38,11 @@ class ConnectionClosedError(TransportError):
     """The connection closed (or sent an undecodable frame) while the request was in flight."""
 
 
-class InvalidMessageIdError(ClientError):
+class UsageError(ClientError):
+    """The request cannot be made as asked (no name server given, half an ACL key pair, no id)."""
+
+
+class InvalidMessageIdError(UsageError):
     """A message id that is not a well-formed offset message id (wrong length, not hex)."""
 
     def __init__(self, msg_id: str, reason: str) -> None:

@@ -26,10 +26,10 @@ from clients.admin import QueryAdmin
 from clients.client import DEFAULT_TIMEOUT, RemotingClient
 from clients.errors import (
     ClientError,
-    InvalidMessageIdError,
     MQBrokerError,
     MQClientError,
     TransportError,
+    UsageError,
 )
 from clients.output import consumer_trailer, json_line
 from protocol.codes import ResponseCode, SerializeType
@@ -114,7 +114,7 @@ def make_admin(args: argparse.Namespace) -> QueryAdmin:
     """A QueryAdmin configured from the connection flags."""
     serialize = SerializeType.ROCKETMQ if args.serialize == "rocketmq" else SerializeType.JSON
     if bool(args.access_key) != bool(args.secret_key):
-        raise ClientError("ACL signing needs both --access-key and --secret-key")
+        raise UsageError("ACL signing needs both --access-key and --secret-key")
     signer = AclSigner(args.access_key, args.secret_key) if args.access_key else None
     client = RemotingClient(serialize_type=serialize, timeout=args.timeout, rpc_hook=signer)
     return QueryAdmin(args.namesrv, client, timeout=args.timeout)
@@ -122,7 +122,7 @@ def make_admin(args: argparse.Namespace) -> QueryAdmin:
 
 def exit_code_for(exc: BaseException) -> int:
     """The documented exit code for an error raised by a query."""
-    if isinstance(exc, InvalidMessageIdError):
+    if isinstance(exc, UsageError):  # includes a malformed message id
         return EXIT_USAGE
     if isinstance(exc, TransportError):
         return EXIT_UNREACHABLE
@@ -137,9 +137,7 @@ def exit_code_for(exc: BaseException) -> int:
         if exc.code == ResponseCode.SYSTEM_ERROR and (exc.remark or "").startswith("can not find message"):
             return EXIT_NO_RESULT
         return EXIT_SERVER_ERROR
-    if isinstance(exc, ClientError):
-        return EXIT_USAGE  # e.g. no name server given
-    return EXIT_SERVER_ERROR
+    return EXIT_SERVER_ERROR  # e.g. an undecodable route or message
 
 
 def report_error(command: str, exc: BaseException, *, as_json: bool, out: TextIO, err: TextIO) -> int:

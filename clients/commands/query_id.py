@@ -18,7 +18,7 @@ from clients.commands.common import (
     run_query,
     write_body_file,
 )
-from clients.errors import ClientError
+from clients.errors import ClientError, UsageError
 from clients.output import body_as_text, json_line, message_detail, message_record
 from protocol.errors import MessageIdError, ProtocolError
 from protocol.message_id import decode_offset_msg_id
@@ -75,7 +75,7 @@ async def _query(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
         out.write(json_line({"type": "result", "count": found}))
     if not ids:
         return report_error(
-            "query-id", ClientError("no message id given"), as_json=args.json, out=out, err=err
+            "query-id", UsageError("no message id given"), as_json=args.json, out=out, err=err
         )
     return status
 

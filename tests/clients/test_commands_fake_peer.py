@@ -186,3 +186,22 @@ def test_help_documents_the_exit_codes(command: str, capsys) -> None:
     out = capsys.readouterr().out
     assert "exit codes:\n  0  found\n  1  no result" in out
     assert "3  server unreachable" in out
+
+
+def test_undecodable_route_is_a_server_error(threaded_peer, capsys) -> None:
+    def bad_route(ref):
+        return lambda request: request.make_response(0, body=b"{not json")
+
+    addr = threaded_peer(bad_route).peer.addr
+    assert main(["query-key", "-n", addr, "-t", "T", "-k", "k"]) == 4
+    assert "undecodable topic route body" in capsys.readouterr().err
+
+
+def test_undecodable_view_answer_is_a_server_error(threaded_peer, capsys) -> None:
+    def garbage(ref):
+        return lambda request: request.make_response(0, body=b"\x00\x00\x00\x10garbage-garbage-")
+
+    peer = threaded_peer(garbage).peer
+    host, port = peer.addr.split(":")
+    assert main(["query-id", "-i", create_offset_msg_id(host, int(port), 0)]) == 4
+    assert capsys.readouterr().err.startswith("rmq-query query-id: ")
