@@ -215,10 +215,15 @@ async def print_consumer_trailer(
 
 def write_body_file(body_dir: str, msg_id: str, body: bytes, index: int = 0) -> str:
     """Write a body where mqadmin does (``<dir>/<msgId>``, ``_<index>`` for later duplicates)."""
-    os.makedirs(body_dir, exist_ok=True)
     path = os.path.join(body_dir, msg_id + (f"_{index}" if index > 0 else ""))
-    with open(path, "wb") as fh:
-        fh.write(body)
+    try:
+        os.makedirs(body_dir, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(body)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the message body to {path}: {exc.strerror or exc} (see --body-dir)"
+        ) from exc
     return path
 
 

@@ -150,3 +150,13 @@ def test_query_id_without_name_server_asks_the_ids_broker_for_consumers(
     expected = _stdout(vectors_dir, "mqadmin_queryMsgById")
     assert captured.out == expected.replace("<harness>/run/msgbodys", str(tmp_path)) + "\n"
     assert captured.err == ""
+
+
+def test_unwritable_body_dir_is_a_clear_usage_error(served_java_store: str, tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"")
+    uniq = "0A0100091F906D06D69C0000001A0002"
+    argv = ["query-uniq", "-n", served_java_store, "-t", "topic_c-1", "-i", uniq, "--body-dir", str(blocker)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rmq-query query-uniq: cannot write the message body to {blocker}/{uniq}")
