@@ -53,11 +53,13 @@ async def _query(admin: QueryAdmin, out: TextIO, args: argparse.Namespace) -> in
     if args.json:
         for msg in result.messages:
             out.write(json_line(message_record(msg, include_body=args.body)))
-        summary = {
+        summary: dict[str, object] = {
             "type": "result",
             "count": len(result.messages),
             "indexLastUpdateTimestamp": result.index_last_update_timestamp,
         }
+        if result.errors:  # brokers that failed while others answered (absent when all answered)
+            summary["brokerErrors"] = [{"brokerAddr": addr, "error": str(exc)} for addr, exc in result.errors]
         out.write(json_line(summary))
         return EXIT_FOUND
     out.write(key_table(result.messages))

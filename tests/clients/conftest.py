@@ -211,11 +211,18 @@ def scenario_peer(fake_peer, vectors_dir: Path):
 
 
 @pytest.fixture
-def replay(threaded_peer, vectors_dir: Path) -> Callable[[str], str]:
-    """``replay(scenario)``: the address of a threaded peer replaying that wire scenario."""
+def replay(threaded_peer, vectors_dir: Path) -> Callable[..., str]:
+    """``replay(scenario, wrap=None)``: the address of a threaded peer replaying that wire scenario.
 
-    def start(scenario: str) -> str:
-        return threaded_peer(lambda ref: scenario_handler(vectors_dir, scenario, ref)).peer.addr
+    ``wrap(real_handler, addr_ref)`` may return a handler that changes some answers.
+    """
+
+    def start(scenario: str, wrap=None) -> str:
+        def make(ref: list[str]) -> Handler:
+            handler = scenario_handler(vectors_dir, scenario, ref)
+            return wrap(handler, ref) if wrap else handler
+
+        return threaded_peer(make).peer.addr
 
     return start
 

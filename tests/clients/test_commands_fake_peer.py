@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -205,3 +206,28 @@ def test_undecodable_view_answer_is_a_server_error(threaded_peer, capsys) -> Non
     host, port = peer.addr.split(":")
     assert main(["query-id", "-i", create_offset_msg_id(host, int(port), 0)]) == 4
     assert capsys.readouterr().err.startswith("rmq-query query-id: ")
+
+
+def test_query_key_json_names_the_brokers_that_failed(replay, capsys) -> None:
+    dead = f"127.0.0.1:{_free_port()}"
+
+    def two_brokers(real, ref):
+        def handler(request):
+            answer = real(request)
+            if request.code == 105:
+                brokers = [
+                    {"brokerAddrs": {"0": ref[0]}, "brokerName": "a", "cluster": "c"},
+                    {"brokerAddrs": {"0": dead}, "brokerName": "b", "cluster": "c"},
+                ]
+                answer.body = json.dumps({"brokerDatas": brokers, "queueDatas": []}).encode()
+            return answer
+
+        return handler
+
+    addr = replay("mqadmin_queryMsgByKey", two_brokers)
+    assert main(["query-key", "-n", addr, "-t", "TopicA", "-k", "k-3", "--json"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.splitlines()[-1])
+    assert summary["count"] == 18
+    assert [e["brokerAddr"] for e in summary["brokerErrors"]] == [dead]
+    assert captured.err.startswith(f"WARN: query of broker {dead} failed: connect failed")
