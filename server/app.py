@@ -123,6 +123,10 @@ class QueryServer:
 
     async def _bind_pair(self) -> tuple[asyncio.Server, asyncio.Server]:
         if self.settings.port != 0:
+            if not FAST_PORT_OFFSET < self.settings.port <= 65535:
+                raise ValueError(
+                    f"port {self.settings.port} unusable: it and its fast port (port - 2) must be in 1-65535"
+                )
             main = await self._listen(self.settings.port)
             try:
                 fast = await self._listen(self.settings.port - FAST_PORT_OFFSET)

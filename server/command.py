@@ -208,7 +208,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
                     config=config,
                 )
             )
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         log.error("cannot listen: %s", exc)
         return 1
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,29 @@ async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+@pytest.mark.parametrize("port", ["2", "70000", "busy"])
+async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_dir: Path) -> None:
+    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if port == "busy":
+            port = str(taken.getsockname()[1])
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "clients.cli",
+            "serve",
+            "--config",
+            str(conf),
+            "--port",
+            port,
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 1
+    assert b"cannot listen" in err and b"Traceback" not in err
