@@ -242,3 +242,32 @@ async def test_a_half_closed_connection_still_gets_its_answers(server: QueryServ
     release.set()
     assert (await client.receive()).opaque == slow.opaque
     assert await client.closed_by_server()
+
+
+async def test_stop_does_not_wait_forever_for_a_client_that_never_reads(
+    start_server: StartServer, java_expected: dict
+) -> None:
+    server = await start_server(shutdown_timeout=0.5)
+    biggest = max(java_expected["queries"], key=lambda q: q.get("bufferTotalSize", 0))
+    fields = {
+        "topic": biggest["topic"],
+        "key": biggest["key"],
+        "maxNum": str(biggest["maxNum"]),
+        "beginTimestamp": str(biggest["begin"]),
+        "endTimestamp": str(biggest["end"]),
+    }
+    stuck = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        count = (24 * 1024 * 1024) // biggest["bufferTotalSize"] + 1
+        await stuck.send(*(RawClient.request(RequestCode.QUERY_MESSAGE, fields) for _ in range(count)))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while not any(c.writing_paused for c in server.connections):
+            assert loop.time() < deadline
+            await asyncio.sleep(0.01)
+        start = loop.time()
+        await asyncio.wait_for(server.stop(), 5)
+        assert loop.time() - start < 2
+        assert not server.connections
+    finally:
+        await stuck.close()
