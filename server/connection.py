@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
@@ -26,6 +27,9 @@ from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_
 from server.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
+
+#: Answers are written out at least every this many bytes while a received chunk is processed.
+FLUSH_BYTES = 256 * 1024
 
 #: The broker's default ``serverChannelMaxIdleTimeSeconds``.
 DEFAULT_IDLE_TIMEOUT = 120.0
@@ -57,6 +61,9 @@ class RemotingConnection(asyncio.Protocol):
         self._draining = False
         self._closer: asyncio.Task[None] | None = None
         self._batch: list[bytes | bytearray | memoryview] | None = None
+        self._batch_bytes = 0
+        self._pending: deque[RemotingCommand] = deque()
+        self._drained_waiter: asyncio.Future[None] | None = None
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     # asyncio.Protocol -------------------------------------------------------------------------
@@ -80,23 +87,50 @@ class RemotingConnection(asyncio.Protocol):
             return
         if not requests:
             return
-        # Answers produced while handling this chunk go out in one writelines (one writev), not
-        # one send() per pipelined request.
+        if self._pending:
+            self._pending.extend(requests)
+        else:
+            self._pending = deque(requests)
+        self._process_pending()
+
+    def _process_pending(self) -> None:
+        """Answer decoded requests in order until none are left or the peer stops reading.
+
+        Answers go out together in one ``writelines`` (one writev rather than a send() per pipelined
+        request), flushed every ``FLUSH_BYTES`` so that a peer which is not reading is noticed
+        (``pause_writing``) before a chunk full of large queries is answered in memory: the rest
+        waits, decoded, until the peer drains its answers (``resume_writing``). Memory per
+        connection is thus bounded by one read chunk plus roughly one flush and one answer.
+        """
+        pending = self._pending
         batch: list[bytes | bytearray | memoryview] = []
         self._batch = batch
+        self._batch_bytes = 0
         try:
-            for request in requests:
-                if self._closing:
-                    break
-                self._handle(request)
+            while pending and not self._writing_paused and not self._closing:
+                self._handle(pending.popleft())
+                if self._batch_bytes >= FLUSH_BYTES:
+                    self._flush()  # may call pause_writing() right here
         finally:
+            self._flush()
             self._batch = None
-        if batch and not self._closing and self._transport is not None:
+        if pending and self._writing_paused and not self._closing and self._transport is not None:
+            self._transport.pause_reading()
+        elif not pending and self._drained_waiter is not None and not self._drained_waiter.done():
+            self._drained_waiter.set_result(None)
+
+    def _flush(self) -> None:
+        batch = self._batch
+        if not batch:
+            return
+        if not self._closing and self._transport is not None:
             self._transport.writelines(batch)
+        batch.clear()
+        self._batch_bytes = 0
 
     def eof_received(self) -> bool:
         # The peer finished sending; answer what is in flight, then close (keep the write side open).
-        if self._tasks:
+        if self._tasks or self._pending:
             self._closer = self._loop.create_task(self._close_after_in_flight())
             return True
         return False
@@ -108,6 +142,12 @@ class RemotingConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._batch is not None:
+            return  # called from inside _process_pending's own write: its loop carries on
+        if self._pending and not self._closing:
+            self._process_pending()
+        if self._writing_paused or self._pending:
+            return
         if self._transport is not None and not self._closing and not self._draining:
             self._transport.resume_reading()
 
@@ -167,8 +207,10 @@ class RemotingConnection(asyncio.Protocol):
         batch = self._batch
         if batch is not None:
             batch.append(head)
+            self._batch_bytes += len(head)
             if body:
                 batch.append(body)
+                self._batch_bytes += len(body)
         elif body:
             transport.writelines((head, body))
         else:
@@ -187,9 +229,14 @@ class RemotingConnection(asyncio.Protocol):
         return self._writing_paused
 
     @property
+    def write_buffer_size(self) -> int:
+        """Bytes of answers queued in the transport, not yet taken by the socket."""
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
+    @property
     def in_flight(self) -> int:
-        """Requests whose (asynchronous) processing has not finished."""
-        return len(self._tasks)
+        """Requests received and not yet answered (decoded and waiting, or being processed)."""
+        return len(self._tasks) + len(self._pending)
 
     def close(self) -> None:
         """Close now; what is already queued for writing is still flushed."""
@@ -205,7 +252,7 @@ class RemotingConnection(asyncio.Protocol):
             return
         deadline = self._last_activity + self._idle_timeout
         now = self._loop.time()
-        busy = bool(self._tasks) or self._transport.get_write_buffer_size() > 0
+        busy = bool(self._tasks or self._pending) or self._transport.get_write_buffer_size() > 0
         if busy or now < deadline:
             if busy:
                 self._last_activity = now
@@ -214,9 +261,23 @@ class RemotingConnection(asyncio.Protocol):
         log.info("closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout)
         self.close()
 
+    async def _wait_in_flight(self, timeout: float | None) -> None:
+        """Until nothing received is left unanswered (decoded-but-waiting requests included)."""
+        loop = self._loop
+        deadline = None if timeout is None else loop.time() + timeout
+        while (self._tasks or self._pending) and not self._closing:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return
+            waiters: list[asyncio.Future[Any]] = list(self._tasks)
+            if self._pending:
+                self._drained_waiter = loop.create_future()
+                waiters.append(self._drained_waiter)
+            waiters.append(self.closed)
+            await asyncio.wait(waiters, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+
     async def _close_after_in_flight(self) -> None:
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
+        await self._wait_in_flight(None)
         self.close()
 
     async def shutdown(self, timeout: float) -> None:
@@ -232,8 +293,7 @@ class RemotingConnection(asyncio.Protocol):
             transport.pause_reading()
         loop = self._loop
         deadline = loop.time() + timeout
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=max(0.0, deadline - loop.time()))
+        await self._wait_in_flight(max(0.0, deadline - loop.time()))
         self.close()
         try:
             await asyncio.wait_for(asyncio.shield(self.closed), timeout=max(0.0, deadline - loop.time()))

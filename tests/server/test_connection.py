@@ -20,6 +20,7 @@ from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, RequestCode, ResponseC
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
 from server.app import QueryServer
+from server.connection import FLUSH_BYTES
 from tests.server.harness import Connect, RawClient, StartServer
 
 #: A request code no RocketMQ processor uses, given a slow coroutine processor by these tests.
@@ -190,6 +191,12 @@ async def test_a_slow_reader_pauses_only_its_own_connection(
     while not any(c.writing_paused for c in server.connections):
         assert loop.time() < deadline, "the server never applied backpressure"
         await asyncio.sleep(0.01)
+
+    # Bounded: the requests not yet answered wait decoded; only a flush or so of answers is buffered.
+    paused = next(c for c in server.connections if c.writing_paused)
+    await asyncio.sleep(0.1)
+    assert paused.in_flight > 0
+    assert paused.write_buffer_size < FLUSH_BYTES + 2 * biggest["bufferTotalSize"] + 1024 * 1024
 
     other = await connect()
     start = loop.time()
