@@ -7,8 +7,9 @@ the opaque pairs them up, as Netty clients expect). Oneway requests run but are 
 
 Robustness is per connection: a malformed frame (bad length, unknown serialization, undecodable
 header, over the frame limit) closes only this connection, with one log line. When the peer stops
-reading and our write buffer passes the high-water mark, reading from this peer is paused until the
-buffer drains, so a slow reader throttles only itself. A connection with no traffic, nothing in
+reading and our write buffer passes the high-water mark, both answering and reading stop for this
+peer until the buffer drains (requests already received wait, decoded), so a slow reader throttles
+only itself and costs bounded memory. A connection with no traffic, nothing in
 flight and nothing left to write for ``idle_timeout`` seconds is closed, like the broker's idle
 handler (``serverChannelMaxIdleTimeSeconds``, 120 s).
 """
