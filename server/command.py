@@ -72,6 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
+def host_port(value: str) -> str:
+    """``--advertise``: a ``host:port`` clients can dial (the port is the listen port, not the fast one)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
 def load_config(args: argparse.Namespace) -> StoreConfig:
     """The store configuration from ``--config`` and ``--store`` (``--store`` wins for the paths)."""
     overrides: dict[str, object] = {}

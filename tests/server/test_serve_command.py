@@ -7,6 +7,7 @@ and SIGTERM / SIGINT end it with exit status 0 after its "stopped" line.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import re
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from protocol.codes import RequestCode, ResponseCode
+from server.command import host_port
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient
 
@@ -175,3 +177,14 @@ async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_dir: Pat
         _, err = await asyncio.wait_for(proc.communicate(), 20)
     assert proc.returncode == 1
     assert b"cannot listen" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["mq.example:10911", "10.0.0.5:1", "[::1]:10911"])
+def test_advertise_accepts_host_port(value: str) -> None:
+    assert host_port(value) == value
+
+
+@pytest.mark.parametrize("value", ["mq.example", ":10911", "mq.example:", "mq.example:0", "h:70000", "h:x"])
+def test_advertise_rejects_anything_else(value: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        host_port(value)
