@@ -44,7 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"listen port (default broker.conf's listenPort, else {DEFAULT_PORT}); +fast port-2",
     )
     parser.add_argument(
-        "--advertise", metavar="HOST:PORT", help="address put in routes (default HOST:PORT bound)"
+        "--advertise",
+        metavar="HOST:PORT",
+        type=host_port,
+        help="address put in routes (default HOST:PORT bound)",
     )
     parser.add_argument(
         "--build-index",

@@ -188,3 +188,16 @@ def test_advertise_accepts_host_port(value: str) -> None:
 def test_advertise_rejects_anything_else(value: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         host_port(value)
+
+
+def test_serve_refuses_a_bad_advertise_address() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "serve", "--advertise", "no-port-here"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "expected HOST:PORT" in result.stderr
