@@ -31,6 +31,8 @@ MAX_REQUESTS = 10_000_000
 MAX_SECONDS = 3600.0
 MAX_CONNECTIONS = 1024
 MAX_DEPTH = 1024
+#: Requests in flight at once (connections x depth), each one a coroutine of the generator.
+MAX_IN_FLIGHT = 65536
 LONG_MAX = (1 << 63) - 1
 
 #: Builds the (code, extFields) of request number ``ticket``.
@@ -197,8 +199,11 @@ async def run_load(
     """
     if connections < 1 or depth < 1:
         raise ValueError("connections and depth must be at least 1")
-    connections = min(connections, MAX_CONNECTIONS)
-    depth = min(depth, MAX_DEPTH)
+    if connections > MAX_CONNECTIONS or depth > MAX_DEPTH or connections * depth > MAX_IN_FLIGHT:
+        raise ValueError(
+            f"at most {MAX_CONNECTIONS} connections, {MAX_DEPTH} in flight on each"
+            f" and {MAX_IN_FLIGHT} in flight in all"
+        )
     budget = min(requests if requests is not None else MAX_REQUESTS, MAX_REQUESTS)
     duration = min(seconds if seconds is not None else MAX_SECONDS, MAX_SECONDS)
     report = LoadReport(kind=kind, connections=connections, depth=depth)

@@ -214,3 +214,31 @@ async def test_frames_queued_in_one_iteration_leave_in_one_write_and_answers_may
 
 def _echo_opaque(request: RemotingCommand) -> RemotingCommand:
     return request.make_response(0, remark=str(request.opaque))
+
+
+async def test_requests_wait_while_the_transport_is_paused() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    conn.pause_writing()
+    call = asyncio.ensure_future(conn.request(RemotingCommand(code=33), 5))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert transport.writes == [] and not call.done()
+    conn.resume_writing()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    (request,) = FrameDecoder().feed(transport.writes[0])
+    conn.data_received(encode_frame(_echo_opaque(request)))
+    assert (await call).remark == str(request.opaque)
+
+
+async def test_connection_lost_while_paused_fails_the_waiting_request() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    conn.connection_made(_RecordingTransport())
+    conn.pause_writing()
+    call = asyncio.ensure_future(conn.request(RemotingCommand(code=33), 5))
+    await asyncio.sleep(0)
+    conn.connection_lost(ConnectionResetError("reset"))
+    with pytest.raises(ConnectionClosedError, match="reset"):
+        await call
