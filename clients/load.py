@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.admin import LONG_MAX, query_ext_fields
 from clients.client import DEFAULT_CONNECT_TIMEOUT, RemotingConnection
 from clients.errors import ClientError
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -33,7 +34,6 @@ MAX_CONNECTIONS = 1024
 MAX_DEPTH = 1024
 #: Requests in flight at once (connections x depth), each one a coroutine of the generator.
 MAX_IN_FLIGHT = 65536
-LONG_MAX = (1 << 63) - 1
 
 #: Builds the (code, extFields) of request number ``ticket``.
 RequestFactory = Callable[[int], tuple[int, dict[str, str]]]
@@ -119,19 +119,10 @@ def view_factory(offsets: list[int], rng: random.Random) -> RequestFactory:
 
 def key_factory(keys: list[tuple[str, str]], rng: random.Random, max_num: int = 64) -> RequestFactory:
     """QUERY_MESSAGE (as queryMsgByKey sends it) of ``(topic, key)`` pairs drawn from ``keys``."""
-    max_text = str(max_num)
-    end = str(LONG_MAX)
 
     def make(ticket: int) -> tuple[int, dict[str, str]]:
         topic, key = keys[rng.randrange(len(keys))]
-        return RequestCode.QUERY_MESSAGE, {
-            "topic": topic,
-            "key": key,
-            "maxNum": max_text,
-            "beginTimestamp": "0",
-            "endTimestamp": end,
-            "_UNIQUE_KEY_QUERY": "false",
-        }
+        return RequestCode.QUERY_MESSAGE, query_ext_fields(topic, key, max_num, 0, LONG_MAX)
 
     return make
 
