@@ -21,9 +21,13 @@ from protocol.custom_headers import (
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.reply import system_error
 from server.store_api import QueryStore
+from store.message_store import QueryArgumentError
 
 #: ``MessageStoreConfig.defaultQueryMaxNum``: maxNum of every unique-key query.
 DEFAULT_QUERY_MAX_NUM = 32
+
+#: The Java exception the store's argument errors are reported as (``exceptionSimpleDesc``).
+ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
 
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
@@ -90,9 +94,14 @@ class QueryMessageProcessor:
         max_num = header.max_num
         if is_unique_key_query(request.ext_fields):
             max_num = self._default_query_max_num
-        result = self._store.query_message(
-            header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
-        )
+        try:
+            result = self._store.query_message(
+                header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
+            )
+        except QueryArgumentError as exc:
+            # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the
+            # broker answers with the exception's description. A client error: no traceback logged.
+            return system_error(request, f"{ILLEGAL_ARGUMENT}: {exc}")
         response_header = response_fields(
             result.index_last_update_timestamp, result.index_last_update_phyoffset
         )

@@ -64,7 +64,7 @@ async def test_a_store_error_is_a_system_error(connect: Connect) -> None:
     client = await connect()
     answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "maxNum": "-1"}))
     assert answer.code == ResponseCode.SYSTEM_ERROR
-    assert "Illegal Capacity: -1" in (answer.remark or "")
+    assert answer.remark == "java.lang.IllegalArgumentException: Illegal Capacity: -1"
 
 
 @pytest.mark.parametrize("offset", [-1, -(2**63), 2**63 - 1, 4330405, 4330404, 262143])
