@@ -13,6 +13,7 @@ from clients.client import RemotingClient, RemotingConnection, parse_addr
 from clients.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, encode_frame
 
 
@@ -242,3 +243,15 @@ async def test_connection_lost_while_paused_fails_the_waiting_request() -> None:
     conn.connection_lost(ConnectionResetError("reset"))
     with pytest.raises(ConnectionClosedError, match="reset"):
         await call
+
+
+async def test_a_request_that_cannot_be_encoded_leaves_nothing_behind() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    too_long = RemotingCommand(code=12, remark="x" * (1 << 24))  # header length beyond 24 bits
+    with pytest.raises(ProtocolError):
+        await conn.request(too_long, 0.05)
+    assert conn.in_flight == 0
+    await asyncio.sleep(0.1)
+    assert transport.writes == []
