@@ -13,6 +13,7 @@ import hashlib
 import hmac
 
 from protocol.command import RemotingCommand
+from protocol.java_hashmap import as_java_hashmap
 
 ACCESS_KEY = "AccessKey"
 SECRET_TOKEN = "SecurityToken"
@@ -48,4 +49,4 @@ class AclSigner:
         if self.security_token:
             fields[SECRET_TOKEN] = self.security_token
         fields[SIGNATURE] = signature(fields, cmd.body, self.secret_key)
-        cmd.ext_fields = fields
+        cmd.ext_fields = as_java_hashmap(fields)  # where Java's HashMap puts the added keys

@@ -39,7 +39,14 @@ from clients.errors import (
 )
 from clients.route import TopicRouteData, decode_route
 from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import MessageIdError, ProtocolError
+from protocol.custom_headers import (
+    GetRouteInfoRequestHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    ViewMessageRequestHeader,
+    with_unique_key_query,
+)
+from protocol.errors import HeaderFieldError, MessageIdError, ProtocolError
 from protocol.message import MessageExt, decode_message, decode_messages
 from protocol.message_id import decode_offset_msg_id
 
@@ -79,16 +86,12 @@ def java_split_space(text: str) -> list[str]:
     return parts
 
 
-def _index_timestamp(ext_fields: dict[str, str] | None) -> int | None:
-    """``indexLastUpdateTimestamp`` if both QueryMessageResponseHeader fields are valid longs."""
-    if not ext_fields:
-        return None
-    try:
-        timestamp = int(ext_fields["indexLastUpdateTimestamp"])
-        int(ext_fields["indexLastUpdatePhyoffset"])
-    except (KeyError, ValueError):
-        return None
-    return timestamp
+def query_ext_fields(
+    topic: str, key: str, max_num: int, begin: int, end: int, *, unique_key: bool = False
+) -> dict[str, str]:
+    """QUERY_MESSAGE's extFields exactly as the Java client sends them (HashMap order included)."""
+    header = QueryMessageRequestHeader(topic, key, max_num, begin, end)
+    return with_unique_key_query(header.to_ext_fields(), unique_key)
 
 
 def split_namesrv(namesrv: str | Sequence[str]) -> list[str]:
@@ -146,7 +149,10 @@ class QueryAdmin:
         for addr in self.namesrv_addrs:
             try:
                 response = await self.client.invoke(
-                    addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=self.timeout
+                    addr,
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                    GetRouteInfoRequestHeader(topic).to_ext_fields(),
+                    timeout=self.timeout,
                 )
             except TransportError as exc:
                 last_error = exc
@@ -179,14 +185,7 @@ class QueryAdmin:
         addrs = route.broker_addrs(cluster)
         if not addrs:
             raise no_route_error(topic)
-        ext_fields = {
-            "topic": topic,
-            "key": key,
-            "maxNum": str(max_num),
-            "beginTimestamp": str(begin),
-            "endTimestamp": str(end),
-            "_UNIQUE_KEY_QUERY": "true" if unique_key else "false",
-        }
+        ext_fields = query_ext_fields(topic, key, max_num, begin, end, unique_key=unique_key)
         answers = await asyncio.gather(
             *(self._query_one(addr, ext_fields) for addr in addrs), return_exceptions=True
         )
@@ -230,12 +229,13 @@ class QueryAdmin:
             return None
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerError(response.code, response.remark, addr)
-        timestamp = _index_timestamp(response.ext_fields)
-        if timestamp is None:
+        try:
+            header = QueryMessageResponseHeader.from_ext_fields(response.ext_fields)
+        except HeaderFieldError as exc:
             # Java's @CFNotNull check fails on this answer and the broker's results are dropped.
-            log.warning("ignoring the answer of %s: index header fields missing or malformed", addr)
+            log.warning("ignoring the answer of %s: %s", addr, exc)
             return None
-        return timestamp, decode_messages(response.body or b"")
+        return header.index_last_update_timestamp, decode_messages(response.body or b"")
 
     async def query_by_key(
         self,
@@ -283,9 +283,7 @@ class QueryAdmin:
 
     async def view_at(self, addr: str, offset: int, topic: str | None = None) -> MessageExt:
         """VIEW_MESSAGE_BY_ID for ``offset`` on ``addr``; a non-SUCCESS answer is ``MQBrokerError``."""
-        ext_fields = {"offset": str(offset)}
-        if topic:
-            ext_fields["topic"] = topic
+        ext_fields = ViewMessageRequestHeader(offset, topic or None).to_ext_fields()
         response = await self.client.invoke(
             addr, RequestCode.VIEW_MESSAGE_BY_ID, ext_fields, timeout=self.timeout
         )

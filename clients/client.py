@@ -21,8 +21,8 @@ from types import TracebackType
 from typing import cast
 
 from clients.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
-from protocol.codes import LanguageCode, SerializeType
-from protocol.command import RemotingCommand
+from protocol.codes import RPC_ONEWAY, LanguageCode, SerializeType
+from protocol.command import Body, RemotingCommand
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
 
@@ -135,10 +135,11 @@ class RemotingConnection(asyncio.Protocol):
             raise ConnectionClosedError(self.addr, self._closed_reason or "not connected")
         opaque = next(self._opaques) % _OPAQUE_LIMIT
         cmd.opaque = opaque
+        parts = encode_frame_parts(cmd)  # before anything is registered: encoding may raise
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
         self._pending[opaque] = (future, timer)
-        self._enqueue(cmd)
+        self._enqueue(parts)
         try:
             return await future
         except asyncio.CancelledError:
@@ -152,16 +153,16 @@ class RemotingConnection(asyncio.Protocol):
         if self._closed_reason is not None or self._transport is None:
             raise ConnectionClosedError(self.addr, self._closed_reason or "not connected")
         cmd.opaque = next(self._opaques) % _OPAQUE_LIMIT
-        cmd.flag |= 0x2
-        self._enqueue(cmd)
+        cmd.flag |= RPC_ONEWAY
+        self._enqueue(encode_frame_parts(cmd))
 
-    def _enqueue(self, cmd: RemotingCommand) -> None:
+    def _enqueue(self, parts: tuple[bytes, Body | None]) -> None:
         """Queue the frame; everything queued during one loop iteration goes out in one write.
 
         Pipelined callers wake up together (their answers arrive in one read), so coalescing their
         requests saves a send() system call per request, which dominates the client's cost.
         """
-        head, body = encode_frame_parts(cmd)
+        head, body = parts
         outbox = self._outbox
         if not outbox:
             self._loop.call_soon(self._flush)

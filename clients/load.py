@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.admin import LONG_MAX, query_ext_fields
 from clients.client import DEFAULT_CONNECT_TIMEOUT, RemotingConnection
 from clients.errors import ClientError
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -31,7 +32,8 @@ MAX_REQUESTS = 10_000_000
 MAX_SECONDS = 3600.0
 MAX_CONNECTIONS = 1024
 MAX_DEPTH = 1024
-LONG_MAX = (1 << 63) - 1
+#: Requests in flight at once (connections x depth), each one a coroutine of the generator.
+MAX_IN_FLIGHT = 65536
 
 #: Builds the (code, extFields) of request number ``ticket``.
 RequestFactory = Callable[[int], tuple[int, dict[str, str]]]
@@ -117,19 +119,10 @@ def view_factory(offsets: list[int], rng: random.Random) -> RequestFactory:
 
 def key_factory(keys: list[tuple[str, str]], rng: random.Random, max_num: int = 64) -> RequestFactory:
     """QUERY_MESSAGE (as queryMsgByKey sends it) of ``(topic, key)`` pairs drawn from ``keys``."""
-    max_text = str(max_num)
-    end = str(LONG_MAX)
 
     def make(ticket: int) -> tuple[int, dict[str, str]]:
         topic, key = keys[rng.randrange(len(keys))]
-        return RequestCode.QUERY_MESSAGE, {
-            "topic": topic,
-            "key": key,
-            "maxNum": max_text,
-            "beginTimestamp": "0",
-            "endTimestamp": end,
-            "_UNIQUE_KEY_QUERY": "false",
-        }
+        return RequestCode.QUERY_MESSAGE, query_ext_fields(topic, key, max_num, 0, LONG_MAX)
 
     return make
 
@@ -197,8 +190,11 @@ async def run_load(
     """
     if connections < 1 or depth < 1:
         raise ValueError("connections and depth must be at least 1")
-    connections = min(connections, MAX_CONNECTIONS)
-    depth = min(depth, MAX_DEPTH)
+    if connections > MAX_CONNECTIONS or depth > MAX_DEPTH or connections * depth > MAX_IN_FLIGHT:
+        raise ValueError(
+            f"at most {MAX_CONNECTIONS} connections, {MAX_DEPTH} in flight on each"
+            f" and {MAX_IN_FLIGHT} in flight in all"
+        )
     budget = min(requests if requests is not None else MAX_REQUESTS, MAX_REQUESTS)
     duration = min(seconds if seconds is not None else MAX_SECONDS, MAX_SECONDS)
     report = LoadReport(kind=kind, connections=connections, depth=depth)

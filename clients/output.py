@@ -11,40 +11,18 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from protocol.index_key import java_string_hash
+from protocol.java_hashmap import java_hashmap_order
 from protocol.message import MessageExt
 
 KEY_TABLE_HEADER = f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}"
 NO_CONSUMER_TRAILER = "\n\nWARN: No Consumer"
 
 _JSON = msgspec.json.Encoder()
-_HASHMAP_DEFAULT_CAPACITY = 16
-_HASHMAP_LOAD_FACTOR = 0.75
-
-
-def java_hashmap_order(keys: Iterable[str]) -> list[str]:
-    """The iteration order of a ``java.util.HashMap<String, ?>`` filled with ``keys`` in this order.
-
-    Buckets are visited in index order (``(h ^ h >>> 16) & (capacity - 1)``); entries sharing a bucket
-    keep their insertion order (Java 8+ resizing preserves it). The capacity grows from 16 by doubling
-    while the size exceeds 0.75 of it, exactly as ``put`` does.
-    """
-    ordered = list(keys)
-    capacity = _HASHMAP_DEFAULT_CAPACITY
-    while len(ordered) > capacity * _HASHMAP_LOAD_FACTOR:
-        capacity *= 2
-    mask = capacity - 1
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & mask
-
-    return sorted(ordered, key=bucket)  # sorted() is stable: insertion order within a bucket
 
 
 def format_properties(properties: Mapping[str, str] | None) -> str:

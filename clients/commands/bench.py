@@ -19,6 +19,7 @@ from clients.errors import ClientError
 from clients.load import (
     MAX_CONNECTIONS,
     MAX_DEPTH,
+    MAX_IN_FLIGHT,
     MAX_REQUESTS,
     MAX_SECONDS,
     RequestFactory,
@@ -137,8 +138,15 @@ def loop_factory_for(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | N
 
 def run(args: argparse.Namespace) -> int:
     err = sys.stderr
-    if args.connections > MAX_CONNECTIONS or args.depth > MAX_DEPTH:
-        err.write(f"rmq-query bench: at most {MAX_CONNECTIONS} connections and {MAX_DEPTH} in flight each\n")
+    if (
+        args.connections > MAX_CONNECTIONS
+        or args.depth > MAX_DEPTH
+        or args.connections * args.depth > MAX_IN_FLIGHT
+    ):
+        err.write(
+            f"rmq-query bench: at most {MAX_CONNECTIONS} connections, {MAX_DEPTH} in flight on each"
+            f" and {MAX_IN_FLIGHT} in flight in all\n"
+        )
         return EXIT_USAGE
     try:
         samples = _samples(args)

@@ -298,3 +298,21 @@ async def test_cluster_filter_picks_the_brokers_asked_for(scenario_peer) -> None
         with pytest.raises(MQClientError) as info:
             await admin.query_by_key("TopicA", "k-3", cluster="c3")
     assert info.value.code == 17
+
+
+async def test_a_torn_answer_keeps_the_records_before_the_tear(scenario_peer) -> None:
+    def wrap(real):
+        def tear(request: RemotingCommand) -> RemotingCommand | bytes | None:
+            answer = real(request)
+            if request.code == 12 and isinstance(answer, RemotingCommand) and answer.body:
+                body = bytes(answer.body)
+                first = int.from_bytes(body[:4], "big")
+                answer.body = body[: first + 10]  # one whole record, then ten bytes of the next
+            return answer
+
+        return tear
+
+    peer = await scenario_peer("mqadmin_queryMsgByKey", wrap)
+    async with QueryAdmin(peer.addr) as admin:
+        result = await admin.query_by_key("TopicA", "k-3")
+    assert [m.msg_id for m in result.messages] == ["0A0100091F906D06D69C0000015F001B"]

@@ -228,3 +228,17 @@ def test_bench_command_on_either_event_loop(
     argv = ["bench", "-n", served_java_store, "--store", str(java_store_copy), "--requests", "30"]
     assert main([*argv, "--connections", "2", "--depth", "2", "--loop", loop, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] == 30
+
+
+@pytest.mark.parametrize(("connections", "depth"), [("1025", "1"), ("1", "1025"), ("512", "512")])
+def test_bench_command_caps_what_is_in_flight(capsys, connections: str, depth: str) -> None:
+    argv = ["bench", "-n", "127.0.0.1:1", "--requests", "1", "--connections", connections, "--depth", depth]
+    assert main(argv) == 2
+    assert "65536 in flight in all" in capsys.readouterr().err
+
+
+async def test_run_load_refuses_more_than_the_caps() -> None:
+    with pytest.raises(ValueError):
+        await run_load("127.0.0.1:1", lambda t: (33, {}), kind="v", connections=300, depth=300, requests=1)
+    with pytest.raises(ValueError):
+        await run_load("127.0.0.1:1", lambda t: (33, {}), kind="v", connections=0, depth=1, requests=1)

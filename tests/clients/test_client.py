@@ -13,6 +13,7 @@ from clients.client import RemotingClient, RemotingConnection, parse_addr
 from clients.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, encode_frame
 
 
@@ -214,3 +215,43 @@ async def test_frames_queued_in_one_iteration_leave_in_one_write_and_answers_may
 
 def _echo_opaque(request: RemotingCommand) -> RemotingCommand:
     return request.make_response(0, remark=str(request.opaque))
+
+
+async def test_requests_wait_while_the_transport_is_paused() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    conn.pause_writing()
+    call = asyncio.ensure_future(conn.request(RemotingCommand(code=33), 5))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert transport.writes == [] and not call.done()
+    conn.resume_writing()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    (request,) = FrameDecoder().feed(transport.writes[0])
+    conn.data_received(encode_frame(_echo_opaque(request)))
+    assert (await call).remark == str(request.opaque)
+
+
+async def test_connection_lost_while_paused_fails_the_waiting_request() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    conn.connection_made(_RecordingTransport())
+    conn.pause_writing()
+    call = asyncio.ensure_future(conn.request(RemotingCommand(code=33), 5))
+    await asyncio.sleep(0)
+    conn.connection_lost(ConnectionResetError("reset"))
+    with pytest.raises(ConnectionClosedError, match="reset"):
+        await call
+
+
+async def test_a_request_that_cannot_be_encoded_leaves_nothing_behind() -> None:
+    conn = RemotingConnection("127.0.0.1:1")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    too_long = RemotingCommand(code=12, remark="x" * (1 << 24))  # header length beyond 24 bits
+    with pytest.raises(ProtocolError):
+        await conn.request(too_long, 0.05)
+    assert conn.in_flight == 0
+    await asyncio.sleep(0.1)
+    assert transport.writes == []

@@ -14,7 +14,6 @@ from clients.output import (
     consumer_trailer,
     format_properties,
     human_time,
-    java_hashmap_order,
     java_host_text,
     json_line,
     key_table,
@@ -23,6 +22,7 @@ from clients.output import (
     socket_addr_text,
 )
 from protocol.frame import decode_frame
+from protocol.java_hashmap import java_hashmap_order
 from protocol.message import MessageExt, decode_message, decode_messages
 
 
