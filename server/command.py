@@ -211,6 +211,11 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
         f" ({', '.join(topics[:10])}{', ...' if len(topics) > 10 else ''})" if topics else "",
         "built and kept up to date here (--build-index)" if args.build_index else "read-only",
     )
+    if not topics:
+        log.warning(
+            "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
+            "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
+        )
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
