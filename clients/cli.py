@@ -16,6 +16,11 @@ from collections.abc import Sequence
 
 # name -> module path; the order is the order shown in --help.
 SUBCOMMANDS: dict[str, str] = {
+    "serve": "server.command",
+    "query-key": "clients.commands.query_key",
+    "query-id": "clients.commands.query_id",
+    "query-uniq": "clients.commands.query_uniq",
+    "bench": "clients.commands.bench",
     "demo-store": "store.commands.demo_store",
     "rebuild-index": "store.commands.rebuild_index",
     "fsck": "store.commands.fsck",

@@ -1,0 +1,165 @@
+"""What ``rmq-query`` prints: mqadmin's text layouts to the character, and a JSON-lines form.
+
+Operators read and grep mqadmin's output, so the text forms copy it exactly: the key table
+(``%-50s %4s %40s``), the ``%-20s`` detail block, Java's ``HashMap.toString`` order for properties,
+``UtilAll.timeMillisToHumanString2`` times (local time zone, like the JVM) and Java's socket address
+text (``[fd00:0:0:0:0:0:1234:5678]:40003`` for IPv6). The JSON lines use the field names and order of
+the Java reference client's JSON dump, so the two can be compared line for line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from protocol.java_hashmap import java_hashmap_order
+from protocol.message import MessageExt
+
+KEY_TABLE_HEADER = f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}"
+NO_CONSUMER_TRAILER = "\n\nWARN: No Consumer"
+
+_JSON = msgspec.json.Encoder()
+
+
+def format_properties(properties: Mapping[str, str] | None) -> str:
+    """``HashMap.toString()`` of the message properties: ``{k=v, k2=v2}`` in HashMap order."""
+    if properties is None:
+        return ""
+    return "{" + ", ".join(f"{k}={properties[k]}" for k in java_hashmap_order(properties)) + "}"
+
+
+def human_time(millis: int) -> str:
+    """``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS`` in the local time zone."""
+    try:
+        tm = time.localtime(millis // 1000)
+    except (OverflowError, OSError, ValueError):
+        return str(millis)
+    return time.strftime("%Y-%m-%d %H:%M:%S", tm) + f",{millis % 1000:03d}"
+
+
+def java_host_text(host: str) -> str:
+    """``InetAddress.getHostAddress()``: IPv6 as eight uncompressed lower-case hex groups."""
+    if ":" not in host:
+        return host
+    try:
+        packed = ipaddress.IPv6Address(host.strip("[]")).packed
+    except ValueError:
+        return host
+    return ":".join(f"{int.from_bytes(packed[i : i + 2], 'big'):x}" for i in range(0, 16, 2))
+
+
+def socket_addr_text(host: str, port: int) -> str:
+    """``RemotingHelper.parseSocketAddressAddr``: ``ip:port``, IPv6 in brackets."""
+    text = java_host_text(host)
+    return f"[{text}]:{port}" if ":" in text else f"{text}:{port}"
+
+
+def key_table(messages: Sequence[MessageExt]) -> str:
+    """queryMsgByKey's table: header, then one ``%-50s %4d %40d`` row per message (newline-ended)."""
+    lines = [KEY_TABLE_HEADER]
+    lines.extend(f"{m.msg_id:<50} {m.queue_id:>4} {m.queue_offset:>40}" for m in messages)
+    return "\n".join(lines) + "\n"
+
+
+def _field(label: str, value: object) -> str:
+    return f"{label:<20} {value}"
+
+
+def message_detail(
+    msg: MessageExt,
+    *,
+    body_path: str,
+    with_offset_id: bool,
+    body_text: str | None = None,
+) -> str:
+    """The ``%-20s`` block of queryMsgById (``with_offset_id``) or queryMsgByUniqueKey (newline-ended).
+
+    ``body_text`` adds the ``Message Body:`` line mqadmin 5.x prints for ``-f CHARSET``.
+    """
+    props = msg.properties
+    lines = []
+    if with_offset_id:
+        lines.append(_field("OffsetID:", msg.offset_msg_id))
+    lines += [
+        _field("Topic:", msg.topic),
+        _field("Tags:", f"[{_java_str(props.get('TAGS'))}]"),
+        _field("Keys:", f"[{_java_str(props.get('KEYS'))}]"),
+        _field("Queue ID:", msg.queue_id),
+        _field("Queue Offset:", msg.queue_offset),
+        _field("CommitLog Offset:", msg.commit_log_offset),
+        _field("Reconsume Times:", msg.reconsume_times),
+        _field("Born Timestamp:", human_time(msg.born_timestamp)),
+        _field("Store Timestamp:", human_time(msg.store_timestamp)),
+        _field("Born Host:", socket_addr_text(msg.born_host, msg.born_port)),
+        _field("Store Host:", socket_addr_text(msg.store_host, msg.store_port)),
+        _field("System Flag:", msg.sys_flag),
+        _field("Properties:", format_properties(props)),
+        _field("Message Body Path:", body_path),
+    ]
+    if body_text is not None:
+        lines.append(_field("Message Body:", body_text))
+    return "\n".join(lines) + "\n"
+
+
+def consumer_trailer(groups: Sequence[str]) -> str:
+    """What follows the detail block: mqadmin's no-consumer warning, or the groups found.
+
+    mqadmin goes on to classify each group's consumption state (more requests this tool does not
+    make); here the groups are listed by name only, and said to be unchecked.
+    """
+    if not groups:
+        return NO_CONSUMER_TRAILER + "\n"
+    return "\n\n" + "".join(f"Consumer group: {g} (consumption state not checked)\n" for g in groups)
+
+
+def _java_str(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+def body_as_text(body: bytes) -> str:
+    """The body as UTF-8 text (undecodable bytes replaced), as ``new String(body, UTF_8)`` does."""
+    return body.decode("utf-8", errors="replace")
+
+
+def message_record(msg: MessageExt, *, include_body: bool) -> dict[str, Any]:
+    """A message as the JSON object of the reference client's dump (same names, same order)."""
+    props = msg.properties
+    record: dict[str, Any] = {
+        "type": "message",
+        "msgId": msg.msg_id,
+        "offsetMsgId": msg.offset_msg_id,
+        "uniqKey": msg.unique_key,
+        "topic": msg.topic,
+        "keys": props.get("KEYS"),
+        "tags": props.get("TAGS"),
+        "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset,
+        "commitLogOffset": msg.commit_log_offset,
+        "storeTimestamp": msg.store_timestamp,
+        "bornTimestamp": msg.born_timestamp,
+        "bornHost": f"{java_host_text(msg.born_host)}:{msg.born_port}",
+        "storeHost": f"{java_host_text(msg.store_host)}:{msg.store_port}",
+        "sysFlag": msg.sys_flag,
+        "flag": msg.flag,
+        "reconsumeTimes": msg.reconsume_times,
+        "storeSize": msg.store_size,
+        "bodyCRC": msg.body_crc,
+        "properties": dict(sorted(props.items())),
+        "bodyLen": len(msg.body),
+    }
+    if include_body:
+        record["bodyHex"] = msg.body.hex()
+        try:
+            record["bodyUtf8"] = msg.body.decode("utf-8")
+        except UnicodeDecodeError:
+            record["bodyUtf8"] = None
+    return record
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    """One compact JSON object and a newline (UTF-8 text, non-ASCII kept as is)."""
+    return _JSON.encode(record).decode("utf-8") + "\n"

@@ -1,0 +1,218 @@
+"""QueryServer: the broker's two ports (listen port and the fast "VIP" port − 2) over one store.
+
+The real broker serves QUERY_MESSAGE and VIEW_MESSAGE_BY_ID on both its listen port and the fast
+port (``listenPort − 2``); the dashboard uses the fast port by default. Both ports here share one
+dispatcher, which also plays the name server, so a client can use this server as ``-n`` and as the
+broker it is routed to. Binding with port 0 (tests) picks a free pair P and P − 2 so that the fast
+port rule still holds. ``stop()`` stops accepting, lets in-flight requests finish and flush, then
+closes every connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from protocol.codes import RequestCode
+from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
+from server.connection import DEFAULT_IDLE_TIMEOUT, RemotingConnection
+from server.dispatch import Dispatcher
+from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
+from server.processors import client_manage
+from server.processors.name_server import NameServerProcessor
+from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
+from server.store_api import QueryStore
+
+log = logging.getLogger(__name__)
+
+#: The broker's default ``listenPort``.
+DEFAULT_PORT = 10911
+
+#: The fast (VIP) port is the listen port minus this, as in ``BrokerController``.
+FAST_PORT_OFFSET = 2
+
+_PAIR_ATTEMPTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Where and how to listen, and who to say we are."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    advertise: str | None = None
+    cluster: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    queue_nums: int = DEFAULT_QUEUE_NUMS
+    default_query_max_num: int = DEFAULT_QUERY_MAX_NUM
+    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    shutdown_timeout: float = 10.0
+    reuse_port: bool = False
+
+
+def build_dispatcher(store: QueryStore, identity: BrokerIdentity, settings: ServerSettings) -> Dispatcher:
+    """Every processor, registered under the request codes the broker and name server answer."""
+    dispatcher = Dispatcher()
+    query = QueryMessageProcessor(
+        store,
+        default_query_max_num=settings.default_query_max_num,
+        max_frame_length=settings.max_frame_length,
+    )
+    dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
+    dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
+    names = NameServerProcessor(store, identity)
+    dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, names.get_route_info_by_topic)
+    dispatcher.register(RequestCode.GET_BROKER_CLUSTER_INFO, names.get_broker_cluster_info)
+    dispatcher.register(RequestCode.HEART_BEAT, client_manage.heart_beat)
+    dispatcher.register(RequestCode.UNREGISTER_CLIENT, client_manage.unregister_client)
+    dispatcher.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, client_manage.query_topic_consume_by_who)
+    return dispatcher
+
+
+def default_advertise_host(bind_host: str) -> str:
+    """The host clients should dial: the bind host, or this machine's address for a wildcard bind."""
+    if bind_host in ("", "0.0.0.0", "::"):
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+    return bind_host
+
+
+class QueryServer:
+    """Both listening ports, their connections and the dispatcher they share."""
+
+    def __init__(self, store: QueryStore, settings: ServerSettings | None = None) -> None:
+        self.store = store
+        self.settings = settings or ServerSettings()
+        self.dispatcher: Dispatcher | None = None
+        self.identity: BrokerIdentity | None = None
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[RemotingConnection] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self.port = 0
+        self.fast_port = 0
+        self._stopped = False
+
+    # ports ------------------------------------------------------------------------------------
+
+    def _protocol(self) -> RemotingConnection:
+        assert self.dispatcher is not None
+        connection = RemotingConnection(
+            self.dispatcher,
+            max_frame_length=self.settings.max_frame_length,
+            idle_timeout=self.settings.idle_timeout,
+            on_close=self._connections.discard,
+        )
+        self._connections.add(connection)
+        return connection
+
+    async def _listen(self, port: int) -> asyncio.Server:
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(
+            self._protocol,
+            self.settings.host,
+            port,
+            reuse_port=self.settings.reuse_port or None,
+            start_serving=False,
+        )
+
+    async def _bind_pair(self) -> tuple[asyncio.Server, asyncio.Server]:
+        if self.settings.port != 0:
+            if not FAST_PORT_OFFSET < self.settings.port <= 65535:
+                raise ValueError(
+                    f"port {self.settings.port} unusable: it and its fast port (port - 2) must be in 1-65535"
+                )
+            main = await self._listen(self.settings.port)
+            try:
+                fast = await self._listen(self.settings.port - FAST_PORT_OFFSET)
+            except OSError:
+                main.close()
+                raise
+            return main, fast
+        # Port 0: find a free P whose P - 2 is free too, so the VIP-port rule holds in tests as well.
+        for _ in range(_PAIR_ATTEMPTS):
+            main = await self._listen(0)
+            port = _bound_port(main)
+            if port - FAST_PORT_OFFSET > 0:
+                try:
+                    fast = await self._listen(port - FAST_PORT_OFFSET)
+                except OSError:
+                    pass
+                else:
+                    return main, fast
+            main.close()
+        raise OSError("could not find a free pair of ports P and P - 2")
+
+    # lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind both ports and start serving."""
+        main, fast = await self._bind_pair()
+        self._servers = [main, fast]
+        self.port = _bound_port(main)
+        self.fast_port = _bound_port(fast)
+        advertise = self.settings.advertise or f"{default_advertise_host(self.settings.host)}:{self.port}"
+        self.identity = BrokerIdentity(
+            cluster=self.settings.cluster,
+            broker_name=self.settings.broker_name,
+            address=advertise,
+            queue_nums=self.settings.queue_nums,
+        )
+        self.dispatcher = build_dispatcher(self.store, self.identity, self.settings)
+        for server in self._servers:
+            await server.start_serving()
+        log.info(
+            "serving on %s:%d and fast port %s:%d, advertised as %s (cluster %s, broker %s)",
+            self.settings.host,
+            self.port,
+            self.settings.host,
+            self.fast_port,
+            advertise,
+            self.identity.cluster,
+            self.identity.broker_name,
+        )
+
+    def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""
+        self._background.append(asyncio.get_running_loop().create_task(work()))
+
+    @property
+    def connections(self) -> frozenset[RemotingConnection]:
+        """The open client connections."""
+        return frozenset(self._connections)
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, flush answers and close every connection."""
+        if self._stopped or not self._servers:
+            return
+        self._stopped = True
+        for server in self._servers:
+            server.close()
+        for task in self._background:
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+            self._background.clear()
+        connections = list(self._connections)
+        if connections:
+            await asyncio.gather(*(c.shutdown(self.settings.shutdown_timeout) for c in connections))
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
+        log.info("stopped (%d connection(s) closed)", len(connections))
+
+    async def __aenter__(self) -> QueryServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def _bound_port(server: asyncio.Server) -> int:
+    return int(server.sockets[0].getsockname()[1])

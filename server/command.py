@@ -1,0 +1,237 @@
+"""``rmq-query serve``: answer RocketMQ message queries from a store directory over TCP.
+
+Defaults follow the broker: the store is ``~/store``, the port 10911 plus the fast port 10909, and
+the identity (cluster, broker name, maxNum defaults) comes from ``--config broker.conf`` when given.
+Only loopback is bound unless ``--host`` says otherwise. SIGINT/SIGTERM stop accepting, let
+in-flight requests finish, and close cleanly. uvloop is used when installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from server.app import DEFAULT_PORT, QueryServer, ServerSettings, default_advertise_host
+from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
+from server.workers import start_workers, stop_workers
+from store.config import ConfigError, StoreConfig
+from store.demo import demo_config, make_demo_store
+from store.message_store import MessageStore
+
+HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ store over TCP"
+
+log = logging.getLogger("server")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", type=Path, help="store root directory (default: broker.conf's, else ~/store)"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="broker.conf: store paths, index geometry, broker identity"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help=f"listen port (default broker.conf's listenPort, else {DEFAULT_PORT}); +fast port-2",
+    )
+    parser.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        type=host_port,
+        help="address put in routes (default HOST:PORT bound)",
+    )
+    parser.add_argument(
+        "--build-index",
+        action="store_true",
+        help="index the CommitLog ourselves and keep indexing as it grows (writes under the store's index/)",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a freshly generated demo store (written to --store, else to a temporary directory)",
+    )
+    parser.add_argument(
+        "--refresh-interval",
+        type=float,
+        default=DEFAULT_REFRESH_INTERVAL,
+        help="seconds between picking up new CommitLog/index data (default %(default)s)",
+    )
+    parser.add_argument("--idle-timeout", type=float, default=120.0, help="close idle connections (seconds)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the ports via SO_REUSEPORT (default 1; 2 uses both cores of 2)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def host_port(value: str) -> str:
+    """``--advertise``: a ``host:port`` clients can dial (the port is the listen port, not the fast one)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
+def load_config(args: argparse.Namespace) -> StoreConfig:
+    """The store configuration from ``--config`` and ``--store`` (``--store`` wins for the paths)."""
+    overrides: dict[str, object] = {}
+    if args.store is not None:
+        root = args.store.expanduser().resolve()
+        overrides = {"store_path_root_dir": root, "store_path_commit_log": root / "commitlog"}
+    if args.config is not None:
+        return StoreConfig.load(args.config, overrides=overrides)
+    return StoreConfig.for_store(args.store.expanduser().resolve() if args.store else Path.home() / "store")
+
+
+def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:
+    """Write the demo store (offset ids pointing at where we will listen) and return its config."""
+    if args.store is not None:
+        root = args.store.expanduser().resolve()
+    else:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmq-demo-"))) / "store"
+    port = args.port or DEFAULT_PORT
+    host = args.advertise.rsplit(":", 1)[0] if args.advertise else default_advertise_host(args.host)
+    summary = make_demo_store(root, config=demo_config(root, broker_ip=host, port=port))
+    log.info("demo store: %d messages written to %s", summary.messages, summary.root)
+    for topic in sorted(summary.sample_keys):
+        log.info("demo: topic %s, keys %s", topic, " ".join(summary.sample_keys[topic]))
+    for topic, unique_key in summary.sample_unique_keys:
+        log.info("demo: unique key %s (topic %s)", unique_key, topic)
+    for msg_id in summary.sample_offset_ids:
+        log.info("demo: offset id %s", msg_id)
+    return StoreConfig.load(root / "broker.conf")
+
+
+def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettings:
+    from_conf = args.config is not None or args.demo
+    port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
+    return ServerSettings(
+        host=args.host,
+        port=port,
+        advertise=args.advertise,
+        cluster=config.broker_cluster_name,
+        broker_name=config.broker_name,
+        default_query_max_num=config.default_query_max_num,
+        idle_timeout=args.idle_timeout,
+    )
+
+
+async def serve(
+    store: MessageStore,
+    settings: ServerSettings,
+    refresh_interval: float,
+    *,
+    workers: int = 0,
+    config: StoreConfig | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports)."""
+    if workers > 0:
+        settings = dataclasses.replace(settings, reuse_port=True)
+    server = QueryServer(store, settings)
+    await server.start()
+    children = []
+    if workers > 0 and config is not None:
+        bound = dataclasses.replace(
+            settings, port=server.port, advertise=server.identity.address if server.identity else None
+        )
+        children = start_workers(workers, config, bound, refresh_interval, serve, _loop_factory())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if refresh_interval > 0:
+        server.run_in_background(lambda: refresh_forever(store, refresh_interval))
+    try:
+        await stop.wait()
+        log.info("signal received: finishing in-flight requests and closing")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await server.stop()
+        if children:
+            await stop_workers(children, settings.shutdown_timeout + 5)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    with contextlib.ExitStack() as stack:
+        try:
+            config = make_demo(args, stack) if args.demo else load_config(args)
+        except ConfigError as exc:
+            log.error("bad configuration: %s", exc)
+            return 2
+        except (FileExistsError, OSError) as exc:
+            log.error("cannot write the demo store: %s", exc)
+            return 2
+        return _serve_store(args, config)
+
+
+def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
+    if not config.store_path_commit_log.is_dir():
+        log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
+        return 2
+    if args.build_index:
+        log.info(
+            "opening %s and indexing what its index lacks (this can take a while)", config.store_path_root_dir
+        )
+    try:
+        store = MessageStore.open(config, build_index=args.build_index)
+    except (OSError, ValueError) as exc:
+        log.error("cannot open the store at %s: %s", config.store_path_root_dir, exc)
+        return 2
+    topics = sorted(store.topics())
+    log.info(
+        "store %s: CommitLog %d..%d, %d topic(s)%s, index %s",
+        config.store_path_root_dir,
+        store.commitlog.min_offset,
+        store.commitlog.max_offset,
+        len(topics),
+        f" ({', '.join(topics[:10])}{', ...' if len(topics) > 10 else ''})" if topics else "",
+        "built and kept up to date here (--build-index)" if args.build_index else "read-only",
+    )
+    if not topics:
+        log.warning(
+            "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
+            "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
+        )
+    factory = _loop_factory()
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(
+                serve(
+                    store,
+                    settings_from(args, config),
+                    args.refresh_interval,
+                    workers=max(0, args.workers - 1),
+                    config=config,
+                )
+            )
+    except (OSError, ValueError) as exc:
+        log.error("cannot listen: %s", exc)
+        return 1
+    finally:
+        store.close()
+    log.info("stopped")
+    return 0

@@ -1,0 +1,88 @@
+"""Routing a request to its processor by request code, and turning every failure into an answer.
+
+The Java broker looks the code up in its processor table, answers an unknown code with
+REQUEST_CODE_NOT_SUPPORTED, and answers any exception a processor throws with SYSTEM_ERROR carrying
+the exception's description. Doing the same here means a bad header field or a store error costs one
+error response, never the connection. Processors are plain functions (store reads are quick mmap
+reads, so the common path stays synchronous and allocation-light); a processor may also be a
+coroutine function, and then the connection awaits it while other requests keep flowing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
+from server.processors.not_supported import not_supported
+from server.reply import system_error
+
+log = logging.getLogger(__name__)
+
+SyncProcessor = Callable[[RemotingCommand], RemotingCommand | None]
+AsyncProcessor = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
+Processor = SyncProcessor | AsyncProcessor
+
+#: The Java class name a header problem is reported under (``RemotingCommandException``).
+_HEADER_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
+
+
+def header_error_remark(error: HeaderFieldError) -> str:
+    """The SYSTEM_ERROR remark for a missing or malformed header field: names the field, like Java."""
+    return f"{_HEADER_EXCEPTION}: {error}"
+
+
+class Dispatcher:
+    """A table from request code to processor, with the broker's fallback and error answers."""
+
+    __slots__ = ("_async", "_sync")
+
+    def __init__(self) -> None:
+        self._sync: dict[int, SyncProcessor] = {}
+        self._async: dict[int, AsyncProcessor] = {}
+
+    def register(self, code: int, processor: Processor) -> None:
+        """Route ``code`` to ``processor`` (a coroutine function is awaited, anything else is called)."""
+        self._sync.pop(code, None)
+        self._async.pop(code, None)
+        if inspect.iscoroutinefunction(processor):
+            self._async[code] = processor
+        else:
+            self._sync[code] = processor  # type: ignore[assignment]
+
+    def codes(self) -> set[int]:
+        """Every request code with a processor."""
+        return set(self._sync) | set(self._async)
+
+    def dispatch(
+        self, request: RemotingCommand
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
+        """The response now, or a coroutine that produces it; None means 'send nothing'."""
+        processor = self._sync.get(request.code)
+        if processor is not None:
+            try:
+                return processor(request)
+            except Exception as exc:  # every processor failure becomes an answer, as in the broker
+                return _failure(request, exc)
+        async_processor = self._async.get(request.code)
+        if async_processor is not None:
+            return _guarded(async_processor, request)
+        return not_supported(request)
+
+
+async def _guarded(processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:
+    try:
+        return await processor(request)
+    except Exception as exc:
+        return _failure(request, exc)
+
+
+def _failure(request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    if isinstance(exc, HeaderFieldError):
+        log.info("request code %d opaque %d: %s", request.code, request.opaque, exc)
+        return system_error(request, header_error_remark(exc))
+    log.exception("processor for request code %d failed", request.code)
+    return system_error(request, f"{type(exc).__name__}: {exc}")

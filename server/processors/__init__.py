@@ -1,0 +1,1 @@
+"""The request processors: one module per broker processor the query server stands in for."""

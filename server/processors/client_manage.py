@@ -1,0 +1,51 @@
+"""Client bookkeeping the broker answers but this read-only server has no use for.
+
+Java clients heartbeat every broker in their routes, unregister on shutdown, and ``mqadmin
+queryMsgById`` asks who consumes the topic. The answers mirror the 4.9.7 broker's: SUCCESS for a
+well-formed heartbeat (whose body must be HeartbeatData JSON, as the broker decodes it), SUCCESS with
+an empty header map for UNREGISTER_CLIENT (``clientID`` required), and an empty ``groupList`` for
+QUERY_TOPIC_CONSUME_BY_WHO (``topic`` required), which ends mqadmin's message-track step.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
+from server.reply import system_error
+
+#: ``GroupList`` with no groups, as fastjson writes it.
+EMPTY_GROUP_LIST = b'{"groupList":[]}'
+
+_decode_json = msgspec.json.Decoder().decode
+
+
+def required_field(request: RemotingCommand, name: str) -> str:
+    """The extField ``name``; missing raises the same error the Java header decoder reports."""
+    value = (request.ext_fields or {}).get(name)
+    if value is None:
+        raise HeaderFieldError(name, "is null")
+    return value
+
+
+def heart_beat(request: RemotingCommand) -> RemotingCommand:
+    body = request.body
+    try:
+        decoded = _decode_json(bytes(body)) if body else None
+    except msgspec.DecodeError:
+        decoded = None
+    if not isinstance(decoded, dict):
+        return system_error(request, "HeartbeatData: the request body is missing or is not a JSON object")
+    return request.make_response(ResponseCode.SUCCESS)
+
+
+def unregister_client(request: RemotingCommand) -> RemotingCommand:
+    required_field(request, "clientID")
+    return request.make_response(ResponseCode.SUCCESS, ext_fields={})
+
+
+def query_topic_consume_by_who(request: RemotingCommand) -> RemotingCommand:
+    required_field(request, "topic")
+    return request.make_response(ResponseCode.SUCCESS, body=EMPTY_GROUP_LIST)

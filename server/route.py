@@ -1,0 +1,57 @@
+"""The name-server answers: topic route and cluster table JSON, compact and acceptable to every client.
+
+The Java client (fastjson) reads quoted or unquoted map keys, the Go client breaks on whitespace, and
+the Rust client insists on ``filterServerTable`` and ``enableActingMaster``; so the JSON is compact,
+keys are quoted, the master's ``brokerAddrs`` key is ``"0"`` and every list is present (never null).
+Field order follows fastjson's sorted output, so the bytes match what the real name server sends
+apart from the extra ``enableActingMaster`` flag.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from server.identity import BrokerIdentity
+
+_encode = msgspec.json.Encoder().encode
+
+#: ``MixAll.MASTER_ID``: the key of the master's address in ``BrokerData.brokerAddrs``.
+MASTER_ID = "0"
+
+
+def _broker_data(identity: BrokerIdentity) -> dict[str, object]:
+    return {
+        "brokerAddrs": {MASTER_ID: identity.address},
+        "brokerName": identity.broker_name,
+        "cluster": identity.cluster,
+        "enableActingMaster": False,
+    }
+
+
+def topic_route_json(identity: BrokerIdentity) -> bytes:
+    """``TopicRouteData`` for a topic served by this one broker (every topic looks the same)."""
+    return _encode(
+        {
+            "brokerDatas": [_broker_data(identity)],
+            "filterServerTable": {},
+            "queueDatas": [
+                {
+                    "brokerName": identity.broker_name,
+                    "perm": identity.perm,
+                    "readQueueNums": identity.queue_nums,
+                    "topicSysFlag": 0,
+                    "writeQueueNums": identity.queue_nums,
+                }
+            ],
+        }
+    )
+
+
+def cluster_info_json(identity: BrokerIdentity) -> bytes:
+    """``ClusterInfo``: the broker table and the cluster → broker names table (dashboard by-id path)."""
+    return _encode(
+        {
+            "brokerAddrTable": {identity.broker_name: _broker_data(identity)},
+            "clusterAddrTable": {identity.cluster: [identity.broker_name]},
+        }
+    )

@@ -1,0 +1,112 @@
+"""Fixtures for the server tests: a copy of the Java-written store, a live server, a raw client.
+
+The Java store is copied once per session (nothing may write under ../shared) and opened read-only;
+each test gets its own server on 127.0.0.1 with port 0, stopped at the end, and raw clients to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.app import QueryServer, ServerSettings
+from store.config import StoreConfig
+from store.message_store import MessageStore
+from tests.server.harness import Connect, RawClient, StartServer
+
+JAVA_STORE = "java-4.9.7-a"
+
+#: Test modules whose every test also runs on uvloop, the loop ``serve`` uses when it is installed.
+BOTH_LOOPS = {"test_connection.py"}
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
+    if item.path.name in BOTH_LOOPS:
+        import uvloop
+
+        return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}
+
+
+@pytest.fixture(scope="session")
+def java_store_dir(stores_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the Java-written store and its broker.conf."""
+    root = tmp_path_factory.mktemp("java-store")
+    shutil.copytree(stores_dir / JAVA_STORE, root / JAVA_STORE)
+    shutil.copy(stores_dir / f"{JAVA_STORE}.broker.conf", root / f"{JAVA_STORE}.broker.conf")
+    return root / JAVA_STORE
+
+
+@pytest.fixture(scope="session")
+def java_store_config(java_store_dir: Path) -> StoreConfig:
+    return StoreConfig.load(java_store_dir.parent / f"{JAVA_STORE}.broker.conf")
+
+
+@pytest.fixture(scope="session")
+def java_store(java_store_config: StoreConfig) -> Iterator[MessageStore]:
+    store = MessageStore.open(java_store_config)
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def java_expected(stores_dir: Path) -> dict[str, Any]:
+    return json.loads((stores_dir / f"{JAVA_STORE}.expected.json").read_text(encoding="utf-8"))
+
+
+def settings_for(config: StoreConfig, **overrides: Any) -> ServerSettings:
+    """Loopback, port 0, identity from the store's broker.conf."""
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "cluster": config.broker_cluster_name,
+        "broker_name": config.broker_name,
+        "default_query_max_num": config.default_query_max_num,
+    }
+    values.update(overrides)
+    return ServerSettings(**values)
+
+
+@pytest.fixture
+async def start_server(
+    java_store: MessageStore, java_store_config: StoreConfig
+) -> AsyncIterator[StartServer]:
+    """Start a server over the Java store (settings overridable); every one started is stopped."""
+    started: list[QueryServer] = []
+
+    async def start(**overrides: Any) -> QueryServer:
+        server = QueryServer(java_store, settings_for(java_store_config, **overrides))
+        await server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        await server.stop()
+
+
+@pytest.fixture
+async def server(start_server: StartServer) -> QueryServer:
+    return await start_server()
+
+
+@pytest.fixture
+async def connect(server: QueryServer) -> AsyncIterator[Connect]:
+    """Open raw connections to the test server (main port unless told); all closed afterwards."""
+    clients: list[RawClient] = []
+
+    async def open_client(port: int | None = None, target: QueryServer | None = None) -> RawClient:
+        srv = target or server
+        client = await RawClient.connect("127.0.0.1", port or srv.port)
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        await client.close()

@@ -1,0 +1,110 @@
+"""Test harness: ``RawClient`` (the remoting protocol with nothing in between) and fixture types.
+
+It writes frames built with ``protocol.frame.encode_frame`` and reads back exactly what the server
+wrote (decoded, or as raw frame bytes), so a test sees the server's frames in the order it wrote them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+
+from protocol.codes import LanguageCode, SerializeType
+from protocol.command import RemotingCommand
+from protocol.frame import FrameDecoder, encode_frame
+from server.app import QueryServer
+
+#: How long a test waits for one answer before failing (a hang must fail, never block the suite).
+ANSWER_TIMEOUT = 5.0
+
+
+class RawClient:
+    """A minimal remoting client: write frames, read decoded commands, pair answers by opaque."""
+
+    _opaques = itertools.count(1)
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._decoder = FrameDecoder()
+        self._ready: list[RemotingCommand] = []
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> RawClient:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    @staticmethod
+    def request(
+        code: int,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        serialize_type: SerializeType = SerializeType.JSON,
+        flag: int = 0,
+        opaque: int | None = None,
+    ) -> RemotingCommand:
+        return RemotingCommand(
+            code=code,
+            language=LanguageCode.JAVA,
+            version=407,
+            opaque=next(RawClient._opaques) if opaque is None else opaque,
+            flag=flag,
+            ext_fields=ext_fields,
+            body=body,
+            serialize_type=serialize_type,
+        )
+
+    async def send(self, *commands: RemotingCommand) -> None:
+        self.writer.write(b"".join(encode_frame(c) for c in commands))
+        await self.writer.drain()
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def receive(self, timeout: float = ANSWER_TIMEOUT) -> RemotingCommand:
+        """The next command the server wrote; fails on timeout or if the server closed."""
+        while not self._ready:
+            data = await asyncio.wait_for(self.reader.read(65536), timeout)
+            if not data:
+                raise ConnectionError("the server closed the connection")
+            self._ready.extend(self._decoder.feed(data))
+        return self._ready.pop(0)
+
+    async def receive_frame(self, timeout: float = ANSWER_TIMEOUT) -> bytes:
+        """The next whole frame exactly as the server wrote it (do not mix with ``receive``)."""
+        prefix = await asyncio.wait_for(self.reader.readexactly(4), timeout)
+        rest = await asyncio.wait_for(self.reader.readexactly(int.from_bytes(prefix, "big")), timeout)
+        return prefix + rest
+
+    async def call(self, command: RemotingCommand) -> RemotingCommand:
+        await self.send(command)
+        response = await self.receive()
+        assert response.opaque == command.opaque
+        return response
+
+    async def closed_by_server(self, timeout: float = ANSWER_TIMEOUT) -> bool:
+        """True once the server has closed this connection (EOF), reading and dropping anything else."""
+        try:
+            while True:
+                data = await asyncio.wait_for(self.reader.read(65536), timeout)
+                if not data:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+
+
+#: ``start_server(**settings_overrides)``: a started server over the Java store.
+StartServer = Callable[..., Awaitable[QueryServer]]
+
+#: ``connect(port=None, target=None)``: a RawClient to the test server.
+Connect = Callable[..., Awaitable[RawClient]]

@@ -1,0 +1,135 @@
+"""Serving a store that keeps growing: read-only refresh, and ``--build-index`` behind the CommitLog.
+
+A writer appends to the CommitLog while the server runs. Read-only, the server picks up the index
+entries the writer's own indexing adds; with ``build_index`` the writer only appends records (like a
+broker with ``messageIndexEnable=false``) and the server's index builder must index them, so new
+keys and new topics become answerable within a few refresh intervals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from protocol.codes import RequestCode, ResponseCode
+from server.app import QueryServer, ServerSettings
+from server.refresh import refresh_forever
+from store.config import StoreConfig
+from store.message_store import MessageStore
+from store.writer import StoreWriter
+from tests.server.harness import RawClient
+
+REFRESH = 0.05
+
+
+def small_config(root: Path, *, index: bool) -> StoreConfig:
+    return StoreConfig.for_store(
+        root,
+        mapped_file_size_commit_log=64 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=256,
+        message_index_enable=index,
+        broker_name="live-broker",
+        broker_ip1="127.0.0.1",
+    )
+
+
+def query(topic: str, key: str) -> dict[str, str]:
+    return {
+        "topic": topic,
+        "key": key,
+        "maxNum": "64",
+        "beginTimestamp": "0",
+        "endTimestamp": "9223372036854775807",
+    }
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        assert loop.time() < deadline, "the server did not catch up with the growing store"
+        await asyncio.sleep(REFRESH)
+
+
+async def _serve(store: MessageStore) -> QueryServer:
+    server = QueryServer(store, ServerSettings(host="127.0.0.1", port=0, broker_name="live-broker"))
+    await server.start()
+    server.run_in_background(lambda: refresh_forever(store, REFRESH))
+    return server
+
+
+async def test_read_only_serving_follows_a_growing_store(tmp_path: Path) -> None:
+    config = small_config(tmp_path / "store", index=True)
+    writer = StoreWriter(config)
+    try:
+        for i in range(20):
+            writer.append("Live", f"body {i}".encode(), keys=f"live-{i} both")
+        writer.index()
+        store = MessageStore.open(config)
+        server = await _serve(store)
+        client = await RawClient.connect("127.0.0.1", server.port)
+        try:
+            first = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, query("Live", "live-3")))
+            assert first.code == ResponseCode.SUCCESS
+            assert (
+                await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, query("Live", "live-150")))
+            ).code == ResponseCode.QUERY_NOT_FOUND
+            for i in range(20, 400):  # enough to roll CommitLog files and IndexFiles
+                writer.append("Live", f"body {i}".encode() * 20, keys=f"live-{i} both")
+            writer.index()
+
+            async def found() -> bool:
+                answer = await client.call(
+                    RawClient.request(RequestCode.QUERY_MESSAGE, query("Live", "live-399"))
+                )
+                return answer.code == ResponseCode.SUCCESS
+
+            await eventually(found)
+            both = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, query("Live", "both")))
+            assert int((both.ext_fields or {})["indexLastUpdatePhyoffset"]) > 0
+        finally:
+            await client.close()
+            await server.stop()
+            store.close()
+    finally:
+        writer.close()
+
+
+async def test_build_index_keeps_up_behind_the_commitlog(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    writer = StoreWriter(small_config(root, index=False))  # appends records, never indexes
+    try:
+        for i in range(30):
+            writer.append("Built", f"body {i}".encode(), keys=f"built-{i}")
+        store = MessageStore.open(small_config(root, index=True), build_index=True)
+        server = await _serve(store)
+        client = await RawClient.connect("127.0.0.1", server.port)
+        try:
+            answer = await client.call(
+                RawClient.request(RequestCode.QUERY_MESSAGE, query("Built", "built-7"))
+            )
+            assert answer.code == ResponseCode.SUCCESS  # indexed at open
+            for i in range(30, 300):
+                writer.append(
+                    "Built" if i % 2 else "BuiltLater", f"body {i}".encode() * 30, keys=f"built-{i}"
+                )
+
+            async def caught_up() -> bool:
+                later = await client.call(
+                    RawClient.request(RequestCode.QUERY_MESSAGE, query("BuiltLater", "built-298"))
+                )
+                route = await client.call(
+                    RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BuiltLater"})
+                )
+                return later.code == route.code == ResponseCode.SUCCESS
+
+            await eventually(caught_up)
+            assert (root / "index").is_dir() and any((root / "index").iterdir())
+        finally:
+            await client.close()
+            await server.stop()
+            store.close()
+    finally:
+        writer.close()

@@ -1,0 +1,222 @@
+"""Each processor's answers over a real socket: header errors, name-server role, client management.
+
+A missing or malformed header field must cost one SYSTEM_ERROR naming the field (never the
+connection); unknown codes get the broker's REQUEST_CODE_NOT_SUPPORTED remark; the name-server role
+answers routes only for topics in the store, pointing at the advertised address; and the client
+bookkeeping codes answer as the 4.9.7 broker does.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from protocol.codes import RequestCode, ResponseCode, SerializeType
+from protocol.custom_headers import QueryMessageResponseHeader
+from server.app import QueryServer
+from server.processors.client_manage import EMPTY_GROUP_LIST
+from server.processors.name_server import topic_not_exist_remark
+from server.processors.query_message import cap_records, response_fields
+from tests.server.harness import Connect, RawClient, StartServer
+
+QUERY_FIELDS = {
+    "topic": "TopicA",
+    "key": "k-3",
+    "maxNum": "64",
+    "beginTimestamp": "0",
+    "endTimestamp": "9223372036854775807",
+}
+
+BAD_HEADERS = [
+    (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "topic"}, "topic"),
+    (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "key"}, "key"),
+    (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "maxNum"}, "maxNum"),
+    (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "maxNum": "many"}, "maxNum"),
+    (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "beginTimestamp": "1e3"}, "beginTimestamp"),
+    (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "endTimestamp": "9223372036854775808"}, "endTimestamp"),
+    (RequestCode.QUERY_MESSAGE, None, "topic"),
+    (RequestCode.VIEW_MESSAGE_BY_ID, {}, "offset"),
+    (RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0x10"}, "offset"),
+    (RequestCode.GET_ROUTEINFO_BY_TOPIC, {}, "topic"),
+    (RequestCode.UNREGISTER_CLIENT, {"producerGroup": "g"}, "clientID"),
+    (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {}, "topic"),
+]
+
+
+@pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
+@pytest.mark.parametrize(("code", "fields", "field"), BAD_HEADERS)
+async def test_a_bad_header_field_is_a_system_error_naming_it(
+    code: int, fields: dict[str, str] | None, field: str, serialize_type: SerializeType, connect: Connect
+) -> None:
+    client = await connect()
+    answer = await client.call(RawClient.request(code, fields, serialize_type=serialize_type))
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert f"<{field}>" in (answer.remark or "")
+    assert answer.serialize_type == serialize_type
+    # ... and the connection still serves.
+    assert (await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))).code == 0
+
+
+async def test_a_store_error_is_a_system_error(connect: Connect) -> None:
+    client = await connect()
+    answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "maxNum": "-1"}))
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark == "java.lang.IllegalArgumentException: Illegal Capacity: -1"
+
+
+@pytest.mark.parametrize("offset", [-1, -(2**63), 2**63 - 1, 4330405, 4330404, 262143])
+async def test_a_bad_offset_gets_the_brokers_remark(offset: int, connect: Connect) -> None:
+    """Garbage offsets (e.g. a unique key decoded as an offset id) are answered, never a crash."""
+    client = await connect()
+    answer = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}))
+    assert (answer.code, answer.remark, answer.body) == (
+        ResponseCode.SYSTEM_ERROR,
+        f"can not find message by the offset, {offset}",
+        None,
+    )
+
+
+async def test_an_offset_inside_a_record_returns_what_its_size_word_says(
+    java_store_dir: Path, connect: Connect
+) -> None:
+    """Like the broker, VIEW reads the 4-byte size at the offset and returns that many bytes."""
+    offset = 17458  # one byte into the record at 17457
+    with open(java_store_dir / "commitlog" / "00000000000000000000", "rb") as f:
+        f.seek(offset)
+        size = int.from_bytes(f.read(4), "big")
+        f.seek(offset)
+        expected = f.read(size)
+    client = await connect()
+    answer = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}))
+    assert answer.code == ResponseCode.SUCCESS
+    assert bytes(answer.body or b"") == expected
+
+
+@pytest.mark.parametrize("code", [10, 11, 13, 28, 103, 0, 32767, -5])
+async def test_unknown_codes_are_not_supported_with_the_brokers_remark(code: int, connect: Connect) -> None:
+    client = await connect()
+    answer = await client.call(RawClient.request(code, {"topic": "TopicA"}))
+    assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert answer.remark == f" request type {code} not supported"
+
+
+async def test_routes_point_at_the_advertised_address(start_server: StartServer) -> None:
+    server = await start_server(advertise="mq.example:19876")
+    client = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        for topic in ("TopicA", "TopicB", "topic_c-1"):
+            answer = await client.call(
+                RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            )
+            assert (answer.code, answer.remark, answer.ext_fields) == (ResponseCode.SUCCESS, None, None)
+            body = bytes(answer.body or b"")
+            assert b" " not in body and b"\n" not in body  # compact: the Go client needs it
+            assert msgspec.json.decode(body) == {
+                "brokerDatas": [
+                    {
+                        "brokerAddrs": {"0": "mq.example:19876"},
+                        "brokerName": "broker-a",
+                        "cluster": "DefaultCluster",
+                        "enableActingMaster": False,
+                    }
+                ],
+                "filterServerTable": {},
+                "queueDatas": [
+                    {
+                        "brokerName": "broker-a",
+                        "perm": 6,
+                        "readQueueNums": 4,
+                        "topicSysFlag": 0,
+                        "writeQueueNums": 4,
+                    }
+                ],
+            }
+        missing = await client.call(
+            RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        )
+        assert (missing.code, missing.remark, missing.body) == (
+            ResponseCode.TOPIC_NOT_EXIST,
+            topic_not_exist_remark("TBW102"),
+            None,
+        )
+    finally:
+        await client.close()
+
+
+async def test_cluster_info_names_this_broker(server: QueryServer, connect: Connect) -> None:
+    client = await connect()
+    answer = await client.call(RawClient.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    assert answer.code == ResponseCode.SUCCESS
+    assert msgspec.json.decode(bytes(answer.body or b"")) == {
+        "brokerAddrTable": {
+            "broker-a": {
+                "brokerAddrs": {"0": f"127.0.0.1:{server.port}"},
+                "brokerName": "broker-a",
+                "cluster": "DefaultCluster",
+                "enableActingMaster": False,
+            }
+        },
+        "clusterAddrTable": {"DefaultCluster": ["broker-a"]},
+    }
+
+
+async def test_client_management_answers(connect: Connect) -> None:
+    client = await connect()
+    heartbeat = await client.call(
+        RawClient.request(
+            RequestCode.HEART_BEAT, body=b'{"clientID":"c","consumerDataSet":[],"producerDataSet":[]}'
+        )
+    )
+    assert (heartbeat.code, heartbeat.ext_fields, heartbeat.body) == (ResponseCode.SUCCESS, None, None)
+    for body in (None, b"not json", b"[1,2]"):
+        bad = await client.call(RawClient.request(RequestCode.HEART_BEAT, body=body))
+        assert bad.code == ResponseCode.SYSTEM_ERROR and "HeartbeatData" in (bad.remark or "")
+    unregister = await client.call(
+        RawClient.request(RequestCode.UNREGISTER_CLIENT, {"clientID": "c", "producerGroup": "g"})
+    )
+    assert (unregister.code, unregister.ext_fields) == (ResponseCode.SUCCESS, {})
+    who = await client.call(RawClient.request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "TopicA"}))
+    assert (who.code, bytes(who.body or b"")) == (ResponseCode.SUCCESS, EMPTY_GROUP_LIST)
+
+
+def test_records_are_capped_whole_below_the_limit() -> None:
+    records = [memoryview(struct.pack(">i", n) + bytes(n - 4)) for n in (100, 200, 300)]
+    assert cap_records(records, 10_000) == records
+    assert cap_records(records, 300) == records[:2]
+    assert cap_records(records, 299) == records[:1]
+    assert cap_records(records, 99) == []
+
+
+async def test_query_bodies_stay_below_the_frame_limit(start_server: StartServer) -> None:
+    """A query whose records would overflow the frame limit is answered with the records that fit."""
+    full = await start_server()
+    small = await start_server(max_frame_length=4096 + 3000)
+    fields = {**QUERY_FIELDS, "topic": "TopicB", "key": "common"}
+    answers = []
+    for srv in (full, small):
+        client = await RawClient.connect("127.0.0.1", srv.port)
+        try:
+            answers.append(await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields)))
+        finally:
+            await client.close()
+    whole, capped = (bytes(a.body or b"") for a in answers)
+    assert len(whole) > 3000
+    assert 0 < len(capped) <= 3000
+    assert whole.startswith(capped)
+    size, pos = 0, 0
+    while pos < len(capped):
+        (size,) = struct.unpack_from(">i", capped, pos)
+        pos += size
+    assert pos == len(capped)
+
+
+@pytest.mark.parametrize(("timestamp", "phyoffset"), [(0, 0), (1795216843063, 4330121), (-1, 2**63 - 1)])
+def test_response_fields_equal_the_protocol_header(timestamp: int, phyoffset: int) -> None:
+    """The precomputed QUERY_MESSAGE response header is the protocol's, key order included."""
+    expected = QueryMessageResponseHeader(
+        index_last_update_timestamp=timestamp, index_last_update_phyoffset=phyoffset
+    ).to_ext_fields()
+    assert list(response_fields(timestamp, phyoffset).items()) == list(expected.items())

@@ -1,0 +1,203 @@
+"""``rmq-query serve`` as a process: it says what it serves and where, answers, and stops on a signal.
+
+The command is run the way a user runs it (``python -m clients.cli serve ...``) on port 0 over a copy
+of the Java store; the log names the store and the bound ports, a request is answered on both ports,
+and SIGTERM / SIGINT end it with exit status 0 after its "stopped" line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from protocol.codes import RequestCode, ResponseCode
+from server.command import host_port
+from tests.conftest import REPO_ROOT
+from tests.server.harness import RawClient
+
+SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+) and fast port 127\.0\.0\.1:(\d+)")
+
+
+async def _start(*args: str) -> tuple[asyncio.subprocess.Process, list[str], int, int]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "serve",
+        *args,
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    while True:
+        raw = await asyncio.wait_for(proc.stderr.readline(), 20)
+        if not raw:
+            pytest.fail("serve exited early:\n" + "".join(lines))
+        lines.append(raw.decode())
+        match = SERVING.search(lines[-1])
+        if match:
+            return proc, lines, int(match.group(1)), int(match.group(2))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_serve_answers_then_stops_on_a_signal(sig: signal.Signals, java_store_dir: Path) -> None:
+    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+    proc, lines, port, fast_port = await _start("--config", str(conf), "--port", "0")
+    try:
+        assert fast_port == port - 2
+        assert any(str(java_store_dir) in line and "3 topic(s)" in line for line in lines)
+        for p in (port, fast_port):
+            client = await RawClient.connect("127.0.0.1", p)
+            try:
+                answer = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+                assert (answer.code, len(answer.body or b"")) == (ResponseCode.SUCCESS, 503)
+            finally:
+                await client.close()
+        proc.send_signal(sig)
+        assert proc.stderr is not None
+        rest = (await asyncio.wait_for(proc.stderr.read(), 20)).decode()
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+        assert "stopped" in rest
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_serve_refuses_a_directory_without_a_commitlog(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "serve",
+        "--store",
+        str(tmp_path),
+        "--port",
+        "0",
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 2
+    assert b"no CommitLog directory" in err
+
+
+async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    proc, lines, port, _ = await _start("--demo", "--store", str(root), "--port", "0")
+    try:
+        assert (root / "commitlog").is_dir() and (root / "broker.conf").is_file()
+        key_line = next(line for line in lines if "demo: topic DemoOrders, keys" in line)
+        key = key_line.rsplit("keys ", 1)[1].split()[0]
+        client = await RawClient.connect("127.0.0.1", port)
+        try:
+            route = await client.call(
+                RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "DemoOrders"})
+            )
+            assert route.code == ResponseCode.SUCCESS and b"demo-broker" in bytes(route.body or b"")
+            fields = {
+                "topic": "DemoOrders",
+                "key": key,
+                "maxNum": "64",
+                "beginTimestamp": "0",
+                "endTimestamp": "9223372036854775807",
+            }
+            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
+            assert answer.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store_dir: Path) -> None:
+    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+    proc, _, port, _ = await _start("--config", str(conf), "--port", "0", "--workers", "2")
+    assert proc.stderr is not None
+    try:
+        worker_line = ""
+        while "worker-" not in worker_line or "serving on" not in worker_line:
+            worker_line = (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+            assert worker_line, "the worker never started"
+        assert f":{port} " in worker_line
+        clients = [await RawClient.connect("127.0.0.1", port) for _ in range(8)]
+        try:
+            for client in clients:
+                answer = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+                assert answer.code == ResponseCode.SUCCESS
+        finally:
+            for client in clients:
+                await client.close()
+        proc.send_signal(signal.SIGTERM)
+        rest = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert re.search(r"worker-\d+ server\.app: stopped", rest)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+@pytest.mark.parametrize("port", ["2", "70000", "busy"])
+async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_dir: Path) -> None:
+    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if port == "busy":
+            port = str(taken.getsockname()[1])
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "clients.cli",
+            "serve",
+            "--config",
+            str(conf),
+            "--port",
+            port,
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 1
+    assert b"cannot listen" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["mq.example:10911", "10.0.0.5:1", "[::1]:10911"])
+def test_advertise_accepts_host_port(value: str) -> None:
+    assert host_port(value) == value
+
+
+@pytest.mark.parametrize("value", ["mq.example", ":10911", "mq.example:", "mq.example:0", "h:70000", "h:x"])
+def test_advertise_rejects_anything_else(value: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        host_port(value)
+
+
+def test_serve_refuses_a_bad_advertise_address() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "serve", "--advertise", "no-port-here"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "expected HOST:PORT" in result.stderr
