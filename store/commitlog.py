@@ -13,6 +13,7 @@ Reads hand out ``memoryview`` slices of the maps, never copies of files.
 from __future__ import annotations
 
 import bisect
+import logging
 import mmap
 import os
 import re
@@ -23,8 +24,10 @@ from pathlib import Path
 
 from store import record
 from store.errors import CommitLogError
+from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
+log = logging.getLogger("store.commitlog")
 
 
 @dataclass(slots=True)
@@ -79,6 +82,8 @@ class CommitLog:
         self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
         self._max_offset = 0
         self._lock = threading.RLock()
+        #: Damage met while reading (a file of the wrong size), each logged once.
+        self.warn = WarnOnce(log)
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
@@ -111,6 +116,14 @@ class CommitLog:
                     length, mm = _map(path)
                 except OSError as exc:
                     raise CommitLogError(f"cannot map CommitLog file {path}: {exc}") from exc
+                if length and length != self.mapped_file_size:
+                    # Files are preallocated to full size: a short one was truncated (its records
+                    # past the cut are gone; the ones before it still answer).
+                    self.warn(
+                        f"size:{name}:{length}",
+                        f"CommitLog file {path} has {length} bytes, not mappedFileSizeCommitLog "
+                        f"{self.mapped_file_size}: truncated or damaged; reading the whole records it holds",
+                    )
                 files.append(MappedFile(start, path, length, mm))
             for gone in old.values():
                 gone.close()

@@ -10,14 +10,21 @@ IndexFiles byte-identical to the Java broker's (file names aside, which are crea
 Where indexing got to is not stored anywhere else (the broker keeps no such offset either): it is the
 last entry's CommitLog offset. The record at that offset may have been indexed only partly (a crash
 between two of its keys), so its keys already present as trailing entries are counted and skipped;
-no record is ever indexed twice and none is lost, so a restart resumes exactly. A torn write inside
-one ``putKey`` is repaired by ``IndexFile.recover`` before anything is appended.
+no record is ever indexed twice and none is lost, so a restart resumes exactly.
+
+Before appending, the newest file is repaired to what a clean build would hold (``_repair``): puts
+a crash tore are undone, trailing entries that point at no record with their key (a broker killed
+mid-write, pages lost) are rolled back, an interrupted file creation is finished or removed, and a
+stale checkpoint is brought up to date. After an abnormal exit (the ``abort`` marker) the broker
+destroys the newest files and loses their keys; this builder keeps and repairs them instead.
 """
 
 from __future__ import annotations
 
 import array
+import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -25,15 +32,18 @@ from collections.abc import Callable, Iterator
 from operator import mul
 from pathlib import Path
 
+from protocol.errors import ProtocolError
 from protocol.index_key import java_string_hash
 from protocol.message import IndexFields, read_index_fields
 from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from store import record
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_file import IndexFile
 from store.index_service import IndexService
 
+log = logging.getLogger("store.index")
 _INT_MASK = 0xFFFFFFFF
 _UTF16 = "utf-16-be" if sys.byteorder == "big" else "utf-16-le"
 #: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
@@ -113,7 +123,12 @@ class IndexBuilder:
         self.checkpoint_path = checkpoint_path if checkpoint_path is not None else config.checkpoint_path
         self.index_dir = Path(index_dir) if index_dir is not None else config.index_dir
         if index_dir is None and abnormal_exit(config.store_path_root_dir):
-            self._discard_unsafe_files()
+            log.warning(
+                "%s exists: the last broker or builder on this store stopped uncleanly; keeping its index "
+                "files (the broker would delete the newest) and repairing the newest from the CommitLog",
+                config.abort_path,
+            )
+        self._remove_unfinished_files()
         self.index = IndexService(config, writable=True, index_dir=self.index_dir)
         self._now_millis = now_millis
         self.topics_seen: set[str] = set()
@@ -121,27 +136,85 @@ class IndexBuilder:
         self.keys_indexed = 0
         self.records_indexed = 0
         self._lock = threading.Lock()
-        last = self.index.last_file()
-        if last is not None:
-            last.recover()
+        self._repair()
         self._next_offset, self._skip_keys = self._resume_point()
 
-    # -- where indexing got to -----------------------------------------------------------------------
+    # -- repair after a crash ------------------------------------------------------------------------
 
-    def _discard_unsafe_files(self) -> None:
-        """The broker's load after an abnormal exit: files newer than indexMsgTimestamp are dropped.
-
-        The broker loses what they held; here the builder re-indexes it from the CommitLog, since it
-        resumes from the newest remaining file.
-        """
-        checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
-        probe = IndexService(self.config, index_dir=self.index_dir)
+    def _remove_unfinished_files(self) -> None:
+        """Delete 0-byte index files: a creation killed between ``open`` and sizing the file."""
         try:
-            doomed = [f.path for f in probe.files if f.header.end_timestamp > checkpoint.index_msg_timestamp]
-        finally:
-            probe.close()
-        for path in doomed:
-            path.unlink(missing_ok=True)
+            names = [n for n in os.listdir(self.index_dir) if n.isdigit()]
+        except FileNotFoundError:
+            return
+        for name in names:
+            path = self.index_dir / name
+            try:
+                if path.stat().st_size == 0:
+                    log.warning("removing %s: an index file whose creation was interrupted", path)
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def _entry_is_sound(self, f: IndexFile, n: int) -> tuple[int, int] | None:
+        """(phyOffset, storeTimestamp) of entry ``n`` if it points at a record with a key of its hash."""
+        key_hash, phy, _diff, prev = f.entry(n)
+        if not 0 <= prev < n:
+            return None
+        buf = self.commitlog.read_record(phy)
+        if buf is None or record.check(buf, 0, len(buf)) <= 0:
+            return None
+        try:
+            fields = read_index_fields(buf, 0)
+        except ProtocolError:
+            return None
+        if all(self._hasher(fields.topic, k) != key_hash for k in index_keys(fields)):
+            return None
+        return phy, fields.store_timestamp
+
+    def _repair(self) -> None:
+        """Make the newest file what a clean build up to its last sound entry would have written."""
+        files = self.index.files
+        if not files:
+            return
+        last = files[-1]
+        prev = files[-2] if len(files) > 1 else None
+        base = (prev.header.end_phy_offset, prev.header.end_timestamp) if prev is not None else (0, 0)
+        count = last.header.index_count
+        keep, end_values = 1, base
+        for n in range(min(count, last.index_num) - 1, 0, -1):
+            sound = self._entry_is_sound(last, n)
+            if sound is not None:
+                keep, end_values = n + 1, sound
+                break
+        h = last.header
+        intact = keep == count and last.written_end() == count
+        if intact and (h.end_phy_offset, h.end_timestamp) == end_values:
+            if count > 1 or (h.begin_phy_offset, h.begin_timestamp) == base:
+                self._repair_checkpoint(files)
+                return
+        gone = last.rollback(keep, *end_values)
+        last.flush()
+        log.warning(
+            "index file %s: repaired after an interrupted write: kept %d entries, undid %d that a crash "
+            "left torn or pointing at no record with their key; they are indexed again from the CommitLog",
+            last.path,
+            keep - 1,
+            gone,
+        )
+        self._repair_checkpoint(files)
+
+    def _repair_checkpoint(self, files: list[IndexFile]) -> None:
+        """indexMsgTimestamp is the newest full file's end (a crash can stop before writing it)."""
+        full = [f for f in files if f.is_write_full()]
+        if not full:
+            return
+        checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+        if checkpoint.index_msg_timestamp < full[-1].header.end_timestamp:
+            checkpoint.index_msg_timestamp = full[-1].header.end_timestamp
+            checkpoint.write(self.checkpoint_path)
+
+    # -- where indexing got to -----------------------------------------------------------------------
 
     def _resume_point(self) -> tuple[int | None, int]:
         """(offset of the next record to index, keys of it already indexed)."""
@@ -268,6 +341,7 @@ def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None =
     """
     root = config.store_path_root_dir
     final = config.index_dir
+    _clean_up_interrupted_rebuilds(root, final)
     tmp = root / f"index.rebuild-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -286,9 +360,43 @@ def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None =
     old = root / f"index.old-{os.getpid()}"
     if final.exists():
         final.rename(old)
+    # A crash right here leaves no index/ but index.old-<pid>: the next run puts it back first.
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
     checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
     checkpoint.index_msg_timestamp = index_ts
     checkpoint.write(config.checkpoint_path)
     return builder
+
+
+_LEFTOVER = re.compile(r"^index\.(rebuild|old)-(\d+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_up_interrupted_rebuilds(root: Path, final: Path) -> None:
+    """Undo what a rebuild killed half-way left: put the old index back if it was moved aside and
+    the new one never arrived, and delete unfinished ``index.rebuild-<pid>`` directories."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return
+    for name in sorted(names):
+        m = _LEFTOVER.match(name)
+        if m is None or _pid_alive(int(m.group(2))):
+            continue
+        path = root / name
+        if m.group(1) == "old" and not final.exists():
+            log.warning("%s is missing after an interrupted rebuild: restoring it from %s", final, path)
+            path.rename(final)
+            continue
+        log.warning("removing %s, left by an interrupted index rebuild", path)
+        shutil.rmtree(path, ignore_errors=True)

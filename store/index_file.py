@@ -16,15 +16,21 @@ refuses to revisit an entry, so a corrupt chain cannot loop.
 
 from __future__ import annotations
 
+import array
+import logging
 import mmap
 import os
 import struct
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
 from protocol.index_key import index_key_hash
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, index_file_size
 from store.errors import IndexFileError, IndexGeometryError
+from store.warn_once import WarnOnce
+
+log = logging.getLogger("store.index")
 
 HEADER = struct.Struct(">qqqqii")
 SLOT = struct.Struct(">i")
@@ -48,6 +54,29 @@ class IndexHeader(NamedTuple):
     end_phy_offset: int
     hash_slot_count: int
     index_count: int
+
+
+def header_problem(header: IndexHeader, hash_slot_num: int, index_num: int, *, last: bool) -> str | None:
+    """Why a header cannot be trusted for queries, or None.
+
+    Only states a writer never leaves, even half-way through ``putKey`` (which updates the header
+    field by field while readers look): negative values, counts beyond the configured geometry, and
+    an older file that is not full (the broker and the builder only start a new file when the last
+    one is full). A header that fails this is garbage, and its timestamps must not prune the walk
+    over the older files either.
+    """
+    h = header
+    if min(h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset) < 0:
+        return "negative timestamp or offset in the header"
+    if not 0 <= h.index_count <= index_num:
+        return f"indexCount {h.index_count} outside 0..maxIndexNum {index_num}"
+    if not 0 <= h.hash_slot_count <= hash_slot_num:
+        return f"hashSlotCount {h.hash_slot_count} outside 0..maxHashSlotNum {hash_slot_num}"
+    if not last and h.index_count != index_num:
+        return f"indexCount {h.index_count} in an older file, which must be full ({index_num})"
+    if not last and h.begin_timestamp > h.end_timestamp:
+        return f"beginTimestamp {h.begin_timestamp} after endTimestamp {h.end_timestamp}"
+    return None
 
 
 def is_time_matched(header: IndexHeader, begin: int, end: int) -> bool:
@@ -90,6 +119,8 @@ class IndexFile:
         except OSError as exc:
             raise IndexFileError(f"cannot map index file {self.path}: {exc}") from exc
         self._closed = False
+        #: Problems met while reading this file, each logged once (see ``store.warn_once``).
+        self.warn = WarnOnce(log)
         # Writer state, mirroring the broker's in-memory IndexHeader (loaded files: indexCount <= 0 -> 1).
         h = self.read_header()
         self._begin_ts = h.begin_timestamp
@@ -216,6 +247,12 @@ class IndexFile:
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         slot_value = SLOT.unpack_from(mm, slot_pos)[0]
         if slot_value <= 0 or slot_value > index_count or index_count <= 1:
+            if slot_value > index_count > 1:
+                self.warn(
+                    "slot",
+                    f"index file {self.path}: slot {key_hash % self.hash_slot_num} points at entry "
+                    f"{slot_value}, beyond indexCount {index_count}; that slot reads as empty",
+                )
             return 0
         unpack = ENTRY.unpack_from
         base = self._entries_at
@@ -238,6 +275,11 @@ class IndexFile:
             if prev > current or seen is not None:
                 # A sane chain only points backwards; a forward pointer could make the walk loop.
                 if seen is None:
+                    self.warn(
+                        "chain",
+                        f"index file {self.path}: entry {current} links forward to entry {prev} (a corrupt "
+                        "chain); chain walks in this file stop before revisiting an entry",
+                    )
                     seen = self._chain_prefix(slot_value, visited)
                 if prev in seen:
                     break
@@ -331,6 +373,56 @@ class IndexFile:
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         if SLOT.unpack_from(self._mm, slot_pos)[0] == self._index_count and self._index_count > 0:
             SLOT.pack_into(self._mm, slot_pos, prev if 0 < prev < self._index_count else 0)
+
+    def written_end(self) -> int:
+        """One past the last entry holding any bytes, counting from ``indexCount`` (torn puts leave some)."""
+        n = max(self._index_count, 1)
+        while n < self.index_num and any(self.entry(n)):
+            n += 1
+        return n
+
+    def rollback(self, keep: int, end_phy_offset: int, end_timestamp: int) -> int:
+        """Forget entries ``keep`` and later, as if they had never been put; returns how many went.
+
+        Undoes the puts newest first: a slot pointing at an undone entry gets that entry's ``prev``
+        back, the entry is zeroed (a clean build has zeros there), and the header takes the given end
+        values of the last kept entry's record and the recounted used slots. Entries past
+        ``indexCount`` that a torn put left behind are undone the same way. The result is the file
+        a clean build would have written up to entry ``keep - 1``.
+        """
+        if not self.writable:
+            raise IndexFileError(f"index file {self.path} is open read-only")
+        keep = max(keep, 1)
+        mm = self._mm
+        top = self.written_end()
+        for n in range(top - 1, keep - 1, -1):
+            key_hash, _phy, _diff, prev = self.entry(n)
+            slot_pos = INDEX_HEADER_SIZE + (abs(key_hash) % self.hash_slot_num) * INDEX_SLOT_SIZE
+            if SLOT.unpack_from(mm, slot_pos)[0] == n:
+                SLOT.pack_into(mm, slot_pos, prev if 0 < prev < n else 0)
+            ENTRY.pack_into(mm, self._entries_at + n * INDEX_ENTRY_SIZE, 0, 0, 0, 0)
+        slots = array.array("i", mm[INDEX_HEADER_SIZE : self._entries_at])
+        if sys.byteorder == "little":
+            slots.byteswap()
+        # A slot still pointing at a forgotten entry (a damaged chain) reads as empty: make it so.
+        used = 0
+        for i, value in enumerate(slots):
+            if value >= keep or value < 0:
+                SLOT.pack_into(mm, INDEX_HEADER_SIZE + i * INDEX_SLOT_SIZE, 0)
+            elif value:
+                used += 1
+        gone = max(top - keep, 0)
+        self._index_count = keep
+        self._slot_count = used
+        if keep <= 1:
+            # An empty file keeps only the begin/end values it was created with.
+            self._begin_phy = self._end_phy = end_phy_offset
+            self._begin_ts = self._end_ts = end_timestamp
+        else:
+            self._end_phy = end_phy_offset
+            self._end_ts = end_timestamp
+        self._write_header()
+        return gone
 
     def release(self) -> None:
         """Drop this process's mapping of the pages read so far (a read-only file keeps its data)."""

@@ -11,6 +11,7 @@ the ``indexLastUpdateTimestamp/Phyoffset`` a QUERY_MESSAGE response must carry.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -20,10 +21,12 @@ from pathlib import Path
 
 from protocol.index_key import build_index_key, index_key_hash
 from store.config import StoreConfig
-from store.errors import IndexFileError, StoreError
-from store.index_file import IndexFile, is_time_matched
+from store.errors import IndexFileError, IndexGeometryError, StoreError
+from store.index_file import IndexFile, header_problem, is_time_matched
+from store.warn_once import WarnOnce
 
 _INDEX_NAME = re.compile(r"^\d+$")
+log = logging.getLogger("store.index")
 
 
 class QueryArgumentError(StoreError):
@@ -55,6 +58,9 @@ class IndexService:
         self.max_msgs_num_batch = config.max_msgs_num_batch
         self._files: list[IndexFile] = []
         self._lock = threading.RLock()
+        #: Files left out (wrong size) or untrusted (garbage header), each logged once.
+        self.warn = WarnOnce(log)
+        self.skipped: dict[str, str] = {}
         self.refresh()
 
     # -- file list -----------------------------------------------------------------------------------
@@ -70,19 +76,30 @@ class IndexService:
                 raise IndexFileError(f"cannot list index directory {self.index_dir}: {exc}") from exc
             known = {f.name: f for f in self._files}
             files: list[IndexFile] = []
+            wrong: list[IndexGeometryError] = []
+            sizes: set[int] = set()
             for name in names:
                 f = known.pop(name, None)
                 if f is None:
                     path = self.index_dir / name
                     try:
-                        if path.stat().st_size == 0:
+                        size = path.stat().st_size
+                        if size == 0:
                             continue  # being created by a live broker: it is sized in a moment
                         f = IndexFile.open(path, self.hash_slot_num, self.index_num, writable=self.writable)
                     except FileNotFoundError:
                         continue
+                    except IndexGeometryError as exc:
+                        wrong.append(exc)
+                        sizes.add(size)
+                        self.skipped[name] = str(exc)
+                        continue
                 files.append(f)
-            for gone in known.values():
-                gone.close()
+            if wrong and not files and len(sizes) == 1:
+                # Every file has the same wrong size: the configuration, not the files, is wrong.
+                raise wrong[0]
+            for exc in wrong:
+                self.warn(str(exc), f"{exc}; left out, the other index files still answer")
             self._files = files
 
     @property
@@ -142,12 +159,18 @@ class IndexService:
         result = QueryOffsetResult()
         key_hash = index_key_hash(build_index_key(topic, key))
         files = self._files
-        for i in range(len(files) - 1, -1, -1):
+        last = len(files) - 1
+        for i in range(last, -1, -1):
             f = files[i]
             header = f.header
-            if i == len(files) - 1:
+            if i == last:
                 result.index_last_update_timestamp = header.end_timestamp
                 result.index_last_update_phyoffset = header.end_phy_offset
+            problem = header_problem(header, self.hash_slot_num, self.index_num, last=i == last)
+            if problem is not None:
+                # Garbage must neither answer nor prune the walk over the intact older files.
+                f.warn("header", f"index file {f.path}: {problem}; the file is left out of queries")
+                continue
             if is_time_matched(header, begin, end):
                 f.select_by_hash(result.phy_offsets, key_hash, max_num, begin, end, header=header)
             if header.begin_timestamp < begin:

@@ -13,6 +13,7 @@ and, when this store builds its own index, indexes the new records.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -23,14 +24,17 @@ import msgspec
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
+from store.checkpoint import abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_service import IndexService, QueryArgumentError
+from store.warn_once import WarnOnce
 
 __all__ = ["MessageStore", "QueryArgumentError", "QueryMessageResult"]
 
 #: Record bytes served (plus a page per record for index and fault-around) between RSS trims.
 DEFAULT_RSS_TRIM_BYTES = 128 << 20
+log = logging.getLogger("store")
 
 
 @dataclass(slots=True)
@@ -70,6 +74,8 @@ class MessageStore:
         self._served_since_trim = 0
         self.build_index = build_index
         self._lock = threading.RLock()
+        self.warn = WarnOnce(log)
+        self._report_markers()
         self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
         self._builder = None
         if build_index and config.message_index_enable:
@@ -93,6 +99,23 @@ class MessageStore:
         bounded however much of a multi-GiB store the queries touch.
         """
         return cls(config, build_index=build_index, rss_trim_bytes=rss_trim_bytes)
+
+    def _report_markers(self) -> None:
+        """Say once what the store's marker files tell: an unclean broker exit, a lost checkpoint."""
+        config = self.config
+        if abnormal_exit(config.store_path_root_dir):
+            self.warn(
+                "abort",
+                f"{config.abort_path} exists: a broker is running on this store or did not shut down "
+                "cleanly; the newest index file may miss its last keys (queries use what it holds; "
+                "rmq-query rebuild-index --follow repairs and completes it)",
+            )
+        if not config.checkpoint_path.exists():
+            self.warn(
+                "checkpoint",
+                f"no checkpoint at {config.checkpoint_path}: queries do not need it, but a broker "
+                "restarting on this store cannot tell which index files are complete",
+            )
 
     def _served(self, nbytes: int) -> None:
         self._served_since_trim += nbytes
@@ -124,7 +147,17 @@ class MessageStore:
             for m, offset in enumerate(offsets.phy_offsets):
                 buf = commitlog.read_record(offset)
                 if buf is None or record.check(buf, 0, len(buf)) <= 0:
-                    continue  # the broker's lookMessageByOffset fails: this offset is skipped
+                    # The broker's lookMessageByOffset fails: this offset is skipped. Below the
+                    # CommitLog's start (retention) or past its end (a live broker's index runs
+                    # ahead of our last refresh) that is normal; in between it is damage.
+                    if commitlog.min_offset <= offset < commitlog.max_offset:
+                        self.warn(
+                            "entry",
+                            f"an index entry points at CommitLog offset {offset}, where no whole record "
+                            "starts (a damaged index entry or record); such hits are skipped "
+                            "(rmq-query fsck --store names them)",
+                        )
+                    continue
                 if m == 0:
                     last_query_time = record.store_timestamp(buf, 0)
                 if exact_key and not key_matches(buf, topic, key):
