@@ -1,25 +1,37 @@
 """Consistency checks of a store directory: what ``rmq-query fsck`` reports.
 
-* CommitLog: file names are contiguous multiples of the file size, every record checks (lengths
-  and BODYCRC, as the broker's recovery does) from the first file to the written end, and the walk
-  does not stop before the last file (a record that fails mid-log is corruption, not a tail);
-* IndexFiles: geometry, ascending names, headers consistent with their entries, and (``deep``)
-  every entry pointing at the start of a record that carries a key with the entry's hash;
+Every problem names the file, the position and what is wrong, so it can be acted on:
+
+* markers: an ``abort`` file (unclean shutdown, or a broker running now), a missing or short
+  checkpoint, a checkpoint ``indexMsgTimestamp`` older than the newest full index file;
+* CommitLog: file names are contiguous multiples of the file size, no file is short (truncated),
+  every record checks (lengths and BODYCRC, as the broker's recovery does) from the first file to
+  the written end, the walk does not stop before the last file, and nothing but zeros follows the
+  last whole record (a corrupt record mid-file would hide everything after it);
+* IndexFiles: size against the configured geometry, a header no writer can leave, the slots and
+  chains agreeing with each other (``store.index_scan``) and (``deep``) every entry pointing at the
+  start of a record that carries a key with the entry's hash;
 * the index is not behind the CommitLog (records after the last indexed one that have keys).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 
+from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
-from store.commitlog import CommitLog
+from store.checkpoint import Checkpoint, abnormal_exit
+from store.commitlog import CommitLog, MappedFile
 from store.config import StoreConfig
-from store.errors import StoreError
+from store.errors import CheckpointError, StoreError
 from store.index_builder import KeyHasher, index_keys
-from store.index_service import IndexService
+from store.index_file import IndexFile, header_problem
+from store.index_scan import Findings, scan_index_file
+
+_ZEROS = bytes(1 << 20)
 
 
 @dataclass(slots=True)
@@ -36,21 +48,58 @@ class FsckReport:
 
 def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
     report = FsckReport()
-    commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    index_files = _open_index_files(config, report)
     try:
-        _check_commitlog(commitlog, config, report)
+        _check_markers(config, index_files, report)
+        commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
         try:
-            index = IndexService(config)
+            _check_commitlog(commitlog, config, report)
+            _check_index(index_files, commitlog, report, deep=deep)
+        finally:
+            commitlog.close()
+    finally:
+        for f in index_files:
+            f.close()
+    return report
+
+
+def _open_index_files(config: StoreConfig, report: FsckReport) -> list[IndexFile]:
+    """Every IndexFile that has the configured size; the others are problems."""
+    try:
+        names = sorted(n for n in os.listdir(config.index_dir) if n.isdigit())
+    except FileNotFoundError:
+        report.notes.append(f"no index directory at {config.index_dir}")
+        return []
+    files = []
+    for name in names:
+        try:
+            files.append(
+                IndexFile.open(config.index_dir / name, config.max_hash_slot_num, config.max_index_num)
+            )
         except StoreError as exc:
             report.problems.append(str(exc))
-            return report
-        try:
-            _check_index(index, commitlog, report, deep=deep)
-        finally:
-            index.close()
-    finally:
-        commitlog.close()
-    return report
+    return files
+
+
+def _check_markers(config: StoreConfig, index_files: list[IndexFile], report: FsckReport) -> None:
+    if abnormal_exit(config.store_path_root_dir):
+        report.problems.append(
+            f"{config.abort_path} exists: the broker did not shut down cleanly (or is running now); a "
+            "broker restarting on it deletes the index files newer than the checkpoint's "
+            "indexMsgTimestamp (rmq-query rebuild-index --follow repairs them instead)"
+        )
+    try:
+        checkpoint = Checkpoint.read(config.checkpoint_path)
+    except CheckpointError as exc:
+        report.problems.append(f"checkpoint: {exc}")
+        return
+    full = [f for f in index_files if f.is_write_full()]
+    if full and checkpoint.index_msg_timestamp < full[-1].header.end_timestamp:
+        report.problems.append(
+            f"checkpoint {config.checkpoint_path}: indexMsgTimestamp {checkpoint.index_msg_timestamp} "
+            f"(byte 16) is older than the end {full[-1].header.end_timestamp} of the full index file "
+            f"{full[-1].name}: a broker restarting after a crash would delete that file"
+        )
 
 
 def _check_commitlog(commitlog: CommitLog, config: StoreConfig, report: FsckReport) -> None:
@@ -63,61 +112,107 @@ def _check_commitlog(commitlog: CommitLog, config: StoreConfig, report: FsckRepo
         if f.start % size:
             report.problems.append(f"CommitLog file {f.path.name} does not start at a multiple of {size}")
         if f.length != size:
-            report.problems.append(f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}")
+            report.problems.append(
+                f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}: truncated (the records "
+                "after the cut are lost)"
+                if f.length < size
+                else f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}"
+            )
     last_end = files[0].start if files else 0
     for offset, buf in commitlog.iter_records():
         report.records += 1
         last_end = offset + len(buf)
     if files and last_end < files[-1].start:
+        where = _locate(files, last_end)
         report.problems.append(
-            f"CommitLog records stop at offset {last_end}, before the last file {files[-1].path.name}:"
-            " a corrupt or torn record mid-log"
+            f"CommitLog records stop at offset {last_end}{where}, before the last file "
+            f"{files[-1].path.name}: a corrupt or torn record mid-log hides every record after it"
         )
+    elif files:
+        stray = _first_nonzero_after(files[-1], last_end)
+        if stray is not None:
+            report.problems.append(
+                f"CommitLog file {files[-1].path.name}: non-zero bytes at offset {stray} after the last "
+                f"whole record (which ends at {last_end}): a corrupt record mid-file or a torn tail"
+            )
     report.notes.append(
         f"CommitLog: {len(files)} files, {report.records} records, offsets {commitlog.min_offset}"
         f"..{commitlog.max_offset}"
     )
 
 
-def _check_index(index: IndexService, commitlog: CommitLog, report: FsckReport, *, deep: bool) -> None:
-    files = index.files
-    hasher = KeyHasher()
+def _locate(files: list[MappedFile], offset: int) -> str:
     for f in files:
+        if f.start <= offset < f.end:
+            return f" (file {f.path.name}, byte {offset - f.start})"
+    return ""
+
+
+def _first_nonzero_after(f: MappedFile, offset: int) -> int | None:
+    """The absolute offset of the first non-zero byte of ``f`` from ``offset``, if any."""
+    view = f.view()
+    pos = max(offset - f.start, 0)
+    # A blank end-of-file marker right after the last record is how a full file ends.
+    if pos + 8 <= f.length and record.check(view, pos, f.length) == record.BLANK:
+        return None
+    while pos < f.length:
+        chunk = view[pos : pos + len(_ZEROS)]
+        if chunk != _ZEROS[: len(chunk)]:
+            return f.start + pos + next(i for i, b in enumerate(chunk) if b)
+        pos += len(chunk)
+    return None
+
+
+def _check_index(files: list[IndexFile], commitlog: CommitLog, report: FsckReport, *, deep: bool) -> None:
+    hasher = KeyHasher()
+    for i, f in enumerate(files):
         h = f.header
-        count = max(h.index_count, 1)
-        if count > f.index_num:
-            report.problems.append(
-                f"index file {f.name}: indexCount {h.index_count} > maxIndexNum {f.index_num}"
-            )
-            continue
+        problem = header_problem(h, f.hash_slot_num, f.index_num, last=i == len(files) - 1)
+        if problem is not None:
+            report.problems.append(f"index file {f.name}: header (bytes 0..39): {problem}")
+        report.problems.extend(scan_index_file(f))
+        count = min(max(h.index_count, 1), f.index_num)
         report.entries += count - 1
         if count > 1:
             last = f.entry(count - 1)
             if last[1] != h.end_phy_offset:
                 report.problems.append(
-                    f"index file {f.name}: endPhyOffset {h.end_phy_offset} but last entry points at {last[1]}"
+                    f"index file {f.name}: endPhyOffset {h.end_phy_offset} (byte 24) but the last entry "
+                    f"points at {last[1]}"
                 )
-        if not deep:
-            continue
-        for n in range(1, count):
-            key_hash, phy, _diff, prev = f.entry(n)
-            if not 0 <= prev < n:
-                report.problems.append(f"index file {f.name}: entry {n} links forward to {prev}")
-            buf = commitlog.read_record(phy)
-            if buf is None or record.check(buf, 0, len(buf)) <= 0:
-                if phy >= commitlog.min_offset:
-                    report.problems.append(f"index file {f.name}: entry {n} points at {phy}, not a record")
-                continue
-            fields = read_index_fields(buf, 0)
-            if key_hash not in {hasher(fields.topic, k) for k in index_keys(fields)}:
-                report.problems.append(f"index file {f.name}: entry {n} hash matches no key of record {phy}")
+        if deep:
+            _check_entries_against_records(f, count, commitlog, hasher, report)
     report.notes.append(f"index: {len(files)} files, {report.entries} entries")
     behind = 0
     last_indexed = files[-1].header.end_phy_offset if files else -1
     for offset, buf in commitlog.iter_records(max(last_indexed, 0)):
         if offset <= last_indexed:
             continue
-        if index_keys(read_index_fields(buf, 0)):
-            behind += 1
+        try:
+            if index_keys(read_index_fields(buf, 0)):
+                behind += 1
+        except ProtocolError:
+            continue
     if behind:
         report.problems.append(f"index is behind the CommitLog: {behind} records with keys are not indexed")
+
+
+def _check_entries_against_records(
+    f: IndexFile, count: int, commitlog: CommitLog, hasher: KeyHasher, report: FsckReport
+) -> None:
+    found = Findings()
+    for n in range(1, count):
+        key_hash, phy, _diff, _prev = f.entry(n)
+        buf = commitlog.read_record(phy)
+        if buf is None or record.check(buf, 0, len(buf)) <= 0:
+            if phy >= commitlog.min_offset:
+                found.add("record", f"entry {n} points at {phy}, not a record")
+            continue
+        try:
+            fields = read_index_fields(buf, 0)
+        except ProtocolError:
+            found.add("record", f"entry {n} points at {phy}, an undecodable record")
+            continue
+        if key_hash not in {hasher(fields.topic, k) for k in index_keys(fields)}:
+            found.add("key", f"entry {n} hash matches no key of record {phy}")
+    report.problems.extend(found.lines(f.name))

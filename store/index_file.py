@@ -207,6 +207,11 @@ class IndexFile:
     def is_time_matched(self, begin: int, end: int) -> bool:
         return is_time_matched(self.header, begin, end)
 
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The mapped file (for whole-file checks such as ``store.index_scan``)."""
+        return self._mm
+
     def entry(self, index_no: int) -> tuple[int, int, int, int]:
         """Entry ``index_no`` as (keyHash, phyOffset, timeDiff, prevIndex)."""
         if not 0 <= index_no < self.index_num:
