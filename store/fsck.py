@@ -183,6 +183,12 @@ def _check_index(files: list[IndexFile], commitlog: CommitLog, report: FsckRepor
         if deep:
             _check_entries_against_records(f, count, commitlog, hasher, report)
     report.notes.append(f"index: {len(files)} files, {report.entries} entries")
+    if files and files[-1].header.end_phy_offset >= commitlog.max_offset > 0:
+        report.problems.append(
+            f"index file {files[-1].name}: endPhyOffset {files[-1].header.end_phy_offset} (byte 24) is at "
+            f"or past the CommitLog's end {commitlog.max_offset}: the CommitLog lost records the index "
+            "points at"
+        )
     behind = 0
     last_indexed = files[-1].header.end_phy_offset if files else -1
     for offset, buf in commitlog.iter_records(max(last_indexed, 0)):

@@ -270,6 +270,13 @@ class IndexFile:
                 break
             hash_read, phy_read, time_diff, prev = unpack(mm, base + current * INDEX_ENTRY_SIZE)
             visited += 1
+            if phy_read == 0 and prev == 0 and h.begin_phy_offset > 0 and hash_read == 0:
+                # Offset 0 cannot be in a file that begins later: the entry was zeroed.
+                self.warn(
+                    "zero",
+                    f"index file {self.path}: entry {current} is zeroed (damaged); chains end there",
+                )
+                break
             if time_diff < 0:
                 break
             time_read = begin_ts + time_diff * 1000

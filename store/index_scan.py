@@ -90,17 +90,18 @@ def scan_index_file(f: IndexFile) -> list[str]:
                 f"entry {n} (byte {pos + 4}) points at CommitLog offset {phy}, outside the header's "
                 f"{h.begin_phy_offset}..{h.end_phy_offset}",
             )
-        elif phy < last_phy:
-            found.add(
-                "phy-order",
-                f"entry {n} (byte {pos + 4}) points at CommitLog offset {phy}, before entry {n - 1}'s "
-                f"{last_phy} (entries are written in CommitLog order)",
-            )
-        last_phy = max(last_phy, phy)
-        if prev < 0 or prev >= n:
-            found.add(
-                "link", f"entry {n} (byte {pos + 16}) links forward to entry {prev} (a chain that can loop)"
-            )
+        else:
+            if phy < last_phy:
+                found.add(
+                    "phy-order",
+                    f"entry {n} (byte {pos + 4}) points at CommitLog offset {phy}, before the previous "
+                    f"entry's {last_phy} (entries are written in CommitLog order)",
+                )
+            last_phy = max(last_phy, phy)
+        if prev < 0:
+            found.add("link-bad", f"entry {n} (byte {pos + 16}) links to entry {prev}, which cannot exist")
+        elif prev >= n:
+            found.add("link", f"entry {n} (byte {pos + 16}) links forward to entry {prev} (a chain can loop)")
         elif prev > 0:
             if entries[prev][0] % slots_n != key_hash % slots_n:
                 found.add("link-slot", f"entry {n} (byte {pos + 16}) links to entry {prev} of another slot")
