@@ -370,22 +370,6 @@ class IndexFile:
             self._index_count,
         )
 
-    def recover(self) -> None:
-        """Undo the one torn write a crash between slot and header updates can leave.
-
-        ``put_hash`` writes the entry, then the slot, then the header. If a process died after the slot
-        but before the header, the slot points at the uncounted entry ``indexCount``; the next put would
-        then link that entry to itself and lose the older chain. Restore the slot's previous value.
-        """
-        if not self.writable or self._index_count >= self.index_num:
-            return
-        key_hash, _phy, _diff, prev = self.entry(self._index_count)
-        if key_hash < 0:
-            return
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
-        if SLOT.unpack_from(self._mm, slot_pos)[0] == self._index_count and self._index_count > 0:
-            SLOT.pack_into(self._mm, slot_pos, prev if 0 < prev < self._index_count else 0)
-
     def written_end(self) -> int:
         """One past the last entry holding any bytes, counting from ``indexCount`` (torn puts leave some)."""
         n = max(self._index_count, 1)
@@ -396,33 +380,32 @@ class IndexFile:
     def rollback(self, keep: int, end_phy_offset: int, end_timestamp: int) -> int:
         """Forget entries ``keep`` and later, as if they had never been put; returns how many went.
 
-        Undoes the puts newest first: a slot pointing at an undone entry gets that entry's ``prev``
-        back, the entry is zeroed (a clean build has zeros there), and the header takes the given end
-        values of the last kept entry's record and the recounted used slots. Entries past
-        ``indexCount`` that a torn put left behind are undone the same way. The result is the file
-        a clean build would have written up to entry ``keep - 1``.
+        Undone entries (and those past ``indexCount`` a torn put left behind) are zeroed, as a clean
+        build has zeros there; the slots are rebuilt from the kept entries and the header takes the
+        given end values of the last kept entry's record and the recounted used slots. The result is
+        the file a clean build would have written up to entry ``keep - 1``, even when a crash lost
+        the links of the undone entries.
         """
         if not self.writable:
             raise IndexFileError(f"index file {self.path} is open read-only")
         keep = max(keep, 1)
         mm = self._mm
         top = self.written_end()
-        for n in range(top - 1, keep - 1, -1):
-            key_hash, _phy, _diff, prev = self.entry(n)
-            slot_pos = INDEX_HEADER_SIZE + (abs(key_hash) % self.hash_slot_num) * INDEX_SLOT_SIZE
-            if SLOT.unpack_from(mm, slot_pos)[0] == n:
-                SLOT.pack_into(mm, slot_pos, prev if 0 < prev < n else 0)
-            ENTRY.pack_into(mm, self._entries_at + n * INDEX_ENTRY_SIZE, 0, 0, 0, 0)
-        slots = array.array("i", mm[INDEX_HEADER_SIZE : self._entries_at])
+        if top > keep:
+            mm[self._entries_at + keep * INDEX_ENTRY_SIZE : self._entries_at + top * INDEX_ENTRY_SIZE] = (
+                bytes((top - keep) * INDEX_ENTRY_SIZE)
+            )
+        # Every slot names the newest kept entry of its hash (what each put left there), so the
+        # slots are rebuilt from the entries: that also mends slots whose entries were lost.
+        slots = array.array("i", bytes(self.hash_slot_num * INDEX_SLOT_SIZE))
+        n_slots = self.hash_slot_num
+        kept = mm[self._entries_at + INDEX_ENTRY_SIZE : self._entries_at + keep * INDEX_ENTRY_SIZE]
+        for n, (key_hash, _phy, _diff, _prev) in enumerate(ENTRY.iter_unpack(kept), start=1):
+            slots[key_hash % n_slots] = n
+        used = sum(1 for v in slots if v)
         if sys.byteorder == "little":
             slots.byteswap()
-        # A slot still pointing at a forgotten entry (a damaged chain) reads as empty: make it so.
-        used = 0
-        for i, value in enumerate(slots):
-            if value >= keep or value < 0:
-                SLOT.pack_into(mm, INDEX_HEADER_SIZE + i * INDEX_SLOT_SIZE, 0)
-            elif value:
-                used += 1
+        mm[INDEX_HEADER_SIZE : self._entries_at] = slots.tobytes()
         gone = max(top - keep, 0)
         self._index_count = keep
         self._slot_count = used
