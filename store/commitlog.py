@@ -17,16 +17,20 @@ import logging
 import mmap
 import os
 import re
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.message_flags import MAGIC_CODE_V1, MAGIC_CODE_V2
 from store import record
 from store.errors import CommitLogError
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
+_I32 = struct.Struct(">i")
+_MAGICS = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
 log = logging.getLogger("store.commitlog")
 
 
@@ -84,6 +88,8 @@ class CommitLog:
         self._lock = threading.RLock()
         #: Damage met while reading (a file of the wrong size), each logged once.
         self.warn = WarnOnce(log)
+        #: Corrupt stretches the walks skipped: offset of the bad record -> offset where records resume.
+        self.corrupt: dict[int, int] = {}
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
@@ -198,7 +204,11 @@ class CommitLog:
         files: list[MappedFile] | None = None,
         views: list[memoryview] | None = None,
     ) -> Iterator[tuple[int, int]]:
-        """(offset, size) of each valid record from ``pos_abs`` in file ``idx`` onwards."""
+        """(offset, size) of each valid record from ``pos_abs`` in file ``idx`` onwards.
+
+        A record that does not check is where the data ends, unless whole records follow it: then it
+        is corruption, skipped (logged once) so the records after it still answer (``_resync``).
+        """
         files = self._files if files is None else files
         views = self._views if views is None else views
         while idx < len(files):
@@ -207,6 +217,7 @@ class CommitLog:
             pos = pos_abs - f.start
             length = f.length
             check = record.check
+            last = idx == len(files) - 1
             while True:
                 if pos + 8 > length:
                     result = record.BLANK  # no room even for a blank marker: the file is full
@@ -218,11 +229,54 @@ class CommitLog:
                     continue
                 if result == record.BLANK:
                     break
-                return
+                nxt = self._resync(view, pos, length, f.start, last=last)
+                if nxt is None:
+                    if last:
+                        return
+                    self._skipped_corrupt(f, pos, length)
+                    break
+                self._skipped_corrupt(f, pos, nxt)
+                pos = nxt
             idx += 1
             if idx >= len(files) or files[idx].start != f.end:
                 return
             pos_abs = files[idx].start
+
+    @staticmethod
+    def _resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) -> int | None:
+        """Where whole records resume after the bad one at ``pos``, or None (the data ends here).
+
+        First at ``pos + TOTALSIZE`` (a corrupt body or header field, the size intact): one check,
+        cheap enough for the tail of a live file, where a torn record is followed by zeros. In a
+        file that is not the last (records never span files, so it was complete), also by searching
+        for the next magic code whose record checks at exactly its own PHYSICALOFFSET.
+        """
+        size = _I32.unpack_from(view, pos)[0]
+        nxt = pos + size
+        if size >= record.MIN_RECORD_SIZE and nxt + 8 <= length:
+            if record.check(view, nxt, length, base + nxt, check_crc=True) > 0:
+                return nxt
+        if last:
+            return None
+        search = pos + 1
+        while search < length:
+            hits = [h for h in (view.obj.find(m, search) for m in _MAGICS) if h >= 0]  # type: ignore[union-attr]
+            if not hits:
+                return None
+            at = min(hits) - 4
+            if at > pos and record.check(view, at, length, base + at, check_crc=True) > 0:
+                return at
+            search = min(hits) + 1
+        return None
+
+    def _skipped_corrupt(self, f: MappedFile, pos: int, resume: int) -> None:
+        offset = f.start + pos
+        self.corrupt[offset] = f.start + resume
+        self.warn(
+            f"corrupt:{offset}",
+            f"CommitLog record at offset {offset} ({f.path}, byte {pos}) is corrupt: bytes up to offset "
+            f"{f.start + resume} are skipped, the records after them still answer",
+        )
 
     def _file_index(self, offset: int) -> int | None:
         i = bisect.bisect_right(self._starts, offset) - 1

@@ -122,6 +122,11 @@ def _check_commitlog(commitlog: CommitLog, config: StoreConfig, report: FsckRepo
     for offset, buf in commitlog.iter_records():
         report.records += 1
         last_end = offset + len(buf)
+    for bad, resume in sorted(commitlog.corrupt.items()):
+        report.problems.append(
+            f"CommitLog record at offset {bad}{_locate(files, bad)} is corrupt (it fails the broker's "
+            f"recovery check: lengths or BODYCRC); whole records resume at offset {resume}"
+        )
     if files and last_end < files[-1].start:
         where = _locate(files, last_end)
         report.problems.append(

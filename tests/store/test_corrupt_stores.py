@@ -25,6 +25,7 @@ from clients.cli import main
 from protocol.index_key import build_index_key, index_key_hash
 from store import record
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from store.index_builder import rebuild_index
 from store.index_file import ENTRY, HEADER, SLOT, IndexFile
 from store.message_store import MessageStore
 
@@ -179,6 +180,50 @@ def test_truncated_commitlog_tail(
     assert code == 1
     assert f"CommitLog file {last.name} has {cut - int(last.name)} bytes, expected {size}: truncated" in out
     assert "is at or past the CommitLog's end" in out
+
+
+@pytest.mark.parametrize("damage", ["body byte", "size and magic zeroed"])
+def test_corrupt_record_mid_log(
+    damaged: Damaged,
+    visits: list,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    damage: str,
+) -> None:
+    size = damaged.config.mapped_file_size_commit_log
+    victim = damaged.expected["messages"][2000]
+    offset = victim["commitLogOffset"]
+    path = damaged.config.store_path_commit_log / f"{offset // size * size:020d}"
+    data = bytearray(path.read_bytes())
+    at = offset % size
+    if damage == "body byte":
+        data[at + victim["size"] - 30] ^= 0xFF  # inside the properties: the lengths still add up
+        data[at + 84 + 4] ^= 0xFF if victim["bodyLen"] else 0  # and the body: BODYCRC fails
+    else:
+        data[at : at + 8] = bytes(8)
+    path.write_bytes(bytes(data))
+    caplog.set_level(logging.WARNING)
+    run_queries(damaged, visits, hits_any({offset}))
+    logged = warnings(caplog)
+    what = "fails its BODYCRC" if damage == "body byte" else "where no whole record starts"
+    assert len(logged) == 1 and f"offset {offset}" in logged[0] and what in logged[0], logged
+    with MessageStore.open(damaged.config) as store:
+        after = damaged.expected["messages"][2001]
+        buf = store.view_message(after["commitLogOffset"])
+        assert buf is not None and len(buf) == after["size"], "records after the damage still answer"
+    code, out = fsck(damaged.root, capsys)
+    assert code == 1
+    assert f"CommitLog record at offset {offset} (file {path.name}, byte {at}) is corrupt" in out
+    assert f"whole records resume at offset {offset + victim['size']}" in out
+    # A rebuild indexes every record after the damage (the broker's recovery would stop there).
+    rebuild_index(damaged.config)
+    code, out = fsck(damaged.root, capsys)
+    assert "index is behind" not in out
+    with MessageStore.open(damaged.config) as store:
+        for m in damaged.expected["messages"][2001:2040]:
+            if m["uniqKey"] and m["sysFlag"] & 0xC != 0xC:
+                hits = store.query_message(m["topic"], m["uniqKey"], 32, 0, 2**63 - 1, exact_key=True)
+                assert [int.from_bytes(b[28:36], "big") for b in hits.buffers] == [m["commitLogOffset"]]
 
 
 # -- index files -----------------------------------------------------------------------------------

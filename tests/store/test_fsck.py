@@ -54,7 +54,13 @@ def test_corrupt_body_mid_log_is_reported(
     data[victim["commitLogOffset"] % size + body_at] ^= 0xFF  # the body's first byte: BODYCRC fails
     path.write_bytes(bytes(data))
     report = check_store(copy)
-    assert any("stop at offset" in p for p in report.problems), report.problems
+    offset = victim["commitLogOffset"]
+    assert report.problems == [
+        f"CommitLog record at offset {offset} (file {path.name}, byte {offset % size}) is corrupt (it fails "
+        f"the broker's recovery check: lengths or BODYCRC); whole records resume at offset "
+        f"{offset + victim['size']}"
+    ]
+    assert report.records == len(expected["messages"]) - 1, "every other record is still read"
 
 
 def test_index_damage_is_reported(golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path) -> None:
