@@ -146,7 +146,17 @@ class MessageStore:
             result.index_last_update_phyoffset = offsets.index_last_update_phyoffset
             for m, offset in enumerate(offsets.phy_offsets):
                 buf = commitlog.read_record(offset)
-                if buf is None or record.check(buf, 0, len(buf)) <= 0:
+                if buf is not None and record.check(buf, 0, len(buf), check_crc=True) <= 0:
+                    if record.check(buf, 0, len(buf)) > 0:
+                        # Only BODYCRC fails: the broker serves such a record as it is; so do we.
+                        self.warn(
+                            f"crc:{offset}",
+                            f"CommitLog record at offset {offset} fails its BODYCRC (a damaged body); it "
+                            "is served as stored, as the broker does",
+                        )
+                    else:
+                        buf = None
+                if buf is None:
                     # The broker's lookMessageByOffset fails: this offset is skipped. Below the
                     # CommitLog's start (retention) or past its end (a live broker's index runs
                     # ahead of our last refresh) that is normal; in between it is damage.
@@ -158,13 +168,6 @@ class MessageStore:
                             "(rmq-query fsck --store names them)",
                         )
                     continue
-                if record.check(buf, 0, len(buf), check_crc=True) <= 0:
-                    # Only BODYCRC fails: the broker serves such a record as it is, and so do we.
-                    self.warn(
-                        f"crc:{offset}",
-                        f"CommitLog record at offset {offset} fails its BODYCRC (a damaged body); it is "
-                        "served as stored, as the broker does",
-                    )
                 if m == 0:
                     last_query_time = record.store_timestamp(buf, 0)
                 if exact_key and not key_matches(buf, topic, key):
