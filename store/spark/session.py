@@ -1,0 +1,83 @@
+"""Build the SparkSession every pipeline job runs in: embedded ``local[*]`` unless a master is given.
+
+One place decides the settings that matter for a job that reads files by path and ships small
+binary blobs between stages: the UI stays off (nothing listens on a port), logging is quiet so the
+command's own progress lines stay readable, and shuffles use few partitions because the pipeline
+controls its own partitioning (one task per CommitLog range, one per index file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+APP_NAME = "rmq-query"
+
+
+# Log4j 2 settings for the driver JVM: errors only, on stderr, so progress lines stay readable.
+_QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j2_file() -> Path:
+    """Write the quiet Log4j 2 configuration once per process and return its path."""
+    path = Path(tempfile.gettempdir()) / f"rmq-query-log4j2-{os.getpid()}.properties"
+    if not path.exists():
+        path.write_text(_QUIET_LOG4J2, encoding="ascii")
+    return path
+
+
+class SparkUnavailableError(RuntimeError):
+    """PySpark (or the Java runtime it needs) is not installed: install the ``spark`` extra."""
+
+
+def build_session(
+    master: str | None = None, *, app_name: str = APP_NAME, shuffle_partitions: int = 8
+) -> SparkSession:
+    """Start (or reuse) a SparkSession on ``master`` (``local[*]`` when None) with quiet logging."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SparkUnavailableError(
+            "the spark engine needs PySpark: pip install 'rmq-query[spark]' (and a Java 17 runtime)"
+        ) from exc
+    # Executors must run the same interpreter as the driver: the pipeline ships Python closures.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = (master or DEFAULT_MASTER).startswith("local")
+    if local:
+        # An embedded job has no cluster to talk to: keep every socket it opens on loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_option = f"-Dlog4j.configurationFile=file:{_quiet_log4j2_file()}"
+    builder = (
+        SparkSession.builder.master(master or DEFAULT_MASTER)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", str(shuffle_partitions))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", log_option)
+        .config("spark.executor.extraJavaOptions", log_option)
+    )
+    if local:
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
