@@ -51,3 +51,7 @@ class CompressionError(ProtocolError):
 
 class MessageIdError(ProtocolError):
     """A message id (offset id or unique id) is not well formed."""
+
+
+class MessageEncodeError(ProtocolError):
+    """A message cannot be written as a CommitLog record (a field does not fit its on-disk width)."""

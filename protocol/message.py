@@ -1,0 +1,476 @@
+"""The CommitLog record codec: one message as the broker stores it and as QUERY_MESSAGE returns it.
+
+Layout (big-endian): TOTALSIZE i32, MAGIC i32, BODYCRC i32, QUEUEID i32, FLAG i32, QUEUEOFFSET i64,
+PHYSICALOFFSET i64, SYSFLAG i32, BORNTIMESTAMP i64, BORNHOST (4|16 bytes + port i32),
+STORETIMESTAMP i64, STOREHOST (4|16 bytes + port i32), RECONSUMETIMES i32, PREPARED TX OFFSET i64,
+BODYLEN i32 + BODY, TOPICLEN (i8 for magic V1, i16 for V2) + TOPIC, PROPLEN i16 + PROPERTIES.
+SysFlag bits 0x10 / 0x20 widen the born / store host to IPv6.
+
+Decoding is strict where Java's decoder is implicitly strict: the fields must end exactly at
+TOTALSIZE (``MessageDecoder.decodes`` reads records back to back, so a record whose fields do not
+add up to its size derails everything after it), lengths are read signed as Java reads them (a
+negative length is an error), and every failure is a ``MessageDecodeError`` (``CompressionError``
+for a body that will not inflate) -- never an ``IndexError`` or ``struct.error``. Text is decoded as
+Java's ``new String(bytes, UTF_8)`` does (malformed bytes become U+FFFD), since that is the string
+the broker hashed into its index.
+
+The fixed part of a record is read with one precompiled ``struct.Struct`` per IPv4/IPv6 host
+combination; ``read_index_fields`` is the index builder's path that skips the body and the dict.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from protocol.compression import compress, decompress
+from protocol.errors import MessageDecodeError, MessageEncodeError, MessageIdError, ProtocolError
+from protocol.message_flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    KEY_SEPARATOR,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    STOREHOST_V6_FLAG,
+    TransactionType,
+    compression_type_value,
+    transaction_type,
+)
+from protocol.message_id import host_to_str, offset_msg_id_from_packed, pack_host
+from protocol.message_properties import find_properties, properties_to_string, string_to_properties
+
+__all__ = [
+    "BLANK_MAGIC_CODE",
+    "MAGIC_CODE_V1",
+    "MAGIC_CODE_V2",
+    "PROPERTY_KEYS",
+    "PROPERTY_TAGS",
+    "PROPERTY_UNIQ_KEY",
+    "IndexFields",
+    "MessageExt",
+    "body_crc",
+    "decode_message",
+    "decode_messages",
+    "encode_message",
+    "properties_to_string",
+    "read_index_fields",
+    "string_to_properties",
+]
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+#: Offsets of fixed fields that do not move with the host widths.
+_SYS_FLAG_AT = 36
+_PHYSICAL_OFFSET_AT = 28
+_BORN_HOST_AT = 48
+_HEAD_SIZE = 40  # up to and including SYSFLAG
+_PROPERTIES_MAX = 0x7FFF  # Java reads PROPLEN as a short
+_TOPIC_MAX = {MAGIC_CODE_V1: 0x7F, MAGIC_CODE_V2: 0x7FFF}  # TOPICLEN is a signed byte / short
+
+
+def _fixed_layout(born_ip: int, store_ip: int) -> struct.Struct:
+    return struct.Struct(f">iiiiiqqiq{born_ip}siq{store_ip}siiqi")
+
+
+#: The fixed part (TOTALSIZE .. BODYLEN) by ``(sys_flag >> 4) & 3``: born V6 is bit 0, store V6 bit 1.
+_FIXED = (_fixed_layout(4, 4), _fixed_layout(16, 4), _fixed_layout(4, 16), _fixed_layout(16, 16))
+
+
+def _host_kind(sys_flag: int) -> int:
+    return (sys_flag >> 4) & 3
+
+
+def body_crc(data: bytes | memoryview) -> int:
+    """The BODYCRC the broker stores: CRC32 of the stored (possibly compressed) body, 31 bits."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """One decoded CommitLog record.
+
+    ``body`` is what the application sent (inflated when the record was decoded with
+    ``decompress=True``). ``stored_body`` keeps the on-disk bytes when they differ from ``body``, so
+    that a decoded record re-encodes to exactly the same bytes; set it to ``None`` after changing
+    ``body`` of a compressed message and ``encode_message`` compresses ``body`` again.
+    ``body_read`` is False when the record was decoded with ``read_body=False`` (``body`` is then
+    empty and the record cannot be re-encoded).
+    """
+
+    store_size: int = 0
+    magic: int = MAGIC_CODE_V1
+    body_crc: int = 0
+    queue_id: int = 0
+    flag: int = 0
+    queue_offset: int = 0
+    commit_log_offset: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = "127.0.0.1"
+    born_port: int = 0
+    store_timestamp: int = 0
+    store_host: str = "127.0.0.1"
+    store_port: int = 0
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    body: bytes = b""
+    topic: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+    stored_body: bytes | None = None
+    body_read: bool = True
+
+    @property
+    def keys(self) -> list[str]:
+        """The non-empty tokens of the KEYS property split on a space (what the broker indexes)."""
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [token for token in raw.split(KEY_SEPARATOR) if token] if raw else []
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def unique_key(self) -> str | None:
+        """The client-made unique id (``UNIQ_KEY``), if the producer set one."""
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def offset_msg_id(self) -> str:
+        """The broker's id for this record: store host, store port and CommitLog offset."""
+        try:
+            return offset_msg_id_from_packed(
+                pack_host(self.store_host), self.store_port, self.commit_log_offset
+            )
+        except MessageIdError as exc:
+            raise MessageEncodeError(str(exc)) from None
+
+    @property
+    def msg_id(self) -> str:
+        """What a Java client shows as ``msgId``: the unique key if present, else the offset id."""
+        return self.unique_key or self.offset_msg_id
+
+    @property
+    def transaction_type(self) -> TransactionType:
+        return transaction_type(self.sys_flag)
+
+    @property
+    def is_compressed(self) -> bool:
+        return bool(self.sys_flag & COMPRESSED_FLAG)
+
+    @property
+    def compression_type(self) -> int:
+        """The sysFlag compression type value (0 legacy zlib, 1 LZ4, 2 ZSTD, 3 zlib)."""
+        return compression_type_value(self.sys_flag)
+
+
+class _Layout:
+    """Where the variable parts of one record lie; computed once, shared by both decoders."""
+
+    __slots__ = (
+        "body_len",
+        "body_start",
+        "end",
+        "magic",
+        "props_len",
+        "props_start",
+        "store_size",
+        "sys_flag",
+        "topic_len",
+        "topic_start",
+    )
+
+    def __init__(self, buf: bytes | bytearray | memoryview, offset: int) -> None:
+        if offset < 0:
+            raise MessageDecodeError(f"negative record offset {offset}")
+        available = len(buf) - offset
+        if available < _HEAD_SIZE:
+            raise MessageDecodeError(
+                f"record at {offset} truncated: {available} bytes, need at least {_HEAD_SIZE}"
+            )
+        store_size, magic = _SIZE_MAGIC.unpack_from(buf, offset)
+        if magic == BLANK_MAGIC_CODE:
+            raise MessageDecodeError(f"end-of-file blank marker at {offset}, not a message")
+        if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
+            raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {offset}")
+        if store_size > available:
+            raise MessageDecodeError(
+                f"record at {offset} truncated: TOTALSIZE {store_size}, {available} bytes left"
+            )
+        sys_flag = _I32.unpack_from(buf, offset + _SYS_FLAG_AT)[0]
+        fixed = _FIXED[_host_kind(sys_flag)]
+        end = offset + store_size
+        pos = offset + fixed.size
+        if pos > end:
+            raise MessageDecodeError(
+                f"record at {offset}: TOTALSIZE {store_size} is smaller than its fixed part"
+            )
+        body_len = _I32.unpack_from(buf, pos - 4)[0]
+        if body_len < 0:
+            raise MessageDecodeError(f"record at {offset}: negative body length {body_len}")
+        body_start = pos
+        pos += body_len
+        width = _I8 if magic == MAGIC_CODE_V1 else _I16
+        if pos + width.size > end:
+            raise MessageDecodeError(
+                f"record at {offset}: body length {body_len} runs past TOTALSIZE {store_size}"
+            )
+        topic_len = width.unpack_from(buf, pos)[0]
+        if topic_len < 0:
+            raise MessageDecodeError(f"record at {offset}: negative topic length {topic_len}")
+        topic_start = pos + width.size
+        pos = topic_start + topic_len
+        if pos + 2 > end:
+            raise MessageDecodeError(
+                f"record at {offset}: topic length {topic_len} runs past TOTALSIZE {store_size}"
+            )
+        props_len = _I16.unpack_from(buf, pos)[0]
+        if props_len < 0:
+            raise MessageDecodeError(f"record at {offset}: negative properties length {props_len}")
+        props_start = pos + 2
+        if props_start + props_len != end:
+            raise MessageDecodeError(
+                f"record at {offset}: fields end at {props_start + props_len - offset},"
+                f" TOTALSIZE says {store_size}"
+            )
+        self.store_size = store_size
+        self.magic = magic
+        self.sys_flag = sys_flag
+        self.end = end
+        self.body_start = body_start
+        self.body_len = body_len
+        self.topic_start = topic_start
+        self.topic_len = topic_len
+        self.props_start = props_start
+        self.props_len = props_len
+
+
+def _text(buf: bytes | bytearray | memoryview, start: int, length: int) -> str:
+    return bytes(buf[start : start + length]).decode("utf-8", "replace")
+
+
+def decode_message(
+    buf: bytes | bytearray | memoryview,
+    offset: int = 0,
+    *,
+    read_body: bool = True,
+    decompress: bool = True,
+    check_crc: bool = False,
+) -> MessageExt:
+    """Decode the record starting at ``offset`` (``MessageDecoder.decode``).
+
+    ``read_body=False`` skips the body; ``decompress`` inflates a compressed body; ``check_crc``
+    compares BODYCRC with the CRC of the stored body (before inflating, as the broker computed it).
+    """
+    layout = _Layout(buf, offset)
+    sys_flag = layout.sys_flag
+    (
+        _,
+        _,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        commit_log_offset,
+        _,
+        born_timestamp,
+        born_ip,
+        born_port,
+        store_timestamp,
+        store_ip,
+        store_port,
+        reconsume_times,
+        prepared_offset,
+        _,
+    ) = _FIXED[_host_kind(sys_flag)].unpack_from(buf, offset)
+    body = b""
+    stored_body = None
+    if read_body or check_crc:
+        raw = bytes(buf[layout.body_start : layout.body_start + layout.body_len])
+        if check_crc and body_crc(raw) != crc & 0x7FFFFFFF:
+            raise MessageDecodeError(
+                f"record at {offset}: body CRC {body_crc(raw)} does not match BODYCRC {crc}"
+            )
+        if read_body:
+            body = raw
+            if decompress and sys_flag & COMPRESSED_FLAG:
+                body = _decompress(raw, sys_flag)
+                stored_body = raw
+    props = string_to_properties(_text(buf, layout.props_start, layout.props_len)) if layout.props_len else {}
+    return MessageExt(
+        layout.store_size,
+        layout.magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        commit_log_offset,
+        sys_flag,
+        born_timestamp,
+        host_to_str(born_ip),
+        born_port,
+        store_timestamp,
+        host_to_str(store_ip),
+        store_port,
+        reconsume_times,
+        prepared_offset,
+        body,
+        _text(buf, layout.topic_start, layout.topic_len),
+        props,
+        stored_body,
+        read_body,
+    )
+
+
+def _decompress(raw: bytes, sys_flag: int) -> bytes:
+    return decompress(raw, compression_type_value(sys_flag))
+
+
+def decode_messages(
+    buf: bytes | bytearray | memoryview, *, read_body: bool = True, decompress: bool = True
+) -> list[MessageExt]:
+    """Decode records laid back to back (a QUERY_MESSAGE body), stopping at the first bad one.
+
+    Like Java's ``MessageDecoder.decodes``: what decoded before the bad record is returned, the rest
+    is dropped without an error.
+    """
+    messages: list[MessageExt] = []
+    offset = 0
+    total = len(buf)
+    while offset < total:
+        try:
+            message = decode_message(buf, offset, read_body=read_body, decompress=decompress)
+        except ProtocolError:
+            break
+        messages.append(message)
+        offset += message.store_size
+    return messages
+
+
+class IndexFields(NamedTuple):
+    """What the index builder needs from a record, read without touching its body."""
+
+    store_size: int
+    magic: int
+    sys_flag: int
+    commit_log_offset: int
+    store_timestamp: int
+    topic: str
+    #: The raw KEYS property (space-separated), or None.
+    keys: str | None
+    #: The UNIQ_KEY property, or None.
+    unique_key: str | None
+
+
+_INDEX_PROPERTIES = (PROPERTY_KEYS.encode(), PROPERTY_UNIQ_KEY.encode())
+
+
+def read_index_fields(buf: bytes | bytearray | memoryview, offset: int = 0) -> IndexFields:
+    """The index builder's fast path: validate the record, read only what indexing needs.
+
+    Same checks and errors as ``decode_message`` (except that the body is never inflated).
+    """
+    layout = _Layout(buf, offset)
+    store_timestamp_at = offset + (
+        _BORN_HOST_AT + 20 if layout.sys_flag & BORNHOST_V6_FLAG else _BORN_HOST_AT + 8
+    )
+    keys, unique_key = (
+        find_properties(buf[layout.props_start : layout.end], _INDEX_PROPERTIES)
+        if layout.props_len
+        else (None, None)
+    )
+    return IndexFields(
+        layout.store_size,
+        layout.magic,
+        layout.sys_flag,
+        _I64.unpack_from(buf, offset + _PHYSICAL_OFFSET_AT)[0],
+        _I64.unpack_from(buf, store_timestamp_at)[0],
+        _text(buf, layout.topic_start, layout.topic_len),
+        keys,
+        unique_key,
+    )
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MessageEncodeError(f"{what} is not encodable as UTF-8: {exc}") from None
+
+
+def _packed_host(host: str, v6: bool, what: str) -> bytes:
+    try:
+        packed = pack_host(host)
+    except MessageIdError as exc:
+        raise MessageEncodeError(f"{what}: {exc}") from None
+    if (len(packed) == 16) != v6:
+        flag = "set" if v6 else "clear"
+        raise MessageEncodeError(f"{what} {host!r} does not match its sysFlag IPv6 bit ({flag})")
+    return packed
+
+
+def encode_message(msg: MessageExt) -> bytes:
+    """The CommitLog record for ``msg`` (``MessageDecoder.encode`` / the broker's append).
+
+    TOTALSIZE is computed, not taken from ``msg.store_size``; BODYCRC is written as given (use
+    ``body_crc``). A compressed message writes ``stored_body`` when present, else compresses
+    ``body`` with its sysFlag codec. Raises ``MessageEncodeError`` when a field does not fit.
+    """
+    if not msg.body_read:
+        raise MessageEncodeError("the message was decoded without its body; it cannot be re-encoded")
+    if msg.magic not in _TOPIC_MAX:
+        raise MessageEncodeError(f"unknown magic code {msg.magic & 0xFFFFFFFF:#010x}")
+    topic = _utf8(msg.topic, "topic")
+    if len(topic) > _TOPIC_MAX[msg.magic]:
+        raise MessageEncodeError(
+            f"topic of {len(topic)} bytes does not fit magic {msg.magic & 0xFFFFFFFF:#010x}"
+            " (use MAGIC_CODE_V2)"
+        )
+    props = _utf8(properties_to_string(msg.properties), "properties")
+    if len(props) > _PROPERTIES_MAX:
+        raise MessageEncodeError(f"properties of {len(props)} bytes exceed {_PROPERTIES_MAX}")
+    sys_flag = msg.sys_flag
+    body = msg.body
+    if sys_flag & COMPRESSED_FLAG:
+        body = (
+            msg.stored_body
+            if msg.stored_body is not None
+            else compress(body, compression_type_value(sys_flag))
+        )
+    born = _packed_host(msg.born_host, bool(sys_flag & BORNHOST_V6_FLAG), "born host")
+    store = _packed_host(msg.store_host, bool(sys_flag & STOREHOST_V6_FLAG), "store host")
+    fixed = _FIXED[_host_kind(sys_flag)]
+    topic_width = _I8 if msg.magic == MAGIC_CODE_V1 else _I16
+    store_size = fixed.size + len(body) + topic_width.size + len(topic) + 2 + len(props)
+    try:
+        head = fixed.pack(
+            store_size,
+            msg.magic,
+            msg.body_crc,
+            msg.queue_id,
+            msg.flag,
+            msg.queue_offset,
+            msg.commit_log_offset,
+            sys_flag,
+            msg.born_timestamp,
+            born,
+            msg.born_port,
+            msg.store_timestamp,
+            store,
+            msg.store_port,
+            msg.reconsume_times,
+            msg.prepared_transaction_offset,
+            len(body),
+        )
+    except struct.error as exc:
+        raise MessageEncodeError(f"a field is out of range for its on-disk width: {exc}") from None
+    return b"".join((head, body, topic_width.pack(len(topic)), topic, _I16.pack(len(props)), props))

@@ -1,0 +1,73 @@
+"""The constants of a CommitLog record: magic codes, ``sysFlag`` bits and well-known property names.
+
+They live apart from the codec because the store, the server and the clients test these bits without
+needing the codec itself. Values are RocketMQ's (``MessageDecoder``, ``MessageSysFlag``,
+``MessageConst``); magic codes are given as the signed int32 Java writes.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+#: Record magic, version 1: the topic length is one byte.
+MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
+#: Record magic, version 2 (RocketMQ 5): the topic length is two bytes (topics over 127 chars).
+MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
+#: The 8-byte ``[size][magic]`` marker that pads the end of a CommitLog file.
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+
+# sysFlag bits (``MessageSysFlag``).
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+NEED_UNWRAP_FLAG = 0x40
+INNER_BATCH_FLAG = 0x80
+
+#: The compression type sits in bits 8..10 of sysFlag (only meaningful with COMPRESSED_FLAG).
+COMPRESSION_TYPE_SHIFT = 8
+COMPRESSION_TYPE_MASK = 0x7 << COMPRESSION_TYPE_SHIFT
+
+
+class CompressionType(IntEnum):
+    """Body codecs by their sysFlag value; 0 is the pre-4.9.x flag meaning zlib."""
+
+    LEGACY_ZLIB = 0
+    LZ4 = 1
+    ZSTD = 2
+    ZLIB = 3
+
+
+class TransactionType(IntEnum):
+    """``sysFlag & 0xC``: the broker indexes every type except ROLLBACK."""
+
+    NOT_TRANSACTION = TRANSACTION_NOT_TYPE
+    PREPARED = TRANSACTION_PREPARED_TYPE
+    COMMIT = TRANSACTION_COMMIT_TYPE
+    ROLLBACK = TRANSACTION_ROLLBACK_TYPE
+
+
+def compression_type_value(sys_flag: int) -> int:
+    """The raw 3-bit compression type of ``sys_flag`` (may be a value no codec is defined for)."""
+    return (sys_flag & COMPRESSION_TYPE_MASK) >> COMPRESSION_TYPE_SHIFT
+
+
+def transaction_type(sys_flag: int) -> TransactionType:
+    """The transaction state a record's sysFlag declares."""
+    return TransactionType(sys_flag & TRANSACTION_TYPE_MASK)
+
+
+# Property names (``MessageConst``) and separators.
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+#: ``MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX``: the client-made unique id.
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+#: Separates the tokens of the KEYS property.
+KEY_SEPARATOR = " "
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
