@@ -1,0 +1,243 @@
+"""Store configuration: a broker.conf (Java properties) read with the broker's own defaults.
+
+The query server must open exactly the files a broker wrote, with the geometry it wrote them in: the
+IndexFile slot and entry counts are not stored in the files, so a wrong ``maxHashSlotNum`` or
+``maxIndexNum`` would silently misread every index. ``StoreConfig`` is therefore the single place
+those numbers come from, and ``index_file_size`` is what an IndexFile must measure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The broker's defaults (MessageStoreConfig / BrokerConfig / NettyServerConfig).
+DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
+DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
+DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
+DEFAULT_MAX_MSGS_NUM_BATCH = 64
+DEFAULT_QUERY_MAX_NUM = 32
+DEFAULT_LISTEN_PORT = 10911
+DEFAULT_CLUSTER_NAME = "DefaultCluster"
+
+INDEX_HEADER_SIZE = 40
+INDEX_SLOT_SIZE = 4
+INDEX_ENTRY_SIZE = 20
+
+
+class ConfigError(ValueError):
+    """A broker.conf value is missing, malformed or inconsistent."""
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    """The fixed size of an IndexFile for this geometry (header + slots + entries)."""
+    return INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+
+
+def _default_ip() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: comments, ``=``/``:``/space separators, continuations, escapes."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        key_chars: list[str] = []
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\" and i + 1 < len(line):
+                key_chars.append(line[i : i + 2])
+                i += 2
+                continue
+            if ch in "=: \t\f":
+                break
+            key_chars.append(ch)
+            i += 1
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        result[_unescape("".join(key_chars))] = _unescape(rest)
+    return result
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch != "\\" or i + 1 >= len(s):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = s[i + 1]
+        if nxt == "u" and i + 6 <= len(s):
+            try:
+                out.append(chr(int(s[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            except ValueError:
+                pass
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    # Java's Boolean.parseBoolean: "true" (any case) is true, everything else false.
+    del name
+    return value.strip().lower() == "true"
+
+
+def _parse_int(name: str, value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer") from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The settings the store reads; field names are the broker.conf keys in snake_case."""
+
+    store_path_root_dir: Path
+    store_path_commit_log: Path
+    mapped_file_size_commit_log: int = DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    max_hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM
+    max_index_num: int = DEFAULT_MAX_INDEX_NUM
+    message_index_enable: bool = True
+    broker_name: str = dataclasses.field(default_factory=socket.gethostname)
+    broker_cluster_name: str = DEFAULT_CLUSTER_NAME
+    listen_port: int = DEFAULT_LISTEN_PORT
+    broker_ip1: str = dataclasses.field(default_factory=_default_ip)
+    max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH
+    default_query_max_num: int = DEFAULT_QUERY_MAX_NUM
+
+    def __post_init__(self) -> None:
+        for name in ("mapped_file_size_commit_log", "max_hash_slot_num", "max_index_num"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if index_file_size(self.max_hash_slot_num, self.max_index_num) > 2**31 - 1:
+            raise ConfigError("maxHashSlotNum/maxIndexNum give an IndexFile over 2 GiB")
+
+    @property
+    def index_dir(self) -> Path:
+        return self.store_path_root_dir / "index"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.store_path_root_dir / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        return self.store_path_root_dir / "abort"
+
+    @property
+    def index_file_size(self) -> int:
+        return index_file_size(self.max_hash_slot_num, self.max_index_num)
+
+    @classmethod
+    def for_store(cls, root: str | os.PathLike[str], **overrides: object) -> StoreConfig:
+        """Defaults for a store at ``root`` (CommitLog under ``root/commitlog``), with overrides."""
+        root_path = Path(root)
+        values: dict[str, object] = {
+            "store_path_root_dir": root_path,
+            "store_path_commit_log": root_path / "commitlog",
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if "store_path_root_dir" in overrides and "store_path_commit_log" not in overrides:
+            values["store_path_commit_log"] = Path(str(values["store_path_root_dir"])) / "commitlog"
+        values["store_path_root_dir"] = Path(str(values["store_path_root_dir"]))
+        values["store_path_commit_log"] = Path(str(values["store_path_commit_log"]))
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_properties(
+        cls,
+        props: Mapping[str, str],
+        *,
+        base_dir: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, object] | None = None,
+    ) -> StoreConfig:
+        """Build from broker.conf keys; relative paths resolve against ``base_dir``.
+
+        Unknown keys are ignored (a broker.conf holds many settings this store does not use);
+        ``overrides`` (snake_case names, ``None`` meaning "not given") win over the file.
+        """
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+
+        def path_of(value: str) -> Path:
+            p = Path(os.path.expanduser(value.strip()))
+            return p if p.is_absolute() else base / p
+
+        values: dict[str, object] = {}
+        if "storePathRootDir" in props:
+            values["store_path_root_dir"] = path_of(props["storePathRootDir"])
+        if "storePathCommitLog" in props:
+            values["store_path_commit_log"] = path_of(props["storePathCommitLog"])
+        ints = {
+            "mappedFileSizeCommitLog": "mapped_file_size_commit_log",
+            "maxHashSlotNum": "max_hash_slot_num",
+            "maxIndexNum": "max_index_num",
+            "listenPort": "listen_port",
+            "maxMsgsNumBatch": "max_msgs_num_batch",
+            "defaultQueryMaxNum": "default_query_max_num",
+        }
+        for key, name in ints.items():
+            if key in props:
+                values[name] = _parse_int(key, props[key])
+        if "messageIndexEnable" in props:
+            values["message_index_enable"] = _parse_bool("messageIndexEnable", props["messageIndexEnable"])
+        for key, name in (
+            ("brokerName", "broker_name"),
+            ("brokerClusterName", "broker_cluster_name"),
+            ("brokerIP1", "broker_ip1"),
+        ):
+            if key in props:
+                values[name] = props[key].strip()
+        for name, value in (overrides or {}).items():
+            if value is not None:
+                values[name] = value
+        root = values.pop("store_path_root_dir", None)
+        if root is None:
+            root = Path.home() / "store"
+        commit = values.pop("store_path_commit_log", None)
+        return cls.for_store(
+            Path(str(root)),
+            **({"store_path_commit_log": Path(str(commit))} if commit is not None else {}),
+            **values,
+        )
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], *, overrides: Mapping[str, object] | None = None
+    ) -> StoreConfig:
+        """Read a broker.conf file; relative store paths resolve against the file's directory."""
+        conf = Path(path)
+        try:
+            text = conf.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read {conf}: {exc}") from exc
+        return cls.from_properties(parse_properties(text), base_dir=conf.parent, overrides=overrides)

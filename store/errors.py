@@ -1,0 +1,27 @@
+"""Typed errors of the store package, so the server and the command line can answer clearly.
+
+A store error never means "crash": the server turns it into a RocketMQ error code, the command line
+into a message naming the file.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every error the store package raises on purpose."""
+
+
+class IndexGeometryError(StoreError):
+    """An IndexFile's size does not match the configured slot and entry counts."""
+
+
+class IndexFileError(StoreError):
+    """An IndexFile cannot be opened, created or written."""
+
+
+class CheckpointError(StoreError):
+    """The checkpoint file is missing, short or unwritable."""
+
+
+class CommitLogError(StoreError):
+    """The CommitLog directory is unusable (unreadable files, inconsistent names or sizes)."""

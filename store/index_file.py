@@ -1,0 +1,334 @@
+"""One IndexFile: the broker's hash index from ``topic#key`` to CommitLog offsets.
+
+Layout (big-endian, preallocated to its full size, memory-mapped):
+
+* header, 40 bytes: beginTimestamp i64, endTimestamp i64, beginPhyOffset i64, endPhyOffset i64,
+  hashSlotCount i32, indexCount i32;
+* ``hash_slot_num`` slots of i32: the newest entry number for keys hashing there (0 = empty);
+* ``index_num`` entries of 20 bytes: keyHash i32, phyOffset i64, timeDiff i32 (seconds since
+  beginTimestamp), prevIndex i32 (the older entry of the same slot, 0 = end of chain).
+
+Entry 0 is never used (indexCount starts at 1), so a file holds ``index_num - 1`` keys. Every rule of
+``putKey`` and ``selectPhyOffset`` follows the Java broker exactly, because rebuilt files must be
+byte-identical to the broker's and queries must return the broker's answers; the chain walk also
+refuses to revisit an entry, so a corrupt chain cannot loop.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+from protocol.index_key import index_key_hash
+from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, index_file_size
+from store.errors import IndexFileError, IndexGeometryError
+
+HEADER = struct.Struct(">qqqqii")
+SLOT = struct.Struct(">i")
+ENTRY = struct.Struct(">iqii")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+_OFF_BEGIN_TS = 0
+_OFF_END_TS = 8
+_OFF_BEGIN_PHY = 16
+_OFF_END_PHY = 24
+_OFF_SLOT_COUNT = 32
+_OFF_INDEX_COUNT = 36
+_INT_MAX = 2**31 - 1
+
+
+class IndexHeader(NamedTuple):
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+
+def is_time_matched(header: IndexHeader, begin: int, end: int) -> bool:
+    """The broker's ``isTimeMatched``: the file's time span overlaps ``[begin, end]``."""
+    b, e = header.begin_timestamp, header.end_timestamp
+    return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+
+class IndexFile:
+    """A memory-mapped IndexFile, read-only or writable (the writer keeps the header in memory)."""
+
+    def __init__(
+        self, path: Path, hash_slot_num: int, index_num: int, *, writable: bool, _fresh: bool = False
+    ) -> None:
+        self.path = Path(path)
+        self.name = self.path.name
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.writable = writable
+        self.size = index_file_size(hash_slot_num, index_num)
+        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        try:
+            actual = self.path.stat().st_size
+        except OSError as exc:
+            raise IndexFileError(f"cannot open index file {self.path}: {exc}") from exc
+        if actual != self.size:
+            raise IndexGeometryError(
+                f"index file {self.path} has {actual} bytes, but maxHashSlotNum={hash_slot_num} and "
+                f"maxIndexNum={index_num} give {self.size} bytes: the configured geometry does not "
+                "match the file"
+            )
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        try:
+            fd = os.open(self.path, flags)
+            try:
+                access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+                self._mm: mmap.mmap = mmap.mmap(fd, self.size, access=access)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise IndexFileError(f"cannot map index file {self.path}: {exc}") from exc
+        self._closed = False
+        # Writer state, mirroring the broker's in-memory IndexHeader (loaded files: indexCount <= 0 -> 1).
+        h = self.read_header()
+        self._begin_ts = h.begin_timestamp
+        self._end_ts = h.end_timestamp
+        self._begin_phy = h.begin_phy_offset
+        self._end_phy = h.end_phy_offset
+        self._slot_count = h.hash_slot_count
+        self._index_count = 1 if _fresh or h.index_count <= 0 else h.index_count
+
+    # -- opening -----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, hash_slot_num: int, index_num: int, *, writable: bool = False) -> IndexFile:
+        """Map an existing IndexFile; its size must match the configured geometry."""
+        return cls(path, hash_slot_num, index_num, writable=writable)
+
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ) -> IndexFile:
+        """Create a zero-filled, full-size file; a successor takes the previous end values as begin/end."""
+        size = index_file_size(hash_slot_num, index_num)
+        try:
+            with open(path, "xb") as fh:
+                fh.truncate(size)
+        except OSError as exc:
+            raise IndexFileError(f"cannot create index file {path}: {exc}") from exc
+        f = cls(path, hash_slot_num, index_num, writable=True, _fresh=True)
+        if end_phy_offset > 0:
+            f._begin_phy = f._end_phy = end_phy_offset
+            f._put_i64(_OFF_BEGIN_PHY, end_phy_offset)
+            f._put_i64(_OFF_END_PHY, end_phy_offset)
+        if end_timestamp > 0:
+            f._begin_ts = f._end_ts = end_timestamp
+            f._put_i64(_OFF_BEGIN_TS, end_timestamp)
+            f._put_i64(_OFF_END_TS, end_timestamp)
+        return f
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def read_header(self) -> IndexHeader:
+        """The header as it is in the file now (a live broker may be updating it)."""
+        return IndexHeader(*HEADER.unpack_from(self._mm, 0))
+
+    @property
+    def header(self) -> IndexHeader:
+        """The header: the writer's own state when writable, else the file's."""
+        if self.writable:
+            return IndexHeader(
+                self._begin_ts,
+                self._end_ts,
+                self._begin_phy,
+                self._end_phy,
+                self._slot_count,
+                self._index_count,
+            )
+        return self.read_header()
+
+    @property
+    def index_count(self) -> int:
+        return self.header.index_count
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.header.end_phy_offset
+
+    @property
+    def end_timestamp(self) -> int:
+        return self.header.end_timestamp
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self.header.begin_timestamp
+
+    def is_write_full(self) -> bool:
+        return self.header.index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        return is_time_matched(self.header, begin, end)
+
+    def entry(self, index_no: int) -> tuple[int, int, int, int]:
+        """Entry ``index_no`` as (keyHash, phyOffset, timeDiff, prevIndex)."""
+        if not 0 <= index_no < self.index_num:
+            raise IndexError(index_no)
+        return ENTRY.unpack_from(self._mm, self._entries_at + index_no * INDEX_ENTRY_SIZE)
+
+    def slot(self, slot_no: int) -> int:
+        return SLOT.unpack_from(self._mm, INDEX_HEADER_SIZE + slot_no * INDEX_SLOT_SIZE)[0]
+
+    def select_phy_offsets(
+        self,
+        out: list[int],
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        header: IndexHeader | None = None,
+    ) -> None:
+        """Append to ``out`` the offsets of entries whose hash matches ``key`` within ``[begin, end]``."""
+        self.select_by_hash(out, index_key_hash(key), max_num, begin, end, header=header)
+
+    def select_by_hash(
+        self,
+        out: list[int],
+        key_hash: int,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        header: IndexHeader | None = None,
+    ) -> int:
+        """The broker's ``selectPhyOffset`` walk; returns the number of entries visited (chain length)."""
+        h = header if header is not None else self.header
+        index_count = h.index_count
+        begin_ts = h.begin_timestamp
+        mm = self._mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        slot_value = SLOT.unpack_from(mm, slot_pos)[0]
+        if slot_value <= 0 or slot_value > index_count or index_count <= 1:
+            return 0
+        unpack = ENTRY.unpack_from
+        base = self._entries_at
+        limit = min(index_count, self.index_num - 1)
+        current = slot_value
+        visited = 0
+        seen: set[int] | None = None  # only tracked once a chain points forwards (corruption)
+        while True:
+            if len(out) >= max_num or current > limit:
+                break
+            hash_read, phy_read, time_diff, prev = unpack(mm, base + current * INDEX_ENTRY_SIZE)
+            visited += 1
+            if time_diff < 0:
+                break
+            time_read = begin_ts + time_diff * 1000
+            if hash_read == key_hash and begin <= time_read <= end:
+                out.append(phy_read)
+            if prev <= 0 or prev > index_count or prev == current or time_read < begin:
+                break
+            if prev > current or seen is not None:
+                # A sane chain only points backwards; a forward pointer could make the walk loop.
+                if seen is None:
+                    seen = {current}
+                if prev in seen:
+                    break
+                seen.add(prev)
+            current = prev
+        return visited
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _put_i64(self, pos: int, value: int) -> None:
+        _I64.pack_into(self._mm, pos, value)
+
+    def _put_i32(self, pos: int, value: int) -> None:
+        _I32.pack_into(self._mm, pos, value)
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """The broker's ``putKey``; False when the file is full (the caller rolls to a new file)."""
+        return self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """``putKey`` for an already computed key hash (the builder's hot path)."""
+        if not self.writable:
+            raise IndexFileError(f"index file {self.path} is open read-only")
+        index_count = self._index_count
+        if index_count >= self.index_num:
+            return False
+        mm = self._mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        slot_value = SLOT.unpack_from(mm, slot_pos)[0]
+        empty = slot_value <= 0 or slot_value > index_count
+        if empty:
+            slot_value = 0
+        begin_ts = self._begin_ts
+        if begin_ts <= 0:
+            time_diff = 0
+        else:
+            delta = store_timestamp - begin_ts
+            # Java's long division truncates toward zero.
+            time_diff = delta // 1000 if delta >= 0 else -((-delta) // 1000)
+            if time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+            elif time_diff < 0:
+                time_diff = 0
+        entry_pos = self._entries_at + index_count * INDEX_ENTRY_SIZE
+        ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
+        SLOT.pack_into(mm, slot_pos, index_count)
+        if index_count <= 1:
+            self._begin_phy = phy_offset
+            self._begin_ts = store_timestamp
+        if empty:
+            self._slot_count += 1
+        self._index_count = index_count + 1
+        self._end_phy = phy_offset
+        self._end_ts = store_timestamp
+        self._write_header()
+        return True
+
+    def _write_header(self) -> None:
+        HEADER.pack_into(self._mm, 0, *self.header)
+
+    def recover(self) -> None:
+        """Undo the one torn write a crash between slot and header updates can leave.
+
+        ``put_hash`` writes the entry, then the slot, then the header. If a process died after the slot
+        but before the header, the slot points at the uncounted entry ``indexCount``; the next put would
+        then link that entry to itself and lose the older chain. Restore the slot's previous value.
+        """
+        if not self.writable or self._index_count >= self.index_num:
+            return
+        key_hash, _phy, _diff, prev = self.entry(self._index_count)
+        if key_hash < 0:
+            return
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        if SLOT.unpack_from(self._mm, slot_pos)[0] == self._index_count and self._index_count > 0:
+            SLOT.pack_into(self._mm, slot_pos, prev if 0 < prev < self._index_count else 0)
+
+    def flush(self) -> None:
+        if self.writable and not self._closed:
+            self._mm.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.writable:
+                self._mm.flush()
+            self._mm.close()
+        except (BufferError, ValueError, OSError):
+            # A view handed out earlier still references the map; the GC unmaps it later.
+            pass
+
+    def __repr__(self) -> str:
+        return f"IndexFile({self.path!s}, {self.header})"

@@ -1,0 +1,164 @@
+"""``MessageStore``: the one object the server talks to, answering like ``DefaultMessageStore``.
+
+``query_message`` reproduces ``DefaultMessageStore.queryMessage``: up to three rounds of
+``queryOffset``; each round sorts the offsets, takes the store time of the smallest readable one as
+the new end of the range, and collects the records; it stops once anything was collected (the retry
+only matters when index hits point into deleted CommitLog files). The two ``indexLastUpdate`` values
+are those of the last round that found offsets, else 0, as the broker reports them.
+
+All calls are quick and synchronous (memory-mapped reads); the asyncio server calls them on its loop.
+``refresh()`` picks up what a live broker wrote since (new CommitLog and index files, a growing tail)
+and, when this store builds its own index, indexes the new records.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from store import record
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.index_service import IndexService, QueryArgumentError
+
+__all__ = ["MessageStore", "QueryArgumentError", "QueryMessageResult"]
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    """Raw records (ascending CommitLog offset) and the index's last-update values."""
+
+    buffers: list[memoryview] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(b) for b in self.buffers)
+
+
+def key_matches(buf: memoryview, topic: str, key: str) -> bool:
+    """Exact match, as the Java client filters: same topic and ``key`` among KEYS or equal to UNIQ_KEY."""
+    try:
+        fields = record.index_fields(buf, 0)
+    except (ValueError, IndexError):
+        return False
+    if fields.topic != topic:
+        return False
+    if fields.uniq_key == key:
+        return True
+    return fields.keys is not None and key in fields.keys.split(" ")
+
+
+class MessageStore:
+    """A store directory opened for queries (and, optionally, for building its own index)."""
+
+    def __init__(self, config: StoreConfig, *, build_index: bool = False) -> None:
+        self.config = config
+        self.build_index = build_index
+        self._lock = threading.RLock()
+        self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        self._builder = None
+        if build_index and config.message_index_enable:
+            from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
+
+            self._builder = IndexBuilder(config, self.commitlog)
+            self.index = self._builder.index
+            self._builder.run_once()
+        else:
+            self.index = IndexService(config)
+        self._seen_topics: set[str] = set()
+
+    @classmethod
+    def open(cls, config: StoreConfig, *, build_index: bool = False) -> MessageStore:
+        """Open the store ``config`` describes; ``build_index`` indexes records the index lacks."""
+        return cls(config, build_index=build_index)
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, *, exact_key: bool = False
+    ) -> QueryMessageResult:
+        """``DefaultMessageStore.queryMessage``; ``exact_key`` also drops hash collisions and other topics.
+
+        Raises ``QueryArgumentError`` where the broker throws (a negative ``max_num``).
+        """
+        result = QueryMessageResult()
+        last_query_time = end
+        commitlog = self.commitlog
+        for _ in range(3):
+            offsets = self.index.query_offsets(topic, key, max_num, begin, last_query_time)
+            if not offsets.phy_offsets:
+                break
+            offsets.phy_offsets.sort()
+            result.index_last_update_timestamp = offsets.index_last_update_timestamp
+            result.index_last_update_phyoffset = offsets.index_last_update_phyoffset
+            for m, offset in enumerate(offsets.phy_offsets):
+                buf = commitlog.read_record(offset)
+                if buf is None or record.check(buf, 0, len(buf)) <= 0:
+                    continue  # the broker's lookMessageByOffset fails: this offset is skipped
+                if m == 0:
+                    last_query_time = record.store_timestamp(buf, 0)
+                if exact_key and not key_matches(buf, topic, key):
+                    continue
+                result.buffers.append(buf)
+            if result.buffers:
+                break
+            if last_query_time < begin:
+                break
+        return result
+
+    def view_message(self, offset: int) -> memoryview | None:
+        """The raw record at ``offset`` (``selectOneMessageByOffset``), or None."""
+        return self.commitlog.read_record(offset)
+
+    def topics(self) -> set[str]:
+        """Topics present in the store: consumequeue directories, config/topics.json, indexed topics."""
+        found: set[str] = set(self._seen_topics)
+        root = self.config.store_path_root_dir
+        try:
+            found.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
+        except OSError:
+            pass
+        found.update(_topics_json(root / "config" / "topics.json"))
+        if self._builder is not None:
+            found.update(self._builder.topics_seen)
+        return found
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Pick up new CommitLog data and index files; index new records when this store builds its own."""
+        with self._lock:
+            self.commitlog.refresh()
+            if self._builder is not None:
+                self._builder.run_once()
+            else:
+                self.index.refresh()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._builder is not None:
+                self._builder.close()
+            else:
+                self.index.close()
+            self.commitlog.close()
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _topics_json(path: Path) -> set[str]:
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return set()
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    return {str(k) for k in table} if isinstance(table, dict) else set()
