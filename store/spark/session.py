@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,30 @@ def _quiet_log4j2_file() -> Path:
     return path
 
 
+# The directory holding the ``protocol`` and ``store`` packages, which every task imports.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+SHIPPED_PACKAGES = ("protocol", "store")
+
+
+def _export_project_path() -> None:
+    """Let local Python workers import this project even when it is run from a checkout."""
+    root = str(PROJECT_ROOT)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
+
+
+def ship_packages(session: SparkSession) -> Path:
+    """Zip ``protocol`` and ``store`` and add them to every executor (for a non-local master)."""
+    archive = Path(tempfile.mkdtemp(prefix="rmq-query-pyfiles-")) / "rmq_query_packages.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in SHIPPED_PACKAGES:
+            for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
+                zf.write(path, path.relative_to(PROJECT_ROOT).as_posix())
+    session.sparkContext.addPyFile(str(archive))
+    return archive
+
+
 class SparkUnavailableError(RuntimeError):
     """PySpark (or the Java runtime it needs) is not installed: install the ``spark`` extra."""
 
@@ -59,6 +84,7 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local = (master or DEFAULT_MASTER).startswith("local")
+    _export_project_path()
     if local:
         # An embedded job has no cluster to talk to: keep every socket it opens on loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -80,4 +106,7 @@ def build_session(
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if not local:
+        # Executors on other machines have only what we send them: ship the pipeline's code.
+        ship_packages(session)
     return session
