@@ -100,9 +100,9 @@ class MessageExt:
     """One decoded CommitLog record.
 
     ``body`` is what the application sent (inflated when the record was decoded with
-    ``decompress=True``). ``stored_body`` keeps the on-disk bytes when they differ from ``body``, so
-    that a decoded record re-encodes to exactly the same bytes; set it to ``None`` after changing
-    ``body`` of a compressed message and ``encode_message`` compresses ``body`` again.
+    ``decompress=True``). For a compressed record ``stored_body`` keeps the on-disk bytes, so that a
+    decoded record re-encodes to exactly the same bytes (codecs need not reproduce Java's output);
+    set it to ``None`` after changing ``body`` and ``encode_message`` compresses ``body`` again.
     ``body_read`` is False when the record was decoded with ``read_body=False`` (``body`` is then
     empty and the record cannot be re-encoded).
     """
@@ -302,9 +302,10 @@ def decode_message(
             )
         if read_body:
             body = raw
-            if decompress and sys_flag & COMPRESSED_FLAG:
-                body = _decompress(raw, sys_flag)
+            if sys_flag & COMPRESSED_FLAG:
                 stored_body = raw
+                if decompress:
+                    body = _decompress(raw, sys_flag)
     props = string_to_properties(_text(buf, layout.props_start, layout.props_len)) if layout.props_len else {}
     return MessageExt(
         layout.store_size,

@@ -1,0 +1,236 @@
+"""Builds IndexFiles from the CommitLog: the broker's reput loop plus ``IndexService.buildIndex``.
+
+For every whole record from where indexing got to: skip TRANSACTION_ROLLBACK records; put
+``topic#UNIQ_KEY`` if the record has one, then ``topic#token`` for each non-empty token of KEYS split
+on single spaces; when the last IndexFile is full, create the next one (it inherits the previous
+file's end offset/timestamp as its begin and end) and record that file's end timestamp in the
+checkpoint's ``indexMsgTimestamp``, as the broker does. Fed the same CommitLog, this writes
+IndexFiles byte-identical to the Java broker's (file names aside, which are creation times).
+
+Where indexing got to is not stored anywhere else (the broker keeps no such offset either): it is the
+last entry's CommitLog offset. The record at that offset may have been indexed only partly (a crash
+between two of its keys), so its keys already present as trailing entries are counted and skipped;
+no record is ever indexed twice and none is lost, so a restart resumes exactly. A torn write inside
+one ``putKey`` is repaired by ``IndexFile.recover`` before anything is appended.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from protocol.index_key import index_key_hash
+from store import record
+from store.checkpoint import Checkpoint, abnormal_exit
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.index_file import IndexFile
+from store.index_service import IndexService
+
+
+def index_keys(fields: record.IndexFields) -> list[str]:
+    """The index keys the broker puts for one record, in its order (none for a rollback)."""
+    if fields.sys_flag & record.SYSFLAG_TRANSACTION_MASK == record.SYSFLAG_TRANSACTION_ROLLBACK:
+        return []
+    topic = fields.topic
+    keys: list[str] = []
+    if fields.uniq_key is not None:
+        keys.append(f"{topic}#{fields.uniq_key}")
+    if fields.keys:
+        keys.extend(f"{topic}#{k}" for k in fields.keys.split(" ") if k)
+    return keys
+
+
+class IndexBuilder:
+    """Indexes a CommitLog into ``index_dir`` (the store's own ``index/`` unless told otherwise)."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog | None = None,
+        *,
+        index_dir: Path | None = None,
+        checkpoint_path: Path | None = None,
+        now_millis: Callable[[], int] | None = None,
+    ) -> None:
+        self.config = config
+        self._own_commitlog = commitlog is None
+        self.commitlog = commitlog or CommitLog(
+            config.store_path_commit_log, config.mapped_file_size_commit_log
+        )
+        self.checkpoint_path = checkpoint_path if checkpoint_path is not None else config.checkpoint_path
+        self.index_dir = Path(index_dir) if index_dir is not None else config.index_dir
+        if index_dir is None and abnormal_exit(config.store_path_root_dir):
+            self._discard_unsafe_files()
+        self.index = IndexService(config, writable=True, index_dir=self.index_dir)
+        self._now_millis = now_millis
+        self.topics_seen: set[str] = set()
+        self.keys_indexed = 0
+        self.records_indexed = 0
+        self._lock = threading.Lock()
+        last = self.index.last_file()
+        if last is not None:
+            last.recover()
+        self._next_offset, self._skip_keys = self._resume_point()
+
+    # -- where indexing got to -----------------------------------------------------------------------
+
+    def _discard_unsafe_files(self) -> None:
+        """The broker's load after an abnormal exit: files newer than indexMsgTimestamp are dropped.
+
+        The broker loses what they held; here the builder re-indexes it from the CommitLog, since it
+        resumes from the newest remaining file.
+        """
+        checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+        probe = IndexService(self.config, index_dir=self.index_dir)
+        try:
+            doomed = [f.path for f in probe.files if f.header.end_timestamp > checkpoint.index_msg_timestamp]
+        finally:
+            probe.close()
+        for path in doomed:
+            path.unlink(missing_ok=True)
+
+    def _resume_point(self) -> tuple[int | None, int]:
+        """(offset of the next record to index, keys of it already indexed)."""
+        files = self.index.files
+        nonempty = [f for f in files if f.header.index_count > 1]
+        if not nonempty:
+            return None, 0
+        last_offset = nonempty[-1].entry(nonempty[-1].header.index_count - 1)[1]
+        done = 0
+        for f in reversed(nonempty):
+            n = f.header.index_count - 1
+            while n >= 1 and f.entry(n)[1] == last_offset:
+                done += 1
+                n -= 1
+            if n >= 1:
+                break
+        return last_offset, done
+
+    @property
+    def next_offset(self) -> int:
+        """The CommitLog offset the next ``run_once`` starts from."""
+        return self.commitlog.min_offset if self._next_offset is None else self._next_offset
+
+    # -- building ------------------------------------------------------------------------------------
+
+    def _records(self) -> Iterator[tuple[int, memoryview]]:
+        return self.commitlog.iter_records(self.next_offset)
+
+    def _roll(self) -> IndexFile:
+        full = self.index.last_file()
+        millis = self._now_millis() if self._now_millis is not None else None
+        new = self.index.create_file(millis)
+        if full is not None and full.is_write_full():
+            full.flush()
+            checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+            checkpoint.index_msg_timestamp = full.header.end_timestamp
+            checkpoint.write(self.checkpoint_path)
+        return new
+
+    def run_once(self, max_records: int | None = None) -> int:
+        """Index every whole record not yet indexed (at most ``max_records``); returns records read."""
+        with self._lock:
+            return self._run(max_records)
+
+    def _run(self, max_records: int | None) -> int:
+        index = self.index
+        current = index.last_file()
+        if current is None or current.is_write_full():
+            current = None
+        topics = self.topics_seen
+        seen = 0
+        skip = self._skip_keys
+        last_offset: int | None = None
+        index_fields = record.index_fields
+        try:
+            for offset, buf in self._records():
+                if max_records is not None and seen >= max_records:
+                    break
+                seen += 1
+                fields = index_fields(buf, 0)
+                topics.add(fields.topic)
+                last_offset = offset
+                keys = index_keys(fields)
+                if skip:
+                    keys = keys[skip:]
+                    skip = 0
+                if not keys:
+                    continue
+                if current is None:
+                    current = self._roll()
+                if offset < current.header.end_phy_offset:
+                    continue  # the broker's de-duplication of a re-dispatched record
+                store_ts = fields.store_timestamp
+                for key in keys:
+                    h = index_key_hash(key)
+                    while not current.put_hash(h, offset, store_ts):
+                        current = self._roll()
+                    self.keys_indexed += 1
+                self.records_indexed += 1
+        finally:
+            if last_offset is not None:
+                nxt = self.commitlog.next_offset(last_offset)
+                if nxt is not None:
+                    self._next_offset = nxt
+                    self._skip_keys = 0
+        return seen
+
+    def flush(self) -> None:
+        last = self.index.last_file()
+        if last is not None:
+            last.flush()
+
+    def run_forever(self, stop: threading.Event, interval: float = 0.5) -> None:
+        """Follow a live CommitLog: refresh, index what is new, sleep; until ``stop`` is set."""
+        while not stop.is_set():
+            self.commitlog.refresh()
+            if self.run_once() == 0:
+                self.flush()
+                stop.wait(interval)
+
+    def close(self) -> None:
+        with self._lock:
+            self.flush()
+            self.index.close()
+            if self._own_commitlog:
+                self.commitlog.close()
+
+
+def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None = None) -> IndexBuilder:
+    """Rebuild ``<storeRoot>/index`` from the CommitLog without ever exposing half an index.
+
+    The new files are written to a temporary directory beside ``index/``; only when they are complete
+    is the old directory moved aside and the new one renamed into place (then the old one deleted),
+    and the checkpoint's ``indexMsgTimestamp`` set to the newest full file's end timestamp.
+    Returns the (closed) builder, whose counters say what was indexed.
+    """
+    root = config.store_path_root_dir
+    final = config.index_dir
+    tmp = root / f"index.rebuild-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    tmp_checkpoint = tmp / "checkpoint.rebuild"
+    builder = IndexBuilder(config, index_dir=tmp, checkpoint_path=tmp_checkpoint, now_millis=now_millis)
+    try:
+        builder.run_once()
+    except BaseException:
+        builder.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    builder.close()
+    index_ts = Checkpoint.read_or_default(tmp_checkpoint).index_msg_timestamp
+    tmp_checkpoint.unlink(missing_ok=True)
+    old = root / f"index.old-{os.getpid()}"
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
+    checkpoint.index_msg_timestamp = index_ts
+    checkpoint.write(config.checkpoint_path)
+    return builder
