@@ -9,8 +9,10 @@ Stages (each shown with a progress bar):
 
 Files are written to a staging directory beside the destination and swapped in only when all are
 complete (``staging``), so a failure (corrupt record, out of memory) leaves the old index untouched.
-Files are named ``yyyyMMddHHmmssSSS`` after the store time of their first key (the broker names them
-by creation time, which a rebuild cannot know), kept unique and ascending like the broker's names.
+When the destination is the store's own ``index/``, the checkpoint's ``indexMsgTimestamp`` is then
+set as the sequential builder sets it. Files are named ``yyyyMMddHHmmssSSS`` after the store time of
+their first key (the broker names them by creation time, which a rebuild cannot know), kept unique
+and ascending like the broker's names.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from store.checkpoint import Checkpoint
 from store.config import StoreConfig
 from store.index_service import index_file_name
 from store.spark.assign import file_count, per_file, prefix_starts, split_blob
@@ -101,6 +104,15 @@ def check_decoded(decoded: list[RangeEntries], ranges: list[CommitLogRange]) -> 
     return warnings
 
 
+def checkpoint_index_timestamp(written: list[WrittenFile]) -> int:
+    """The checkpoint's ``indexMsgTimestamp`` after a rebuild, as the sequential builder leaves it.
+
+    The broker records a file's end timestamp when it rolls over from that (full) file, so after a
+    rebuild it is the end timestamp of the file before the last one (0 with a single file).
+    """
+    return written[-2].end_timestamp if len(written) >= 2 else 0
+
+
 def final_names(written: list[WrittenFile]) -> list[str]:
     """``yyyyMMddHHmmssSSS`` of each file's first key, bumped by 1 ms where needed to stay ascending."""
     names: list[str] = []
@@ -151,7 +163,7 @@ def rebuild_index_spark(
     try:
         with progress.stage(label):
             plans = (
-                sc.parallelize(commitlog_files, len(commitlog_files))
+                sc.parallelize(commitlog_files, min(len(commitlog_files), 4 * sc.defaultParallelism))
                 .map(lambda f: plan_file(f, range_bytes))
                 .collect()
             )
@@ -201,7 +213,12 @@ def rebuild_index_spark(
                 for w, name in zip(written, names, strict=True):
                     os.replace(w.path, staging / name)
             else:
-                names = []
+                written, names = [], []
+        if out_dir is None:
+            # The store's own index was replaced: record the roll-over point like the broker does.
+            checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
+            checkpoint.index_msg_timestamp = checkpoint_index_timestamp(written)
+            checkpoint.write(config.checkpoint_path)
     except PipelineError:
         raise
     except Exception as exc:

@@ -1,0 +1,118 @@
+"""Spark rebuilds index files byte-identical to the Java broker's and to the sequential builder's."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from store.checkpoint import Checkpoint
+from store.config import StoreConfig
+from store.index_builder import IndexBuilder
+from store.spark.errors import CorruptRecordError
+from store.spark.rebuild import rebuild_index_spark
+from store.spark.synthetic import write_commitlog
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _contents(directory: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(directory.iterdir())]
+
+
+def test_rebuild_equals_the_java_broker_index(
+    spark: SparkSession, java_store_config: StoreConfig, tmp_path: Path
+) -> None:
+    out = tmp_path / "index"
+    progress = io.StringIO()
+    result = rebuild_index_spark(
+        java_store_config, spark=spark, out_dir=out, range_bytes=300_000, progress_out=progress
+    )
+    java = _contents(java_store_config.index_dir)
+    assert len(java) == 6
+    assert _contents(out) == java
+    assert result.files == sorted(p.name for p in out.iterdir())
+    assert result.records == 5000
+    assert result.keys_indexed == 5 * 2047 + 1415  # five full files and the last one's indexCount - 1
+    assert result.warnings == []
+    lines = progress.getvalue().splitlines()
+    for stage in ("plan ranges", "decode records", "write index files"):
+        assert any(line.startswith(stage) and "100.0%" in line and "done in" in line for line in lines)
+
+
+def _generated(tmp_path: Path, *, file_size: int = 256 * 1024, messages: int = 3000) -> StoreConfig:
+    root = tmp_path / "store"
+    write_commitlog(root / "commitlog", file_size=file_size, messages=messages)
+    return StoreConfig.for_store(
+        root, mapped_file_size_commit_log=file_size, max_hash_slot_num=61, max_index_num=400
+    )
+
+
+def test_rebuild_equals_the_sequential_builder_on_a_multi_file_log(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = _generated(tmp_path)
+    sequential = tmp_path / "sequential"
+    builder = IndexBuilder(config, index_dir=sequential, checkpoint_path=tmp_path / "seq-checkpoint")
+    builder.run_once()
+    builder.close()
+    assert len(list((config.store_path_commit_log).iterdir())) >= 5
+
+    result = rebuild_index_spark(config, spark=spark, range_bytes=100_000, progress_out=io.StringIO())
+    expected = _contents(sequential)
+    assert len(expected) >= 10
+    assert _contents(config.index_dir) == expected
+    assert result.keys_indexed == builder.keys_indexed
+    # Rebuilding the store's own index records the roll-over point exactly as the builder does.
+    assert (
+        Checkpoint.read(config.checkpoint_path).index_msg_timestamp
+        == Checkpoint.read(tmp_path / "seq-checkpoint").index_msg_timestamp
+    )
+
+
+def test_rebuild_in_place_matches_the_java_checkpoint(
+    spark: SparkSession, java_store_copy: StoreConfig
+) -> None:
+    java_checkpoint = Checkpoint.read(java_store_copy.checkpoint_path).index_msg_timestamp
+    before = _contents(java_store_copy.index_dir)
+    rebuild_index_spark(java_store_copy, spark=spark, range_bytes=1 << 20, progress_out=io.StringIO())
+    assert _contents(java_store_copy.index_dir) == before
+    assert Checkpoint.read(java_store_copy.checkpoint_path).index_msg_timestamp == java_checkpoint
+    assert [p.name for p in java_store_copy.store_path_root_dir.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize(
+    ("field_at", "value"),
+    [(4, b"\x00\x00\x00\x01"), (84, b"\x7f\xff\xff\xff")],
+    ids=["bad-magic", "bad-body-length"],
+)
+def test_a_corrupt_record_is_reported_and_the_old_index_kept(
+    spark: SparkSession, tmp_path: Path, field_at: int, value: bytes
+) -> None:
+    config = _generated(tmp_path, messages=1200)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous").write_bytes(b"a good index")
+    second = sorted(config.store_path_commit_log.iterdir())[1]
+    start = int(second.name)
+    offsets = []
+    from store.commitlog import CommitLog
+
+    log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    offsets = [offset for offset, _ in log.iter_records(start) if offset < start + 100_000]
+    log.close()
+    victim = offsets[len(offsets) // 2]
+    with open(second, "r+b") as fh:
+        fh.seek(victim - start + field_at)
+        fh.write(value)
+
+    with pytest.raises(CorruptRecordError) as info:
+        rebuild_index_spark(config, spark=spark, out_dir=out, range_bytes=50_000, progress_out=io.StringIO())
+    assert info.value.offset == victim
+    assert info.value.path == str(second)
+    assert str(victim) in str(info.value)
+    assert [p.name for p in out.iterdir()] == ["previous"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
