@@ -21,12 +21,12 @@ if TYPE_CHECKING:
 BAR_WIDTH = 30
 
 
-def render_bar(label: str, done: int, total: int) -> str:
+def render_bar(label: str, done: int, total: int, *, unit: str = "tasks") -> str:
     """One progress line: ``label [#####.....]  50% (5/10 tasks)``."""
     fraction = done / total if total else 0.0
     filled = round(fraction * BAR_WIDTH)
     bar = "#" * filled + "." * (BAR_WIDTH - filled)
-    return f"{label:<22} [{bar}] {fraction * 100:5.1f}% ({done}/{total} tasks)"
+    return f"{label:<22} [{bar}] {fraction * 100:5.1f}% ({done}/{total} {unit})"
 
 
 class SparkProgress:

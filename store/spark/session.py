@@ -97,6 +97,9 @@ def build_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.python.worker.reuse", "true")
+        # Parquet timestamps as plain UTC milliseconds (not legacy INT96), like the local engine writes.
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
+        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", log_option)
         .config("spark.executor.extraJavaOptions", log_option)
     )
