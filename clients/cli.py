@@ -15,7 +15,10 @@ import sys
 from collections.abc import Sequence
 
 # name -> module path; the order is the order shown in --help.
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {
+    "demo-store": "store.commands.demo_store",
+    "rebuild-index": "store.commands.rebuild_index",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

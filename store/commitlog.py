@@ -167,7 +167,7 @@ class CommitLog:
                 if pos + 8 > length:
                     result = record.BLANK  # no room even for a blank marker: the file is full
                 else:
-                    result = check(view, pos, length, f.start + pos)
+                    result = check(view, pos, length, f.start + pos, check_crc=True)
                 if result > 0:
                     yield f.start + pos, result
                     pos += result

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from protocol.index_key import index_key_hash
+from protocol.index_key import java_string_hash
 from store import record
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
@@ -30,17 +30,55 @@ from store.config import StoreConfig
 from store.index_file import IndexFile
 from store.index_service import IndexService
 
+_INT_MASK = 0xFFFFFFFF
+
+
+class KeyHasher:
+    """``index_key_hash(topic + "#" + key)`` with the ``topic#`` part hashed once per topic.
+
+    Java's String hash is a polynomial, so hash(prefix + key) = hash(prefix) * 31^len(key) + hash(key)
+    (mod 2^32, in UTF-16 code units); the builder hashes millions of keys that share a few topics.
+    """
+
+    def __init__(self) -> None:
+        self._prefix: dict[str, int] = {}
+        self._pow31: list[int] = [1]
+
+    def _pow(self, n: int) -> int:
+        pows = self._pow31
+        while len(pows) <= n:
+            pows.append((pows[-1] * 31) & _INT_MASK)
+        return pows[n]
+
+    def __call__(self, topic: str, key: str) -> int:
+        prefix = self._prefix.get(topic)
+        if prefix is None:
+            prefix = java_string_hash(topic + "#") & _INT_MASK
+            self._prefix[topic] = prefix
+        if key.isascii():
+            h = 0
+            for unit in key.encode("ascii"):
+                h = (31 * h + unit) & _INT_MASK
+            n = len(key)
+        else:
+            h = java_string_hash(key) & _INT_MASK
+            n = len(key.encode("utf-16-le", "surrogatepass")) // 2
+        h = (prefix * self._pow(n) + h) & _INT_MASK
+        if h & 0x80000000:
+            h -= 1 << 32
+            return 0 if h == -(1 << 31) else -h
+        return h
+
 
 def index_keys(fields: record.IndexFields) -> list[str]:
-    """The index keys the broker puts for one record, in its order (none for a rollback)."""
+    """The keys (after ``topic#``) the broker indexes for one record, in its order (none for a rollback)."""
     if fields.sys_flag & record.SYSFLAG_TRANSACTION_MASK == record.SYSFLAG_TRANSACTION_ROLLBACK:
         return []
-    topic = fields.topic
     keys: list[str] = []
     if fields.uniq_key is not None:
-        keys.append(f"{topic}#{fields.uniq_key}")
+        keys.append(fields.uniq_key)
     if fields.keys:
-        keys.extend(f"{topic}#{k}" for k in fields.keys.split(" ") if k)
+        keys.extend(k for k in fields.keys.split(" ") if k)
     return keys
 
 
@@ -68,6 +106,7 @@ class IndexBuilder:
         self.index = IndexService(config, writable=True, index_dir=self.index_dir)
         self._now_millis = now_millis
         self.topics_seen: set[str] = set()
+        self._hasher = KeyHasher()
         self.keys_indexed = 0
         self.records_indexed = 0
         self._lock = threading.Lock()
@@ -146,6 +185,7 @@ class IndexBuilder:
         skip = self._skip_keys
         last_offset: int | None = None
         index_fields = record.index_fields
+        hasher = self._hasher
         try:
             for offset, buf in self._records():
                 if max_records is not None and seen >= max_records:
@@ -162,11 +202,12 @@ class IndexBuilder:
                     continue
                 if current is None:
                     current = self._roll()
-                if offset < current.header.end_phy_offset:
+                if offset < current.end_phy_offset:
                     continue  # the broker's de-duplication of a re-dispatched record
                 store_ts = fields.store_timestamp
+                topic = fields.topic
                 for key in keys:
-                    h = index_key_hash(key)
+                    h = hasher(topic, key)
                     while not current.put_hash(h, offset, store_ts):
                         current = self._roll()
                     self.keys_indexed += 1

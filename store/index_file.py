@@ -160,7 +160,7 @@ class IndexFile:
 
     @property
     def end_phy_offset(self) -> int:
-        return self.header.end_phy_offset
+        return self._end_phy if self.writable else self.read_header().end_phy_offset
 
     @property
     def end_timestamp(self) -> int:
@@ -296,7 +296,16 @@ class IndexFile:
         return True
 
     def _write_header(self) -> None:
-        HEADER.pack_into(self._mm, 0, *self.header)
+        HEADER.pack_into(
+            self._mm,
+            0,
+            self._begin_ts,
+            self._end_ts,
+            self._begin_phy,
+            self._end_phy,
+            self._slot_count,
+            self._index_count,
+        )
 
     def recover(self) -> None:
         """Undo the one torn write a crash between slot and header updates can leave.

@@ -10,6 +10,7 @@ lengths add up to TOTALSIZE, which is how a partially written tail is told from 
 from __future__ import annotations
 
 import struct
+import zlib
 from typing import NamedTuple
 
 MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
@@ -66,9 +67,10 @@ def store_timestamp(buf: bytes | memoryview, pos: int) -> int:
 
 
 def _layout(
-    buf: bytes | memoryview, pos: int, total: int, magic: int, sys_flag: int
+    buf: bytes | memoryview, pos: int, total: int, magic: int, sys_flag: int, crc: int | None = None
 ) -> tuple[int, int, int, int]:
-    """(topic_at, topic_len, props_at, props_len) of a record, or raise ValueError if they do not add up."""
+    """(topic_at, topic_len, props_at, props_len) of a record, or raise ValueError if they do not add
+    up (or, given the stored BODYCRC as ``crc``, if the body does not match it)."""
     p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
     p += 8 + (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 4 + 8
     end = pos + total
@@ -77,7 +79,12 @@ def _layout(
     body_len = _I32.unpack_from(buf, p)[0]
     if body_len < 0:
         raise ValueError("body length")
-    p += 4 + body_len
+    p += 4
+    if p + body_len > end:
+        raise ValueError("short")
+    if crc is not None and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+        raise ValueError("body CRC")
+    p += body_len
     if magic == MAGIC_CODE_V2:
         if p + 2 > end:
             raise ValueError("short")
@@ -104,9 +111,18 @@ def _layout(
     return topic_at, topic_len, props_at, max(props_len, 0)
 
 
-def check(buf: bytes | memoryview, pos: int, end: int, expected_offset: int | None = None) -> int:
+def check(
+    buf: bytes | memoryview,
+    pos: int,
+    end: int,
+    expected_offset: int | None = None,
+    *,
+    check_crc: bool = False,
+) -> int:
     """Size of the whole record at ``pos`` (within ``end``), ``BLANK`` for an end-of-file marker,
-    ``INVALID`` for anything else (zeros after the tail, a torn or corrupt record)."""
+    ``INVALID`` for anything else (zeros after the tail, a torn or corrupt record).
+
+    ``check_crc`` also verifies BODYCRC, as the broker's recovery does (``checkCRCOnRecover``)."""
     if pos + 8 > end:
         return INVALID
     total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
@@ -119,8 +135,9 @@ def check(buf: bytes | memoryview, pos: int, end: int, expected_offset: int | No
     if expected_offset is not None and _I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0] != expected_offset:
         return INVALID
     sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    crc = _I32.unpack_from(buf, pos + 8)[0] if check_crc else None
     try:
-        _layout(buf, pos, total, magic, sys_flag)
+        _layout(buf, pos, total, magic, sys_flag, crc)
     except (ValueError, IndexError, struct.error):
         return INVALID
     return total

@@ -1,0 +1,1 @@
+"""Benchmark scripts (``python -m clients.benchmarks.<name>``); results go to BENCHMARKS.md."""

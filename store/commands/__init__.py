@@ -1,0 +1,1 @@
+"""``rmq-query`` subcommands that make, rebuild and check store directories."""

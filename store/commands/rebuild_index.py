@@ -1,0 +1,60 @@
+"""``rmq-query rebuild-index --store DIR``: rebuild the IndexFiles from the CommitLog.
+
+Once (the default): the new files are written beside ``index/`` and swapped in only when complete.
+``--follow``: keep indexing behind a CommitLog that is still being written (never on a store whose
+index a running broker maintains: two writers would corrupt it), until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from store.commands.store_options import add_store_arguments, config_from_args
+from store.config import ConfigError
+from store.errors import StoreError
+from store.index_builder import IndexBuilder, rebuild_index
+
+HELP = "rebuild a store's IndexFiles from its CommitLog (byte-identical to the broker's)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_arguments(parser)
+    parser.add_argument(
+        "--follow", action="store_true", help="index continuously behind a live CommitLog (until Ctrl-C)"
+    )
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between polls with --follow")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+        if not config.store_path_commit_log.is_dir():
+            print(f"rebuild-index: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
+            return 1
+        started = time.perf_counter()
+        if not args.follow:
+            builder = rebuild_index(config)
+            elapsed = time.perf_counter() - started
+            print(
+                f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
+                f"{len(list(config.index_dir.iterdir()))} index files in {elapsed:.2f} s"
+            )
+            return 0
+        builder = IndexBuilder(config)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            builder.run_forever(stop, args.interval)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            builder.close()
+        print(f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records")
+        return 0
+    except (ConfigError, StoreError, OSError) as exc:
+        print(f"rebuild-index: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,102 @@
+"""A store still being written is followed without a restart: new files, a growing tail, a torn
+record at the end (ignored until whole), and a store whose index this process builds itself."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from protocol.message import decode_message
+from store.config import StoreConfig
+from store.message_store import MessageStore
+from store.writer import StoreWriter
+
+MAX = 2**63 - 1
+
+
+def _config(root: Path) -> StoreConfig:
+    return StoreConfig.for_store(
+        root, mapped_file_size_commit_log=8192, max_hash_slot_num=16, max_index_num=40
+    )
+
+
+def test_refresh_picks_up_new_files_and_tail(tmp_path: Path) -> None:
+    config = _config(tmp_path / "live")
+    writer = StoreWriter(config)
+    first = [writer.append("Live", b"a" * 100, keys=f"k{i}") for i in range(10)]
+    writer.index()
+    store = MessageStore.open(config)
+    try:
+        assert store.commitlog.max_offset == writer.position
+        assert len(store.query_message("Live", "k3", 64, 0, MAX).buffers) == 1
+        files_before = len(store.index.files)
+        later = [writer.append("Live", b"b" * 300, keys=f"n{i}") for i in range(60)]
+        writer.index()
+        assert store.view_message(later[-1].offset) is None, "not visible before refresh"
+        store.refresh()
+        assert store.commitlog.max_offset == writer.position
+        assert len(store.commitlog.files) > 1
+        assert len(store.index.files) > files_before
+        buf = store.view_message(later[-1].offset)
+        assert buf is not None and decode_message(buf).keys == ["n59"]
+        hits = store.query_message("Live", "n42", 64, 0, MAX).buffers
+        assert [decode_message(b).commit_log_offset for b in hits] == [later[42].offset]
+        assert store.query_message("Live", "k0", 64, 0, MAX).buffers[0].tobytes() == bytes(
+            store.view_message(first[0].offset) or b""
+        )
+    finally:
+        store.close()
+        writer.close()
+
+
+def test_torn_tail_is_ignored_until_complete(tmp_path: Path) -> None:
+    config = _config(tmp_path / "torn")
+    with StoreWriter(config) as writer:
+        a = writer.append("T", b"x" * 50, keys="whole")
+        b = writer.append("T", b"y" * 50, keys="torn")
+    path = config.store_path_commit_log / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    record_b = bytes(data[b.offset : b.offset + b.size])
+    data[b.offset : b.offset + b.size] = b"\0" * b.size
+    path.write_bytes(bytes(data))
+    with MessageStore.open(config) as store:
+        assert store.commitlog.max_offset == b.offset
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, record_b[: b.size - 60], b.offset)  # header and part of the body
+            store.refresh()
+            assert store.commitlog.max_offset == b.offset
+            assert [off for off, _ in store.commitlog.iter_records()] == [a.offset]
+            os.pwrite(fd, record_b[b.size - 60 :], b.offset + b.size - 60)
+        finally:
+            os.close(fd)
+        store.refresh()
+        assert store.commitlog.max_offset == b.offset + b.size
+        assert [off for off, _ in store.commitlog.iter_records()] == [a.offset, b.offset]
+
+
+def test_store_without_index_builds_its_own(
+    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path
+) -> None:
+    config, expected = golden_stores[0]
+    root = tmp_path / "noindex"
+    shutil.copytree(config.store_path_commit_log, root / "commitlog")
+    for p in (root / "commitlog").iterdir():
+        os.chmod(p, 0o644)
+    own = StoreConfig.for_store(
+        root,
+        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
+        max_hash_slot_num=config.max_hash_slot_num,
+        max_index_num=config.max_index_num,
+    )
+    with MessageStore.open(own, build_index=True) as store:
+        assert {"TopicA", "TopicB", "topic_c-1"} <= store.topics()
+        for q in expected["queries"][:60]:
+            if "exception" in q:
+                continue
+            result = store.query_message(q["topic"], q["key"], q["maxNum"], q["begin"], q["end"])
+            assert [int.from_bytes(b[28:36], "big") for b in result.buffers] == [
+                r["commitLogOffset"] for r in q["results"]
+            ], q["label"]
+            assert result.index_last_update_phyoffset == q["indexLastUpdatePhyoffset"]
