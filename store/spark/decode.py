@@ -1,10 +1,11 @@
 """Decode one CommitLog range into packed index entries: the work each decode task does.
 
-Per record this is exactly the broker's ``buildIndex``: a transaction rollback is skipped, then
-``topic#UNIQ_KEY`` (when the property is present) and each non-empty token of ``KEYS`` split on
-single spaces become one entry each, in that order. Each record is fully checked first (lengths add
-up to TOTALSIZE, PHYSICALOFFSET matches its position); the first record that fails ends the range
-early and the task reports where and why instead of guessing past it.
+Per record this is exactly the broker's ``buildIndex``, through the sequential builder's own
+``index_keys`` and ``KeyHasher``: a transaction rollback is skipped, then ``topic#UNIQ_KEY`` (when
+the property is present) and each non-empty token of ``KEYS`` split on single spaces become one
+entry each, in that order. Each record is fully checked first, as the sequential walk checks it
+(lengths add up to TOTALSIZE, PHYSICALOFFSET matches its position, BODYCRC matches the body); the
+first record that fails ends the range early and the task reports where and why.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import mmap
 from dataclasses import dataclass
 
-from protocol.index_key import index_key_hash
 from store import record
+from store.index_builder import KeyHasher, index_keys
 from store.spark.entries import ENTRY
 from store.spark.ranges import CommitLogRange
 
@@ -30,17 +31,22 @@ class RangeEntries:
     reason: str = ""
 
 
-def index_keys(topic: str, keys: str | None, uniq_key: str | None, sys_flag: int) -> list[str]:
-    """The index keys the broker puts for one record, in its order (empty for a rollback)."""
-    if sys_flag & record.SYSFLAG_TRANSACTION_MASK == record.SYSFLAG_TRANSACTION_ROLLBACK:
-        return []
-    out = []
-    prefix = topic + "#"
-    if uniq_key is not None:
-        out.append(prefix + uniq_key)
-    if keys:
-        out.extend(prefix + token for token in keys.split(" ") if token)
-    return out
+def describe_invalid(buf: mmap.mmap, pos: int, end: int, offset: int) -> str:
+    """Why ``record.check`` rejected the record at ``pos``: which of its checks fails."""
+    if pos + 8 > end:
+        return "fewer than 8 bytes left for a record header"
+    size, magic = record.size_and_magic(buf, pos)
+    if magic == record.BLANK_MAGIC_CODE:
+        return "an end-of-file blank record before the end of the range"
+    if magic not in (record.MAGIC_CODE_V1, record.MAGIC_CODE_V2):
+        return f"MAGICCODE {magic & 0xFFFFFFFF:#010x} is not a message magic code"
+    if size < record.MIN_RECORD_SIZE or pos + size > end:
+        return f"TOTALSIZE {size} does not fit"
+    if record.check(buf, pos, end) <= 0:
+        return f"field lengths do not add up to TOTALSIZE {size}"
+    if record.check(buf, pos, end, offset) <= 0:
+        return f"PHYSICALOFFSET {record.physical_offset(buf, pos)} is not the record's position"
+    return "BODYCRC does not match the body"
 
 
 def decode_range(rng: CommitLogRange) -> RangeEntries:
@@ -53,12 +59,11 @@ def decode_range(rng: CommitLogRange) -> RangeEntries:
         end = rng.end - rng.file_start
         check = record.check
         fields_of = record.index_fields
+        hasher = KeyHasher()
         while pos < end:
-            size = check(mm, pos, end, rng.file_start + pos)
+            size = check(mm, pos, end, rng.file_start + pos, check_crc=True)
             if size <= 0:
-                reason = (
-                    "end-of-file marker inside a range" if size == record.BLANK else "record fails its check"
-                )
+                reason = describe_invalid(mm, pos, end, rng.file_start + pos)
                 return RangeEntries(
                     rng.index,
                     bytes(out),
@@ -68,8 +73,9 @@ def decode_range(rng: CommitLogRange) -> RangeEntries:
                     reason,
                 )
             f = fields_of(mm, pos)
-            for key in index_keys(f.topic, f.keys, f.uniq_key, f.sys_flag):
-                out += pack(index_key_hash(key), f.physical_offset, f.store_timestamp)
+            topic = f.topic
+            for key in index_keys(f):
+                out += pack(hasher(topic, key), f.physical_offset, f.store_timestamp)
             records += 1
             pos += size
     return RangeEntries(rng.index, bytes(out), records, rng.end - rng.start)

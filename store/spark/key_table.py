@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from protocol.errors import ProtocolError
 from protocol.message import decode_message
 from store import record
+from store.spark.decode import describe_invalid
 from store.spark.errors import CorruptRecordError
 from store.spark.ranges import CommitLogRange
 
@@ -49,9 +50,9 @@ def range_rows(rng: CommitLogRange) -> Iterator[Row]:
         end = rng.end - rng.file_start
         while pos < end:
             offset = rng.file_start + pos
-            size = record.check(mm, pos, end, offset)
+            size = record.check(mm, pos, end, offset, check_crc=True)
             if size <= 0:
-                raise CorruptRecordError(rng.path, offset, "record fails its check")
+                raise CorruptRecordError(rng.path, offset, describe_invalid(mm, pos, end, offset))
             try:
                 msg = decode_message(mm, pos, read_body=False)
                 offset_msg_id = msg.offset_msg_id

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from store.checkpoint import Checkpoint
+from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_builder import IndexBuilder
 from store.spark.errors import CorruptRecordError
@@ -85,12 +86,16 @@ def test_rebuild_in_place_matches_the_java_checkpoint(
 
 
 @pytest.mark.parametrize(
-    ("field_at", "value"),
-    [(4, b"\x00\x00\x00\x01"), (84, b"\x7f\xff\xff\xff")],
-    ids=["bad-magic", "bad-body-length"],
+    ("field_at", "value", "reason"),
+    [
+        (4, b"\x00\x00\x00\x01", "MAGICCODE 0x00000001"),
+        (84, b"\x00\x00\x7f\xff", "field lengths do not add up"),
+        (90, b"\xff", "BODYCRC does not match"),
+    ],
+    ids=["bad-magic", "bad-body-length", "bad-body-crc"],
 )
 def test_a_corrupt_record_is_reported_and_the_old_index_kept(
-    spark: SparkSession, tmp_path: Path, field_at: int, value: bytes
+    spark: SparkSession, tmp_path: Path, field_at: int, value: bytes, reason: str
 ) -> None:
     config = _generated(tmp_path, messages=1200)
     out = tmp_path / "out"
@@ -98,9 +103,6 @@ def test_a_corrupt_record_is_reported_and_the_old_index_kept(
     (out / "previous").write_bytes(b"a good index")
     second = sorted(config.store_path_commit_log.iterdir())[1]
     start = int(second.name)
-    offsets = []
-    from store.commitlog import CommitLog
-
     log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
     offsets = [offset for offset, _ in log.iter_records(start) if offset < start + 100_000]
     log.close()
@@ -114,5 +116,6 @@ def test_a_corrupt_record_is_reported_and_the_old_index_kept(
     assert info.value.offset == victim
     assert info.value.path == str(second)
     assert str(victim) in str(info.value)
+    assert reason in info.value.reason
     assert [p.name for p in out.iterdir()] == ["previous"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
