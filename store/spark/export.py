@@ -22,7 +22,7 @@ from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
 from store.spark.progress import SparkProgress, render_bar
 from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file, ranges_from_plans
 from store.spark.rebuild import check_plans
-from store.spark.session import build_session
+from store.spark.session import open_session
 from store.spark.staging import staged_output
 
 if TYPE_CHECKING:
@@ -119,8 +119,7 @@ def export_keys_spark(
     files = list_files(config.store_path_commit_log)
     if not files:
         raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
-    own_session = spark is None
-    session = spark if spark is not None else build_session(master)
+    session, own_session = (spark, False) if spark is not None else open_session(master)
     sc = session.sparkContext
     progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
     label = "plan ranges"

@@ -45,7 +45,7 @@ from store.spark.ranges import (
     plan_file,
     ranges_from_plans,
 )
-from store.spark.session import build_session
+from store.spark.session import open_session
 from store.spark.staging import staged_output
 
 if TYPE_CHECKING:
@@ -154,8 +154,7 @@ def rebuild_index_spark(
         raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
     keys_per_file = per_file(config.max_index_num)
     slots, index_num = config.max_hash_slot_num, config.max_index_num
-    own_session = spark is None
-    session = spark if spark is not None else build_session(master)
+    session, own_session = (spark, False) if spark is not None else open_session(master)
     sc = session.sparkContext
     progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
     label = "plan ranges"

@@ -113,3 +113,20 @@ def build_session(
         # Executors on other machines have only what we send them: ship the pipeline's code.
         ship_packages(session)
     return session
+
+
+def open_session(master: str | None = None) -> tuple[SparkSession, bool]:
+    """The active SparkSession if there is one (a caller's, a test's), else a new one.
+
+    Returns ``(session, owned)``: a job stops the session afterwards only if it started it.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SparkUnavailableError(
+            "the spark engine needs PySpark: pip install 'rmq-query[spark]' (and a Java 17 runtime)"
+        ) from exc
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    return build_session(master), True
