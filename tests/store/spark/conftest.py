@@ -27,12 +27,6 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
-def java_store_config(stores_dir: Path) -> StoreConfig:
-    """The shared Java store, read in place (tests only ever write to their own tmp_path)."""
-    return StoreConfig.load(stores_dir / f"{SHARED_STORE}.broker.conf")
-
-
 @pytest.fixture
 def java_store_copy(stores_dir: Path, tmp_path: Path) -> StoreConfig:
     """A writable copy of the shared Java store, for tests that replace its index."""

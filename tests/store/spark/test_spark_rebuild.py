@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from clients.cli import main
 from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_builder import IndexBuilder
-from store.spark.errors import CorruptRecordError
 from store.spark.rebuild import rebuild_index_spark
 from store.spark.synthetic import write_commitlog
+
+SHARED_STORE = "java-4.9.7-a"
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,24 +26,34 @@ def _contents(directory: Path) -> list[bytes]:
     return [p.read_bytes() for p in sorted(directory.iterdir())]
 
 
-def test_rebuild_equals_the_java_broker_index(
-    spark: SparkSession, java_store_config: StoreConfig, tmp_path: Path
+def test_rebuild_index_engine_spark_equals_the_java_broker_index(
+    spark: SparkSession, stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "index"
-    progress = io.StringIO()
-    result = rebuild_index_spark(
-        java_store_config, spark=spark, out_dir=out, range_bytes=300_000, progress_out=progress
-    )
-    java = _contents(java_store_config.index_dir)
+    args = ["rebuild-index", "--store", str(stores_dir / SHARED_STORE)]
+    args += ["--conf", str(stores_dir / f"{SHARED_STORE}.broker.conf")]
+    assert main([*args, "--engine", "spark", "--out", str(out), "--range-mib", "1"]) == 0
+    java = _contents(stores_dir / SHARED_STORE / "index")
     assert len(java) == 6
     assert _contents(out) == java
-    assert result.files == sorted(p.name for p in out.iterdir())
-    assert result.records == 5000
-    assert result.keys_indexed == 5 * 2047 + 1415  # five full files and the last one's indexCount - 1
-    assert result.warnings == []
-    lines = progress.getvalue().splitlines()
+    captured = capsys.readouterr()
+    # five full files of maxIndexNum - 1 keys, and the last one's indexCount - 1
+    assert f"indexed {5 * 2047 + 1415} keys of 5000 records" in captured.out
+    assert "into 6 index files" in captured.out
     for stage in ("plan ranges", "decode records", "write index files"):
-        assert any(line.startswith(stage) and "100.0%" in line and "done in" in line for line in lines)
+        assert any(
+            line.startswith(stage) and "100.0%" in line and "done in" in line
+            for line in captured.err.splitlines()
+        )
+
+
+def test_out_needs_the_spark_engine(
+    stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["rebuild-index", "--store", str(stores_dir / SHARED_STORE), "--out", str(tmp_path / "x")]
+    assert main(args) == 1
+    assert "--out needs --engine spark" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def _generated(tmp_path: Path, *, file_size: int = 256 * 1024, messages: int = 3000) -> StoreConfig:
@@ -95,7 +107,12 @@ def test_rebuild_in_place_matches_the_java_checkpoint(
     ids=["bad-magic", "bad-body-length", "bad-body-crc"],
 )
 def test_a_corrupt_record_is_reported_and_the_old_index_kept(
-    spark: SparkSession, tmp_path: Path, field_at: int, value: bytes, reason: str
+    spark: SparkSession,
+    tmp_path: Path,
+    field_at: int,
+    value: bytes,
+    reason: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = _generated(tmp_path, messages=1200)
     out = tmp_path / "out"
@@ -111,11 +128,13 @@ def test_a_corrupt_record_is_reported_and_the_old_index_kept(
         fh.seek(victim - start + field_at)
         fh.write(value)
 
-    with pytest.raises(CorruptRecordError) as info:
-        rebuild_index_spark(config, spark=spark, out_dir=out, range_bytes=50_000, progress_out=io.StringIO())
-    assert info.value.offset == victim
-    assert info.value.path == str(second)
-    assert str(victim) in str(info.value)
-    assert reason in info.value.reason
+    args = ["rebuild-index", "--store", str(config.store_path_root_dir), "--engine", "spark"]
+    args += ["--mapped-file-size", str(config.mapped_file_size_commit_log), "--out", str(out)]
+    args += ["--max-hash-slot-num", "61", "--max-index-num", "400", "--range-mib", "1"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert f"corrupt CommitLog record at offset {victim} in {second}: " in err
+    assert reason in err
+    assert f"nothing was replaced; {out} is unchanged" in err
     assert [p.name for p in out.iterdir()] == ["previous"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
