@@ -19,7 +19,10 @@ SHARED_STORE = "java-4.9.7-a"
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        pytest.fail("pyspark is not installed (install the `spark` extra: pip install -e '.[test,spark]')")
     from store.spark.session import build_session
 
     session = build_session("local[2]", shuffle_partitions=2)
