@@ -36,6 +36,30 @@ def _same(a: Path, b: Path) -> bool:
     )
 
 
+def _spin(_: int) -> float:
+    """CPU seconds' worth of pure Python; returns its wall time."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    return time.perf_counter() - started
+
+
+def cpu_check() -> str:
+    """How much two processes really run in parallel here (shared vCPUs can give far less than 2x)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    alone = _spin(0)
+    with ProcessPoolExecutor(2) as pool:
+        started = time.perf_counter()
+        list(pool.map(_spin, range(4)))
+        pair = time.perf_counter() - started
+    speedup = 4 * alone / pair
+    return (
+        f"CPU check: one loop alone {alone:.2f} s; four on 2 processes {pair:.2f} s (speed-up {speedup:.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/rmq-spark-bench"))
@@ -49,6 +73,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes_mib.split(",")]
     file_size = args.file_mib * MIB
 
+    print(cpu_check())
     started = time.perf_counter()
     session = build_session(args.master)
     # Start the Python workers once, so the first size does not pay for it.
