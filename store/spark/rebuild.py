@@ -39,6 +39,7 @@ from store.spark.ranges import (
     STOP_BLANK,
     STOP_FULL,
     STOP_INVALID,
+    STOP_UNWRITTEN,
     CommitLogRange,
     FilePlan,
     list_files,
@@ -72,8 +73,11 @@ def check_plans(plans: list[FilePlan]) -> list[str]:
     Every file but the last must end in a blank record (or be exactly full) and be followed by the
     file starting where it ends. The last file may end in zeros (not written yet) or in a torn record
     (the broker was killed mid-write): the CommitLog ends there, as the broker's recovery decides.
+    Files after it that hold nothing yet (the broker allocates the next file ahead) are ignored.
     """
     warnings: list[str] = []
+    while len(plans) > 1 and plans[-1].stop == STOP_UNWRITTEN and plans[-1].end == plans[-1].file.start:
+        plans = plans[:-1]  # a file the broker allocated ahead of time and has not written yet
     for i, plan in enumerate(plans):
         last = i == len(plans) - 1
         if not last:

@@ -101,3 +101,13 @@ def test_failures_are_summarised_in_one_line() -> None:
     assert describe_failure(RuntimeError(python)) == (
         "store.spark.errors.PipelineError: index file 3 overflowed after 10 keys"
     )
+
+
+def test_a_preallocated_empty_file_after_the_last_one_is_ignored(log_dir: Path) -> None:
+    last = list_files(log_dir)[-1]
+    # The broker allocates the next file before the current one is full.
+    (log_dir / f"{last.start + FILE_SIZE:020d}").write_bytes(bytes(FILE_SIZE))
+    plans = [plan_file(f, 10_000) for f in list_files(log_dir)]
+    assert check_plans(plans) == []
+    ranges = ranges_from_plans(plans)
+    assert ranges[-1].path == last.path
