@@ -144,10 +144,7 @@ def export_keys_spark(
     except PipelineError:
         raise
     except Exception as exc:
-        cause = describe_failure(exc)
-        if "CorruptRecordError" in str(exc):
-            cause = next(line for line in str(exc).splitlines() if "CorruptRecordError" in line).strip()
-        raise StageFailedError(label, cause) from exc
+        raise StageFailedError(label, describe_failure(exc)) from exc
     finally:
         if own_session:
             session.stop()

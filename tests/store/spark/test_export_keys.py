@@ -99,3 +99,26 @@ def test_a_failed_export_keeps_the_previous_output(
     assert code == 1
     assert "no CommitLog files" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["previous.parquet"]
+
+
+def test_a_corrupt_record_stops_the_export_with_its_offset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from store.spark.synthetic import write_commitlog
+
+    root = tmp_path / "store"
+    write_commitlog(root / "commitlog", file_size=64 * 1024, messages=400)
+    first = sorted((root / "commitlog").iterdir())[0]
+    with open(first, "r+b") as fh:  # flip a body byte of the first record: its BODYCRC no longer matches
+        fh.seek(100)
+        byte = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    out = tmp_path / "keys"
+    code = main(
+        ["export-keys", "--store", str(root), "--mapped-file-size", str(64 * 1024), "--out", str(out)]
+    )
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"corrupt CommitLog record at offset 0 in {first}: BODYCRC does not match the body" in err
+    assert not out.exists()
