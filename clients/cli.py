@@ -18,6 +18,7 @@ from collections.abc import Sequence
 SUBCOMMANDS: dict[str, str] = {
     "demo-store": "store.commands.demo_store",
     "rebuild-index": "store.commands.rebuild_index",
+    "fsck": "store.commands.fsck",
     "export-keys": "store.commands.export_keys",
 }
 

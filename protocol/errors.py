@@ -32,6 +32,11 @@ class HeaderDecodeError(FrameError):
     """The header bytes cannot be decoded in the declared serialization."""
 
 
+class CommandEncodeError(ProtocolError):
+    """A command cannot be put on the wire: a field out of its Java range, a string that is not valid
+    Unicode, or a header/frame longer than the length fields can describe."""
+
+
 class HeaderFieldError(ProtocolError):
     """A custom header field (in ``extFields``) is missing or malformed."""
 

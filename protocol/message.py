@@ -25,19 +25,30 @@ import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from protocol.compression import compress, decompress
+from protocol.compression import compress
+from protocol.compression import decompress as inflate
 from protocol.errors import MessageDecodeError, MessageEncodeError, MessageIdError, ProtocolError
 from protocol.message_flags import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK,
+    INNER_BATCH_FLAG,
     KEY_SEPARATOR,
     MAGIC_CODE_V1,
     MAGIC_CODE_V2,
+    MULTI_TAGS_FLAG,
+    NEED_UNWRAP_FLAG,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     STOREHOST_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    CompressionType,
     TransactionType,
     compression_type_value,
     transaction_type,
@@ -47,13 +58,27 @@ from protocol.message_properties import find_properties, properties_to_string, s
 
 __all__ = [
     "BLANK_MAGIC_CODE",
+    "BORNHOST_V6_FLAG",
+    "COMPRESSED_FLAG",
+    "COMPRESSION_TYPE_MASK",
+    "INNER_BATCH_FLAG",
     "MAGIC_CODE_V1",
     "MAGIC_CODE_V2",
+    "MULTI_TAGS_FLAG",
+    "NEED_UNWRAP_FLAG",
     "PROPERTY_KEYS",
     "PROPERTY_TAGS",
     "PROPERTY_UNIQ_KEY",
+    "STOREHOST_V6_FLAG",
+    "TRANSACTION_COMMIT_TYPE",
+    "TRANSACTION_NOT_TYPE",
+    "TRANSACTION_PREPARED_TYPE",
+    "TRANSACTION_ROLLBACK_TYPE",
+    "TRANSACTION_TYPE_MASK",
+    "CompressionType",
     "IndexFields",
     "MessageExt",
+    "TransactionType",
     "body_crc",
     "decode_message",
     "decode_messages",
@@ -173,85 +198,76 @@ class MessageExt:
         return compression_type_value(self.sys_flag)
 
 
-class _Layout:
+class _Layout(NamedTuple):
     """Where the variable parts of one record lie; computed once, shared by both decoders."""
 
-    __slots__ = (
-        "body_len",
-        "body_start",
-        "end",
-        "magic",
-        "props_len",
-        "props_start",
-        "store_size",
-        "sys_flag",
-        "topic_len",
-        "topic_start",
-    )
+    store_size: int
+    magic: int
+    sys_flag: int
+    body_start: int
+    body_len: int
+    topic_start: int
+    topic_len: int
+    props_start: int
+    props_len: int
 
-    def __init__(self, buf: bytes | bytearray | memoryview, offset: int) -> None:
-        if offset < 0:
-            raise MessageDecodeError(f"negative record offset {offset}")
-        available = len(buf) - offset
-        if available < _HEAD_SIZE:
-            raise MessageDecodeError(
-                f"record at {offset} truncated: {available} bytes, need at least {_HEAD_SIZE}"
-            )
-        store_size, magic = _SIZE_MAGIC.unpack_from(buf, offset)
-        if magic == BLANK_MAGIC_CODE:
-            raise MessageDecodeError(f"end-of-file blank marker at {offset}, not a message")
-        if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
-            raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {offset}")
-        if store_size > available:
-            raise MessageDecodeError(
-                f"record at {offset} truncated: TOTALSIZE {store_size}, {available} bytes left"
-            )
-        sys_flag = _I32.unpack_from(buf, offset + _SYS_FLAG_AT)[0]
-        fixed = _FIXED[_host_kind(sys_flag)]
-        end = offset + store_size
-        pos = offset + fixed.size
-        if pos > end:
-            raise MessageDecodeError(
-                f"record at {offset}: TOTALSIZE {store_size} is smaller than its fixed part"
-            )
-        body_len = _I32.unpack_from(buf, pos - 4)[0]
-        if body_len < 0:
-            raise MessageDecodeError(f"record at {offset}: negative body length {body_len}")
-        body_start = pos
-        pos += body_len
-        width = _I8 if magic == MAGIC_CODE_V1 else _I16
-        if pos + width.size > end:
-            raise MessageDecodeError(
-                f"record at {offset}: body length {body_len} runs past TOTALSIZE {store_size}"
-            )
-        topic_len = width.unpack_from(buf, pos)[0]
-        if topic_len < 0:
-            raise MessageDecodeError(f"record at {offset}: negative topic length {topic_len}")
-        topic_start = pos + width.size
-        pos = topic_start + topic_len
-        if pos + 2 > end:
-            raise MessageDecodeError(
-                f"record at {offset}: topic length {topic_len} runs past TOTALSIZE {store_size}"
-            )
-        props_len = _I16.unpack_from(buf, pos)[0]
-        if props_len < 0:
-            raise MessageDecodeError(f"record at {offset}: negative properties length {props_len}")
-        props_start = pos + 2
-        if props_start + props_len != end:
-            raise MessageDecodeError(
-                f"record at {offset}: fields end at {props_start + props_len - offset},"
-                f" TOTALSIZE says {store_size}"
-            )
-        self.store_size = store_size
-        self.magic = magic
-        self.sys_flag = sys_flag
-        self.end = end
-        self.body_start = body_start
-        self.body_len = body_len
-        self.topic_start = topic_start
-        self.topic_len = topic_len
-        self.props_start = props_start
-        self.props_len = props_len
+
+def _layout(buf: bytes | bytearray | memoryview, offset: int) -> _Layout:
+    """Validate the record at ``offset`` and locate its parts (every check of the decoders lives here)."""
+    if offset < 0:
+        raise MessageDecodeError(f"negative record offset {offset}")
+    available = len(buf) - offset
+    if available < _HEAD_SIZE:
+        raise MessageDecodeError(
+            f"record at {offset} truncated: {available} bytes, need at least {_HEAD_SIZE}"
+        )
+    store_size, magic = _SIZE_MAGIC.unpack_from(buf, offset)
+    if magic == BLANK_MAGIC_CODE:
+        raise MessageDecodeError(f"end-of-file blank marker at {offset}, not a message")
+    if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
+        raise MessageDecodeError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {offset}")
+    if store_size > available:
+        raise MessageDecodeError(
+            f"record at {offset} truncated: TOTALSIZE {store_size}, {available} bytes left"
+        )
+    sys_flag = _I32.unpack_from(buf, offset + _SYS_FLAG_AT)[0]
+    fixed = _FIXED[_host_kind(sys_flag)]
+    end = offset + store_size
+    pos = offset + fixed.size
+    if pos > end:
+        raise MessageDecodeError(f"record at {offset}: TOTALSIZE {store_size} is smaller than its fixed part")
+    body_len = _I32.unpack_from(buf, pos - 4)[0]
+    if body_len < 0:
+        raise MessageDecodeError(f"record at {offset}: negative body length {body_len}")
+    body_start = pos
+    pos += body_len
+    width = _I8 if magic == MAGIC_CODE_V1 else _I16
+    if pos + width.size > end:
+        raise MessageDecodeError(
+            f"record at {offset}: body length {body_len} runs past TOTALSIZE {store_size}"
+        )
+    topic_len = width.unpack_from(buf, pos)[0]
+    if topic_len < 0:
+        raise MessageDecodeError(f"record at {offset}: negative topic length {topic_len}")
+    topic_start = pos + width.size
+    pos = topic_start + topic_len
+    if pos + 2 > end:
+        raise MessageDecodeError(
+            f"record at {offset}: topic length {topic_len} runs past TOTALSIZE {store_size}"
+        )
+    props_len = _I16.unpack_from(buf, pos)[0]
+    if props_len < 0:
+        raise MessageDecodeError(f"record at {offset}: negative properties length {props_len}")
+    props_start = pos + 2
+    if props_start + props_len != end:
+        raise MessageDecodeError(
+            f"record at {offset}: fields end at {props_start + props_len - offset},"
+            f" TOTALSIZE says {store_size}"
+        )
+
+    return _Layout(
+        store_size, magic, sys_flag, body_start, body_len, topic_start, topic_len, props_start, props_len
+    )
 
 
 def _text(buf: bytes | bytearray | memoryview, start: int, length: int) -> str:
@@ -271,7 +287,7 @@ def decode_message(
     ``read_body=False`` skips the body; ``decompress`` inflates a compressed body; ``check_crc``
     compares BODYCRC with the CRC of the stored body (before inflating, as the broker computed it).
     """
-    layout = _Layout(buf, offset)
+    layout = _layout(buf, offset)
     sys_flag = layout.sys_flag
     (
         _,
@@ -305,7 +321,7 @@ def decode_message(
             if sys_flag & COMPRESSED_FLAG:
                 stored_body = raw
                 if decompress:
-                    body = _decompress(raw, sys_flag)
+                    body = inflate(raw, compression_type_value(sys_flag))
     props = string_to_properties(_text(buf, layout.props_start, layout.props_len)) if layout.props_len else {}
     return MessageExt(
         layout.store_size,
@@ -330,10 +346,6 @@ def decode_message(
         stored_body,
         read_body,
     )
-
-
-def _decompress(raw: bytes, sys_flag: int) -> bytes:
-    return decompress(raw, compression_type_value(sys_flag))
 
 
 def decode_messages(
@@ -380,12 +392,12 @@ def read_index_fields(buf: bytes | bytearray | memoryview, offset: int = 0) -> I
 
     Same checks and errors as ``decode_message`` (except that the body is never inflated).
     """
-    layout = _Layout(buf, offset)
+    layout = _layout(buf, offset)
     store_timestamp_at = offset + (
         _BORN_HOST_AT + 20 if layout.sys_flag & BORNHOST_V6_FLAG else _BORN_HOST_AT + 8
     )
     keys, unique_key = (
-        find_properties(buf[layout.props_start : layout.end], _INDEX_PROPERTIES)
+        find_properties(buf[layout.props_start : layout.props_start + layout.props_len], _INDEX_PROPERTIES)
         if layout.props_len
         else (None, None)
     )

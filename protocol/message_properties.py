@@ -18,7 +18,7 @@ from protocol.message_flags import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 _NV = NAME_VALUE_SEPARATOR
 _SEP = PROPERTY_SEPARATOR
-_NV_BYTE = ord(NAME_VALUE_SEPARATOR)
+_NV_BYTE_STR = NAME_VALUE_SEPARATOR.encode()
 _SEP_BYTE = PROPERTY_SEPARATOR.encode()
 
 
@@ -41,16 +41,25 @@ def string_to_properties(text: str) -> dict[str, str]:
 def find_properties(raw: bytes | memoryview, names: tuple[bytes, ...]) -> list[str | None]:
     """Values of a few properties straight from the UTF-8 bytes, without building the whole dict.
 
-    ``names`` are UTF-8 property names; the answer is in the same order, ``None`` where absent. Same
-    rules as ``string_to_properties`` (0x01 and 0x02 never occur inside a multi-byte UTF-8 sequence,
-    so splitting the bytes is splitting the string).
+    ``names`` are UTF-8 property names (without 0x01 or 0x02); the answer is in the same order,
+    ``None`` where absent. Same rules as ``string_to_properties``: every 0x02 starts an item (0x01
+    and 0x02 never occur inside a multi-byte UTF-8 sequence), so the *last* ``0x02 name 0x01`` with a
+    non-empty value is the one Java's parser keeps.
     """
-    found: list[str | None] = [None] * len(names)
-    for item in bytes(raw).split(_SEP_BYTE):
-        cut = item.find(_NV_BYTE)
-        if 0 < cut < len(item) - 1:
-            name = item[:cut]
-            for i, wanted in enumerate(names):
-                if name == wanted:
-                    found[i] = item[cut + 1 :].decode("utf-8", "replace")
+    data = _SEP_BYTE + bytes(raw)
+    found: list[str | None] = []
+    for name in names:
+        needle = _SEP_BYTE + name + _NV_BYTE_STR
+        value = None
+        end = len(data)
+        while (at := data.rfind(needle, 0, end)) >= 0:
+            start = at + len(needle)
+            stop = data.find(_SEP_BYTE, start)
+            if stop < 0:
+                stop = len(data)
+            if stop > start:
+                value = data[start:stop].decode("utf-8", "replace")
+                break
+            end = at
+        found.append(value)
     return found

@@ -74,6 +74,9 @@ class CommitLog:
         self._files: list[MappedFile] = []
         self._starts: list[int] = []
         self._views: list[memoryview] = []
+        # (files, starts, views) replaced as one object, so a reader on another thread never pairs
+        # one refresh's file list with another's views.
+        self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
         self._max_offset = 0
         self._lock = threading.RLock()
         self.refresh()
@@ -114,7 +117,34 @@ class CommitLog:
             self._files = files
             self._starts = [f.start for f in files]
             self._views = [f.view() for f in files]
+            self._snap = (self._files, self._starts, self._views)
             self._max_offset = self._find_end()
+
+    def release(self, start: int, end: int) -> None:
+        """Tell the kernel the pages of ``[start, end)`` are not needed by this process any more.
+
+        Walking a CommitLog touches every page it reads; the pages stay in the page cache, but
+        without this they would also stay counted in this process's resident memory.
+        """
+        page = mmap.PAGESIZE
+        for f in self._files:
+            lo = max(start, f.start) - f.start
+            hi = min(end, f.end) - f.start
+            if hi <= lo or f.mm is None:
+                continue
+            lo -= lo % page
+            hi -= hi % page
+            if hi > lo:
+                try:
+                    f.mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+                except (OSError, ValueError):
+                    pass
+
+    def release_all(self) -> None:
+        """``release`` every mapped page: they stay in the page cache, not in this process's RSS."""
+        files = self._files
+        if files:
+            self.release(files[0].start, files[-1].end)
 
     def _find_end(self) -> int:
         """Walk records from the last known good end (or the last file's start) to the first bad one."""
@@ -132,6 +162,7 @@ class CommitLog:
         end = pos_abs
         for offset, size in self._walk(start_idx, pos_abs):
             end = offset + size
+        self.release(pos_abs, end)
         return max(end, self._after_blank_end(end))
 
     def _after_blank_end(self, end: int) -> int:
@@ -210,11 +241,12 @@ class CommitLog:
         """
         if offset < 0 or offset >= self._max_offset:
             return None
-        idx = self._file_index(offset)
-        if idx is None:
+        files, starts, views = self._snap
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset >= files[i].end:
             return None
-        f = self._files[idx]
-        view = self._views[idx]
+        f = files[i]
+        view = views[i]
         pos = offset - f.start
         limit = min(f.length, self._max_offset - f.start)
         if pos + 4 > limit:
@@ -231,10 +263,7 @@ class CommitLog:
         a blank end-of-file marker moves on to the next file. Records a live writer appended after
         the last ``refresh()`` are included if they check (the walk validates each one).
         """
-        with self._lock:
-            files = self._files
-            views = self._views
-            starts = self._starts
+        files, starts, views = self._snap
         if not files:
             return
         offset = files[0].start if start is None else max(start, files[0].start)
@@ -265,4 +294,5 @@ class CommitLog:
                 f.close()
             self._files = []
             self._starts = []
+            self._snap = ([], [], [])
             self._max_offset = 0

@@ -160,18 +160,15 @@ class StoreConfig:
 
     @classmethod
     def for_store(cls, root: str | os.PathLike[str], **overrides: object) -> StoreConfig:
-        """Defaults for a store at ``root`` (CommitLog under ``root/commitlog``), with overrides."""
-        root_path = Path(root)
-        values: dict[str, object] = {
-            "store_path_root_dir": root_path,
-            "store_path_commit_log": root_path / "commitlog",
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if "store_path_root_dir" in overrides and "store_path_commit_log" not in overrides:
-            values["store_path_commit_log"] = Path(str(values["store_path_root_dir"])) / "commitlog"
-        values["store_path_root_dir"] = Path(str(values["store_path_root_dir"]))
-        values["store_path_commit_log"] = Path(str(values["store_path_commit_log"]))
-        return cls(**values)  # type: ignore[arg-type]
+        """Defaults for a store at ``root`` (CommitLog under ``root/commitlog`` unless overridden).
+
+        ``overrides`` are field names; ``None`` values mean "not given".
+        """
+        values = {k: v for k, v in overrides.items() if v is not None}
+        root_path = Path(str(values.pop("store_path_root_dir", root)))
+        commit = values.pop("store_path_commit_log", None)
+        commit_path = Path(str(commit)) if commit is not None else root_path / "commitlog"
+        return cls(store_path_root_dir=root_path, store_path_commit_log=commit_path, **values)  # type: ignore[arg-type]
 
     @classmethod
     def from_properties(
@@ -221,14 +218,7 @@ class StoreConfig:
             if value is not None:
                 values[name] = value
         root = values.pop("store_path_root_dir", None)
-        if root is None:
-            root = Path.home() / "store"
-        commit = values.pop("store_path_commit_log", None)
-        return cls.for_store(
-            Path(str(root)),
-            **({"store_path_commit_log": Path(str(commit))} if commit is not None else {}),
-            **values,
-        )
+        return cls.for_store(Path.home() / "store" if root is None else Path(str(root)), **values)
 
     @classmethod
     def load(

@@ -7,8 +7,12 @@ into a message naming the file.
 from __future__ import annotations
 
 
-class StoreError(Exception):
-    """Base of every error the store package raises on purpose."""
+class StoreError(ValueError):
+    """Base of every error the store package raises on purpose.
+
+    A ``ValueError``, like ``protocol.ProtocolError`` and ``ConfigError``: what is wrong is the content
+    or geometry of files, or an argument, so callers that already report bad values report these too.
+    """
 
 
 class IndexGeometryError(StoreError):

@@ -238,12 +238,21 @@ class IndexFile:
             if prev > current or seen is not None:
                 # A sane chain only points backwards; a forward pointer could make the walk loop.
                 if seen is None:
-                    seen = {current}
+                    seen = self._chain_prefix(slot_value, visited)
                 if prev in seen:
                     break
                 seen.add(prev)
             current = prev
         return visited
+
+    def _chain_prefix(self, start: int, count: int) -> set[int]:
+        """The first ``count`` entry numbers of the chain from ``start`` (only for a corrupt chain)."""
+        seen: set[int] = set()
+        current = start
+        for _ in range(count):
+            seen.add(current)
+            current = ENTRY.unpack_from(self._mm, self._entries_at + current * INDEX_ENTRY_SIZE)[3]
+        return seen
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -322,6 +331,14 @@ class IndexFile:
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         if SLOT.unpack_from(self._mm, slot_pos)[0] == self._index_count and self._index_count > 0:
             SLOT.pack_into(self._mm, slot_pos, prev if 0 < prev < self._index_count else 0)
+
+    def release(self) -> None:
+        """Drop this process's mapping of the pages read so far (a read-only file keeps its data)."""
+        if not self.writable and not self._closed:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):
+                pass
 
     def flush(self) -> None:
         if self.writable and not self._closed:

@@ -21,7 +21,7 @@ from pathlib import Path
 from protocol.index_key import build_index_key, index_key_hash
 from store.config import StoreConfig
 from store.errors import IndexFileError, StoreError
-from store.index_file import IndexFile
+from store.index_file import IndexFile, is_time_matched
 
 _INDEX_NAME = re.compile(r"^\d+$")
 
@@ -73,10 +73,11 @@ class IndexService:
             for name in names:
                 f = known.pop(name, None)
                 if f is None:
+                    path = self.index_dir / name
                     try:
-                        f = IndexFile.open(
-                            self.index_dir / name, self.hash_slot_num, self.index_num, writable=self.writable
-                        )
+                        if path.stat().st_size == 0:
+                            continue  # being created by a live broker: it is sized in a moment
+                        f = IndexFile.open(path, self.hash_slot_num, self.index_num, writable=self.writable)
                     except FileNotFoundError:
                         continue
                 files.append(f)
@@ -147,21 +148,13 @@ class IndexService:
             if i == len(files) - 1:
                 result.index_last_update_timestamp = header.end_timestamp
                 result.index_last_update_phyoffset = header.end_phy_offset
-            if f.is_time_matched(begin, end):
+            if is_time_matched(header, begin, end):
                 f.select_by_hash(result.phy_offsets, key_hash, max_num, begin, end, header=header)
             if header.begin_timestamp < begin:
                 break
             if len(result.phy_offsets) >= max_num:
                 break
         return result
-
-    def chain_length(self, topic: str, key: str) -> int:
-        """Entries visited to answer ``key`` over all files (the benchmark's x axis)."""
-        key_hash = index_key_hash(build_index_key(topic, key))
-        total = 0
-        for f in self._files:
-            total += f.select_by_hash([], key_hash, 2**31 - 1, 0, 2**63 - 1)
-        return total
 
     def close(self) -> None:
         with self._lock:

@@ -20,12 +20,17 @@ from pathlib import Path
 
 import msgspec
 
+from protocol.errors import ProtocolError
+from protocol.message import read_index_fields
 from store import record
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_service import IndexService, QueryArgumentError
 
 __all__ = ["MessageStore", "QueryArgumentError", "QueryMessageResult"]
+
+#: Record bytes served (plus a page per record for index and fault-around) between RSS trims.
+DEFAULT_RSS_TRIM_BYTES = 128 << 20
 
 
 @dataclass(slots=True)
@@ -44,12 +49,12 @@ class QueryMessageResult:
 def key_matches(buf: memoryview, topic: str, key: str) -> bool:
     """Exact match, as the Java client filters: same topic and ``key`` among KEYS or equal to UNIQ_KEY."""
     try:
-        fields = record.index_fields(buf, 0)
-    except (ValueError, IndexError):
+        fields = read_index_fields(buf, 0)
+    except ProtocolError:
         return False
     if fields.topic != topic:
         return False
-    if fields.uniq_key == key:
+    if fields.unique_key == key:
         return True
     return fields.keys is not None and key in fields.keys.split(" ")
 
@@ -57,8 +62,12 @@ def key_matches(buf: memoryview, topic: str, key: str) -> bool:
 class MessageStore:
     """A store directory opened for queries (and, optionally, for building its own index)."""
 
-    def __init__(self, config: StoreConfig, *, build_index: bool = False) -> None:
+    def __init__(
+        self, config: StoreConfig, *, build_index: bool = False, rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES
+    ) -> None:
         self.config = config
+        self.rss_trim_bytes = rss_trim_bytes
+        self._served_since_trim = 0
         self.build_index = build_index
         self._lock = threading.RLock()
         self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
@@ -74,9 +83,24 @@ class MessageStore:
         self._seen_topics: set[str] = set()
 
     @classmethod
-    def open(cls, config: StoreConfig, *, build_index: bool = False) -> MessageStore:
-        """Open the store ``config`` describes; ``build_index`` indexes records the index lacks."""
-        return cls(config, build_index=build_index)
+    def open(
+        cls, config: StoreConfig, *, build_index: bool = False, rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES
+    ) -> MessageStore:
+        """Open the store ``config`` describes; ``build_index`` indexes records the index lacks.
+
+        ``rss_trim_bytes``: after serving this many record bytes, the mapped pages are handed back
+        to the kernel (they stay cached; hot ones fault back in cheaply), which keeps resident memory
+        bounded however much of a multi-GiB store the queries touch.
+        """
+        return cls(config, build_index=build_index, rss_trim_bytes=rss_trim_bytes)
+
+    def _served(self, nbytes: int) -> None:
+        self._served_since_trim += nbytes
+        if self._served_since_trim >= self.rss_trim_bytes:
+            self._served_since_trim = 0
+            self.commitlog.release_all()
+            for f in self.index.files:
+                f.release()
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -110,11 +134,14 @@ class MessageStore:
                 break
             if last_query_time < begin:
                 break
+        self._served(result.buffer_total_size + 4096 * len(result.buffers))
         return result
 
     def view_message(self, offset: int) -> memoryview | None:
         """The raw record at ``offset`` (``selectOneMessageByOffset``), or None."""
-        return self.commitlog.read_record(offset)
+        buf = self.commitlog.read_record(offset)
+        self._served(4096 if buf is None else len(buf) + 4096)
+        return buf
 
     def topics(self) -> set[str]:
         """Topics present in the store: consumequeue directories, config/topics.json, indexed topics."""

@@ -23,10 +23,24 @@ from pathlib import Path
 
 import msgspec
 
-from protocol.message import MAGIC_CODE_V1, MAGIC_CODE_V2, MessageExt, body_crc, encode_message
-from protocol.message_flags import COMPRESSED_FLAG, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+from protocol.message import (
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    MessageExt,
+    body_crc,
+    encode_message,
+    read_index_fields,
+)
+from protocol.message_flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    STOREHOST_V6_FLAG,
+)
 from protocol.message_id import UniqueIdGenerator, create_offset_msg_id, pack_host
-from store import record
 from store.checkpoint import Checkpoint, create_abort_marker, remove_abort_marker
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -35,8 +49,6 @@ from store.index_builder import IndexBuilder
 
 _BLANK = struct.Struct(">ii")
 _PHYSICAL_OFFSET = struct.Struct(">q")
-_STORE_HOST_V6 = record.SYSFLAG_STOREHOST_V6
-_BORN_HOST_V6 = record.SYSFLAG_BORNHOST_V6
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +91,7 @@ class StoreWriter:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topics: dict[str, int] = {}
         for _offset, buf in self._reader.iter_records():
-            fields = record.index_fields(buf, 0)
+            fields = read_index_fields(buf, 0)
             queue_id = int.from_bytes(buf[12:16], "big", signed=True)
             self._note(fields.topic, queue_id)
         self._fd: int | None = None
@@ -122,7 +134,7 @@ class StoreWriter:
         free = self.file_size - pos
         if len(data) + 8 > free:
             if free >= 8:
-                os.pwrite(self._file_for(start), _BLANK.pack(free, record.BLANK_MAGIC_CODE), pos)
+                os.pwrite(self._file_for(start), _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
             start += self.file_size
             pos = 0
             self._position = start
@@ -169,11 +181,11 @@ class StoreWriter:
             uniq = unique_key
         if uniq is not None:
             props[PROPERTY_UNIQ_KEY] = uniq
-        sys_flag &= ~(_STORE_HOST_V6 | _BORN_HOST_V6)
+        sys_flag &= ~(STOREHOST_V6_FLAG | BORNHOST_V6_FLAG)
         if self._store_v6:
-            sys_flag |= _STORE_HOST_V6
+            sys_flag |= STOREHOST_V6_FLAG
         if len(pack_host(born_host)) == 16:
-            sys_flag |= _BORN_HOST_V6
+            sys_flag |= BORNHOST_V6_FLAG
         topic_bytes = topic.encode("utf-8")
         msg = MessageExt(
             magic=MAGIC_CODE_V2 if len(topic_bytes) > 127 else MAGIC_CODE_V1,

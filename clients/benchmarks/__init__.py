@@ -1,1 +1,1 @@
-"""Benchmark scripts (``python -m clients.benchmarks.<name>``); results go to BENCHMARKS.md."""
+"""Benchmark scripts (``python -m clients.benchmarks.<name>``): measurements, not tests."""

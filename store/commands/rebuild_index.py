@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from store.checkpoint import abnormal_exit
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
@@ -47,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
         if not config.store_path_commit_log.is_dir():
             print(f"rebuild-index: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
             return 1
+        if abnormal_exit(config.store_path_root_dir):
+            print(
+                f"rebuild-index: warning: {config.abort_path} exists: a broker is running on this store or"
+                " did not shut down cleanly; stop a running broker before rebuilding its index",
+                file=sys.stderr,
+            )
         if args.engine == "spark":
             if args.follow:
                 print("rebuild-index: --follow needs the sequential engine", file=sys.stderr)

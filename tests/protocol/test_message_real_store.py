@@ -15,6 +15,9 @@ import pytest
 
 from protocol.message import (
     BLANK_MAGIC_CODE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    TransactionType,
     decode_message,
     decode_messages,
     encode_message,
@@ -129,3 +132,18 @@ def test_query_results_decode_as_query_bodies(expected: dict, commitlog: tuple) 
         decoded = decode_messages(body)
         assert [m.commit_log_offset for m in decoded] == [r["commitLogOffset"] for r in results]
         assert [m.offset_msg_id for m in decoded] == [r["offsetMsgId"] for r in results]
+
+
+def test_transaction_types_of_the_store(expected: dict, commitlog: tuple) -> None:
+    """Prepared and rollback records are told apart by sysFlag & 0xC (only rollback is not indexed)."""
+    seen: dict[TransactionType, int] = {}
+    for exp in expected["messages"]:
+        buf, pos = _locate(commitlog, exp["commitLogOffset"])
+        msg = decode_message(buf, pos, read_body=False)
+        seen[msg.transaction_type] = seen.get(msg.transaction_type, 0) + 1
+        if "rollback" in exp["note"].lower():
+            assert msg.transaction_type is TransactionType.ROLLBACK
+        if msg.transaction_type is TransactionType.ROLLBACK:
+            assert exp["sysFlag"] & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE
+    assert seen[TransactionType.ROLLBACK] == 10
+    assert seen[TransactionType.PREPARED] == 10

@@ -86,3 +86,15 @@ def test_commands_report_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["rebuild-index", "--store", str(tmp_path / "nothing")]) == 1
     assert "no CommitLog" in capsys.readouterr().err
     assert main(["demo-store", str(tmp_path / "d"), "--messages", "0"]) == 2
+
+
+def test_rebuild_warns_about_the_abort_marker(
+    demo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    copy = tmp_path / "crashed"
+    shutil.copytree(demo_root, copy)
+    (copy / "abort").touch()
+    assert main(["rebuild-index", "--store", str(copy)]) == 0
+    assert "abort" in capsys.readouterr().err

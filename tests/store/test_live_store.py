@@ -100,3 +100,38 @@ def test_store_without_index_builds_its_own(
                 r["commitLogOffset"] for r in q["results"]
             ], q["label"]
             assert result.index_last_update_phyoffset == q["indexLastUpdatePhyoffset"]
+
+
+def test_index_file_being_created_is_picked_up_once_sized(tmp_path: Path) -> None:
+    config = _config(tmp_path / "creating")
+    with StoreWriter(config) as writer:
+        writer.append("T", b"x", keys="a")
+    with MessageStore.open(config) as store:
+        before = len(store.index.files)
+        fresh = config.index_dir / "99991231235959999"
+        fresh.touch()  # a broker creating its next file: the name exists before the size is set
+        store.refresh()
+        assert len(store.index.files) == before
+        os.truncate(fresh, config.index_file_size)
+        store.refresh()
+        assert [f.name for f in store.index.files][-1] == fresh.name
+        # The new, empty newest file now gives the last-update fields, as the broker's would.
+        assert store.query_message("T", "a", 64, 0, MAX).index_last_update_phyoffset == 0
+
+
+def test_refresh_indexes_new_records_when_building_its_own_index(tmp_path: Path) -> None:
+    root = tmp_path / "own"
+    writer = StoreWriter(
+        StoreConfig.for_store(root, mapped_file_size_commit_log=8192, message_index_enable=False)
+    )
+    writer.append("Own", b"one", keys="early")
+    config = _config(root)
+    with MessageStore.open(config, build_index=True) as store:
+        assert len(store.query_message("Own", "early", 64, 0, MAX).buffers) == 1
+        late = [writer.append("Own", b"x" * 200, keys=f"late-{i}") for i in range(80)]
+        assert not store.query_message("Own", "late-79", 64, 0, MAX).buffers
+        store.refresh()
+        hits = store.query_message("Own", "late-79", 64, 0, MAX).buffers
+        assert [decode_message(b).commit_log_offset for b in hits] == [late[-1].offset]
+        assert len(store.index.files) > 1, "the small geometry rolls index files while following"
+    writer.close()

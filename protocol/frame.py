@@ -1,0 +1,169 @@
+"""Remoting frames: ``[i32 length][i32 serializeType << 24 | headerLength][header][body]``.
+
+``length`` counts everything after itself (header-length word, header, body). The limit is checked
+the way RocketMQ's ``NettyDecoder`` (a Netty ``LengthFieldBasedFrameDecoder(16 MiB, 0, 4, 0, 4)``)
+checks it: on ``length + 4``, the frame including its own length word, and as soon as the length
+word has arrived, before buffering the rest.
+
+``FrameDecoder`` is sans-IO: feed it whatever the socket delivered (split or merged frames) and it
+returns the whole commands. After it raises, the stream cannot be resynchronised, so the decoder
+stays failed and the connection must be closed (Java closes the channel too).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from protocol.codes import SerializeType
+from protocol.command import Body, RemotingCommand
+from protocol.errors import (
+    CommandEncodeError,
+    FrameError,
+    FrameLengthError,
+    HeaderLengthError,
+    UnknownSerializeTypeError,
+)
+from protocol.header_json import decode_json_header, encode_json_header
+from protocol.header_rocketmq import decode_rocketmq_header, encode_rocketmq_header
+
+#: ``com.rocketmq.remoting.frameMaxLength``'s default: the largest frame, length word included.
+DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
+
+_LENGTH = struct.Struct(">i")
+_PREFIX = struct.Struct(">iI")
+_HEADER_LENGTH_MASK = 0xFFFFFF
+_JSON = SerializeType.JSON
+_ROCKETMQ = SerializeType.ROCKETMQ
+
+
+def _encode_header(cmd: RemotingCommand) -> bytes:
+    if cmd.serialize_type == _ROCKETMQ:
+        return encode_rocketmq_header(cmd)
+    if cmd.serialize_type == _JSON:
+        return encode_json_header(cmd)
+    raise CommandEncodeError(f"unknown serialize type {cmd.serialize_type!r}")
+
+
+def _prefix(cmd: RemotingCommand, header: bytes, body_len: int) -> bytes:
+    header_len = len(header)
+    if header_len > _HEADER_LENGTH_MASK:
+        raise CommandEncodeError(f"header of {header_len} bytes does not fit the 24-bit header length")
+    length = 4 + header_len + body_len
+    if length > 0x7FFFFFFF - 4:
+        raise CommandEncodeError(f"frame of {length} bytes does not fit the 32-bit length")
+    return _PREFIX.pack(length, (int(cmd.serialize_type) << 24) | header_len)
+
+
+def encode_frame(cmd: RemotingCommand) -> bytes:
+    """One whole frame for ``cmd``, header in ``cmd.serialize_type``."""
+    header = _encode_header(cmd)
+    body = cmd.body
+    if not body:
+        return _prefix(cmd, header, 0) + header
+    return b"".join((_prefix(cmd, header, len(body)), header, body))
+
+
+def encode_frame_parts(cmd: RemotingCommand) -> tuple[bytes, Body | None]:
+    """The frame as (length words + header, body): the body is returned as given, uncopied, so a
+    large answer can go out with ``transport.writelines`` without joining it into a new buffer."""
+    header = _encode_header(cmd)
+    body = cmd.body
+    body_len = len(body) if body else 0
+    return _prefix(cmd, header, body_len) + header, (body if body_len else None)
+
+
+def _decode_payload(buf: memoryview, start: int, end: int) -> RemotingCommand:
+    """The command in ``buf[start:end]`` (a frame without its length word)."""
+    (word,) = _LENGTH.unpack_from(buf, start)
+    header_len = word & _HEADER_LENGTH_MASK
+    header_start = start + 4
+    header_end = header_start + header_len
+    if header_end > end:
+        raise HeaderLengthError(f"header length {header_len} exceeds the frame's {end - header_start} bytes")
+    serialize_type = (word >> 24) & 0xFF
+    if serialize_type == 0:
+        cmd = decode_json_header(buf[header_start:header_end])
+    elif serialize_type == 1:
+        cmd = decode_rocketmq_header(buf, header_start, header_end)
+    else:
+        raise UnknownSerializeTypeError(f"unknown serialize type {serialize_type}")
+    if header_end < end:
+        cmd.body = bytes(buf[header_end:end])
+    return cmd
+
+
+class FrameDecoder:
+    """Incremental frame decoder: ``feed(data)`` returns every command completed by ``data``."""
+
+    __slots__ = ("_buffer", "_error", "max_frame_length")
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        if max_frame_length < 8:
+            raise ValueError("max_frame_length must leave room for the two length words")
+        self.max_frame_length = max_frame_length
+        self._buffer = bytearray()
+        self._error: FrameError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame held back (non-zero at EOF means a truncated frame)."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """Decode every frame ``data`` completes; raises a ``FrameError`` subclass on bad input."""
+        if self._error is not None:
+            raise FrameError(f"the frame stream already failed: {self._error}")
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            source: bytes | bytearray | memoryview = buffer
+        else:
+            source = data
+        commands: list[RemotingCommand] = []
+        pos = 0
+        with memoryview(source) as view:
+            if view.ndim != 1 or view.itemsize != 1:
+                raise TypeError("feed() takes a flat byte buffer")
+            size = view.nbytes
+            limit = self.max_frame_length - 4
+            unpack_length = _LENGTH.unpack_from
+            try:
+                while size - pos >= 4:
+                    (length,) = unpack_length(view, pos)
+                    if length < 4 or length > limit:
+                        raise self._length_error(length)
+                    end = pos + 4 + length
+                    if end > size:
+                        break
+                    commands.append(_decode_payload(view, pos + 4, end))
+                    pos = end
+            except FrameError as exc:
+                # A fresh buffer, not clear(): the traceback may still hold views of the old one.
+                self._error = exc
+                self._buffer = bytearray()
+                raise
+            if source is not buffer and pos < size:
+                buffer += view[pos:]
+        if source is buffer:
+            del buffer[:pos]
+        return commands
+
+    def _length_error(self, length: int) -> FrameLengthError:
+        if length < 0:
+            return FrameLengthError(f"negative frame length {length}")
+        if length < 4:
+            return FrameLengthError(f"frame length {length} cannot hold the header length word")
+        return FrameLengthError(
+            f"frame of {length + 4} bytes exceeds the maximum frame length {self.max_frame_length}"
+        )
+
+
+def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """The one command in ``data``, which must be exactly one whole frame."""
+    decoder = FrameDecoder(max_frame_length=max(DEFAULT_MAX_FRAME_LENGTH, len(data)))
+    commands = decoder.feed(data)
+    if len(commands) != 1 or decoder.buffered:
+        raise FrameLengthError(
+            f"expected exactly one whole frame, got {len(commands)} and {decoder.buffered} extra bytes"
+        )
+    return commands[0]

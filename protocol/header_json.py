@@ -1,0 +1,144 @@
+"""The JSON header serialization (``SerializeType.JSON``), byte-for-byte as Java's fastjson writes it.
+
+fastjson sorts bean properties by name, writes the ``language`` enum by name, leaves out null
+``remark``/``extFields`` and always adds ``serializeTypeCurrentRPC``; non-ASCII text goes out as raw
+UTF-8. ``extFields`` keeps the caller's key order (Java's ``HashMap`` order for anything Java sent),
+since only the order makes a re-encoded header identical to the original.
+
+Decoding is tolerant the way the Java broker is: unknown fields are ignored, a missing number is 0,
+an unknown language name becomes OTHER, and extField values that non-Java clients send as numbers or
+booleans become the strings Java would have parsed them into.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from protocol.codes import LanguageCode, SerializeType
+from protocol.command import RemotingCommand
+from protocol.errors import CommandEncodeError, HeaderDecodeError
+
+_Int32 = Annotated[int, msgspec.Meta(ge=-(1 << 31), le=(1 << 31) - 1)]
+
+
+class _HeaderOut(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The header as Java emits it: field order is fastjson's alphabetical order."""
+
+    code: int
+    extFields: dict[str, str] | None = None
+    flag: int
+    language: str
+    opaque: int
+    remark: str | None = None
+    serializeTypeCurrentRPC: str
+    version: int
+
+
+class _HeaderIn(msgspec.Struct, kw_only=True):
+    """What a peer may send: every field optional, anything unknown ignored."""
+
+    code: _Int32 = 0
+    language: str | int | None = None
+    version: _Int32 = 0
+    opaque: _Int32 = 0
+    flag: _Int32 = 0
+    remark: str | None = None
+    extFields: dict[str, str] | None = None
+
+
+class _LenientHeaderIn(_HeaderIn, kw_only=True):
+    """The fallback when extFields holds non-string values (only non-Java peers send those)."""
+
+    extFields: dict[str, Any] | None = None  # type: ignore[assignment]
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(_HeaderIn)
+_LENIENT_DECODER = msgspec.json.Decoder(_LenientHeaderIn)
+_LANGUAGE_NAMES: dict[int, str] = {member.value: member.name for member in LanguageCode}
+# fastjson reads an enum by name or by ordinal; a missing language keeps Java's default (JAVA) and
+# anything else it cannot place becomes OTHER. One dict serves every case in a single lookup.
+_LANGUAGE_LOOKUP: dict[str | int | None, LanguageCode] = {
+    None: LanguageCode.JAVA,
+    **{member.name: member for member in LanguageCode},
+    **{member.value: member for member in LanguageCode},
+}
+_OTHER = LanguageCode.OTHER
+_JSON = SerializeType.JSON
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """The JSON header bytes of ``cmd`` (without the frame's length words)."""
+    if not (
+        _INT32_MIN <= cmd.code <= _INT32_MAX
+        and _INT32_MIN <= cmd.version <= _INT32_MAX
+        and _INT32_MIN <= cmd.opaque <= _INT32_MAX
+        and _INT32_MIN <= cmd.flag <= _INT32_MAX
+    ):
+        raise CommandEncodeError(
+            f"code/version/opaque/flag must fit a Java int: {cmd.code}/{cmd.version}/{cmd.opaque}/{cmd.flag}"
+        )
+    if cmd.ext_fields is not None:
+        for key, value in cmd.ext_fields.items():
+            if not (isinstance(key, str) and isinstance(value, str)):
+                raise CommandEncodeError(f"extFields must map str to str, got {key!r}: {value!r}")
+    header = _HeaderOut(
+        code=cmd.code,
+        extFields=cmd.ext_fields,
+        flag=cmd.flag,
+        language=_LANGUAGE_NAMES.get(cmd.language, "OTHER"),
+        opaque=cmd.opaque,
+        remark=cmd.remark,
+        serializeTypeCurrentRPC="JSON",
+        version=cmd.version,
+    )
+    try:
+        return _ENCODER.encode(header)
+    except (UnicodeEncodeError, TypeError, msgspec.EncodeError) as exc:
+        raise CommandEncodeError(f"header cannot be written as JSON: {exc}") from exc
+
+
+def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """A command (without body) from JSON header bytes; ``HeaderDecodeError`` if they are not one."""
+    try:
+        header: _HeaderIn = _DECODER.decode(data)
+        ext_fields = header.extFields
+    except msgspec.ValidationError:
+        # Not all-string extFields, or a genuinely bad header: the lenient decoder tells which.
+        try:
+            header = _LENIENT_DECODER.decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
+        ext_fields = None if header.extFields is None else _stringify_ext_fields(header.extFields)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
+    # Positional arguments: this runs once per request, and keywords cost measurably here.
+    return RemotingCommand(
+        header.code,
+        _LANGUAGE_LOOKUP.get(header.language, _OTHER),
+        header.version,
+        header.opaque,
+        header.flag,
+        header.remark,
+        ext_fields,
+        None,
+        _JSON,
+    )
+
+
+def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
+    """extFields is a ``HashMap<String, String>`` in Java: a JSON number, boolean, array or object
+    becomes its JSON text, and a null value is the same as an absent key."""
+    result: dict[str, str] = {}
+    for key, value in ext_fields.items():
+        if value is None:
+            continue
+        if type(value) is str:
+            result[key] = value
+        else:
+            result[key] = _ENCODER.encode(value).decode("utf-8")
+    return result

@@ -1,0 +1,42 @@
+"""The iteration order of a ``java.util.HashMap<String, String>``.
+
+Java keeps ``extFields`` in a ``HashMap`` and serializes it in iteration order, so a header we build
+is only byte-identical to the Java broker's if its keys come out in that order. A default
+``HashMap`` has a power-of-two table (16, doubled whenever the size passes 3/4 of it); a key lives in
+bucket ``(h ^ (h >>> 16)) & (capacity - 1)`` with ``h = String.hashCode()``; iteration walks the
+buckets in index order and each bucket in insertion order (resizing splits a bucket without
+reordering it). Bins of 8+ colliding keys turn into trees in Java; no header comes near that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from protocol.index_key import java_string_hash
+
+_DEFAULT_CAPACITY = 16
+
+
+def _capacity(size: int) -> int:
+    capacity = _DEFAULT_CAPACITY
+    while size > capacity * 3 // 4:
+        capacity *= 2
+    return capacity
+
+
+def _bucket(key: str, mask: int) -> int:
+    h = java_string_hash(key) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & mask
+
+
+def java_hashmap_order(keys: Iterable[str]) -> list[str]:
+    """``keys`` (distinct, in insertion order) in the order a default Java ``HashMap`` iterates them."""
+    key_list = list(keys)
+    mask = _capacity(len(key_list)) - 1
+    # sorted() is stable, so keys sharing a bucket keep their insertion order, as in Java.
+    return sorted(key_list, key=lambda key: _bucket(key, mask))
+
+
+def as_java_hashmap(mapping: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``mapping`` whose iteration order is the Java ``HashMap`` order of its keys."""
+    return {key: mapping[key] for key in java_hashmap_order(mapping)}

@@ -1,0 +1,32 @@
+"""``rmq-query fsck --store DIR``: check a store's CommitLog and IndexFiles for consistency."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from store.commands.store_options import add_store_arguments, config_from_args
+from store.config import ConfigError
+from store.errors import StoreError
+from store.fsck import check_store
+
+HELP = "check a store's CommitLog (CRCs, gaps) and IndexFiles (geometry, entries, coverage)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_arguments(parser)
+    parser.add_argument("--deep", action="store_true", help="also check every index entry against its record")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        report = check_store(config_from_args(args), deep=args.deep)
+    except (ConfigError, StoreError, OSError) as exc:
+        print(f"fsck: {exc}", file=sys.stderr)
+        return 1
+    for note in report.notes:
+        print(note)
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+    print("OK" if report.ok else f"{len(report.problems)} problem(s)")
+    return 0 if report.ok else 1

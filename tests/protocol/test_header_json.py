@@ -1,0 +1,106 @@
+"""The JSON header: Java's exact output, and the tolerance a broker needs for non-Java peers."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.codes import LanguageCode, SerializeType
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderDecodeError
+from protocol.header_json import decode_json_header, encode_json_header
+
+
+def test_field_order_and_omissions_match_fastjson() -> None:
+    cmd = RemotingCommand(code=0, version=407, opaque=7, flag=1)
+    assert encode_json_header(cmd) == (
+        b'{"code":0,"flag":1,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":407}'
+    )
+    cmd = RemotingCommand(code=22, version=407, opaque=7, flag=1, remark="r", ext_fields={"b": "1", "a": "2"})
+    assert encode_json_header(cmd) == (
+        b'{"code":22,"extFields":{"b":"1","a":"2"},"flag":1,"language":"JAVA","opaque":7,'
+        b'"remark":"r","serializeTypeCurrentRPC":"JSON","version":407}'
+    )
+
+
+def test_empty_remark_and_empty_ext_fields_are_written() -> None:
+    """Only null is omitted: Java writes "" and {} (seen in the captured HEART_BEAT answers)."""
+    header = encode_json_header(RemotingCommand(code=0, remark="", ext_fields={}))
+    assert b'"remark":""' in header and b'"extFields":{}' in header
+    decoded = decode_json_header(header)
+    assert decoded.remark == "" and decoded.ext_fields == {}
+
+
+def test_non_ascii_is_raw_utf8_and_slashes_are_not_escaped() -> None:
+    header = encode_json_header(RemotingCommand(code=1, remark="订单 🔑 a/b\n"))
+    assert '"remark":"订单 🔑 a/b\\n"'.encode() in header
+
+
+def test_unknown_fields_are_ignored() -> None:
+    cmd = decode_json_header(
+        b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"GO","opaque":3,'
+        b'"serializeTypeCurrentRPC":"JSON","version":317,"future":{"x":[1,2]},"customHeader":null}'
+    )
+    assert cmd.code == 105 and cmd.language is LanguageCode.GO and cmd.version == 317
+    assert cmd.ext_fields == {"topic": "T"} and cmd.serialize_type is SerializeType.JSON
+
+
+def test_unknown_language_name_becomes_other() -> None:
+    assert decode_json_header(b'{"code":1,"language":"COBOL"}').language is LanguageCode.OTHER
+
+
+def test_language_by_ordinal_is_accepted() -> None:
+    assert decode_json_header(b'{"code":1,"language":12}').language is LanguageCode.RUST
+    assert decode_json_header(b'{"code":1,"language":99}').language is LanguageCode.OTHER
+
+
+def test_missing_numbers_default_to_zero() -> None:
+    cmd = decode_json_header(b"{}")
+    assert (cmd.code, cmd.version, cmd.opaque, cmd.flag) == (0, 0, 0, 0)
+    assert cmd.language is LanguageCode.JAVA and cmd.remark is None and cmd.ext_fields is None
+
+
+def test_non_string_ext_values_become_java_strings() -> None:
+    cmd = decode_json_header(
+        b'{"code":12,"extFields":{"topic":"T","maxNum":64,"beginTimestamp":0,'
+        b'"endTimestamp":9223372036854775807,"_UNIQUE_KEY_QUERY":false,"ratio":1.5,'
+        b'"nothing":null,"list":[1,"a"]}}'
+    )
+    assert cmd.ext_fields == {
+        "topic": "T",
+        "maxNum": "64",
+        "beginTimestamp": "0",
+        "endTimestamp": "9223372036854775807",
+        "_UNIQUE_KEY_QUERY": "false",
+        "ratio": "1.5",
+        "list": '[1,"a"]',
+    }
+    assert list(cmd.ext_fields) == [
+        "topic",
+        "maxNum",
+        "beginTimestamp",
+        "endTimestamp",
+        "_UNIQUE_KEY_QUERY",
+        "ratio",
+        "list",
+    ]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"{",
+        b"null",
+        b"[]",
+        b'{"code":"12"}',
+        b'{"code":2147483648}',
+        b'{"opaque":-2147483649}',
+        b'{"remark":5}',
+        b'{"extFields":[]}',
+        b'{"code":1,"remark":"\xff"}',
+        b'{"remark":"\\ud800"}',
+    ],
+)
+def test_undecodable_headers_raise_header_decode_error(data: bytes) -> None:
+    with pytest.raises(HeaderDecodeError):
+        decode_json_header(data)

@@ -1,0 +1,77 @@
+"""``rmq-query fsck`` passes the Java store and names each kind of damage."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clients.cli import main
+from store.config import StoreConfig
+from store.fsck import check_store
+from store.index_file import ENTRY
+
+
+def _copy(config: StoreConfig, tmp_path: Path) -> StoreConfig:
+    root = tmp_path / "s"
+    shutil.copytree(config.store_path_root_dir, root)
+    for p in [root, *root.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return StoreConfig.for_store(
+        root,
+        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
+        max_hash_slot_num=config.max_hash_slot_num,
+        max_index_num=config.max_index_num,
+    )
+
+
+def test_java_store_is_clean(
+    golden_stores: list[tuple[StoreConfig, dict]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, expected = golden_stores[0]
+    report = check_store(config, deep=True)
+    assert report.ok, report.problems
+    assert report.records == len(expected["messages"])
+    conf = config.store_path_root_dir.parent / f"{config.store_path_root_dir.name}.broker.conf"
+    assert main(["fsck", "--store", str(config.store_path_root_dir), "--conf", str(conf)]) == 0
+    assert "OK" in capsys.readouterr().out
+
+
+def test_corrupt_body_mid_log_is_reported(
+    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path
+) -> None:
+    config, expected = golden_stores[0]
+    copy = _copy(config, tmp_path)
+    victim = expected["messages"][2000]
+    size = copy.mapped_file_size_commit_log
+    path = copy.store_path_commit_log / f"{victim['commitLogOffset'] // size * size:020d}"
+    data = bytearray(path.read_bytes())
+    sys_flag = victim["sysFlag"]
+    body_at = 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 4 + 8 + 4
+    assert victim["bodyLen"] > 1
+    data[victim["commitLogOffset"] % size + body_at] ^= 0xFF  # the body's first byte: BODYCRC fails
+    path.write_bytes(bytes(data))
+    report = check_store(copy)
+    assert any("stop at offset" in p for p in report.problems), report.problems
+
+
+def test_index_damage_is_reported(golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path) -> None:
+    config, _ = golden_stores[0]
+    copy = _copy(config, tmp_path)
+    first = sorted(copy.index_dir.iterdir())[0]
+    data = bytearray(first.read_bytes())
+    ENTRY.pack_into(
+        data,
+        40 + copy.max_hash_slot_num * 4 + 5 * 20,
+        *ENTRY.unpack_from(data, 40 + 512 * 4 + 5 * 20)[:1],
+        17,
+        0,
+        0,
+    )
+    first.write_bytes(bytes(data))
+    sorted(copy.index_dir.iterdir())[-1].unlink()
+    report = check_store(copy, deep=True)
+    assert any("entry 5 points at 17" in p for p in report.problems), report.problems
+    assert any("index is behind" in p for p in report.problems), report.problems

@@ -1,0 +1,120 @@
+"""IndexFile rules, one by one, as the Java broker applies them (IndexFile.putKey/selectPhyOffset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from protocol.index_key import index_key_hash
+from store.config import index_file_size
+from store.errors import IndexGeometryError
+from store.index_file import ENTRY, SLOT, IndexFile, IndexHeader, is_time_matched
+
+SLOTS = 8
+ENTRIES = 6
+MAX = 2**63 - 1
+
+
+def _new(tmp_path: Path, **kw: int) -> IndexFile:
+    return IndexFile.create(tmp_path / "20260101000000000", SLOTS, ENTRIES, **kw)
+
+
+def test_size_is_fixed_and_preallocated(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    assert f.path.stat().st_size == index_file_size(SLOTS, ENTRIES) == 40 + 8 * 4 + 6 * 20
+    f.close()
+    with pytest.raises(IndexGeometryError, match="maxHashSlotNum=9"):
+        IndexFile.open(tmp_path / "20260101000000000", 9, ENTRIES)
+
+
+def test_put_and_select_follow_the_broker(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    assert f.header.index_count == 1  # entry 0 is never used
+    assert f.put_key("T#a", 100, 10_000)
+    h = f.header
+    assert (h.begin_timestamp, h.begin_phy_offset, h.end_phy_offset, h.index_count) == (10_000, 100, 100, 2)
+    assert f.entry(1) == (index_key_hash("T#a"), 100, 0, 0)
+    assert f.put_key("T#a", 200, 12_999)  # 2.999 s later: timeDiff truncates to 2 s
+    assert f.entry(2)[2:] == (2, 1)  # prevIndex links to the older entry
+    assert f.header.hash_slot_count == 1, "hashSlotCount only counts slots that were empty"
+    out: list[int] = []
+    f.select_phy_offsets(out, "T#a", 64, 0, MAX)
+    assert out == [200, 100]  # newest first
+    out = []
+    f.select_phy_offsets(out, "T#a", 64, 12_000, 12_000)  # timeRead = begin + 2 s
+    assert out == [200]
+    out = []
+    f.select_phy_offsets(out, "T#a", 1, 0, MAX)
+    assert out == [200]
+    out = []
+    f.select_phy_offsets(out, "T#b", 64, 0, MAX)
+    assert out == []
+
+
+def test_time_diff_clamps(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    f.put_key("T#first", 1, 1_000_000)
+    f.put_key("T#past", 2, 5)  # before beginTimestamp: clamped to 0
+    f.put_key("T#far", 3, 1_000_000 + (2**31 + 5) * 1000)  # beyond int32 seconds: Integer.MAX_VALUE
+    assert f.entry(2)[2] == 0
+    assert f.entry(3)[2] == 2**31 - 1
+
+
+def test_first_put_after_inherited_begin_uses_it_for_time_diff(tmp_path: Path) -> None:
+    f = _new(tmp_path, end_phy_offset=500, end_timestamp=10_000)
+    h = f.header
+    assert (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset) == (
+        10_000,
+        10_000,
+        500,
+        500,
+    )
+    f.put_key("T#k", 600, 13_500)
+    assert f.entry(1)[2] == 3, "timeDiff is computed before begin takes this message's values"
+    assert f.header.begin_timestamp == 13_500 and f.header.begin_phy_offset == 600
+
+
+def test_full_file_refuses_and_reports_full(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    for i in range(ENTRIES - 1):
+        assert f.put_key(f"T#{i}", i, 1000 + i)
+    assert f.is_write_full()
+    assert not f.put_key("T#more", 99, 2000)
+    assert f.header.index_count == ENTRIES
+
+
+def test_slot_pointing_past_index_count_counts_as_empty(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    slot_pos = 40 + (index_key_hash("T#x") % SLOTS) * 4
+    SLOT.pack_into(f._mm, slot_pos, 5)  # garbage: beyond indexCount
+    out: list[int] = []
+    f.select_phy_offsets(out, "T#x", 64, 0, MAX)
+    assert out == []
+    f.put_key("T#x", 7, 1000)
+    assert f.entry(1)[3] == 0, "an invalid slot value is not linked"
+    assert f.header.hash_slot_count == 1
+
+
+def test_corrupt_chain_cannot_loop(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    for i in range(4):
+        f.put_key("T#loop", 10 + i, 1000)
+    entries_at = 40 + SLOTS * 4
+    h = index_key_hash("T#loop")
+    # 4 -> 3 -> 2 -> 4 -> ... : a forward pointer makes a cycle.
+    ENTRY.pack_into(f._mm, entries_at + 2 * 20, h, 11, 0, 4)
+    out: list[int] = []
+    visited = f.select_by_hash(out, h, 64, 0, MAX)
+    assert out == [13, 12, 11]
+    assert visited == 3
+
+
+def test_is_time_matched() -> None:
+    h = IndexHeader(100, 200, 0, 0, 0, 2)
+    assert is_time_matched(h, 50, 250)  # covers
+    assert is_time_matched(h, 150, 999)  # begin inside
+    assert is_time_matched(h, 0, 100)  # end on the boundary
+    assert not is_time_matched(h, 0, 99)
+    assert not is_time_matched(h, 201, 300)
+    assert is_time_matched(h, 150, 120), "begin > end still matches when begin lies inside (as in Java)"
