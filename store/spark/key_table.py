@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from protocol.errors import ProtocolError
 from protocol.message import decode_message
+from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from store import record
 from store.spark.decode import describe_invalid
 from store.spark.errors import CorruptRecordError
@@ -59,7 +60,7 @@ def range_rows(rng: CommitLogRange) -> Iterator[Row]:
             except ProtocolError as exc:
                 raise CorruptRecordError(rng.path, offset, str(exc)) from exc
             pos += size
-            if msg.sys_flag & record.SYSFLAG_TRANSACTION_MASK == record.SYSFLAG_TRANSACTION_ROLLBACK:
+            if msg.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
                 continue
             uniq = msg.unique_key
             tags = msg.tags

@@ -13,10 +13,15 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import record
+from protocol.message_flags import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
+from store.record import MIN_RECORD_SIZE
+
+#: TOTALSIZE and MAGICCODE, the first two fields of every record (and of the end-of-file blank).
+SIZE_MAGIC = struct.Struct(">ii")
 
 #: Ranges of about this many bytes keep tasks short enough for a visible progress bar and small
 #: enough that one task's entries fit comfortably in an executor's memory.
@@ -75,7 +80,7 @@ def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> F
         return FilePlan(file, (), file.start, STOP_UNWRITTEN, "empty file")
     with open(file.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         length = len(mm)
-        size_and_magic = record.size_and_magic
+        size_and_magic = SIZE_MAGIC.unpack_from
         pos = 0
         cut = 0
         cuts = [file.start]
@@ -83,11 +88,9 @@ def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> F
             if pos + 8 > length:
                 return FilePlan(file, tuple(cuts), file.start + pos, STOP_FULL, "")
             size, magic = size_and_magic(mm, pos)
-            if magic == record.BLANK_MAGIC_CODE:
+            if magic == BLANK_MAGIC_CODE:
                 return FilePlan(file, tuple(cuts), file.start + pos, STOP_BLANK, "")
-            if (
-                magic != record.MAGIC_CODE_V1 and magic != record.MAGIC_CODE_V2
-            ) or size < record.MIN_RECORD_SIZE:
+            if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or size < MIN_RECORD_SIZE:
                 if size == 0 and magic == 0:
                     return FilePlan(file, tuple(cuts), file.start + pos, STOP_UNWRITTEN, "")
                 detail = f"TOTALSIZE {size}, MAGICCODE {magic & 0xFFFFFFFF:#010x}"

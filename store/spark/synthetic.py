@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.message import MessageExt, body_crc, encode_message
-from protocol.message_flags import BLANK_MAGIC_CODE
-from store.record import SYSFLAG_TRANSACTION_ROLLBACK
+from protocol.message_flags import BLANK_MAGIC_CODE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 TOPICS = ("TopicA", "TopicB", "orders-eu", "\u4e3b\u9898")
-PREPARED = 0x4
 #: The end-of-file marker: TOTALSIZE (the free bytes) then BLANK_MAGIC_CODE.
 _BLANK_MIN = 8
 _STORE_HOST = ("127.0.0.1", 10911)
@@ -84,7 +82,9 @@ def write_commitlog(
                 store_ts += rng.choice((0, 1, 2, 5, 40, 1100))
             body = bodies[count % len(bodies)][: rng.randint(*body_size)]
             roll = rng.random()
-            sys_flag = SYSFLAG_TRANSACTION_ROLLBACK if roll < 0.01 else PREPARED if roll < 0.02 else 0
+            sys_flag = (
+                TRANSACTION_ROLLBACK_TYPE if roll < 0.01 else TRANSACTION_PREPARED_TYPE if roll < 0.02 else 0
+            )
             msg = MessageExt(
                 body_crc=body_crc(body),
                 queue_id=count % 4,
