@@ -61,8 +61,13 @@ def write_commitlog(
     body_size: tuple[int, int] = (64, 512),
     seed: int = 7,
     start_timestamp: int = 1_795_216_834_250,
+    written: list[MessageExt] | None = None,
 ) -> GeneratedLog:
-    """Write a CommitLog of ``messages`` records (or until ``total_bytes``) under ``directory``."""
+    """Write a CommitLog of ``messages`` records (or until ``total_bytes``) under ``directory``.
+
+    ``written``, when given, receives every message as it was encoded (offset and size set), so a
+    test can state what the CommitLog holds without decoding it.
+    """
     if messages is None and total_bytes is None:
         raise ValueError("give messages or total_bytes")
     rng = random.Random(seed)
@@ -115,6 +120,9 @@ def write_commitlog(
                 msg.commit_log_offset = offset
                 data = encode_message(msg)
             fh.write(data)
+            if written is not None:
+                msg.store_size = len(data)
+                written.append(msg)
             offset += len(data)
             record_bytes += len(data)
             count += 1

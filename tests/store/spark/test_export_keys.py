@@ -122,3 +122,41 @@ def test_a_corrupt_record_stops_the_export_with_its_offset(
     err = capsys.readouterr().err
     assert f"corrupt CommitLog record at offset 0 in {first}: BODYCRC does not match the body" in err
     assert not out.exists()
+
+
+def test_both_engines_export_a_generated_multi_file_log_exactly(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from protocol.message import MessageExt
+    from store.spark.synthetic import write_commitlog
+
+    root = tmp_path / "store"
+    written: list[MessageExt] = []
+    log = write_commitlog(root / "commitlog", file_size=64 * 1024, messages=700, written=written)
+    assert log.files >= 4
+    expected = []
+    for m in written:
+        if m.sys_flag & 0xC == 0xC:
+            continue
+        uniq = m.properties.get("UNIQ_KEY")
+        common = (
+            f"7F00000100002A9F{m.commit_log_offset:016X}",
+            m.commit_log_offset,
+            m.store_size,
+            m.store_timestamp,
+            m.properties.get("TAGS"),
+            m.queue_id,
+            m.queue_offset,
+        )
+        if uniq is not None:
+            expected.append((m.topic, uniq, "UNIQ_KEY", uniq, *common))
+        for key in m.properties.get("KEYS", "").split(" "):
+            if key:
+                expected.append((m.topic, key, "KEYS", uniq, *common))
+    assert any(m.sys_flag & 0xC == 0xC for m in written)  # rollbacks are there, and left out
+    base = ["export-keys", "--store", str(root), "--mapped-file-size", str(64 * 1024), "--range-mib", "1"]
+    assert main([*base, "--out", str(tmp_path / "local")]) == 0
+    assert _table_rows(tmp_path / "local") == expected
+    assert main([*base, "--out", str(tmp_path / "spark"), "--engine", "spark"]) == 0
+    assert _table_rows(tmp_path / "spark") == expected
+    assert capsys.readouterr().out.count(f"exported {len(expected)} keys") == 2
