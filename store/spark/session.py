@@ -55,13 +55,19 @@ def _export_project_path() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
 
 
-def ship_packages(session: SparkSession) -> Path:
-    """Zip ``protocol`` and ``store`` and add them to every executor (for a non-local master)."""
-    archive = Path(tempfile.mkdtemp(prefix="rmq-query-pyfiles-")) / "rmq_query_packages.zip"
+def package_archive(directory: Path) -> Path:
+    """Zip the ``protocol`` and ``store`` packages into ``directory``; executors import from it."""
+    archive = Path(directory) / "rmq_query_packages.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in SHIPPED_PACKAGES:
             for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
                 zf.write(path, path.relative_to(PROJECT_ROOT).as_posix())
+    return archive
+
+
+def ship_packages(session: SparkSession) -> Path:
+    """Send ``protocol`` and ``store`` to every executor (for a master that is not local)."""
+    archive = package_archive(Path(tempfile.mkdtemp(prefix="rmq-query-pyfiles-")))
     session.sparkContext.addPyFile(str(archive))
     return archive
 
