@@ -113,13 +113,13 @@ def export_keys_spark(
     progress_out: TextIO | None = None,
 ) -> ExportResult:
     """Write the key table on Spark, one Parquet part file per CommitLog range, into ``out``."""
-    from pyspark.sql import functions as F
-
     started = time.monotonic()
     files = list_files(config.store_path_commit_log)
     if not files:
         raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
     session, own_session = (spark, False) if spark is not None else open_session(master)
+    from pyspark.sql import functions as F
+
     sc = session.sparkContext
     progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
     label = "plan ranges"

@@ -149,8 +149,6 @@ def rebuild_index_spark(
     progress_out: TextIO | None = None,
 ) -> RebuildResult:
     """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir)."""
-    from pyspark import StorageLevel
-
     started = time.monotonic()
     target = Path(out_dir) if out_dir is not None else config.index_dir
     commitlog_files = list_files(config.store_path_commit_log)
@@ -159,6 +157,8 @@ def rebuild_index_spark(
     keys_per_file = per_file(config.max_index_num)
     slots, index_num = config.max_hash_slot_num, config.max_index_num
     session, own_session = (spark, False) if spark is not None else open_session(master)
+    from pyspark import StorageLevel
+
     sc = session.sparkContext
     progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
     label = "plan ranges"

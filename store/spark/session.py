@@ -113,7 +113,10 @@ def build_session(
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # no Java runtime, a bad master URL, a port that cannot be bound
+        raise SparkUnavailableError(f"cannot start Spark on {master or DEFAULT_MASTER}: {exc}") from exc
     session.sparkContext.setLogLevel("ERROR")
     if not local:
         # Executors on other machines have only what we send them: ship the pipeline's code.

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from store.spark.session import package_archive
 
 
@@ -25,3 +27,19 @@ def test_the_shipped_archive_alone_imports_every_task_module(tmp_path: Path) -> 
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_without_pyspark_the_spark_engine_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+    from store.spark.synthetic import write_commitlog
+
+    write_commitlog(tmp_path / "store" / "commitlog", file_size=64 * 1024, messages=50)
+    for name in ("pyspark", "pyspark.sql"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if the spark extra were not installed
+    args = ["rebuild-index", "--store", str(tmp_path / "store"), "--mapped-file-size", str(64 * 1024)]
+    assert main([*args, "--engine", "spark", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "the spark engine needs PySpark: pip install 'rmq-query[spark]'" in err
+    assert not (tmp_path / "out").exists()
