@@ -16,7 +16,7 @@ from pathlib import Path
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
-from store.spark.command import add_master_arguments, fail, range_bytes
+from store.spark.command import add_master_arguments, fail, range_bytes, spark_conf
 
 HELP = "export a store's key index (every topic#key entry) as a Parquet dataset"
 
@@ -43,7 +43,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"export-keys: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
             return 1
         if args.engine == "spark":
-            result = export_keys_spark(config, args.out, master=args.master, range_bytes=range_bytes(args))
+            result = export_keys_spark(
+                config,
+                args.out,
+                master=args.master,
+                spark_conf=spark_conf(args),
+                range_bytes=range_bytes(args),
+            )
         else:
             result = export_keys_local(config, args.out, range_bytes=range_bytes(args))
     except (ConfigError, StoreError, SparkUnavailableError, OSError) as exc:

@@ -25,6 +25,13 @@ def add_master_arguments(parser: argparse.ArgumentParser) -> None:
         help="Spark master URL for --engine spark (default: local[*], embedded in this process)",
     )
     parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the job (repeatable), e.g. spark.driver.memory=4g",
+    )
+    parser.add_argument(
         "--range-mib",
         type=int,
         default=DEFAULT_RANGE_BYTES // (1024 * 1024),
@@ -36,6 +43,17 @@ def range_bytes(args: argparse.Namespace) -> int:
     if args.range_mib <= 0:
         raise StoreError(f"--range-mib must be positive, got {args.range_mib}")
     return int(args.range_mib) * 1024 * 1024
+
+
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--spark-conf KEY=VALUE`` settings as a mapping."""
+    conf: dict[str, str] = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise StoreError(f"--spark-conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    return conf
 
 
 def fail(command: str, exc: BaseException, target: Path) -> int:
@@ -53,7 +71,13 @@ def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
     out = Path(args.out) if getattr(args, "out", None) else None
     target = out if out is not None else config.index_dir
     try:
-        result = rebuild_index_spark(config, master=args.master, out_dir=out, range_bytes=range_bytes(args))
+        result = rebuild_index_spark(
+            config,
+            master=args.master,
+            spark_conf=spark_conf(args),
+            out_dir=out,
+            range_bytes=range_bytes(args),
+        )
     except (StoreError, SparkUnavailableError, OSError) as exc:
         return fail("rebuild-index", exc, target)
     for warning in result.warnings:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -109,6 +110,7 @@ def export_keys_spark(
     *,
     master: str | None = None,
     spark: SparkSession | None = None,
+    spark_conf: Mapping[str, str] | None = None,
     range_bytes: int = DEFAULT_RANGE_BYTES,
     progress_out: TextIO | None = None,
 ) -> ExportResult:
@@ -117,7 +119,7 @@ def export_keys_spark(
     files = list_files(config.store_path_commit_log)
     if not files:
         raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
-    session, own_session = (spark, False) if spark is not None else open_session(master)
+    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
     from pyspark.sql import functions as F
 
     sc = session.sparkContext

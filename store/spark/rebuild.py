@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -145,6 +146,7 @@ def rebuild_index_spark(
     master: str | None = None,
     out_dir: Path | None = None,
     spark: SparkSession | None = None,
+    spark_conf: Mapping[str, str] | None = None,
     range_bytes: int = DEFAULT_RANGE_BYTES,
     progress_out: TextIO | None = None,
 ) -> RebuildResult:
@@ -156,7 +158,7 @@ def rebuild_index_spark(
         raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
     keys_per_file = per_file(config.max_index_num)
     slots, index_num = config.max_hash_slot_num, config.max_index_num
-    session, own_session = (spark, False) if spark is not None else open_session(master)
+    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
     from pyspark import StorageLevel
 
     sc = session.sparkContext

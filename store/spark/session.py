@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,12 +78,19 @@ class SparkUnavailableError(RuntimeError):
 
 
 def build_session(
-    master: str | None = None, *, app_name: str = APP_NAME, shuffle_partitions: int = 8
+    master: str | None = None,
+    *,
+    app_name: str = APP_NAME,
+    shuffle_partitions: int = 8,
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Start (or reuse) a SparkSession on ``master`` (``local[*]`` when None) with quiet logging."""
+    """Start (or reuse) a SparkSession on ``master`` (``local[*]`` when None) with quiet logging.
+
+    ``conf`` (e.g. ``spark.driver.memory``, ``spark.executor.memory``) is applied last, so it wins.
+    """
     try:
         from pyspark.sql import SparkSession
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    except ImportError as exc:
         raise SparkUnavailableError(
             "the spark engine needs PySpark: pip install 'rmq-query[spark]' (and a Java 17 runtime)"
         ) from exc
@@ -113,6 +121,8 @@ def build_session(
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
     except Exception as exc:  # no Java runtime, a bad master URL, a port that cannot be bound
@@ -124,18 +134,20 @@ def build_session(
     return session
 
 
-def open_session(master: str | None = None) -> tuple[SparkSession, bool]:
+def open_session(
+    master: str | None = None, conf: Mapping[str, str] | None = None
+) -> tuple[SparkSession, bool]:
     """The active SparkSession if there is one (a caller's, a test's), else a new one.
 
     Returns ``(session, owned)``: a job stops the session afterwards only if it started it.
     """
     try:
         from pyspark.sql import SparkSession
-    except ImportError as exc:  # pragma: no cover - depends on the installation
+    except ImportError as exc:
         raise SparkUnavailableError(
             "the spark engine needs PySpark: pip install 'rmq-query[spark]' (and a Java 17 runtime)"
         ) from exc
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
-    return build_session(master), True
+    return build_session(master, conf=conf), True

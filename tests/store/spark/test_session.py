@@ -43,3 +43,12 @@ def test_without_pyspark_the_spark_engine_says_what_to_install(
     err = capsys.readouterr().err
     assert "the spark engine needs PySpark: pip install 'rmq-query[spark]'" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_spark_setting_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from clients.cli import main
+
+    (tmp_path / "store" / "commitlog").mkdir(parents=True)
+    args = ["export-keys", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")]
+    assert main([*args, "--engine", "spark", "--spark-conf", "spark.driver.memory"]) == 1
+    assert "--spark-conf expects KEY=VALUE, got 'spark.driver.memory'" in capsys.readouterr().err
