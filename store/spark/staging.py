@@ -4,8 +4,8 @@ A rebuild that dies (out of memory, corrupt record, killed) must leave the previ
 it was. Output goes to a hidden sibling directory on the same filesystem; only when every file is
 complete and flushed is the old directory renamed aside, the new one renamed into place and the old
 one removed. Renames within one filesystem are atomic, so at every instant a reader sees either the
-old index or the new one (and, if the process dies between the two renames, the old one survives
-under its aside name and is restored by the next swap attempt's caller).
+old index or the new one; if the process dies between the two renames, the old one survives whole
+under its aside name (``.<name>.old-*`` beside it) and can be renamed back.
 """
 
 from __future__ import annotations
