@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
-from server.connection import DEFAULT_IDLE_TIMEOUT, RemotingConnection
+from server.connection import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HEADER_LENGTH, RemotingConnection
 from server.dispatch import Dispatcher
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
@@ -49,6 +49,7 @@ class ServerSettings:
     queue_nums: int = DEFAULT_QUEUE_NUMS
     default_query_max_num: int = DEFAULT_QUERY_MAX_NUM
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    max_header_length: int = DEFAULT_MAX_HEADER_LENGTH
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
@@ -105,6 +106,7 @@ class QueryServer:
         connection = RemotingConnection(
             self.dispatcher,
             max_frame_length=self.settings.max_frame_length,
+            max_header_length=self.settings.max_header_length,
             idle_timeout=self.settings.idle_timeout,
             on_close=self._connections.discard,
         )

@@ -58,9 +58,13 @@ class Dispatcher:
         return set(self._sync) | set(self._async)
 
     def dispatch(
-        self, request: RemotingCommand
+        self, request: RemotingCommand, remote_host: str | None = None
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
-        """The response now, or a coroutine that produces it; None means 'send nothing'."""
+        """The response now, or a coroutine that produces it; None means 'send nothing'.
+
+        ``remote_host`` is the peer's IP address, which the access check (when on) matches against
+        its whitelists.
+        """
         processor = self._sync.get(request.code)
         if processor is not None:
             try:
