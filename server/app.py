@@ -6,6 +6,9 @@ dispatcher, which also plays the name server, so a client can use this server as
 broker it is routed to. Binding with port 0 (tests) picks a free pair P and P − 2 so that the fast
 port rule still holds. ``stop()`` stops accepting, lets in-flight requests finish and flush, then
 closes every connection.
+
+At most ``max_connections`` connections (both ports together, per process) are served; one more is
+accepted only to be answered SYSTEM_BUSY and closed (``server.refusal``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
 from server.processors.name_server import NameServerProcessor
 from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
+from server.refusal import Refuser
 from server.store_api import QueryStore
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,10 @@ DEFAULT_PORT = 10911
 FAST_PORT_OFFSET = 2
 
 _PAIR_ATTEMPTS = 50
+
+#: Default ``--max-connections``: far above what query clients need (each Java client keeps one
+#: connection per broker), low enough that 16 MiB frame buffers cannot add up unnoticed.
+DEFAULT_MAX_CONNECTIONS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +61,7 @@ class ServerSettings:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
 
 def build_dispatcher(store: QueryStore, identity: BrokerIdentity, settings: ServerSettings) -> Dispatcher:
@@ -98,11 +107,17 @@ class QueryServer:
         self.port = 0
         self.fast_port = 0
         self._stopped = False
+        limit = self.settings.max_connections
+        if limit < 1:
+            raise ValueError(f"max_connections must be at least 1, got {limit}")
+        self.refuser = Refuser(limit, max_waiting=max(64, limit // 10))
 
     # ports ------------------------------------------------------------------------------------
 
-    def _protocol(self) -> RemotingConnection:
+    def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
+        if len(self._connections) >= self.settings.max_connections:
+            return self.refuser.connection()
         connection = RemotingConnection(
             self.dispatcher,
             max_frame_length=self.settings.max_frame_length,
@@ -195,6 +210,7 @@ class QueryServer:
         self._stopped = True
         for server in self._servers:
             server.close()
+        self.refuser.close_all()
         for task in self._background:
             task.cancel()
         if self._background:
