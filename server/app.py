@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
+from server.acl import AccessValidator
+from server.acl_config import AclConfig
 from server.connection import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HEADER_LENGTH, RemotingConnection
 from server.dispatch import Dispatcher
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
@@ -62,11 +64,13 @@ class ServerSettings:
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: ``plain_acl.yml`` in force; None (the default, like the broker's ``aclEnable=false``) = no checks.
+    acl: AclConfig | None = None
 
 
 def build_dispatcher(store: QueryStore, identity: BrokerIdentity, settings: ServerSettings) -> Dispatcher:
     """Every processor, registered under the request codes the broker and name server answer."""
-    dispatcher = Dispatcher()
+    dispatcher = Dispatcher(AccessValidator(settings.acl) if settings.acl is not None else None)
     query = QueryMessageProcessor(
         store,
         default_query_max_num=settings.default_query_max_num,

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from server.acl_config import AclConfig, load_acl_config
+from server.acl_errors import AclConfigError
 from server.app import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PORT,
@@ -85,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="connections served at once per process; one more is answered SYSTEM_BUSY (code 2) and "
         "closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--acl",
+        type=Path,
+        metavar="FILE",
+        help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
+        "like the broker); denied requests get NO_PERMISSION (16)",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
@@ -169,7 +178,9 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
     return StoreConfig.load(root / "broker.conf")
 
 
-def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettings:
+def settings_from(
+    args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None = None
+) -> ServerSettings:
     from_conf = args.config is not None or args.demo
     port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
     return ServerSettings(
@@ -181,6 +192,7 @@ def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettin
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
         max_connections=args.max_connections,
+        acl=acl,
     )
 
 
@@ -245,7 +257,26 @@ def run(args: argparse.Namespace) -> int:
         return _serve_store(args, config)
 
 
+def _load_acl(args: argparse.Namespace) -> AclConfig | None:
+    if args.acl is None:
+        return None
+    acl = load_acl_config(args.acl)
+    log.info(
+        "access control on (%s): %d account(s), %d global whitelist entr%s; name-server requests unchecked",
+        args.acl,
+        len(acl.accounts),
+        len(acl.global_white),
+        "y" if len(acl.global_white) == 1 else "ies",
+    )
+    return acl
+
+
 def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
+    try:
+        acl = _load_acl(args)
+    except AclConfigError as exc:
+        log.error("bad --acl file: %s", exc)
+        return 2
     if not config.store_path_commit_log.is_dir():
         log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
         return 2
@@ -280,7 +311,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             runner.run(
                 serve(
                     store,
-                    settings_from(args, config),
+                    settings_from(args, config, acl),
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,

@@ -10,8 +10,7 @@ treat as "try again later") and the remark below, worded like the broker's own
 A refused connection costs little and briefly: its first frame is read with small limits (64 KiB),
 it gets one answer and is closed; one that sends nothing is closed after ``REFUSAL_GRACE`` seconds;
 once ``max_waiting`` refused connections are already waiting, further ones are closed at once. The
-refusals are logged as one line per burst (the first, then a count at most every ``LOG_EVERY`` s),
-not one line per connection.
+refusals are logged as one line per burst (``server.burst_log``), not one line per connection.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from typing import cast
 from protocol.codes import ResponseCode
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, encode_frame
+from server.burst_log import BurstLog
 
 log = logging.getLogger(__name__)
 
@@ -49,28 +49,16 @@ class Refuser:
         self.max_waiting = max_waiting
         self.refused = 0
         self._waiting: set[RefusedConnection] = set()
-        self._unlogged = 0
-        self._last_log = float("-inf")
+        self._log = BurstLog(log, LOG_EVERY)
 
     def connection(self) -> asyncio.Protocol:
         """The protocol for one connection over the limit."""
         self.refused += 1
-        self._note()
+        self._log.event(
+            "connection limit %d reached: refusing connections (answered SYSTEM_BUSY, then closed)",
+            self.limit,
+        )
         return RefusedConnection(self, answer=len(self._waiting) < self.max_waiting)
-
-    def _note(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._unlogged += 1
-        now = loop.time()
-        if now - self._last_log >= LOG_EVERY:
-            log.warning(
-                "connection limit %d reached: refused %d connection(s) since the last report "
-                "(answered SYSTEM_BUSY, then closed)",
-                self.limit,
-                self._unlogged,
-            )
-            self._unlogged = 0
-            self._last_log = now
 
     def track(self, connection: RefusedConnection) -> None:
         self._waiting.add(connection)
