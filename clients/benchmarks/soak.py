@@ -462,7 +462,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--stall-requests",
         type=int,
-        default=400,
+        default=1000,
         help="large queries the slow reader pipelines (default %(default)s)",
     )
     parser.add_argument("--timeout", type=float, default=5.0, help="an answer later than this is an error")
