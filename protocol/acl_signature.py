@@ -10,7 +10,6 @@ since 4.9.4 sign it, so a verifier takes ``exclude`` to compute both forms.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
 
@@ -35,7 +34,9 @@ def signed_content(
     """The bytes ``AclClientRPCHook`` signs: sorted extField values (minus ``Signature`` and
     ``exclude``), UTF-8, then the body."""
     skip = {SIGNATURE, *exclude}
-    keys = sorted((k for k in ext_fields if k not in skip), key=java_string_order)
+    keys = [k for k in ext_fields if k not in skip]
+    # Code-point order equals UTF-16 order below U+E000; ASCII keys (all real ones) skip the re-encode.
+    keys.sort(key=None if "".join(keys).isascii() else java_string_order)
     # Java's getBytes(UTF_8) writes an unpaired surrogate as "?", as "replace" does.
     content = "".join(ext_fields[k] for k in keys).encode("utf-8", "replace")
     return content + bytes(body) if body else content
@@ -48,7 +49,6 @@ def acl_signature(
     exclude: Iterable[str] = (),
 ) -> str:
     """Base64 HMAC-SHA1 of ``signed_content`` under ``secret_key``."""
-    digest = hmac.new(
-        secret_key.encode("utf-8"), signed_content(ext_fields, body, exclude), hashlib.sha1
-    ).digest()
+    # hmac.digest is the one-shot C path: about twice as fast as hmac.new(...).digest() here.
+    digest = hmac.digest(secret_key.encode("utf-8"), signed_content(ext_fields, body, exclude), "sha1")
     return base64.b64encode(digest).decode("ascii")

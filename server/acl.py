@@ -141,7 +141,8 @@ def _signature_matches(request: RemotingCommand, fields: dict[str, str], secret_
     if given is None:
         return False
     given_bytes = given.encode("utf-8", "replace")
-    forms: tuple[tuple[str, ...], ...] = ((UNIQUE_KEY_QUERY,), ()) if UNIQUE_KEY_QUERY in fields else ((),)
+    # Clients since 4.9.4 sign the flag, so that form is tried first; 4.9.x brokers verify without it.
+    forms: tuple[tuple[str, ...], ...] = ((), (UNIQUE_KEY_QUERY,)) if UNIQUE_KEY_QUERY in fields else ((),)
     return any(
         hmac.compare_digest(
             acl_signature(fields, request.body, secret_key, exclude).encode("ascii"), given_bytes
