@@ -3,34 +3,25 @@
 ``rmq-query`` pointed at a real ACL-enabled broker must sign like mqadmin: add ``AccessKey`` (and
 ``SecurityToken``), concatenate every extField value in key order (Java ``String`` order, i.e. UTF-16
 code units; ``Signature`` itself excluded), append the raw body, HMAC-SHA1 with the secret key, Base64
-into ``Signature``. The query server ignores signatures; this is for the real thing.
+into ``Signature``. Real brokers with ACL on check it, and so does ``rmq-query serve --acl``
+(``server.acl``); both sides compute it with ``protocol.acl_signature``.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-
+from protocol.acl_signature import ACCESS_KEY, SIGNATURE, acl_signature
+from protocol.acl_signature import SECURITY_TOKEN as SECRET_TOKEN
 from protocol.command import RemotingCommand
 from protocol.java_hashmap import as_java_hashmap
 
-ACCESS_KEY = "AccessKey"
-SECRET_TOKEN = "SecurityToken"
-SIGNATURE = "Signature"
-
-
-def _java_order(key: str) -> bytes:
-    return key.encode("utf-16-be", "surrogatepass")
+__all__ = ["ACCESS_KEY", "SECRET_TOKEN", "SIGNATURE", "AclSigner", "signature"]
 
 
 def signature(
     ext_fields: dict[str, str], body: bytes | bytearray | memoryview | None, secret_key: str
 ) -> str:
     """The Base64 HMAC-SHA1 of the sorted extField values (``Signature`` excluded) and the body."""
-    content = "".join(ext_fields[k] for k in sorted(ext_fields, key=_java_order) if k != SIGNATURE)
-    data = content.encode("utf-8") + (bytes(body) if body else b"")
-    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1).digest()).decode("ascii")
+    return acl_signature(ext_fields, body, secret_key)
 
 
 class AclSigner:

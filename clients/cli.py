@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo-store": "store.commands.demo_store",
     "rebuild-index": "store.commands.rebuild_index",
     "fsck": "store.commands.fsck",
+    "export-keys": "store.commands.export_keys",
 }
 
 

@@ -7,13 +7,26 @@ clear answers or command-line messages. Nothing else may escape a decoder.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocol.command import RemotingCommand
+
 
 class ProtocolError(ValueError):
     """Base of every error raised while decoding or encoding RocketMQ bytes."""
 
 
 class FrameError(ProtocolError):
-    """The frame stream is unusable; the connection it came from must be closed."""
+    """The frame stream is unusable; the connection it came from must be closed.
+
+    ``decoded`` holds the whole commands that ``FrameDecoder.feed`` completed in the same call
+    before it met the bad frame: they arrived intact, so a server can still answer them before it
+    closes the connection (a client that pipelines a good request and then garbage in one write
+    gets its answer).
+    """
+
+    decoded: tuple[RemotingCommand, ...] = ()
 
 
 class FrameLengthError(FrameError):

@@ -7,6 +7,10 @@ structs, no Python-level parsing). ``extFields`` keeps the caller's key order (J
 order for anything Java sent), since only the order makes a re-encoded header identical to the
 original.
 
+Nesting is bounded: msgspec decodes recursively and raises ``RecursionError`` past ~1000 levels
+(``[[[[...`` in any field, even an ignored one); that is reported as ``HeaderDecodeError`` like any
+other undecodable header, never let out as a bare ``RecursionError``.
+
 Decoding is tolerant the way the Java broker is: unknown fields are ignored, a missing number is 0,
 an unknown language name becomes OTHER, and extField values that non-Java clients send as numbers or
 booleans become the strings Java would have parsed them into.
@@ -137,11 +141,15 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
         # Not all-string extFields, or a genuinely bad header: the lenient decoder tells which.
         try:
             header = _LENIENT_DECODER.decode(data)
+            ext_fields = None if header.extFields is None else _stringify_ext_fields(header.extFields)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
-        ext_fields = None if header.extFields is None else _stringify_ext_fields(header.extFields)
+        except RecursionError as exc:
+            raise HeaderDecodeError(f"JSON header nested too deeply: {exc}") from exc
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
+    except RecursionError as exc:
+        raise HeaderDecodeError(f"JSON header nested too deeply: {exc}") from exc
     # Positional arguments: this runs once per request, and keywords cost measurably here.
     return RemotingCommand(
         header.code,

@@ -6,6 +6,9 @@ dispatcher, which also plays the name server, so a client can use this server as
 broker it is routed to. Binding with port 0 (tests) picks a free pair P and P − 2 so that the fast
 port rule still holds. ``stop()`` stops accepting, lets in-flight requests finish and flush, then
 closes every connection.
+
+At most ``max_connections`` connections (both ports together, per process) are served; one more is
+accepted only to be answered SYSTEM_BUSY and closed (``server.refusal``).
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ from dataclasses import dataclass
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
-from server.connection import DEFAULT_IDLE_TIMEOUT, RemotingConnection
+from server.acl import AccessValidator
+from server.acl_config import AclConfig
+from server.connection import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HEADER_LENGTH, RemotingConnection
 from server.dispatch import Dispatcher
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
 from server.processors.name_server import NameServerProcessor
 from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
+from server.refusal import Refuser
 from server.store_api import QueryStore
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,10 @@ DEFAULT_PORT = 10911
 FAST_PORT_OFFSET = 2
 
 _PAIR_ATTEMPTS = 50
+
+#: Default ``--max-connections``: far above what query clients need (each Java client keeps one
+#: connection per broker), low enough that 16 MiB frame buffers cannot add up unnoticed.
+DEFAULT_MAX_CONNECTIONS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +59,18 @@ class ServerSettings:
     queue_nums: int = DEFAULT_QUEUE_NUMS
     default_query_max_num: int = DEFAULT_QUERY_MAX_NUM
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    max_header_length: int = DEFAULT_MAX_HEADER_LENGTH
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: ``plain_acl.yml`` in force; None (the default, like the broker's ``aclEnable=false``) = no checks.
+    acl: AclConfig | None = None
 
 
 def build_dispatcher(store: QueryStore, identity: BrokerIdentity, settings: ServerSettings) -> Dispatcher:
     """Every processor, registered under the request codes the broker and name server answer."""
-    dispatcher = Dispatcher()
+    dispatcher = Dispatcher(AccessValidator(settings.acl) if settings.acl is not None else None)
     query = QueryMessageProcessor(
         store,
         default_query_max_num=settings.default_query_max_num,
@@ -97,14 +111,21 @@ class QueryServer:
         self.port = 0
         self.fast_port = 0
         self._stopped = False
+        limit = self.settings.max_connections
+        if limit < 1:
+            raise ValueError(f"max_connections must be at least 1, got {limit}")
+        self.refuser = Refuser(limit, max_waiting=max(64, limit // 10))
 
     # ports ------------------------------------------------------------------------------------
 
-    def _protocol(self) -> RemotingConnection:
+    def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
+        if len(self._connections) >= self.settings.max_connections:
+            return self.refuser.connection()
         connection = RemotingConnection(
             self.dispatcher,
             max_frame_length=self.settings.max_frame_length,
+            max_header_length=self.settings.max_header_length,
             idle_timeout=self.settings.idle_timeout,
             on_close=self._connections.discard,
         )
@@ -193,6 +214,7 @@ class QueryServer:
         self._stopped = True
         for server in self._servers:
             server.close()
+        self.refuser.close_all()
         for task in self._background:
             task.cancel()
         if self._background:

@@ -18,7 +18,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from server.app import DEFAULT_PORT, QueryServer, ServerSettings, default_advertise_host
+from server.acl_config import AclConfig, load_acl_config
+from server.acl_errors import AclConfigError
+from server.app import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
+    QueryServer,
+    ServerSettings,
+    default_advertise_host,
+)
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from store.config import ConfigError, StoreConfig
@@ -72,6 +80,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="server processes sharing the ports via SO_REUSEPORT (default 1; 2 uses both cores of 2)",
     )
+    parser.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="connections served at once per process; one more is answered SYSTEM_BUSY (code 2) and "
+        "closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--acl",
+        type=Path,
+        metavar="FILE",
+        help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
+        "like the broker); denied requests get NO_PERMISSION (16)",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -81,6 +104,48 @@ def host_port(value: str) -> str:
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return value
+
+
+def positive_int(value: str) -> int:
+    """An integer of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def ensure_file_limit(max_connections: int) -> None:
+    """Raise the soft open-file limit toward what ``max_connections`` needs (plus room for the
+    store's files), up to the hard limit; warn when even that is too low, since the connections past
+    it would fail in accept() rather than get the clear SYSTEM_BUSY refusal."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return
+    wanted = max_connections + FILE_HEADROOM
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.debug("cannot raise the open-file limit: %s", exc)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        log.warning(
+            "open-file limit %d is below --max-connections %d plus %d: connections past it fail in "
+            "accept() instead of being refused with SYSTEM_BUSY (raise `ulimit -n`)",
+            soft,
+            max_connections,
+            FILE_HEADROOM,
+        )
+
+
+#: File descriptors kept for the store's files, the listening sockets and refused connections.
+FILE_HEADROOM = 512
 
 
 def load_config(args: argparse.Namespace) -> StoreConfig:
@@ -113,7 +178,9 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
     return StoreConfig.load(root / "broker.conf")
 
 
-def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettings:
+def settings_from(
+    args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None = None
+) -> ServerSettings:
     from_conf = args.config is not None or args.demo
     port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
     return ServerSettings(
@@ -124,6 +191,8 @@ def settings_from(args: argparse.Namespace, config: StoreConfig) -> ServerSettin
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
+        max_connections=args.max_connections,
+        acl=acl,
     )
 
 
@@ -188,7 +257,26 @@ def run(args: argparse.Namespace) -> int:
         return _serve_store(args, config)
 
 
+def _load_acl(args: argparse.Namespace) -> AclConfig | None:
+    if args.acl is None:
+        return None
+    acl = load_acl_config(args.acl)
+    log.info(
+        "access control on (%s): %d account(s), %d global whitelist entr%s; name-server requests unchecked",
+        args.acl,
+        len(acl.accounts),
+        len(acl.global_white),
+        "y" if len(acl.global_white) == 1 else "ies",
+    )
+    return acl
+
+
 def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
+    try:
+        acl = _load_acl(args)
+    except AclConfigError as exc:
+        log.error("bad --acl file: %s", exc)
+        return 2
     if not config.store_path_commit_log.is_dir():
         log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
         return 2
@@ -216,13 +304,14 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
             "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
         )
+    ensure_file_limit(args.max_connections)
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(
                 serve(
                     store,
-                    settings_from(args, config),
+                    settings_from(args, config, acl),
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,

@@ -6,7 +6,9 @@ arrival order, and only coroutine processors get a task (their answers may overt
 the opaque pairs them up, as Netty clients expect). Oneway requests run but are never answered.
 
 Robustness is per connection: a malformed frame (bad length, unknown serialization, undecodable
-header, over the frame limit) closes only this connection, with one log line. When the peer stops
+header, over the frame limit, a header over ``max_header_length``) closes only this connection, with
+one log line; requests that arrived whole before it in the same read are still answered first (the
+connection stops reading, answers them, then closes). When the peer stops
 reading and our write buffer passes the high-water mark, both answering and reading stop for this
 peer until the buffer drains (requests already received wait, decoded), so a slow reader throttles
 only itself and costs bounded memory. A connection with no traffic, nothing in
@@ -35,6 +37,11 @@ FLUSH_BYTES = 256 * 1024
 #: The broker's default ``serverChannelMaxIdleTimeSeconds``.
 DEFAULT_IDLE_TIMEOUT = 120.0
 
+#: The longest request header accepted. Java has no such limit, but no request it sends comes near
+#: (a SEND_MESSAGE's properties are capped at 32 KiB), and a decoded header costs ~9x its size in
+#: Python objects: a 16 MiB header of tiny extFields would cost ~140 MB while it is decoded.
+DEFAULT_MAX_HEADER_LENGTH = 256 * 1024
+
 
 class RemotingConnection(asyncio.Protocol):
     """Serves RocketMQ remoting requests arriving on one transport."""
@@ -44,22 +51,25 @@ class RemotingConnection(asyncio.Protocol):
         dispatcher: Dispatcher,
         *,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        max_header_length: int = DEFAULT_MAX_HEADER_LENGTH,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         on_close: Callable[[RemotingConnection], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
-        self._decoder = FrameDecoder(max_frame_length=max_frame_length)
+        self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
+        self._remote_host: str | None = None
         self._tasks: set[asyncio.Task[RemotingCommand | None]] = set()
         self._last_activity = 0.0
         self._idle_handle: asyncio.TimerHandle | None = None
         self._closing = False
         self._writing_paused = False
         self._draining = False
+        self._frames_failed = False
         self._closer: asyncio.Task[None] | None = None
         self._batch: list[bytes | bytearray | memoryview] | None = None
         self._batch_bytes = 0
@@ -74,18 +84,29 @@ class RemotingConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._remote_host = str(peer[0]) if isinstance(peer, tuple) else None
         self._last_activity = self._loop.time()
         if self._idle_timeout > 0:
             self._idle_handle = self._loop.call_at(self._last_activity + self._idle_timeout, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
+        if self._frames_failed:
+            return  # after a malformed frame nothing more is read (a transport may still deliver)
         self._last_activity = self._loop.time()
         try:
             requests = self._decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing connection from %s: malformed frame: %s", self._peer, exc)
-            self.close()
-            return
+            requests = list(exc.decoded)
+            log.warning(
+                "closing connection from %s: malformed frame: %s%s",
+                self._peer,
+                exc,
+                f" (answering the {len(requests)} request(s) before it first)" if requests else "",
+            )
+            if not requests:
+                self.close()
+                return
+            self._stop_reading_then_close()
         if not requests:
             return
         if self._pending:
@@ -129,8 +150,19 @@ class RemotingConnection(asyncio.Protocol):
         batch.clear()
         self._batch_bytes = 0
 
+    def _stop_reading_then_close(self) -> None:
+        """Read nothing more; close once what was already received has been answered."""
+        self._frames_failed = True
+        self._draining = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+        if self._closer is None:
+            self._closer = self._loop.create_task(self._close_after_in_flight())
+
     def eof_received(self) -> bool:
         # The peer finished sending; answer what is in flight, then close (keep the write side open).
+        if self._closer is not None:
+            return True
         if self._tasks or self._pending:
             self._closer = self._loop.create_task(self._close_after_in_flight())
             return True
@@ -173,7 +205,7 @@ class RemotingConnection(asyncio.Protocol):
             # This server never sends requests, so a response has nobody waiting for it.
             log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, self._peer)
             return
-        result = self._dispatcher.dispatch(request)
+        result = self._dispatcher.dispatch(request, self._remote_host)
         if result is None:
             return
         if isinstance(result, RemotingCommand):

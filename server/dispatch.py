@@ -6,6 +6,10 @@ the exception's description. Doing the same here means a bad header field or a s
 error response, never the connection. Processors are plain functions (store reads are quick mmap
 reads, so the common path stays synchronous and allocation-light); a processor may also be a
 coroutine function, and then the connection awaits it while other requests keep flowing.
+
+With access control on (``server.acl``), a request for a known code is checked before its processor
+runs and answered NO_PERMISSION when denied, the way the broker's ACL hook runs after its processor
+lookup and before the processor.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
+from server.acl import UNCHECKED_CODES, AccessValidator
+from server.burst_log import BurstLog
 from server.processors.not_supported import not_supported
 from server.reply import system_error
 
@@ -38,11 +45,13 @@ def header_error_remark(error: HeaderFieldError) -> str:
 class Dispatcher:
     """A table from request code to processor, with the broker's fallback and error answers."""
 
-    __slots__ = ("_async", "_sync")
+    __slots__ = ("_access", "_async", "_denials", "_sync")
 
-    def __init__(self) -> None:
+    def __init__(self, access: AccessValidator | None = None) -> None:
         self._sync: dict[int, SyncProcessor] = {}
         self._async: dict[int, AsyncProcessor] = {}
+        self._access = access
+        self._denials = BurstLog(log)
 
     def register(self, code: int, processor: Processor) -> None:
         """Route ``code`` to ``processor`` (a coroutine function is awaited, anything else is called)."""
@@ -58,19 +67,32 @@ class Dispatcher:
         return set(self._sync) | set(self._async)
 
     def dispatch(
-        self, request: RemotingCommand
+        self, request: RemotingCommand, remote_host: str | None = None
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
-        """The response now, or a coroutine that produces it; None means 'send nothing'."""
-        processor = self._sync.get(request.code)
+        """The response now, or a coroutine that produces it; None means 'send nothing'.
+
+        ``remote_host`` is the peer's IP address, which the access check (when on) matches against
+        its whitelists.
+        """
+        code = request.code
+        processor = self._sync.get(code)
+        async_processor = self._async.get(code) if processor is None else None
+        if processor is None and async_processor is None:
+            return not_supported(request)
+        if self._access is not None and code not in UNCHECKED_CODES:
+            remark = self._access.denial(request, remote_host)
+            if remark is not None:
+                self._denials.event(
+                    "access denied (NO_PERMISSION): %s, code %d, from %s", remark, code, remote_host
+                )
+                return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
         if processor is not None:
             try:
                 return processor(request)
             except Exception as exc:  # every processor failure becomes an answer, as in the broker
                 return _failure(request, exc)
-        async_processor = self._async.get(request.code)
-        if async_processor is not None:
-            return _guarded(async_processor, request)
-        return not_supported(request)
+        assert async_processor is not None
+        return _guarded(async_processor, request)
 
 
 async def _guarded(processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:

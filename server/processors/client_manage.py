@@ -34,7 +34,7 @@ def heart_beat(request: RemotingCommand) -> RemotingCommand:
     body = request.body
     try:
         decoded = _decode_json(bytes(body)) if body else None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: JSON nested ~1000 levels deep
         decoded = None
     if not isinstance(decoded, dict):
         return system_error(request, "HeartbeatData: the request body is missing or is not a JSON object")

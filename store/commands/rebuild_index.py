@@ -12,12 +12,14 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from store.checkpoint import abnormal_exit
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
 from store.index_builder import IndexBuilder, rebuild_index
+from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild
 
 HELP = "rebuild a store's IndexFiles from its CommitLog (byte-identical to the broker's)"
 
@@ -28,6 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--follow", action="store_true", help="index continuously behind a live CommitLog (until Ctrl-C)"
     )
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between polls with --follow")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="sequential",
+        help="sequential: this process (default); spark: parallel on Spark (store.spark.rebuild)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="with --engine spark: write the index files here instead of STORE/index"
+    )
+    add_master_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +54,14 @@ def run(args: argparse.Namespace) -> int:
                 " did not shut down cleanly; stop a running broker before rebuilding its index",
                 file=sys.stderr,
             )
+        if args.engine == "spark":
+            if args.follow:
+                print("rebuild-index: --follow needs the sequential engine", file=sys.stderr)
+                return 1
+            return run_spark_rebuild(args, config)
+        if args.out is not None:
+            print("rebuild-index: --out needs --engine spark", file=sys.stderr)
+            return 1
         started = time.perf_counter()
         if not args.follow:
             builder = rebuild_index(config)

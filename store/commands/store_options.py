@@ -1,7 +1,8 @@
 """The command-line options every store-opening subcommand shares, and the config they give.
 
-``--store DIR`` names the store; ``--conf FILE`` a broker.conf (default: ``DIR/broker.conf`` when it
-exists); the geometry flags override both, as the broker's own command line overrides its file.
+``--store DIR`` names the store; ``--config FILE`` (alias ``--conf``) a broker.conf (default:
+``DIR/broker.conf`` when it exists); the geometry flags override both, as the broker's own command
+line overrides its file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from store.config import StoreConfig
 def add_store_arguments(parser: argparse.ArgumentParser, *, store_required: bool = True) -> None:
     parser.add_argument("--store", type=Path, required=store_required, help="store root directory")
     parser.add_argument(
-        "--conf", type=Path, help="broker.conf to read (default: STORE/broker.conf if present)"
+        "--config",
+        "--conf",
+        dest="conf",
+        type=Path,
+        help="broker.conf to read (default: STORE/broker.conf if present); same flag as `serve`",
     )
     parser.add_argument("--commitlog", type=Path, help="CommitLog directory (storePathCommitLog)")
     parser.add_argument("--mapped-file-size", type=int, help="mappedFileSizeCommitLog in bytes")

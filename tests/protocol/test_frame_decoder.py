@@ -146,12 +146,41 @@ def test_oversized_frame_fails_before_its_body_arrives() -> None:
     assert decoder.buffered == 0
 
 
-def test_good_frames_before_a_bad_one_are_lost_with_the_stream() -> None:
-    """feed() raises for the whole chunk: the connection is closed, so earlier commands in the same
-    chunk are never half-processed."""
-    good = encode_frame(RemotingCommand(code=1))
-    with pytest.raises(FrameLengthError):
-        FrameDecoder().feed(good + struct.pack(">i", -5))
+def test_good_frames_before_a_bad_one_ride_on_the_error() -> None:
+    """feed() still raises for the chunk (the stream is lost), but the commands completed before the
+    bad frame arrived intact: they come with the error so that a server can answer them first."""
+    first, second = RemotingCommand(code=1, opaque=7), RemotingCommand(code=2, opaque=8)
+    decoder = FrameDecoder()
+    with pytest.raises(FrameLengthError) as info:
+        decoder.feed(encode_frame(first) + encode_frame(second) + struct.pack(">i", -5))
+    assert info.value.decoded == (first, second)
+    with pytest.raises(FrameError, match="already failed") as again:
+        decoder.feed(encode_frame(first))
+    assert again.value.decoded == ()
+
+
+def test_frames_from_earlier_calls_are_not_repeated_on_the_error() -> None:
+    decoder = FrameDecoder()
+    assert decoder.feed(encode_frame(RemotingCommand(code=1))) == [RemotingCommand(code=1)]
+    with pytest.raises(HeaderDecodeError) as info:
+        decoder.feed(_frame(4 + 3, 3, b"{x}"))
+    assert info.value.decoded == ()
+
+
+def test_a_header_over_max_header_length_fails_before_the_frame_arrives() -> None:
+    decoder = FrameDecoder(max_header_length=1024)
+    with pytest.raises(HeaderLengthError, match="maximum header length 1024"):
+        decoder.feed(_frame(4 + 1_000_000, 1025))
+    assert decoder.buffered == 0
+    ok = RemotingCommand(code=1, ext_fields={"k": "v" * 900})
+    assert FrameDecoder(max_header_length=1024).feed(encode_frame(ok)) == [ok]
+
+
+def test_a_header_longer_than_its_frame_fails_before_the_frame_arrives() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(HeaderLengthError, match="exceeds the frame"):
+        decoder.feed(_frame(4 + 1_000_000, 1_000_001))
+    assert decoder.buffered == 0
 
 
 def test_decode_frame_wants_exactly_one_frame() -> None:
@@ -160,6 +189,11 @@ def test_decode_frame_wants_exactly_one_frame() -> None:
         decode_frame(frame + frame)
     with pytest.raises(FrameLengthError):
         decode_frame(frame[:-1])
+
+
+def test_max_header_length_must_be_sane() -> None:
+    with pytest.raises(ValueError):
+        FrameDecoder(max_header_length=-1)
 
 
 def test_max_frame_length_must_be_sane() -> None:

@@ -107,6 +107,28 @@ def test_undecodable_headers_raise_header_decode_error(data: bytes) -> None:
 
 
 @pytest.mark.parametrize(
+    "data",
+    [
+        b'{"code":12,"ignored":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"code":12,"extFields":{"k":' + b"[" * 5000 + b"]" * 5000 + b"}}",
+        b'{"code":12,"extFields":{"k":' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}}",
+        b'{"code":12,"extFields":' + b"[" * 100_000,
+    ],
+    ids=["unknown-field", "ext-array", "ext-object", "unterminated"],
+)
+def test_deeply_nested_json_is_a_header_decode_error_not_a_recursion_error(data: bytes) -> None:
+    """msgspec decodes recursively and raises RecursionError past ~1000 levels; it must come out typed."""
+    with pytest.raises(HeaderDecodeError, match=r"nested too deeply|cannot be decoded"):
+        decode_json_header(data)
+
+
+def test_moderately_nested_ext_values_still_become_java_strings() -> None:
+    nested = b"[" * 50 + b"]" * 50
+    cmd = decode_json_header(b'{"code":12,"extFields":{"k":' + nested + b"}}")
+    assert cmd.ext_fields == {"k": nested.decode()}
+
+
+@pytest.mark.parametrize(
     ("text", "written"),
     [
         ("\x01\x0b\x1f", b"\\u0001\\u000B\\u001F"),

@@ -20,7 +20,7 @@ from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, RequestCode, ResponseC
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
 from server.app import QueryServer
-from server.connection import FLUSH_BYTES
+from server.connection import DEFAULT_MAX_HEADER_LENGTH, FLUSH_BYTES
 from tests.server.harness import Connect, RawClient, StartServer
 
 #: A request code no RocketMQ processor uses, given a slow coroutine processor by these tests.
@@ -120,6 +120,17 @@ MALFORMED = {
     "header-past-frame": struct.pack(">ii", 8, 100) + b"{}{}",
     "header-not-json": _json_frame(b"{not json at all"),
     "rocketmq-header-truncated": _json_frame(b"\x00\x69\x00", serialize_type=1),
+    "json-invalid-utf8": _json_frame(b'{"code":105,"extFields":{"topic":"\xff\xfe"}}'),
+    "rocketmq-invalid-utf8": _json_frame(
+        struct.pack(">hBhiii", 105, 0, 407, 1, 0, 2) + b"\xc3\x28" + struct.pack(">i", 0), serialize_type=1
+    ),
+    "json-nested-100k-deep": _json_frame(b'{"code":105,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    "header-over-max-header-length": struct.pack(
+        ">ii", 4 + (DEFAULT_MAX_HEADER_LENGTH + 1), DEFAULT_MAX_HEADER_LENGTH + 1
+    ),
+    "json-extfields-over-max-header-length": _json_frame(
+        b'{"code":105,"extFields":{' + b",".join(b'"k%d":"v"' % i for i in range(40_000)) + b"}}"
+    ),
 }
 
 
@@ -138,6 +149,45 @@ async def test_a_malformed_frame_closes_only_its_connection(
         assert (await good.call(route_request())).code == ResponseCode.SUCCESS
     lines = [r for r in caplog.records if r.name == "server.connection" and "malformed" in r.getMessage()]
     assert len(lines) == 1
+
+
+@pytest.mark.parametrize("name", ["negative-length", "header-not-json", "json-nested-100k-deep"])
+async def test_requests_before_a_malformed_frame_in_the_same_read_are_answered_first(
+    name: str, server: QueryServer, connect: Connect
+) -> None:
+    """Pipelined good requests followed by garbage in one write: the good ones are answered, in
+    order, and only then is the connection closed (nothing after the garbage is read)."""
+    client = await connect()
+    good = [route_request(), view_request(0), route_request("NoSuchTopic")]
+    after = route_request()
+    await client.send_bytes(b"".join(encode_frame(r) for r in good) + MALFORMED[name] + encode_frame(after))
+    answers = [await client.receive() for _ in good]
+    assert [a.opaque for a in answers] == [r.opaque for r in good]
+    assert [a.code for a in answers] == [
+        ResponseCode.SUCCESS,
+        ResponseCode.SUCCESS,
+        ResponseCode.TOPIC_NOT_EXIST,
+    ]
+    assert await client.closed_by_server()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2
+    while server.connections:
+        assert loop.time() < deadline, "the connection was never closed on the server side"
+        await asyncio.sleep(0.01)
+
+
+async def test_an_async_request_before_a_malformed_frame_is_answered_before_the_close(
+    server: QueryServer, connect: Connect
+) -> None:
+    release = install_slow_processor(server)
+    client = await connect()
+    slow = RawClient.request(SLOW_CODE)
+    await client.send_bytes(encode_frame(slow) + MALFORMED["negative-length"])
+    await asyncio.sleep(0.05)
+    release.set()
+    answer = await client.receive()
+    assert (answer.opaque, answer.code) == (slow.opaque, ResponseCode.SUCCESS)
+    assert await client.closed_by_server()
 
 
 async def test_frames_over_the_configured_limit_close_the_connection(start_server: StartServer) -> None:

@@ -1,0 +1,151 @@
+"""Access control compatible with RocketMQ's plain ACL: who may ask this server what.
+
+Off unless ``serve --acl plain_acl.yml``. When on, every request the broker role serves is checked in
+the order of ``PlainPermissionManager.validate`` before its processor runs:
+
+1. a peer matching ``globalWhiteRemoteAddresses`` passes;
+2. no ``AccessKey`` → "No accessKey is configured"; an unknown one → "No acl config for <ak>";
+3. a peer matching the account's ``whiteRemoteAddress`` passes;
+4. ``Signature`` must be ``AclClientRPCHook``'s HMAC-SHA1 (``protocol.acl_signature``); both forms are
+   accepted, with ``_UNIQUE_KEY_QUERY`` signed (clients >= 4.9.4) or left out (what a 4.9.x broker
+   verifies), else "Check signature failed for accessKey=<ak>";
+5. each resource the request touches needs its permission (the account's entry for it, else its
+   default topic/group permission; an admin account without any entries may do anything), else
+   "No default permission for topic:<t>" (or ``group:<g>``).
+
+Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SUB on ``topic``;
+VIEW_MESSAGE_BY_ID needs SUB on ``topic`` when the request names one (5.x; a 4.9.x broker checks only
+the signature, and mqadmin 4.9's by-offset view sends no topic); HEART_BEAT needs SUB on each
+consumer group's retry topic and each subscribed topic in its body; UNREGISTER_CLIENT SUB on
+``%RETRY%<consumerGroup>``; QUERY_TOPIC_CONSUME_BY_WHO only the signature.
+
+A denial is answered NO_PERMISSION (16) with Java's message as the remark (the 5.x broker's code; a
+4.9.x broker answered SYSTEM_ERROR with the same text). Unknown request codes are answered
+REQUEST_CODE_NOT_SUPPORTED before any check, as Java looks the processor up first. The name-server
+codes (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO) are never checked: RocketMQ's name server has
+no plain ACL, so clients reach it unsigned, and routes reveal only topic names and this address.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+import msgspec
+
+from protocol.acl_signature import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, acl_signature
+from protocol.codes import RequestCode
+from protocol.command import RemotingCommand
+from server.acl_config import RETRY_PREFIX, SUB, AclConfig, check_permission
+
+#: Request codes of the name-server role: never access-checked (see the module docstring).
+UNCHECKED_CODES = frozenset({RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO})
+
+
+class _Subscription(msgspec.Struct):
+    topic: str | None = None
+
+
+class _ConsumerData(msgspec.Struct):
+    groupName: str | None = None
+    subscriptionDataSet: list[_Subscription] | None = None
+
+
+class _Heartbeat(msgspec.Struct):
+    consumerDataSet: list[_ConsumerData] | None = None
+
+
+_HEARTBEAT = msgspec.json.Decoder(_Heartbeat)
+
+
+class DeniedError(Exception):
+    """The request may not be served; the message is the NO_PERMISSION remark."""
+
+
+def required_resources(request: RemotingCommand) -> dict[str, int]:
+    """Resource (topic, or ``%RETRY%group``) → permission the request needs."""
+    fields = request.ext_fields or {}
+    code = request.code
+    needed: dict[str, int] = {}
+    if code == RequestCode.QUERY_MESSAGE or code == RequestCode.VIEW_MESSAGE_BY_ID:
+        topic = fields.get("topic")
+        if topic is not None:
+            needed[topic] = SUB
+    elif code == RequestCode.HEART_BEAT:
+        try:
+            heartbeat = _HEARTBEAT.decode(request.body or b"")
+        except (msgspec.DecodeError, RecursionError):
+            raise DeniedError(
+                "HeartbeatData cannot be decoded, so its permissions cannot be checked"
+            ) from None
+        for consumer in heartbeat.consumerDataSet or ():
+            if consumer.groupName is not None:
+                needed[RETRY_PREFIX + consumer.groupName] = SUB
+            for subscription in consumer.subscriptionDataSet or ():
+                if subscription.topic is not None:
+                    needed[subscription.topic] = SUB
+    elif code == RequestCode.UNREGISTER_CLIENT:
+        group = fields.get("consumerGroup")
+        if group is not None:
+            needed[RETRY_PREFIX + group] = SUB
+    return needed
+
+
+class AccessValidator:
+    """Checks requests against one loaded ``plain_acl.yml``."""
+
+    __slots__ = ("config",)
+
+    def __init__(self, config: AclConfig) -> None:
+        self.config = config
+
+    def denial(self, request: RemotingCommand, remote_host: str | None) -> str | None:
+        """None when ``request`` from ``remote_host`` may be served, else why not (the remark)."""
+        try:
+            self.validate(request, remote_host)
+        except DeniedError as exc:
+            return str(exc)
+        return None
+
+    def validate(self, request: RemotingCommand, remote_host: str | None) -> None:
+        """Raise ``DeniedError`` unless the request may be served."""
+        if any(pattern.matches(remote_host) for pattern in self.config.global_white):
+            return
+        fields = request.ext_fields or {}
+        access_key = fields.get(ACCESS_KEY)
+        if access_key is None:
+            raise DeniedError("No accessKey is configured")
+        account = self.config.accounts.get(access_key)
+        if account is None:
+            raise DeniedError(f"No acl config for {access_key}")
+        white = account.white_remote_address
+        if white is not None and white.matches(remote_host):
+            return
+        if not _signature_matches(request, fields, account.secret_key):
+            raise DeniedError(f"Check signature failed for accessKey={access_key}")
+        needed = required_resources(request)
+        if not needed or (account.admin and not account.resource_perms):
+            return
+        for resource, perm in needed.items():
+            owned = account.resource_perms.get(resource)
+            if owned is not None and check_permission(perm, owned):
+                continue
+            is_group = resource.startswith(RETRY_PREFIX)
+            default = account.default_group_perm if is_group else account.default_topic_perm
+            if not check_permission(perm, default):
+                what = f"group:{resource[len(RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
+                raise DeniedError(f"No default permission for {what}")
+
+
+def _signature_matches(request: RemotingCommand, fields: dict[str, str], secret_key: str) -> bool:
+    given = fields.get(SIGNATURE)
+    if given is None:
+        return False
+    given_bytes = given.encode("utf-8", "replace")
+    # Clients since 4.9.4 sign the flag, so that form is tried first; 4.9.x brokers verify without it.
+    forms: tuple[tuple[str, ...], ...] = ((), (UNIQUE_KEY_QUERY,)) if UNIQUE_KEY_QUERY in fields else ((),)
+    return any(
+        hmac.compare_digest(
+            acl_signature(fields, request.body, secret_key, exclude).encode("ascii"), given_bytes
+        )
+        for exclude in forms
+    )

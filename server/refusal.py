@@ -1,0 +1,130 @@
+"""Refusing connections over ``--max-connections``: answer SYSTEM_BUSY to the first request, then close.
+
+Why answer instead of closing at once: a Java client (4.9.x) whose channel is closed under a pending
+request does not fail that request until its timeout (5-18 s for mqadmin), and then reports a bare
+timeout or "connect failed". An answer is immediate and says what happened: the client raises
+``MQClientException``/``MQBrokerException`` with code 2 (SYSTEM_BUSY, which RocketMQ clients already
+treat as "try again later") and the remark below, worded like the broker's own
+``[REJECTREQUEST]system busy, start flow control for a while``.
+
+A refused connection costs little and briefly: its first frame is read with small limits (64 KiB),
+it gets one answer and is closed; one that sends nothing is closed after ``REFUSAL_GRACE`` seconds;
+once ``max_waiting`` refused connections are already waiting, further ones are closed at once. The
+refusals are logged as one line per burst (``server.burst_log``), not one line per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import cast
+
+from protocol.codes import ResponseCode
+from protocol.errors import FrameError
+from protocol.frame import FrameDecoder, encode_frame
+from server.burst_log import BurstLog
+
+log = logging.getLogger(__name__)
+
+#: Seconds a refused connection has to send the request it will be answered SYSTEM_BUSY to.
+REFUSAL_GRACE = 5.0
+
+#: Refusals are summarised in one log line at most this often (seconds).
+LOG_EVERY = 10.0
+
+#: The largest first frame a refused connection may send (a query or heartbeat is far smaller).
+REFUSED_FRAME_LIMIT = 64 * 1024
+
+
+def busy_remark(limit: int) -> str:
+    """The SYSTEM_BUSY remark a refused connection is answered with."""
+    return f"[OVERLOAD]system busy, connection limit {limit} reached, try again later"
+
+
+class Refuser:
+    """Makes the protocol objects for refused connections and logs the refusals in bursts."""
+
+    def __init__(self, limit: int, max_waiting: int) -> None:
+        self.limit = limit
+        self.max_waiting = max_waiting
+        self.refused = 0
+        self._waiting: set[RefusedConnection] = set()
+        self._log = BurstLog(log, LOG_EVERY)
+
+    def connection(self) -> asyncio.Protocol:
+        """The protocol for one connection over the limit."""
+        self.refused += 1
+        self._log.event(
+            "connection limit %d reached: refusing connections (answered SYSTEM_BUSY, then closed)",
+            self.limit,
+        )
+        return RefusedConnection(self, answer=len(self._waiting) < self.max_waiting)
+
+    def track(self, connection: RefusedConnection) -> None:
+        self._waiting.add(connection)
+
+    def untrack(self, connection: RefusedConnection) -> None:
+        self._waiting.discard(connection)
+
+    @property
+    def waiting(self) -> int:
+        """Refused connections not yet closed."""
+        return len(self._waiting)
+
+    def close_all(self) -> None:
+        """Close every refused connection still waiting (server stop)."""
+        for connection in list(self._waiting):
+            connection.close()
+
+
+class RefusedConnection(asyncio.Protocol):
+    """One refused connection: SYSTEM_BUSY to its first request, then closed."""
+
+    def __init__(self, refuser: Refuser, *, answer: bool) -> None:
+        self._refuser = refuser
+        self._answer = answer
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(
+            max_frame_length=REFUSED_FRAME_LIMIT, max_header_length=REFUSED_FRAME_LIMIT
+        )
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        if not self._answer:
+            self._transport.close()
+            return
+        self._refuser.track(self)
+        self._timer = asyncio.get_running_loop().call_later(REFUSAL_GRACE, self.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError:
+            self.close()
+            return
+        for command in commands:
+            if command.is_response or command.is_oneway:
+                continue
+            busy = command.make_response(ResponseCode.SYSTEM_BUSY, remark=busy_remark(self._refuser.limit))
+            self._transport.write(encode_frame(busy))
+            self.close()
+            return
+
+    def eof_received(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._refuser.untrack(self)

@@ -1,0 +1,91 @@
+"""Command-line glue for the pipeline: options shared by ``rebuild-index --engine spark`` and
+``export-keys``, and the spark rebuild's run-and-report, so the store's command module only delegates.
+
+Every failure becomes one line on stderr that says what failed and where, followed by the promise the
+staging guarantees: the previous output was not replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from store.config import StoreConfig
+from store.errors import StoreError
+from store.spark.ranges import DEFAULT_RANGE_BYTES
+
+ENGINES = ("sequential", "spark")
+
+
+def add_master_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--master`` and ``--range-mib``: where Spark runs and how big a decode task's range is."""
+    parser.add_argument(
+        "--master",
+        help="Spark master URL for --engine spark (default: local[*], embedded in this process)",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the job (repeatable), e.g. spark.driver.memory=4g",
+    )
+    parser.add_argument(
+        "--range-mib",
+        type=int,
+        default=DEFAULT_RANGE_BYTES // (1024 * 1024),
+        help="CommitLog bytes per Spark task, in MiB (default: %(default)s)",
+    )
+
+
+def range_bytes(args: argparse.Namespace) -> int:
+    if args.range_mib <= 0:
+        raise StoreError(f"--range-mib must be positive, got {args.range_mib}")
+    return int(args.range_mib) * 1024 * 1024
+
+
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--spark-conf KEY=VALUE`` settings as a mapping."""
+    conf: dict[str, str] = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise StoreError(f"--spark-conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def fail(command: str, exc: BaseException, target: Path) -> int:
+    """Print why ``command`` failed and that ``target`` was left as it was; the exit code."""
+    print(f"{command}: {exc}", file=sys.stderr)
+    print(f"{command}: nothing was replaced; {target} is unchanged", file=sys.stderr)
+    return 1
+
+
+def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
+    """``rebuild-index --engine spark``: rebuild, then report keys, files, records and time."""
+    from store.spark.rebuild import rebuild_index_spark
+    from store.spark.session import SparkUnavailableError
+
+    out = Path(args.out) if getattr(args, "out", None) else None
+    target = out if out is not None else config.index_dir
+    try:
+        result = rebuild_index_spark(
+            config,
+            master=args.master,
+            spark_conf=spark_conf(args),
+            out_dir=out,
+            range_bytes=range_bytes(args),
+        )
+    except (StoreError, SparkUnavailableError, OSError) as exc:
+        return fail("rebuild-index", exc, target)
+    for warning in result.warnings:
+        print(f"rebuild-index: warning: {warning}", file=sys.stderr)
+    mib = result.bytes_scanned / (1024 * 1024)
+    print(
+        f"indexed {result.keys_indexed} keys of {result.records} records ({mib:.1f} MiB of CommitLog) "
+        f"into {len(result.files)} index files in {result.out_dir} in {result.seconds:.2f} s"
+    )
+    print("stages: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in result.stage_seconds.items()))
+    return 0

@@ -1,0 +1,155 @@
+"""``export-keys``: write the key index of a store as a Parquet dataset, locally or on Spark.
+
+Both engines write a directory of Parquet files with the columns of ``key_table`` plus
+``store_time`` (UTC timestamp, milliseconds), rows in CommitLog order. The local engine (pyarrow)
+streams one row group per CommitLog range into a single file, so memory stays bounded by one range;
+the Spark engine decodes ranges in parallel and writes one part file per range. Either way the output
+is written beside the destination and swapped in only when complete.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from store.config import StoreConfig
+from store.spark.errors import PipelineError, StageFailedError
+from store.spark.failures import describe_failure
+from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
+from store.spark.progress import SparkProgress, render_bar
+from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file, ranges_from_plans
+from store.spark.rebuild import check_plans
+from store.spark.session import open_session
+from store.spark.staging import staged_output
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOCAL_FILE_NAME = "part-00000.parquet"
+
+
+@dataclass(slots=True)
+class ExportResult:
+    """What an export wrote."""
+
+    out: Path
+    rows: int
+    bytes_scanned: int
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def _local_ranges(config: StoreConfig, range_bytes: int) -> tuple[list[CommitLogRange], list[str]]:
+    files = list_files(config.store_path_commit_log)
+    if not files:
+        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
+    plans = [plan_file(f, range_bytes) for f in files]
+    warnings = check_plans(plans)
+    return ranges_from_plans(plans), warnings
+
+
+def _arrow_schema():  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
+    fields = [pa.field(name, types[kind]) for name, kind in COLUMNS]
+    return pa.schema([*fields, pa.field(STORE_TIME, pa.timestamp("ms", tz="UTC"))])
+
+
+def export_keys_local(
+    config: StoreConfig,
+    out: Path,
+    *,
+    range_bytes: int = DEFAULT_RANGE_BYTES,
+    progress_out: TextIO | None = None,
+) -> ExportResult:
+    """Write the key table with pyarrow, one row group per range, into ``out/part-00000.parquet``."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise PipelineError("the local export engine needs pyarrow: pip install 'rmq-query[spark]'") from exc
+    started = time.monotonic()
+    stream = progress_out if progress_out is not None else sys.stderr
+    ranges, warnings = _local_ranges(config, range_bytes)
+    schema = _arrow_schema()
+    rows = scanned = 0
+    with staged_output(Path(out)) as staging:
+        with pq.ParquetWriter(staging / LOCAL_FILE_NAME, schema) as writer:
+            for done, rng in enumerate(ranges, start=1):
+                columns: list[list[object]] = [[] for _ in COLUMN_NAMES]
+                for row in range_rows(rng):
+                    for column, value in zip(columns, row, strict=True):
+                        column.append(value)
+                if columns[0]:
+                    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
+                    ts = COLUMN_NAMES.index("store_timestamp")
+                    arrays.append(arrays[ts].cast(pa.timestamp("ms", tz="UTC")))
+                    writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                    rows += len(columns[0])
+                scanned += rng.end - rng.start
+                stream.write(render_bar("export keys", done, len(ranges), unit="ranges") + "\n")
+                stream.flush()
+    return ExportResult(Path(out), rows, scanned, time.monotonic() - started, warnings)
+
+
+def _spark_schema():  # type: ignore[no-untyped-def]
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "long": T.LongType(), "int": T.IntegerType()}
+    return T.StructType([T.StructField(name, types[kind], nullable=True) for name, kind in COLUMNS])
+
+
+def export_keys_spark(
+    config: StoreConfig,
+    out: Path,
+    *,
+    master: str | None = None,
+    spark: SparkSession | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    range_bytes: int = DEFAULT_RANGE_BYTES,
+    progress_out: TextIO | None = None,
+) -> ExportResult:
+    """Write the key table on Spark, one Parquet part file per CommitLog range, into ``out``."""
+    started = time.monotonic()
+    files = list_files(config.store_path_commit_log)
+    if not files:
+        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
+    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
+    from pyspark.sql import functions as F
+
+    sc = session.sparkContext
+    progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
+    label = "plan ranges"
+    try:
+        with progress.stage(label):
+            plans = (
+                sc.parallelize(files, min(len(files), 4 * sc.defaultParallelism))
+                .map(lambda f: plan_file(f, range_bytes))
+                .collect()
+            )
+        warnings = check_plans(plans)
+        ranges = ranges_from_plans(plans)
+        label = "export keys"
+        with staged_output(Path(out)) as staging:
+            rdd = sc.parallelize(ranges, max(1, len(ranges))).flatMap(range_rows)
+            frame = session.createDataFrame(rdd, _spark_schema()).withColumn(
+                STORE_TIME, F.timestamp_millis(F.col("store_timestamp"))
+            )
+            with progress.stage(label):
+                frame.write.mode("overwrite").parquet(str(staging))
+            rows = session.read.parquet(str(staging)).count()
+    except PipelineError:
+        raise
+    except Exception as exc:
+        raise StageFailedError(label, describe_failure(exc)) from exc
+    finally:
+        if own_session:
+            session.stop()
+    return ExportResult(
+        Path(out), rows, sum(r.end - r.start for r in ranges), time.monotonic() - started, warnings
+    )

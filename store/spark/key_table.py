@@ -1,0 +1,71 @@
+"""The key index as a table: one row per index entry, the columns ``export-keys`` writes to Parquet.
+
+A row is what the broker's index holds for one key (``topic#key`` → offset, store time) joined with
+what an analyst wants next to it: which kind of key it is, the message's ids, size and tags. Rows come
+in CommitLog order, and within a record in the broker's put order (``UNIQ_KEY`` first, then each
+token of ``KEYS``); rolled-back transactions are left out, as the broker leaves them out of the index.
+The column list is declared once here; both the Spark and the local engine build their schema from it.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+
+from protocol.errors import ProtocolError
+from protocol.message import decode_message
+from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from store import record
+from store.spark.decode import describe_invalid
+from store.spark.errors import CorruptRecordError
+from store.spark.ranges import CommitLogRange
+
+KIND_UNIQ_KEY = "UNIQ_KEY"
+KIND_KEYS = "KEYS"
+
+#: (column, type) in order; types: "string", "long", "int". ``store_time`` is derived by each engine
+#: from ``store_timestamp`` as a UTC timestamp in milliseconds.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("topic", "string"),
+    ("key", "string"),
+    ("key_kind", "string"),
+    ("unique_id", "string"),
+    ("offset_msg_id", "string"),
+    ("commitlog_offset", "long"),
+    ("size", "int"),
+    ("store_timestamp", "long"),
+    ("tags", "string"),
+    ("queue_id", "int"),
+    ("queue_offset", "long"),
+)
+COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+STORE_TIME = "store_time"
+
+Row = tuple[str, str, str, str | None, str, int, int, int, str | None, int, int]
+
+
+def range_rows(rng: CommitLogRange) -> Iterator[Row]:
+    """Every key row of one CommitLog range; a record that does not decode raises with its offset."""
+    with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        pos = rng.start - rng.file_start
+        end = rng.end - rng.file_start
+        while pos < end:
+            offset = rng.file_start + pos
+            size = record.check(mm, pos, end, offset, check_crc=True)
+            if size <= 0:
+                raise CorruptRecordError(rng.path, offset, describe_invalid(mm, pos, end, offset))
+            try:
+                msg = decode_message(mm, pos, read_body=False)
+                offset_msg_id = msg.offset_msg_id
+            except ProtocolError as exc:
+                raise CorruptRecordError(rng.path, offset, str(exc)) from exc
+            pos += size
+            if msg.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            uniq = msg.unique_key
+            tags = msg.tags
+            common = (offset_msg_id, offset, size, msg.store_timestamp, tags, msg.queue_id, msg.queue_offset)
+            if uniq is not None:
+                yield (msg.topic, uniq, KIND_UNIQ_KEY, uniq, *common)
+            for key in msg.keys:
+                yield (msg.topic, key, KIND_KEYS, uniq, *common)

@@ -1,0 +1,115 @@
+"""Split a CommitLog into ranges that start on record boundaries, one planning task per file.
+
+Every CommitLog file starts on a record boundary (the broker pads the end of a file with a blank
+record), so files are planned independently and in parallel. Inside a file, the planner hops from
+record to record by TOTALSIZE (checking the magic code, nothing else: the decode stage checks each
+record fully) and cuts a new range every ``target_bytes``. The hop also finds where the written
+data ends: an end-of-file blank record or a full file, or, in the last file, the first bytes that are
+not a record.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.message_flags import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
+from store.record import MIN_RECORD_SIZE
+
+#: TOTALSIZE and MAGICCODE, the first two fields of every record (and of the end-of-file blank).
+SIZE_MAGIC = struct.Struct(">ii")
+
+#: Ranges of about this many bytes keep tasks short enough for a visible progress bar and small
+#: enough that one task's entries fit comfortably in an executor's memory.
+DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
+
+STOP_BLANK = "blank"  # an end-of-file blank record: the file is complete
+STOP_FULL = "full"  # the last record ends within 8 bytes of the file's end
+STOP_UNWRITTEN = "unwritten"  # zeros: the writer has not got here yet
+STOP_INVALID = "invalid"  # bytes that are not a record header
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogFile:
+    """One file of the queue: its path and the CommitLog offset of its first byte."""
+
+    path: str
+    start: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class FilePlan:
+    """Where ranges start inside one file, where its records end, and why they end there."""
+
+    file: CommitLogFile
+    cuts: tuple[int, ...]
+    end: int
+    stop: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogRange:
+    """Records ``[start, end)`` of one file (absolute CommitLog offsets); ``index`` orders ranges."""
+
+    index: int
+    path: str
+    file_start: int
+    start: int
+    end: int
+
+
+def list_files(directory: str | os.PathLike[str]) -> list[CommitLogFile]:
+    """The CommitLog's files in offset order (names are 20-digit start offsets)."""
+    files = []
+    for name in sorted(os.listdir(directory)):
+        if len(name) == 20 and name.isdigit():
+            path = Path(directory) / name
+            files.append(CommitLogFile(str(path), int(name), path.stat().st_size))
+    return files
+
+
+def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> FilePlan:
+    """Hop through one file's records and cut it into ranges of about ``target_bytes``."""
+    if file.length == 0:
+        return FilePlan(file, (), file.start, STOP_UNWRITTEN, "empty file")
+    with open(file.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        length = len(mm)
+        size_and_magic = SIZE_MAGIC.unpack_from
+        pos = 0
+        cut = 0
+        cuts = [file.start]
+        while True:
+            if pos + 8 > length:
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_FULL, "")
+            size, magic = size_and_magic(mm, pos)
+            if magic == BLANK_MAGIC_CODE:
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_BLANK, "")
+            if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or size < MIN_RECORD_SIZE:
+                if size == 0 and magic == 0:
+                    return FilePlan(file, tuple(cuts), file.start + pos, STOP_UNWRITTEN, "")
+                detail = f"TOTALSIZE {size}, MAGICCODE {magic & 0xFFFFFFFF:#010x}"
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail)
+            if pos + size > length:
+                detail = f"TOTALSIZE {size} runs past the end of the file"
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail)
+            if pos - cut >= target_bytes:
+                cut = pos
+                cuts.append(file.start + pos)
+            pos += size
+
+
+def ranges_from_plans(plans: list[FilePlan]) -> list[CommitLogRange]:
+    """Turn per-file plans (in file order) into numbered ranges; empty ranges are dropped."""
+    ranges: list[CommitLogRange] = []
+    for plan in plans:
+        bounds = [*plan.cuts, plan.end]
+        for start, end in itertools.pairwise(bounds):
+            if end > start:
+                ranges.append(CommitLogRange(len(ranges), plan.file.path, plan.file.start, start, end))
+    return ranges

@@ -1,0 +1,249 @@
+"""Rebuild every IndexFile of a store on Spark, byte-identical to the sequential builder's output.
+
+Stages (each shown with a progress bar):
+
+1. plan ranges: one task per CommitLog file hops over its records and cuts ranges (``ranges``);
+2. decode records: one task per range packs its index entries (``decode``), kept in memory;
+3. write index files: entries are numbered globally in CommitLog order, cut into files by the
+   broker's roll-over rule (``assign``) and each file is written by its own task (``index_writer``).
+
+Files are written to a staging directory beside the destination and swapped in only when all are
+complete (``staging``), so a failure (corrupt record, out of memory) leaves the old index untouched.
+When the destination is the store's own ``index/``, the checkpoint's ``indexMsgTimestamp`` is then
+set as the sequential builder sets it. Files are named ``yyyyMMddHHmmssSSS`` after the store time of
+their first key (the broker names them by creation time, which a rebuild cannot know), kept unique
+and ascending like the broker's names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from store.checkpoint import Checkpoint
+from store.config import StoreConfig
+from store.index_service import index_file_name
+from store.spark.assign import file_count, per_file, prefix_starts, split_blob
+from store.spark.decode import RangeEntries, decode_range
+from store.spark.entries import ENTRY_SIZE
+from store.spark.errors import CorruptRecordError, PipelineError, StageFailedError
+from store.spark.failures import describe_failure
+from store.spark.index_writer import WrittenFile, write_partition
+from store.spark.progress import SparkProgress
+from store.spark.ranges import (
+    DEFAULT_RANGE_BYTES,
+    STOP_BLANK,
+    STOP_FULL,
+    STOP_INVALID,
+    STOP_UNWRITTEN,
+    CommitLogRange,
+    FilePlan,
+    list_files,
+    plan_file,
+    ranges_from_plans,
+)
+from store.spark.session import open_session
+from store.spark.staging import staged_output
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(slots=True)
+class RebuildResult:
+    """What a rebuild did: the figures the command reports."""
+
+    out_dir: Path
+    files: list[str]
+    keys_indexed: int
+    records: int
+    bytes_scanned: int
+    seconds: float
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_plans(plans: list[FilePlan]) -> list[str]:
+    """Refuse a CommitLog with a hole or a damaged file before its end; return warnings.
+
+    Every file but the last must end in a blank record (or be exactly full) and be followed by the
+    file starting where it ends. The last file may end in zeros (not written yet) or in a torn record
+    (the broker was killed mid-write): the CommitLog ends there, as the broker's recovery decides.
+    Files after it that hold nothing yet (the broker allocates the next file ahead) are ignored.
+    """
+    warnings: list[str] = []
+    while len(plans) > 1 and plans[-1].stop == STOP_UNWRITTEN and plans[-1].end == plans[-1].file.start:
+        plans = plans[:-1]  # a file the broker allocated ahead of time and has not written yet
+    for i, plan in enumerate(plans):
+        last = i == len(plans) - 1
+        if not last:
+            nxt = plans[i + 1].file
+            if nxt.start != plan.file.start + plan.file.length:
+                raise PipelineError(
+                    f"CommitLog files are not contiguous: {plan.file.path} ends at "
+                    f"{plan.file.start + plan.file.length}, the next file starts at {nxt.start}"
+                )
+            if plan.stop not in (STOP_BLANK, STOP_FULL):
+                reason = plan.detail or "the data stops before the end-of-file marker"
+                raise CorruptRecordError(plan.file.path, plan.end, reason)
+        elif plan.stop == STOP_INVALID:
+            warnings.append(f"CommitLog ends at a torn record at offset {plan.end} ({plan.detail})")
+    return warnings
+
+
+def check_decoded(decoded: list[RangeEntries], ranges: list[CommitLogRange]) -> list[str]:
+    """A range that stopped early is corrupt, unless it is the CommitLog's last (a torn tail)."""
+    warnings: list[str] = []
+    for result in decoded:
+        if result.stopped_at is None:
+            continue
+        rng = ranges[result.index]
+        if result.index != len(ranges) - 1:
+            raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
+        warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
+    return warnings
+
+
+def checkpoint_index_timestamp(written: list[WrittenFile]) -> int:
+    """The checkpoint's ``indexMsgTimestamp`` after a rebuild, as the sequential builder leaves it.
+
+    The broker records a file's end timestamp when it rolls over from that (full) file, so after a
+    rebuild it is the end timestamp of the file before the last one (0 with a single file).
+    """
+    return written[-2].end_timestamp if len(written) >= 2 else 0
+
+
+def final_names(written: list[WrittenFile]) -> list[str]:
+    """``yyyyMMddHHmmssSSS`` of each file's first key, bumped by 1 ms where needed to stay ascending."""
+    names: list[str] = []
+    millis = -1
+    for w in written:
+        millis = max(w.first_timestamp, millis + 1)
+        name = index_file_name(millis)
+        while names and name <= names[-1]:
+            millis += 1
+            name = index_file_name(millis)
+        names.append(name)
+    return names
+
+
+def _summary(result: RangeEntries) -> tuple[RangeEntries, int]:
+    """The decode result without its blob, and its entry count: what the driver collects."""
+    blobless = RangeEntries(
+        result.index, b"", result.records, result.bytes_read, result.stopped_at, result.reason
+    )
+    return blobless, len(result.blob) // ENTRY_SIZE
+
+
+def rebuild_index_spark(
+    config: StoreConfig,
+    *,
+    master: str | None = None,
+    out_dir: Path | None = None,
+    spark: SparkSession | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    range_bytes: int = DEFAULT_RANGE_BYTES,
+    progress_out: TextIO | None = None,
+) -> RebuildResult:
+    """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir)."""
+    started = time.monotonic()
+    target = Path(out_dir) if out_dir is not None else config.index_dir
+    commitlog_files = list_files(config.store_path_commit_log)
+    if not commitlog_files:
+        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
+    keys_per_file = per_file(config.max_index_num)
+    slots, index_num = config.max_hash_slot_num, config.max_index_num
+    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
+    from pyspark import StorageLevel
+
+    sc = session.sparkContext
+    progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
+    label = "plan ranges"
+    decoded_rdd = None
+    try:
+        with progress.stage(label):
+            plans = (
+                sc.parallelize(commitlog_files, min(len(commitlog_files), 4 * sc.defaultParallelism))
+                .map(lambda f: plan_file(f, range_bytes))
+                .collect()
+            )
+        warnings = check_plans(plans)
+        ranges = ranges_from_plans(plans)
+        if not ranges:
+            raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
+
+        label = "decode records"
+        with progress.stage(label):
+            decoded_rdd = (
+                sc.parallelize(ranges, len(ranges)).map(decode_range).persist(StorageLevel.MEMORY_AND_DISK)
+            )
+            collected = sorted(decoded_rdd.map(_summary).collect(), key=lambda pair: pair[0].index)
+        summaries = [summary for summary, _ in collected]
+        warnings += check_decoded(summaries, ranges)
+        ordered_counts = [count for _, count in collected]
+        starts = prefix_starts(ordered_counts)
+        total_keys = sum(ordered_counts)
+        n_files = file_count(total_keys, keys_per_file)
+
+        label = "write index files"
+        with staged_output(target) as staging:
+            if n_files:
+                staging_dir = str(staging)
+                starts_bc = sc.broadcast(starts)
+                with progress.stage(label):
+                    written = (
+                        decoded_rdd.flatMap(
+                            lambda r: [
+                                (p.file_no, p)
+                                for p in split_blob(r.blob, starts_bc.value[r.index], keys_per_file)
+                                if p.file_no < n_files
+                            ]
+                        )
+                        .partitionBy(n_files, lambda file_no: file_no)
+                        .mapPartitions(lambda it: write_partition(it, staging_dir, slots, index_num))
+                        .collect()
+                    )
+                starts_bc.unpersist()
+                written.sort(key=lambda w: w.file_no)
+                if [w.file_no for w in written] != list(range(n_files)):
+                    raise PipelineError(
+                        f"expected {n_files} index files, the write stage made {len(written)}"
+                    )
+                names = final_names(written)
+                for w, name in zip(written, names, strict=True):
+                    os.replace(w.path, staging / name)
+            else:
+                written, names = [], []
+        if out_dir is None:
+            # The store's own index was replaced: record the roll-over point like the broker does.
+            checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
+            checkpoint.index_msg_timestamp = checkpoint_index_timestamp(written)
+            checkpoint.write(config.checkpoint_path)
+    except PipelineError:
+        raise
+    except Exception as exc:
+        raise StageFailedError(label, describe_failure(exc)) from exc
+    finally:
+        if decoded_rdd is not None:
+            try:
+                decoded_rdd.unpersist()
+            except Exception:  # the session may already be gone; nothing is left to free
+                pass
+        if own_session:
+            session.stop()
+
+    return RebuildResult(
+        out_dir=target,
+        files=names,
+        keys_indexed=total_keys,
+        records=sum(s.records for s in summaries),
+        bytes_scanned=sum(s.bytes_read for s in summaries),
+        seconds=time.monotonic() - started,
+        stage_seconds=dict(progress.timings),
+        warnings=warnings,
+    )

@@ -1,0 +1,153 @@
+"""Build the SparkSession every pipeline job runs in: embedded ``local[*]`` unless a master is given.
+
+One place decides the settings that matter for a job that reads files by path and ships small
+binary blobs between stages: the UI stays off (nothing listens on a port), logging is quiet so the
+command's own progress lines stay readable, and shuffles use few partitions because the pipeline
+controls its own partitioning (one task per CommitLog range, one per index file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+APP_NAME = "rmq-query"
+
+
+# Log4j 2 settings for the driver JVM: errors only, on stderr, so progress lines stay readable.
+_QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j2_file() -> Path:
+    """Write the quiet Log4j 2 configuration once per process and return its path."""
+    path = Path(tempfile.gettempdir()) / f"rmq-query-log4j2-{os.getpid()}.properties"
+    if not path.exists():
+        path.write_text(_QUIET_LOG4J2, encoding="ascii")
+    return path
+
+
+# The directory holding the ``protocol`` and ``store`` packages, which every task imports.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+SHIPPED_PACKAGES = ("protocol", "store")
+
+
+def _export_project_path() -> None:
+    """Let local Python workers import this project even when it is run from a checkout."""
+    root = str(PROJECT_ROOT)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
+
+
+def package_archive(directory: Path) -> Path:
+    """Zip the ``protocol`` and ``store`` packages into ``directory``; executors import from it."""
+    archive = Path(directory) / "rmq_query_packages.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in SHIPPED_PACKAGES:
+            for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
+                zf.write(path, path.relative_to(PROJECT_ROOT).as_posix())
+    return archive
+
+
+def ship_packages(session: SparkSession) -> Path:
+    """Send ``protocol`` and ``store`` to every executor (for a master that is not local)."""
+    archive = package_archive(Path(tempfile.mkdtemp(prefix="rmq-query-pyfiles-")))
+    session.sparkContext.addPyFile(str(archive))
+    return archive
+
+
+class SparkUnavailableError(RuntimeError):
+    """PySpark (or the Java runtime it needs) is not installed: install the ``spark`` extra."""
+
+
+def build_session(
+    master: str | None = None,
+    *,
+    app_name: str = APP_NAME,
+    shuffle_partitions: int = 8,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Start (or reuse) a SparkSession on ``master`` (``local[*]`` when None) with quiet logging.
+
+    ``conf`` (e.g. ``spark.driver.memory``, ``spark.executor.memory``) is applied last, so it wins.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailableError(
+            "the spark engine needs PySpark: pip install 'rmq-query[spark]' (and a Java 17 runtime)"
+        ) from exc
+    # Executors must run the same interpreter as the driver: the pipeline ships Python closures.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = (master or DEFAULT_MASTER).startswith("local")
+    _export_project_path()
+    if local:
+        # An embedded job has no cluster to talk to: keep every socket it opens on loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_option = f"-Dlog4j.configurationFile=file:{_quiet_log4j2_file()}"
+    builder = (
+        SparkSession.builder.master(master or DEFAULT_MASTER)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", str(shuffle_partitions))
+        .config("spark.python.worker.reuse", "true")
+        # Parquet timestamps as plain UTC milliseconds (not legacy INT96), like the local engine writes.
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", log_option)
+        .config("spark.executor.extraJavaOptions", log_option)
+    )
+    if local:
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # no Java runtime, a bad master URL, a port that cannot be bound
+        raise SparkUnavailableError(f"cannot start Spark on {master or DEFAULT_MASTER}: {exc}") from exc
+    session.sparkContext.setLogLevel("ERROR")
+    if not local:
+        # Executors on other machines have only what we send them: ship the pipeline's code.
+        ship_packages(session)
+    return session
+
+
+def open_session(
+    master: str | None = None, conf: Mapping[str, str] | None = None
+) -> tuple[SparkSession, bool]:
+    """The active SparkSession if there is one (a caller's, a test's), else a new one.
+
+    Returns ``(session, owned)``: a job stops the session afterwards only if it started it.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailableError(
+            "the spark engine needs PySpark: pip install 'rmq-query[spark]' (and a Java 17 runtime)"
+        ) from exc
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    return build_session(master, conf=conf), True

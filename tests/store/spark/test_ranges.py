@@ -1,0 +1,113 @@
+"""Range planning: cuts fall on record boundaries, and a damaged or gapped CommitLog is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store.commitlog import CommitLog
+from store.spark.errors import CorruptRecordError, PipelineError
+from store.spark.failures import describe_failure
+from store.spark.ranges import (
+    STOP_BLANK,
+    STOP_INVALID,
+    STOP_UNWRITTEN,
+    list_files,
+    plan_file,
+    ranges_from_plans,
+)
+from store.spark.rebuild import check_plans, final_names
+from store.spark.synthetic import write_commitlog
+
+FILE_SIZE = 64 * 1024
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    write_commitlog(tmp_path / "commitlog", file_size=FILE_SIZE, messages=600)
+    return tmp_path / "commitlog"
+
+
+def test_ranges_cover_every_record_exactly_once(log_dir: Path) -> None:
+    plans = [plan_file(f, 10_000) for f in list_files(log_dir)]
+    assert all(p.stop == STOP_BLANK for p in plans[:-1])
+    assert plans[-1].stop == STOP_UNWRITTEN
+    assert check_plans(plans) == []
+    ranges = ranges_from_plans(plans)
+    log = CommitLog(log_dir, FILE_SIZE)
+    offsets = [offset for offset, _ in log.iter_records()]
+    assert ranges[0].start == offsets[0] and ranges[-1].end == log.max_offset
+    starts = {r.start for r in ranges}
+    assert starts <= set(offsets)  # every cut is a record boundary
+    assert len(ranges) > len(plans)  # files were cut inside too
+    covered = [o for o in offsets if any(r.start <= o < r.end for r in ranges)]
+    assert covered == offsets
+    assert [r.index for r in ranges] == list(range(len(ranges)))
+    log.close()
+
+
+def test_a_damaged_middle_file_is_refused_with_its_offset(log_dir: Path) -> None:
+    second = list_files(log_dir)[1]
+    with open(second.path, "r+b") as fh:
+        fh.seek(4)
+        fh.write(b"\x12\x34\x56\x78")
+    plans = [plan_file(f) for f in list_files(log_dir)]
+    assert plans[1].stop == STOP_INVALID
+    with pytest.raises(CorruptRecordError) as info:
+        check_plans(plans)
+    assert info.value.offset == second.start
+    assert "MAGICCODE 0x12345678" in str(info.value)
+
+
+def test_a_torn_last_record_ends_the_log_with_a_warning(log_dir: Path) -> None:
+    last = list_files(log_dir)[-1]
+    log = CommitLog(log_dir, FILE_SIZE)
+    end = log.max_offset
+    log.close()
+    with open(last.path, "r+b") as fh:  # a record header claiming more bytes than the file holds
+        fh.seek(end - last.start)
+        fh.write((FILE_SIZE * 2).to_bytes(4, "big") + (-626843481).to_bytes(4, "big", signed=True))
+    plans = [plan_file(f) for f in list_files(log_dir)]
+    warnings = check_plans(plans)
+    assert plans[-1].end == end
+    assert len(warnings) == 1 and str(end) in warnings[0]
+
+
+def test_a_gap_between_files_is_refused(log_dir: Path) -> None:
+    files = list_files(log_dir)
+    Path(files[1].path).unlink()
+    with pytest.raises(PipelineError, match="not contiguous"):
+        check_plans([plan_file(f) for f in list_files(log_dir)])
+
+
+def test_final_names_ascend_even_within_one_millisecond() -> None:
+    from store.spark.index_writer import WrittenFile
+
+    written = [WrittenFile(i, f"p{i}", 1, 1_795_216_834_250, 0, 0) for i in range(3)]
+    names = final_names(written)
+    assert names == sorted(set(names)) and len(names) == 3
+    assert names[0].endswith("250") and names[1].endswith("251")
+
+
+def test_failures_are_summarised_in_one_line() -> None:
+    java = "py4j.protocol.Py4JJavaError: error\n: java.lang.OutOfMemoryError: Java heap space\n\tat x"
+    assert describe_failure(RuntimeError(java)).startswith("out of memory")
+    python = (
+        "Traceback (most recent call last):\n  File x\n"
+        "store.spark.errors.PipelineError: index file 3 overflowed after 10 keys\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner"
+    )
+    assert describe_failure(RuntimeError(python)) == (
+        "store.spark.errors.PipelineError: index file 3 overflowed after 10 keys"
+    )
+
+
+def test_a_preallocated_empty_file_after_the_last_one_is_ignored(log_dir: Path) -> None:
+    last = list_files(log_dir)[-1]
+    # The broker allocates the next file before the current one is full.
+    (log_dir / f"{last.start + FILE_SIZE:020d}").write_bytes(bytes(FILE_SIZE))
+    plans = [plan_file(f, 10_000) for f in list_files(log_dir)]
+    assert check_plans(plans) == []
+    ranges = ranges_from_plans(plans)
+    assert ranges[-1].path == last.path

@@ -1,0 +1,54 @@
+"""What a remote executor receives is enough to run every pipeline task on its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from store.spark.session import package_archive
+
+
+def test_the_shipped_archive_alone_imports_every_task_module(tmp_path: Path) -> None:
+    archive = package_archive(tmp_path)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import store.spark.decode, store.spark.index_writer, store.spark.key_table, store.spark.ranges;"
+        "assert store.spark.decode.__file__.startswith(sys.argv[1]), store.spark.decode.__file__"
+    )
+    # -I: isolated, so neither the checkout nor PYTHONPATH can supply the packages.
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(archive)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_without_pyspark_the_spark_engine_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+    from store.spark.synthetic import write_commitlog
+
+    write_commitlog(tmp_path / "store" / "commitlog", file_size=64 * 1024, messages=50)
+    for name in ("pyspark", "pyspark.sql"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if the spark extra were not installed
+    args = ["rebuild-index", "--store", str(tmp_path / "store"), "--mapped-file-size", str(64 * 1024)]
+    assert main([*args, "--engine", "spark", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "the spark engine needs PySpark: pip install 'rmq-query[spark]'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_spark_setting_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from clients.cli import main
+
+    (tmp_path / "store" / "commitlog").mkdir(parents=True)
+    args = ["export-keys", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")]
+    assert main([*args, "--engine", "spark", "--spark-conf", "spark.driver.memory"]) == 1
+    assert "--spark-conf expects KEY=VALUE, got 'spark.driver.memory'" in capsys.readouterr().err

@@ -1,0 +1,140 @@
+"""Spark rebuilds index files byte-identical to the Java broker's and to the sequential builder's."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from clients.cli import main
+from store.checkpoint import Checkpoint
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.index_builder import IndexBuilder
+from store.spark.rebuild import rebuild_index_spark
+from store.spark.synthetic import write_commitlog
+
+SHARED_STORE = "java-4.9.7-a"
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _contents(directory: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(directory.iterdir())]
+
+
+def test_rebuild_index_engine_spark_equals_the_java_broker_index(
+    spark: SparkSession, stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "index"
+    args = ["rebuild-index", "--store", str(stores_dir / SHARED_STORE)]
+    args += ["--conf", str(stores_dir / f"{SHARED_STORE}.broker.conf")]
+    assert main([*args, "--engine", "spark", "--out", str(out), "--range-mib", "1"]) == 0
+    java = _contents(stores_dir / SHARED_STORE / "index")
+    assert len(java) == 6
+    assert _contents(out) == java
+    captured = capsys.readouterr()
+    # five full files of maxIndexNum - 1 keys, and the last one's indexCount - 1
+    assert f"indexed {5 * 2047 + 1415} keys of 5000 records" in captured.out
+    assert "into 6 index files" in captured.out
+    for stage in ("plan ranges", "decode records", "write index files"):
+        assert any(
+            line.startswith(stage) and "100.0%" in line and "done in" in line
+            for line in captured.err.splitlines()
+        )
+
+
+def test_out_needs_the_spark_engine(
+    stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["rebuild-index", "--store", str(stores_dir / SHARED_STORE), "--out", str(tmp_path / "x")]
+    assert main(args) == 1
+    assert "--out needs --engine spark" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def _generated(tmp_path: Path, *, file_size: int = 256 * 1024, messages: int = 3000) -> StoreConfig:
+    root = tmp_path / "store"
+    write_commitlog(root / "commitlog", file_size=file_size, messages=messages)
+    return StoreConfig.for_store(
+        root, mapped_file_size_commit_log=file_size, max_hash_slot_num=61, max_index_num=400
+    )
+
+
+def test_rebuild_equals_the_sequential_builder_on_a_multi_file_log(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = _generated(tmp_path)
+    sequential = tmp_path / "sequential"
+    builder = IndexBuilder(config, index_dir=sequential, checkpoint_path=tmp_path / "seq-checkpoint")
+    builder.run_once()
+    builder.close()
+    assert len(list((config.store_path_commit_log).iterdir())) >= 5
+
+    result = rebuild_index_spark(config, spark=spark, range_bytes=100_000, progress_out=io.StringIO())
+    expected = _contents(sequential)
+    assert len(expected) >= 10
+    assert _contents(config.index_dir) == expected
+    assert result.keys_indexed == builder.keys_indexed
+    # Rebuilding the store's own index records the roll-over point exactly as the builder does.
+    assert (
+        Checkpoint.read(config.checkpoint_path).index_msg_timestamp
+        == Checkpoint.read(tmp_path / "seq-checkpoint").index_msg_timestamp
+    )
+
+
+def test_rebuild_in_place_matches_the_java_checkpoint(
+    spark: SparkSession, java_store_copy: StoreConfig
+) -> None:
+    java_checkpoint = Checkpoint.read(java_store_copy.checkpoint_path).index_msg_timestamp
+    before = _contents(java_store_copy.index_dir)
+    rebuild_index_spark(java_store_copy, spark=spark, range_bytes=1 << 20, progress_out=io.StringIO())
+    assert _contents(java_store_copy.index_dir) == before
+    assert Checkpoint.read(java_store_copy.checkpoint_path).index_msg_timestamp == java_checkpoint
+    assert [p.name for p in java_store_copy.store_path_root_dir.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize(
+    ("field_at", "value", "reason"),
+    [
+        (4, b"\x00\x00\x00\x01", "MAGICCODE 0x00000001"),
+        (84, b"\x00\x00\x7f\xff", "field lengths do not add up"),
+        (90, b"\xff", "BODYCRC does not match"),
+    ],
+    ids=["bad-magic", "bad-body-length", "bad-body-crc"],
+)
+def test_a_corrupt_record_is_reported_and_the_old_index_kept(
+    spark: SparkSession,
+    tmp_path: Path,
+    field_at: int,
+    value: bytes,
+    reason: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = _generated(tmp_path, messages=1200)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous").write_bytes(b"a good index")
+    second = sorted(config.store_path_commit_log.iterdir())[1]
+    start = int(second.name)
+    log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    offsets = [offset for offset, _ in log.iter_records(start) if offset < start + 100_000]
+    log.close()
+    victim = offsets[len(offsets) // 2]
+    with open(second, "r+b") as fh:
+        fh.seek(victim - start + field_at)
+        fh.write(value)
+
+    args = ["rebuild-index", "--store", str(config.store_path_root_dir), "--engine", "spark"]
+    args += ["--mapped-file-size", str(config.mapped_file_size_commit_log), "--out", str(out)]
+    args += ["--max-hash-slot-num", "61", "--max-index-num", "400", "--range-mib", "1"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert f"corrupt CommitLog record at offset {victim} in {second}: " in err
+    assert reason in err
+    assert f"nothing was replaced; {out} is unchanged" in err
+    assert [p.name for p in out.iterdir()] == ["previous"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
