@@ -85,7 +85,6 @@ class StoreWriter:
         root = config.store_path_root_dir
         root.mkdir(parents=True, exist_ok=True)
         config.store_path_commit_log.mkdir(parents=True, exist_ok=True)
-        create_abort_marker(root)
         self._reader = CommitLog(config.store_path_commit_log, self.file_size)
         self._position = self._reader.max_offset
         self._queue_offsets: dict[tuple[str, int], int] = {}
@@ -100,6 +99,8 @@ class StoreWriter:
         self.builder: IndexBuilder | None = (
             IndexBuilder(config, self._reader, now_millis=index_now) if config.message_index_enable else None
         )
+        # Marked in use only now: the builder above must see only a marker a crashed writer left.
+        create_abort_marker(root)
 
     def _note(self, topic: str, queue_id: int) -> int:
         key = (topic, queue_id)
