@@ -40,6 +40,7 @@ from store import record
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
+from store.errors import IndexFileError
 from store.index_file import IndexFile
 from store.index_service import IndexService
 
@@ -136,7 +137,13 @@ class IndexBuilder:
         self.keys_indexed = 0
         self.records_indexed = 0
         self._lock = threading.Lock()
-        self._repair()
+        try:
+            self._repair()
+        except BaseException:
+            self.index.close()
+            if self._own_commitlog:
+                self.commitlog.close()
+            raise
         self._next_offset, self._skip_keys = self._resume_point()
 
     # -- repair after a crash ------------------------------------------------------------------------
@@ -187,6 +194,15 @@ class IndexBuilder:
             if sound is not None:
                 keep, end_values = n + 1, sound
                 break
+        if keep == 1 and count > 1:
+            # Not one entry points at a record with its key: this is not the CommitLog the index was
+            # built from (a wrong --commitlog or --store), or it lost everything the newest file
+            # indexes. Rolling back would erase the index; refuse and leave it as it is.
+            raise IndexFileError(
+                f"none of the {count - 1} entries of the newest index file {last.path} points at a record "
+                f"with its key in the CommitLog at {self.commitlog.directory}: wrong CommitLog or store? "
+                "The index is left untouched (rmq-query rebuild-index rebuilds it from this CommitLog)"
+            )
         h = last.header
         intact = keep == count and last.written_end() == count
         if intact and (h.end_phy_offset, h.end_timestamp) == end_values:

@@ -25,6 +25,7 @@ import pytest
 from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from store.errors import IndexFileError
 from store.index_builder import IndexBuilder, rebuild_index
 from store.index_file import ENTRY, SLOT, IndexFile
 from store.message_store import MessageStore
@@ -322,3 +323,26 @@ def test_crash_before_every_single_write(tmp_path: Path, monkeypatch: pytest.Mon
         assert (tmp_path / f"c{limit}" / "cp").read_bytes() == want_cp, limit
         shutil.rmtree(tmp_path / f"c{limit}")
     commitlog.close()
+
+
+def test_a_foreign_commitlog_never_erases_the_index(
+    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path
+) -> None:
+    """The repair rolls back only what the CommitLog disproves; a CommitLog that disproves all of
+    the newest file (a wrong --commitlog) is refused, and the index is left as it was."""
+    java, _ = golden_stores[0]
+    config = _golden_copy(java, tmp_path / "s")
+    other = tmp_path / "other"
+    with StoreWriter(StoreConfig.for_store(other, mapped_file_size_commit_log=262144)) as writer:
+        for i in range(50):
+            writer.append("Other", b"o" * 40, keys=f"o{i}")
+    wrong = StoreConfig.load(
+        config.store_path_root_dir / "broker.conf",
+        overrides={
+            "store_path_root_dir": config.store_path_root_dir,
+            "store_path_commit_log": other / "commitlog",
+        },
+    )
+    with pytest.raises(IndexFileError, match="wrong CommitLog or store"):
+        IndexBuilder(wrong)
+    assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
