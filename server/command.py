@@ -280,12 +280,10 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     if not config.store_path_commit_log.is_dir():
         log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
         return 2
-    if args.build_index:
-        log.info(
-            "opening %s and indexing what its index lacks (this can take a while)", config.store_path_root_dir
-        )
     try:
-        store = MessageStore.open(config, build_index=args.build_index)
+        # With --build-index and refreshing on, the backlog is indexed in slices after serving starts
+        # (server.refresh); with refreshing off it is indexed here, before serving.
+        store = MessageStore.open(config, build_index=args.build_index, catch_up=args.refresh_interval <= 0)
     except (OSError, ValueError) as exc:
         log.error("cannot open the store at %s: %s", config.store_path_root_dir, exc)
         return 2

@@ -67,7 +67,12 @@ class MessageStore:
     """A store directory opened for queries (and, optionally, for building its own index)."""
 
     def __init__(
-        self, config: StoreConfig, *, build_index: bool = False, rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES
+        self,
+        config: StoreConfig,
+        *,
+        build_index: bool = False,
+        rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES,
+        catch_up: bool = True,
     ) -> None:
         self.config = config
         self.rss_trim_bytes = rss_trim_bytes
@@ -83,22 +88,31 @@ class MessageStore:
 
             self._builder = IndexBuilder(config, self.commitlog)
             self.index = self._builder.index
-            self._builder.run_once()
+            if catch_up:
+                self._builder.run_once()
         else:
             self.index = IndexService(config)
         self._seen_topics: set[str] = set()
 
     @classmethod
     def open(
-        cls, config: StoreConfig, *, build_index: bool = False, rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES
+        cls,
+        config: StoreConfig,
+        *,
+        build_index: bool = False,
+        rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES,
+        catch_up: bool = True,
     ) -> MessageStore:
         """Open the store ``config`` describes; ``build_index`` indexes records the index lacks.
+
+        ``catch_up=False`` leaves a backlog to later ``refresh(max_records=...)`` slices, so a server
+        can answer from the index it has while the rest is indexed.
 
         ``rss_trim_bytes``: after serving this many record bytes, the mapped pages are handed back
         to the kernel (they stay cached; hot ones fault back in cheaply), which keeps resident memory
         bounded however much of a multi-GiB store the queries touch.
         """
-        return cls(config, build_index=build_index, rss_trim_bytes=rss_trim_bytes)
+        return cls(config, build_index=build_index, rss_trim_bytes=rss_trim_bytes, catch_up=catch_up)
 
     def _report_markers(self) -> None:
         """Say once what the store's marker files tell: an unclean broker exit, a lost checkpoint."""
@@ -196,14 +210,19 @@ class MessageStore:
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """Pick up new CommitLog data and index files; index new records when this store builds its own."""
+    def refresh(self, max_records: int | None = None) -> bool:
+        """Pick up new CommitLog data and index files; index new records when this store builds its own.
+
+        ``max_records`` bounds the indexing done by this call (the caller can serve in between);
+        returns True when records are left to index, so the caller should call again soon.
+        """
         with self._lock:
             self.commitlog.refresh()
             if self._builder is not None:
-                self._builder.run_once()
-            else:
-                self.index.refresh()
+                read = self._builder.run_once(max_records)
+                return max_records is not None and read >= max_records
+            self.index.refresh()
+            return False
 
     def close(self) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from protocol.codes import RequestCode, ResponseCode
 from server.app import QueryServer, ServerSettings
-from server.refresh import refresh_forever
+from server.refresh import INDEX_SLICE_RECORDS, refresh_forever
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.writer import StoreWriter
@@ -133,3 +133,67 @@ async def test_build_index_keeps_up_behind_the_commitlog(tmp_path: Path) -> None
             store.close()
     finally:
         writer.close()
+
+
+async def test_refresh_indexes_a_backlog_in_slices_with_the_loop_free_between() -> None:
+    class BackloggedStore:
+        def __init__(self) -> None:
+            self.calls: list[int | None] = []
+            self.ticks_seen: list[int] = []
+
+        def refresh(self, max_records: int | None = None) -> bool:
+            self.calls.append(max_records)
+            self.ticks_seen.append(ticks)
+            return len(self.calls) < 5  # four slices leave a backlog, the fifth finishes it
+
+    ticks = 0
+
+    async def other_work() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    store = BackloggedStore()
+    worker = asyncio.create_task(other_work())
+    refresher = asyncio.create_task(refresh_forever(store, interval=3600))
+    try:
+        await eventually(lambda: asyncio.sleep(0, len(store.calls) >= 5), timeout=2.0)
+    finally:
+        refresher.cancel()
+        worker.cancel()
+    # every slice is bounded, the backlog is worked off without waiting for the hour-long interval,
+    # and other tasks ran between consecutive slices
+    assert store.calls[:5] == [INDEX_SLICE_RECORDS] * 5
+    assert all(b > a for a, b in zip(store.ticks_seen, store.ticks_seen[1:5], strict=False))
+
+
+async def test_build_index_serves_while_a_backlog_is_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    writer = StoreWriter(small_config(root, index=False))  # appends records, never indexes
+    total = 3 * INDEX_SLICE_RECORDS + 17
+    try:
+        for i in range(total):
+            writer.append("Backlog", b"x", keys=f"b-{i}")
+    finally:
+        writer.close()
+    store = MessageStore.open(small_config(root, index=True), build_index=True, catch_up=False)
+    assert store.refresh(max_records=INDEX_SLICE_RECORDS) is True  # a bounded slice, more to come
+    server = await _serve(store)
+    client = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        view = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+        assert view.code == ResponseCode.SUCCESS
+
+        async def last_key_found() -> bool:
+            answer = await client.call(
+                RawClient.request(RequestCode.QUERY_MESSAGE, query("Backlog", f"b-{total - 1}"))
+            )
+            return answer.code == ResponseCode.SUCCESS
+
+        await eventually(last_key_found, timeout=20.0)
+        assert store.refresh(max_records=INDEX_SLICE_RECORDS) is False
+    finally:
+        await client.close()
+        await server.stop()
+        store.close()
