@@ -83,7 +83,9 @@ class MessageStore:
         self._report_markers()
         self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
         self._builder = None
-        if build_index and config.message_index_enable:
+        # ``build_index`` is an explicit request, so it holds even when broker.conf says
+        # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
+        if build_index:
             from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
 
             self._builder = IndexBuilder(config, self.commitlog)

@@ -135,3 +135,25 @@ def test_refresh_indexes_new_records_when_building_its_own_index(tmp_path: Path)
         assert [decode_message(b).commit_log_offset for b in hits] == [late[-1].offset]
         assert len(store.index.files) > 1, "the small geometry rolls index files while following"
     writer.close()
+
+
+def test_build_index_holds_when_the_broker_had_indexing_off(tmp_path: Path) -> None:
+    """A store whose broker ran with messageIndexEnable=false has no index: that is exactly when
+    ``serve --build-index`` is asked for, so the flag must not be silently dropped by that setting."""
+    root = tmp_path / "unindexed"
+    root.mkdir()
+    (root / "broker.conf").write_text(
+        "storePathRootDir=.\nmappedFileSizeCommitLog=8192\nmaxHashSlotNum=16\nmaxIndexNum=40\n"
+        "messageIndexEnable=false\n",
+        encoding="utf-8",
+    )
+    config = StoreConfig.load(root / "broker.conf")
+    assert config.message_index_enable is False
+    writer = StoreWriter(config)  # a broker with indexing off: appends, never indexes
+    stored = [writer.append("Off", b"body", keys=f"off-{i}") for i in range(5)]
+    writer.close()
+    assert not (root / "index").exists()
+    with MessageStore.open(config, build_index=True) as store:
+        hits = store.query_message("Off", "off-3", 64, 0, MAX).buffers
+        assert [decode_message(b).commit_log_offset for b in hits] == [stored[3].offset]
+        assert "Off" in store.topics()
