@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, help="broker.conf: store paths, index geometry, broker identity"
     )
+    parser.add_argument("--commitlog", type=Path, help="CommitLog directory (storePathCommitLog)")
+    parser.add_argument("--mapped-file-size", type=int, help="mappedFileSizeCommitLog in bytes")
+    parser.add_argument("--max-hash-slot-num", type=int, help="maxHashSlotNum of the IndexFiles")
+    parser.add_argument("--max-index-num", type=int, help="maxIndexNum of the IndexFiles")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port",
@@ -149,14 +153,29 @@ FILE_HEADROOM = 512
 
 
 def load_config(args: argparse.Namespace) -> StoreConfig:
-    """The store configuration from ``--config`` and ``--store`` (``--store`` wins for the paths)."""
-    overrides: dict[str, object] = {}
-    if args.store is not None:
-        root = args.store.expanduser().resolve()
-        overrides = {"store_path_root_dir": root, "store_path_commit_log": root / "commitlog"}
+    """The store configuration from ``--config`` and ``--store`` (``--store`` wins for the paths).
+
+    Without ``--config``, ``STORE/broker.conf`` is read when present, as the store subcommands do
+    (``demo-store`` writes one there): the IndexFile geometry is not stored in the files, so
+    serving such a store with the defaults would fail. The geometry flags win over the file, and
+    ``args.config`` is set to the file read, so its ``listenPort`` applies like an explicit one's.
+    """
+    overrides: dict[str, object] = {
+        "mapped_file_size_commit_log": args.mapped_file_size,
+        "max_hash_slot_num": args.max_hash_slot_num,
+        "max_index_num": args.max_index_num,
+    }
+    root = args.store.expanduser().resolve() if args.store is not None else None
+    if root is not None:
+        overrides["store_path_root_dir"] = root
+        overrides["store_path_commit_log"] = root / "commitlog"
+    if args.commitlog is not None:
+        overrides["store_path_commit_log"] = args.commitlog.expanduser().resolve()
+    if args.config is None and root is not None and (root / "broker.conf").is_file():
+        args.config = root / "broker.conf"
     if args.config is not None:
         return StoreConfig.load(args.config, overrides=overrides)
-    return StoreConfig.for_store(args.store.expanduser().resolve() if args.store else Path.home() / "store")
+    return StoreConfig.for_store(root if root is not None else Path.home() / "store", **overrides)
 
 
 def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:

@@ -1,0 +1,95 @@
+"""``rmq-query serve --store DIR`` opens a store with the geometry it was written with.
+
+The IndexFile slot/entry counts are not stored in the files, so ``serve`` reads ``DIR/broker.conf``
+when no ``--config`` is given (as ``rebuild-index`` and ``fsck`` do, and where ``demo-store`` writes
+it), and the geometry flags override whatever file is read, as on the store subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clients.cli import build_parser, main
+from protocol.codes import RequestCode, ResponseCode
+from server.command import load_config
+from store.config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
+from tests.conftest import REPO_ROOT
+from tests.server.harness import RawClient
+from tests.server.test_serve_command import SERVING
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("serve-conf") / "store"
+    assert main(["demo-store", str(root), "--messages", "300"]) == 0
+    return root
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_store_dir_broker_conf_is_read(demo_dir: Path) -> None:
+    args = _args("--store", str(demo_dir))
+    config = load_config(args)
+    assert (config.max_hash_slot_num, config.max_index_num) == (512, 2048)
+    assert config.mapped_file_size_commit_log == 262144
+    assert config.store_path_root_dir == demo_dir.resolve()
+    assert args.config == demo_dir.resolve() / "broker.conf", "its listenPort applies like --config's"
+
+
+def test_geometry_flags_override_the_file(demo_dir: Path, tmp_path: Path) -> None:
+    config = load_config(_args("--store", str(demo_dir), "--max-hash-slot-num", "7", "--max-index-num", "9"))
+    assert (config.max_hash_slot_num, config.max_index_num) == (7, 9)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    config = load_config(
+        _args("--store", str(bare), "--mapped-file-size", "4096", "--commitlog", str(tmp_path))
+    )
+    assert (config.max_hash_slot_num, config.max_index_num) == (
+        DEFAULT_MAX_HASH_SLOT_NUM,
+        DEFAULT_MAX_INDEX_NUM,
+    )
+    assert config.mapped_file_size_commit_log == 4096
+    assert config.store_path_commit_log == tmp_path.resolve()
+
+
+async def test_serve_store_dir_answers_with_its_own_geometry(demo_dir: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "serve",
+        "--store",
+        str(demo_dir),
+        "--port",
+        "0",
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    try:
+        lines: list[str] = []
+        while (match := SERVING.search(lines[-1] if lines else "")) is None:
+            raw = await asyncio.wait_for(proc.stderr.readline(), 20)
+            if not raw:
+                pytest.fail("serve exited early:\n" + "".join(lines))
+            lines.append(raw.decode())
+        client = await RawClient.connect("127.0.0.1", int(match.group(1)))
+        try:
+            ext = {"topic": "DemoOrders", "key": "order-3", "maxNum": "64", "beginTimestamp": "0"}
+            ext["endTimestamp"] = str(2**63 - 1)
+            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, ext))
+            assert answer.code == ResponseCode.SUCCESS and answer.body
+        finally:
+            await client.close()
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 20)
