@@ -32,6 +32,8 @@ _NAME = re.compile(r"^\d{20}$")
 _I32 = struct.Struct(">i")
 _MAGICS = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
 log = logging.getLogger("store.commitlog")
+#: A walk over the CommitLog hands the pages it read back to the kernel every this many bytes.
+RELEASE_EVERY = 64 << 20
 
 
 @dataclass(slots=True)
@@ -178,10 +180,15 @@ class CommitLog:
                 start_idx, pos_abs = idx, known
             elif known >= self._files[-1].end:
                 return self._files[-1].end
-        end = pos_abs
+        end = released = pos_abs
         for offset, size in self._walk(start_idx, pos_abs):
             end = offset + size
-        self.release(pos_abs, end)
+            if end - released >= RELEASE_EVERY:
+                # Hand the walked pages back as we go: released only at the end, a 1 GiB last file
+                # would be resident all at once while the store opens.
+                self.release(released, end)
+                released = end
+        self.release(released, end)
         return max(end, self._after_blank_end(end))
 
     def _after_blank_end(self, end: int) -> int:
