@@ -227,7 +227,14 @@ class StoreConfig:
         """Read a broker.conf file; relative store paths resolve against the file's directory."""
         conf = Path(path)
         try:
-            text = conf.read_text(encoding="utf-8")
+            data = conf.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {conf}: {exc}") from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            # Java's Properties.load(InputStream) reads ISO-8859-1, so a broker.conf the broker
+            # accepts may hold Latin-1 bytes (in a comment, say); UTF-8 is tried first because
+            # that is what most editors write today.
+            text = data.decode("latin-1")
         return cls.from_properties(parse_properties(text), base_dir=conf.parent, overrides=overrides)

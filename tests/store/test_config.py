@@ -76,3 +76,14 @@ def test_wrong_geometry_names_both(golden_stores: list[tuple[StoreConfig, dict]]
         IndexService(wrong)
     message = str(err.value)
     assert "43048" in message and "maxHashSlotNum=1024" in message and "maxIndexNum=2048" in message
+
+
+def test_latin1_broker_conf_is_read_like_java(tmp_path: Path) -> None:
+    """Java reads broker.conf as ISO-8859-1: a Latin-1 byte (not valid UTF-8) must not crash loading."""
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"# caf\xe9 cluster\nbrokerName=b\xe9\nmaxHashSlotNum=512\n")
+    config = StoreConfig.load(conf)
+    assert config.broker_name == "b\u00e9"
+    assert config.max_hash_slot_num == 512
+    conf.write_bytes("brokerName=b\u00e9\n".encode())  # UTF-8, as most editors write it
+    assert StoreConfig.load(conf).broker_name == "b\u00e9"
