@@ -420,8 +420,14 @@ class IndexFile:
         return gone
 
     def release(self) -> None:
-        """Drop this process's mapping of the pages read so far (a read-only file keeps its data)."""
-        if not self.writable and not self._closed:
+        """Drop this process's mapping of the pages touched so far; their data stays in the file.
+
+        Safe for a writable file too: the map is shared, so written pages live in the page cache
+        and a later access maps them back with their contents (``madvise(2)``, MADV_DONTNEED on a
+        shared file mapping). Without this, ``serve --build-index`` kept every index page its
+        queries and its builder touched resident.
+        """
+        if not self._closed:
             try:
                 self._mm.madvise(mmap.MADV_DONTNEED)
             except (OSError, ValueError):

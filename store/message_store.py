@@ -28,12 +28,16 @@ from store.checkpoint import abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_service import IndexService, QueryArgumentError
+from store.resident import resident_file_bytes
 from store.warn_once import WarnOnce
 
 __all__ = ["MessageStore", "QueryArgumentError", "QueryMessageResult"]
 
-#: Record bytes served (plus a page per record for index and fault-around) between RSS trims.
+#: Budget for resident mapped pages: past it (measured, or by record bytes served plus a page per
+#: record) the mapped pages are handed back to the kernel.
 DEFAULT_RSS_TRIM_BYTES = 128 << 20
+#: Records served between two looks at the process's resident file pages (``store.resident``).
+RSS_CHECK_EVERY_RECORDS = 256
 log = logging.getLogger("store")
 
 
@@ -77,6 +81,7 @@ class MessageStore:
         self.config = config
         self.rss_trim_bytes = rss_trim_bytes
         self._served_since_trim = 0
+        self._records_since_check = 0
         self.build_index = build_index
         self._lock = threading.RLock()
         self.warn = WarnOnce(log)
@@ -110,9 +115,10 @@ class MessageStore:
         ``catch_up=False`` leaves a backlog to later ``refresh(max_records=...)`` slices, so a server
         can answer from the index it has while the rest is indexed.
 
-        ``rss_trim_bytes``: after serving this many record bytes, the mapped pages are handed back
-        to the kernel (they stay cached; hot ones fault back in cheaply), which keeps resident memory
-        bounded however much of a multi-GiB store the queries touch.
+        ``rss_trim_bytes``: once this many record bytes were served, or (checked every
+        ``RSS_CHECK_EVERY_RECORDS`` records) this process's resident file pages reach it, the mapped
+        pages are handed back to the kernel (they stay cached; hot ones fault back in cheaply),
+        which keeps resident memory bounded however much of a multi-GiB store the queries touch.
         """
         return cls(config, build_index=build_index, rss_trim_bytes=rss_trim_bytes, catch_up=catch_up)
 
@@ -133,10 +139,18 @@ class MessageStore:
                 "restarting on this store cannot tell which index files are complete",
             )
 
-    def _served(self, nbytes: int) -> None:
+    def _served(self, nbytes: int, records: int) -> None:
         self._served_since_trim += nbytes
-        if self._served_since_trim >= self.rss_trim_bytes:
+        self._records_since_check += records
+        trim = self._served_since_trim >= self.rss_trim_bytes
+        if not trim and self._records_since_check >= RSS_CHECK_EVERY_RECORDS:
+            # Small records fault in far more than their bytes (fault-around): ask the kernel.
+            self._records_since_check = 0
+            resident = resident_file_bytes()
+            trim = resident is not None and resident >= self.rss_trim_bytes
+        if trim:
             self._served_since_trim = 0
+            self._records_since_check = 0
             self.commitlog.release_all()
             for f in self.index.files:
                 f.release()
@@ -188,13 +202,13 @@ class MessageStore:
                 break
             if last_query_time < begin:
                 break
-        self._served(result.buffer_total_size + 4096 * len(result.buffers))
+        self._served(result.buffer_total_size + 4096 * len(result.buffers), len(result.buffers))
         return result
 
     def view_message(self, offset: int) -> memoryview | None:
         """The raw record at ``offset`` (``selectOneMessageByOffset``), or None."""
         buf = self.commitlog.read_record(offset)
-        self._served(4096 if buf is None else len(buf) + 4096)
+        self._served(4096 if buf is None else len(buf) + 4096, 1)
         return buf
 
     def topics(self) -> set[str]:
