@@ -60,12 +60,14 @@ def measure(root: Path, messages: int, queries: int, *, build_index: bool = Fals
         files = sum(p.stat().st_size for p in paths)
         used = sum(p.stat().st_blocks * 512 for p in paths)
         started = time.perf_counter()
+        cpu_started = time.process_time()
         hits = 0
         for _ in range(queries):
             hits += len(store.query_message(TOPIC, f"group-{rng.randrange(5000)}", 64, 0, MAX).buffers)
             off = store.commitlog.min_offset + rng.randrange(store.commitlog.max_offset)
             store.view_message(off)
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         after = memory()
     print(
         f"store files total {files / (1 << 30):.2f} GiB apparent, {used / (1 << 30):.2f} GiB on disk"
@@ -73,7 +75,10 @@ def measure(root: Path, messages: int, queries: int, *, build_index: bool = Fals
     )
     print(f"before open:  {before}")
     print(f"after open:   {opened}")
-    print(f"after {queries} queries ({hits} records) + {queries} views in {elapsed:.1f} s: {after}")
+    print(
+        f"after {queries} queries ({hits} records) + {queries} views in {elapsed:.1f} s"
+        f" ({cpu:.1f} CPU-s): {after}"
+    )
 
 
 def main() -> None:
