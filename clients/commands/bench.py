@@ -13,7 +13,9 @@ from clients.commands.common import (
     EXIT_SERVER_ERROR,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    addr_arg,
     positive_int_arg,
+    timeout_arg,
 )
 from clients.errors import ClientError
 from clients.load import (
@@ -67,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument(
-        "-n", "--namesrv", dest="addr", required=True, metavar="ADDR", help="server host:port"
+        "-n", "--namesrv", dest="addr", type=addr_arg, required=True, metavar="ADDR", help="server host:port"
     )
     parser.add_argument("--kind", choices=("view", "key", "mixed"), default="view", help="request mix")
     parser.add_argument("--connections", type=positive_int_arg, default=1, metavar="C", help="connections")
@@ -88,7 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-num", type=positive_int_arg, default=64, metavar="N", help="maxNum of key queries"
     )
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="per-request timeout")
+    parser.add_argument(
+        "--timeout", type=timeout_arg, default=5.0, metavar="SECONDS", help="per-request timeout"
+    )
     parser.add_argument(
         "--serialize", choices=("json", "rocketmq"), default="json", help="header serialization"
     )

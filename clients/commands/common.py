@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -23,9 +24,10 @@ from typing import Any, TextIO
 
 from clients.acl import AclSigner
 from clients.admin import QueryAdmin
-from clients.client import DEFAULT_TIMEOUT, RemotingClient
+from clients.client import DEFAULT_TIMEOUT, RemotingClient, parse_addr
 from clients.errors import (
     ClientError,
+    ConnectError,
     MQBrokerError,
     MQClientError,
     TransportError,
@@ -53,6 +55,42 @@ EXIT_CODES_EPILOG = """exit codes:
 
 #: Where mqadmin writes message bodies (``Message Body Path:``).
 DEFAULT_BODY_DIR = "/tmp/rocketmq/msgbodys"
+#: The longest request timeout accepted: long enough for any real query, short enough never to hang.
+MAX_TIMEOUT = 3600.0
+
+
+def timeout_arg(text: str) -> float:
+    """A request timeout in seconds: finite and in (0, MAX_TIMEOUT], so a request always ends.
+
+    ``nan`` or ``inf`` would make the timer never fire (or the event loop refuse it), a zero or
+    negative one fails every request before it is sent: each is a usage error, not a timeout.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]: {text!r}")
+    return value
+
+
+def addr_arg(text: str) -> str:
+    """One ``host:port`` (IPv6 as ``[v6]:port``), checked now so a typo is a usage error (exit 2)."""
+    try:
+        parse_addr(text)
+    except ConnectError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.reason}: {text!r}") from None
+    return text.strip()
+
+
+def namesrv_arg(text: str) -> str:
+    """A name server list ``h:p;h:p`` (Java's separator), every address checked like ``addr_arg``."""
+    addrs = [a for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise argparse.ArgumentTypeError(f"no address in {text!r} (expected host:port[;host:port...])")
+    for addr in addrs:
+        addr_arg(addr)
+    return text
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_required: bool = True) -> None:
@@ -63,6 +101,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_require
         "--namesrv",
         "--namesrvAddr",
         dest="namesrv",
+        type=namesrv_arg,
         default=default,
         required=namesrv_required and not default,
         metavar="ADDR",
@@ -70,7 +109,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_require
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=timeout_arg,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"request timeout; key queries get three times this, like Java (default {DEFAULT_TIMEOUT:g})",
