@@ -14,6 +14,7 @@ from clients.commands.common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     addr_arg,
+    output_closed,
     positive_int_arg,
     timeout_arg,
 )
@@ -52,7 +53,8 @@ exit codes:
   0  every request answered (found or not found)
   2  usage error, or no usable samples
   3  server unreachable
-  4  some requests failed (error codes, timeouts, lost connections)"""
+  4  some requests failed (error codes, timeouts, lost connections)
+  141  standard output closed before the report was written"""
 
 
 def _seconds(text: str) -> float:
@@ -182,5 +184,9 @@ def run(args: argparse.Namespace) -> int:
     except ClientError as exc:
         err.write(f"rmq-query bench: {exc}\n")
         return EXIT_UNREACHABLE
-    sys.stdout.write(json_line(report.to_dict()) if args.json else report.format_text())
+    try:
+        sys.stdout.write(json_line(report.to_dict()) if args.json else report.format_text())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return output_closed(sys.stdout)
     return EXIT_SERVER_ERROR if report.errors else EXIT_FOUND

@@ -8,6 +8,8 @@ Exit codes (also printed in every query subcommand's ``--help``):
 2     usage error or a malformed message id (argparse also exits 2 on bad flags)
 3     unreachable: connection refused or lost, or no answer before the timeout
 4     server error: the server answered with another error code or with undecodable data
+141   standard output closed before everything was written (piped into ``head``): 128 + SIGPIPE,
+      what a shell reports for any tool stopped that way; no traceback
 ====  ==========================================================================================
 """
 
@@ -45,13 +47,15 @@ EXIT_NO_RESULT = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_SERVER_ERROR = 4
+EXIT_OUTPUT_CLOSED = 141
 
 EXIT_CODES_EPILOG = """exit codes:
   0  found
   1  no result (no matching message, topic without route, nothing at that offset)
   2  usage error or malformed message id
   3  server unreachable, connection lost or timed out
-  4  server error (other error code, undecodable answer)"""
+  4  server error (other error code, undecodable answer)
+  141  standard output closed early (e.g. piped into head)"""
 
 #: Where mqadmin writes message bodies (``Message Body Path:``).
 DEFAULT_BODY_DIR = "/tmp/rocketmq/msgbodys"
@@ -197,6 +201,23 @@ def report_error(command: str, exc: BaseException, *, as_json: bool, out: TextIO
     return code
 
 
+def output_closed(out: TextIO) -> int:
+    """The reader of ``out`` went away (``| head``): stop quietly with ``EXIT_OUTPUT_CLOSED``.
+
+    What is still buffered for a closed standard output could only fail again when the interpreter
+    flushes it at exit (printing "Exception ignored ... BrokenPipeError"), so the descriptor is
+    pointed at /dev/null first, as the Python documentation recommends for SIGPIPE.
+    """
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass  # no real descriptor behind it (already closed or replaced): nothing to redirect
+    return EXIT_OUTPUT_CLOSED
+
+
 def run_query(
     command: str,
     args: argparse.Namespace,
@@ -220,9 +241,14 @@ def run_query(
     previous_level = logger.level
     logger.setLevel(logging.WARNING)
     try:
-        return asyncio.run(main())
-    except (ClientError, ProtocolError) as exc:
-        return report_error(command, exc, as_json=getattr(args, "json", False), out=out, err=err)
+        try:
+            code = asyncio.run(main())
+        except (ClientError, ProtocolError) as exc:
+            code = report_error(command, exc, as_json=getattr(args, "json", False), out=out, err=err)
+        out.flush()  # a closed pipe shows here, not in the interpreter's exit-time flush
+        return code
+    except BrokenPipeError:
+        return output_closed(out)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous_level)
