@@ -82,7 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--requests", type=positive_int_arg, metavar="N", help="stop after N requests")
     budget.add_argument("--seconds", type=_seconds, metavar="S", help="stop after S seconds")
     parser.add_argument("--store", metavar="DIR", help="store directory to sample offsets and keys from")
-    parser.add_argument("--config", metavar="FILE", help="the store's broker.conf (default: inferred)")
+    parser.add_argument(
+        "--config", metavar="FILE",
+        help="the store's broker.conf: CommitLog path and file size (default: --store/commitlog, size"
+        " of its first file); --store, if given, is the store root",
+    )  # fmt: skip
     parser.add_argument(
         "--sample-limit", type=positive_int_arg, default=DEFAULT_SAMPLE_LIMIT, metavar="N",
         help=f"records of the store to sample at most (default {DEFAULT_SAMPLE_LIMIT})",
@@ -108,14 +112,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _samples(args: argparse.Namespace) -> Samples:
     samples = Samples()
-    if args.store:
+    if args.store or args.config:
         samples = sample_store(args.store, config_path=args.config, limit=args.sample_limit)
     if args.keys:
         samples.keys = read_key_list(args.keys)
     if args.ids:
         samples.offsets = read_id_list(args.ids)
     if args.kind in ("view", "mixed") and not samples.offsets:
-        raise SampleError("--kind view/mixed needs offsets: give --store or --ids")
+        raise SampleError("--kind view/mixed needs offsets: give --store (or --config) or --ids")
     if args.kind in ("key", "mixed") and not samples.keys:
         raise SampleError("--kind key/mixed needs keys: give --store (with keyed messages) or --keys")
     return samples
