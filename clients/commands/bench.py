@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from clients.commands.common import (
     EXIT_SERVER_ERROR,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    addr_arg,
+    first_addr_arg,
     output_closed,
     positive_int_arg,
     timeout_arg,
@@ -70,9 +71,12 @@ def _seconds(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
+    default_addr = os.environ.get("NAMESRV_ADDR")
     parser.add_argument(
-        "-n", "--namesrv", dest="addr", type=addr_arg, required=True, metavar="ADDR", help="server host:port"
-    )
+        "-n", "--namesrv", dest="addr", type=first_addr_arg, default=default_addr,
+        required=not default_addr, metavar="ADDR",
+        help="server host:port; of a list h:p;h:p the first (default: $NAMESRV_ADDR, like the queries)",
+    )  # fmt: skip
     parser.add_argument("--kind", choices=("view", "key", "mixed"), default="view", help="request mix")
     parser.add_argument("--connections", type=positive_int_arg, default=1, metavar="C", help="connections")
     parser.add_argument(

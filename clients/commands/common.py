@@ -87,6 +87,12 @@ def addr_arg(text: str) -> str:
     return text.strip()
 
 
+def first_addr_arg(text: str) -> str:
+    """The first address of a name server list (``bench`` drives one server), the list checked whole."""
+    namesrv_arg(text)
+    return next(a.strip() for a in text.split(";") if a.strip())
+
+
 def namesrv_arg(text: str) -> str:
     """A name server list ``h:p;h:p`` (Java's separator), every address checked like ``addr_arg``."""
     addrs = [a for a in text.split(";") if a.strip()]

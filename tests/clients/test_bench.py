@@ -193,6 +193,18 @@ def test_bench_command_with_only_the_broker_conf(
     assert json.loads(capsys.readouterr().out)["ok"] == 20
 
 
+def test_bench_command_takes_the_name_server_from_the_environment(
+    served_java_store: str, java_store_copy: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setenv("NAMESRV_ADDR", f"{served_java_store};127.0.0.1:1")  # a list: the first is used
+    assert main(["bench", "--store", str(java_store_copy), "--requests", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] == 10
+    monkeypatch.delenv("NAMESRV_ADDR")
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--store", str(java_store_copy), "--requests", "10"])
+    assert info.value.code == 2
+
+
 def test_bench_command_with_lists(served_java_store: str, tmp_path: Path, capsys) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("TopicA k-3\nTopicA does-not-exist\n", encoding="utf-8")
