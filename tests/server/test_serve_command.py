@@ -20,6 +20,7 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode
 from server.command import host_port
+from store.demo import make_demo_store
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient
 
@@ -108,6 +109,40 @@ async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> Non
             assert route.code == ResponseCode.SUCCESS and b"demo-broker" in bytes(route.body or b"")
             fields = {
                 "topic": "DemoOrders",
+                "key": key,
+                "maxNum": "64",
+                "beginTimestamp": "0",
+                "endTimestamp": "9223372036854775807",
+            }
+            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
+            assert answer.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_serve_reads_the_broker_conf_inside_the_store(tmp_path: Path) -> None:
+    """``--store DIR`` alone reads ``DIR/broker.conf``: a demo-store's small index geometry and broker
+    name come from there (with the broker's defaults the IndexFiles would be refused as mis-sized)."""
+    root = tmp_path / "kept"
+    summary = make_demo_store(root, messages=200)
+    assert (root / "broker.conf").is_file()
+    topic = sorted(summary.sample_keys)[0]
+    key = summary.sample_keys[topic][0]
+    proc, _, port, _ = await _start("--store", str(root), "--port", "0")
+    try:
+        client = await RawClient.connect("127.0.0.1", port)
+        try:
+            route = await client.call(RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+            assert route.code == ResponseCode.SUCCESS
+            assert b'"brokerName":"demo-broker"' in bytes(route.body or b"")
+            fields = {
+                "topic": topic,
                 "key": key,
                 "maxNum": "64",
                 "beginTimestamp": "0",
