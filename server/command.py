@@ -23,6 +23,7 @@ from server.acl_errors import AclConfigError
 from server.app import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PORT,
+    WILDCARD_HOSTS,
     QueryServer,
     ServerSettings,
     default_advertise_host,
@@ -206,6 +207,9 @@ def settings_from(
         host=args.host,
         port=port,
         advertise=args.advertise,
+        # Bound to every interface, routes name brokerIP1 as the broker's do (not the loopback
+        # address a host-name lookup often gives, which remote clients cannot dial).
+        advertise_host=config.broker_ip1 if args.host in WILDCARD_HOSTS else None,
         cluster=config.broker_cluster_name,
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from protocol.codes import RequestCode, ResponseCode
-from server.command import host_port
+from server.app import advertised_address
+from server.command import add_arguments, host_port, settings_from
+from store.config import StoreConfig
 from store.demo import make_demo_store
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient
@@ -223,6 +225,27 @@ def test_advertise_accepts_host_port(value: str) -> None:
 def test_advertise_rejects_anything_else(value: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         host_port(value)
+
+
+@pytest.mark.parametrize(
+    ("host", "advertise", "expected"),
+    [
+        ("0.0.0.0", None, "10.1.2.3:20911"),  # every interface: brokerIP1, as the broker registers
+        ("::", None, "10.1.2.3:20911"),
+        ("127.0.0.1", None, "127.0.0.1:20911"),  # a specific address: that address
+        ("192.0.2.7", None, "192.0.2.7:20911"),
+        ("0.0.0.0", "mq.example:10911", "mq.example:10911"),  # --advertise always wins
+    ],
+)
+def test_routes_advertise_broker_ip1_for_a_wildcard_bind(
+    host: str, advertise: str | None, expected: str, tmp_path: Path
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    argv = ["--store", str(tmp_path), "--host", host, "--port", "20911"]
+    args = parser.parse_args(argv + (["--advertise", advertise] if advertise else []))
+    config = StoreConfig.for_store(tmp_path, broker_ip1="10.1.2.3")
+    assert advertised_address(settings_from(args, config), 20911) == expected
 
 
 def test_serve_refuses_a_bad_advertise_address() -> None:
