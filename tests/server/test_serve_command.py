@@ -20,7 +20,7 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode
 from server.app import advertised_address
-from server.command import add_arguments, host_port, settings_from
+from server.command import add_arguments, host_port, load_config, settings_from
 from store.config import StoreConfig
 from store.demo import make_demo_store
 from tests.conftest import REPO_ROOT
@@ -246,6 +246,27 @@ def test_routes_advertise_broker_ip1_for_a_wildcard_bind(
     args = parser.parse_args(argv + (["--advertise", advertise] if advertise else []))
     config = StoreConfig.for_store(tmp_path, broker_ip1="10.1.2.3")
     assert advertised_address(settings_from(args, config), 20911) == expected
+
+
+def test_defaults_are_the_brokers_on_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No flags: store ~/store, port 10911 (fast port 10909), bound to 127.0.0.1 only; a broker.conf
+    (named, or inside --store) supplies listenPort and the identity; --port wins over both."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    bare = parser.parse_args([])
+    config = load_config(bare)
+    assert config.store_path_root_dir == tmp_path / "store"
+    settings = settings_from(bare, config)
+    assert (settings.host, settings.port, settings.advertise) == ("127.0.0.1", 10911, None)
+
+    conf = tmp_path / "b.conf"
+    conf.write_text("listenPort=20911\nbrokerName=b-1\nbrokerClusterName=C1\n", encoding="utf-8")
+    named = parser.parse_args(["--config", str(conf)])
+    settings = settings_from(named, load_config(named))
+    assert (settings.port, settings.broker_name, settings.cluster) == (20911, "b-1", "C1")
+    overridden = parser.parse_args(["--config", str(conf), "--port", "30911"])
+    assert settings_from(overridden, load_config(overridden)).port == 30911
 
 
 def test_serve_refuses_a_bad_advertise_address() -> None:
