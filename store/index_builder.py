@@ -200,9 +200,16 @@ class IndexBuilder:
             # Not one entry points at a record with its key: this is not the CommitLog the index was
             # built from (a wrong --commitlog or --store), or it lost everything the newest file
             # indexes. Rolling back would erase the index; refuse and leave it as it is.
+            first_phy = last.entry(1)[1]
+            cause = (
+                f"the CommitLog ends at {self.commitlog.max_offset}, before the first record it indexes "
+                f"({first_phy}): CommitLog files lost or truncated, or the wrong CommitLog or store?"
+                if first_phy >= self.commitlog.max_offset
+                else "wrong CommitLog or store?"
+            )
             raise IndexFileError(
                 f"none of the {top - 1} entries of the newest index file {last.path} points at a record "
-                f"with its key in the CommitLog at {self.commitlog.directory}: wrong CommitLog or store? "
+                f"with its key in the CommitLog at {self.commitlog.directory}: {cause} "
                 "The index is left untouched (rmq-query rebuild-index rebuilds it from this CommitLog)"
             )
         h = last.header

@@ -375,3 +375,27 @@ def test_a_foreign_commitlog_never_erases_the_index(
     with pytest.raises(IndexFileError, match="wrong CommitLog or store"):
         IndexBuilder(wrong)
     assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
+
+
+def test_a_commitlog_that_lost_its_tail_is_named_as_such(
+    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path
+) -> None:
+    """When every entry of the newest file points past the CommitLog's end, the refusal says the
+    CommitLog lost its tail (not "wrong CommitLog"), and the index is still left as it was."""
+    java, _ = golden_stores[0]
+    config = _golden_copy(java, tmp_path / "s")
+    newest_path = sorted(config.index_dir.iterdir())[-1]
+    newest = IndexFile.open(newest_path, config.max_hash_slot_num, config.max_index_num)
+    first = newest.entry(1)[1]
+    newest.close()
+    size = config.mapped_file_size_commit_log
+    for path in sorted(config.store_path_commit_log.iterdir()):
+        start = int(path.name)
+        if start >= first:
+            path.unlink()
+        elif start + size > first:
+            os.truncate(path, first - start - 100)  # the record before the first indexed one is torn
+    lost_tail = r"before the first record it indexes \(\d+\): CommitLog files lost or truncated"
+    with pytest.raises(IndexFileError, match=lost_tail):
+        IndexBuilder(config)
+    assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
