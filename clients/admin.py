@@ -46,11 +46,32 @@ from protocol.custom_headers import (
     ViewMessageRequestHeader,
     with_unique_key_query,
 )
-from protocol.errors import HeaderFieldError, MessageIdError, ProtocolError
+from protocol.errors import CodecUnavailableError, HeaderFieldError, MessageIdError, ProtocolError
 from protocol.message import MessageExt, decode_message, decode_messages
 from protocol.message_id import decode_offset_msg_id
 
 log = logging.getLogger(__name__)
+
+
+def decode_answer_records(body: bytes | bytearray | memoryview, addr: str) -> list[MessageExt]:
+    """The records of a QUERY_MESSAGE answer, as Java's ``MessageDecoder.decodes`` reads them.
+
+    Like Java, the walk stops at the first record it cannot decode and keeps what came before. Java
+    always has every codec; here lz4 and zstandard are optional, and a missing one would make that
+    stop silent ("no message" while the broker found some), so it raises ``CodecUnavailableError``
+    naming the package instead. Any other undecodable record is logged, then dropped as in Java.
+    """
+    messages = decode_messages(body)
+    decoded = sum(msg.store_size for msg in messages)
+    if decoded < len(body):
+        try:
+            decode_message(body, decoded)
+        except CodecUnavailableError:
+            raise
+        except ProtocolError as exc:
+            log.warning("answer of %s: records from byte %d on dropped, as Java does: %s", addr, decoded, exc)
+    return messages
+
 
 LONG_MAX = (1 << 63) - 1
 #: ``queryMsgByKey``'s default maximum number of messages per broker.
@@ -235,7 +256,7 @@ class QueryAdmin:
             # Java's @CFNotNull check fails on this answer and the broker's results are dropped.
             log.warning("ignoring the answer of %s: %s", addr, exc)
             return None
-        return header.index_last_update_timestamp, decode_messages(response.body or b"")
+        return header.index_last_update_timestamp, decode_answer_records(response.body or b"", addr)
 
     async def query_by_key(
         self,

@@ -3,8 +3,9 @@
 Each subcommand lives beside the behaviour it drives (``server.command`` serves, ``store.commands.*``
 builds and checks stores, ``clients.commands.*`` queries). A subcommand module exposes ``HELP``
 (one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the process exit code); this module
-only builds the parser tree and dispatches, importing a subcommand's module lazily so that
-``rmq-query query-key`` never pays for importing the server or PySpark.
+only builds the parser tree and dispatches. When the command line names a subcommand, only that
+module is imported (``rmq-query query-key`` never pays for importing the server); the top-level
+``--help`` imports them all for their one-line help.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser tree; with ``only`` (a subcommand name) the other subcommands are left unimported.
+
+    Their parsers still exist (empty), so a later word of the command line can never be taken for
+    another subcommand, but the top-level help they would feed is not printed when ``only`` is given.
+    """
     parser = argparse.ArgumentParser(
         prog="rmq-query",
         description="RocketMQ-protocol query server and tools (queryMsgByKey / queryMsgById compatible).",
@@ -36,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module_path in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(module_path)
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sp)
@@ -43,9 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _named_subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand the command line names (its first word), if it is one."""
+    return argv[0] if argv and argv[0] in SUBCOMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=_named_subcommand(words))
+    args = parser.parse_args(words)
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -57,18 +57,29 @@ def _mapped_file_size(commitlog_dir: Path) -> int:
 
 
 def sample_store(
-    store_dir: str | os.PathLike[str],
+    store_dir: str | os.PathLike[str] | None,
     *,
     config_path: str | os.PathLike[str] | None = None,
     limit: int = DEFAULT_SAMPLE_LIMIT,
 ) -> Samples:
-    """Walk up to ``limit`` records of the store's CommitLog and collect offsets, keys, unique keys."""
+    """Walk up to ``limit`` records of the store's CommitLog and collect offsets, keys, unique keys.
+
+    With ``config_path`` the CommitLog's place and file size come from that broker.conf, with
+    ``store_dir`` (when given) as the store root over the file's, as the store commands do; without
+    it, ``store_dir/commitlog`` is read and the file size taken from its first file. A config that
+    cannot be read or makes no sense is a ``SampleError`` like any other unusable source.
+    """
     if config_path is not None:
-        config = StoreConfig.load(config_path)
+        try:
+            config = StoreConfig.load(config_path, overrides={"store_path_root_dir": store_dir or None})
+        except ValueError as exc:  # ConfigError: unreadable file, a bad value, an impossible size
+            raise SampleError(f"cannot use {config_path}: {exc}") from exc
         commitlog_dir, file_size = config.store_path_commit_log, config.mapped_file_size_commit_log
-    else:
+    elif store_dir is not None:
         commitlog_dir = Path(store_dir) / "commitlog"
         file_size = _mapped_file_size(commitlog_dir)
+    else:
+        raise SampleError("no store to sample: give a store directory or its broker.conf")
     commitlog = CommitLog(commitlog_dir, file_size)
     samples = Samples()
     try:

@@ -54,6 +54,9 @@ class RequestCode(IntEnum):
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    #: mqadmin's ``queryMsgById`` track step asks it for each consuming group (none here: answered as
+    #: not supported, since QUERY_TOPIC_CONSUME_BY_WHO reports no groups).
+    GET_CONSUMER_CONNECTION_LIST = 203
     QUERY_TOPIC_CONSUME_BY_WHO = 300
 
 

@@ -4,7 +4,8 @@ Java's ``ZlibCompressor`` uses ``Deflater`` (a zlib-wrapped deflate stream), ``L
 LZ4 frame format (``LZ4FrameOutputStream``, magic ``04 22 4D 18``), not raw LZ4 blocks, and
 ``ZstdCompressor`` standard zstd frames. Type 0 is the legacy flag from before compression types
 existed and means zlib. lz4 and zstandard are optional: without them a body of that type raises
-``CompressionError`` saying which package to install, instead of failing somewhere deeper.
+``CodecUnavailableError`` (a ``CompressionError``) saying which package to install, instead of
+failing somewhere deeper.
 
 Decompression is capped (``MAX_DECOMPRESSED_SIZE``) so a hostile body cannot exhaust memory.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import zlib
 from types import ModuleType
 
-from protocol.errors import CompressionError
+from protocol.errors import CodecUnavailableError, CompressionError
 from protocol.message_flags import CompressionType
 
 #: Largest body we agree to inflate; RocketMQ caps messages at 4 MiB compressed by default.
@@ -51,7 +52,7 @@ def _codec(compression_type: int) -> CompressionType:
 
 def _require(module: ModuleType | None, codec: str, package: str) -> ModuleType:
     if module is None:
-        raise CompressionError(f"{codec} body, but the '{package}' package is not installed")
+        raise CodecUnavailableError(f"{codec} body, but the '{package}' package is not installed")
     return module
 
 

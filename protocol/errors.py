@@ -67,6 +67,12 @@ class CompressionError(ProtocolError):
     """A compressed body cannot be decompressed (corrupt data or the codec library is missing)."""
 
 
+class CodecUnavailableError(CompressionError):
+    """The body is LZ4 or ZSTD and that codec's library is not installed here: the record is intact,
+    only this process cannot read it. Kept apart from corrupt data so that callers which, like Java,
+    silently stop at a corrupt record can still tell the user which package to install."""
+
+
 class MessageIdError(ProtocolError):
     """A message id (offset id or unique id) is not well formed."""
 

@@ -9,8 +9,9 @@ the order of ``PlainPermissionManager.validate`` before its processor runs:
 4. ``Signature`` must be ``AclClientRPCHook``'s HMAC-SHA1 (``protocol.acl_signature``); both forms are
    accepted, with ``_UNIQUE_KEY_QUERY`` signed (clients >= 4.9.4) or left out (what a 4.9.x broker
    verifies), else "Check signature failed for accessKey=<ak>";
-5. each resource the request touches needs its permission (the account's entry for it, else its
-   default topic/group permission; an admin account without any entries may do anything), else
+5. each resource the request touches needs its permission: the account's entry for it when it has
+   one (that entry alone decides: ``TopicA=DENY`` refuses TopicA whatever the default), else its
+   default topic/group permission; an admin account without any entries may do anything. Otherwise
    "No default permission for topic:<t>" (or ``group:<g>``).
 
 Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SUB on ``topic``;
@@ -126,12 +127,13 @@ class AccessValidator:
         if not needed or (account.admin and not account.resource_perms):
             return
         for resource, perm in needed.items():
-            owned = account.resource_perms.get(resource)
-            if owned is not None and check_permission(perm, owned):
-                continue
             is_group = resource.startswith(RETRY_PREFIX)
-            default = account.default_group_perm if is_group else account.default_topic_perm
-            if not check_permission(perm, default):
+            owned = account.resource_perms.get(resource)
+            if owned is None:
+                owned = account.default_group_perm if is_group else account.default_topic_perm
+            # An entry of its own decides alone, as in Java's checkPerm: "TopicA=DENY" (or "=PUB")
+            # refuses TopicA even when the default would grant it.
+            if not check_permission(perm, owned):
                 what = f"group:{resource[len(RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
                 raise DeniedError(f"No default permission for {what}")
 

@@ -54,6 +54,9 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     advertise: str | None = None
+    #: For a wildcard bind without ``advertise``: the host put into routes (broker.conf's brokerIP1,
+    #: as the broker registers itself); None = this machine's address.
+    advertise_host: str | None = None
     cluster: str = "DefaultCluster"
     broker_name: str = "broker-a"
     queue_nums: int = DEFAULT_QUEUE_NUMS
@@ -87,14 +90,28 @@ def build_dispatcher(store: QueryStore, identity: BrokerIdentity, settings: Serv
     return dispatcher
 
 
+#: Bind addresses that mean "every interface": no use to a client as an address to dial.
+WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
 def default_advertise_host(bind_host: str) -> str:
     """The host clients should dial: the bind host, or this machine's address for a wildcard bind."""
-    if bind_host in ("", "0.0.0.0", "::"):
+    if bind_host in WILDCARD_HOSTS:
         try:
             return socket.gethostbyname(socket.gethostname())
         except OSError:
             return "127.0.0.1"
     return bind_host
+
+
+def advertised_address(settings: ServerSettings, port: int) -> str:
+    """The ``host:port`` routes and cluster info name: ``advertise``, else the bound address (for a
+    wildcard bind, ``advertise_host`` or this machine's address) with the listen port."""
+    if settings.advertise is not None:
+        return settings.advertise
+    host = settings.host
+    wildcard_host = settings.advertise_host if host in WILDCARD_HOSTS else None
+    return f"{wildcard_host or default_advertise_host(host)}:{port}"
 
 
 class QueryServer:
@@ -177,7 +194,7 @@ class QueryServer:
         self._servers = [main, fast]
         self.port = _bound_port(main)
         self.fast_port = _bound_port(fast)
-        advertise = self.settings.advertise or f"{default_advertise_host(self.settings.host)}:{self.port}"
+        advertise = advertised_address(self.settings, self.port)
         self.identity = BrokerIdentity(
             cluster=self.settings.cluster,
             broker_name=self.settings.broker_name,

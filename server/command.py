@@ -23,6 +23,7 @@ from server.acl_errors import AclConfigError
 from server.app import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PORT,
+    WILDCARD_HOSTS,
     QueryServer,
     ServerSettings,
     default_advertise_host,
@@ -43,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--store", type=Path, help="store root directory (default: broker.conf's, else ~/store)"
     )
     parser.add_argument(
-        "--config", type=Path, help="broker.conf: store paths, index geometry, broker identity"
+        "--config",
+        type=Path,
+        help="broker.conf: store paths, index geometry, broker identity (default: STORE/broker.conf)",
     )
     parser.add_argument("--commitlog", type=Path, help="CommitLog directory (storePathCommitLog)")
     parser.add_argument("--mapped-file-size", type=int, help="mappedFileSizeCommitLog in bytes")
@@ -152,13 +155,27 @@ def ensure_file_limit(max_connections: int) -> None:
 FILE_HEADROOM = 512
 
 
+def config_file(args: argparse.Namespace) -> Path | None:
+    """The broker.conf to read: ``--config``, else ``broker.conf`` inside ``--store`` when present.
+
+    A store written by ``rmq-query demo-store`` (or any store kept with its broker.conf) records its
+    geometry there; ignoring it would open the IndexFiles with the broker's default geometry and
+    refuse them. The other store commands read the same file the same way.
+    """
+    if args.config is not None:
+        return Path(args.config)
+    if args.store is not None:
+        beside = args.store.expanduser() / "broker.conf"
+        if beside.is_file():
+            return beside
+    return None
+
+
 def load_config(args: argparse.Namespace) -> StoreConfig:
     """The store configuration from ``--config`` and ``--store`` (``--store`` wins for the paths).
 
-    Without ``--config``, ``STORE/broker.conf`` is read when present, as the store subcommands do
-    (``demo-store`` writes one there): the IndexFile geometry is not stored in the files, so
-    serving such a store with the defaults would fail. The geometry flags win over the file, and
-    ``args.config`` is set to the file read, so its ``listenPort`` applies like an explicit one's.
+    The geometry flags (and ``--commitlog``) win over the file, as on the store subcommands: the
+    IndexFile slot/entry counts are not stored in the files, so they must be settable here too.
     """
     overrides: dict[str, object] = {
         "mapped_file_size_commit_log": args.mapped_file_size,
@@ -171,10 +188,9 @@ def load_config(args: argparse.Namespace) -> StoreConfig:
         overrides["store_path_commit_log"] = root / "commitlog"
     if args.commitlog is not None:
         overrides["store_path_commit_log"] = args.commitlog.expanduser().resolve()
-    if args.config is None and root is not None and (root / "broker.conf").is_file():
-        args.config = root / "broker.conf"
-    if args.config is not None:
-        return StoreConfig.load(args.config, overrides=overrides)
+    conf = config_file(args)
+    if conf is not None:
+        return StoreConfig.load(conf, overrides=overrides)
     return StoreConfig.for_store(root if root is not None else Path.home() / "store", **overrides)
 
 
@@ -200,12 +216,15 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
 def settings_from(
     args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None = None
 ) -> ServerSettings:
-    from_conf = args.config is not None or args.demo
+    from_conf = args.demo or config_file(args) is not None
     port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
     return ServerSettings(
         host=args.host,
         port=port,
         advertise=args.advertise,
+        # Bound to every interface, routes name brokerIP1 as the broker's do (not the loopback
+        # address a host-name lookup often gives, which remote clients cannot dial).
+        advertise_host=config.broker_ip1 if args.host in WILDCARD_HOSTS else None,
         cluster=config.broker_cluster_name,
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,

@@ -11,9 +11,10 @@ one log line; requests that arrived whole before it in the same read are still a
 connection stops reading, answers them, then closes). When the peer stops
 reading and our write buffer passes the high-water mark, both answering and reading stop for this
 peer until the buffer drains (requests already received wait, decoded), so a slow reader throttles
-only itself and costs bounded memory. A connection with no traffic, nothing in
-flight and nothing left to write for ``idle_timeout`` seconds is closed, like the broker's idle
-handler (``serverChannelMaxIdleTimeSeconds``, 120 s).
+only itself and costs bounded memory. A connection with no traffic for ``idle_timeout`` seconds is
+closed, like the broker's all-idle handler (``serverChannelMaxIdleTimeSeconds``, 120 s): nothing
+received, no processor running and no answer taken by the peer. A peer that stopped reading its
+answers is thus cut off (aborted, since its buffer can never flush) instead of being held forever.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class RemotingConnection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[RemotingCommand | None]] = set()
         self._last_activity = 0.0
         self._idle_handle: asyncio.TimerHandle | None = None
+        self._checked_buffer = 0
         self._closing = False
         self._writing_paused = False
         self._draining = False
@@ -175,6 +177,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._last_activity = self._loop.time()  # the peer is reading its answers: not idle
         if self._batch is not None:
             return  # called from inside _process_pending's own write: its loop carries on
         if self._pending and not self._closing:
@@ -283,13 +286,28 @@ class RemotingConnection(asyncio.Protocol):
         self._idle_handle = None
         if self._closing or self._transport is None:
             return
-        deadline = self._last_activity + self._idle_timeout
         now = self._loop.time()
-        busy = bool(self._tasks or self._pending) or self._transport.get_write_buffer_size() > 0
-        if busy or now < deadline:
-            if busy:
-                self._last_activity = now
+        buffered = self._transport.get_write_buffer_size()
+        # Answers left the buffer since the last check (only activity can add to it in between).
+        draining = buffered < self._checked_buffer
+        self._checked_buffer = buffered
+        if self._tasks or draining:
+            self._last_activity = now  # our own work in progress, or the peer taking its answers
+        if now < self._last_activity + self._idle_timeout:
             self._idle_handle = self._loop.call_at(self._last_activity + self._idle_timeout, self._check_idle)
+            return
+        if buffered or self._pending:
+            # The peer stopped reading: nothing it was sent moves, so close() could never flush.
+            log.warning(
+                "closing connection from %s: it read none of its answers for %.0f s (%d bytes and %d "
+                "request(s) waiting)",
+                self._peer,
+                self._idle_timeout,
+                buffered,
+                len(self._pending),
+            )
+            self._closing = True
+            self._transport.abort()
             return
         log.info("closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout)
         self.close()

@@ -41,7 +41,7 @@ from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.errors import IndexFileError
-from store.index_file import IndexFile
+from store.index_file import IndexFile, header_problem
 from store.index_service import IndexService
 
 log = logging.getLogger("store.index")
@@ -188,8 +188,10 @@ class IndexBuilder:
         prev = files[-2] if len(files) > 1 else None
         base = (prev.header.end_phy_offset, prev.header.end_timestamp) if prev is not None else (0, 0)
         count = last.header.index_count
+        # A damaged count (negative, or past the file) says nothing: look for entries up to the end.
+        top = count if 1 <= count <= last.index_num else last.index_num
         keep, end_values = 1, base
-        for n in range(min(count, last.index_num) - 1, 0, -1):
+        for n in range(top - 1, 0, -1):
             sound = self._entry_is_sound(last, n)
             if sound is not None:
                 keep, end_values = n + 1, sound
@@ -198,23 +200,35 @@ class IndexBuilder:
             # Not one entry points at a record with its key: this is not the CommitLog the index was
             # built from (a wrong --commitlog or --store), or it lost everything the newest file
             # indexes. Rolling back would erase the index; refuse and leave it as it is.
+            first_phy = last.entry(1)[1]
+            cause = (
+                f"the CommitLog ends at {self.commitlog.max_offset}, before the first record it indexes "
+                f"({first_phy}): CommitLog files lost or truncated, or the wrong CommitLog or store?"
+                if first_phy >= self.commitlog.max_offset
+                else "wrong CommitLog or store?"
+            )
             raise IndexFileError(
-                f"none of the {count - 1} entries of the newest index file {last.path} points at a record "
-                f"with its key in the CommitLog at {self.commitlog.directory}: wrong CommitLog or store? "
+                f"none of the {top - 1} entries of the newest index file {last.path} points at a record "
+                f"with its key in the CommitLog at {self.commitlog.directory}: {cause} "
                 "The index is left untouched (rmq-query rebuild-index rebuilds it from this CommitLog)"
             )
         h = last.header
-        intact = keep == count and last.written_end() == count
+        # A header no writer leaves (counts beyond the file, negative values) is rewritten from the
+        # entries too, or the file would stay out of queries while the builder kept adding to it.
+        problem = header_problem(h, last.hash_slot_num, last.index_num, last=True)
+        intact = keep == count and last.written_end() == count and problem is None
         if intact and (h.end_phy_offset, h.end_timestamp) == end_values:
             if count > 1 or (h.begin_phy_offset, h.begin_timestamp) == base:
                 self._repair_checkpoint(files)
                 return
-        gone = last.rollback(keep, *end_values)
+        begin = self._entry_is_sound(last, 1) if problem is not None and keep > 1 else None
+        gone = last.rollback(keep, *end_values, begin=begin)
         last.flush()
         log.warning(
-            "index file %s: repaired after an interrupted write: kept %d entries, undid %d that a crash "
-            "left torn or pointing at no record with their key; they are indexed again from the CommitLog",
+            "index file %s: repaired after %s: kept %d entries, undid %d that were torn or pointing at "
+            "no record with their key; they are indexed again from the CommitLog",
             last.path,
+            f"a damaged header ({problem})" if problem is not None else "an interrupted write",
             keep - 1,
             gone,
         )

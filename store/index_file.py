@@ -370,27 +370,37 @@ class IndexFile:
             self._index_count,
         )
 
-    def written_end(self) -> int:
-        """One past the last entry holding any bytes, counting from ``indexCount`` (torn puts leave some)."""
-        n = max(self._index_count, 1)
+    def written_end(self, start: int | None = None) -> int:
+        """One past the last entry holding any bytes, counting from ``indexCount`` (torn puts leave
+        some), or from ``start`` when the header's count cannot be trusted.
+
+        Never past the file: a damaged header's ``indexCount`` (say 2^31-1) must not make ``rollback``
+        zero, or allocate, gigabytes beyond it.
+        """
+        n = min(max(self._index_count if start is None else start, 1), self.index_num)
         while n < self.index_num and any(self.entry(n)):
             n += 1
         return n
 
-    def rollback(self, keep: int, end_phy_offset: int, end_timestamp: int) -> int:
+    def rollback(
+        self, keep: int, end_phy_offset: int, end_timestamp: int, *, begin: tuple[int, int] | None = None
+    ) -> int:
         """Forget entries ``keep`` and later, as if they had never been put; returns how many went.
 
         Undone entries (and those past ``indexCount`` a torn put left behind) are zeroed, as a clean
         build has zeros there; the slots are rebuilt from the kept entries and the header takes the
         given end values of the last kept entry's record and the recounted used slots. The result is
         the file a clean build would have written up to entry ``keep - 1``, even when a crash lost
-        the links of the undone entries.
+        the links of the undone entries. ``begin`` (the first entry's record offset and store time)
+        replaces begin values that a damaged header no longer holds.
         """
         if not self.writable:
             raise IndexFileError(f"index file {self.path} is open read-only")
         keep = max(keep, 1)
         mm = self._mm
-        top = self.written_end()
+        # A count outside the file is garbage: the torn entries, if any, follow the last kept one.
+        count_ok = 1 <= self._index_count <= self.index_num
+        top = self.written_end(None if count_ok else keep)
         if top > keep:
             mm[self._entries_at + keep * INDEX_ENTRY_SIZE : self._entries_at + top * INDEX_ENTRY_SIZE] = (
                 bytes((top - keep) * INDEX_ENTRY_SIZE)
@@ -416,6 +426,8 @@ class IndexFile:
         else:
             self._end_phy = end_phy_offset
             self._end_ts = end_timestamp
+            if begin is not None:
+                self._begin_phy, self._begin_ts = begin
         self._write_header()
         return gone
 

@@ -24,9 +24,10 @@ import msgspec
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
-from store.checkpoint import abnormal_exit
+from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
+from store.errors import CheckpointError
 from store.index_service import IndexService, QueryArgumentError
 from store.resident import resident_file_bytes
 from store.warn_once import WarnOnce
@@ -137,6 +138,15 @@ class MessageStore:
                 "checkpoint",
                 f"no checkpoint at {config.checkpoint_path}: queries do not need it, but a broker "
                 "restarting on this store cannot tell which index files are complete",
+            )
+            return
+        try:
+            Checkpoint.read(config.checkpoint_path)
+        except CheckpointError as exc:
+            self.warn(
+                "checkpoint",
+                f"{exc}: queries do not need it, but a broker restarting on this store cannot tell "
+                "which index files are complete",
             )
 
     def _served(self, nbytes: int, records: int) -> None:

@@ -1,4 +1,4 @@
-"""Crash stress for the index builder: many ``kill -9`` of ``rmq-query rebuild-index --follow``.
+"""Crash stress for the index builder: many ``kill -9`` of ``rebuild-index --follow`` or ``serve``.
 
 The test suite kills a few times (``tests/store/test_crash_safety.py``) and sweeps every write
 point in-process; this script runs the real thing many more times, bounded by ``--kills``: a writer
@@ -8,7 +8,11 @@ again. It tallies what each kill left behind (a torn put, a record half indexed,
 created...), then restarts once more, catches up, and compares the index files byte for byte with
 a clean build of the same CommitLog, and checks every key is found exactly once.
 
+``--target serve`` kills ``rmq-query serve --build-index`` instead (on 127.0.0.1, ``--port``), whose
+builder indexes in slices between requests on the event loop.
+
     python -m clients.benchmarks.crash_kill9 --kills 100 --seed 1
+    python -m clients.benchmarks.crash_kill9 --target serve --kills 20 --min-delay 0.8 --max-delay 1.5
 """
 
 from __future__ import annotations
@@ -75,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=30000, help="the writer stops after this many")
     parser.add_argument("--min-delay", type=float, default=0.25, help="earliest kill after start, s")
     parser.add_argument("--max-delay", type=float, default=0.6, help="latest kill after start, s")
+    parser.add_argument(
+        "--target", choices=["follow", "serve"], default="follow", help="process to kill (default follow)"
+    )
+    parser.add_argument("--port", type=int, default=24911, help="serve's port on 127.0.0.1 (--target serve)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="crash-kill9-"))
@@ -107,10 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         states: collections.Counter[str] = collections.Counter()
         probe = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
         started = time.monotonic()
-        follow = [sys.executable, "-m", "clients.cli", "rebuild-index", "--follow", "--interval", "0.002"]
+        if args.target == "serve":
+            command = [sys.executable, "-m", "clients.cli", "serve", "--build-index", "--refresh-interval"]
+            command += ["0.002", "--port", str(args.port), "--config", str(root / "broker.conf")]
+        else:
+            command = [sys.executable, "-m", "clients.cli", "rebuild-index", "--follow", "--interval"]
+            command += ["0.002"]
         for _ in range(args.kills):
             proc = subprocess.Popen(
-                [*follow, "--store", str(root)],
+                [*command, "--store", str(root)],
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

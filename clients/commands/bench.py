@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 from collections.abc import Callable
@@ -13,7 +14,10 @@ from clients.commands.common import (
     EXIT_SERVER_ERROR,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    first_addr_arg,
+    output_closed,
     positive_int_arg,
+    timeout_arg,
 )
 from clients.errors import ClientError
 from clients.load import (
@@ -50,7 +54,8 @@ exit codes:
   0  every request answered (found or not found)
   2  usage error, or no usable samples
   3  server unreachable
-  4  some requests failed (error codes, timeouts, lost connections)"""
+  4  some requests failed (error codes, timeouts, lost connections)
+  141  standard output closed before the report was written"""
 
 
 def _seconds(text: str) -> float:
@@ -66,9 +71,12 @@ def _seconds(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
+    default_addr = os.environ.get("NAMESRV_ADDR")
     parser.add_argument(
-        "-n", "--namesrv", dest="addr", required=True, metavar="ADDR", help="server host:port"
-    )
+        "-n", "--namesrv", dest="addr", type=first_addr_arg, default=default_addr,
+        required=not default_addr, metavar="ADDR",
+        help="server host:port; of a list h:p;h:p the first (default: $NAMESRV_ADDR, like the queries)",
+    )  # fmt: skip
     parser.add_argument("--kind", choices=("view", "key", "mixed"), default="view", help="request mix")
     parser.add_argument("--connections", type=positive_int_arg, default=1, metavar="C", help="connections")
     parser.add_argument(
@@ -78,7 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--requests", type=positive_int_arg, metavar="N", help="stop after N requests")
     budget.add_argument("--seconds", type=_seconds, metavar="S", help="stop after S seconds")
     parser.add_argument("--store", metavar="DIR", help="store directory to sample offsets and keys from")
-    parser.add_argument("--config", metavar="FILE", help="the store's broker.conf (default: inferred)")
+    parser.add_argument(
+        "--config", metavar="FILE",
+        help="the store's broker.conf: CommitLog path and file size (default: --store/commitlog, size"
+        " of its first file); --store, if given, is the store root",
+    )  # fmt: skip
     parser.add_argument(
         "--sample-limit", type=positive_int_arg, default=DEFAULT_SAMPLE_LIMIT, metavar="N",
         help=f"records of the store to sample at most (default {DEFAULT_SAMPLE_LIMIT})",
@@ -88,7 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-num", type=positive_int_arg, default=64, metavar="N", help="maxNum of key queries"
     )
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="per-request timeout")
+    parser.add_argument(
+        "--timeout", type=timeout_arg, default=5.0, metavar="SECONDS", help="per-request timeout"
+    )
     parser.add_argument(
         "--serialize", choices=("json", "rocketmq"), default="json", help="header serialization"
     )
@@ -102,14 +116,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _samples(args: argparse.Namespace) -> Samples:
     samples = Samples()
-    if args.store:
+    if args.store or args.config:
         samples = sample_store(args.store, config_path=args.config, limit=args.sample_limit)
     if args.keys:
         samples.keys = read_key_list(args.keys)
     if args.ids:
         samples.offsets = read_id_list(args.ids)
     if args.kind in ("view", "mixed") and not samples.offsets:
-        raise SampleError("--kind view/mixed needs offsets: give --store or --ids")
+        raise SampleError("--kind view/mixed needs offsets: give --store (or --config) or --ids")
     if args.kind in ("key", "mixed") and not samples.keys:
         raise SampleError("--kind key/mixed needs keys: give --store (with keyed messages) or --keys")
     return samples
@@ -178,5 +192,9 @@ def run(args: argparse.Namespace) -> int:
     except ClientError as exc:
         err.write(f"rmq-query bench: {exc}\n")
         return EXIT_UNREACHABLE
-    sys.stdout.write(json_line(report.to_dict()) if args.json else report.format_text())
+    try:
+        sys.stdout.write(json_line(report.to_dict()) if args.json else report.format_text())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return output_closed(sys.stdout)
     return EXIT_SERVER_ERROR if report.errors else EXIT_FOUND

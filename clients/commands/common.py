@@ -8,6 +8,8 @@ Exit codes (also printed in every query subcommand's ``--help``):
 2     usage error or a malformed message id (argparse also exits 2 on bad flags)
 3     unreachable: connection refused or lost, or no answer before the timeout
 4     server error: the server answered with another error code or with undecodable data
+141   standard output closed before everything was written (piped into ``head``): 128 + SIGPIPE,
+      what a shell reports for any tool stopped that way; no traceback
 ====  ==========================================================================================
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -23,9 +26,10 @@ from typing import Any, TextIO
 
 from clients.acl import AclSigner
 from clients.admin import QueryAdmin
-from clients.client import DEFAULT_TIMEOUT, RemotingClient
+from clients.client import DEFAULT_TIMEOUT, RemotingClient, parse_addr
 from clients.errors import (
     ClientError,
+    ConnectError,
     MQBrokerError,
     MQClientError,
     TransportError,
@@ -43,16 +47,60 @@ EXIT_NO_RESULT = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_SERVER_ERROR = 4
+EXIT_OUTPUT_CLOSED = 141
 
 EXIT_CODES_EPILOG = """exit codes:
   0  found
   1  no result (no matching message, topic without route, nothing at that offset)
   2  usage error or malformed message id
   3  server unreachable, connection lost or timed out
-  4  server error (other error code, undecodable answer)"""
+  4  server error (other error code, undecodable answer)
+  141  standard output closed early (e.g. piped into head)"""
 
 #: Where mqadmin writes message bodies (``Message Body Path:``).
 DEFAULT_BODY_DIR = "/tmp/rocketmq/msgbodys"
+#: The longest request timeout accepted: long enough for any real query, short enough never to hang.
+MAX_TIMEOUT = 3600.0
+
+
+def timeout_arg(text: str) -> float:
+    """A request timeout in seconds: finite and in (0, MAX_TIMEOUT], so a request always ends.
+
+    ``nan`` or ``inf`` would make the timer never fire (or the event loop refuse it), a zero or
+    negative one fails every request before it is sent: each is a usage error, not a timeout.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]: {text!r}")
+    return value
+
+
+def addr_arg(text: str) -> str:
+    """One ``host:port`` (IPv6 as ``[v6]:port``), checked now so a typo is a usage error (exit 2)."""
+    try:
+        parse_addr(text)
+    except ConnectError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.reason}: {text!r}") from None
+    return text.strip()
+
+
+def first_addr_arg(text: str) -> str:
+    """The first address of a name server list (``bench`` drives one server), the list checked whole."""
+    namesrv_arg(text)
+    return next(a.strip() for a in text.split(";") if a.strip())
+
+
+def namesrv_arg(text: str) -> str:
+    """A name server list ``h:p;h:p`` (Java's separator), every address checked like ``addr_arg``."""
+    addrs = [a for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise argparse.ArgumentTypeError(f"no address in {text!r} (expected host:port[;host:port...])")
+    for addr in addrs:
+        addr_arg(addr)
+    return text
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_required: bool = True) -> None:
@@ -63,6 +111,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_require
         "--namesrv",
         "--namesrvAddr",
         dest="namesrv",
+        type=namesrv_arg,
         default=default,
         required=namesrv_required and not default,
         metavar="ADDR",
@@ -70,7 +119,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_require
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=timeout_arg,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"request timeout; key queries get three times this, like Java (default {DEFAULT_TIMEOUT:g})",
@@ -158,6 +207,23 @@ def report_error(command: str, exc: BaseException, *, as_json: bool, out: TextIO
     return code
 
 
+def output_closed(out: TextIO) -> int:
+    """The reader of ``out`` went away (``| head``): stop quietly with ``EXIT_OUTPUT_CLOSED``.
+
+    What is still buffered for a closed standard output could only fail again when the interpreter
+    flushes it at exit (printing "Exception ignored ... BrokenPipeError"), so the descriptor is
+    pointed at /dev/null first, as the Python documentation recommends for SIGPIPE.
+    """
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass  # no real descriptor behind it (already closed or replaced): nothing to redirect
+    return EXIT_OUTPUT_CLOSED
+
+
 def run_query(
     command: str,
     args: argparse.Namespace,
@@ -181,9 +247,14 @@ def run_query(
     previous_level = logger.level
     logger.setLevel(logging.WARNING)
     try:
-        return asyncio.run(main())
-    except (ClientError, ProtocolError) as exc:
-        return report_error(command, exc, as_json=getattr(args, "json", False), out=out, err=err)
+        try:
+            code = asyncio.run(main())
+        except (ClientError, ProtocolError) as exc:
+            code = report_error(command, exc, as_json=getattr(args, "json", False), out=out, err=err)
+        out.flush()  # a closed pipe shows here, not in the interpreter's exit-time flush
+        return code
+    except BrokenPipeError:
+        return output_closed(out)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous_level)

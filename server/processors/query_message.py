@@ -6,6 +6,8 @@ fields are always present (the Java client silently drops a broker's results wit
 record means QUERY_NOT_FOUND with the broker's remark. The body is whole raw CommitLog records in
 ascending offset order, trimmed to whole records below the frame limit (a client closes the
 connection on a frame over 16 MiB, and ``MessageDecoder.decodes`` stops at a partial record anyway).
+A VIEW_MESSAGE_BY_ID "record" too large for a frame can only be a garbage size word read inside a
+record: it is answered as no message.
 """
 
 from __future__ import annotations
@@ -121,6 +123,10 @@ class QueryMessageProcessor:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
         offset = header.offset
         record = self._store.view_message(offset) if offset >= 0 else None
-        if record is None:
+        if record is None or record.nbytes > self._body_limit:
+            # Over the frame limit it cannot be a record (the broker's maxMessageSize is 4 MiB): it is
+            # a garbage size word read at an offset inside a record, which could claim up to the
+            # rest of a 1 GiB CommitLog file. Answering it would copy that much and send a frame the
+            # client refuses by closing the connection, so it is answered as no message.
             return system_error(request, view_not_found_remark(offset))
         return request.make_response(ResponseCode.SUCCESS, body=bytes(record))  # copy: see query_message

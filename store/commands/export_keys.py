@@ -16,7 +16,7 @@ from pathlib import Path
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
-from store.spark.command import add_master_arguments, fail, range_bytes, spark_conf
+from store.spark.command import add_master_arguments, fail, range_bytes, spark_conf, spark_only_options
 
 HELP = "export a store's key index (every topic#key entry) as a Parquet dataset"
 
@@ -51,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
                 range_bytes=range_bytes(args),
             )
         else:
+            if spark_only_options(args):
+                print(
+                    f"export-keys: --engine spark is needed for {spark_only_options(args)}", file=sys.stderr
+                )
+                return 1
             result = export_keys_local(config, args.out, range_bytes=range_bytes(args))
     except (ConfigError, StoreError, SparkUnavailableError, OSError) as exc:
         return fail("export-keys", exc, args.out)

@@ -20,7 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        report = check_store(config_from_args(args), deep=args.deep)
+        config = config_from_args(args)
+        if not config.store_path_root_dir.is_dir():
+            # Checking nothing would report only a missing checkpoint: say what is really wrong.
+            raise StoreError(f"no store directory at {config.store_path_root_dir}")
+        report = check_store(config, deep=args.deep)
     except (ConfigError, StoreError, OSError) as exc:
         print(f"fsck: {exc}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
 from store.index_builder import IndexBuilder, rebuild_index
-from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild
+from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild, spark_only_options
 
 HELP = "rebuild a store's IndexFiles from its CommitLog (byte-identical to the broker's)"
 
@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
             return run_spark_rebuild(args, config)
         if args.out is not None:
             print("rebuild-index: --out needs --engine spark", file=sys.stderr)
+            return 1
+        if spark_only_options(args):
+            print(f"rebuild-index: --engine spark is needed for {spark_only_options(args)}", file=sys.stderr)
             return 1
         started = time.perf_counter()
         if not args.follow:

@@ -56,6 +56,16 @@ def spark_conf(args: argparse.Namespace) -> dict[str, str]:
     return conf
 
 
+def spark_only_options(args: argparse.Namespace) -> str:
+    """The Spark-only flags given (``--master``, ``--spark-conf``), named for a refusal; "" if none.
+
+    Without ``--engine spark`` they would be silently ignored: an operator who typed
+    ``--master spark://...`` and forgot the engine would get a one-process run instead.
+    """
+    given = [flag for flag, value in (("--master", args.master), ("--spark-conf", args.spark_conf)) if value]
+    return ", ".join(given)
+
+
 def fail(command: str, exc: BaseException, target: Path) -> int:
     """Print why ``command`` failed and that ``target`` was left as it was; the exit code."""
     print(f"{command}: {exc}", file=sys.stderr)

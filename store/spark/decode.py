@@ -27,7 +27,11 @@ PHYSICAL_OFFSET = struct.Struct(">q")
 
 @dataclass(frozen=True, slots=True)
 class RangeEntries:
-    """What one range decoded into; ``stopped_at`` is set when a record failed its check."""
+    """What one range decoded into; ``stopped_at`` is set when a record failed its check.
+
+    ``followed`` says whether more records follow the failed one inside the range (the planner hopped
+    over it to them): then it is corruption in the middle of the log, never a torn tail.
+    """
 
     index: int
     blob: bytes
@@ -35,6 +39,7 @@ class RangeEntries:
     bytes_read: int
     stopped_at: int | None = None
     reason: str = ""
+    followed: bool = False
 
 
 def describe_invalid(buf: mmap.mmap, pos: int, end: int, offset: int) -> str:
@@ -55,6 +60,25 @@ def describe_invalid(buf: mmap.mmap, pos: int, end: int, offset: int) -> str:
     return "BODYCRC does not match the body"
 
 
+def _stopped(
+    rng: CommitLogRange, out: bytearray, records: int, buf: mmap.mmap, pos: int, end: int, reason: str
+) -> RangeEntries:
+    """The result of a range whose record at ``pos`` failed its check."""
+    followed = False
+    if pos + 8 <= end:
+        size, _ = SIZE_MAGIC.unpack_from(buf, pos)
+        followed = size >= record.MIN_RECORD_SIZE and pos + size < end
+    return RangeEntries(
+        rng.index,
+        bytes(out),
+        records,
+        pos - (rng.start - rng.file_start),
+        rng.file_start + pos,
+        reason,
+        followed,
+    )
+
+
 def decode_range(rng: CommitLogRange) -> RangeEntries:
     """Walk ``rng`` record by record and pack every index entry it yields."""
     out = bytearray()
@@ -70,25 +94,11 @@ def decode_range(rng: CommitLogRange) -> RangeEntries:
             size = check(mm, pos, end, rng.file_start + pos, check_crc=True)
             if size <= 0:
                 reason = describe_invalid(mm, pos, end, rng.file_start + pos)
-                return RangeEntries(
-                    rng.index,
-                    bytes(out),
-                    records,
-                    pos - (rng.start - rng.file_start),
-                    rng.file_start + pos,
-                    reason,
-                )
+                return _stopped(rng, out, records, mm, pos, end, reason)
             try:
                 f = fields_of(mm, pos)
             except ProtocolError as exc:
-                return RangeEntries(
-                    rng.index,
-                    bytes(out),
-                    records,
-                    pos - (rng.start - rng.file_start),
-                    rng.file_start + pos,
-                    str(exc),
-                )
+                return _stopped(rng, out, records, mm, pos, end, str(exc))
             topic = f.topic
             for key in index_keys(f):
                 out += pack(hasher(topic, key), f.commit_log_offset, f.store_timestamp)

@@ -9,19 +9,29 @@ is written beside the destination and swapped in only when complete.
 
 from __future__ import annotations
 
+import mmap
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from store import record
 from store.config import StoreConfig
+from store.spark.decode import describe_invalid
 from store.spark.errors import PipelineError, StageFailedError
 from store.spark.failures import describe_failure
 from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
 from store.spark.progress import SparkProgress, render_bar
-from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file, ranges_from_plans
+from store.spark.ranges import (
+    DEFAULT_RANGE_BYTES,
+    SIZE_MAGIC,
+    CommitLogRange,
+    list_files,
+    plan_file,
+    ranges_from_plans,
+)
 from store.spark.rebuild import check_plans
 from store.spark.session import open_session
 from store.spark.staging import staged_output
@@ -49,7 +59,37 @@ def _local_ranges(config: StoreConfig, range_bytes: int) -> tuple[list[CommitLog
         raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
     plans = [plan_file(f, range_bytes) for f in files]
     warnings = check_plans(plans)
-    return ranges_from_plans(plans), warnings
+    ranges, tail_warnings = without_torn_tail(ranges_from_plans(plans))
+    return ranges, warnings + tail_warnings
+
+
+def without_torn_tail(ranges: list[CommitLogRange]) -> tuple[list[CommitLogRange], list[str]]:
+    """Leave out a torn last record (a broker killed mid-write), with a warning, as the rebuild does.
+
+    The planner hops over records by TOTALSIZE only, so a record whose header was written but not
+    its whole body can end the last range. Such a record ends the CommitLog (the sequential
+    builder and the broker's recovery stop there too); a bad record anywhere else still fails the
+    export in ``range_rows`` with its offset.
+    """
+    if not ranges:
+        return ranges, []
+    last = ranges[-1]
+    with open(last.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        pos = last.start - last.file_start
+        end = last.end - last.file_start
+        final = pos
+        while pos < end:  # find the last record's start (the planner checked every TOTALSIZE)
+            final = pos
+            pos += SIZE_MAGIC.unpack_from(mm, pos)[0]
+        offset = last.file_start + final
+        if record.check(mm, final, end, offset, check_crc=True) > 0:
+            return ranges, []
+        reason = describe_invalid(mm, final, end, offset)
+    warning = f"CommitLog ends at a torn record at offset {offset} ({reason})"
+    trimmed = [*ranges[:-1]]
+    if offset > last.start:
+        trimmed.append(replace(last, end=offset))
+    return trimmed, [warning]
 
 
 def _arrow_schema():  # type: ignore[no-untyped-def]
@@ -133,7 +173,8 @@ def export_keys_spark(
                 .collect()
             )
         warnings = check_plans(plans)
-        ranges = ranges_from_plans(plans)
+        ranges, tail_warnings = without_torn_tail(ranges_from_plans(plans))
+        warnings += tail_warnings
         label = "export keys"
         with staged_output(Path(out)) as staging:
             rdd = sc.parallelize(ranges, max(1, len(ranges))).flatMap(range_rows)

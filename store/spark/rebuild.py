@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -97,13 +97,18 @@ def check_plans(plans: list[FilePlan]) -> list[str]:
 
 
 def check_decoded(decoded: list[RangeEntries], ranges: list[CommitLogRange]) -> list[str]:
-    """A range that stopped early is corrupt, unless it is the CommitLog's last (a torn tail)."""
+    """A range that stopped early is corrupt, unless its bad record ends the CommitLog (a torn tail).
+
+    A torn tail is the last record of the last range: the planner found nothing after it. A bad
+    record with whole records after it is corruption wherever it is; indexing up to it would silently
+    drop the keys after it (the sequential builder skips it and indexes them), so the job stops.
+    """
     warnings: list[str] = []
     for result in decoded:
         if result.stopped_at is None:
             continue
         rng = ranges[result.index]
-        if result.index != len(ranges) - 1:
+        if result.index != len(ranges) - 1 or result.followed:
             raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
         warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
     return warnings
@@ -134,9 +139,7 @@ def final_names(written: list[WrittenFile]) -> list[str]:
 
 def _summary(result: RangeEntries) -> tuple[RangeEntries, int]:
     """The decode result without its blob, and its entry count: what the driver collects."""
-    blobless = RangeEntries(
-        result.index, b"", result.records, result.bytes_read, result.stopped_at, result.reason
-    )
+    blobless = replace(result, blob=b"")
     return blobless, len(result.blob) // ENTRY_SIZE
 
 

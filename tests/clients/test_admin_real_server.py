@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 
 import pytest
 
-from clients.admin import QueryAdmin, java_split_space
+import protocol.compression as compression
+from clients.admin import QueryAdmin, decode_answer_records, java_split_space
 from clients.client import RemotingClient
 from clients.errors import MQBrokerError, MQClientError
 from protocol.codes import SerializeType
+from protocol.errors import CodecUnavailableError
+from protocol.message import MessageExt, encode_message
+from protocol.message_flags import COMPRESSED_FLAG
 from protocol.message_id import create_offset_msg_id
 from server.app import QueryServer
 
@@ -98,3 +103,28 @@ async def test_bodies_come_back_decompressed(java_server: QueryServer, java_expe
             assert hashlib.sha256(msg.stored_body or b"").hexdigest() == expected["bodySha256"]  # as stored
             assert len(msg.body) > expected["bodyLen"]  # inflated: the generator's text, not the codec's
             assert msg.body.startswith(f"body-{expected['i']} héllo wörld".encode())
+
+
+async def test_a_missing_codec_is_a_clear_error_not_no_message(
+    java_server: QueryServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TopicA/k-10's first record has an LZ4 body: without the lz4 package the query must say so,
+    not end in "no message" (Java's decoder stops silently at a record it cannot decode)."""
+    addr = f"127.0.0.1:{java_server.port}"
+    async with QueryAdmin(addr) as admin:
+        assert any(m.is_compressed for m in (await admin.query_by_key("TopicA", "k-10")).messages)
+        monkeypatch.setattr(compression, "_lz4", None)
+        monkeypatch.setattr(compression, "_zstd", None)
+        with pytest.raises(CodecUnavailableError, match="'lz4' package is not installed"):
+            await admin.query_by_key("TopicA", "k-10")
+
+
+def test_a_corrupt_record_ends_the_answer_like_java(caplog: pytest.LogCaptureFixture) -> None:
+    good = encode_message(MessageExt(topic="TopicA", body=b"ok", properties={"KEYS": "k"}))
+    bad = encode_message(
+        MessageExt(topic="TopicA", body=b"not zlib", sys_flag=COMPRESSED_FLAG | 3 << 8, stored_body=b"x")
+    )
+    with caplog.at_level(logging.WARNING, logger="clients.admin"):
+        messages = decode_answer_records(good + bad + good, "127.0.0.1:1")
+    assert [m.body for m in messages] == [b"ok"]
+    assert "dropped" in caplog.text and f"byte {len(good)}" in caplog.text

@@ -40,6 +40,37 @@ def test_sample_store_with_its_broker_conf(java_store_copy: Path) -> None:
     assert len(sample_store(java_store_copy, config_path=conf).offsets) == 5000
 
 
+def test_sample_store_from_its_broker_conf_alone(java_store_copy: Path) -> None:
+    conf = java_store_copy.parent / "java-4.9.7-a.broker.conf"
+    assert len(sample_store(None, config_path=conf).offsets) == 5000
+
+
+def test_the_store_root_wins_over_the_broker_confs(java_store_copy: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("storePathRootDir=/nowhere\nmappedFileSizeCommitLog=262144\n", encoding="utf-8")
+    assert len(sample_store(java_store_copy, config_path=conf).offsets) == 5000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "cannot read"),
+        ("mappedFileSizeCommitLog=abc\n", "is not an integer"),
+        ("mappedFileSizeCommitLog=0\n", "must be positive"),
+    ],
+)
+def test_an_unusable_broker_conf_is_a_sample_error(
+    java_store_copy: Path, tmp_path: Path, text: str | None, message: str
+) -> None:
+    conf = tmp_path / "broker.conf"
+    if text is not None:
+        conf.write_text(text, encoding="utf-8")
+    with pytest.raises(SampleError, match=f"cannot use {conf}: .*{message}"):
+        sample_store(java_store_copy, config_path=conf)
+    with pytest.raises(SampleError, match="no store to sample"):
+        sample_store(None)
+
+
 def test_sample_store_without_a_store(tmp_path: Path) -> None:
     with pytest.raises(SampleError, match="no CommitLog directory"):
         sample_store(tmp_path)
@@ -153,6 +184,27 @@ def test_bench_command_json(served_java_store: str, java_store_copy: Path, capsy
     assert set(report["latencyMs"]) == {"p50", "p90", "p99", "max"}
 
 
+def test_bench_command_with_only_the_broker_conf(
+    served_java_store: str, java_store_copy: Path, capsys
+) -> None:
+    conf = java_store_copy.parent / "java-4.9.7-a.broker.conf"
+    argv = ["bench", "-n", served_java_store, "--config", str(conf), "--kind", "mixed", "--requests", "20"]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] == 20
+
+
+def test_bench_command_takes_the_name_server_from_the_environment(
+    served_java_store: str, java_store_copy: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setenv("NAMESRV_ADDR", f"{served_java_store};127.0.0.1:1")  # a list: the first is used
+    assert main(["bench", "--store", str(java_store_copy), "--requests", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] == 10
+    monkeypatch.delenv("NAMESRV_ADDR")
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--store", str(java_store_copy), "--requests", "10"])
+    assert info.value.code == 2
+
+
 def test_bench_command_with_lists(served_java_store: str, tmp_path: Path, capsys) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("TopicA k-3\nTopicA does-not-exist\n", encoding="utf-8")
@@ -194,6 +246,8 @@ def test_bench_command_unreachable_exits_3(tmp_path: Path, capsys) -> None:
         (["--kind", "view"], "--kind view/mixed needs offsets"),
         (["--kind", "key", "--ids", "IDS"], "--kind key/mixed needs keys"),
         (["--store", "NOWHERE"], "no CommitLog directory"),
+        (["--store", "NOWHERE", "--config", "NOWHERE"], "cannot use"),
+        (["--config", "NOWHERE"], "cannot use"),
     ],
 )
 def test_bench_command_without_samples_exits_2(tmp_path: Path, capsys, argv: list[str], message: str) -> None:

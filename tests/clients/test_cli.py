@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from clients.cli import SUBCOMMANDS, build_parser, main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_subcommand_is_listed_in_the_help(capsys) -> None:
@@ -38,3 +43,25 @@ def test_no_subcommand_is_a_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
+
+
+def test_a_query_command_does_not_import_the_server_or_the_store_tools() -> None:
+    code = (
+        "import sys\n"
+        "from clients.cli import main\n"
+        "try:\n"
+        "    main(['query-key', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('server.app', 'server.command', 'store.commands.rebuild_index')\n"
+        "print('IMPORTED=' + ','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip().splitlines()[-1] == "IMPORTED="
+
+
+def test_a_named_subcommand_still_parses_its_own_arguments_only() -> None:
+    args = build_parser(only="query-key").parse_args(["query-key", "-n", "h:1", "-t", "T", "-k", "serve"])
+    assert args.command == "query-key" and args.key == "serve"

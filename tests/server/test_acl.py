@@ -139,10 +139,27 @@ def test_the_body_is_signed_too() -> None:
             signed(RequestCode.QUERY_MESSAGE, query_fields()),
             "No default permission for topic:TopicA",
         ),
+        # The topic's own entry decides alone (Java's checkPerm): a default that would grant it
+        # does not override an explicit DENY or PUB.
         (
             {"topicPerms": ["TopicA=DENY"], "defaultTopicPerm": "SUB"},
             signed(RequestCode.QUERY_MESSAGE, query_fields()),
+            "No default permission for topic:TopicA",
+        ),
+        (
+            {"topicPerms": ["TopicA=PUB"], "defaultTopicPerm": "SUB"},
+            signed(RequestCode.QUERY_MESSAGE, query_fields()),
+            "No default permission for topic:TopicA",
+        ),
+        (
+            {"topicPerms": ["TopicA=DENY"], "defaultTopicPerm": "SUB"},
+            signed(RequestCode.QUERY_MESSAGE, query_fields("TopicB")),
             None,
+        ),
+        (
+            {"groupPerms": ["g=DENY"], "defaultGroupPerm": "SUB"},
+            signed(RequestCode.UNREGISTER_CLIENT, {"clientID": "c", "consumerGroup": "g"}),
+            "No default permission for group:g",
         ),
         (
             {"topicPerms": ["TopicA=SUB"]},

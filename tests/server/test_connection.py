@@ -18,7 +18,7 @@ import pytest
 
 from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
-from protocol.frame import encode_frame
+from protocol.frame import FrameDecoder, encode_frame
 from server.app import QueryServer
 from server.connection import DEFAULT_MAX_HEADER_LENGTH, FLUSH_BYTES
 from tests.server.harness import Connect, RawClient, StartServer
@@ -218,6 +218,69 @@ async def test_idle_connections_are_closed(start_server: StartServer) -> None:
     finally:
         await idle.close()
         await busy.close()
+
+
+def _biggest_query(java_expected: dict) -> tuple[dict[str, str], int]:
+    biggest = max(java_expected["queries"], key=lambda q: q.get("bufferTotalSize", 0))
+    fields = {
+        "topic": biggest["topic"],
+        "key": biggest["key"],
+        "maxNum": str(biggest["maxNum"]),
+        "beginTimestamp": str(biggest["begin"]),
+        "endTimestamp": str(biggest["end"]),
+    }
+    return fields, biggest["bufferTotalSize"]
+
+
+async def test_a_peer_that_never_reads_is_closed_after_the_idle_timeout(
+    start_server: StartServer, java_expected: dict
+) -> None:
+    """Answers stuck in a full write buffer are no traffic: like the broker's all-idle handler, the
+    connection is cut after ``idle_timeout`` without progress instead of being held forever."""
+    server = await start_server(idle_timeout=0.5)
+    fields, size = _biggest_query(java_expected)
+    stuck = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        count = (24 * 1024 * 1024) // size + 1
+        await stuck.send(*(RawClient.request(RequestCode.QUERY_MESSAGE, fields) for _ in range(count)))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while not any(c.writing_paused for c in server.connections):
+            assert loop.time() < deadline, "the server never applied backpressure"
+            await asyncio.sleep(0.01)
+        start = loop.time()
+        while server.connections:
+            assert loop.time() - start < 3, "a peer that never reads was held past the idle timeout"
+            await asyncio.sleep(0.05)
+        assert loop.time() - start >= 0.3
+    finally:
+        await stuck.close()
+
+
+async def test_a_slow_reader_that_keeps_reading_is_not_idle(
+    start_server: StartServer, java_expected: dict
+) -> None:
+    """A reader slower than the server, but reading, makes progress: it is never cut off as idle."""
+    server = await start_server(idle_timeout=0.4)
+    fields, size = _biggest_query(java_expected)
+    client = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        requests = [RawClient.request(RequestCode.QUERY_MESSAGE, fields) for _ in range(40)]
+        await client.send(*requests)
+        decoder = FrameDecoder()
+        answers: list[RemotingCommand] = []
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while len(answers) < len(requests):
+            chunk = await asyncio.wait_for(client.reader.read(64 * 1024), 5)
+            assert chunk, "the server closed a connection that was still reading"
+            answers.extend(decoder.feed(chunk))
+            await asyncio.sleep(0.02)  # ~3 MB/s: far slower than the server writes
+        assert loop.time() - start > 0.4  # the transfer outlasted the idle timeout
+        assert [a.opaque for a in answers] == [r.opaque for r in requests]
+        assert all(len(a.body or b"") == size for a in answers)
+    finally:
+        await client.close()
 
 
 async def test_a_slow_reader_pauses_only_its_own_connection(

@@ -95,6 +95,26 @@ async def test_an_offset_inside_a_record_returns_what_its_size_word_says(
     assert bytes(answer.body or b"") == expected
 
 
+async def test_a_view_too_large_for_a_frame_is_no_message(start_server: StartServer) -> None:
+    """A size word read inside a record may claim up to the rest of the CommitLog file: whatever does
+    not fit a frame is answered as no message (never copied, never sent for the client to refuse)."""
+    server = await start_server(max_frame_length=4096 + 1000)
+    client = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        small = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+        assert (small.code, len(small.body or b"")) == (ResponseCode.SUCCESS, 503)
+        big = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "3670016"}))
+        assert (big.code, big.remark, big.body) == (
+            ResponseCode.SYSTEM_ERROR,
+            "can not find message by the offset, 3670016",
+            None,
+        )
+        again = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+        assert again.code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
+
+
 @pytest.mark.parametrize("code", [10, 11, 13, 28, 103, 0, 32767, -5])
 async def test_unknown_codes_are_not_supported_with_the_brokers_remark(code: int, connect: Connect) -> None:
     client = await connect()

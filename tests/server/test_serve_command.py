@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 from protocol.codes import RequestCode, ResponseCode
-from server.command import host_port
+from server.app import advertised_address
+from server.command import add_arguments, host_port, load_config, settings_from
+from store.config import StoreConfig
+from store.demo import make_demo_store
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient
 
@@ -125,6 +128,40 @@ async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> Non
             await proc.wait()
 
 
+async def test_serve_reads_the_broker_conf_inside_the_store(tmp_path: Path) -> None:
+    """``--store DIR`` alone reads ``DIR/broker.conf``: a demo-store's small index geometry and broker
+    name come from there (with the broker's defaults the IndexFiles would be refused as mis-sized)."""
+    root = tmp_path / "kept"
+    summary = make_demo_store(root, messages=200)
+    assert (root / "broker.conf").is_file()
+    topic = sorted(summary.sample_keys)[0]
+    key = summary.sample_keys[topic][0]
+    proc, _, port, _ = await _start("--store", str(root), "--port", "0")
+    try:
+        client = await RawClient.connect("127.0.0.1", port)
+        try:
+            route = await client.call(RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+            assert route.code == ResponseCode.SUCCESS
+            assert b'"brokerName":"demo-broker"' in bytes(route.body or b"")
+            fields = {
+                "topic": topic,
+                "key": key,
+                "maxNum": "64",
+                "beginTimestamp": "0",
+                "endTimestamp": "9223372036854775807",
+            }
+            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
+            assert answer.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store_dir: Path) -> None:
     conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
     proc, _, port, _ = await _start("--config", str(conf), "--port", "0", "--workers", "2")
@@ -188,6 +225,48 @@ def test_advertise_accepts_host_port(value: str) -> None:
 def test_advertise_rejects_anything_else(value: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         host_port(value)
+
+
+@pytest.mark.parametrize(
+    ("host", "advertise", "expected"),
+    [
+        ("0.0.0.0", None, "10.1.2.3:20911"),  # every interface: brokerIP1, as the broker registers
+        ("::", None, "10.1.2.3:20911"),
+        ("127.0.0.1", None, "127.0.0.1:20911"),  # a specific address: that address
+        ("192.0.2.7", None, "192.0.2.7:20911"),
+        ("0.0.0.0", "mq.example:10911", "mq.example:10911"),  # --advertise always wins
+    ],
+)
+def test_routes_advertise_broker_ip1_for_a_wildcard_bind(
+    host: str, advertise: str | None, expected: str, tmp_path: Path
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    argv = ["--store", str(tmp_path), "--host", host, "--port", "20911"]
+    args = parser.parse_args(argv + (["--advertise", advertise] if advertise else []))
+    config = StoreConfig.for_store(tmp_path, broker_ip1="10.1.2.3")
+    assert advertised_address(settings_from(args, config), 20911) == expected
+
+
+def test_defaults_are_the_brokers_on_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No flags: store ~/store, port 10911 (fast port 10909), bound to 127.0.0.1 only; a broker.conf
+    (named, or inside --store) supplies listenPort and the identity; --port wins over both."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    bare = parser.parse_args([])
+    config = load_config(bare)
+    assert config.store_path_root_dir == tmp_path / "store"
+    settings = settings_from(bare, config)
+    assert (settings.host, settings.port, settings.advertise) == ("127.0.0.1", 10911, None)
+
+    conf = tmp_path / "b.conf"
+    conf.write_text("listenPort=20911\nbrokerName=b-1\nbrokerClusterName=C1\n", encoding="utf-8")
+    named = parser.parse_args(["--config", str(conf)])
+    settings = settings_from(named, load_config(named))
+    assert (settings.port, settings.broker_name, settings.cluster) == (20911, "b-1", "C1")
+    overridden = parser.parse_args(["--config", str(conf), "--port", "30911"])
+    assert settings_from(overridden, load_config(overridden)).port == 30911
 
 
 def test_serve_refuses_a_bad_advertise_address() -> None:

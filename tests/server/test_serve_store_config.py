@@ -17,7 +17,7 @@ import pytest
 
 from clients.cli import build_parser, main
 from protocol.codes import RequestCode, ResponseCode
-from server.command import load_config
+from server.command import config_file, load_config
 from store.config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient
@@ -41,7 +41,8 @@ def test_store_dir_broker_conf_is_read(demo_dir: Path) -> None:
     assert (config.max_hash_slot_num, config.max_index_num) == (512, 2048)
     assert config.mapped_file_size_commit_log == 262144
     assert config.store_path_root_dir == demo_dir.resolve()
-    assert args.config == demo_dir.resolve() / "broker.conf", "its listenPort applies like --config's"
+    conf = config_file(args)
+    assert conf is not None and conf.resolve() == demo_dir.resolve() / "broker.conf"
 
 
 def test_geometry_flags_override_the_file(demo_dir: Path, tmp_path: Path) -> None:

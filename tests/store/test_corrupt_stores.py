@@ -394,6 +394,18 @@ def test_missing_checkpoint(
     assert code == 1 and f"checkpoint: cannot read checkpoint {damaged.config.checkpoint_path}" in out
 
 
+def test_unreadable_checkpoint(
+    damaged: Damaged, visits: list, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged.config.checkpoint_path.write_bytes(b"abc")  # a torn write: fewer than its 3 timestamps
+    caplog.set_level(logging.WARNING)
+    run_queries(damaged, visits, lambda q: False)
+    logged = warnings(caplog)
+    assert len(logged) == 1 and "has 3 bytes, fewer than its 3 timestamps" in logged[0], logged
+    code, out = fsck(damaged.root, capsys)
+    assert code == 1 and "has 3 bytes, fewer than its 3 timestamps" in out
+
+
 def test_abort_marker(
     damaged: Damaged, visits: list, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:

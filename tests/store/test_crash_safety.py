@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -222,6 +223,34 @@ def test_broker_crash_with_torn_newest_file_is_repaired_not_destroyed(
     assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir), "repaired: nothing lost or doubled"
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("indexCount", 2**31 - 1),  # past the file: rollback used to allocate 40 GB (MemoryError)
+        ("indexCount", -7),
+        ("hashSlotCount", 10**6),
+        ("beginTimestamp", -1),
+    ],
+)
+def test_a_damaged_newest_header_is_rewritten_from_its_entries(
+    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path, field: str, value: int
+) -> None:
+    """The builder (rebuild-index --follow, serve --build-index) starts on a newest file whose header
+    no writer could leave: it must neither crash nor erase the file, and end byte-identical."""
+    java, _ = golden_stores[0]
+    config = _golden_copy(java, tmp_path / "s")
+    newest = sorted(config.index_dir.iterdir())[-1]
+    data = bytearray(newest.read_bytes())
+    # IndexHeader: beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset (i64), then two i32.
+    at, fmt = {"beginTimestamp": (0, ">q"), "hashSlotCount": (32, ">i"), "indexCount": (36, ">i")}[field]
+    struct.pack_into(fmt, data, at, value)
+    newest.write_bytes(bytes(data))
+    builder = IndexBuilder(config)
+    builder.run_once()
+    builder.close()
+    assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
+
+
 class _Crash(BaseException):
     """Stands in for SIGKILL inside the process: nothing catches it, nothing after it runs."""
 
@@ -345,4 +374,28 @@ def test_a_foreign_commitlog_never_erases_the_index(
     )
     with pytest.raises(IndexFileError, match="wrong CommitLog or store"):
         IndexBuilder(wrong)
+    assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
+
+
+def test_a_commitlog_that_lost_its_tail_is_named_as_such(
+    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path
+) -> None:
+    """When every entry of the newest file points past the CommitLog's end, the refusal says the
+    CommitLog lost its tail (not "wrong CommitLog"), and the index is still left as it was."""
+    java, _ = golden_stores[0]
+    config = _golden_copy(java, tmp_path / "s")
+    newest_path = sorted(config.index_dir.iterdir())[-1]
+    newest = IndexFile.open(newest_path, config.max_hash_slot_num, config.max_index_num)
+    first = newest.entry(1)[1]
+    newest.close()
+    size = config.mapped_file_size_commit_log
+    for path in sorted(config.store_path_commit_log.iterdir()):
+        start = int(path.name)
+        if start >= first:
+            path.unlink()
+        elif start + size > first:
+            os.truncate(path, first - start - 100)  # the record before the first indexed one is torn
+    lost_tail = r"before the first record it indexes \(\d+\): CommitLog files lost or truncated"
+    with pytest.raises(IndexFileError, match=lost_tail):
+        IndexBuilder(config)
     assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)

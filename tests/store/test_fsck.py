@@ -81,3 +81,11 @@ def test_index_damage_is_reported(golden_stores: list[tuple[StoreConfig, dict]],
     report = check_store(copy, deep=True)
     assert any("entry 5 points at 17" in p for p in report.problems), report.problems
     assert any("index is behind" in p for p in report.problems), report.problems
+
+
+def test_a_missing_store_directory_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped --store used to pass as an empty store with only a missing checkpoint."""
+    assert main(["fsck", "--store", str(tmp_path / "nope")]) == 1
+    captured = capsys.readouterr()
+    assert f"no store directory at {tmp_path / 'nope'}" in captured.err
+    assert "PROBLEM" not in captured.out

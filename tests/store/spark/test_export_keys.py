@@ -10,7 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from clients.cli import main
+from protocol.message import MessageExt
 from store.spark.key_table import COLUMN_NAMES, STORE_TIME
+from store.spark.synthetic import write_commitlog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,8 +106,6 @@ def test_a_failed_export_keeps_the_previous_output(
 def test_a_corrupt_record_stops_the_export_with_its_offset(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from store.spark.synthetic import write_commitlog
-
     root = tmp_path / "store"
     write_commitlog(root / "commitlog", file_size=64 * 1024, messages=400)
     first = sorted((root / "commitlog").iterdir())[0]
@@ -124,16 +124,7 @@ def test_a_corrupt_record_stops_the_export_with_its_offset(
     assert not out.exists()
 
 
-def test_both_engines_export_a_generated_multi_file_log_exactly(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from protocol.message import MessageExt
-    from store.spark.synthetic import write_commitlog
-
-    root = tmp_path / "store"
-    written: list[MessageExt] = []
-    log = write_commitlog(root / "commitlog", file_size=64 * 1024, messages=700, written=written)
-    assert log.files >= 4
+def _expected_from_written(written: list[MessageExt]) -> list[tuple[Any, ...]]:
     expected = []
     for m in written:
         if m.sys_flag & 0xC == 0xC:
@@ -153,6 +144,17 @@ def test_both_engines_export_a_generated_multi_file_log_exactly(
         for key in m.properties.get("KEYS", "").split(" "):
             if key:
                 expected.append((m.topic, key, "KEYS", uniq, *common))
+    return expected
+
+
+def test_both_engines_export_a_generated_multi_file_log_exactly(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "store"
+    written: list[MessageExt] = []
+    log = write_commitlog(root / "commitlog", file_size=64 * 1024, messages=700, written=written)
+    assert log.files >= 4
+    expected = _expected_from_written(written)
     assert any(m.sys_flag & 0xC == 0xC for m in written)  # rollbacks are there, and left out
     base = ["export-keys", "--store", str(root), "--mapped-file-size", str(64 * 1024), "--range-mib", "1"]
     assert main([*base, "--out", str(tmp_path / "local")]) == 0
@@ -160,3 +162,32 @@ def test_both_engines_export_a_generated_multi_file_log_exactly(
     assert main([*base, "--out", str(tmp_path / "spark"), "--engine", "spark"]) == 0
     assert _table_rows(tmp_path / "spark") == expected
     assert capsys.readouterr().out.count(f"exported {len(expected)} keys") == 2
+
+
+def test_a_torn_last_record_ends_the_export_with_a_warning(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A broker killed mid-write leaves its last record torn: the rebuild ends the log there, so must
+    # the export (not refuse the store), while a bad record with records after it still fails it.
+    root = tmp_path / "store"
+    written: list[MessageExt] = []
+    write_commitlog(root / "commitlog", file_size=64 * 1024, messages=700, written=written)
+    torn = written[-1]
+    last = sorted((root / "commitlog").iterdir())[-1]
+    with open(last, "r+b") as fh:  # flip a body byte: BODYCRC no longer matches
+        fh.seek(torn.commit_log_offset - int(last.name) + 90)  # the body's third byte
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    expected = _expected_from_written(written[:-1])
+    base = ["export-keys", "--store", str(root), "--mapped-file-size", str(64 * 1024), "--range-mib", "1"]
+    for engine in ("local", "spark"):
+        out = tmp_path / engine
+        assert main([*base, "--out", str(out), "--engine", engine]) == 0
+        assert _table_rows(out) == expected
+        captured = capsys.readouterr()
+        assert f"exported {len(expected)} keys" in captured.out
+        assert (
+            f"export-keys: warning: CommitLog ends at a torn record at offset {torn.commit_log_offset}"
+            " (BODYCRC does not match the body)"
+        ) in captured.err

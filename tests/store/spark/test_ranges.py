@@ -92,7 +92,25 @@ def test_final_names_ascend_even_within_one_millisecond() -> None:
 
 def test_failures_are_summarised_in_one_line() -> None:
     java = "py4j.protocol.Py4JJavaError: error\n: java.lang.OutOfMemoryError: Java heap space\n\tat x"
-    assert describe_failure(RuntimeError(java)).startswith("out of memory")
+    assert describe_failure(RuntimeError(java)) == (
+        "out of memory (java.lang.OutOfMemoryError: Java heap space): give the job more"
+        " (--spark-conf spark.driver.memory=4g, --spark-conf spark.executor.memory=4g)"
+        " or use smaller ranges (--range-mib)"
+    )
+    # A write task past spark.executor.pyspark.memory: the mapping is refused (ENOMEM), not a MemoryError.
+    enomem = (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling collect.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed\n"
+        "Traceback (most recent call last):\n  File x\n"
+        "store.errors.IndexFileError: cannot map index file /s/.out.tmp-1/part-0000000000:"
+        " [Errno 12] Cannot allocate memory\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner"
+    )
+    described = describe_failure(RuntimeError(enomem))
+    assert described.startswith(
+        "out of memory (store.errors.IndexFileError: cannot map index file /s/.out.tmp-1/part-0000000000:"
+    )
+    assert "--spark-conf spark.executor.memory=4g" in described
     python = (
         "Traceback (most recent call last):\n  File x\n"
         "store.spark.errors.PipelineError: index file 3 overflowed after 10 keys\n"

@@ -52,3 +52,31 @@ def test_a_malformed_spark_setting_is_refused(tmp_path: Path, capsys: pytest.Cap
     args = ["export-keys", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")]
     assert main([*args, "--engine", "spark", "--spark-conf", "spark.driver.memory"]) == 1
     assert "--spark-conf expects KEY=VALUE, got 'spark.driver.memory'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "named"),
+    [
+        ("rebuild-index", ["--master", "spark://10.0.0.1:7077"], "--master"),
+        ("rebuild-index", ["--spark-conf", "spark.driver.memory=4g"], "--spark-conf"),
+        (
+            "export-keys",
+            ["--master", "local[2]", "--spark-conf", "spark.driver.memory=4g"],
+            "--master, --spark-conf",
+        ),
+    ],
+)
+def test_spark_options_without_the_spark_engine_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, flags: list[str], named: str
+) -> None:
+    # Ignoring them would run the job in one process where the operator asked for a cluster.
+    from clients.cli import main
+    from store.spark.synthetic import write_commitlog
+
+    write_commitlog(tmp_path / "store" / "commitlog", file_size=64 * 1024, messages=50)
+    args = [command, "--store", str(tmp_path / "store"), "--mapped-file-size", str(64 * 1024)]
+    if command == "export-keys":
+        args += ["--out", str(tmp_path / "out")]
+    assert main([*args, *flags]) == 1
+    assert f"{command}: --engine spark is needed for {named}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "store" / "index").exists()

@@ -13,6 +13,7 @@ from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_builder import IndexBuilder
+from store.spark.errors import CorruptRecordError
 from store.spark.rebuild import rebuild_index_spark
 from store.spark.synthetic import write_commitlog
 
@@ -138,3 +139,60 @@ def test_a_corrupt_record_is_reported_and_the_old_index_kept(
     assert f"nothing was replaced; {out} is unchanged" in err
     assert [p.name for p in out.iterdir()] == ["previous"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
+
+
+def _flip_body_byte(path: Path, file_start: int, offset: int) -> None:
+    """Invert one body byte of the record at ``offset``: its BODYCRC no longer matches."""
+    with open(path, "r+b") as fh:
+        fh.seek(offset - file_start + 90)
+        byte = fh.read(1)
+        fh.seek(offset - file_start + 90)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _last_file_offsets(config: StoreConfig) -> tuple[Path, int, list[int]]:
+    last = sorted(config.store_path_commit_log.iterdir())[-1]
+    start = int(last.name)
+    log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    offsets = [offset for offset, _ in log.iter_records(start)]
+    log.close()
+    return last, start, offsets
+
+
+def test_a_corrupt_record_inside_the_last_range_is_not_taken_for_a_torn_tail(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Whole records follow it: ending the log there would drop their keys without a word.
+    config = _generated(tmp_path, messages=1200)
+    last, start, offsets = _last_file_offsets(config)
+    victim = offsets[len(offsets) // 2]
+    _flip_body_byte(last, start, victim)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous").write_bytes(b"a good index")
+    with pytest.raises(CorruptRecordError) as info:
+        rebuild_index_spark(config, spark=spark, out_dir=out, range_bytes=1 << 20, progress_out=io.StringIO())
+    assert info.value.offset == victim and info.value.path == str(last)
+    assert "BODYCRC does not match" in str(info.value)
+    assert [p.name for p in out.iterdir()] == ["previous"]
+
+
+def test_a_torn_last_record_ends_the_log_like_the_sequential_builder(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = _generated(tmp_path, messages=1200)
+    last, start, offsets = _last_file_offsets(config)
+    _flip_body_byte(last, start, offsets[-1])
+    sequential = tmp_path / "sequential"
+    builder = IndexBuilder(config, index_dir=sequential, checkpoint_path=tmp_path / "seq-checkpoint")
+    builder.run_once()
+    builder.close()
+    out = tmp_path / "out"
+    result = rebuild_index_spark(
+        config, spark=spark, out_dir=out, range_bytes=1 << 20, progress_out=io.StringIO()
+    )
+    assert result.warnings == [
+        f"CommitLog ends at a torn record at offset {offsets[-1]} (BODYCRC does not match the body)"
+    ]
+    assert result.keys_indexed == builder.keys_indexed
+    assert _contents(out) == _contents(sequential)
