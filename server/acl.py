@@ -14,9 +14,10 @@ the order of ``PlainPermissionManager.validate`` before its processor runs:
    default topic/group permission; an admin account without any entries may do anything. Otherwise
    "No default permission for topic:<t>" (or ``group:<g>``).
 
-Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SUB on ``topic``;
-VIEW_MESSAGE_BY_ID needs SUB on ``topic`` when the request names one (5.x; a 4.9.x broker checks only
-the signature, and mqadmin 4.9's by-offset view sends no topic); HEART_BEAT needs SUB on each
+Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SUB (or GET, see
+``server.acl_config``) on ``topic``; VIEW_MESSAGE_BY_ID needs the same on ``topic`` when the request
+names one (5.x; a 4.9.x broker checks only the signature, and mqadmin 4.9's by-offset view sends no
+topic); HEART_BEAT needs SUB on each
 consumer group's retry topic and each subscribed topic in its body; UNREGISTER_CLIENT SUB on
 ``%RETRY%<consumerGroup>``; QUERY_TOPIC_CONSUME_BY_WHO only the signature.
 
@@ -36,7 +37,10 @@ import msgspec
 from protocol.acl_signature import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, acl_signature
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from server.acl_config import RETRY_PREFIX, SUB, AclConfig, check_permission
+from server.acl_config import GET, RETRY_PREFIX, SUB, AclConfig, check_permission
+
+#: What a message lookup needs on its topic: SUB (plain ACL 1.0) or GET (ACL 2.0), either one.
+LOOKUP = SUB | GET
 
 #: Request codes of the name-server role: never access-checked (see the module docstring).
 UNCHECKED_CODES = frozenset({RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO})
@@ -70,7 +74,7 @@ def required_resources(request: RemotingCommand) -> dict[str, int]:
     if code == RequestCode.QUERY_MESSAGE or code == RequestCode.VIEW_MESSAGE_BY_ID:
         topic = fields.get("topic")
         if topic is not None:
-            needed[topic] = SUB
+            needed[topic] = LOOKUP
     elif code == RequestCode.HEART_BEAT:
         try:
             heartbeat = _HEARTBEAT.decode(request.body or b"")

@@ -4,9 +4,12 @@ Keys used: ``globalWhiteRemoteAddresses`` (list of patterns, see ``server.acl_ad
 ``accounts``, each with ``accessKey``, ``secretKey`` (both required and longer than 6 characters, as
 Java checks), ``whiteRemoteAddress``, ``admin``, ``defaultTopicPerm``, ``defaultGroupPerm``,
 ``topicPerms`` and ``groupPerms`` (``["TopicA=SUB", "groupB=PUB|SUB"]``; a group ``g`` is the resource
-``%RETRY%g``, as in Java). A permission is ``PUB``, ``SUB``, ``PUB|SUB``/``SUB|PUB`` or ``DENY``; any
-other word, and a missing default, is DENY, exactly like ``Permission.parsePermFromString`` (there is
-no ``GET`` in plain ACL 1.0). Scalars are read as text the way fastjson converts them, so an unquoted
+``%RETRY%g``, as in Java). A permission is ``PUB``, ``SUB``, ``PUB|SUB``/``SUB|PUB`` or ``DENY``, as
+``Permission.parsePermFromString`` reads them, plus ``GET`` (alone or joined with ``|`` to PUB/SUB):
+plain ACL 1.0 has no GET, but RocketMQ 5's ACL 2.0 grants message lookups (QUERY_MESSAGE,
+VIEW_MESSAGE_BY_ID) with its Get action, so a query-only account can be given exactly the lookups
+this server serves, without the right to consume. Any other word, and a missing default, is DENY.
+Scalars are read as text the way fastjson converts them, so an unquoted
 ``secretKey: 12345678`` is the string ``"12345678"``. An accessKey repeated in the file keeps its
 first account (Java warns and does the same across files). Other keys (``dataVersion``,
 ``namespacePerms``, ``resourcePerms``) are ignored: resources that would need them fall back to the
@@ -31,6 +34,8 @@ DENY = 1
 ANY = 2
 PUB = 4
 SUB = 8
+#: ACL 2.0's Get action (not a bit of Java's 1.0 ``Permission``): message lookups only.
+GET = 16
 
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``: a consumer group's permissions are kept under its retry topic.
 RETRY_PREFIX = "%RETRY%"
@@ -41,11 +46,24 @@ KEY_MIN_LENGTH = 6
 _PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
 
+_GRANTS = {"PUB": PUB, "SUB": SUB, "GET": GET}
+
+
 def parse_perm(text: object) -> int:
-    """``Permission.parsePermFromString``: unknown or missing is DENY."""
+    """``Permission.parsePermFromString``, plus GET: unknown or missing is DENY."""
     if text is None:
         return DENY
-    return _PERMS.get(_text(text).strip(), DENY)
+    word = _text(text).strip()
+    known = _PERMS.get(word)
+    if known is not None:
+        return known
+    parts = word.split("|")
+    if "GET" not in parts or len(set(parts)) != len(parts) or any(p not in _GRANTS for p in parts):
+        return DENY
+    perm = 0
+    for part in parts:
+        perm |= _GRANTS[part]
+    return perm
 
 
 def check_permission(needed: int, owned: int) -> bool:

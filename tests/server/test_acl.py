@@ -24,7 +24,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import decode_frame
 from server.acl import AccessValidator, required_resources
-from server.acl_config import PUB, SUB, AclConfig, acl_config_from
+from server.acl_config import GET, PUB, SUB, AclConfig, acl_config_from
 from server.app import QueryServer
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient, StartServer
@@ -168,6 +168,23 @@ def test_the_body_is_signed_too() -> None:
         ),
         ({"topicPerms": ["TopicA=SUB"]}, signed(RequestCode.QUERY_MESSAGE, query_fields()), None),
         ({"topicPerms": ["TopicA=PUB|SUB"]}, signed(RequestCode.QUERY_MESSAGE, query_fields()), None),
+        # ACL 2.0's Get: message lookups without the right to consume.
+        ({"topicPerms": ["TopicA=GET"]}, signed(RequestCode.QUERY_MESSAGE, query_fields()), None),
+        (
+            {"topicPerms": ["TopicA=GET"]},
+            signed(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0", "topic": "TopicA"}),
+            None,
+        ),
+        ({"defaultTopicPerm": "GET"}, signed(RequestCode.QUERY_MESSAGE, query_fields("AnyTopic")), None),
+        (
+            {"topicPerms": ["TopicA=GET"], "defaultGroupPerm": "SUB"},
+            signed(
+                RequestCode.HEART_BEAT,
+                {},
+                b'{"consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"TopicA"}]}]}',
+            ),
+            "No default permission for topic:TopicA",
+        ),
         ({"defaultTopicPerm": "SUB"}, signed(RequestCode.QUERY_MESSAGE, query_fields("AnyTopic")), None),
         ({"admin": True}, signed(RequestCode.QUERY_MESSAGE, query_fields()), None),
         (
@@ -254,7 +271,9 @@ def test_java_validation_order_and_messages(
 
 
 def test_required_resources_by_code() -> None:
-    assert required_resources(RawClient.request(RequestCode.QUERY_MESSAGE, {"topic": "T"})) == {"T": SUB}
+    assert required_resources(RawClient.request(RequestCode.QUERY_MESSAGE, {"topic": "T"})) == {
+        "T": SUB | GET
+    }
     assert required_resources(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "1"})) == {}
     assert required_resources(RawClient.request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"})) == {}
     assert (
