@@ -156,14 +156,20 @@ class MessageStore:
         if not trim and self._records_since_check >= RSS_CHECK_EVERY_RECORDS:
             # Small records fault in far more than their bytes (fault-around): ask the kernel.
             self._records_since_check = 0
-            resident = resident_file_bytes()
-            trim = resident is not None and resident >= self.rss_trim_bytes
+            trim = self._resident_over_limit()
         if trim:
-            self._served_since_trim = 0
-            self._records_since_check = 0
-            self.commitlog.release_all()
-            for f in self.index.files:
-                f.release()
+            self._release_pages()
+
+    def _resident_over_limit(self) -> bool:
+        resident = resident_file_bytes()
+        return resident is not None and resident >= self.rss_trim_bytes
+
+    def _release_pages(self) -> None:
+        self._served_since_trim = 0
+        self._records_since_check = 0
+        self.commitlog.release_all()
+        for f in self.index.files:
+            f.release()
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -246,6 +252,9 @@ class MessageStore:
             self.commitlog.refresh()
             if self._builder is not None:
                 read = self._builder.run_once(max_records)
+                # The index pages the builder wrote stay mapped: bound them even when no query comes.
+                if read and self._resident_over_limit():
+                    self._release_pages()
                 return max_records is not None and read >= max_records
             self.index.refresh()
             return False

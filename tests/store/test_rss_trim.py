@@ -103,3 +103,34 @@ def test_release_hands_back_the_written_pages_of_a_writable_file(tmp_path: Path)
     finally:
         f.close()
     assert (tmp_path / "20261121000000001").read_bytes()[-10:] == b"\x5a" * 10
+
+
+def test_indexing_without_queries_hands_back_pages_past_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "store"
+    config = StoreConfig.for_store(
+        root, mapped_file_size_commit_log=1 << 20, max_hash_slot_num=64, max_index_num=2000
+    )
+    with StoreWriter(
+        StoreConfig.for_store(root, mapped_file_size_commit_log=1 << 20, message_index_enable=False)
+    ) as w:
+        for i in range(300):
+            w.append("Built", bytes(100), keys=f"b-{i}")
+    released: list[int] = []
+    real_release_all = CommitLog.release_all
+
+    def counting_release_all(self: CommitLog) -> None:
+        released.append(1)
+        real_release_all(self)
+
+    monkeypatch.setattr(CommitLog, "release_all", counting_release_all)
+    with MessageStore.open(config, build_index=True, catch_up=False) as store:
+        monkeypatch.setattr(message_store_module, "resident_file_bytes", lambda: 0)
+        assert store.refresh(max_records=100) is True
+        assert released == [], "within the budget nothing is released"
+        monkeypatch.setattr(message_store_module, "resident_file_bytes", lambda: 1 << 40)
+        assert store.refresh(max_records=100) is True
+        assert released == [1], "a slice of indexing past the budget hands the pages back"
+        assert store.refresh(max_records=1000) is False
+        assert store.query_message("Built", "b-299", 64, 0, MAX).buffers, "the written index survives"
