@@ -24,8 +24,6 @@ from __future__ import annotations
 import array
 import logging
 import os
-import re
-import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from store.config import StoreConfig
 from store.errors import IndexFileError
 from store.index_file import IndexFile, header_problem
 from store.index_service import IndexService
+from store.staging import staged_output
 
 log = logging.getLogger("store.index")
 _INT_MASK = 0xFFFFFFFF
@@ -364,69 +363,25 @@ class IndexBuilder:
 def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None = None) -> IndexBuilder:
     """Rebuild ``<storeRoot>/index`` from the CommitLog without ever exposing half an index.
 
-    The new files are written to a temporary directory beside ``index/``; only when they are complete
-    is the old directory moved aside and the new one renamed into place (then the old one deleted),
-    and the checkpoint's ``indexMsgTimestamp`` set to the newest full file's end timestamp.
-    Returns the (closed) builder, whose counters say what was indexed.
+    The new files are written to a staging directory beside ``index/`` (``store.staging``, shared
+    with the Spark engine); only when they are complete and flushed is the old directory moved aside
+    and the new one renamed into place (then the old one deleted), and the checkpoint's
+    ``indexMsgTimestamp`` set to the newest full file's end timestamp. A rebuild killed at any point
+    leaves the old index whole (or restorable by the next run). Returns the (closed) builder, whose
+    counters say what was indexed.
     """
-    root = config.store_path_root_dir
-    final = config.index_dir
-    _clean_up_interrupted_rebuilds(root, final)
-    tmp = root / f"index.rebuild-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    tmp_checkpoint = tmp / "checkpoint.rebuild"
-    builder = IndexBuilder(config, index_dir=tmp, checkpoint_path=tmp_checkpoint, now_millis=now_millis)
-    try:
-        builder.run_once()
-    except BaseException:
-        builder.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    builder.close()
-    index_ts = Checkpoint.read_or_default(tmp_checkpoint).index_msg_timestamp
-    tmp_checkpoint.unlink(missing_ok=True)
-    old = root / f"index.old-{os.getpid()}"
-    if final.exists():
-        final.rename(old)
-    # A crash right here leaves no index/ but index.old-<pid>: the next run puts it back first.
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
+    with staged_output(config.index_dir) as staging:
+        tmp_checkpoint = staging / "checkpoint.rebuild"
+        builder = IndexBuilder(
+            config, index_dir=staging, checkpoint_path=tmp_checkpoint, now_millis=now_millis
+        )
+        try:
+            builder.run_once()
+        finally:
+            builder.close()
+        index_ts = Checkpoint.read_or_default(tmp_checkpoint).index_msg_timestamp
+        tmp_checkpoint.unlink(missing_ok=True)
     checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
     checkpoint.index_msg_timestamp = index_ts
     checkpoint.write(config.checkpoint_path)
     return builder
-
-
-_LEFTOVER = re.compile(r"^index\.(rebuild|old)-(\d+)$")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _clean_up_interrupted_rebuilds(root: Path, final: Path) -> None:
-    """Undo what a rebuild killed half-way left: put the old index back if it was moved aside and
-    the new one never arrived, and delete unfinished ``index.rebuild-<pid>`` directories."""
-    try:
-        names = os.listdir(root)
-    except FileNotFoundError:
-        return
-    for name in sorted(names):
-        m = _LEFTOVER.match(name)
-        if m is None or _pid_alive(int(m.group(2))):
-            continue
-        path = root / name
-        if m.group(1) == "old" and not final.exists():
-            log.warning("%s is missing after an interrupted rebuild: restoring it from %s", final, path)
-            path.rename(final)
-            continue
-        log.warning("removing %s, left by an interrupted index rebuild", path)
-        shutil.rmtree(path, ignore_errors=True)

@@ -34,7 +34,7 @@ from store.spark.ranges import (
 )
 from store.spark.rebuild import check_plans
 from store.spark.session import open_session
-from store.spark.staging import staged_output
+from store.staging import staged_output
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -48,7 +48,7 @@ from store.spark.ranges import (
     ranges_from_plans,
 )
 from store.spark.session import open_session
-from store.spark.staging import staged_output
+from store.staging import staged_output
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

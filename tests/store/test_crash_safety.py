@@ -80,19 +80,19 @@ def test_kill_9_during_rebuild(golden_stores: list[tuple[StoreConfig, dict]], tm
         proc = _cli("rebuild-index", "--store", str(root))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None:
-            if any(n.startswith("index.rebuild-") for n in os.listdir(root)):
+            if any(n.startswith(".index.tmp-") for n in os.listdir(root)):
                 break
             time.sleep(0.001)
         time.sleep(rng.uniform(0, 0.1))
-        mid_build = any(n.startswith("index.") for n in os.listdir(root))
+        mid_build = any(n.startswith(".index.") for n in os.listdir(root))
         _kill(proc)
         landed += mid_build
         # Whatever the kill interrupted, the served index is the old one, whole.
         if (root / "index").exists():
             assert _index_bytes(root / "index") == _index_bytes(java.index_dir)
     # The window between the two renames: index/ moved aside, the new one not yet in place.
-    (root / "index").rename(root / "index.old-999999999")
-    (root / "index.rebuild-999999998").mkdir()
+    (root / "index").rename(root / ".index.old-999999999-1")
+    (root / ".index.tmp-999999998-1").mkdir()
     builder = rebuild_index(config)
     assert builder.keys_indexed == 11650
     assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store.spark.staging import staged_output
+from store.staging import staged_output
 
 
 def test_success_replaces_the_old_directory(tmp_path: Path) -> None:
