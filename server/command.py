@@ -30,6 +30,8 @@ from server.app import (
 )
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
+from store.commands.store_options import add_store_arguments, config_file
+from store.commands.store_options import config_from_args as load_config
 from store.config import ConfigError, StoreConfig
 from store.demo import demo_config, make_demo_store
 from store.message_store import MessageStore
@@ -40,18 +42,9 @@ log = logging.getLogger("server")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store", type=Path, help="store root directory (default: broker.conf's, else ~/store)"
+    add_store_arguments(
+        parser, store_required=False, store_help="store root directory (default: broker.conf's, else ~/store)"
     )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        help="broker.conf: store paths, index geometry, broker identity (default: STORE/broker.conf)",
-    )
-    parser.add_argument("--commitlog", type=Path, help="CommitLog directory (storePathCommitLog)")
-    parser.add_argument("--mapped-file-size", type=int, help="mappedFileSizeCommitLog in bytes")
-    parser.add_argument("--max-hash-slot-num", type=int, help="maxHashSlotNum of the IndexFiles")
-    parser.add_argument("--max-index-num", type=int, help="maxIndexNum of the IndexFiles")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port",
@@ -153,45 +146,6 @@ def ensure_file_limit(max_connections: int) -> None:
 
 #: File descriptors kept for the store's files, the listening sockets and refused connections.
 FILE_HEADROOM = 512
-
-
-def config_file(args: argparse.Namespace) -> Path | None:
-    """The broker.conf to read: ``--config``, else ``broker.conf`` inside ``--store`` when present.
-
-    A store written by ``rmq-query demo-store`` (or any store kept with its broker.conf) records its
-    geometry there; ignoring it would open the IndexFiles with the broker's default geometry and
-    refuse them. The other store commands read the same file the same way.
-    """
-    if args.config is not None:
-        return Path(args.config)
-    if args.store is not None:
-        beside = args.store.expanduser() / "broker.conf"
-        if beside.is_file():
-            return beside
-    return None
-
-
-def load_config(args: argparse.Namespace) -> StoreConfig:
-    """The store configuration from ``--config`` and ``--store`` (``--store`` wins for the paths).
-
-    The geometry flags (and ``--commitlog``) win over the file, as on the store subcommands: the
-    IndexFile slot/entry counts are not stored in the files, so they must be settable here too.
-    """
-    overrides: dict[str, object] = {
-        "mapped_file_size_commit_log": args.mapped_file_size,
-        "max_hash_slot_num": args.max_hash_slot_num,
-        "max_index_num": args.max_index_num,
-    }
-    root = args.store.expanduser().resolve() if args.store is not None else None
-    if root is not None:
-        overrides["store_path_root_dir"] = root
-        overrides["store_path_commit_log"] = root / "commitlog"
-    if args.commitlog is not None:
-        overrides["store_path_commit_log"] = args.commitlog.expanduser().resolve()
-    conf = config_file(args)
-    if conf is not None:
-        return StoreConfig.load(conf, overrides=overrides)
-    return StoreConfig.for_store(root if root is not None else Path.home() / "store", **overrides)
 
 
 def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:
