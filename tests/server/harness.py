@@ -15,6 +15,21 @@ from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from server.app import QueryServer
 
+#: ``Long.MAX_VALUE`` as Java clients send it for an open-ended ``endTimestamp``.
+JAVA_LONG_MAX = "9223372036854775807"
+
+
+def key_query_fields(topic: str, key: str, max_num: int = 64) -> dict[str, str]:
+    """QUERY_MESSAGE extFields for ``key`` in ``topic`` over all time, as mqadmin sends them."""
+    return {
+        "topic": topic,
+        "key": key,
+        "maxNum": str(max_num),
+        "beginTimestamp": "0",
+        "endTimestamp": JAVA_LONG_MAX,
+    }
+
+
 #: How long a test waits for one answer before failing (a hang must fail, never block the suite).
 ANSWER_TIMEOUT = 5.0
 

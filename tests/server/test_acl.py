@@ -28,7 +28,7 @@ from server.acl_config import GET, PUB, SUB, AclConfig, acl_config_from
 from server.app import QueryServer
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient, StartServer
-from tests.server.test_serve_command import _start
+from tests.server.serve_process import start_serve
 
 ACCESS_KEY = "rocketmq2"
 SECRET_KEY = "12345678"
@@ -381,7 +381,7 @@ async def test_rmq_query_signs_against_serve_acl(java_store_dir: Path, tmp_path:
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL_FILE, encoding="utf-8")
     conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
-    proc, lines, port, _ = await _start("--config", str(conf), "--port", "0", "--acl", str(acl_file))
+    proc, lines, port, _ = await start_serve("--config", str(conf), "--port", "0", "--acl", str(acl_file))
     try:
         assert any("access control on" in line and "1 account(s)" in line for line in lines)
         base = ["query-key", "-n", f"127.0.0.1:{port}", "-t", "TopicA", "-k", "k-3"]

@@ -24,7 +24,7 @@ from server.app import QueryServer
 from server.refusal import busy_remark
 from tests.conftest import REPO_ROOT
 from tests.server.harness import RawClient, StartServer
-from tests.server.test_serve_command import _start
+from tests.server.serve_process import start_serve
 
 
 def view(offset: int = 0, **kw: object) -> RemotingCommand:
@@ -175,7 +175,7 @@ def test_max_connections_must_be_positive(java_store: object) -> None:
 
 async def test_rmq_query_against_a_full_serve_reports_system_busy_at_once(java_store_dir: Path) -> None:
     conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
-    proc, _, port, _ = await _start("--config", str(conf), "--port", "0", "--max-connections", "1")
+    proc, _, port, _ = await start_serve("--config", str(conf), "--port", "0", "--max-connections", "1")
     held = await RawClient.connect("127.0.0.1", port)
     try:
         assert (await held.call(view())).code == ResponseCode.SUCCESS

@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
-import signal
 from pathlib import Path
 
 from protocol.codes import RequestCode, ResponseCode
 from tests.server.conftest import JAVA_STORE
-from tests.server.harness import RawClient
-from tests.server.test_serve_command import _start
+from tests.server.harness import RawClient, key_query_fields
+from tests.server.serve_process import serving
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, str]]:
@@ -42,21 +41,11 @@ async def test_serving_read_only_writes_nothing(stores_dir: Path, tmp_path: Path
     shutil.copy(stores_dir / f"{JAVA_STORE}.broker.conf", conf)
     before = snapshot(tmp_path)
 
-    proc, _, port, _ = await _start("--config", str(conf), "--port", "0", "--refresh-interval", "0.05")
-    try:
+    async with serving("--config", str(conf), "--port", "0", "--refresh-interval", "0.05") as (_, _, port, _):
         client = await RawClient.connect("127.0.0.1", port)
         try:
             requests = [
-                RawClient.request(
-                    RequestCode.QUERY_MESSAGE,
-                    {
-                        "topic": "TopicA",
-                        "key": "k-3",
-                        "maxNum": "64",
-                        "beginTimestamp": "0",
-                        "endTimestamp": "9223372036854775807",
-                    },
-                ),
+                RawClient.request(RequestCode.QUERY_MESSAGE, key_query_fields("TopicA", "k-3")),
                 RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}),
                 RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicB"}),
                 RawClient.request(RequestCode.HEART_BEAT, body=b'{"clientID":"c"}'),
@@ -66,11 +55,5 @@ async def test_serving_read_only_writes_nothing(stores_dir: Path, tmp_path: Path
             await asyncio.sleep(0.3)  # several refresh passes
         finally:
             await client.close()
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 20) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
     assert snapshot(tmp_path) == before

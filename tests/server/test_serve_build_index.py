@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import signal
 from pathlib import Path
 
 from protocol.codes import RequestCode, ResponseCode
 from tests.server.conftest import JAVA_STORE
-from tests.server.harness import RawClient
-from tests.server.test_serve_command import _start
+from tests.server.harness import RawClient, key_query_fields
+from tests.server.serve_process import serving
 
 
 async def test_serve_build_index_rebuilds_the_java_index(stores_dir: Path, tmp_path: Path) -> None:
@@ -27,20 +26,13 @@ async def test_serve_build_index_rebuilds_the_java_index(stores_dir: Path, tmp_p
     conf = tmp_path / f"{JAVA_STORE}.broker.conf"
     shutil.copy(stores_dir / f"{JAVA_STORE}.broker.conf", conf)
 
-    proc, lines, port, _ = await _start(
+    async with serving(
         "--config", str(conf), "--port", "0", "--build-index", "--refresh-interval", "0.05"
-    )
-    try:
+    ) as (_, lines, port, _):
         assert any("--build-index" in line for line in lines)
         client = await RawClient.connect("127.0.0.1", port)
         try:
-            fields = {
-                "topic": "TopicA",
-                "key": "k-3",
-                "maxNum": "64",
-                "beginTimestamp": "0",
-                "endTimestamp": "9223372036854775807",
-            }
+            fields = key_query_fields("TopicA", "k-3")
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 20
             while True:
@@ -51,12 +43,6 @@ async def test_serve_build_index_rebuilds_the_java_index(stores_dir: Path, tmp_p
                 await asyncio.sleep(0.05)
         finally:
             await client.close()
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 20) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
     ours = sorted((store / "index").iterdir())
     theirs = sorted((stores_dir / JAVA_STORE / "index").iterdir())

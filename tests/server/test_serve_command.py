@@ -24,38 +24,14 @@ from server.command import add_arguments, host_port, load_config, settings_from
 from store.config import StoreConfig
 from store.demo import make_demo_store
 from tests.conftest import REPO_ROOT
-from tests.server.harness import RawClient
-
-SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+) and fast port 127\.0\.0\.1:(\d+)")
-
-
-async def _start(*args: str) -> tuple[asyncio.subprocess.Process, list[str], int, int]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "clients.cli",
-        "serve",
-        *args,
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    lines: list[str] = []
-    while True:
-        raw = await asyncio.wait_for(proc.stderr.readline(), 20)
-        if not raw:
-            pytest.fail("serve exited early:\n" + "".join(lines))
-        lines.append(raw.decode())
-        match = SERVING.search(lines[-1])
-        if match:
-            return proc, lines, int(match.group(1)), int(match.group(2))
+from tests.server.harness import RawClient, key_query_fields
+from tests.server.serve_process import kill_if_running, serving, start_serve
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 async def test_serve_answers_then_stops_on_a_signal(sig: signal.Signals, java_store_dir: Path) -> None:
     conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
-    proc, lines, port, fast_port = await _start("--config", str(conf), "--port", "0")
+    proc, lines, port, fast_port = await start_serve("--config", str(conf), "--port", "0")
     try:
         assert fast_port == port - 2
         assert any(str(java_store_dir) in line and "3 topic(s)" in line for line in lines)
@@ -72,9 +48,7 @@ async def test_serve_answers_then_stops_on_a_signal(sig: signal.Signals, java_st
         assert await asyncio.wait_for(proc.wait(), 20) == 0
         assert "stopped" in rest
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await kill_if_running(proc)
 
 
 async def test_serve_refuses_a_directory_without_a_commitlog(tmp_path: Path) -> None:
@@ -98,8 +72,7 @@ async def test_serve_refuses_a_directory_without_a_commitlog(tmp_path: Path) -> 
 
 async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> None:
     root = tmp_path / "demo"
-    proc, lines, port, _ = await _start("--demo", "--store", str(root), "--port", "0")
-    try:
+    async with serving("--demo", "--store", str(root), "--port", "0") as (_, lines, port, _):
         assert (root / "commitlog").is_dir() and (root / "broker.conf").is_file()
         key_line = next(line for line in lines if "demo: topic DemoOrders, keys" in line)
         key = key_line.rsplit("keys ", 1)[1].split()[0]
@@ -109,23 +82,11 @@ async def test_serve_demo_writes_and_serves_a_fresh_store(tmp_path: Path) -> Non
                 RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "DemoOrders"})
             )
             assert route.code == ResponseCode.SUCCESS and b"demo-broker" in bytes(route.body or b"")
-            fields = {
-                "topic": "DemoOrders",
-                "key": key,
-                "maxNum": "64",
-                "beginTimestamp": "0",
-                "endTimestamp": "9223372036854775807",
-            }
+            fields = key_query_fields("DemoOrders", key)
             answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
             assert answer.code == ResponseCode.SUCCESS
         finally:
             await client.close()
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 20) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_serve_reads_the_broker_conf_inside_the_store(tmp_path: Path) -> None:
@@ -136,35 +97,23 @@ async def test_serve_reads_the_broker_conf_inside_the_store(tmp_path: Path) -> N
     assert (root / "broker.conf").is_file()
     topic = sorted(summary.sample_keys)[0]
     key = summary.sample_keys[topic][0]
-    proc, _, port, _ = await _start("--store", str(root), "--port", "0")
-    try:
+    async with serving("--store", str(root), "--port", "0") as (_, _, port, _):
         client = await RawClient.connect("127.0.0.1", port)
         try:
             route = await client.call(RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
             assert route.code == ResponseCode.SUCCESS
             assert b'"brokerName":"demo-broker"' in bytes(route.body or b"")
-            fields = {
-                "topic": topic,
-                "key": key,
-                "maxNum": "64",
-                "beginTimestamp": "0",
-                "endTimestamp": "9223372036854775807",
-            }
-            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
+            answer = await client.call(
+                RawClient.request(RequestCode.QUERY_MESSAGE, key_query_fields(topic, key))
+            )
             assert answer.code == ResponseCode.SUCCESS
         finally:
             await client.close()
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 20) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store_dir: Path) -> None:
     conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
-    proc, _, port, _ = await _start("--config", str(conf), "--port", "0", "--workers", "2")
+    proc, _, port, _ = await start_serve("--config", str(conf), "--port", "0", "--workers", "2")
     assert proc.stderr is not None
     try:
         worker_line = ""
@@ -185,9 +134,7 @@ async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store
         assert await asyncio.wait_for(proc.wait(), 30) == 0
         assert re.search(r"worker-\d+ server\.app: stopped", rest)
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await kill_if_running(proc)
 
 
 @pytest.mark.parametrize("port", ["2", "70000", "busy"])

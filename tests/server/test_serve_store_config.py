@@ -8,9 +8,6 @@ it), and the geometry flags override whatever file is read, as on the store subc
 from __future__ import annotations
 
 import argparse
-import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +16,8 @@ from clients.cli import build_parser, main
 from protocol.codes import RequestCode, ResponseCode
 from server.command import config_file, load_config
 from store.config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
-from tests.conftest import REPO_ROOT
-from tests.server.harness import RawClient
-from tests.server.test_serve_command import SERVING
+from tests.server.harness import RawClient, key_query_fields
+from tests.server.serve_process import serving
 
 
 @pytest.fixture(scope="module")
@@ -62,35 +58,11 @@ def test_geometry_flags_override_the_file(demo_dir: Path, tmp_path: Path) -> Non
 
 
 async def test_serve_store_dir_answers_with_its_own_geometry(demo_dir: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "clients.cli",
-        "serve",
-        "--store",
-        str(demo_dir),
-        "--port",
-        "0",
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    try:
-        lines: list[str] = []
-        while (match := SERVING.search(lines[-1] if lines else "")) is None:
-            raw = await asyncio.wait_for(proc.stderr.readline(), 20)
-            if not raw:
-                pytest.fail("serve exited early:\n" + "".join(lines))
-            lines.append(raw.decode())
-        client = await RawClient.connect("127.0.0.1", int(match.group(1)))
+    async with serving("--store", str(demo_dir), "--port", "0") as (_, _, port, _):
+        client = await RawClient.connect("127.0.0.1", port)
         try:
-            ext = {"topic": "DemoOrders", "key": "order-3", "maxNum": "64", "beginTimestamp": "0"}
-            ext["endTimestamp"] = str(2**63 - 1)
-            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, ext))
+            fields = key_query_fields("DemoOrders", "order-3")
+            answer = await client.call(RawClient.request(RequestCode.QUERY_MESSAGE, fields))
             assert answer.code == ResponseCode.SUCCESS and answer.body
         finally:
             await client.close()
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 20)
