@@ -34,6 +34,12 @@ ACCESS_KEY = "rocketmq2"
 SECRET_KEY = "12345678"
 
 
+#: What the account behind the captured mqadmin runs may do: look messages up in the topics they
+#: read, and (the consume-queue tools pull as TOOLS_CONSUMER, then unregister it) use that group.
+MQADMIN_TOPIC_PERMS = ["TopicA=SUB", "topic_c-1=SUB"]
+MQADMIN_GROUP_PERMS = ["TOOLS_CONSUMER=SUB"]
+
+
 def config(**account: Any) -> AclConfig:
     entry = {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY, "defaultTopicPerm": "DENY"} | account
     white = entry.pop("globalWhite", None)
@@ -82,7 +88,7 @@ def test_the_go_client_vector_through_the_shared_signature() -> None:
 
 
 def test_every_signature_mqadmin_sent_verifies(vectors_dir: Path) -> None:
-    validator = AccessValidator(config(topicPerms=["TopicA=SUB", "topic_c-1=SUB"]))
+    validator = AccessValidator(config(topicPerms=MQADMIN_TOPIC_PERMS, groupPerms=MQADMIN_GROUP_PERMS))
     requests = mqadmin_requests(vectors_dir)
     assert {r.code for r in requests} >= {12, 33, 35, 105, 300}
     assert any(UNIQUE_KEY_QUERY in (r.ext_fields or {}) for r in requests)
@@ -286,7 +292,7 @@ def test_required_resources_by_code() -> None:
 
 @pytest.fixture
 async def acl_server(start_server: StartServer) -> QueryServer:
-    return await start_server(acl=config(topicPerms=["TopicA=SUB", "topic_c-1=SUB"]))
+    return await start_server(acl=config(topicPerms=MQADMIN_TOPIC_PERMS, groupPerms=MQADMIN_GROUP_PERMS))
 
 
 @pytest.fixture

@@ -61,9 +61,32 @@ def _pairs(scenario_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any] | No
     return pairs
 
 
+#: Captured scenarios this server does not answer yet, each with the issue that will add it: the
+#: consume-queue tools (issue 12) and the write path (issue 13). Each moves to WIRE_SCENARIOS with
+#: the work that makes its replay pass.
+NOT_YET_SERVED = {
+    "dashboard_queryByTopic": 12,
+    "mqadmin_brokerStatus": 12,
+    "mqadmin_clusterList": 12,
+    "mqadmin_printMsgByQueue": 12,
+    "mqadmin_printMsgByQueue_range": 12,
+    "mqadmin_printMsg_head": 12,
+    "mqadmin_printMsg_range": 12,
+    "mqadmin_printMsg_tail": 12,
+    "mqadmin_queryMsgByOffset": 12,
+    "mqadmin_queryMsgTraceById": 12,
+    "mqadmin_topicList": 12,
+    "mqadmin_topicStatus": 12,
+    "pullconsumer_edges": 12,
+    "v4_send": 13,
+    "v4_send_v1header": 13,
+}
+
+
 def test_every_scenario_is_replayed(vectors_dir: Path) -> None:
+    """Every capture on disk is either replayed below or listed as not yet served."""
     on_disk = sorted(p.name for p in (vectors_dir / "wire").iterdir() if p.is_dir())
-    assert on_disk == WIRE_SCENARIOS
+    assert on_disk == sorted(WIRE_SCENARIOS + list(NOT_YET_SERVED))
 
 
 @pytest.mark.parametrize("scenario", WIRE_SCENARIOS)

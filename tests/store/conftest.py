@@ -11,7 +11,16 @@ from store.config import StoreConfig
 
 
 def golden_store_names(stores_dir: Path) -> list[str]:
-    return sorted(p.name[: -len(".expected.json")] for p in stores_dir.glob("*.expected.json"))
+    """The stores whose ``expected.json`` holds the Java store's query and view answers.
+
+    ``java-4.9.7-send`` (what the broker's write path stored) has a different ``expected.json``: its
+    checks belong to the write path, not to these query fixtures."""
+    names = []
+    for path in sorted(stores_dir.glob("*.expected.json")):
+        head = json.loads(path.read_text(encoding="utf-8"))
+        if "queries" in head and "views" in head:
+            names.append(path.name[: -len(".expected.json")])
+    return names
 
 
 @pytest.fixture(scope="session")
