@@ -1,0 +1,17 @@
+"""Build the optional C accelerators; everything else is declared in pyproject.toml.
+
+Each extension sits beside the pure-Python module it accelerates (see ``protocol/accel.py``).
+``optional=True``: without a C compiler the build skips them and the package still installs and
+works, on the pure-Python implementations.
+"""
+
+from setuptools import Extension, setup
+
+#: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
+ACCELERATORS: list[tuple[str, str]] = []
+
+setup(
+    ext_modules=[
+        Extension(name, [source], optional=True, extra_compile_args=["-O2"]) for name, source in ACCELERATORS
+    ]
+)
