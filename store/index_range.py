@@ -90,7 +90,7 @@ def index_range(
         topics.add(fields.topic)
         keys = index_keys(fields)
         if skip < len(keys):
-            if target is None or target.is_write_full():
+            if target is None:
                 return RangeResult(ROLL, pos, skip, seen, records, keys_put)
             if offset >= target.end_phy_offset:
                 store_ts = fields.store_timestamp
