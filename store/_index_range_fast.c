@@ -475,7 +475,35 @@ static inline void writer_header(writer_t *w)
     put32(m + 36, (uint32_t)w->index_count);
 }
 
-/* IndexFile.put_hash: 0 when the file is full. */
+/* Tests only (tests/store/test_crash_safety.py): called before each of the three writes of a put
+ * (entry, slot, header), as the tests count IndexFile.put_hash's pack_into calls; an exception it
+ * raises stops the walk there, like a kill between two writes. NULL (the default) costs one test. */
+static PyObject *write_hook = NULL;
+
+static inline int before_write(void)
+{
+    if (write_hook == NULL)
+        return 0;
+    PyObject *r = PyObject_CallNoArgs(write_hook);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *set_write_hook(PyObject *self, PyObject *hook)
+{
+    (void)self;
+    Py_XDECREF(write_hook);
+    write_hook = NULL;
+    if (hook != Py_None) {
+        Py_INCREF(hook);
+        write_hook = hook;
+    }
+    Py_RETURN_NONE;
+}
+
+/* IndexFile.put_hash: 1 put, 0 when the file is full, -1 when the write hook raised. */
 static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_ts)
 {
     int64_t count = w->index_count;
@@ -502,10 +530,14 @@ static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_
     }
     /* count < index_num, so the entry lies inside the map (checked in writer_open). */
     uint8_t *e = m + w->entries_at + count * ENTRY_SIZE;
+    if (before_write() < 0)
+        return -1;
     put32(e, (uint32_t)key_hash);
     put64(e + 4, (uint64_t)phy);
     put32(e + 12, (uint32_t)diff);
     put32(e + 16, (uint32_t)slot_value);
+    if (before_write() < 0)
+        return -1;
     put32(m + slot_pos, (uint32_t)count);
     if (count <= 1) {
         w->begin_phy = phy;
@@ -516,6 +548,8 @@ static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_
     w->index_count = count + 1;
     w->end_phy = phy;
     w->end_ts = store_ts;
+    if (before_write() < 0)
+        return -1;
     writer_header(w);
     return 1;
 }
@@ -586,15 +620,17 @@ static PyObject *index_range(PyObject *self, PyObject *args)
                 break;
             }
             if (offset >= w.end_phy) {
-                int full = 0;
+                int put = 1;
                 for (; skip < hs.n; skip++) {
-                    if (!writer_put(&w, hs.h[skip], offset, r.store_ts)) {
-                        full = 1;
+                    if ((put = writer_put(&w, hs.h[skip], offset, r.store_ts)) <= 0)
                         break;
-                    }
                     keys_put++;
                 }
-                if (full) {
+                if (put < 0) {
+                    failed = 1;
+                    break;
+                }
+                if (put == 0) {
                     stop = STOP_ROLL;
                     break;
                 }
@@ -618,6 +654,8 @@ static PyMethodDef methods[] = {
     {"index_range", index_range, METH_VARARGS,
      "index_range(view, pos, end, base, target, topics, skip, budget) -> (stop, pos, skip, seen, records, keys)\n"
      "The compiled store.index_range.index_range (see that module)."},
+    {"_set_write_hook", set_write_hook, METH_O,
+     "Tests only: call this before every index write (None: never); an exception stops the walk."},
     {NULL, NULL, 0, NULL},
 };
 

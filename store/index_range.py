@@ -106,6 +106,9 @@ def index_range(
         pos += size
 
 
+#: The pure-Python reference under its own name (the tests compare it with the compiled twin).
+index_range_reference = index_range
+
 _fast = load("store._index_range_fast")
 if _fast is not None:
     index_range = _fast.index_range  # the compiled twin of the reference above
