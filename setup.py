@@ -10,6 +10,7 @@ from setuptools import Extension, setup
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
 ACCELERATORS: list[tuple[str, str]] = [
     ("store._index_range_fast", "store/_index_range_fast.c"),
+    ("store._record_fast", "store/_record_fast.c"),
 ]
 
 setup(

@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7u)
@@ -59,38 +60,17 @@ static inline void put64(uint8_t *p, uint64_t v)
     put32(p + 4, (uint32_t)v);
 }
 
-/* -- CRC-32 (IEEE, zlib's crc32), slicing by 8 ------------------------------------------------ */
+#include "_crc32.h"
 
-static uint32_t crc_table[8][256];
-
-static void crc_init(void)
+static PyObject *crc32_py(PyObject *self, PyObject *arg)
 {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
-}
-
-static uint32_t crc32_ieee(const uint8_t *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24));
-        uint32_t hi = (uint32_t)p[4] | ((uint32_t)p[5] << 8) | ((uint32_t)p[6] << 16) | ((uint32_t)p[7] << 24);
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
-            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
-            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    (void)self;
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc32_ieee((const uint8_t *)b.buf, (size_t)b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(crc);
 }
 
 /* -- one record ------------------------------------------------------------------------------- */
@@ -654,6 +634,7 @@ static PyMethodDef methods[] = {
     {"index_range", index_range, METH_VARARGS,
      "index_range(view, pos, end, base, target, topics, skip, budget) -> (stop, pos, skip, seen, records, keys)\n"
      "The compiled store.index_range.index_range (see that module)."},
+    {"_crc32", crc32_py, METH_O, "Tests only: zlib.crc32 of a buffer, as the record check computes it."},
     {"_set_write_hook", set_write_hook, METH_O,
      "Tests only: call this before every index write (None: never); an exception stops the walk."},
     {NULL, NULL, 0, NULL},
