@@ -215,10 +215,11 @@ def run_spark(store: Path, master: str) -> dict[str, float]:
         text=True,
         env=env,
         check=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, range(os.cpu_count() or 1)),  # every core: Spark's to use
     )
     wall = time.perf_counter() - started
     shutil.rmtree(out, ignore_errors=True)
-    return {"wall_s": wall, "report": proc.stdout.strip().splitlines()[-1]}
+    return {"wall_s": wall, "report": " / ".join(proc.stdout.strip().splitlines()[-2:])}
 
 
 def _row(name: str, keys: float, secs: list[float], cpus: list[float]) -> str:
@@ -226,33 +227,11 @@ def _row(name: str, keys: float, secs: list[float], cpus: list[float]) -> str:
     return f"| {name} | {keys:,.0f} | {s:.2f} | {c:.2f} | {keys / s:,.0f} | {keys / c:,.0f} |"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/rmq-build-vs-java"))
-    parser.add_argument("--records", type=int, default=300_000)
-    parser.add_argument("--body", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cpu", type=int, default=1, help="the core both are pinned to")
-    parser.add_argument("--port", type=int, default=31411)
-    parser.add_argument("--spark", action="store_true", help="also time the Spark engine at local[1] and [2]")
-    parser.add_argument("--_phases", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args._phases is not None:
-        print(json.dumps(measure_ours_in_process(args._phases)))
-        return
-    other = {c for c in os.sched_getaffinity(0) if c != args.cpu}
-    if other:
-        os.sched_setaffinity(0, other)
-    template = args.dir / "store"
-    generate(template, args.records, args.body)
+def _report(
+    ours: list[dict[str, float]], java: list[dict[str, float]], template: Path, args: argparse.Namespace
+) -> None:
     from store.commitlog import CommitLog
 
-    ours: list[dict[str, float]] = []
-    java: list[dict[str, float]] = []
-    for r in range(args.rounds):
-        ours.append(run_ours(template, args.cpu))
-        java.append(run_java(template, args.dir / "java", args.port, args.cpu, int(ours[-1]["keys"])))
-        print(f"round {r + 1}: ours {json.dumps(ours[-1])}\n         java {json.dumps(java[-1])}", flush=True)
     keys = ours[0]["keys"]
     cl = CommitLog(template / "commitlog", 1 << 30)
     mib = cl.max_offset / (1 << 20)
@@ -295,10 +274,41 @@ def main() -> None:
         )
     per_round = [j["diff_s"] / o["cmd_s"] for o, j in zip(ours, java, strict=True)]
     print(f"- per-round wall ratio, command / boot difference: {', '.join(f'{x:.2f}' for x in per_round)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/rmq-build-vs-java"))
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--body", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="0: only generate (and --spark)")
+    parser.add_argument("--cpu", type=int, default=1, help="the core both are pinned to")
+    parser.add_argument("--port", type=int, default=31411)
+    parser.add_argument("--spark", action="store_true", help="also time the Spark engine at local[1] and [2]")
+    parser.add_argument("--_phases", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._phases is not None:
+        print(json.dumps(measure_ours_in_process(args._phases)))
+        return
+    other = {c for c in os.sched_getaffinity(0) if c != args.cpu}
+    if other:
+        os.sched_setaffinity(0, other)
+    template = args.dir / "store"
+    generate(template, args.records, args.body)
+    ours: list[dict[str, float]] = []
+    java: list[dict[str, float]] = []
+    for r in range(args.rounds):
+        ours.append(run_ours(template, args.cpu))
+        java.append(run_java(template, args.dir / "java", args.port, args.cpu, int(ours[-1]["keys"])))
+        print(f"round {r + 1}: ours {json.dumps(ours[-1])}\n         java {json.dumps(java[-1])}", flush=True)
+    if ours:
+        _report(ours, java, template, args)
     if args.spark:
-        for master in ("local[1]", "local[2]", "local[1]", "local[2]"):
+        for master in ("local[1]", "local[2]") * max(args.rounds, 2):
             s = run_spark(template, master)
-            print(f"spark {master}: {s['wall_s']:.1f} s wall (incl. Spark start-up); {s['report']}")
+            print(
+                f"spark {master}: {s['wall_s']:.1f} s wall (incl. Spark start-up); {s['report']}", flush=True
+            )
 
 
 if __name__ == "__main__":
