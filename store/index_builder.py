@@ -270,7 +270,9 @@ class IndexBuilder:
     # -- building ------------------------------------------------------------------------------------
 
     def _records(self) -> Iterator[tuple[int, memoryview]]:
-        return self.commitlog.iter_records(self.next_offset)
+        # Only settled records: one that may still be arriving could lack keys, and once indexed
+        # past, a record is never read again (``CommitLog.settled_end``).
+        return self.commitlog.iter_records(self.next_offset, self.commitlog.settled_end)
 
     def _roll(self) -> IndexFile:
         full = self.index.last_file()

@@ -190,8 +190,10 @@ class MessageStore:
             offsets.phy_offsets.sort()
             result.index_last_update_timestamp = offsets.index_last_update_timestamp
             result.index_last_update_phyoffset = offsets.index_last_update_phyoffset
+            # One safe-length check per CommitLog file per round, not one per record.
+            records = commitlog.read_records(offsets.phy_offsets)
             for m, offset in enumerate(offsets.phy_offsets):
-                buf = commitlog.read_record(offset)
+                buf = records[m]
                 if buf is not None and record.check(buf, 0, len(buf)) <= 0:
                     buf = None
                 # BODYCRC is not checked here: the broker serves a damaged body as stored, and a

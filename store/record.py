@@ -113,3 +113,27 @@ def check(
     except (ValueError, IndexError, struct.error):
         return INVALID
     return total
+
+
+def looks_complete(buf: bytes | memoryview, pos: int, total: int) -> bool:
+    """Whether a record that ``check``s can also be told fully written, properties included.
+
+    BODYCRC covers only the body, and a preallocated file is zeros where nothing was written yet, so
+    a record whose size, body and lengths are written but whose properties are still arriving checks
+    like a whole one. Writes are in order, so the record is whole once its last byte is written: the
+    broker ends every property with the separator 0x02, so a whole record with properties never ends
+    in 0. A record without properties (PROPERTIES length 0) has no keys to lose. Anything else ending
+    in 0 may still be arriving.
+    """
+    if buf[pos + total - 1] != 0:
+        return True
+    return buf[pos + total - 2] == 0 and _props_len(buf, pos, total) == 0
+
+
+def _props_len(buf: bytes | memoryview, pos: int, total: int) -> int:
+    magic = _SIZE_MAGIC.unpack_from(buf, pos)[1]
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    try:
+        return _layout(buf, pos, total, magic, sys_flag)[3]
+    except (ValueError, IndexError, struct.error):
+        return -1
