@@ -37,7 +37,7 @@ whose size, body and lengths are written can still be missing its keys. ``settle
 of the records an indexer may take: every record followed by visible bytes (the next record's
 header or a blank marker: writes are in order, so anything after a record means it is whole), and
 the last record only when it is visibly complete (``record.looks_complete``: its properties end in
-a written byte). The index builder, and any batch indexer, processes ``[.., settled_end)`` only.
+a written, non-zero byte). The index builder, and any batch indexer, processes ``[.., settled_end)`` only.
 
 **Unreadable files.** A file that cannot be opened or mapped (permissions, EIO) is kept as a hole:
 logged once, retried on every refresh, and the walks continue with the file after it, so one bad
@@ -287,8 +287,13 @@ class CommitLog:
             return 0
         known = self._max_offset
         files = self._files
+        # No known end: start at the last file holding data (a running broker pre-creates the next).
         start_idx = len(files) - 1
-        pos_abs = files[-1].start
+        while start_idx > 0 and files[start_idx].error is None:
+            if _has_data(self._views[start_idx], files[start_idx].safe_length()):
+                break
+            start_idx -= 1
+        pos_abs = files[start_idx].start
         if known and self._starts[0] <= known:
             i = bisect.bisect_right(self._starts, known) - 1
             f = files[i]

@@ -144,11 +144,17 @@ class IndexService:
         before = self._seen_count.get(f.name, count)
         self._seen_count[f.name] = count
         if count < before:
+            last = f is self._files[-1] if self._files else False
+            problem = header_problem(f.read_header(), self.hash_slot_num, self.index_num, last=last)
+            consequence = (
+                f"{problem}: left out of queries" if problem is not None else "queries use what it holds now"
+            )
             self.warn(
                 f"count-down:{f.name}:{f.inode}",
                 f"index file {f.path}: indexCount went down from {before} to {count} while in use (zeroed "
-                "or overwritten; a writer only adds entries): queries use what it holds now",
+                f"or overwritten; a writer only adds entries); {consequence}",
             )
+            f.warn.mark("header")  # said here: the query walk does not say it again
         return True
 
     @property

@@ -120,10 +120,12 @@ def looks_complete(buf: bytes | memoryview, pos: int, total: int) -> bool:
 
     BODYCRC covers only the body, and a preallocated file is zeros where nothing was written yet, so
     a record whose size, body and lengths are written but whose properties are still arriving checks
-    like a whole one. Writes are in order, so the record is whole once its last byte is written: the
-    broker ends every property with the separator 0x02, so a whole record with properties never ends
-    in 0. A record without properties (PROPERTIES length 0) has no keys to lose. Anything else ending
-    in 0 may still be arriving.
+    like a whole one. Writes are in order, so the record is whole once its last byte is written. The
+    properties are ``name 0x01 value`` pairs joined by 0x02 (``MessageDecoder.messageProperties2String``
+    drops the last separator), so they end in the last value's last byte, or 0x01 for an empty value:
+    0 only for a value ending in U+0000, which such a record then waits for its successor to show.
+    A record without properties (PROPERTIES length 0) has no keys to lose. Anything else ending in 0
+    may still be arriving.
     """
     if buf[pos + total - 1] != 0:
         return True
