@@ -411,3 +411,32 @@ def test_index_files_deleted_cut_or_zeroed_while_serving_are_logged_once(
         store.refresh()
         assert files[2].name in [f.name for f in store.index.files]
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == warnings
+
+
+# -- item 1: a file cut under the reader is re-walked on refresh ---------------------------------------
+
+
+def test_a_cut_commitlog_file_is_walked_again_to_its_last_whole_record(
+    stores_dir: Path, tmp_path: Path, messages: list[dict], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``truncate`` to mid-record: the end moves back to the last whole record before the cut (not
+    the cut itself, which is inside a record); rewriting the bytes brings the records back."""
+    config, _conf = _copy(stores_dir, tmp_path)
+    path = _commitlog_path(config, LAST_DATA_FILE)
+    data = path.read_bytes()
+    victim = messages[-10]
+    cut = victim["commitLogOffset"] + 50
+    with MessageStore.open(config) as store:
+        os.truncate(path, cut - LAST_DATA_FILE)
+        for _ in range(3):
+            store.refresh()
+        assert store.commitlog.max_offset == victim["commitLogOffset"]
+        assert store.commitlog.settled_end == victim["commitLogOffset"]
+        assert store.view_message(victim["commitLogOffset"]) is None
+        assert store.view_message(messages[-11]["commitLogOffset"]) is not None
+        path.write_bytes(data)
+        store.refresh()
+        assert store.commitlog.max_offset == 4330405
+        assert store.view_message(messages[-1]["commitLogOffset"]) is not None
+    shrank = [r for r in caplog.records if "shrank" in r.getMessage()]
+    assert len(shrank) == 1 and f"to {cut - LAST_DATA_FILE} bytes" in shrank[0].getMessage()
