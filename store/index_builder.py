@@ -35,6 +35,7 @@ from protocol.index_key import java_string_hash
 from protocol.message import IndexFields, read_index_fields
 from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from store import record
+from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -122,7 +123,15 @@ class IndexBuilder:
         )
         self.checkpoint_path = checkpoint_path if checkpoint_path is not None else config.checkpoint_path
         self.index_dir = Path(index_dir) if index_dir is not None else config.index_dir
-        if index_dir is None and abnormal_exit(config.store_path_root_dir):
+        holder = broker_lock_holder(config.store_path_root_dir) if index_dir is None else None
+        if holder is not None and abnormal_exit(config.store_path_root_dir):
+            # A running broker keeps ``abort`` while it runs: nothing crashed.
+            log.info(
+                "a broker (pid %d) is running on this store: %s is its running marker",
+                holder,
+                config.abort_path,
+            )
+        elif index_dir is None and abnormal_exit(config.store_path_root_dir):
             log.warning(
                 "%s exists: the last broker or builder on this store stopped uncleanly; keeping its index "
                 "files (the broker would delete the newest) and repairing the newest from the CommitLog",

@@ -127,6 +127,12 @@ def test_fsck_and_serve_take_a_live_brokers_layout_as_healthy(
             store.refresh()
             hits = store.query_message("TopicB", "k-49", 64, 0, MAX).buffers
             assert 4330121 in [int.from_bytes(b[28:36], "big") for b in hits]
+        # ``serve --build-index`` beside a broker that does not index (messageIndexEnable=false).
+        shutil.rmtree(config.index_dir)
+        with MessageStore.open(config, build_index=True) as store:
+            store.refresh()
+            assert store.commitlog.corrupt == {}
+            assert len(store.query_message("TopicB", "k-49", 64, 0, MAX).buffers) > 0
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     # Without a broker holding the lock, the same abort marker is a crash to report.
     run = subprocess.run(
