@@ -526,7 +526,24 @@ class CommitLog:
         must lie within the written data; an offset inside a record yields None or that garbage size's
         bytes only if they fit, never an error. The file's safe length is checked first.
         """
-        return self.read_records((offset,))[0]
+        max_offset = self._max_offset
+        if offset < 0 or offset >= max_offset:
+            return None
+        files, starts, views = self._snap
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset >= files[i].end:
+            return None
+        f = files[i]
+        now = f.safe_length()
+        if now < f.length:
+            self._shrunk(f, now)
+        limit = min(now, max_offset - f.start)
+        pos = offset - f.start
+        if pos + 4 > limit:
+            return None
+        view = views[i]
+        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        return view[pos : pos + size] if 0 < size and pos + size <= limit else None
 
     def read_records(self, offsets: Sequence[int]) -> list[memoryview | None]:
         """``read_record`` for each offset, checking each file's safe length once per call."""
