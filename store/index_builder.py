@@ -302,6 +302,11 @@ class IndexBuilder:
     def _run(self, max_records: int | None) -> int:
         index = self.index
         current = index.last_file()
+        if current is not None and not current.intact():
+            # Cut short under us (an operator's truncate or cp): writing into it would fault
+            # (SIGBUS). Indexing stops here; ``IndexService.audit`` said why, once.
+            index.audit()
+            return 0
         if current is None or current.is_write_full():
             current = None
         topics = self.topics_seen

@@ -157,6 +157,31 @@ class IndexService:
             f.warn.mark("header")  # said here: the query walk does not say it again
         return True
 
+    def audit(self) -> None:
+        """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
+        once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost)."""
+        for f in list(self._files):
+            try:
+                inode = os.stat(f.path).st_ino
+            except FileNotFoundError:
+                what = "deleted"
+            except OSError as exc:
+                what = f"unreadable ({exc.strerror})"
+            else:
+                if inode != f.inode:
+                    what = "replaced by another file"
+                elif not f.intact():
+                    what = f"cut short to {f.safe_length()} of {f.size} bytes"
+                elif f.read_header().index_count < f.header.index_count:
+                    what = "zeroed or overwritten (its header's indexCount went down)"
+                else:
+                    continue
+            self.warn(
+                f"audit:{f.name}:{f.inode}",
+                f"index file {f.path} was {what} while this process builds it: the keys it held are "
+                "lost for queries or a restart (rmq-query rebuild-index rebuilds them)",
+            )
+
     @property
     def files(self) -> list[IndexFile]:
         return list(self._files)

@@ -264,6 +264,7 @@ class MessageStore:
         with self._lock:
             self.commitlog.refresh()
             if self._builder is not None:
+                self.index.audit()
                 read = self._builder.run_once(max_records)
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():

@@ -446,3 +446,20 @@ def test_a_cut_commitlog_file_is_walked_again_to_its_last_whole_record(
         assert store.view_message(messages[-1]["commitLogOffset"]) is not None
     shrank = [r for r in caplog.records if "shrank" in r.getMessage()]
     assert len(shrank) == 1 and f"to {cut - LAST_DATA_FILE} bytes" in shrank[0].getMessage()
+
+
+def test_index_files_of_a_building_store_deleted_or_cut_are_logged_once(
+    stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``serve --build-index``: its own files vanish or shrink under the builder: said once each,
+    and the builder stops writing into a file cut short (a write there would fault) instead."""
+    config, _conf = _copy(stores_dir, tmp_path, index=False)
+    with MessageStore.open(config, build_index=True) as store:
+        files = sorted(p for p in config.index_dir.iterdir() if p.name.isdigit())
+        files[0].unlink()
+        os.truncate(files[-1], 100)
+        for _ in range(3):
+            assert store.refresh(max_records=100) is False
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len([w for w in warnings if files[0].name in w and "was deleted" in w]) == 1, warnings
+        assert len([w for w in warnings if files[-1].name in w and "cut short to 100" in w]) == 1, warnings
