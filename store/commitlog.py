@@ -27,9 +27,11 @@ releases the GIL) gets a buffer plus a length checked at most that long before: 
 ``read_records`` check each file once per call, a walk re-checks at each file and every
 ``RECHECK_EVERY`` bytes of progress, ``refresh()`` remaps a shrunk file and re-walks it from its start.
 A shrink is logged once per file. The remaining window is the time between the check and the read
-(microseconds for a record; one ``RECHECK_EVERY`` stretch for a walk): a truncation landing exactly
-in it can still fault. Answers are copied out of the maps before they are queued on a socket
-(``server.processors.query_message``), so a slow client never holds a page across that window.
+(microseconds for a record; one ``RECHECK_EVERY`` stretch for a walk); under load some read is
+nearly always in it, so ``store.sigbus`` installs a SIGBUS guard that turns such a late read into
+zeros, and ``refresh()`` remaps every file once the guard reports a fault. Answers are copied out
+of the maps before they are queued on a socket (``server.processors.query_message``), so a slow
+client never holds a page.
 
 **Settled end.** A live writer appends a record in pieces (a slave receives arbitrary batches,
 ``transientStorePoolEnable`` commits pages), and BODYCRC does not cover the properties, so a record
@@ -58,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.message_flags import MAGIC_CODE_V1, MAGIC_CODE_V2
-from store import record
+from store import record, sigbus
 from store.errors import CommitLogError
 from store.warn_once import WarnOnce
 
@@ -70,7 +72,7 @@ log = logging.getLogger("store.commitlog")
 #: A walk over the CommitLog hands the pages it read back to the kernel every this many bytes.
 RELEASE_EVERY = 64 << 20
 #: A walk re-checks the file's safe length every this many bytes of progress (see the module docstring).
-RECHECK_EVERY = 1 << 20
+RECHECK_EVERY = 64 << 10
 
 
 @dataclass(slots=True)
@@ -161,6 +163,8 @@ class CommitLog:
         self.unreadable: dict[int, str] = {}
         #: Bytes the walks examined (records checked, stretches searched): what a refresh costs.
         self.bytes_visited = 0
+        sigbus.install()
+        self._faults_seen = sigbus.fault_count()
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
@@ -178,6 +182,22 @@ class CommitLog:
             old = {f.start: f for f in self._files}
             files: list[MappedFile] = []
             cut: int | None = None  # the lowest offset whose bytes changed under a known end
+            faults = sigbus.fault_count()
+            if faults != self._faults_seen:
+                # A read faulted on a cut page and got zeros from the guard: those pages are not the
+                # file's. Remap every file and walk again from the first one that is mapped.
+                self._faults_seen = faults
+                self.warn(
+                    f"faulted:{faults}",
+                    f"a read of a mapped CommitLog or index file faulted ({faults} so far: a file was cut "
+                    "under this process, or a disk error); it read zeros instead of dying; every file "
+                    "is mapped again",
+                )
+                for f in old.values():
+                    f.close()
+                old = {}
+                if self._starts:
+                    cut = self._starts[0]
             for name in names:
                 start = int(name)
                 path = self.directory / name

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.index_key import build_index_key, index_key_hash
+from store import sigbus
 from store.config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
 from store.index_file import IndexFile, header_problem, is_time_matched
@@ -63,6 +64,8 @@ class IndexService:
         self.skipped: dict[str, str] = {}
         #: indexCount of each read-only file at the last refresh (a count going down is reported).
         self._seen_count: dict[str, int] = {}
+        sigbus.install()
+        self._faults_seen = sigbus.fault_count()
         self.refresh()
 
     # -- file list -----------------------------------------------------------------------------------
@@ -82,6 +85,13 @@ class IndexService:
             except OSError as exc:
                 raise IndexFileError(f"cannot list index directory {self.index_dir}: {exc}") from exc
             known = {f.name: f for f in self._files}
+            faults = sigbus.fault_count()
+            if faults != self._faults_seen and not self.writable:
+                # The SIGBUS guard put zero pages into some map (store.sigbus): reopen every file.
+                self._faults_seen = faults
+                for f in known.values():
+                    f.close()
+                known = {}
             files: list[IndexFile] = []
             wrong: list[IndexGeometryError] = []
             sizes: set[int] = set()
