@@ -183,9 +183,11 @@ class CommitLog:
             files: list[MappedFile] = []
             cut: int | None = None  # the lowest offset whose bytes changed under a known end
             faults = sigbus.fault_count()
-            if faults != self._faults_seen:
+            remap_all = faults != self._faults_seen
+            if remap_all:
                 # A read faulted on a cut page and got zeros from the guard: those pages are not the
-                # file's. Remap every file and walk again from the first one that is mapped.
+                # file's. Remap every file, and walk the file holding the known end again (a file
+                # that shrank is found below as usual).
                 self._faults_seen = faults
                 self.warn(
                     f"faulted:{faults}",
@@ -193,11 +195,9 @@ class CommitLog:
                     "under this process, or a disk error); it read zeros instead of dying; every file "
                     "is mapped again",
                 )
-                for f in old.values():
-                    f.close()
-                old = {}
-                if self._starts:
-                    cut = self._starts[0]
+                i = bisect.bisect_right(self._starts, self._max_offset) - 1
+                if i >= 0:
+                    cut = self._starts[i]
             for name in names:
                 start = int(name)
                 path = self.directory / name
@@ -211,7 +211,7 @@ class CommitLog:
                     continue
                 if known is not None and known.mm is not None and known.inode == st.st_ino:
                     now = known.safe_length()
-                    if now == known.length == st.st_size:
+                    if now == known.length == st.st_size and not remap_all:
                         files.append(known)
                         continue
                     if now < known.length:

@@ -4,7 +4,9 @@ read kills whatever process makes it (status -7)."""
 
 from __future__ import annotations
 
+import json
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +55,46 @@ def test_without_the_guard_the_same_read_kills_the_process(tmp_path: Path) -> No
     """What the guard is for (and what ``serve`` did before it): status -7, SIGBUS."""
     run = _child(tmp_path, "none")
     assert run.returncode == -7
+
+
+REMAP_CHILD = """
+import os, sys
+from store import sigbus
+from store.commitlog import CommitLog
+directory, offset, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path = os.path.join(directory, f"{4194304:020d}")
+data = open(path, "rb").read()
+log = CommitLog(directory, 262144)
+os.truncate(path, 100)  # cut under the map, then a read that skips the size check faults
+assert log.files[-1].view()[offset - 4194304] == 0 and sigbus.fault_count() == 1
+with open(path, "r+b") as fh:
+    fh.write(data)  # whole again, the same size as mapped: only the fault count says remap
+log.refresh()
+record = log.read_record(offset)
+print(record is not None and len(record) == size, log.max_offset)
+"""
+
+
+def test_refresh_remaps_the_pages_the_guard_zeroed(stores_dir: Path, tmp_path: Path) -> None:
+    expected = json.loads((stores_dir / "java-4.9.7-a.expected.json").read_text(encoding="utf-8"))
+    last = max(expected["messages"], key=lambda m: m["commitLogOffset"])
+    shutil.copytree(stores_dir / "java-4.9.7-a" / "commitlog", tmp_path / "commitlog")
+    for p in (tmp_path / "commitlog").iterdir():
+        p.chmod(0o644)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            REMAP_CHILD,
+            str(tmp_path / "commitlog"),
+            str(last["commitLogOffset"]),
+            str(last["size"]),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "4330405"]
