@@ -83,6 +83,29 @@ def _layout(
     return topic_at, topic_len, props_at, max(props_len, 0)
 
 
+def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -> str:
+    """Why ``check`` rejects the bytes at ``pos`` (CommitLog offset ``offset``): the first check that fails.
+
+    Error messages name it, so an operator can tell zeros (nothing written) from a torn or damaged record.
+    """
+    if pos + 8 > end:
+        return "fewer than 8 bytes left for a record header"
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if size == 0 and magic == 0:
+        return "zeros where a record header should be"
+    if magic == BLANK_MAGIC_CODE:
+        return "an end-of-file blank record before the end of the range"
+    if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):
+        return f"MAGICCODE {magic & 0xFFFFFFFF:#010x} is not a message magic code"
+    if size < MIN_RECORD_SIZE or pos + size > end:
+        return f"TOTALSIZE {size} does not fit"
+    if check(buf, pos, end) <= 0:
+        return f"field lengths do not add up to TOTALSIZE {size}"
+    if check(buf, pos, end, offset) <= 0:
+        return f"PHYSICALOFFSET {_I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0]} is not the record's position"
+    return "BODYCRC does not match the body"
+
+
 def check(
     buf: bytes | memoryview,
     pos: int,

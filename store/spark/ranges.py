@@ -55,13 +55,18 @@ class FilePlan:
 
 @dataclass(frozen=True, slots=True)
 class CommitLogRange:
-    """Records ``[start, end)`` of one file (absolute CommitLog offsets); ``index`` orders ranges."""
+    """Records ``[start, end)`` of one file (absolute CommitLog offsets); ``index`` orders ranges.
+
+    ``last``: the file is the CommitLog's last, where (as in the sequential walk) a bad record is
+    skipped only when whole records follow it directly, never by searching for the next magic code.
+    """
 
     index: int
     path: str
     file_start: int
     start: int
     end: int
+    last: bool = False
 
 
 def list_files(directory: str | os.PathLike[str]) -> list[CommitLogFile]:
