@@ -21,8 +21,11 @@ from clients.cli import main
 from store.config import StoreConfig
 from store.index_builder import rebuild_index
 from store.log_gaps import CommitLogGapError
-from store.spark.rebuild import rebuild_index_spark
+from store.spark.decode import decode_range
+from store.spark.ranges import list_files, plan_file
+from store.spark.rebuild import decode_plan, find_gaps, rebuild_index_spark
 from tests.store.gap_damage import (
+    DAMAGES,
     STORE,
     Damage,
     check_answers_around,
@@ -95,3 +98,41 @@ def test_both_engines_index_around_the_same_gaps(
     _found, after = check_answers_around(config, expected, lost)
     assert after > 500, "the records after the last gap answer"
     assert leftovers(root) == [] and leftovers(tmp_path) == []
+
+
+def _spark_rule_without_spark(config: StoreConfig) -> tuple[list, list[str]]:
+    """The Spark job's plan, decode and gap stages run in this process (they are plain Python)."""
+    plans = [plan_file(f, 1 << 16) for f in list_files(config.store_path_commit_log)]
+    ranges = decode_plan(plans)
+    decoded = [decode_range(r) for r in ranges]
+    return find_gaps(decoded, ranges, plans, config.mapped_file_size_commit_log)
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_the_spark_stages_find_the_gap_the_sequential_walk_finds(
+    damage: str, stores_dir: Path, tmp_path: Path
+) -> None:
+    expected = json.loads((stores_dir / f"{STORE}.expected.json").read_text(encoding="utf-8"))
+    config = copy_store(stores_dir, tmp_path / "store")
+    d = DAMAGES[damage](config.store_path_root_dir, expected["messages"])
+    with pytest.raises(CommitLogGapError) as sequential:
+        rebuild_index(config)
+    gaps, _warnings = _spark_rule_without_spark(config)
+    assert gaps == [sequential.value.gap]
+    assert (gaps[0].start, gaps[0].resume) == (d.start, d.resume)
+
+
+def test_a_file_created_ahead_and_zeros_after_the_last_record_are_no_gap(
+    stores_dir: Path, tmp_path: Path
+) -> None:
+    # A running broker's layout: the current file is zeros after its last record, the next file
+    # exists already, all zeros. That is the end of the log, not a gap, for both engines.
+    config = copy_store(stores_dir, tmp_path / "store")
+    java = index_bytes(config.store_path_root_dir)
+    last = sorted(config.store_path_commit_log.iterdir())[-1]
+    ahead = config.store_path_commit_log / f"{int(last.name) + config.mapped_file_size_commit_log:020d}"
+    ahead.write_bytes(bytes(config.mapped_file_size_commit_log))
+    assert _spark_rule_without_spark(config) == ([], [])
+    builder = rebuild_index(config)
+    assert builder.gaps == [] and builder.after_swap == []
+    assert list(index_bytes(config.store_path_root_dir).values()) == list(java.values())
