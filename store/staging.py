@@ -69,7 +69,7 @@ def _remove(path: Path) -> bool:
         else:
             path.unlink(missing_ok=True)
     except OSError as exc:
-        log.warning("cannot remove %s: %s", path, exc)
+        log.debug("cannot remove %s: %s", path, exc)
     return not os.path.lexists(path)
 
 
@@ -91,7 +91,8 @@ def recover_interrupted(target: Path) -> None:
             os.replace(path, target)
         else:
             log.warning("removing %s, left by an interrupted job", path)
-            _remove(path)
+            if not _remove(path):
+                log.warning("cannot remove %s: delete it by hand", path)
 
 
 def fsync_tree(root: Path) -> None:
@@ -150,8 +151,9 @@ def staged_output(
             fsync_tree(staging)
         left = swap_in(staging, target)
         if left is not None:
-            log.warning("%s is in place, but its old copy could not be removed: %s is left", target, left)
-            if leftovers is not None:
+            if leftovers is None:
+                log.warning("%s is in place, but its old copy could not be removed: %s is left", target, left)
+            else:
                 leftovers.append(left)
     finally:
         if os.path.lexists(staging):
