@@ -28,6 +28,8 @@ _OFF_PHYSICAL = 28
 _OFF_STORE_TS_V4 = 56
 MIN_RECORD_SIZE = 91
 
+_MAGIC_BYTES = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
+
 #: ``check`` results other than a record size.
 BLANK = 0
 INVALID = -1
@@ -104,6 +106,35 @@ def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -
     if check(buf, pos, end, offset) <= 0:
         return f"PHYSICALOFFSET {_I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0]} is not the record's position"
     return "BODYCRC does not match the body"
+
+
+def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) -> int | None:
+    """Where whole records resume after the bad bytes at ``pos`` of a file, or None (the data ends).
+
+    The CommitLog walk's rule, for every walker that must skip a bad record the same way (the
+    sequential walk, the Spark decode tasks): first at ``pos + TOTALSIZE`` (a corrupt body or header
+    field, the size intact), one check; unless the file is the last holding data, also the next
+    magic code whose record checks at exactly its own PHYSICALOFFSET (``base`` is the file's first
+    offset). ``view`` must be a view of the whole file's buffer (``view.obj.find`` searches it).
+    """
+    size = _I32.unpack_from(view, pos)[0] if pos + 4 <= length else 0
+    nxt = pos + size
+    if size >= MIN_RECORD_SIZE and nxt + 8 <= length:
+        if check(view, nxt, length, base + nxt, check_crc=True) > 0:
+            return nxt
+    if last:
+        return None
+    search = pos + 1
+    find = view.obj.find  # type: ignore[union-attr]
+    while search < length:
+        hits = [h for h in (find(m, search, length) for m in _MAGIC_BYTES) if h >= 0]
+        if not hits:
+            return None
+        at = min(hits) - 4
+        if at > pos and check(view, at, length, base + at, check_crc=True) > 0:
+            return at
+        search = min(hits) + 1
+    return None
 
 
 def check(

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
-from store.commitlog import CommitLog
 from store.index_builder import KeyHasher, index_keys
 from store.record import describe_invalid
 from store.spark.entries import ENTRY
@@ -46,10 +45,10 @@ class RangeEntries:
 def decode_range(rng: CommitLogRange) -> RangeEntries:
     """Walk ``rng`` record by record and pack every index entry it yields.
 
-    A record that does not check is skipped the way the sequential walk skips it (``CommitLog``'s
-    resync: at ``pos + TOTALSIZE`` when whole records go on there, else, outside the last file, at
-    the next magic code whose record checks at its own offset); the driver decides whether that is a
-    gap to refuse or the end of the log.
+    A record that does not check is skipped the way the sequential walk skips it (``record.resync``:
+    at ``pos + TOTALSIZE`` when whole records go on there, else, outside the last file holding data,
+    at the next magic code whose record checks at its own offset); the driver decides whether that
+    is a gap to refuse or the end of the log.
     """
     out = bytearray()
     pack = ENTRY.pack
@@ -83,7 +82,7 @@ def decode_range(rng: CommitLogRange) -> RangeEntries:
                     if pos > run_start:
                         runs.append((base + run_start, base + pos))
                     bad.append((base + pos, reason))
-                    nxt = CommitLog._resync(view, pos, end, base, last=rng.last)
+                    nxt = record.resync(view, pos, end, base, last=rng.last)
                     if nxt is None:
                         run_start = pos = end
                         break

@@ -57,8 +57,9 @@ class FilePlan:
 class CommitLogRange:
     """Records ``[start, end)`` of one file (absolute CommitLog offsets); ``index`` orders ranges.
 
-    ``last``: the file is the CommitLog's last, where (as in the sequential walk) a bad record is
-    skipped only when whole records follow it directly, never by searching for the next magic code.
+    ``last``: the file is the last holding data (later files were only created ahead), where (as in
+    the sequential walk) a bad record is skipped only when whole records follow it directly, never by
+    searching for the next magic code.
     """
 
     index: int

@@ -108,11 +108,13 @@ def decode_plan(plans: list[FilePlan]) -> list[CommitLogRange]:
     that is not the last) is decoded as one range, so the decode task walks it exactly as the
     sequential walk does, skipping bad records the same way, instead of trusting hops past them.
     """
-    last_start = plans[-1].file.start if plans else -1
+    # The last file holding data: every file after it was only created ahead (zeros at its start).
+    holding = [i for i, p in enumerate(plans) if not (p.stop == STOP_UNWRITTEN and p.end == p.file.start)]
+    last_data = holding[-1] if holding else -1
     ranges: list[CommitLogRange] = []
-    for plan in plans:
+    for i, plan in enumerate(plans):
         f = plan.file
-        last = f.start == last_start
+        last = i >= last_data
         if plan.stop == STOP_INVALID or (plan.stop == STOP_UNWRITTEN and not last):
             bounds = [(f.start, f.start + f.length)]
         else:
