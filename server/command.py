@@ -30,11 +30,15 @@ from server.app import (
 )
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
+from store.commands.arg_types import port_number, seconds_or_off
 from store.commands.store_options import add_store_arguments, config_file
 from store.commands.store_options import config_from_args as load_config
 from store.config import ConfigError, StoreConfig
 from store.demo import demo_config, make_demo_store
 from store.message_store import MessageStore
+
+#: ``--log-level`` values (any case); anything else used to fall back to INFO without a word.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ store over TCP"
 
@@ -48,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         help=f"listen port (default broker.conf's listenPort, else {DEFAULT_PORT}); +fast port-2",
     )
     parser.add_argument(
@@ -69,14 +73,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--refresh-interval",
-        type=float,
+        type=seconds_or_off,
         default=DEFAULT_REFRESH_INTERVAL,
-        help="seconds between picking up new CommitLog/index data (default %(default)s)",
+        help="seconds between picking up new CommitLog/index data; 0 turns it off (default %(default)s)",
     )
-    parser.add_argument("--idle-timeout", type=float, default=120.0, help="close idle connections (seconds)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=seconds_or_off,
+        default=120.0,
+        help="close connections idle this many seconds; 0 never does (default %(default)s)",
+    )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=1,
         help="server processes sharing the ports via SO_REUSEPORT (default 1; 2 uses both cores of 2)",
     )
@@ -95,7 +104,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
         "like the broker); denied requests get NO_PERMISSION (16)",
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="logging level (default INFO)",
+    )
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """``--demo`` writes and serves its own store: the flags that describe another store would be ignored."""
+    if args.demo:
+        given = [
+            flag
+            for flag, value in (
+                ("--config", args.config),
+                ("--commitlog", args.commitlog),
+                ("--mapped-file-size", args.mapped_file_size),
+                ("--max-hash-slot-num", args.max_hash_slot_num),
+                ("--max-index-num", args.max_index_num),
+            )
+            if value is not None
+        ]
+        if given:
+            ignored = ", ".join(given)
+            return f"argument --demo: writes its own store and broker.conf, so {ignored} would be ignored"
+    return None
 
 
 def host_port(value: str) -> str:

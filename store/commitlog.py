@@ -509,7 +509,7 @@ class CommitLog:
         self.warn(
             f"corrupt:{offset}",
             f"CommitLog record at offset {offset} ({f.path}, byte {pos}) is corrupt: bytes up to offset "
-            f"{f.start + resume} are skipped, the records after them still answer",
+            f"{f.start + resume} are skipped",
         )
 
     def _file_index(self, offset: int) -> int | None:
