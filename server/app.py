@@ -23,7 +23,12 @@ from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl import AccessValidator
 from server.acl_config import AclConfig
-from server.connection import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HEADER_LENGTH, RemotingConnection
+from server.connection import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_HEADER_LENGTH,
+    ConnectionLogs,
+    RemotingConnection,
+)
 from server.dispatch import Dispatcher
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
@@ -124,6 +129,7 @@ class QueryServer:
         self.identity: BrokerIdentity | None = None
         self._servers: list[asyncio.Server] = []
         self._connections: set[RemotingConnection] = set()
+        self._connection_logs = ConnectionLogs()
         self._background: list[asyncio.Task[None]] = []
         self.port = 0
         self.fast_port = 0
@@ -145,6 +151,7 @@ class QueryServer:
             max_header_length=self.settings.max_header_length,
             idle_timeout=self.settings.idle_timeout,
             on_close=self._connections.discard,
+            logs=self._connection_logs,
         )
         self._connections.add(connection)
         return connection

@@ -28,6 +28,7 @@ from typing import Any, cast
 from protocol.command import RemotingCommand
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
+from server.burst_log import BurstLog
 from server.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,17 @@ DEFAULT_IDLE_TIMEOUT = 120.0
 DEFAULT_MAX_HEADER_LENGTH = 256 * 1024
 
 
+class ConnectionLogs:
+    """The rate-limited log lines a client can cause per connection, shared by a server's connections
+    (one line per burst across all of them, ``server.burst_log``)."""
+
+    __slots__ = ("encode_failed", "malformed")
+
+    def __init__(self) -> None:
+        self.malformed = BurstLog(log)
+        self.encode_failed = BurstLog(log, level=logging.ERROR)
+
+
 class RemotingConnection(asyncio.Protocol):
     """Serves RocketMQ remoting requests arriving on one transport."""
 
@@ -55,11 +67,13 @@ class RemotingConnection(asyncio.Protocol):
         max_header_length: int = DEFAULT_MAX_HEADER_LENGTH,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         on_close: Callable[[RemotingConnection], None] | None = None,
+        logs: ConnectionLogs | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
+        self._logs = logs or ConnectionLogs()
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
@@ -99,7 +113,7 @@ class RemotingConnection(asyncio.Protocol):
             requests = self._decoder.feed(data)
         except FrameError as exc:
             requests = list(exc.decoded)
-            log.warning(
+            self._logs.malformed.event(
                 "closing connection from %s: malformed frame: %s%s",
                 self._peer,
                 exc,
@@ -237,8 +251,10 @@ class RemotingConnection(asyncio.Protocol):
             return
         try:
             head, body = encode_frame_parts(response)
-        except Exception:
-            log.exception("cannot encode the response to opaque %d for %s", response.opaque, self._peer)
+        except Exception as exc:
+            self._logs.encode_failed.event(
+                "cannot encode the response to opaque %d for %s", response.opaque, self._peer, exc_info=exc
+            )
             return
         batch = self._batch
         if batch is not None:
