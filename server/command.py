@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import tempfile
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from server.app import (
     ServerSettings,
     default_advertise_host,
 )
+from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.file_budget import FileBudget, plan_connections
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from store.commands.store_options import add_store_arguments, config_file
@@ -83,10 +86,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-connections",
         type=positive_int,
-        default=DEFAULT_MAX_CONNECTIONS,
+        default=None,
         metavar="N",
         help="connections served at once per process; one more is answered SYSTEM_BUSY (code 2) and "
-        "closed (default %(default)s)",
+        f"closed (default {DEFAULT_MAX_CONNECTIONS}, lowered to what the open-file limit allows after "
+        "keeping descriptors for the store's files; an explicit N above that is lowered too, with a "
+        "warning)",
+    )
+    parser.add_argument(
+        "--max-buffered-mib",
+        type=positive_int,
+        default=DEFAULT_MAX_BUFFERED_BYTES // (1024 * 1024),
+        metavar="MIB",
+        help="MiB all connections together may hold in unfinished request frames; past it the "
+        "connections holding the most are closed (default %(default)s)",
     )
     parser.add_argument(
         "--acl",
@@ -117,35 +130,15 @@ def positive_int(value: str) -> int:
     return number
 
 
-def ensure_file_limit(max_connections: int) -> None:
-    """Raise the soft open-file limit toward what ``max_connections`` needs (plus room for the
-    store's files), up to the hard limit; warn when even that is too low, since the connections past
-    it would fail in accept() rather than get the clear SYSTEM_BUSY refusal."""
-    try:
-        import resource
-    except ImportError:  # not on POSIX
-        return
-    wanted = max_connections + FILE_HEADROOM
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+def store_file_count(config: StoreConfig) -> int:
+    """CommitLog and index files in the store: each mapped one holds a descriptor."""
+    count = 0
+    for directory in (config.store_path_commit_log, config.store_path_root_dir / "index"):
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError) as exc:
-            log.debug("cannot raise the open-file limit: %s", exc)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        log.warning(
-            "open-file limit %d is below --max-connections %d plus %d: connections past it fail in "
-            "accept() instead of being refused with SYSTEM_BUSY (raise `ulimit -n`)",
-            soft,
-            max_connections,
-            FILE_HEADROOM,
-        )
-
-
-#: File descriptors kept for the store's files, the listening sockets and refused connections.
-FILE_HEADROOM = 512
+            count += sum(1 for entry in os.scandir(directory) if entry.is_file())
+        except OSError:
+            continue
+    return count
 
 
 def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:
@@ -168,7 +161,10 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
 
 
 def settings_from(
-    args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None = None
+    args: argparse.Namespace,
+    config: StoreConfig,
+    acl: AclConfig | None = None,
+    budget: FileBudget | None = None,
 ) -> ServerSettings:
     from_conf = args.demo or config_file(args) is not None
     port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
@@ -183,7 +179,11 @@ def settings_from(
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
-        max_connections=args.max_connections,
+        max_connections=budget.max_connections
+        if budget is not None
+        else args.max_connections or DEFAULT_MAX_CONNECTIONS,
+        max_waiting=budget.max_waiting if budget is not None else None,
+        max_buffered_bytes=args.max_buffered_mib * 1024 * 1024,
         acl=acl,
     )
 
@@ -294,14 +294,14 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
             "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
         )
-    ensure_file_limit(args.max_connections)
+    budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(
                 serve(
                     store,
-                    settings_from(args, config, acl),
+                    settings_from(args, config, acl, budget),
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,

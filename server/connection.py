@@ -28,6 +28,7 @@ from typing import Any, cast
 from protocol.command import RemotingCommand
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
+from server.buffer_budget import BufferBudget
 from server.burst_log import BurstLog
 from server.dispatch import Dispatcher
 
@@ -68,12 +69,15 @@ class RemotingConnection(asyncio.Protocol):
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         on_close: Callable[[RemotingConnection], None] | None = None,
         logs: ConnectionLogs | None = None,
+        budget: BufferBudget | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
         self._logs = logs or ConnectionLogs()
+        self._budget = budget
+        self._holding = False  # whether the budget counts a partial frame of ours
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
@@ -119,10 +123,13 @@ class RemotingConnection(asyncio.Protocol):
                 exc,
                 f" (answering the {len(requests)} request(s) before it first)" if requests else "",
             )
+            self._report_held()
             if not requests:
                 self.close()
                 return
             self._stop_reading_then_close()
+        else:
+            self._report_held()  # may drop our partial frame: what arrived whole is still answered
         if not requests:
             return
         if self._pending:
@@ -130,6 +137,33 @@ class RemotingConnection(asyncio.Protocol):
         else:
             self._pending = deque(requests)
         self._process_pending()
+
+    def _report_held(self) -> None:
+        """Tell the shared budget how much of an unfinished frame we hold (``server.buffer_budget``)."""
+        budget = self._budget
+        if budget is None:
+            return
+        held = self._decoder.buffered
+        if held or self._holding:
+            self._holding = held > 0
+            budget.update(self, held)
+
+    def drop_partial_frame(self, reason: str) -> None:
+        """Over the shared budget: drop the unfinished frame now, answer what arrived whole, close.
+
+        Handled like a frame over the limit (``reason`` is for the budget's own log line).
+        """
+        self._holding = False
+        self._decoder = FrameDecoder(
+            max_frame_length=self._decoder.max_frame_length, max_header_length=self._decoder.max_header_length
+        )
+        if self._closing:
+            return
+        if self._tasks or self._pending:
+            self._stop_reading_then_close()
+        else:
+            self._frames_failed = True
+            self.close()
 
     def _process_pending(self) -> None:
         """Answer decoded requests in order until none are left or the peer stops reading.
@@ -203,6 +237,9 @@ class RemotingConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        if self._budget is not None:
+            self._holding = False
+            self._budget.release(self)
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -284,6 +321,11 @@ class RemotingConnection(asyncio.Protocol):
     def write_buffer_size(self) -> int:
         """Bytes of answers queued in the transport, not yet taken by the socket."""
         return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an unfinished request frame held (what ``server.buffer_budget`` counts)."""
+        return self._decoder.buffered
 
     @property
     def in_flight(self) -> int:

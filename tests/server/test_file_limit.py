@@ -1,0 +1,161 @@
+"""``serve`` under a low open-file limit: refusals instead of accept() failures, and the store followed.
+
+A real ``rmq-query serve`` process is started with ``RLIMIT_NOFILE`` lowered to 512 (soft and hard,
+so it cannot raise it) over a small store whose files roll often. Far more connections are opened
+than the limit allows: the connections it serves keep answering, every one over its limit is answered
+SYSTEM_BUSY (the connection-limit answer) instead of being reset or left hanging in the accept queue,
+and the store keeps being followed: records appended meanwhile, in new CommitLog and index files
+(which need descriptors of their own), are found. Before the limit was derived from
+``RLIMIT_NOFILE``, the default 10000 let connections take every descriptor: accept() failed, the
+extra clients hung, and opening the store's new files failed on every refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import resource
+import signal
+from pathlib import Path
+
+from protocol.codes import RequestCode, ResponseCode
+from server.file_budget import ACCEPT_BURST
+from store.config import StoreConfig
+from store.writer import StoreWriter
+from tests.server.harness import RawClient, key_query_fields
+from tests.server.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
+
+FD_LIMIT = 512
+
+#: Connections opened beyond the ones served: more than the whole descriptor limit.
+EXTRA_CONNECTIONS = 600
+
+#: Refused connections opened at once, each sending its request at once (within the waiting cap).
+WAVE = 10
+
+LIMIT_LINE = re.compile(
+    r"serving at most (\d+) connections at once \(open-file limit (\d+), (\d+) descriptors"
+)
+
+
+def _low_file_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+
+def _config(root: Path) -> StoreConfig:
+    return StoreConfig.for_store(
+        root,
+        mapped_file_size_commit_log=64 * 1024,
+        max_hash_slot_num=64,
+        max_index_num=128,
+        broker_ip1="127.0.0.1",
+    )
+
+
+def _view(offset: int = 0) -> object:
+    return RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)})
+
+
+async def _refused(port: int) -> bool:
+    """Open a connection past the limit and ask something: True if answered SYSTEM_BUSY."""
+    client = await RawClient.connect("127.0.0.1", port)
+    try:
+        answer = await client.call(_view())  # type: ignore[arg-type]
+        return answer.code == ResponseCode.SYSTEM_BUSY
+    finally:
+        await client.close()
+
+
+async def test_connections_past_the_file_limit_are_refused_and_the_store_still_followed(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    config = _config(root)
+    writer = StoreWriter(config)
+    for i in range(20):
+        writer.append("Fd", f"early {i}".encode(), keys=f"fd-{i}")
+    writer.index()
+    proc, lines, port, fast_port = await start_serve(
+        "--store",
+        str(root),
+        "--mapped-file-size",
+        str(64 * 1024),
+        "--max-hash-slot-num",
+        "64",
+        "--max-index-num",
+        "128",
+        "--refresh-interval",
+        "0.1",
+        preexec_fn=_low_file_limit,
+    )
+    assert proc.stderr is not None
+    log_lines = list(lines)
+
+    async def drain() -> None:  # keep reading the log so the server never blocks on a full pipe
+        assert proc.stderr is not None
+        while raw := await proc.stderr.readline():
+            log_lines.append(raw.decode())
+
+    drainer = asyncio.get_running_loop().create_task(drain())
+    served: list[RawClient] = []
+    idle: list[RawClient] = []
+    try:
+        match = next(m for line in log_lines if (m := LIMIT_LINE.search(line)))
+        limit, soft, kept = (int(g) for g in match.groups())
+        assert soft == FD_LIMIT
+        assert limit + kept <= FD_LIMIT and kept >= ACCEPT_BURST
+        assert limit >= 50, "the budget left almost nothing for connections"
+
+        for _ in range(limit):
+            client = await RawClient.connect("127.0.0.1", port)
+            served.append(client)
+            assert (await client.call(_view())).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
+
+        # Waves of connections past the limit that ask at once: each is answered SYSTEM_BUSY. Then
+        # a burst of idle ones (a refused connection that never asks is closed, at once past the
+        # waiting cap), then waves again: the server got through the burst.
+        async def wave_after_wave(count: int) -> int:
+            refused = 0
+            for _ in range(count // WAVE):
+                refused += sum(await asyncio.gather(*(_refused(port) for _ in range(WAVE))))
+            return refused
+
+        assert await wave_after_wave(EXTRA_CONNECTIONS // 3) == EXTRA_CONNECTIONS // 3
+        for i in range(EXTRA_CONNECTIONS // 3):
+            idle.append(await RawClient.connect("127.0.0.1", fast_port if i % 2 else port))
+        for client in idle:
+            assert await client.closed_by_server(timeout=10)
+        assert await wave_after_wave(EXTRA_CONNECTIONS // 3) == EXTRA_CONNECTIONS // 3
+
+        # The store grows by several CommitLog and index files: the server must open them.
+        for i in range(400):
+            writer.append("Fd", b"late" * 64, keys=f"fd-late-{i}")
+        writer.index()
+        probe = served[0]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while True:
+            answer = await probe.call(
+                RawClient.request(RequestCode.QUERY_MESSAGE, key_query_fields("Fd", "fd-late-399"))
+            )
+            if answer.code == ResponseCode.SUCCESS:
+                break
+            assert loop.time() < deadline, "the server stopped following the store"
+            await asyncio.sleep(0.1)
+        for client in served[::10]:
+            assert (await client.call(_view())).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
+    finally:
+        for client in served + idle:
+            await client.close()
+        writer.close()
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT)
+        finally:
+            await kill_if_running(proc)
+            await asyncio.wait_for(drainer, PROCESS_TIMEOUT)
+    text = "".join(log_lines)
+    assert proc.returncode == 0, text[-3000:]
+    for sign in ("Too many open files", "out of system resource", "Traceback", "refreshing the store failed"):
+        assert sign not in text, text[-3000:]
