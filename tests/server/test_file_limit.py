@@ -13,13 +13,16 @@ extra clients hung, and opening the store's new files failed on every refresh.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import resource
 import signal
 from pathlib import Path
 
+import pytest
+
 from protocol.codes import RequestCode, ResponseCode
-from server.file_budget import ACCEPT_BURST
+from server.file_budget import ACCEPT_BURST, connections_allowed, plan_connections
 from store.config import StoreConfig
 from store.writer import StoreWriter
 from tests.server.harness import RawClient, key_query_fields
@@ -159,3 +162,28 @@ async def test_connections_past_the_file_limit_are_refused_and_the_store_still_f
     assert proc.returncode == 0, text[-3000:]
     for sign in ("Too many open files", "out of system resource", "Traceback", "refreshing the store failed"):
         assert sign not in text, text[-3000:]
+
+
+def test_the_budget_never_promises_more_descriptors_than_the_limit() -> None:
+    for soft in (300, 512, 1024, 4096, 65536):
+        for reserve in (0, 100, 290):
+            connections, waiting = connections_allowed(soft, reserve)
+            assert connections >= 1 and waiting >= 16
+            if soft - reserve >= 17:
+                assert connections + waiting + reserve <= soft
+
+
+def test_an_explicit_max_connections_above_the_limit_is_lowered_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip("no hard open-file limit to exceed")
+    with caplog.at_level(logging.INFO, logger="server.file_budget"):
+        budget = plan_connections(hard * 2, 10_000, store_files=5)
+    assert budget.soft_limit is not None and budget.soft_limit <= hard
+    assert budget.max_connections + budget.max_waiting + budget.reserve <= budget.soft_limit
+    lines = [r for r in caplog.records if r.name == "server.file_budget"]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+    assert f"--max-connections {hard * 2} lowered to {budget.max_connections}" in lines[0].getMessage()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))  # plan_connections may have raised it
