@@ -89,6 +89,8 @@ async def test_connections_past_the_file_limit_are_refused_and_the_store_still_f
         "128",
         "--refresh-interval",
         "0.1",
+        "--port",
+        "0",
         preexec_fn=_low_file_limit,
     )
     assert proc.stderr is not None
