@@ -50,11 +50,13 @@ class ConnectionLogs:
     """The rate-limited log lines a client can cause per connection, shared by a server's connections
     (one line per burst across all of them, ``server.burst_log``)."""
 
-    __slots__ = ("encode_failed", "malformed")
+    __slots__ = ("encode_failed", "idle", "malformed", "stalled")
 
     def __init__(self) -> None:
         self.malformed = BurstLog(log)
         self.encode_failed = BurstLog(log, level=logging.ERROR)
+        self.idle = BurstLog(log, level=logging.INFO)
+        self.stalled = BurstLog(log)
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -356,7 +358,7 @@ class RemotingConnection(asyncio.Protocol):
             return
         if buffered or self._pending:
             # The peer stopped reading: nothing it was sent moves, so close() could never flush.
-            log.warning(
+            self._logs.stalled.event(
                 "closing connection from %s: it read none of its answers for %.0f s (%d bytes and %d "
                 "request(s) waiting)",
                 self._peer,
@@ -367,7 +369,9 @@ class RemotingConnection(asyncio.Protocol):
             self._closing = True
             self._transport.abort()
             return
-        log.info("closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout)
+        self._logs.idle.event(
+            "closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout
+        )
         self.close()
 
     async def _wait_in_flight(self, timeout: float | None) -> None:
