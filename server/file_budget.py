@@ -47,6 +47,9 @@ REFRESH_RESERVE = 32
 #: The least room kept for store files added while following a live store.
 MIN_STORE_GROWTH = 64
 
+#: Fewer connections than this after the reserve are logged as a warning, not as information.
+MIN_USEFUL_CONNECTIONS = 64
+
 #: The fewest refused connections that may wait for their SYSTEM_BUSY answer at once.
 MIN_WAITING = 16
 
@@ -134,7 +137,9 @@ def plan_connections(requested: int | None, default: int, store_files: int) -> F
             waiting,
         )
     else:
-        log.info(
+        # Too few to be of use is worth a warning: some other process setting may be wrong.
+        log.log(
+            logging.WARNING if connections < MIN_USEFUL_CONNECTIONS else logging.INFO,
             "serving at most %d connections at once (open-file limit %d, %d descriptors kept for the "
             "store, refreshing and refusals); raise `ulimit -n` or pass --max-connections to change it",
             connections,
