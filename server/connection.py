@@ -130,15 +130,15 @@ class RemotingConnection(asyncio.Protocol):
                 self.close()
                 return
             self._stop_reading_then_close()
-        else:
-            self._report_held()  # may drop our partial frame: what arrived whole is still answered
-        if not requests:
-            return
-        if self._pending:
-            self._pending.extend(requests)
-        else:
-            self._pending = deque(requests)
-        self._process_pending()
+        if requests:
+            if self._pending:
+                self._pending.extend(requests)
+            else:
+                self._pending = deque(requests)
+        # After queueing what arrived whole: if this drops our partial frame, those are answered first.
+        self._report_held()
+        if requests:
+            self._process_pending()
 
     def _report_held(self) -> None:
         """Tell the shared budget how much of an unfinished frame we hold (``server.buffer_budget``)."""

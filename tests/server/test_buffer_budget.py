@@ -118,3 +118,21 @@ def test_the_largest_holders_are_shed_first_until_the_total_fits() -> None:
     budget.update(middle, 0)
     budget.release(small)
     assert budget.total == 0
+
+
+async def test_requests_in_the_same_read_as_the_frame_that_breaks_the_budget_are_answered_first(
+    start_server: StartServer,
+) -> None:
+    server = await start_server(max_buffered_bytes=1000)
+    client = await RawClient.connect("127.0.0.1", server.port)
+    try:
+        requests = [_view(), _view()]
+        # One small write: the two whole requests and 2000 bytes of a frame arrive in one read.
+        await client.send_bytes(b"".join(encode_frame(r) for r in requests) + _partial_frame(3 * MIB, 2000))  # type: ignore[arg-type]
+        for request in requests:
+            answer = await client.receive()
+            assert (answer.code, answer.opaque) == (ResponseCode.SUCCESS, request.opaque)  # type: ignore[attr-defined]
+        assert await client.closed_by_server()
+        assert server.buffer_budget.victims == 1 and server.buffer_budget.total == 0
+    finally:
+        await client.close()
