@@ -7,8 +7,10 @@ the opaque pairs them up, as Netty clients expect). Oneway requests run but are 
 
 Robustness is per connection: a malformed frame (bad length, unknown serialization, undecodable
 header, over the frame limit, a header over ``max_header_length``) closes only this connection, with
-one log line; requests that arrived whole before it in the same read are still answered first (the
-connection stops reading, answers them, then closes). When the peer stops
+one log line per burst (``ConnectionLogs``); requests that arrived whole before it in the same read
+are still answered first (the connection stops reading, answers them, then closes). The bytes of an
+unfinished frame count against a budget shared by all connections (``server.buffer_budget``); a
+connection closed for it is treated the same way. When the peer stops
 reading and our write buffer passes the high-water mark, both answering and reading stop for this
 peer until the buffer drains (requests already received wait, decoded), so a slow reader throttles
 only itself and costs bounded memory. A connection with no traffic for ``idle_timeout`` seconds is
