@@ -153,7 +153,7 @@ class QueryServer:
 
     def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
-        if len(self._connections) >= self.settings.max_connections:
+        if len(self._connections) >= self.refuser.limit:
             return self.refuser.connection()
         connection = RemotingConnection(
             self.dispatcher,
@@ -237,6 +237,16 @@ class QueryServer:
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""
         self._background.append(asyncio.get_running_loop().create_task(work()))
+
+    @property
+    def max_connections(self) -> int:
+        """Connections served at once now (``settings.max_connections``, or lower: see below)."""
+        return self.refuser.limit
+
+    def set_max_connections(self, limit: int) -> None:
+        """Serve at most ``limit`` connections from now on (at least 1); connections already open
+        over it are not closed, new ones are refused until they fit (``server.file_budget``)."""
+        self.refuser.limit = max(1, limit)
 
     @property
     def connections(self) -> frozenset[RemotingConnection]:

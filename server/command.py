@@ -30,7 +30,7 @@ from server.app import (
     default_advertise_host,
 )
 from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
-from server.file_budget import FileBudget, plan_connections
+from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from store.commands.store_options import add_store_arguments, config_file
@@ -188,6 +188,33 @@ def settings_from(
     )
 
 
+#: Seconds between two checks of the store's file count against the connection limit.
+FILE_CHECK_INTERVAL = 5.0
+
+
+async def follow_file_limit(
+    server: QueryServer,
+    watch: FileWatch,
+    count_files: Callable[[], int],
+    interval: float = FILE_CHECK_INTERVAL,
+) -> None:
+    """Keep the connection limit within the open-file limit while the store gains or loses files."""
+    while True:
+        await asyncio.sleep(interval)
+        files = count_files()
+        limit = watch.limit(files)
+        if limit != server.max_connections:
+            log.log(
+                logging.WARNING if limit < server.max_connections else logging.INFO,
+                "connection limit now %d (was %d): the store has %d files, whose descriptors come out of "
+                "the open-file limit's share for connections",
+                limit,
+                server.max_connections,
+                files,
+            )
+            server.set_max_connections(limit)
+
+
 async def serve(
     store: MessageStore,
     settings: ServerSettings,
@@ -195,8 +222,12 @@ async def serve(
     *,
     workers: int = 0,
     config: StoreConfig | None = None,
+    file_watch: FileWatch | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports)."""
+    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports).
+
+    ``file_watch``: lowers the connection limit as the store gains files (``server.file_budget``).
+    """
     if workers > 0:
         settings = dataclasses.replace(settings, reuse_port=True)
     server = QueryServer(store, settings)
@@ -213,6 +244,11 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval))
+        if file_watch is not None and config is not None:
+            watched = config
+            server.run_in_background(
+                lambda: follow_file_limit(server, file_watch, lambda: store_file_count(watched))
+            )
     try:
         await stop.wait()
         log.info("signal received: finishing in-flight requests and closing")
@@ -305,6 +341,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,
+                    file_watch=FileWatch(budget, lambda: store_file_count(config)),
                 )
             )
     except (OSError, ValueError) as exc:

@@ -18,18 +18,26 @@ The budget, per process (each ``--workers`` process has its own limit):
   queues at most ``LISTEN_BACKLOG`` + 1 per listening port, and both ports are listened on);
 * the refused connections waiting for their SYSTEM_BUSY answer: ``max_waiting`` of them.
 
-What is left is the connection limit. Before computing it, the soft limit is raised toward what the
-requested (or default) number of connections needs, up to the hard limit, as the JVM does for the
-broker at start (``-XX:+MaxFDLimit``). An explicit ``--max-connections`` above what the limit allows
-is lowered to it, with one warning saying by how much and how to raise the limit: refusing to start
-would turn a tuning mistake into an outage, while serving fewer connections with a clear SYSTEM_BUSY
-for the rest is what the operator asked for in spirit.
+What is left is the connection limit. It is computed at start and then kept up to date while
+serving (``FileWatch``, checked every few seconds by ``serve``): a store that gains files (a live
+broker rolling CommitLog and index files) uses descriptors of its own, so once it has used half the
+room kept for growth (and any descriptors nobody was promised), the limit drops by one for each
+further file, and rises back, never above the start value, when the broker's retention deletes them.
+Connections already open over a lowered limit are not closed; new ones are refused until they fit.
+
+Before computing it, the soft limit is raised toward what the requested (or default) number of
+connections needs, up to the hard limit, as the JVM does for the broker at start
+(``-XX:+MaxFDLimit``). An explicit ``--max-connections`` above what the limit allows is lowered to
+it, with one warning saying by how much and how to raise the limit: refusing to start would turn a
+tuning mistake into an outage, while serving fewer connections with a clear SYSTEM_BUSY for the rest
+is what the operator asked for in spirit.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -65,8 +73,39 @@ class FileBudget:
 
     max_connections: int
     max_waiting: int
+    #: The soft open-file limit served under; None when there is none.
     soft_limit: int | None
     reserve: int
+    #: Store files when the budget was made (the room kept for growth is sized from it).
+    store_files: int = 0
+
+
+class FileWatch:
+    """The connection limit as the store's file count changes: ``limit(files_now)``.
+
+    The budget kept ``max(MIN_STORE_GROWTH, store_files)`` descriptors for files the store gains;
+    files beyond that come out of the connections (and go back to them when deleted), so that the
+    store can always open its next file. Only the store's growth is tracked, not connections'.
+    """
+
+    __slots__ = ("_budget", "_count_files", "_growth_room")
+
+    def __init__(self, budget: FileBudget, count_files: Callable[[], int]) -> None:
+        self._budget = budget
+        self._count_files = count_files
+        self._growth_room = max(MIN_STORE_GROWTH, budget.store_files)
+
+    def limit(self, files_now: int | None = None) -> int:
+        """The connection limit for ``files_now`` store files (None: count them now)."""
+        budget = self._budget
+        if budget.soft_limit is None:
+            return budget.max_connections
+        files = self._count_files() if files_now is None else files_now
+        # Descriptors nobody was promised (a limit far above what was wanted) absorb growth first;
+        # past them, half the growth room is kept free at all times, so the store can open more.
+        slack = budget.soft_limit - (budget.max_connections + budget.max_waiting + budget.reserve)
+        over = files - budget.store_files - self._growth_room // 2 - max(0, slack)
+        return max(1, budget.max_connections - max(0, over))
 
 
 def open_descriptors() -> int | None:
@@ -105,7 +144,7 @@ def plan_connections(requested: int | None, default: int, store_files: int) -> F
     try:
         import resource
     except ImportError:  # not POSIX: no limit to respect
-        return FileBudget(wanted_connections, max_waiting_for(wanted_connections), None, 0)
+        return FileBudget(wanted_connections, max_waiting_for(wanted_connections), None, 0, store_files)
     in_use = open_descriptors()
     if in_use is None:
         in_use = store_files + 32  # interpreter, logs, sockets: a generous guess
@@ -120,8 +159,10 @@ def plan_connections(requested: int | None, default: int, store_files: int) -> F
                 soft = target
             except (ValueError, OSError) as exc:
                 log.debug("cannot raise the open-file limit to %d: %s", target, exc)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
-        return FileBudget(wanted_connections, max_waiting_for(wanted_connections), soft, reserve)
+    if soft == resource.RLIM_INFINITY:
+        return FileBudget(wanted_connections, max_waiting_for(wanted_connections), None, reserve, store_files)
+    if soft >= needed:
+        return FileBudget(wanted_connections, max_waiting_for(wanted_connections), soft, reserve, store_files)
     connections, waiting = connections_allowed(soft, reserve)
     connections = min(connections, wanted_connections)
     if requested is not None:
@@ -146,4 +187,4 @@ def plan_connections(requested: int | None, default: int, store_files: int) -> F
             soft,
             reserve + waiting,
         )
-    return FileBudget(connections, waiting, soft, reserve)
+    return FileBudget(connections, waiting, soft, reserve, store_files)

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from protocol.codes import RequestCode, ResponseCode
-from server.file_budget import ACCEPT_BURST, connections_allowed, plan_connections
+from server.command import follow_file_limit
+from server.file_budget import ACCEPT_BURST, FileBudget, FileWatch, connections_allowed, plan_connections
 from store.config import StoreConfig
 from store.writer import StoreWriter
-from tests.server.harness import RawClient, key_query_fields
+from tests.server.harness import RawClient, StartServer, key_query_fields
 from tests.server.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
 
 FD_LIMIT = 512
@@ -189,3 +190,51 @@ def test_an_explicit_max_connections_above_the_limit_is_lowered_with_one_warning
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING
     assert f"--max-connections {hard * 2} lowered to {budget.max_connections}" in lines[0].getMessage()
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))  # plan_connections may have raised it
+
+
+def test_the_limit_gives_way_to_store_files_beyond_half_the_growth_room() -> None:
+    budget = FileBudget(max_connections=600, max_waiting=60, soft_limit=1024, reserve=364, store_files=10)
+    watch = FileWatch(budget, lambda: 10)
+    assert watch.limit() == 600
+    assert watch.limit(10 + 32) == 600  # half the 64-file growth room: still fine
+    assert watch.limit(10 + 33) == 599  # one file past it: one connection fewer
+    assert watch.limit(10 + 32 + 250) == 350
+    assert watch.limit(100_000) == 1
+    assert watch.limit(3) == 600  # files deleted: never above the start value
+    roomy = FileBudget(max_connections=600, max_waiting=60, soft_limit=5000, reserve=364, store_files=10)
+    assert FileWatch(roomy, lambda: 0).limit(10 + 32 + 3976) == 600  # unpromised descriptors first
+    assert FileWatch(roomy, lambda: 0).limit(10 + 32 + 3977) == 599
+    unlimited = FileBudget(max_connections=600, max_waiting=60, soft_limit=None, reserve=0, store_files=10)
+    assert FileWatch(unlimited, lambda: 0).limit(1_000_000) == 600
+
+
+async def test_a_growing_store_lowers_the_served_connection_limit(
+    start_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = await start_server(max_connections=3)
+    budget = FileBudget(max_connections=3, max_waiting=16, soft_limit=100, reserve=81, store_files=0)
+    files = [0]
+    follower = asyncio.get_running_loop().create_task(
+        follow_file_limit(server, FileWatch(budget, lambda: files[0]), lambda: files[0], interval=0.01)
+    )
+    clients: list[RawClient] = []
+    try:
+        with caplog.at_level(logging.INFO, logger="server"):
+            files[0] = 32 + 2  # two files past half the growth room: two connections fewer
+            while server.max_connections != 1:
+                await asyncio.sleep(0.01)
+            first = await RawClient.connect("127.0.0.1", server.port)
+            second = await RawClient.connect("127.0.0.1", server.port)
+            clients += [first, second]
+            assert (await first.call(_view())).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
+            assert (await second.call(_view())).code == ResponseCode.SYSTEM_BUSY  # type: ignore[arg-type]
+            files[0] = 0  # the broker's retention deleted them
+            while server.max_connections != 3:
+                await asyncio.sleep(0.01)
+        lines = [r.getMessage() for r in caplog.records if "connection limit now" in r.getMessage()]
+        assert lines[0].startswith("connection limit now 1 (was 3): the store has 34 files")
+        assert lines[-1].startswith("connection limit now 3 (was 1)")
+    finally:
+        follower.cancel()
+        for client in clients:
+            await client.close()
