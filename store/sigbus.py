@@ -11,8 +11,9 @@ page, so the read sees zeros (no record or index check accepts them) instead of 
 and counts the faults. ``fault_count()`` moving tells ``CommitLog.refresh`` and
 ``IndexService.refresh`` to remap every file: the zero pages are ours, not the file's.
 
-Without a C compiler the guard is absent and the size checks alone protect reads (one warning says
-so). ``RMQ_PURE_PYTHON`` does not turn the guard off: it has no pure-Python twin.
+Without a C compiler the guard is absent and the size checks alone protect reads (one INFO line says
+so: the server works, only that narrow window stays open, so it is not a warning that tests or
+operators must silence). ``RMQ_PURE_PYTHON`` does not turn the guard off: it has no pure-Python twin.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def install() -> bool:
             try:
                 module = importlib.import_module("store._sigbus_guard")
             except ImportError as exc:
-                log.warning(
+                log.info(
                     "the SIGBUS guard is not built (%s): a store file cut while it is mapped can still "
                     "kill this process in the moment between a size check and a read (pip install -e . "
                     "with a C compiler builds it)",

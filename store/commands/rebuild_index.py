@@ -7,7 +7,7 @@ index a running broker maintains: two writers would corrupt it), until interrupt
 A one-shot rebuild must never replace a better index with a worse one: a gap in the CommitLog (a
 missing or cut-short file, a corrupt record, with whole records after it) stops it with exit 1 and
 the old index untouched, unless ``--index-around-gaps`` (``store.log_gaps``; both engines follow the
-same rule). The exit code says whether the new index is in place (``EXIT_CODES``).
+same rule). The exit code says whether the new index is in place (``rebuild_outcome``).
 """
 
 from __future__ import annotations
@@ -22,29 +22,16 @@ from pathlib import Path
 
 from store.checkpoint import abnormal_exit
 from store.commands.arg_types import positive_seconds
+from store.commands.rebuild_outcome import EXIT_CODES, EXIT_NOT_REPLACED, report_after_swap
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.config import ConfigError
 from store.errors import StoreError
 from store.index_builder import IndexBuilder, rebuild_index
 from store.log_gaps import AROUND_FLAG
-from store.spark.command import (
-    ENGINES,
-    EXIT_IN_PLACE_UNFINISHED,
-    add_master_arguments,
-    report_after_swap,
-    run_spark_rebuild,
-    spark_only_options,
-)
+from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild, spark_only_options
 
 HELP = "rebuild a store's IndexFiles from its CommitLog (byte-identical to the broker's)"
 
-#: How the exit code tells a script whether the new index is in place.
-EXIT_CODES = (
-    "exit codes: 0 the new index is in place; 1 nothing was replaced (the old index is kept as it was: "
-    "a gap in the CommitLog, a bad store, an error while building); 2 usage error; "
-    f"{EXIT_IN_PLACE_UNFINISHED} the new index is in place, but the checkpoint could not be updated or "
-    "the replaced index could not be removed (the message says which, and where it is)"
-)
 DEFAULT_INTERVAL = 0.5
 
 
@@ -123,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                 print(
                     f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged", file=sys.stderr
                 )
-                return 1
+                return EXIT_NOT_REPLACED
             elapsed = time.perf_counter() - started
             for gap in builder.gaps:
                 print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)

@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 from store.commands.arg_types import positive_int
+from store.commands.rebuild_outcome import report_after_swap
 from store.config import StoreConfig
 from store.errors import StoreError
 from store.spark.ranges import DEFAULT_RANGE_BYTES
 
 ENGINES = ("sequential", "spark")
-#: The rebuild's exit code when the new index is in place but a step after the swap failed.
-EXIT_IN_PLACE_UNFINISHED = 3
 
 
 def add_master_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,19 +73,6 @@ def fail(command: str, exc: BaseException, target: Path) -> int:
     print(f"{command}: {exc}", file=sys.stderr)
     print(f"{command}: nothing was replaced; {target} is unchanged", file=sys.stderr)
     return 1
-
-
-def report_after_swap(command: str, target: Path, problems: list[str]) -> int:
-    """After a successful swap: 0, or print what could not be finished and return 3."""
-    if not problems:
-        return 0
-    for problem in problems:
-        print(f"{command}: {problem}", file=sys.stderr)
-    print(
-        f"{command}: the new index is in place in {target}; only the step(s) above are unfinished",
-        file=sys.stderr,
-    )
-    return EXIT_IN_PLACE_UNFINISHED
 
 
 def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
