@@ -35,6 +35,9 @@
 
 enum { STOP_END = 0, STOP_ROLL = 1, STOP_OTHER = 2, STOP_BUDGET = 3 };
 
+/* store.commitlog.RECHECK_EVERY: how often a walk asks the file's safe length again. */
+#define RECHECK_EVERY (64 << 10)
+
 /* -- bytes ------------------------------------------------------------------------------------ */
 
 static inline uint32_t be32(const uint8_t *p)
@@ -542,9 +545,9 @@ static PyObject *index_range(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, end, skip;
     long long base, budget;
-    PyObject *target, *topics;
-    if (!PyArg_ParseTuple(args, "y*nnLOOnL:index_range", &view, &pos, &end, &base, &target, &topics, &skip,
-                          &budget))
+    PyObject *target, *topics, *safe_length = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnLOOnL|O:index_range", &view, &pos, &end, &base, &target, &topics, &skip,
+                          &budget, &safe_length))
         return NULL;
     if (pos < 0 || end > view.len || pos > end || skip < 0 || !PySet_Check(topics)) {
         PyBuffer_Release(&view);
@@ -563,7 +566,21 @@ static PyObject *index_range(PyObject *self, PyObject *args)
     hashes_t hs = {NULL, 0, 0};
     long long seen = 0, records = 0, keys_put = 0;
     int stop = STOP_END, failed = 0;
+    Py_ssize_t recheck_at = pos + RECHECK_EVERY;
     for (;;) {
+        if (safe_length != Py_None && pos >= recheck_at) {
+            /* the file may have been cut under the map: never read past its current length */
+            PyObject *now = PyObject_CallNoArgs(safe_length);
+            Py_ssize_t n = now != NULL ? PyLong_AsSsize_t(now) : -1;
+            Py_XDECREF(now);
+            if (n == -1 && PyErr_Occurred()) {
+                failed = 1;
+                break;
+            }
+            if (n < end)
+                end = n;
+            recheck_at = pos + RECHECK_EVERY;
+        }
         if (pos >= end) {
             stop = STOP_END;
             break;
@@ -632,7 +649,8 @@ static PyObject *index_range(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"index_range", index_range, METH_VARARGS,
-     "index_range(view, pos, end, base, target, topics, skip, budget) -> (stop, pos, skip, seen, records, keys)\n"
+     "index_range(view, pos, end, base, target, topics, skip, budget, safe_length=None)\n"
+     "    -> (stop, pos, skip, seen, records, keys)\n"
      "The compiled store.index_range.index_range (see that module)."},
     {"_crc32", crc32_py, METH_O, "Tests only: zlib.crc32 of a buffer, as the record check computes it."},
     {"_set_write_hook", set_write_hook, METH_O,

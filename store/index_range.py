@@ -27,12 +27,14 @@ any instant leaves a file it can repair and resume (``store.index_builder``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from protocol.accel import load
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
+from store.commitlog import RECHECK_EVERY
 from store.index_file import IndexFile
 from store.index_keys import KeyHasher, index_keys
 
@@ -70,11 +72,21 @@ def index_range(
     topics: set[str],
     skip: int,
     budget: int,
+    safe_length: Callable[[], int] | None = None,
 ) -> RangeResult:
-    """Index the whole records of ``view[pos:end]`` into ``target``; see the module docstring."""
+    """Index the whole records of ``view[pos:end]`` into ``target``; see the module docstring.
+
+    ``safe_length`` (the CommitLog file's ``MappedFile.safe_length``) is asked again every
+    ``RECHECK_EVERY`` bytes and cuts ``end`` when the file shrank under the map (``store.commitlog``'s
+    safe-length contract): the walk never touches bytes a truncation removed.
+    """
     seen = records = keys_put = 0
     check = record.check
+    recheck_at = pos + RECHECK_EVERY
     while True:
+        if safe_length is not None and pos >= recheck_at:
+            end = min(end, safe_length())
+            recheck_at = pos + RECHECK_EVERY
         if pos >= end:
             return RangeResult(END, pos, skip, seen, records, keys_put)
         if seen >= budget:
