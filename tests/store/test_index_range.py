@@ -25,6 +25,7 @@ from store.checkpoint import Checkpoint
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from store.index_builder import rebuild_index
 from store.index_file import IndexFile
+from store.log_gaps import CommitLogGapError
 from store.writer import StoreWriter
 
 compiled = pytest.importorskip("store._index_range_fast", reason="compiled accelerator not built")
@@ -52,7 +53,7 @@ def _copy(config: StoreConfig, dst: Path) -> StoreConfig:
 
 
 def _build_both(
-    config: StoreConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    config: StoreConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, around_gaps: bool = False
 ) -> dict[str, tuple[list[bytes], bytes, int, int, set[str]]]:
     """A rebuilt copy per implementation: (index files, checkpoint, keys, records, topics)."""
     out = {}
@@ -61,7 +62,7 @@ def _build_both(
         shutil.rmtree(copy.index_dir, ignore_errors=True)
         monkeypatch.setattr("store.index_builder.index_range", impl)
         clock = iter(range(1_700_000_000_000, 1_800_000_000_000))
-        builder = rebuild_index(copy, now_millis=clock.__next__)
+        builder = rebuild_index(copy, now_millis=clock.__next__, around_gaps=around_gaps)
         out[name] = (
             _index_bytes(copy.index_dir),
             copy.checkpoint_path.read_bytes(),
@@ -264,7 +265,12 @@ def test_hostile_commitlog_builds_identically_and_indexes_exactly_the_sound_reco
     config = StoreConfig.for_store(
         root, mapped_file_size_commit_log=_FILE, max_hash_slot_num=11, max_index_num=30
     )
-    built = _build_both(config, tmp_path, monkeypatch)
+    for name, impl in IMPLS.items():  # corrupt records with whole records after them are gaps
+        monkeypatch.setattr("store.index_builder.index_range", impl)
+        with pytest.raises(CommitLogGapError, match="whole records stop at offset"):
+            rebuild_index(config)
+        assert not config.index_dir.exists(), name
+    built = _build_both(config, tmp_path, monkeypatch, around_gaps=True)
     assert built["python"] == built["compiled"]
     files = built["compiled"][0]
     indexed = {phy for _h, phy in _entries(files, 11)}
