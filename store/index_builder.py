@@ -302,6 +302,7 @@ class IndexBuilder:
                     seen += done
                     self.records_indexed += records
                     self.keys_indexed += keys
+                    self._next_offset, self._skip_keys = pos, skip
                 if stop == OTHER and seen < budget:
                     # Not a plain record here (a blank marker, corruption, the data's end, a record
                     # past the CommitLog's end): the CommitLog's own walk finds the next one.
