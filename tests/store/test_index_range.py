@@ -425,3 +425,38 @@ def test_a_negative_properties_length_is_left_to_the_commitlog_walk(tmp_path: Pa
         results, _f, _s, topics = _run_range(impl, rec, 0, tmp_path / name, 1 << 62)
         assert results == [(index_range.OTHER, 0, 0, 0, 0, 0)], name
         assert topics == set(), name
+
+
+def test_a_file_cut_under_the_map_cuts_the_range(tmp_path: Path) -> None:
+    """``safe_length`` is asked again every RECHECK_EVERY bytes; a smaller answer ends the walk
+    there (store.commitlog's safe-length contract), in both implementations alike."""
+    from store.commitlog import RECHECK_EVERY
+
+    src = StoreConfig.for_store(
+        tmp_path / "src", mapped_file_size_commit_log=1 << 20, message_index_enable=False
+    )
+    with StoreWriter(src) as w:
+        for i in range(400):
+            w.append("C", b"c" * 300, keys=f"c{i} d{i % 7}")
+    data = (src.store_path_commit_log / f"{0:020d}").read_bytes()
+    end = len(data.rstrip(b"\0"))
+    assert end > RECHECK_EVERY + 20000
+    cut = RECHECK_EVERY + 5000
+    for name, impl in IMPLS.items():
+        asked: list[int] = []
+
+        def safe_length(asked: list[int] = asked) -> int:
+            asked.append(1)
+            return cut
+
+        index_dir = tmp_path / name
+        index_dir.mkdir()
+        target = IndexFile.create(index_dir / "0001", 1000, 4000)
+        result = impl(memoryview(data), 0, end, 0, target, set(), 0, 1 << 62, safe_length)
+        target.close()
+        assert asked, name
+        stop, pos = result[0], result[1]
+        assert pos <= cut, name
+        assert pos > RECHECK_EVERY, name
+        assert stop == index_range.OTHER, f"{name}: the record across the cut is not whole"
+    assert (tmp_path / "python" / "0001").read_bytes() == (tmp_path / "compiled" / "0001").read_bytes()
