@@ -8,7 +8,9 @@ works, on the pure-Python implementations.
 from setuptools import Extension, setup
 
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
-ACCELERATORS: list[tuple[str, str]] = []
+ACCELERATORS: list[tuple[str, str]] = [
+    ("store._query_walk_fast", "store/_query_walk_fast.c"),
+]
 
 setup(
     ext_modules=[

@@ -26,6 +26,7 @@ from pathlib import Path
 from protocol.message_flags import MAGIC_CODE_V1, MAGIC_CODE_V2
 from store import record
 from store.errors import CommitLogError
+from store.query_walk import read_records
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
@@ -86,6 +87,8 @@ class CommitLog:
         # (files, starts, views) replaced as one object, so a reader on another thread never pairs
         # one refresh's file list with another's views.
         self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
+        #: The mapped length of each file of ``_snap`` (what ``read_records`` may read), per snapshot.
+        self._snap_lengths: tuple[object, list[int]] = (None, [])
         self._max_offset = 0
         self._lock = threading.RLock()
         #: Damage met while reading (a file of the wrong size), each logged once.
@@ -329,6 +332,19 @@ class CommitLog:
         if size <= 0 or pos + size > limit:
             return None
         return view[pos : pos + size]
+
+    def read_records(self, offsets: list[int]) -> list[memoryview | None]:
+        """``read_record`` of each offset, each record also checked whole (``record.check``).
+
+        One call for a query's offsets (``store.query_walk.read_records``, compiled when built),
+        over one snapshot of the file list, reading each file only within its mapped size.
+        """
+        snap = self._snap
+        cached = self._snap_lengths
+        if cached[0] is not snap:
+            cached = (snap, [f.length for f in snap[0]])
+            self._snap_lengths = cached
+        return read_records(snap[2], snap[1], cached[1], self._max_offset, offsets)
 
     def iter_records(self, start: int | None = None) -> Iterator[tuple[int, memoryview]]:
         """Yield ``(offset, record view)`` for every whole record from ``start`` across files.
