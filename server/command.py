@@ -28,6 +28,7 @@ from server.app import (
     ServerSettings,
     default_advertise_host,
 )
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from store.commands.store_options import add_store_arguments, config_file
@@ -94,6 +95,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
         "like the broker); denied requests get NO_PERMISSION (16)",
+    )
+    parser.add_argument(
+        "--query-threads",
+        type=positive_int,
+        default=DEFAULT_QUERY_THREADS,
+        metavar="N",
+        help="threads per process for key queries too long for the event loop (default %(default)s: "
+        "8 + CPUs, the broker's queryMessageThreadPoolNums)",
+    )
+    parser.add_argument(
+        "--query-budget",
+        type=positive_int,
+        default=DEFAULT_QUERY_BUDGET,
+        metavar="N",
+        help="index entries one key query may visit; a walk cut short answers what it found "
+        "(default %(default)s)",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
@@ -185,6 +202,8 @@ def settings_from(
         idle_timeout=args.idle_timeout,
         max_connections=args.max_connections,
         acl=acl,
+        query_threads=args.query_threads,
+        query_budget=args.query_budget,
     )
 
 

@@ -29,7 +29,8 @@ from server.reply import system_error
 
 log = logging.getLogger(__name__)
 
-SyncProcessor = Callable[[RemotingCommand], RemotingCommand | None]
+#: A synchronous processor answers at once, or returns an awaitable when it hands the work off.
+SyncProcessor = Callable[[RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
 AsyncProcessor = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
 Processor = SyncProcessor | AsyncProcessor
 
@@ -88,16 +89,23 @@ class Dispatcher:
                 return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
         if processor is not None:
             try:
-                return processor(request)
+                result = processor(request)
             except Exception as exc:  # every processor failure becomes an answer, as in the broker
                 return _failure(request, exc)
+            if result is None or type(result) is RemotingCommand:
+                return result
+            # A synchronous processor that decided to finish the work elsewhere (a key query handed
+            # to the query pool) returns an awaitable instead of an answer.
+            return _guarded(result, request)
         assert async_processor is not None
-        return _guarded(async_processor, request)
+        return _guarded(async_processor(request), request)
 
 
-async def _guarded(processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:
+async def _guarded(
+    pending: Awaitable[RemotingCommand | None], request: RemotingCommand
+) -> RemotingCommand | None:
     try:
-        return await processor(request)
+        return await pending
     except Exception as exc:
         return _failure(request, exc)
 
