@@ -9,6 +9,7 @@ from setuptools import Extension, setup
 
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
 ACCELERATORS: list[tuple[str, str]] = [
+    ("protocol._frame_fast", "protocol/_frame_fast.c"),
     ("store._query_walk_fast", "store/_query_walk_fast.c"),
 ]
 

@@ -41,6 +41,8 @@ def _required(ext_fields: Mapping[str, str] | None, name: str) -> str:
 
 
 def _parse_integer(name: str, value: str, kind: str, bounds: tuple[int, int]) -> int:
+    if len(value) < 10 and value.isascii() and value.isdigit():
+        return int(value)  # the common case: at most 9 ASCII digits fit any Java int or long
     if _JAVA_INTEGER.fullmatch(value) is None:
         raise HeaderFieldError(name, f"is not a valid Java {kind}: {value!r}")
     number = int(value)
