@@ -442,7 +442,11 @@ def main() -> int:
                             rmqblast, s.port, kind, files, 16, 8, args.seconds, cores="0" if n == 1 else "0,1"
                         )
                         wres.setdefault((n, kind), []).append(r["rps"])
-                        print(f"round {rnd} workers {n} {kind} 16x8: {r['rps']:,.0f}/s", flush=True)
+                        print(
+                            f"round {rnd} workers {n} {kind} 16x8: {r['rps']:,.0f}/s p50 {r['p50_ms']} ms "
+                            f"p99 {r['p99_ms']} ms errors {r['errors']} timeouts {r['timeouts']}",
+                            flush=True,
+                        )
             for kind, label in (("view", "VIEW_MESSAGE_BY_ID"), ("key", "QUERY_MESSAGE")):
                 row = ratio_row(
                     f"{label} 16x8, --workers 2 (2 cores) vs 1 (1 core)",
