@@ -155,6 +155,11 @@ class ViewMessageRequestHeader:
             topic=_optional(ext_fields, "topic"),
         )
 
+    @staticmethod
+    def offset_from(ext_fields: Mapping[str, str] | None) -> int:
+        """Only ``offset``, by the same rules: all the broker reads (no header object per request)."""
+        return _required_long(ext_fields, "offset")
+
     def to_ext_fields(self) -> dict[str, str]:
         fields = {"offset": str(self.offset)}
         if self.topic is not None:

@@ -146,8 +146,7 @@ class QueryMessageProcessor:
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header, body=body)
 
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
-        header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
-        offset = header.offset
+        offset = ViewMessageRequestHeader.offset_from(request.ext_fields)
         record = self._store.view_message(offset) if offset >= 0 else None
         if record is None or record.nbytes > self._body_limit:
             # Over the frame limit it cannot be a record (the broker's maxMessageSize is 4 MiB): it is
