@@ -20,6 +20,7 @@ import asyncio
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -35,6 +36,13 @@ GIL_SWITCH_INTERVAL = 0.0005
 #: ``BrokerConfig.queryMessageThreadPoolNums``'s default in 4.9.7: 8 + availableProcessors().
 DEFAULT_QUERY_THREADS = 8 + (os.cpu_count() or 1)
 
+#: ``BrokerConfig.queryThreadPoolQueueCapacity``'s default: queries queued or running in the pool
+#: beyond it are refused with SYSTEM_BUSY, as the broker answers a rejected submission.
+DEFAULT_QUEUE_CAPACITY = 20_000
+
+#: The remark of that refusal (``NettyRemotingAbstract`` on ``RejectedExecutionException``).
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
 #: Index entries a query may visit inline on the event loop before it is handed to the pool:
 #: ~10 us for the compiled walk, under 1 ms for the pure-Python one.
 INLINE_BUDGET = 2048
@@ -48,18 +56,39 @@ DEFAULT_QUERY_BUDGET = 1_000_000
 class QueryPool:
     """Threads for expensive queries; ``run`` awaits a function's result without blocking the loop."""
 
-    def __init__(self, threads: int = DEFAULT_QUERY_THREADS) -> None:
+    def __init__(self, threads: int = DEFAULT_QUERY_THREADS, capacity: int = DEFAULT_QUEUE_CAPACITY) -> None:
         if threads < 1:
             raise ValueError(f"a query pool needs at least one thread, got {threads}")
         self.threads = threads
+        self.capacity = capacity
+        self._pending = 0
+        self._count_lock = threading.Lock()
         if sys.getswitchinterval() > GIL_SWITCH_INTERVAL:
             sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="query")
 
+    @property
+    def pending(self) -> int:
+        """Calls queued or running."""
+        return self._pending
+
+    @property
+    def full(self) -> bool:
+        """True when ``capacity`` calls are queued or running: refuse more (SYSTEM_BUSY)."""
+        return self._pending >= self.capacity
+
     async def run(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
         """``fn(*args, **kwargs)`` on a pool thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        future = self._executor.submit(functools.partial(fn, *args, **kwargs))
+        with self._count_lock:
+            self._pending += 1
+        # Done, failed or cancelled before it ran (its awaiting task was cancelled): no longer pending.
+        future.add_done_callback(self._finished)
+        return await asyncio.wrap_future(future)
+
+    def _finished(self, _future: object) -> None:
+        with self._count_lock:
+            self._pending -= 1
 
     def close(self) -> None:
         """Stop the threads once the queries they run are done; queued ones are dropped."""

@@ -23,7 +23,7 @@ from protocol.custom_headers import (
     is_unique_key_query,
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
-from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, QueryPool
+from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
 from server.reply import system_error
 from server.store_api import QueryResult, QueryStore
 from store.message_store import QueryArgumentError
@@ -119,6 +119,9 @@ class QueryMessageProcessor:
             # broker answers with the exception's description. A client error: no traceback logged.
             return system_error(request, f"{ILLEGAL_ARGUMENT}: {exc}")
         if result.budget_exhausted and self._pool is not None and self._budget > self._inline_budget:
+            if self._pool.full:
+                # As the broker answers a query its executor's full queue rejects.
+                return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
             return self._query_in_pool(request, self._pool, args)
         return self._answer(request, result)
 

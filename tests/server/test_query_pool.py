@@ -18,7 +18,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from server.app import QueryServer, ServerSettings
 from server.processors.query_message import QUERY_NOT_FOUND_REMARK, QueryMessageProcessor
-from server.query_pool import DEFAULT_QUERY_THREADS, QueryPool
+from server.query_pool import DEFAULT_QUERY_THREADS, OVERLOAD_REMARK, QueryPool
 from store.config import StoreConfig
 from store.message_store import MessageStore, QueryMessageResult
 from store.writer import StoreWriter
@@ -180,3 +180,24 @@ async def test_other_connections_are_answered_while_a_query_runs_in_the_pool(
         await slow.close()
         await fast.close()
         await server.stop()
+
+
+async def test_a_full_pool_refuses_like_the_brokers_rejected_executor(recording: RecordingStore) -> None:
+    recording.release = threading.Event()
+    pool = QueryPool(1, capacity=1)
+    try:
+        processor = QueryMessageProcessor(recording, pool=pool, budget=10_000, inline_budget=50)
+        first = asyncio.ensure_future(processor.query_message(oldest_query(1)))  # type: ignore[arg-type]
+        while pool.pending < 1:
+            await asyncio.sleep(0.01)
+        refused = processor.query_message(oldest_query(2))
+        assert isinstance(refused, RemotingCommand)
+        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        recording.release.set()
+        assert (await first).code == ResponseCode.SUCCESS
+        assert pool.pending == 0
+        again = await processor.query_message(oldest_query(3))  # type: ignore[misc]
+        assert again.code == ResponseCode.SUCCESS, "room again once the first query finished"
+    finally:
+        recording.release.set()
+        pool.close()
