@@ -212,6 +212,32 @@ def blast_pair(
     return json.loads(view_out), json.loads(hot_out)
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by ``pid`` and its live descendants (the workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, wanted = 0.0, {pid}
+    grew = True
+    while grew:
+        grew = False
+        for child, (parent, _) in stats.items():
+            if parent in wanted and child not in wanted:
+                wanted.add(child)
+                grew = True
+    for p in wanted:
+        total += stats.get(p, (0, 0.0))[1]
+    return total
+
+
 def golden_copy(dest: Path) -> tuple[Path, Path]:
     """A copy of the golden store with its broker.conf beside it (where the Java launcher reads it)."""
     store = dest / "store"
@@ -438,13 +464,19 @@ def main() -> int:
                 for kind in ("view", "key"):
                     order = ((one, 1), (two, 2)) if rnd % 2 == 0 else ((two, 2), (one, 1))
                     for s, n in order:
+                        cpu0 = tree_cpu_seconds(s.process.pid)
                         r = blast(
                             rmqblast, s.port, kind, files, 16, 8, args.seconds, cores="0" if n == 1 else "0,1"
                         )
+                        cpu = tree_cpu_seconds(s.process.pid) - cpu0
                         wres.setdefault((n, kind), []).append(r["rps"])
+                        # Answers per CPU-second the server processes used (warm-up and drain included).
+                        per_cpu = r["received"] / cpu if cpu > 0 else 0.0
+                        wres.setdefault((n, kind + "/cpu"), []).append(per_cpu)
                         print(
                             f"round {rnd} workers {n} {kind} 16x8: {r['rps']:,.0f}/s p50 {r['p50_ms']} ms "
-                            f"p99 {r['p99_ms']} ms errors {r['errors']} timeouts {r['timeouts']}",
+                            f"p99 {r['p99_ms']} ms errors {r['errors']} timeouts {r['timeouts']}; server "
+                            f"CPU {cpu:.2f} s, {per_cpu:,.0f} answers per CPU-second",
                             flush=True,
                         )
             for kind, label in (("view", "VIEW_MESSAGE_BY_ID"), ("key", "QUERY_MESSAGE")):
@@ -454,7 +486,15 @@ def main() -> int:
                     wres[(1, kind)],
                     wres[(2, kind)],
                 )
-                rows.append(row.replace("| ", "| ", 1))
+                rows.append(row)
+                rows.append(
+                    ratio_row(
+                        f"{label} answers per server CPU-second, --workers 2 vs 1",
+                        "/cpu-s",
+                        wres[(1, kind + "/cpu")],
+                        wres[(2, kind + "/cpu")],
+                    )
+                )
         print()
         print("| row | this server | Java 4.9.7 (workers: 1 worker) | ratio, median (per round) |")
         print("|---|---:|---:|---:|")
