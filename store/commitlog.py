@@ -26,7 +26,7 @@ from pathlib import Path
 from protocol.message_flags import MAGIC_CODE_V1, MAGIC_CODE_V2
 from store import record
 from store.errors import CommitLogError
-from store.query_walk import read_records
+from store.query_walk import read_record, read_records
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
@@ -316,22 +316,8 @@ class CommitLog:
         must lie within the written data; an offset inside a record yields None or that garbage size's
         bytes only if they fit, never an error.
         """
-        if offset < 0 or offset >= self._max_offset:
-            return None
-        files, starts, views = self._snap
-        i = bisect.bisect_right(starts, offset) - 1
-        if i < 0 or offset >= files[i].end:
-            return None
-        f = files[i]
-        view = views[i]
-        pos = offset - f.start
-        limit = min(f.length, self._max_offset - f.start)
-        if pos + 4 > limit:
-            return None
-        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
-        if size <= 0 or pos + size > limit:
-            return None
-        return view[pos : pos + size]
+        views, starts, lengths = self._view_snapshot()
+        return read_record(views, starts, lengths, self._max_offset, offset)
 
     def read_records(self, offsets: list[int]) -> list[memoryview | None]:
         """``read_record`` of each offset, each record also checked whole (``record.check``).
@@ -339,12 +325,17 @@ class CommitLog:
         One call for a query's offsets (``store.query_walk.read_records``, compiled when built),
         over one snapshot of the file list, reading each file only within its mapped size.
         """
+        views, starts, lengths = self._view_snapshot()
+        return read_records(views, starts, lengths, self._max_offset, offsets)
+
+    def _view_snapshot(self) -> tuple[list[memoryview], list[int], list[int]]:
+        """(views, starts, mapped lengths) of one snapshot of the file list (lengths cached per snapshot)."""
         snap = self._snap
         cached = self._snap_lengths
         if cached[0] is not snap:
             cached = (snap, [f.length for f in snap[0]])
             self._snap_lengths = cached
-        return read_records(snap[2], snap[1], cached[1], self._max_offset, offsets)
+        return snap[2], snap[1], cached[1]
 
     def iter_records(self, start: int | None = None) -> Iterator[tuple[int, memoryview]]:
         """Yield ``(offset, record view)`` for every whole record from ``start`` across files.
