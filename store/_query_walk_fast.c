@@ -7,7 +7,6 @@
  *              begin_phy_offset, begin, end, room, budget)
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
- *   read_record(views, starts, lengths, max_offset, offset) -> memoryview | None
  *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
  * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
@@ -248,75 +247,6 @@ static Py_ssize_t record_size(const unsigned char *b, Py_ssize_t pos, Py_ssize_t
     return total;
 }
 
-static PyObject *read_record(PyObject *self, PyObject *args) {
-    PyObject *views, *starts, *lengths, *offset_obj;
-    long long max_offset;
-    if (!PyArg_ParseTuple(args, "OOOLO:read_record", &views, &starts, &lengths, &max_offset, &offset_obj))
-        return NULL;
-    int overflow = 0;
-    long long offset = PyLong_AsLongLongAndOverflow(offset_obj, &overflow);
-    if (offset == -1 && PyErr_Occurred()) return NULL;
-    if (overflow) Py_RETURN_NONE; /* beyond a Java long: no record there */
-    PyObject *v = PySequence_Fast(views, "views must be a sequence");
-    PyObject *st = v ? PySequence_Fast(starts, "starts must be a sequence") : NULL;
-    PyObject *ln = st ? PySequence_Fast(lengths, "lengths must be a sequence") : NULL;
-    PyObject *result = NULL;
-    if (ln == NULL) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(st);
-    if (PySequence_Fast_GET_SIZE(v) < n || PySequence_Fast_GET_SIZE(ln) < n) {
-        PyErr_SetString(PyExc_ValueError, "views, starts and lengths must have the same length");
-        goto done;
-    }
-    result = Py_None;
-    if (offset < 0 || offset >= max_offset || n == 0) goto done;
-    Py_ssize_t lo = 0, hi = n;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        long long s = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(st, mid));
-        if (s == -1 && PyErr_Occurred()) {
-            result = NULL;
-            goto done;
-        }
-        if (offset < s) hi = mid;
-        else lo = mid + 1;
-    }
-    Py_ssize_t i = lo - 1;
-    if (i < 0) goto done;
-    long long start = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(st, i));
-    long long limit = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(ln, i));
-    if (PyErr_Occurred()) {
-        result = NULL;
-        goto done;
-    }
-    PyObject *view_obj = PySequence_Fast_GET_ITEM(v, i);
-    Py_buffer view;
-    if (PyObject_GetBuffer(view_obj, &view, PyBUF_SIMPLE) < 0) {
-        result = NULL;
-        goto done;
-    }
-    long long pos = offset - start;
-    if (view.len < limit) limit = view.len;
-    if (max_offset - start < limit) limit = max_offset - start;
-    if (pos + 4 <= limit) {
-        int32_t size = be32((const unsigned char *)view.buf + pos);
-        if (size > 0 && pos + size <= limit) {
-            PyBuffer_Release(&view);
-            result = PySequence_GetSlice(view_obj, pos, pos + size);
-            Py_DECREF(v);
-            Py_DECREF(st);
-            Py_DECREF(ln);
-            return result;
-        }
-    }
-    PyBuffer_Release(&view);
-done:
-    Py_XDECREF(v);
-    Py_XDECREF(st);
-    Py_XDECREF(ln);
-    Py_XINCREF(result);
-    return result;
-}
-
 static PyObject *read_records(PyObject *self, PyObject *args) {
     PyObject *views_in, *starts_in, *lengths_in, *offsets_in;
     long long max_offset;
@@ -415,7 +345,6 @@ done:
 static PyMethodDef methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.query_walk.walk_chain (GIL released)."},
     {"read_records", read_records, METH_VARARGS, "Compiled store.query_walk.read_records."},
-    {"read_record", read_record, METH_VARARGS, "Compiled store.query_walk.read_record."},
     {NULL, NULL, 0, NULL},
 };
 

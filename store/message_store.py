@@ -26,6 +26,7 @@ import msgspec
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
+from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -133,12 +134,22 @@ class MessageStore:
     def _report_markers(self) -> None:
         """Say once what the store's marker files tell: an unclean broker exit, a lost checkpoint."""
         config = self.config
-        if abnormal_exit(config.store_path_root_dir):
+        holder = broker_lock_holder(config.store_path_root_dir)
+        if abnormal_exit(config.store_path_root_dir) and holder is not None:
+            # A running broker keeps ``abort`` until it shuts down cleanly: its layout, not damage.
+            log.info(
+                "a broker (pid %d) is running on this store (it holds %s): %s is its running marker, "
+                "and its pre-created next CommitLog file and unwritten zeros are normal",
+                holder,
+                config.store_path_root_dir / "lock",
+                config.abort_path,
+            )
+        elif abnormal_exit(config.store_path_root_dir):
             self.warn(
                 "abort",
-                f"{config.abort_path} exists: a broker is running on this store or did not shut down "
-                "cleanly; the newest index file may miss its last keys (queries use what it holds; "
-                "rmq-query rebuild-index --follow repairs and completes it)",
+                f"{config.abort_path} exists and no broker holds the store's lock: the last broker "
+                "did not shut down cleanly; the newest index file may miss its last keys (queries use "
+                "what it holds; rmq-query rebuild-index --follow repairs and completes it)",
             )
         if not config.checkpoint_path.exists():
             self.warn(
@@ -211,6 +222,7 @@ class MessageStore:
             offsets.phy_offsets.sort()
             result.index_last_update_timestamp = offsets.index_last_update_timestamp
             result.index_last_update_phyoffset = offsets.index_last_update_phyoffset
+            # Read and checked whole in one call (one safe-length check per CommitLog file touched).
             # BODYCRC is not checked here: the broker serves a damaged body as stored, and a CRC per
             # served record would cost ~25% of a 64-hit query; the CommitLog walk (the builder,
             # fsck) reports such a record once.
@@ -271,6 +283,7 @@ class MessageStore:
         with self._lock:
             self.commitlog.refresh()
             if self._builder is not None:
+                self.index.audit()
                 read = self._builder.run_once(max_records)
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():

@@ -134,22 +134,6 @@ def read_records(
     return out
 
 
-def read_record(
-    views: Sequence[memoryview],
-    starts: Sequence[int],
-    lengths: Sequence[int],
-    max_offset: int,
-    offset: int,
-) -> memoryview | None:
-    """The ``TOTALSIZE`` bytes at ``offset`` (``CommitLog.read_record``), unchecked, or None.
-
-    As the broker's ``selectOneMessageByOffset``: the size word is read at ``offset`` and those bytes
-    must lie within the file's checked length and the written end; nothing else is checked (an
-    offset inside a record yields the bytes its garbage size word claims, if they fit).
-    """
-    return _read_one(views, starts, lengths, len(starts), max_offset, offset, check=False)
-
-
 def _read_one(
     views: Sequence[memoryview],
     starts: Sequence[int],
@@ -157,8 +141,6 @@ def _read_one(
     n: int,
     max_offset: int,
     offset: int,
-    *,
-    check: bool = True,
 ) -> memoryview | None:
     if offset < 0 or offset >= max_offset or n == 0:
         return None
@@ -180,13 +162,13 @@ def _read_one(
     size = _I32.unpack_from(view, pos)[0]
     if size <= 0 or pos + size > limit:
         return None
-    if check and record.check(view, pos, pos + size) <= 0:
+    if record.check(view, pos, pos + size) <= 0:
         return None
     return view[pos : pos + size]
 
 
 #: The pure-Python references, kept reachable after the compiled twins replace the names below.
-REFERENCE = {"walk_chain": walk_chain, "read_records": read_records, "read_record": read_record}
+REFERENCE = {"walk_chain": walk_chain, "read_records": read_records}
 
 _fast = load("store._query_walk_fast")
 #: True when the compiled twins are in use (their walk is ~500x faster and releases the GIL).
@@ -194,4 +176,3 @@ COMPILED = _fast is not None
 if _fast is not None:
     walk_chain = _fast.walk_chain  # type: ignore[assignment]
     read_records = _fast.read_records  # type: ignore[assignment]
-    read_record = _fast.read_record  # type: ignore[assignment]

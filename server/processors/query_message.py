@@ -21,6 +21,7 @@ from protocol.custom_headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
     is_unique_key_query,
+    java_string,
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
@@ -111,8 +112,10 @@ class QueryMessageProcessor:
         max_num = header.max_num
         if is_unique_key_query(request.ext_fields):
             max_num = self._default_query_max_num
-        args = (header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp)
+        args = (java_string(header.topic), java_string(header.key), max_num, header.begin_timestamp,
+                header.end_timestamp)  # fmt: skip
         try:
+            # A null topic or key is queried as "null", as the broker's `topic + "#" + key` does.
             result = self._store.query_message(*args, budget=self._inline_budget)
         except QueryArgumentError as exc:
             # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the

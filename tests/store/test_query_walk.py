@@ -39,7 +39,6 @@ def _fast() -> ModuleType:
 
 PY_WALK: Callable[..., Any] = REFERENCE["walk_chain"]
 PY_READ: Callable[..., Any] = REFERENCE["read_records"]
-PY_READ_ONE: Callable[..., Any] = REFERENCE["read_record"]
 
 
 def same_records(a: list[memoryview | None], b: list[memoryview | None]) -> bool:
@@ -49,11 +48,9 @@ def same_records(a: list[memoryview | None], b: list[memoryview | None]) -> bool
 def test_the_module_uses_the_compiled_twin_unless_pure_python_is_asked() -> None:
     if pure_python():
         assert query_walk.walk_chain is PY_WALK and query_walk.read_records is PY_READ
-        assert query_walk.read_record is PY_READ_ONE
     else:
         fast = _fast()
         assert query_walk.walk_chain is fast.walk_chain and query_walk.read_records is fast.read_records
-        assert query_walk.read_record is fast.read_record
 
 
 # -- a hand-built index: 4 slots' worth of header space, entries written by hand ---------------------
@@ -198,12 +195,8 @@ def test_both_record_reads_agree_on_the_golden_commitlog(golden: StoreConfig) ->
         c = fast.read_records(views, starts, lengths, log.max_offset, probes)
         assert [None if b is None else bytes(b) for b in c] == [None if b is None else bytes(b) for b in py]
         assert all(b is not None for b in py[:5000])
-        # The unchecked single read (VIEW_MESSAGE_BY_ID): the same records, and inside a record the
-        # bytes its garbage size word claims when they fit.
-        one_c = [fast.read_record(views, starts, lengths, log.max_offset, o) for o in probes]
-        one_py = [PY_READ_ONE(views, starts, lengths, log.max_offset, o) for o in probes]
-        assert same_records(one_c, one_py) and same_records(one_py[:5000], py[:5000])
-        assert same_records(one_py, [log.read_record(o) for o in probes])
+        # VIEW's unchecked read agrees where the record is whole.
+        assert same_records([log.read_record(o) for o in offsets], py[:5000])
         # Whole records only: an offset inside a record reads as a size word that does not check.
         assert all(b is None for b in py[5000:])
         # A CommitLog read as if its written end were earlier, or its files mapped shorter.
@@ -279,6 +272,4 @@ def test_both_record_reads_agree_on_random_bytes(golden: StoreConfig) -> None:
         py = PY_READ(views, starts, lengths, max_offset, offsets)
         assert [None if b is None else bytes(b) for b in c] == [None if b is None else bytes(b) for b in py]
         whole += sum(b is not None for b in py)
-        one_c = [fast.read_record(views, starts, lengths, max_offset, o) for o in offsets]
-        assert same_records(one_c, [PY_READ_ONE(views, starts, lengths, max_offset, o) for o in offsets])
     assert whole > 200, "the damaged files still hold whole records, read alike by both"
