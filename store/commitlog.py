@@ -55,7 +55,7 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +89,12 @@ class MappedFile:
     mm: mmap.mmap | None
     inode: int = 0
     error: str | None = None
+    #: Stops the SIGBUS guard covering ``mm`` (``store.sigbus.track``); called once it is unmapped.
+    untrack: Callable[[], None] = sigbus.nothing
+
+    def __post_init__(self) -> None:
+        if self.mm is not None:
+            self.untrack = sigbus.track(self.mm)
 
     @property
     def end(self) -> int:
@@ -119,7 +125,9 @@ class MappedFile:
             try:
                 self.mm.close()
             except BufferError:
-                pass  # a view handed out earlier still uses it; the GC unmaps it later
+                pass  # a view handed out earlier still uses it; the GC unmaps it later (and untracks)
+            else:
+                self.untrack()
             self.mm = None
 
 
