@@ -77,9 +77,10 @@ def track(mm: object) -> Callable[[], None]:
     Call the release right after ``mm.close()`` succeeds; if the close fails (a view still holds the
     map) do not: the release then runs when the map is collected, which is when it is unmapped.
     """
-    guard = _guard
-    if guard is None:
+    if not install():  # a map made before any CommitLog or IndexService installed it is guarded too
         return nothing
+    guard = _guard
+    assert guard is not None
     slot = guard.register(mm)
     if slot < 0:
         return nothing  # empty, or more maps than the guard has slots: the size checks still apply

@@ -121,3 +121,37 @@ def test_refresh_remaps_the_pages_the_guard_zeroed(stores_dir: Path, tmp_path: P
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "4330405"]
+
+
+INDEX_CHILD = """
+import os, sys
+from store import sigbus
+from store.index_file import IndexFile
+path, slots, entries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+f = IndexFile.open(path, slots, entries)  # the first map of this process: no CommitLog installed the guard
+os.truncate(path, 0)  # `cp` or `>` over the file: O_TRUNC first
+print(f.buffer[-8:] == bytes(8), sigbus.fault_count())
+f.close()
+"""
+
+
+def test_an_index_file_map_is_guarded_even_when_it_is_the_first_map(stores_dir: Path, tmp_path: Path) -> None:
+    """Index maps are registered with the guard (installing it if nothing did yet): a read of an
+    index file cut to zero bytes reads zeros, where an unregistered map would kill the process."""
+    source = sorted((stores_dir / "java-4.9.7-a" / "index").iterdir())[0]
+    copy = tmp_path / source.name
+    shutil.copyfile(source, copy)
+    conf = (stores_dir / "java-4.9.7-a.broker.conf").read_text(encoding="utf-8")
+    settings = dict(
+        line.split("=", 1) for line in conf.splitlines() if "=" in line and not line.startswith("#")
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", INDEX_CHILD, str(copy), settings["maxHashSlotNum"], settings["maxIndexNum"]],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
+    )
+    assert run.returncode == 0, (run.returncode, run.stderr)
+    assert run.stdout.split() == ["True", "1"]
