@@ -233,6 +233,8 @@ class CommitLog:
                             "the cut are gone; reading the whole records before it",
                         )
                         cut = start + now if cut is None else min(cut, start + now)
+                        # The same event seen from the remap below: "log it once", not twice.
+                        self.warn.mark(f"size:{name}:{now}")
                 elif known is not None and known.mm is not None:
                     cut = start if cut is None else min(cut, start)  # replaced by another file
                 if known is not None:
