@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import abnormal_exit
 from store.commands.arg_types import positive_seconds
 from store.commands.rebuild_outcome import EXIT_CODES, EXIT_NOT_REPLACED, report_after_swap
@@ -93,6 +94,14 @@ def run(args: argparse.Namespace) -> int:
         if not config.store_path_commit_log.is_dir():
             print(f"rebuild-index: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
             return 1
+        writes_in_place = not (args.engine == "spark" and getattr(args, "out", None))
+        refusal = (
+            _broker_writes_index(config.store_path_root_dir, config.index_dir) if writes_in_place else None
+        )
+        if refusal is not None:
+            print(f"rebuild-index: {refusal}", file=sys.stderr)
+            print(f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged", file=sys.stderr)
+            return EXIT_NOT_REPLACED
         if abnormal_exit(config.store_path_root_dir):
             print(
                 f"rebuild-index: warning: {config.abort_path} exists: a broker is running on this store or"
@@ -133,6 +142,29 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, StoreError, OSError) as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         return 1
+
+
+def _broker_writes_index(store_root: Path, index_dir: Path) -> str | None:
+    """Why the store's own index must not be rebuilt now, or None.
+
+    A running broker that indexes (``messageIndexEnable=true``) keeps its IndexFiles mapped and goes
+    on writing the ones it has open: a rebuild swapped in under it would receive none of its later
+    keys (they go to the files moved aside and deleted), and ``--follow`` would be a second writer
+    of the same files. A broker that does not index (``messageIndexEnable=false``) maps none of them:
+    rebuilding and following beside it is what this tool is for.
+    """
+    holder = broker_lock_holder(store_root)
+    if holder is None:
+        return None
+    mapped = index_files_mapped_by(holder, index_dir)
+    if not mapped:
+        return None  # it maps no index file (or its maps cannot be read: the abort warning says why)
+    return (
+        f"a running broker (pid {holder}, holding {Path(store_root) / 'lock'}) maintains this store's "
+        f"index: it has {len(mapped)} file(s) of {index_dir} mapped, e.g. {mapped[-1]}. Replacing or "
+        "writing them under it loses every key it indexes afterwards; stop the broker first, or write "
+        "a separate copy with --engine spark --out DIR"
+    )
 
 
 def _count_files(index_dir: Path) -> int | str:

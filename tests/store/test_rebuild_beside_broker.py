@@ -1,0 +1,79 @@
+"""``rebuild-index`` beside a running broker: refused when the broker maintains the index (it has the
+IndexFiles mapped: a swapped-in index would receive none of its later keys, and they would be lost
+with the files moved aside), allowed when it does not (``messageIndexEnable=false``: maps none).
+
+The "broker" is a child process doing what a 4.9.x broker does to be seen: a POSIX lock on byte 0
+of ``<storeRoot>/lock`` (``FileChannel.tryLock``) and, when it indexes, a map of each IndexFile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clients.cli import main
+from tests.store.gap_damage import copy_store
+
+BROKER = """
+import fcntl, mmap, os, sys
+root, maps = sys.argv[1], sys.argv[2] == "index"
+lock = os.open(os.path.join(root, "lock"), os.O_RDWR | os.O_CREAT)
+fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+held = []
+if maps:
+    index = os.path.join(root, "index")
+    for name in sorted(os.listdir(index)):
+        with open(os.path.join(index, name), "r+b") as fh:
+            held.append(mmap.mmap(fh.fileno(), 0))
+open(os.path.join(root, "abort"), "w").close()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def _broker(root: Path, mode: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BROKER, str(root), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _index_state(root: Path) -> tuple[int, list[tuple[str, bytes]]]:
+    index = root / "index"
+    return index.stat().st_ino, [(p.name, p.read_bytes()) for p in sorted(index.iterdir())]
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_refused_while_a_broker_that_indexes_runs(
+    stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], follow: bool
+) -> None:
+    root = tmp_path / "store"
+    copy_store(stores_dir, root)
+    before = _index_state(root)
+    broker = _broker(root, "index")
+    try:
+        code = main(["rebuild-index", "--store", str(root), *(["--follow"] if follow else [])])
+    finally:
+        broker.communicate("", timeout=60)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"pid {broker.pid}" in err and "maintains this store's index" in err
+    assert "nothing was replaced" in err
+    assert _index_state(root) == before  # the very same directory and bytes the broker writes
+
+
+def test_allowed_beside_a_broker_that_does_not_index(stores_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    copy_store(stores_dir, root)
+    broker = _broker(root, "none")
+    try:
+        code = main(["rebuild-index", "--store", str(root)])
+    finally:
+        broker.communicate("", timeout=60)
+    assert code == 0
