@@ -26,7 +26,7 @@ import msgspec
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
-from store.broker_lock import broker_lock_holder
+from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -99,6 +99,16 @@ class MessageStore:
         self._builder = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
+        if build_index and (mapped := _index_maintained_by_broker(config)):
+            # A second writer of the broker's own IndexFiles would corrupt them: serve what it writes.
+            log.warning(
+                "not building the index: a running broker (pid %d) maintains it (it has %d file(s) of "
+                "%s mapped); serving its index read-only",
+                mapped[0],
+                mapped[1],
+                config.index_dir,
+            )
+            build_index = False
         if build_index:
             from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
 
@@ -314,3 +324,12 @@ def _topics_json(path: Path) -> set[str]:
         return set()
     table = data.get("topicConfigTable") if isinstance(data, dict) else None
     return {str(k) for k in table} if isinstance(table, dict) else set()
+
+
+def _index_maintained_by_broker(config: StoreConfig) -> tuple[int, int] | None:
+    """(pid, files mapped) of a running broker that maps this store's IndexFiles (it indexes), or None."""
+    holder = broker_lock_holder(config.store_path_root_dir)
+    if holder is None:
+        return None
+    mapped = index_files_mapped_by(holder, config.index_dir)
+    return (holder, len(mapped)) if mapped else None

@@ -77,3 +77,23 @@ def test_allowed_beside_a_broker_that_does_not_index(stores_dir: Path, tmp_path:
     finally:
         broker.communicate("", timeout=60)
     assert code == 0
+
+
+def test_serve_build_index_beside_a_broker_that_indexes_serves_its_index_read_only(
+    stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``serve --build-index`` would be a second writer of the broker's IndexFiles: it serves them."""
+    from store.message_store import MessageStore
+
+    root = tmp_path / "store"
+    config = copy_store(stores_dir, root)
+    before = _index_state(root)
+    broker = _broker(root, "index")
+    try:
+        with MessageStore.open(config, build_index=True) as store:
+            assert store._builder is None
+            assert len(store.query_message("TopicB", "k-49", 64, 0, 2**63 - 1).buffers) == 3
+    finally:
+        broker.communicate("", timeout=60)
+    assert any("maintains it" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+    assert _index_state(root) == before
