@@ -31,11 +31,13 @@ AROUND_FLAG = "--index-around-gaps"
 
 @dataclass(frozen=True, slots=True)
 class LogFile:
-    """One CommitLog file as the gap description needs it: first offset, name, bytes on disk."""
+    """One CommitLog file as the gap description needs it: first offset, name, bytes on disk, and
+    why it cannot be read (None when it can)."""
 
     start: int
     name: str
     length: int
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,8 @@ def gap_causes(
         f = by_start.get(slot)
         if f is None:
             causes.append(f"file {name} (offsets {slot}..{slot + mapped_file_size}) is missing")
+        elif f.unreadable is not None:
+            causes.append(f"file {name} cannot be read: {f.unreadable}")
         elif slot <= start:
             if f.length < mapped_file_size:
                 causes.append(
@@ -100,7 +104,7 @@ def gap_causes(
 
 
 def log_files(commitlog: CommitLog) -> list[LogFile]:
-    return [LogFile(f.start, f.path.name, f.length) for f in commitlog.files]
+    return [LogFile(f.start, f.path.name, f.length, f.error) for f in commitlog.files]
 
 
 class GapWalk:
