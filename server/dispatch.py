@@ -32,7 +32,8 @@ from server.reply import system_error
 
 log = logging.getLogger(__name__)
 
-SyncProcessor = Callable[[RemotingCommand], RemotingCommand | None]
+#: A synchronous processor answers at once, or returns an awaitable when it hands the work off.
+SyncProcessor = Callable[[RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
 AsyncProcessor = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
 Processor = SyncProcessor | AsyncProcessor
 
@@ -102,15 +103,22 @@ class Dispatcher:
                 return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
         if processor is not None:
             try:
-                return processor(request)
+                result = processor(request)
             except Exception as exc:  # every processor failure becomes an answer, as in the broker
                 return self._failure(request, exc)
+            if result is None or type(result) is RemotingCommand:
+                return result
+            # A synchronous processor that decided to finish the work elsewhere (a key query handed
+            # to the query pool) returns an awaitable instead of an answer.
+            return self._guarded(result, request)
         assert async_processor is not None
-        return self._guarded(async_processor, request)
+        return self._guarded(async_processor(request), request)
 
-    async def _guarded(self, processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:
+    async def _guarded(
+        self, pending: Awaitable[RemotingCommand | None], request: RemotingCommand
+    ) -> RemotingCommand | None:
         try:
-            return await processor(request)
+            return await pending
         except Exception as exc:
             return self._failure(request, exc)
 
