@@ -124,7 +124,7 @@ def check_geometry(root: Path, file_size: int) -> None:
                         raise StoreError(
                             f"consume queue file {entry.path} has {size} bytes but "
                             f"mappedFileSizeConsumeQueue gives {file_size}: not the configuration the store "
-                            "was written with (pass the broker's broker.conf with --config); nothing was written"
+                            "was written with (pass the broker's broker.conf with --config): nothing written"
                         )
 
 
