@@ -459,7 +459,8 @@ def rebuild_consume_queues(config: StoreConfig) -> ConsumeQueueBuilder:
     """
     check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
     # Read before anything is built: a checkpoint that cannot be read refuses the rebuild up front.
-    Checkpoint.read_or_default(config.checkpoint_path)
+    if os.path.lexists(config.checkpoint_path):
+        Checkpoint.read(config.checkpoint_path)
     with staged_output(config.consume_queue_dir) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"  # a file: no broker takes it for a topic
         builder = ConsumeQueueBuilder(config, root=staging, checkpoint_path=tmp_checkpoint)
