@@ -544,6 +544,31 @@ class CommitLog:
         size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
         return view[pos : pos + size] if 0 < size and pos + size <= limit else None
 
+    def select(self, offset: int, size: int) -> memoryview | None:
+        """``size`` bytes at ``offset`` as the broker's ``CommitLog.getMessage(offset, size)`` reads them.
+
+        No record check: the consume queue says where a record is and how long. The file is found by
+        offset (offset 0 falls back to the first file, as in the broker); the bytes must lie within
+        what is readable of it (a whole file, or up to the written end in the last one), else None.
+        """
+        files, starts, views = self._snap
+        if not files or size < 0:
+            return None
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset >= files[i].start + self.mapped_file_size:
+            if offset != 0:
+                return None
+            i = 0
+        f = files[i]
+        now = f.safe_length()
+        if now < f.length:
+            self._shrunk(f, now)
+        pos = offset % self.mapped_file_size
+        readable = min(now, self._max_offset - f.start)
+        if pos + size > readable:
+            return None
+        return views[i][pos : pos + size]
+
     def read_records(self, offsets: Sequence[int]) -> list[memoryview | None]:
         """The whole, checked record at each offset (``record.check``), or None: a query's records.
 
