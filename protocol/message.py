@@ -66,6 +66,7 @@ __all__ = [
     "MAGIC_CODE_V2",
     "MULTI_TAGS_FLAG",
     "NEED_UNWRAP_FLAG",
+    "PHYSICAL_OFFSET_POSITION",
     "PROPERTY_KEYS",
     "PROPERTY_TAGS",
     "PROPERTY_UNIQ_KEY",
@@ -97,6 +98,8 @@ _I64 = struct.Struct(">q")
 #: Offsets of fixed fields that do not move with the host widths.
 _SYS_FLAG_AT = 36
 _PHYSICAL_OFFSET_AT = 28
+#: Where a record's PHYSICALOFFSET (its own CommitLog offset, 8 bytes big endian) starts.
+PHYSICAL_OFFSET_POSITION = _PHYSICAL_OFFSET_AT
 _BORN_HOST_AT = 48
 _HEAD_SIZE = 40  # up to and including SYSFLAG
 _PROPERTIES_MAX = 0x7FFF  # Java reads PROPLEN as a short

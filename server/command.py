@@ -212,7 +212,7 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if refresh_interval > 0:
-        server.run_in_background(lambda: refresh_forever(store, refresh_interval))
+        server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
     try:
         await stop.wait()
         log.info("signal received: finishing in-flight requests and closing")

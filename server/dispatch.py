@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 SyncProcessor = Callable[[RemotingCommand], RemotingCommand | None]
 AsyncProcessor = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
 Processor = SyncProcessor | AsyncProcessor
+#: A processor that also needs the peer's address (``/ip:port``, as Java prints a channel's remote
+#: address), which the broker puts into some remarks; always a coroutine function.
+PeerProcessor = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]
 
 #: The Java class name a header problem is reported under (``RemotingCommandException``).
 _HEADER_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
@@ -45,11 +48,12 @@ def header_error_remark(error: HeaderFieldError) -> str:
 class Dispatcher:
     """A table from request code to processor, with the broker's fallback and error answers."""
 
-    __slots__ = ("_access", "_async", "_denials", "_sync")
+    __slots__ = ("_access", "_async", "_denials", "_peer", "_sync")
 
     def __init__(self, access: AccessValidator | None = None) -> None:
         self._sync: dict[int, SyncProcessor] = {}
         self._async: dict[int, AsyncProcessor] = {}
+        self._peer: dict[int, PeerProcessor] = {}
         self._access = access
         self._denials = BurstLog(log)
 
@@ -57,27 +61,35 @@ class Dispatcher:
         """Route ``code`` to ``processor`` (a coroutine function is awaited, anything else is called)."""
         self._sync.pop(code, None)
         self._async.pop(code, None)
+        self._peer.pop(code, None)
         if inspect.iscoroutinefunction(processor):
             self._async[code] = processor
         else:
             self._sync[code] = processor  # type: ignore[assignment]
 
+    def register_with_peer(self, code: int, processor: PeerProcessor) -> None:
+        """Route ``code`` to a coroutine function called with the request and the peer's address."""
+        self._sync.pop(code, None)
+        self._async.pop(code, None)
+        self._peer[code] = processor
+
     def codes(self) -> set[int]:
         """Every request code with a processor."""
-        return set(self._sync) | set(self._async)
+        return set(self._sync) | set(self._async) | set(self._peer)
 
     def dispatch(
-        self, request: RemotingCommand, remote_host: str | None = None
+        self, request: RemotingCommand, remote_host: str | None = None, peer: str | None = None
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
         """The response now, or a coroutine that produces it; None means 'send nothing'.
 
         ``remote_host`` is the peer's IP address, which the access check (when on) matches against
-        its whitelists.
+        its whitelists; ``peer`` its ``ip:port`` (for the processors that name it in a remark).
         """
         code = request.code
         processor = self._sync.get(code)
         async_processor = self._async.get(code) if processor is None else None
-        if processor is None and async_processor is None:
+        peer_processor = self._peer.get(code) if processor is None and async_processor is None else None
+        if processor is None and async_processor is None and peer_processor is None:
             return not_supported(request)
         if self._access is not None and code not in UNCHECKED_CODES:
             remark = self._access.denial(request, remote_host)
@@ -91,6 +103,8 @@ class Dispatcher:
                 return processor(request)
             except Exception as exc:  # every processor failure becomes an answer, as in the broker
                 return _failure(request, exc)
+        if peer_processor is not None:
+            return _guarded_with_peer(peer_processor, request, f"/{peer or remote_host or ''}")
         assert async_processor is not None
         return _guarded(async_processor, request)
 
@@ -98,6 +112,15 @@ class Dispatcher:
 async def _guarded(processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:
     try:
         return await processor(request)
+    except Exception as exc:
+        return _failure(request, exc)
+
+
+async def _guarded_with_peer(
+    processor: PeerProcessor, request: RemotingCommand, peer: str
+) -> RemotingCommand | None:
+    try:
+        return await processor(request, peer)
     except Exception as exc:
         return _failure(request, exc)
 

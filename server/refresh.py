@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,15 @@ class Refreshable(Protocol):
     def refresh(self, max_records: int | None = None) -> bool: ...
 
 
-async def refresh_forever(store: Refreshable, interval: float = DEFAULT_REFRESH_INTERVAL) -> None:
+async def refresh_forever(
+    store: Refreshable,
+    interval: float = DEFAULT_REFRESH_INTERVAL,
+    on_refresh: Callable[[], None] | None = None,
+) -> None:
     """Refresh ``store`` every ``interval`` seconds (at once while it has a backlog) until cancelled.
 
-    Errors are logged, not fatal: the server keeps serving what was already loaded.
+    ``on_refresh`` runs after every pass (the server wakes its held pulls). Errors are logged, not
+    fatal: the server keeps serving what was already loaded.
     """
     backlog = True  # the first pass runs at once: the store may have been opened without catching up
     while True:
@@ -43,3 +49,5 @@ async def refresh_forever(store: Refreshable, interval: float = DEFAULT_REFRESH_
         except Exception:
             backlog = False
             log.exception("refreshing the store failed; serving what was already loaded")
+        if on_refresh is not None:
+            on_refresh()
