@@ -11,26 +11,17 @@ carry the empty response header the broker's ``createResponseCommand`` gives the
 
 from __future__ import annotations
 
-import os
-
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import QueryConsumerOffsetRequestHeader, offset_response_fields, required_string
 from protocol.message import PHYSICAL_OFFSET_POSITION
 from server.store_api import StoreWithCommitLog
+from store.get_message import total_physical_memory
 
 #: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
 ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40
 
 QUERY_OFFSET_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
-
-
-def total_physical_memory() -> int:
-    """``StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`` (the machine's RAM in bytes; 0 when unknown)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 0
 
 
 def no_consumer_remark(group: str) -> str:

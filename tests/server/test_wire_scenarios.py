@@ -29,6 +29,19 @@ from server.processors.name_server import topic_not_exist_remark
 from tests.server.harness import RawClient, StartServer
 
 WIRE_SCENARIOS = [
+    "dashboard_queryByTopic",
+    "mqadmin_brokerStatus",
+    "mqadmin_clusterList",
+    "mqadmin_printMsgByQueue",
+    "mqadmin_printMsgByQueue_range",
+    "mqadmin_printMsg_head",
+    "mqadmin_printMsg_range",
+    "mqadmin_printMsg_tail",
+    "mqadmin_queryMsgByOffset",
+    "mqadmin_queryMsgTraceById",
+    "mqadmin_topicList",
+    "mqadmin_topicStatus",
+    "pullconsumer_edges",
     "mqadmin_queryMsgById",
     "mqadmin_queryMsgByKey",
     "mqadmin_queryMsgByUniqueKey",
@@ -110,19 +123,6 @@ def _pairs(scenario_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any] | No
 #: consume-queue tools (issue 12) and the write path (issue 13). Each moves to WIRE_SCENARIOS with
 #: the work that makes its replay pass.
 NOT_YET_SERVED = {
-    "dashboard_queryByTopic": 12,
-    "mqadmin_brokerStatus": 12,
-    "mqadmin_clusterList": 12,
-    "mqadmin_printMsgByQueue": 12,
-    "mqadmin_printMsgByQueue_range": 12,
-    "mqadmin_printMsg_head": 12,
-    "mqadmin_printMsg_range": 12,
-    "mqadmin_printMsg_tail": 12,
-    "mqadmin_queryMsgByOffset": 12,
-    "mqadmin_queryMsgTraceById": 12,
-    "mqadmin_topicList": 12,
-    "mqadmin_topicStatus": 12,
-    "pullconsumer_edges": 12,
     "v4_send": 13,
     "v4_send_v1header": 13,
 }
@@ -175,7 +175,11 @@ async def test_scenario_answers_match_the_real_broker(
                     bytes(ours.body or b""), str(server.store.config.store_path_commit_log)
                 )
                 their_table = _runtime_table(bytes(theirs.body or b""), "/tmp/rmqcap/store/commitlog")
-                assert [k for k, _ in our_table] == [k for k, _ in their_table]
+                # The key naming the CommitLog path sits where its hash puts it: compare the rest's order.
+                assert sorted(k for k, _ in our_table) == sorted(k for k, _ in their_table)
+                assert [k for k, _ in our_table if "<" not in k] == [
+                    k for k, _ in their_table if "<" not in k
+                ]
                 assert {k: v for k, v in our_table if k in RUNTIME_STABLE_KEYS} == {
                     k: v for k, v in their_table if k in RUNTIME_STABLE_KEYS
                 }
