@@ -12,9 +12,9 @@ import pytest
 
 from clients.cli import main
 
-
 #: The -b/-e of the range captures (TZ=UTC).
 BEGIN, END = "2026-11-20#23:20:39:851", "2026-11-20#23:20:39:858"
+HEAD_END, TAIL_BEGIN = "2026-11-20#23:20:34:320", "2026-11-20#23:20:43:058"
 
 
 def _stdout(vectors_dir: Path, scenario: str) -> bytes:
@@ -29,8 +29,8 @@ def _stdout(vectors_dir: Path, scenario: str) -> bytes:
     ("scenario", "argv"),
     [
         ("mqadmin_printMsg_range", ["print-msg", "-t", "TopicA", "-b", BEGIN, "-e", END]),
-        ("mqadmin_printMsg_head", ["print-msg", "-t", "TopicA", "-d", "false", "-e", "2026-11-20#23:20:34:320"]),
-        ("mqadmin_printMsg_tail", ["print-msg", "-t", "TopicA", "-d", "false", "-b", "2026-11-20#23:20:43:058"]),
+        ("mqadmin_printMsg_head", ["print-msg", "-t", "TopicA", "-d", "false", "-e", HEAD_END]),
+        ("mqadmin_printMsg_tail", ["print-msg", "-t", "TopicA", "-d", "false", "-b", TAIL_BEGIN]),
         ("mqadmin_printMsgByQueue", ["print-msg-by-queue", "-t", "TopicA", "-a", "broker-a", "-i", "1"]),
         (
             "mqadmin_printMsgByQueue_range",
