@@ -79,7 +79,7 @@ PARSE_FAILED = "parse the consumer's subscription failed"
         ({"subscription": "||"}, ResponseCode.SUBSCRIPTION_PARSE_FAILED, PARSE_FAILED),
         ({"expressionType": "SQL92", "subscription": "a > 1"}, ResponseCode.SYSTEM_ERROR,
          "The broker does not support consumer to filter message by SQL92"),
-        ({"expressionType": "SQL92", "subscription": ""}, ResponseCode.SUBSCRIPTION_PARSE_FAILED, PARSE_FAILED),
+        ({"expressionType": "SQL92", "subscription": ""}, 23, PARSE_FAILED),
         ({"topic": "NoSuchTopic"}, ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist, apply first"),
         ({"queueId": "-1"}, ResponseCode.SYSTEM_ERROR, "queueId[-1] is illegal"),
         ({"queueOffset": None}, ResponseCode.SYSTEM_ERROR, "the custom field <queueOffset> is null"),
