@@ -37,6 +37,7 @@ from server.refusal import Refuser
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
+from server.topic_table import TopicTable
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ def build_dispatcher(
     )
     dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
     dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
-    names = NameServerProcessor(store, identity)
+    topics = TopicTable(store)
+    names = NameServerProcessor(store, identity, topics)
     dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, names.get_route_info_by_topic)
     dispatcher.register(RequestCode.GET_BROKER_CLUSTER_INFO, names.get_broker_cluster_info)
     dispatcher.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, names.get_all_topic_list)
@@ -106,7 +108,7 @@ def build_dispatcher(
     dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset_by_timestamp)
     dispatcher.register(RequestCode.GET_TOPIC_STATS_INFO, offsets.get_topic_stats_info)
     stats = PullStats()
-    pull = PullMessageProcessor(store, changes if changes is not None else StoreChanges(), stats)
+    pull = PullMessageProcessor(store, changes if changes is not None else StoreChanges(), stats, topics)
     dispatcher.register_with_peer(RequestCode.PULL_MESSAGE, pull.pull_message)
     runtime = RuntimeInfoProcessor(store, stats)
     dispatcher.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime.get_broker_runtime_info)

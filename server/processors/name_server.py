@@ -27,6 +27,7 @@ from server.faq import suggest_todo
 from server.identity import BrokerIdentity
 from server.route import cluster_info_json, topic_list_json, topic_route_json
 from server.store_api import ConsumeQueueStore
+from server.topic_table import TopicTable
 
 
 def topic_not_exist_remark(topic: str) -> str:
@@ -70,12 +71,16 @@ class NameServerProcessor:
         "_queue_nums",
         "_routes",
         "_store",
+        "_table",
         "_topics",
         "_topics_expire",
     )
 
-    def __init__(self, store: ConsumeQueueStore, identity: BrokerIdentity) -> None:
+    def __init__(
+        self, store: ConsumeQueueStore, identity: BrokerIdentity, topics: TopicTable | None = None
+    ) -> None:
         self._store = store
+        self._table = topics if topics is not None else TopicTable(store)
         self._identity = identity
         self._topics: set[str] = set()
         self._queue_nums: dict[str, int] = {}
@@ -87,7 +92,7 @@ class NameServerProcessor:
     def _refresh_topics(self) -> None:
         now = time.monotonic()
         if now >= self._topics_expire or not self._topics:
-            self._queue_nums = self._store.queue_nums()
+            self._queue_nums = self._table.queue_nums()
             self._topics = self._store.topics() | set(self._queue_nums)
             self._topics_expire = now + TOPICS_TTL
 

@@ -35,6 +35,7 @@ from server.faq import suggest_todo
 from server.runtime_stats import PullStats
 from server.store_api import ConsumeQueueStore
 from server.store_changes import StoreChanges
+from server.topic_table import TopicTable
 
 #: ``MixAll.MASTER_ID``.
 MASTER_ID = 0
@@ -123,14 +124,19 @@ def property_filter_remark(expression_type: str) -> str:
 class PullMessageProcessor:
     """PULL_MESSAGE over the store's consume queues, with long polling."""
 
-    __slots__ = ("_changes", "_stats", "_store")
+    __slots__ = ("_changes", "_stats", "_store", "_topics")
 
     def __init__(
-        self, store: ConsumeQueueStore, changes: StoreChanges, stats: PullStats | None = None
+        self,
+        store: ConsumeQueueStore,
+        changes: StoreChanges,
+        stats: PullStats | None = None,
+        topics: TopicTable | None = None,
     ) -> None:
         self._store = store
         self._changes = changes
         self._stats = stats if stats is not None else PullStats()
+        self._topics = topics if topics is not None else TopicTable(store)
 
     async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -158,7 +164,7 @@ class PullMessageProcessor:
         self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str
     ) -> RemotingCommand:
         """One pass of the broker's ``processRequest``: an answer, never a wait."""
-        read_queue_nums = self._store.queue_nums().get(header.topic)
+        read_queue_nums = self._topics.queue_nums().get(header.topic)
         if read_queue_nums is None:
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(header.topic), ext_fields={}
