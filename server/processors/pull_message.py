@@ -64,6 +64,10 @@ STATUS_CODES = {
 _EMPTY_QUEUE_STATUSES = ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE")
 
 
+#: ``PullMessageResponseHeader``'s keys in the broker's HashMap order: computed once, not per pull.
+_RESPONSE_FIELD_ORDER = tuple(PullMessageResponseHeader(0, 0, 0, 0).to_ext_fields())
+
+
 class SubscriptionParseError(ValueError):
     """``FilterAPI.build`` threw: the broker answers SUBSCRIPTION_PARSE_FAILED."""
 
@@ -208,12 +212,13 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if header.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = STATUS_CODES[status]
-        fields = PullMessageResponseHeader(
-            suggest_which_broker_id=MASTER_ID,
-            next_begin_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        ).to_ext_fields()
+        values = {
+            "suggestWhichBrokerId": str(MASTER_ID),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER}
         body = None
         if code == ResponseCode.SUCCESS:
             # A copy: a memoryview would pin the store's mapping while the answer waits to be sent.
