@@ -121,6 +121,14 @@ SUBSCRIPTION_PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
 GROUP_INFO_NOT_EXIST_REMARK = "the consumer's group info not exist" + suggest_todo()
 
 
+def negative_capacity_remark(max_msg_nums: int) -> str:
+    """The broker's answer to a negative maxMsgNums (``RemotingHelper.exceptionSimpleDesc``)."""
+    return (
+        f"java.lang.IllegalArgumentException: Illegal Capacity: {max_msg_nums}, "
+        "java.base/java.util.ArrayList.<init>(ArrayList.java:160)"
+    )
+
+
 def property_filter_remark(expression_type: str) -> str:
     return f"The broker does not support consumer to filter message by {expression_type}"
 
@@ -201,6 +209,16 @@ class PullMessageProcessor:
         except SubscriptionParseError:
             return request.make_response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=SUBSCRIPTION_PARSE_FAILED_REMARK, ext_fields={}
+            )
+        if header.max_msg_nums < 0 and (
+            self._store.min_offset(header.topic, header.queue_id)
+            <= header.queue_offset
+            < self._store.max_offset(header.topic, header.queue_id)
+        ):
+            # The broker's store sizes an ArrayList with maxMsgNums once it has entries to read, and
+            # the exception ends up as the answer (JDK 17's text, as the 4.9.7 broker sent it).
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=negative_capacity_remark(header.max_msg_nums)
             )
         started = time.monotonic()
         result = self._store.get_message(

@@ -84,6 +84,9 @@ PARSE_FAILED = "parse the consumer's subscription failed"
         ({"queueId": "-1"}, ResponseCode.SYSTEM_ERROR, "queueId[-1] is illegal"),
         ({"queueOffset": None}, ResponseCode.SYSTEM_ERROR, "the custom field <queueOffset> is null"),
         ({"maxMsgNums": "x"}, ResponseCode.SYSTEM_ERROR, "maxMsgNums"),
+        # What the real 4.9.7 broker (JDK 17) answered, asked by hand:
+        ({"maxMsgNums": "-5"}, ResponseCode.SYSTEM_ERROR,
+         "java.lang.IllegalArgumentException: Illegal Capacity: -5, java.base/java.util.ArrayList.<init>"),
     ],
 )  # fmt: skip
 async def test_refusals_as_the_broker_words_them(
