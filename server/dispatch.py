@@ -15,6 +15,7 @@ lookup and before the processor.
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -104,9 +105,23 @@ class Dispatcher:
             except Exception as exc:  # every processor failure becomes an answer, as in the broker
                 return _failure(request, exc)
         if peer_processor is not None:
-            return _guarded_with_peer(peer_processor, request, f"/{peer or remote_host or ''}")
+            return _guarded_with_peer(peer_processor, request, java_remote_address(peer or remote_host or ""))
         assert async_processor is not None
         return _guarded(async_processor, request)
+
+
+def java_remote_address(peer: str) -> str:
+    """``channel.remoteAddress().toString()`` for an ``ip:port`` peer: ``/1.2.3.4:5``, IPv6 as
+    ``/[0:0:0:0:0:0:0:1]:5`` (Java's uncompressed groups)."""
+    host, sep, port = peer.rpartition(":")
+    if not sep or ":" not in host:
+        return f"/{peer}"
+    try:
+        packed = ipaddress.IPv6Address(host.strip("[]")).packed
+    except ValueError:
+        return f"/{peer}"
+    groups = ":".join(f"{int.from_bytes(packed[i : i + 2], 'big'):x}" for i in range(0, 16, 2))
+    return f"/[{groups}]:{port}"
 
 
 async def _guarded(processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:

@@ -264,3 +264,11 @@ async def test_routes_advertise_the_stores_queue_counts(send_store: Any) -> None
     finally:
         await client.close()
         await server.stop()
+
+
+def test_the_consumer_address_is_written_as_java_prints_it() -> None:
+    from server.dispatch import java_remote_address
+
+    assert java_remote_address("127.0.0.1:39466") == "/127.0.0.1:39466"
+    assert java_remote_address("::1:5555") == "/[0:0:0:0:0:0:0:1]:5555"
+    assert java_remote_address("fd00::1234:5678:40003") == "/[fd00:0:0:0:0:0:1234:5678]:40003"
