@@ -106,6 +106,28 @@ def dispatch_entry(
     return topic, queue_id, queue_offset, code, store_ts
 
 
+def check_geometry(root: Path, file_size: int) -> None:
+    """Refuse to touch consume queues whose files have another size than ``file_size``: the
+    configuration is not the one the store was written with (a rebuild would change every file)."""
+    try:
+        topics = [e.path for e in os.scandir(root) if e.is_dir()]
+    except FileNotFoundError:
+        return
+    for topic in topics:
+        for queue in os.scandir(topic):
+            if not queue.is_dir():
+                continue
+            for entry in os.scandir(queue.path):
+                if entry.name.isdigit() and len(entry.name) == 20:
+                    size = entry.stat().st_size
+                    if size not in (0, file_size):
+                        raise StoreError(
+                            f"consume queue file {entry.path} has {size} bytes but "
+                            f"mappedFileSizeConsumeQueue gives {file_size}: not the configuration the store "
+                            "was written with (pass the broker's broker.conf with --config): nothing written"
+                        )
+
+
 class _QueueAppender:
     """One queue's write side: its last file, where it ends, the end of its last entry's record."""
 
@@ -242,6 +264,8 @@ class ConsumeQueueBuilder:
         self._lock = threading.Lock()
         self.entries_written = 0
         self.records_read = 0
+        #: The queues this builder added entries to.
+        self.queues_built: set[tuple[str, int]] = set()
         self._last_store_ts = 0
         self._dirty = False
         #: Queues whose file was closed (too many open) since the last flush: synced by ``flush``.
@@ -257,12 +281,15 @@ class ConsumeQueueBuilder:
             topics = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
         except FileNotFoundError:
             topics = []
-        for topic in topics:
-            for entry in os.scandir(self.root / topic):
-                if not (entry.is_dir() and entry.name.isdigit()):
-                    continue
-                queue = self._queue(topic, int(entry.name))
-                resume = max(resume, queue.max_physic)
+        queue_dirs = [
+            (topic, int(entry.name))
+            for topic in topics
+            for entry in os.scandir(self.root / topic)
+            if entry.is_dir() and entry.name.isdigit()
+        ]
+        check_geometry(self.root, self.file_size)
+        for topic, queue_id in queue_dirs:
+            resume = max(resume, self._queue(topic, queue_id).max_physic)
         return max(resume, self.commitlog.min_offset, 0)
 
     @property
@@ -317,6 +344,7 @@ class ConsumeQueueBuilder:
                 queue = self._queues.get(key) or self._queue(topic, queue_id)
                 if queue.put(offset, len(buf), code, queue_offset):
                     self.entries_written += 1
+                    self.queues_built.add(key)
                     self._last_store_ts = store_ts
                     self._dirty = True
                 if key in opened:
@@ -342,6 +370,8 @@ class ConsumeQueueBuilder:
     def flush(self) -> None:
         """Sync the written files, then record ``logicsMsgTimestamp`` in the checkpoint."""
         with self._lock:
+            if not self._dirty and not self._unsynced:
+                return
             for queue in self._open.values():
                 if queue.fd is not None:
                     os.fsync(queue.fd)
@@ -376,6 +406,7 @@ def rebuild_consume_queues(config: StoreConfig) -> ConsumeQueueBuilder:
     synced do they replace it, and the checkpoint's ``logicsMsgTimestamp`` is set. Killed at any
     point, the old queues stay whole (or are restored by the next run). Returns the closed builder.
     """
+    check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
     with staged_output(config.consume_queue_dir) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"  # a file: no broker takes it for a topic
         builder = ConsumeQueueBuilder(config, root=staging, checkpoint_path=tmp_checkpoint)

@@ -5,11 +5,13 @@ physical offset, queue offset per (topic, queue), BODYCRC, store host and store 
 ``UNIQ_KEY`` generated like the Java client's (``UniqueIdGenerator``) unless one is given.
 CommitLog files are created preallocated to ``mappedFileSizeCommitLog`` and a record that does not
 fit (with room for the 8-byte end marker) ends the file with a blank record, as the broker does.
-``index()`` runs the index builder over what was appended, so the IndexFiles are the broker's too.
+``index()`` runs the index builder over what was appended, so the IndexFiles are the broker's too,
+and (unless ``consume_queues=False``) the ConsumeQueue builder, so are the consume queues. As in the
+broker, PREPARED and ROLLBACK transaction records carry queue offset 0 and take no queue position.
 
 The store directory gets the broker's layout: ``commitlog/``, ``index/``, ``checkpoint``, ``abort``
 while open, and ``config/topics.json`` listing the topics written (the topic table the broker keeps).
-This is not a broker: one writer per store, no consume queues, no flush policy beyond ``close()``.
+This is not a broker: one writer per store, no flush policy beyond ``close()``.
 """
 
 from __future__ import annotations
@@ -39,15 +41,25 @@ from protocol.message_flags import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
 )
 from protocol.message_id import UniqueIdGenerator, create_offset_msg_id, pack_host
 from store.checkpoint import Checkpoint, create_abort_marker, remove_abort_marker
 from store.commitlog import CommitLog
 from store.config import StoreConfig
+from store.consume_queue_builder import ConsumeQueueBuilder
 from store.errors import StoreError
 from store.index_builder import IndexBuilder
 
 _BLANK = struct.Struct(">ii")
+_PREPARED, _ROLLBACK = 0x4, 0xC
+
+
+def _takes_no_queue_position(sys_flag: int) -> bool:
+    """PREPARED and ROLLBACK records: queue offset 0, no consume queue entry (CommitLog.doAppend)."""
+    return sys_flag & TRANSACTION_TYPE_MASK in (_PREPARED, _ROLLBACK)
+
+
 _PHYSICAL_OFFSET = struct.Struct(">q")
 
 
@@ -74,6 +86,7 @@ class StoreWriter:
         clock: Callable[[], int] | None = None,
         unique_ids: UniqueIdGenerator | None = None,
         index_now: Callable[[], int] | None = None,
+        consume_queues: bool = True,
     ) -> None:
         self.config = config
         self.store_host = store_host or config.broker_ip1
@@ -92,12 +105,16 @@ class StoreWriter:
         for _offset, buf in self._reader.iter_records():
             fields = read_index_fields(buf, 0)
             queue_id = int.from_bytes(buf[12:16], "big", signed=True)
-            self._note(fields.topic, queue_id)
+            if not _takes_no_queue_position(fields.sys_flag):
+                self._note(fields.topic, queue_id)
         self._fd: int | None = None
         self._fd_start = -1
         self._last_store_ts = 0
         self.builder: IndexBuilder | None = (
             IndexBuilder(config, self._reader, now_millis=index_now) if config.message_index_enable else None
+        )
+        self.cq_builder: ConsumeQueueBuilder | None = (
+            ConsumeQueueBuilder(config, self._reader) if consume_queues else None
         )
         # Marked in use only now: the builder above must see only a marker a crashed writer left.
         create_abort_marker(root)
@@ -209,14 +226,18 @@ class StoreWriter:
 
             msg.stored_body = compress(body, compression_type_value(sys_flag))
         msg.body_crc = body_crc(msg.stored_body if msg.stored_body is not None else body)
-        msg.queue_offset = self._queue_offsets.get((topic, queue_id), 0)
+        no_position = _takes_no_queue_position(sys_flag)
+        msg.queue_offset = 0 if no_position else self._queue_offsets.get((topic, queue_id), 0)
         data = bytearray(encode_message(msg))
         # PHYSICALOFFSET is where the record lands, which depends on whether it still fits this file.
         start = self._position - self._position % self.file_size
         fits = len(data) + 8 <= self.file_size - (self._position - start)
         _PHYSICAL_OFFSET.pack_into(data, 28, self._position if fits else start + self.file_size)
         offset = self._write(bytes(data))
-        self._note(topic, queue_id)
+        if no_position:
+            self._topics[topic] = max(self._topics.get(topic, 0), queue_id + 1)
+        else:
+            self._note(topic, queue_id)
         self._last_store_ts = now
         return Appended(
             offset, len(data), create_offset_msg_id(self.store_host, self.store_port, offset), uniq, now
@@ -234,6 +255,8 @@ class StoreWriter:
     def index(self) -> int:
         """Index everything appended so far; returns the number of records read."""
         self._reader.refresh()
+        if self.cq_builder is not None:
+            self.cq_builder.run_once()
         return self.builder.run_once() if self.builder is not None else 0
 
     def close(self) -> None:
@@ -245,10 +268,13 @@ class StoreWriter:
             self._fd = None
         if self.builder is not None:
             self.builder.close()
+        if self.cq_builder is not None:
+            self.cq_builder.close()
         root = self.config.store_path_root_dir
         checkpoint = Checkpoint.read_or_default(self.config.checkpoint_path)
         checkpoint.physic_msg_timestamp = max(checkpoint.physic_msg_timestamp, self._last_store_ts)
-        checkpoint.logics_msg_timestamp = checkpoint.physic_msg_timestamp
+        if self.cq_builder is None:
+            checkpoint.logics_msg_timestamp = checkpoint.physic_msg_timestamp
         checkpoint.write(self.config.checkpoint_path)
         self._write_topics(root / "config" / "topics.json")
         self._reader.close()
