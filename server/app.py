@@ -23,8 +23,15 @@ from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl import AccessValidator
 from server.acl_config import AclConfig
-from server.connection import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HEADER_LENGTH, RemotingConnection
+from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
+from server.connection import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_HEADER_LENGTH,
+    ConnectionLogs,
+    RemotingConnection,
+)
 from server.dispatch import Dispatcher
+from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
 from server.processors.consumer_manage import ConsumerManageProcessor
@@ -50,7 +57,8 @@ FAST_PORT_OFFSET = 2
 _PAIR_ATTEMPTS = 50
 
 #: Default ``--max-connections``: far above what query clients need (each Java client keeps one
-#: connection per broker), low enough that 16 MiB frame buffers cannot add up unnoticed.
+#: connection per broker); ``serve`` lowers it to what the open-file limit allows
+#: (``server.file_budget``), and unfinished frames share one byte budget (``server.buffer_budget``).
 DEFAULT_MAX_CONNECTIONS = 10_000
 
 
@@ -74,6 +82,11 @@ class ServerSettings:
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: Refused connections that may wait for their SYSTEM_BUSY answer at once; None = a tenth of
+    #: ``max_connections``, at least 16 (``server.file_budget``).
+    max_waiting: int | None = None
+    #: Bytes all connections together may hold in unfinished request frames (``server.buffer_budget``).
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     #: ``plain_acl.yml`` in force; None (the default, like the broker's ``aclEnable=false``) = no checks.
     acl: AclConfig | None = None
 
@@ -157,6 +170,7 @@ class QueryServer:
         self.identity: BrokerIdentity | None = None
         self._servers: list[asyncio.Server] = []
         self._connections: set[RemotingConnection] = set()
+        self._connection_logs = ConnectionLogs()
         self._background: list[asyncio.Task[None]] = []
         self.port = 0
         self.fast_port = 0
@@ -164,13 +178,15 @@ class QueryServer:
         limit = self.settings.max_connections
         if limit < 1:
             raise ValueError(f"max_connections must be at least 1, got {limit}")
-        self.refuser = Refuser(limit, max_waiting=max(64, limit // 10))
+        waiting = self.settings.max_waiting
+        self.refuser = Refuser(limit, max_waiting=max_waiting_for(limit) if waiting is None else waiting)
+        self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
 
     # ports ------------------------------------------------------------------------------------
 
     def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
-        if len(self._connections) >= self.settings.max_connections:
+        if len(self._connections) >= self.refuser.limit:
             return self.refuser.connection()
         connection = RemotingConnection(
             self.dispatcher,
@@ -178,6 +194,8 @@ class QueryServer:
             max_header_length=self.settings.max_header_length,
             idle_timeout=self.settings.idle_timeout,
             on_close=self._connections.discard,
+            logs=self._connection_logs,
+            budget=self.buffer_budget,
         )
         self._connections.add(connection)
         return connection
@@ -189,6 +207,7 @@ class QueryServer:
             self.settings.host,
             port,
             reuse_port=self.settings.reuse_port or None,
+            backlog=LISTEN_BACKLOG,
             start_serving=False,
         )
 
@@ -251,6 +270,16 @@ class QueryServer:
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""
         self._background.append(asyncio.get_running_loop().create_task(work()))
+
+    @property
+    def max_connections(self) -> int:
+        """Connections served at once now (``settings.max_connections``, or lower: see below)."""
+        return self.refuser.limit
+
+    def set_max_connections(self, limit: int) -> None:
+        """Serve at most ``limit`` connections from now on (at least 1); connections already open
+        over it are not closed, new ones are refused until they fit (``server.file_budget``)."""
+        self.refuser.limit = max(1, limit)
 
     @property
     def connections(self) -> frozenset[RemotingConnection]:

@@ -12,6 +12,14 @@ Entry 0 is never used (indexCount starts at 1), so a file holds ``index_num - 1`
 ``putKey`` and ``selectPhyOffset`` follows the Java broker exactly, because rebuilt files must be
 byte-identical to the broker's and queries must return the broker's answers; the chain walk also
 refuses to revisit an entry, so a corrupt chain cannot loop.
+
+**Safe length.** The file is mapped whole, and a map touched past the file's current end raises
+SIGBUS (the process dies): ``cp new old`` and ``> old`` truncate the mapped inode before writing it
+again. So whoever reads the map (the chain walk here, or compiled code handed ``buffer``) first
+asks ``intact()``, which compares ``safe_length()`` (``fstat`` on the map's own descriptor, about
+0.5 us) with the size the geometry gives, and leaves the file out while it is short.
+``store.index_service`` does that once per file per query, ``refresh()`` reopens a file whose path
+now names another inode and says once that a file was deleted, cut short or zeroed.
 """
 
 from __future__ import annotations
@@ -112,8 +120,13 @@ class IndexFile:
         try:
             fd = os.open(self.path, flags)
             try:
+                st = os.fstat(fd)
+                if st.st_size != self.size:
+                    raise IndexFileError(f"index file {self.path} changed size while it was opened")
                 access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
                 self._mm: mmap.mmap = mmap.mmap(fd, self.size, access=access)
+                #: The mapped inode: a path that names another one now was replaced (``refresh``).
+                self.inode = st.st_ino
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -166,6 +179,20 @@ class IndexFile:
         return f
 
     # -- reading -----------------------------------------------------------------------------------
+
+    def safe_length(self) -> int:
+        """Bytes of the map that can be read now: the file's current size (at most ``size``)."""
+        if self._closed:
+            return 0
+        try:
+            now = self._mm.size()
+        except (OSError, ValueError):
+            return 0
+        return now if now < self.size else self.size
+
+    def intact(self) -> bool:
+        """The whole map can be read now (the file was not cut short under it); see the docstring."""
+        return self.safe_length() >= self.size
 
     def read_header(self) -> IndexHeader:
         """The header as it is in the file now (a live broker may be updating it)."""

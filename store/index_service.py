@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.index_key import build_index_key, index_key_hash
+from store import sigbus
 from store.config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
 from store.index_file import IndexFile, header_problem, is_time_matched
@@ -61,12 +62,21 @@ class IndexService:
         #: Files left out (wrong size) or untrusted (garbage header), each logged once.
         self.warn = WarnOnce(log)
         self.skipped: dict[str, str] = {}
+        #: indexCount of each read-only file at the last refresh (a count going down is reported).
+        self._seen_count: dict[str, int] = {}
+        sigbus.install()
+        self._faults_seen = sigbus.fault_count()
         self.refresh()
 
     # -- file list -----------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Open files that appeared, forget files that were deleted (names sorted ascending)."""
+        """Open files that appeared, forget files that were deleted (names sorted ascending).
+
+        A known file that was deleted, cut short (``>``, or ``cp`` over it half-way), replaced by
+        another inode, or whose ``indexCount`` went down (zeroed in place) is said once; a short one
+        is left out until it has its size again, a replaced one is reopened.
+        """
         with self._lock:
             try:
                 names = sorted(n for n in os.listdir(self.index_dir) if _INDEX_NAME.match(n))
@@ -75,11 +85,21 @@ class IndexService:
             except OSError as exc:
                 raise IndexFileError(f"cannot list index directory {self.index_dir}: {exc}") from exc
             known = {f.name: f for f in self._files}
+            faults = sigbus.fault_count()
+            if faults != self._faults_seen and not self.writable:
+                # The SIGBUS guard put zero pages into some map (store.sigbus): reopen every file.
+                self._faults_seen = faults
+                for f in known.values():
+                    f.close()
+                known = {}
             files: list[IndexFile] = []
             wrong: list[IndexGeometryError] = []
             sizes: set[int] = set()
             for name in names:
                 f = known.pop(name, None)
+                if f is not None and not self.writable and not self._still_good(f):
+                    f.close()
+                    f = None
                 if f is None:
                     path = self.index_dir / name
                     try:
@@ -94,13 +114,83 @@ class IndexService:
                         sizes.add(size)
                         self.skipped[name] = str(exc)
                         continue
+                    except IndexFileError as exc:
+                        self.warn(f"open:{name}", f"{exc}; left out, retried on the next refresh")
+                        continue
+                    self._seen_count[name] = f.read_header().index_count
                 files.append(f)
             if wrong and not files and len(sizes) == 1:
                 # Every file has the same wrong size: the configuration, not the files, is wrong.
                 raise wrong[0]
             for exc in wrong:
                 self.warn(str(exc), f"{exc}; left out, the other index files still answer")
+            for gone in known.values():
+                self.warn(
+                    f"deleted:{gone.name}:{gone.inode}",
+                    f"index file {gone.path} was deleted while in use: the keys it held are no longer "
+                    "found (rmq-query rebuild-index rebuilds them)",
+                )
+                self._seen_count.pop(gone.name, None)
+                gone.close()
             self._files = files
+
+    def _still_good(self, f: IndexFile) -> bool:
+        """Check a known read-only file before it is used again; say what happened to it, once."""
+        if not f.intact():
+            self.warn(
+                f"short:{f.name}:{f.inode}",
+                f"index file {f.path} was cut short to {f.safe_length()} of {f.size} bytes while in "
+                "use (truncated, or replaced by cp or >): left out until it has its size again",
+            )
+            return False
+        try:
+            inode = os.stat(f.path).st_ino
+        except OSError:
+            return True  # deleted just now: the next refresh says so
+        if inode != f.inode:
+            log.info("index file %s was replaced by another file: reopening it", f.path)
+            return False
+        count = f.read_header().index_count
+        before = self._seen_count.get(f.name, count)
+        self._seen_count[f.name] = count
+        if count < before:
+            last = f is self._files[-1] if self._files else False
+            problem = header_problem(f.read_header(), self.hash_slot_num, self.index_num, last=last)
+            consequence = (
+                f"{problem}: left out of queries" if problem is not None else "queries use what it holds now"
+            )
+            self.warn(
+                f"count-down:{f.name}:{f.inode}",
+                f"index file {f.path}: indexCount went down from {before} to {count} while in use (zeroed "
+                f"or overwritten; a writer only adds entries); {consequence}",
+            )
+            f.warn.mark("header")  # said here: the query walk does not say it again
+        return True
+
+    def audit(self) -> None:
+        """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
+        once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost)."""
+        for f in list(self._files):
+            try:
+                inode = os.stat(f.path).st_ino
+            except FileNotFoundError:
+                what = "deleted"
+            except OSError as exc:
+                what = f"unreadable ({exc.strerror})"
+            else:
+                if inode != f.inode:
+                    what = "replaced by another file"
+                elif not f.intact():
+                    what = f"cut short to {f.safe_length()} of {f.size} bytes"
+                elif f.read_header().index_count < f.header.index_count:
+                    what = "zeroed or overwritten (its header's indexCount went down)"
+                else:
+                    continue
+            self.warn(
+                f"audit:{f.name}:{f.inode}",
+                f"index file {f.path} was {what} while this process builds it: the keys it held are "
+                "lost for queries or a restart (rmq-query rebuild-index rebuilds them)",
+            )
 
     @property
     def files(self) -> list[IndexFile]:
@@ -146,7 +236,7 @@ class IndexService:
     def last_update(self) -> tuple[int, int]:
         """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset): the newest file's end values."""
         last = self.last_file()
-        if last is None:
+        if last is None or not last.intact():
             return 0, 0
         h = last.header
         return h.end_timestamp, h.end_phy_offset
@@ -162,6 +252,14 @@ class IndexService:
         last = len(files) - 1
         for i in range(last, -1, -1):
             f = files[i]
+            if not f.intact():
+                # Cut short under us: reading it could fault (SIGBUS). Left out of this query.
+                f.warn(
+                    "short",
+                    f"index file {f.path} is shorter than its {f.size} bytes now (truncated, or being "
+                    "replaced by cp or >): left out of queries until it is whole again",
+                )
+                continue
             header = f.header
             if i == last:
                 result.index_last_update_timestamp = header.end_timestamp

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
+from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -139,12 +140,22 @@ class MessageStore:
     def _report_markers(self) -> None:
         """Say once what the store's marker files tell: an unclean broker exit, a lost checkpoint."""
         config = self.config
-        if abnormal_exit(config.store_path_root_dir):
+        holder = broker_lock_holder(config.store_path_root_dir)
+        if abnormal_exit(config.store_path_root_dir) and holder is not None:
+            # A running broker keeps ``abort`` until it shuts down cleanly: its layout, not damage.
+            log.info(
+                "a broker (pid %d) is running on this store (it holds %s): %s is its running marker, "
+                "and its pre-created next CommitLog file and unwritten zeros are normal",
+                holder,
+                config.store_path_root_dir / "lock",
+                config.abort_path,
+            )
+        elif abnormal_exit(config.store_path_root_dir):
             self.warn(
                 "abort",
-                f"{config.abort_path} exists: a broker is running on this store or did not shut down "
-                "cleanly; the newest index file may miss its last keys (queries use what it holds; "
-                "rmq-query rebuild-index --follow repairs and completes it)",
+                f"{config.abort_path} exists and no broker holds the store's lock: the last broker "
+                "did not shut down cleanly; the newest index file may miss its last keys (queries use "
+                "what it holds; rmq-query rebuild-index --follow repairs and completes it)",
             )
         if not config.checkpoint_path.exists():
             self.warn(
@@ -203,8 +214,10 @@ class MessageStore:
             offsets.phy_offsets.sort()
             result.index_last_update_timestamp = offsets.index_last_update_timestamp
             result.index_last_update_phyoffset = offsets.index_last_update_phyoffset
+            # One safe-length check per CommitLog file per round, not one per record.
+            records = commitlog.read_records(offsets.phy_offsets)
             for m, offset in enumerate(offsets.phy_offsets):
-                buf = commitlog.read_record(offset)
+                buf = records[m]
                 if buf is not None and record.check(buf, 0, len(buf)) <= 0:
                     buf = None
                 # BODYCRC is not checked here: the broker serves a damaged body as stored, and a
@@ -341,6 +354,7 @@ class MessageStore:
         with self._lock:
             self.commitlog.refresh()
             if self._builder is not None:
+                self.index.audit()
                 read = self._builder.run_once(max_records)
                 if self._cq_builder is not None:
                     cq_read = self._cq_builder.run_once(max_records)

@@ -20,7 +20,7 @@ import time
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import GetRouteInfoRequestHeader
+from protocol.custom_headers import GetRouteInfoRequestHeader, java_string
 from protocol.index_key import java_string_hash
 from protocol.java_hashmap import hashmap_order_by_hash, java_hashmap_order
 from server.faq import suggest_todo
@@ -106,10 +106,11 @@ class NameServerProcessor:
 
     def get_route_info_by_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
-        nums = self.queue_nums_of(header.topic)
+        # A null topic (missing, or empty over ROCKETMQ) names no route: "... the topic: null".
+        nums = None if header.topic is None else self.queue_nums_of(header.topic)
         if nums is None:
             return request.make_response(
-                ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(header.topic)
+                ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(java_string(header.topic))
             )
         route = self._routes.get(nums)
         if route is None:

@@ -19,6 +19,7 @@ from protocol.custom_headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
     is_unique_key_query,
+    java_string,
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.reply import system_error
@@ -97,8 +98,13 @@ class QueryMessageProcessor:
         if is_unique_key_query(request.ext_fields):
             max_num = self._default_query_max_num
         try:
+            # A null topic or key is queried as "null", as the broker's `topic + "#" + key` does.
             result = self._store.query_message(
-                header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
+                java_string(header.topic),
+                java_string(header.key),
+                max_num,
+                header.begin_timestamp,
+                header.end_timestamp,
             )
         except QueryArgumentError as exc:
             # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the
