@@ -87,6 +87,8 @@ def _required(ext_fields: Mapping[str, str] | None, name: str) -> str:
 
 
 def _parse_integer(name: str, value: str, kind: str, bounds: tuple[int, int]) -> int:
+    if len(value) < 10 and value.isascii() and value.isdigit():
+        return int(value)  # the common case: at most 9 ASCII digits fit any Java int or long
     if _JAVA_INTEGER.fullmatch(value) is None:
         raise HeaderFieldError(name, f"is not a valid Java {kind}: {quote_value(value)}")
     # Leading zeros are legal in Java (Long.parseLong("000...7") is 7): only the digits after them
@@ -213,6 +215,11 @@ class ViewMessageRequestHeader:
             offset=_required_long(ext_fields, "offset"),
             topic=_optional(ext_fields, "topic"),
         )
+
+    @staticmethod
+    def offset_from(ext_fields: Mapping[str, str] | None) -> int:
+        """Only ``offset``, by the same rules: all the broker reads (no header object per request)."""
+        return _required_long(ext_fields, "offset")
 
     def to_ext_fields(self) -> dict[str, str]:
         fields = {"offset": str(self.offset)}

@@ -40,6 +40,7 @@ from server.processors.pull_message import PullMessageProcessor
 from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
 from server.processors.queue_offsets import QueueOffsetProcessor
 from server.processors.runtime_info import RuntimeInfoProcessor
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.refusal import Refuser
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
@@ -89,23 +90,31 @@ class ServerSettings:
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     #: ``plain_acl.yml`` in force; None (the default, like the broker's ``aclEnable=false``) = no checks.
     acl: AclConfig | None = None
+    #: Threads for key queries too expensive for the event loop (``server.query_pool``).
+    query_threads: int = DEFAULT_QUERY_THREADS
+    #: Index entries one key query may visit (``server.query_pool``).
+    query_budget: int = DEFAULT_QUERY_BUDGET
 
 
 def build_dispatcher(
     store: StoreWithCommitLog,
     identity: BrokerIdentity,
     settings: ServerSettings,
+    pool: QueryPool | None = None,
     changes: StoreChanges | None = None,
 ) -> Dispatcher:
     """Every processor, registered under the request codes the broker and name server answer.
 
-    ``changes`` wakes held long-polling pulls when the store grows (``server.store_changes``).
+    ``pool`` runs key queries off the event loop (``server.query_pool``); ``changes`` wakes held
+    long-polling pulls when the store grows (``server.store_changes``).
     """
     dispatcher = Dispatcher(AccessValidator(settings.acl) if settings.acl is not None else None)
     query = QueryMessageProcessor(
         store,
         default_query_max_num=settings.default_query_max_num,
         max_frame_length=settings.max_frame_length,
+        pool=pool,
+        budget=settings.query_budget,
     )
     dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
     dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
@@ -175,6 +184,7 @@ class QueryServer:
         self.port = 0
         self.fast_port = 0
         self._stopped = False
+        self.query_pool: QueryPool | None = None
         limit = self.settings.max_connections
         if limit < 1:
             raise ValueError(f"max_connections must be at least 1, got {limit}")
@@ -253,7 +263,10 @@ class QueryServer:
             address=advertise,
             queue_nums=self.settings.queue_nums,
         )
-        self.dispatcher = build_dispatcher(self.store, self.identity, self.settings, self.changes)
+        self.query_pool = QueryPool(self.settings.query_threads)
+        self.dispatcher = build_dispatcher(
+            self.store, self.identity, self.settings, self.query_pool, self.changes
+        )
         for server in self._servers:
             await server.start_serving()
         log.info(
@@ -306,6 +319,8 @@ class QueryServer:
         for server in self._servers:
             await server.wait_closed()
         self._servers = []
+        if self.query_pool is not None:
+            self.query_pool.close()
         log.info("stopped (%d connection(s) closed)", len(connections))
 
     async def __aenter__(self) -> QueryServer:

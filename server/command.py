@@ -31,6 +31,7 @@ from server.app import (
 )
 from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
 from server.file_budget import FileBudget, FileWatch, plan_connections
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from store.commands.arg_types import port_number, seconds_or_off
@@ -116,6 +117,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
         "like the broker); denied requests get NO_PERMISSION (16)",
+    )
+    parser.add_argument(
+        "--query-threads",
+        type=positive_int,
+        default=DEFAULT_QUERY_THREADS,
+        metavar="N",
+        help="threads per process for key queries too long for the event loop (default %(default)s: "
+        "8 + CPUs, the broker's queryMessageThreadPoolNums)",
+    )
+    parser.add_argument(
+        "--query-budget",
+        type=positive_int,
+        default=DEFAULT_QUERY_BUDGET,
+        metavar="N",
+        help="index entries one key query may visit; a walk cut short answers what it found "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--log-level",
@@ -220,6 +237,8 @@ def settings_from(
         max_waiting=budget.max_waiting if budget is not None else None,
         max_buffered_bytes=args.max_buffered_mib * 1024 * 1024,
         acl=acl,
+        query_threads=args.query_threads,
+        query_budget=args.query_budget,
     )
 
 

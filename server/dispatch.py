@@ -33,7 +33,8 @@ from server.reply import system_error
 
 log = logging.getLogger(__name__)
 
-SyncProcessor = Callable[[RemotingCommand], RemotingCommand | None]
+#: A synchronous processor answers at once, or returns an awaitable when it hands the work off.
+SyncProcessor = Callable[[RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
 AsyncProcessor = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
 Processor = SyncProcessor | AsyncProcessor
 #: A processor that also needs the peer's address (``/ip:port``, as Java prints a channel's remote
@@ -115,26 +116,25 @@ class Dispatcher:
                 return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
         if processor is not None:
             try:
-                return processor(request)
+                result = processor(request)
             except Exception as exc:  # every processor failure becomes an answer, as in the broker
                 return self._failure(request, exc)
+            if result is None or type(result) is RemotingCommand:
+                return result
+            # A synchronous processor that decided to finish the work elsewhere (a key query handed
+            # to the query pool) returns an awaitable instead of an answer.
+            return self._guarded(result, request)
         if peer_processor is not None:
             address = java_remote_address(peer or remote_host or "")
-            return self._guarded_with_peer(peer_processor, request, address)
+            return self._guarded(peer_processor(request, address), request)
         assert async_processor is not None
-        return self._guarded(async_processor, request)
+        return self._guarded(async_processor(request), request)
 
-    async def _guarded(self, processor: AsyncProcessor, request: RemotingCommand) -> RemotingCommand | None:
-        try:
-            return await processor(request)
-        except Exception as exc:
-            return self._failure(request, exc)
-
-    async def _guarded_with_peer(
-        self, processor: PeerProcessor, request: RemotingCommand, peer: str
+    async def _guarded(
+        self, pending: Awaitable[RemotingCommand | None], request: RemotingCommand
     ) -> RemotingCommand | None:
         try:
-            return await processor(request, peer)
+            return await pending
         except Exception as exc:
             return self._failure(request, exc)
 

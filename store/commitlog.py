@@ -62,6 +62,7 @@ from pathlib import Path
 from protocol.message_flags import MAGIC_CODE_V1, MAGIC_CODE_V2
 from store import record, sigbus
 from store.errors import CommitLogError
+from store.query_walk import read_records
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
@@ -150,6 +151,8 @@ class CommitLog:
         # (files, starts, views) replaced as one object, so a reader on another thread never pairs
         # one refresh's file list with another's views.
         self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
+        #: The mapped length of each file of ``_snap`` (what ``read_records`` may read), per snapshot.
+        self._snap_lengths: tuple[object, list[int]] = (None, [])
         self._max_offset = 0
         self._settled_end = 0
         #: (offset, size) of the last whole record before ``max_offset``, None when there is none.
@@ -591,34 +594,30 @@ class CommitLog:
         return views[i][pos : pos + size]
 
     def read_records(self, offsets: Sequence[int]) -> list[memoryview | None]:
-        """``read_record`` for each offset, checking each file's safe length once per call."""
+        """The whole, checked record at each offset (``record.check``), or None: a query's records.
+
+        One call for a query's offsets (``store.query_walk.read_records``, compiled when built) over
+        one snapshot of the file list. Each file the offsets can fall in is checked once per call
+        (``safe_length``), and that checked length is all the walk may read of it.
+        """
         files, starts, views = self._snap
-        max_offset = self._max_offset
-        out: list[memoryview | None] = []
-        safe: dict[int, int] = {}
-        for offset in offsets:
-            if offset < 0 or offset >= max_offset:
-                out.append(None)
-                continue
-            i = bisect.bisect_right(starts, offset) - 1
-            if i < 0 or offset >= files[i].end:
-                out.append(None)
-                continue
-            f = files[i]
-            limit = safe.get(i)
-            if limit is None:
+        lengths = self._snap_lengths
+        if lengths[0] is not files:
+            lengths = self._snap_lengths = (files, [f.length for f in files])
+        checked = lengths[1]
+        if offsets and files:
+            # Offsets outside [lo, hi] fall in no file the walk reads (before the first, or not
+            # within a file at all), so only these files need their length checked now.
+            lo = max(bisect.bisect_right(starts, min(offsets)) - 1, 0)
+            hi = max(bisect.bisect_right(starts, max(offsets)) - 1, 0)
+            checked = list(checked)
+            for i in range(lo, hi + 1):
+                f = files[i]
                 now = f.safe_length()
                 if now < f.length:
                     self._shrunk(f, now)
-                limit = safe[i] = min(now, max_offset - f.start)
-            pos = offset - f.start
-            if pos + 4 > limit:
-                out.append(None)
-                continue
-            view = views[i]
-            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
-            out.append(view[pos : pos + size] if 0 < size and pos + size <= limit else None)
-        return out
+                checked[i] = now
+        return read_records(views, starts, checked, self._max_offset, offsets)
 
     def iter_records(
         self, start: int | None = None, end: int | None = None

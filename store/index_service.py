@@ -23,7 +23,7 @@ from protocol.index_key import build_index_key, index_key_hash
 from store import sigbus
 from store.config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
-from store.index_file import IndexFile, header_problem, is_time_matched
+from store.index_file import UNBOUNDED, IndexFile, header_problem, is_time_matched
 from store.warn_once import WarnOnce
 
 _INDEX_NAME = re.compile(r"^\d+$")
@@ -39,6 +39,10 @@ class QueryOffsetResult:
     phy_offsets: list[int] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0
+    #: Index entries the chain walks read.
+    visited: int = 0
+    #: True when the walk stopped at its budget: ``phy_offsets`` holds what was found until then.
+    budget_exhausted: bool = False
 
 
 def index_file_name(millis: int) -> str:
@@ -241,8 +245,16 @@ class IndexService:
         h = last.header
         return h.end_timestamp, h.end_phy_offset
 
-    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
-        """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``."""
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = UNBOUNDED
+    ) -> QueryOffsetResult:
+        """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``.
+
+        The chain walks read at most ``budget`` index entries in all. A walk that runs out is
+        answered the way the broker answers a walk cut short (its ``selectPhyOffset`` and
+        ``queryOffset`` catch, log and return what they hold): the offsets found so far, the
+        last-update values, and no older file searched.
+        """
         max_num = min(max_num, self.max_msgs_num_batch)
         if max_num < 0:
             raise QueryArgumentError(f"Illegal Capacity: {max_num}")
@@ -270,7 +282,16 @@ class IndexService:
                 f.warn("header", f"index file {f.path}: {problem}; the file is left out of queries")
                 continue
             if is_time_matched(header, begin, end):
-                f.select_by_hash(result.phy_offsets, key_hash, max_num, begin, end, header=header)
+                left = budget - result.visited
+                # intact() was checked above: the whole file is the length the walk may read.
+                visited, exhausted = f.walk(
+                    result.phy_offsets, key_hash, max_num, begin, end, header=header, budget=left,
+                    checked_length=f.size,
+                )  # fmt: skip
+                result.visited += visited
+                if exhausted:
+                    result.budget_exhausted = True
+                    break
             if header.begin_timestamp < begin:
                 break
             if len(result.phy_offsets) >= max_num:

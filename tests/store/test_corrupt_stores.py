@@ -89,14 +89,16 @@ def raw_sha(buf: memoryview) -> str:
 def visits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int, int]]]:
     """(file name, entries visited, indexCount) of every chain walk: the bound on a query's work."""
     seen: list[tuple[str, int, int]] = []
-    original = IndexFile.select_by_hash
+    original = IndexFile.walk
 
-    def counting(self: IndexFile, out: list[int], key_hash: int, *args: object, **kw: object) -> int:
-        visited = original(self, out, key_hash, *args, **kw)  # type: ignore[arg-type]
+    def counting(
+        self: IndexFile, out: list[int], key_hash: int, *args: object, **kw: object
+    ) -> tuple[int, bool]:
+        visited, exhausted = original(self, out, key_hash, *args, **kw)  # type: ignore[arg-type]
         seen.append((self.name, visited, self.header.index_count))
-        return visited
+        return visited, exhausted
 
-    monkeypatch.setattr(IndexFile, "select_by_hash", counting)
+    monkeypatch.setattr(IndexFile, "walk", counting)
     yield seen
 
 
