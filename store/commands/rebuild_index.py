@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             return run_spark_rebuild(args, config)
         started = time.perf_counter()
         if not args.follow:
-            status = 0
+            outcome = 0
             if do_index:
                 try:
                     builder = rebuild_index(config, around_gaps=args.index_around_gaps)
@@ -136,25 +136,25 @@ def run(args: argparse.Namespace) -> int:
                     f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
                     f"{_count_files(config.index_dir)} index files in {elapsed:.2f} s"
                 )
-                status = report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
+                outcome = report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
             if do_cq:
                 started = time.perf_counter()
                 try:
                     cq = rebuild_consume_queues(config)
                 except (ConfigError, StoreError, OSError) as exc:
-                    # The index (when asked for) is already in place: say which part is unfinished.
-                    print(f"rebuild-index: consume queues: {exc}", file=sys.stderr)
+                    print(f"rebuild-index: {exc}", file=sys.stderr)
                     print(
-                        f"rebuild-index: {config.store_path_root_dir / 'consumequeue'} is unchanged",
+                        f"rebuild-index: nothing was replaced; {config.consume_queue_dir} is unchanged",
                         file=sys.stderr,
                     )
+                    # The index (when asked for) is already in place: only the queues are unfinished.
                     return EXIT_IN_PLACE_UNFINISHED if do_index else EXIT_NOT_REPLACED
                 elapsed = time.perf_counter() - started
                 print(
                     f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
                     f"{len(cq.queues_built)} queues in {elapsed:.2f} s"
                 )
-            return status
+            return outcome
         interval = args.interval if args.interval is not None else DEFAULT_INTERVAL
         return _follow(config, interval, do_index=do_index, do_cq=do_cq)
     except (ConfigError, StoreError, OSError) as exc:

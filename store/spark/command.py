@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from store.commands.arg_types import positive_int
-from store.commands.rebuild_outcome import EXIT_IN_PLACE_UNFINISHED, report_after_swap
+from store.commands.rebuild_outcome import report_after_swap
 from store.config import StoreConfig
 from store.errors import StoreError
 from store.spark.ranges import DEFAULT_RANGE_BYTES
@@ -86,7 +86,7 @@ def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
 
     only = getattr(args, "only", None)
     out = Path(args.out) if getattr(args, "out", None) else None
-    status = 0
+    outcome = 0
     if only != "consumequeue":
         target = out if out is not None else config.index_dir
         try:
@@ -110,13 +110,10 @@ def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
             f"into {len(result.files)} index files in {result.out_dir} in {result.seconds:.2f} s"
         )
         print("stages: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in result.stage_seconds.items()))
-        status = report_after_swap("rebuild-index", target, result.after_swap)
-    if out is None and only != "index":
-        cq_status = _run_spark_cq(args, config)
-        if cq_status != 0:
-            # The index (when asked for) is in place: only the consume-queue part is unfinished.
-            return EXIT_IN_PLACE_UNFINISHED if only != "consumequeue" else cq_status
-    return status
+        outcome = report_after_swap("rebuild-index", target, result.after_swap)
+    if out is None and only != "index" and outcome == 0:
+        return _run_spark_cq(args, config)
+    return outcome
 
 
 def _run_spark_cq(args: argparse.Namespace, config: StoreConfig) -> int:
