@@ -130,6 +130,20 @@ def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> 
     return CqRangeEntries(rng.index, out, records, rng.end - rng.start)
 
 
+def check_decoded(decoded: list[CqRangeEntries], ranges: list[CommitLogRange]) -> list[str]:
+    """A range that stopped early is corrupt (the job stops), unless its bad record ends the CommitLog
+    (a torn tail: the last range, nothing after it), which is a warning."""
+    warnings: list[str] = []
+    for result in decoded:
+        if result.stopped_at is None:
+            continue
+        rng = ranges[result.index]
+        if result.index != len(ranges) - 1 or result.followed:
+            raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
+        warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
+    return warnings
+
+
 def write_queues(
     groups: Iterable[tuple[tuple[str, int], Iterable[Entry]]], root: str, file_size: int
 ) -> Iterator[tuple[int, int, int]]:
