@@ -10,7 +10,8 @@ reordering it). Bins of 8+ colliding keys turn into trees in Java; no header com
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from protocol.index_key import java_string_hash
 
@@ -24,9 +25,26 @@ def _capacity(size: int) -> int:
     return capacity
 
 
-def _bucket(key: str, mask: int) -> int:
-    h = java_string_hash(key) & 0xFFFFFFFF
+_T = TypeVar("_T")
+
+
+def _spread_bucket(hash_code: int, mask: int) -> int:
+    h = hash_code & 0xFFFFFFFF
     return (h ^ (h >> 16)) & mask
+
+
+def _bucket(key: str, mask: int) -> int:
+    return _spread_bucket(java_string_hash(key), mask)
+
+
+def hashmap_order_by_hash(
+    items: Iterable[_T], hash_code: Callable[[_T], int], capacity: int | None = None
+) -> list[_T]:
+    """``items`` (distinct keys, in insertion order) as a default ``HashMap`` (or one of ``capacity``
+    buckets) iterates them, given each key's Java ``hashCode()``."""
+    item_list = list(items)
+    mask = (capacity or _capacity(len(item_list))) - 1
+    return sorted(item_list, key=lambda item: _spread_bucket(hash_code(item), mask))
 
 
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:

@@ -66,9 +66,12 @@ __all__ = [
     "MAGIC_CODE_V2",
     "MULTI_TAGS_FLAG",
     "NEED_UNWRAP_FLAG",
+    "PHYSICAL_OFFSET_POSITION",
     "PROPERTY_KEYS",
     "PROPERTY_TAGS",
     "PROPERTY_UNIQ_KEY",
+    "QUEUE_ID_POSITION",
+    "QUEUE_OFFSET_POSITION",
     "STOREHOST_V6_FLAG",
     "TRANSACTION_COMMIT_TYPE",
     "TRANSACTION_NOT_TYPE",
@@ -97,6 +100,11 @@ _I64 = struct.Struct(">q")
 #: Offsets of fixed fields that do not move with the host widths.
 _SYS_FLAG_AT = 36
 _PHYSICAL_OFFSET_AT = 28
+#: Where a record's PHYSICALOFFSET (its own CommitLog offset, 8 bytes big endian) starts.
+PHYSICAL_OFFSET_POSITION = _PHYSICAL_OFFSET_AT
+#: Where a record's QUEUEID (4 bytes) and QUEUEOFFSET (8 bytes, big endian) start.
+QUEUE_ID_POSITION = 12
+QUEUE_OFFSET_POSITION = 20
 _BORN_HOST_AT = 48
 _HEAD_SIZE = 40  # up to and including SYSFLAG
 _PROPERTIES_MAX = 0x7FFF  # Java reads PROPLEN as a short

@@ -297,7 +297,7 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if refresh_interval > 0:
-        server.run_in_background(lambda: refresh_forever(store, refresh_interval))
+        server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:
             watched = config
             server.run_in_background(

@@ -263,7 +263,7 @@ class RemotingConnection(asyncio.Protocol):
             # This server never sends requests, so a response has nobody waiting for it.
             log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, self._peer)
             return
-        result = self._dispatcher.dispatch(request, self._remote_host)
+        result = self._dispatcher.dispatch(request, self._remote_host, self._peer)
         if result is None:
             return
         if isinstance(result, RemotingCommand):

@@ -28,8 +28,10 @@ def _broker_data(identity: BrokerIdentity) -> dict[str, object]:
     }
 
 
-def topic_route_json(identity: BrokerIdentity) -> bytes:
-    """``TopicRouteData`` for a topic served by this one broker (every topic looks the same)."""
+def topic_route_json(identity: BrokerIdentity, queue_nums: int | None = None) -> bytes:
+    """``TopicRouteData`` for a topic served by this one broker with ``queue_nums`` read and write
+    queues (the identity's default when None)."""
+    nums = identity.queue_nums if queue_nums is None else queue_nums
     return _encode(
         {
             "brokerDatas": [_broker_data(identity)],
@@ -38,9 +40,9 @@ def topic_route_json(identity: BrokerIdentity) -> bytes:
                 {
                     "brokerName": identity.broker_name,
                     "perm": identity.perm,
-                    "readQueueNums": identity.queue_nums,
+                    "readQueueNums": nums,
                     "topicSysFlag": 0,
-                    "writeQueueNums": identity.queue_nums,
+                    "writeQueueNums": nums,
                 }
             ],
         }
@@ -55,3 +57,8 @@ def cluster_info_json(identity: BrokerIdentity) -> bytes:
             "clusterAddrTable": {identity.cluster: [identity.broker_name]},
         }
     )
+
+
+def topic_list_json(topics: list[str]) -> bytes:
+    """``TopicList`` as the name server writes it (``brokerAddr`` null, so absent)."""
+    return _encode({"topicList": topics})

@@ -92,7 +92,7 @@ class QueueTable:
             queue = self._queues.get(key)
             if queue is not None:
                 return queue
-            exists = queue_id >= 0 and _safe_name(topic) and (self.root / topic / str(queue_id)).is_dir()
+            exists = queue_id >= 0 and _safe_name(topic) and _is_dir(self.root / topic / str(queue_id))
             queue = ConsumeQueue(
                 self.root if exists else None,
                 topic,
@@ -115,6 +115,14 @@ class QueueTable:
             for queue in self._queues.values():
                 queue.close()
             self._queues.clear()
+
+
+def _is_dir(path: Path) -> bool:
+    """``path.is_dir()``, false also where the name cannot exist (ENAMETOOLONG from a request)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _safe_name(topic: str) -> bool:

@@ -23,7 +23,12 @@ from pathlib import Path
 
 from store.checkpoint import abnormal_exit
 from store.commands.arg_types import positive_seconds
-from store.commands.rebuild_outcome import EXIT_CODES, EXIT_NOT_REPLACED, report_after_swap
+from store.commands.rebuild_outcome import (
+    EXIT_CODES,
+    EXIT_IN_PLACE_UNFINISHED,
+    EXIT_NOT_REPLACED,
+    report_after_swap,
+)
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.commitlog import CommitLog
 from store.config import ConfigError, StoreConfig
@@ -147,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
                         f"rebuild-index: nothing was replaced; {config.consume_queue_dir} is unchanged",
                         file=sys.stderr,
                     )
-                    return EXIT_NOT_REPLACED
+                    # The index (when asked for) is already in place: only the queues are unfinished.
+                    return EXIT_IN_PLACE_UNFINISHED if do_index else EXIT_NOT_REPLACED
                 elapsed = time.perf_counter() - started
                 print(
                     f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
