@@ -58,6 +58,8 @@ class RequestCode(IntEnum):
     #: not supported, since QUERY_TOPIC_CONSUME_BY_WHO reports no groups).
     GET_CONSUMER_CONNECTION_LIST = 203
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
 
 
 class ResponseCode(IntEnum):
@@ -67,6 +69,7 @@ class ResponseCode(IntEnum):
     SYSTEM_ERROR = 1
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
+    MESSAGE_ILLEGAL = 13
     NO_PERMISSION = 16
     TOPIC_NOT_EXIST = 17
     QUERY_NOT_FOUND = 22

@@ -22,6 +22,8 @@ DEFAULT_MAX_MSGS_NUM_BATCH = 64
 DEFAULT_QUERY_MAX_NUM = 32
 DEFAULT_LISTEN_PORT = 10911
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
+#: ``maxMessageSize``: the largest body (a batch: the whole batch body) a SEND may carry, inclusive.
+DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024 * 4
 
 INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
@@ -134,6 +136,9 @@ class StoreConfig:
     broker_ip1: str = dataclasses.field(default_factory=_default_ip)
     max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH
     default_query_max_num: int = DEFAULT_QUERY_MAX_NUM
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: ``autoCreateTopicEnable``: a SEND to an unknown topic creates it from TBW102 (write path only).
+    auto_create_topic_enable: bool = True
 
     def __post_init__(self) -> None:
         for name in ("mapped_file_size_commit_log", "max_hash_slot_num", "max_index_num"):
@@ -201,12 +206,17 @@ class StoreConfig:
             "listenPort": "listen_port",
             "maxMsgsNumBatch": "max_msgs_num_batch",
             "defaultQueryMaxNum": "default_query_max_num",
+            "maxMessageSize": "max_message_size",
         }
         for key, name in ints.items():
             if key in props:
                 values[name] = _parse_int(key, props[key])
-        if "messageIndexEnable" in props:
-            values["message_index_enable"] = _parse_bool("messageIndexEnable", props["messageIndexEnable"])
+        for key, name in (
+            ("messageIndexEnable", "message_index_enable"),
+            ("autoCreateTopicEnable", "auto_create_topic_enable"),
+        ):
+            if key in props:
+                values[name] = _parse_bool(key, props[key])
         for key, name in (
             ("brokerName", "broker_name"),
             ("brokerClusterName", "broker_cluster_name"),

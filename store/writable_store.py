@@ -1,0 +1,139 @@
+"""The write path's store: one writer, the topic table, dispatch to the index, scheduled deliveries.
+
+``serve --writable`` and the test kit put records through here. After every append the new records
+are dispatched at once, as the broker's reput does: the IndexFiles get their keys (the same index
+builder that ``rebuild-index`` uses, so the bytes are the broker's) and the query side's CommitLog
+view is refreshed, so a message is queryable by key, unique key and offset id as soon as its SEND is
+answered. Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their
+real topic when due by ``deliver_due`` (the caller's timer drives it; deliveries still pending when
+the store is closed are not kept, unlike the broker's ``delayOffset.json``).
+
+One process writes: the writer holds the store's ``lock`` file for as long as this store is open.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+
+from protocol.message import decode_message
+from store.config import StoreConfig
+from store.errors import StoreError
+from store.message_store import MessageStore
+from store.put_message import (
+    PROPERTY_DELAY,
+    SCHEDULE_TOPIC,
+    delivery_record,
+    delivery_time,
+)
+from store.topic_config import TopicConfig, TopicTable, startup_topics
+from store.writer import Appended, StoreRecord, StoreWriter
+
+
+class WritableStore:
+    """A store opened for writing and querying at once."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], int] | None = None,
+        store_host: str | None = None,
+        store_port: int | None = None,
+        auto_create_topics: bool | None = None,
+    ) -> None:
+        self.config = config
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.auto_create_topics = (
+            config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
+        )
+        self.writer = StoreWriter(
+            config, store_host=store_host, store_port=store_port, clock=self._clock, index=False
+        )
+        try:
+            self.reader = MessageStore.open(config, build_index=config.message_index_enable)
+            self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
+        except BaseException:
+            self.writer.close()
+            raise
+        if not self.topics.topics:
+            for topic in startup_topics(
+                config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
+            ):
+                self.topics.put(topic, self._clock())
+            self.topics.save()
+        #: (due time in ms, CommitLog offset of the scheduled record)
+        self._scheduled: list[tuple[int, int]] = []
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def create_topic(self, topic: str, queue_nums: int = 4, perm: int = 6) -> TopicConfig:
+        """Create (or replace) a topic, as ``mqadmin updateTopic`` would; saved at once."""
+        config = TopicConfig(topic, queue_nums, queue_nums, perm)
+        self.topics.put(config, self._clock())
+        self.topics.save()
+        return config
+
+    def create_topic_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int
+    ) -> TopicConfig | None:
+        """A SEND to an unknown topic: create it from ``default_topic`` if that is allowed."""
+        return self.topics.create_in_send(
+            topic, default_topic, client_queue_nums, self._clock(), auto_create=self.auto_create_topics
+        )
+
+    def topic_names(self) -> set[str]:
+        """Every topic this store routes: the topic table plus the topics of the records in it."""
+        return set(self.topics.topics) | self.reader.topics()
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def put(self, records: list[StoreRecord]) -> list[Appended]:
+        """Append records (one store timestamp, consecutive offsets) and dispatch them at once."""
+        appended = self.writer.put_batch(records)
+        self.dispatch()
+        for rec, done in zip(records, appended, strict=True):
+            if rec.topic == SCHEDULE_TOPIC:
+                level = rec.queue_id + 1
+                heapq.heappush(self._scheduled, (delivery_time(level, done.store_timestamp), done.offset))
+        return appended
+
+    def dispatch(self) -> None:
+        """The reput: bring the index and the query side up to the end of the CommitLog."""
+        self.reader.refresh()
+
+    def next_delivery(self) -> int | None:
+        """When the next scheduled message is due (ms), or None."""
+        return self._scheduled[0][0] if self._scheduled else None
+
+    def deliver_due(self, now_ms: int | None = None) -> list[Appended]:
+        """Deliver every scheduled message due by ``now_ms`` into its real topic."""
+        now = self._clock() if now_ms is None else now_ms
+        delivered: list[Appended] = []
+        while self._scheduled and self._scheduled[0][0] <= now:
+            _, offset = heapq.heappop(self._scheduled)
+            buf = self.reader.view_message(offset)
+            if buf is None:
+                raise StoreError(f"scheduled record at {offset} is gone")
+            scheduled = decode_message(buf, decompress=False)
+            if PROPERTY_DELAY not in scheduled.properties:
+                continue
+            delivered += self.put([delivery_record(scheduled)])
+        return delivered
+
+    def close(self) -> None:
+        """Flush the index, then the writer (checkpoint, topic table, abort marker, lock)."""
+        try:
+            self.reader.close()
+        finally:
+            self.writer.close()
+
+    def __enter__(self) -> WritableStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
