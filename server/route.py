@@ -28,8 +28,11 @@ def _broker_data(identity: BrokerIdentity) -> dict[str, object]:
     }
 
 
-def topic_route_json(identity: BrokerIdentity) -> bytes:
-    """``TopicRouteData`` for a topic served by this one broker (every topic looks the same)."""
+def topic_route_json(
+    identity: BrokerIdentity, read_queue_nums: int | None = None, write_queue_nums: int | None = None
+) -> bytes:
+    """``TopicRouteData`` for a topic served by this one broker (by default every topic looks the same;
+    the write path passes the topic's own queue counts)."""
     return _encode(
         {
             "brokerDatas": [_broker_data(identity)],
@@ -38,9 +41,9 @@ def topic_route_json(identity: BrokerIdentity) -> bytes:
                 {
                     "brokerName": identity.broker_name,
                     "perm": identity.perm,
-                    "readQueueNums": identity.queue_nums,
+                    "readQueueNums": identity.queue_nums if read_queue_nums is None else read_queue_nums,
                     "topicSysFlag": 0,
-                    "writeQueueNums": identity.queue_nums,
+                    "writeQueueNums": identity.queue_nums if write_queue_nums is None else write_queue_nums,
                 }
             ],
         }

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from protocol.message import decode_message
+from store.checkpoint import Checkpoint
 from store.config import StoreConfig
 from store.errors import StoreError
 from store.message_store import MessageStore
@@ -45,17 +46,31 @@ class WritableStore:
     ) -> None:
         self.config = config
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        #: (due time in ms, CommitLog offset of the scheduled record)
+        self._scheduled: list[tuple[int, int]] = []
+        self.closed = False
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
         )
-        self.writer = StoreWriter(
-            config, store_host=store_host, store_port=store_port, clock=self._clock, index=False
-        )
+        config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+        if not config.checkpoint_path.exists():
+            Checkpoint().write(config.checkpoint_path)
+        # The query side is opened before the writer marks the store in use (its builder must see
+        # only an abort marker a crashed writer left) but indexes nothing until the writer holds the
+        # store's lock: a store a broker owns is refused before anything is written.
+        self.reader = MessageStore.open(config, build_index=config.message_index_enable, catch_up=False)
         try:
-            self.reader = MessageStore.open(config, build_index=config.message_index_enable)
+            self.writer = StoreWriter(
+                config, store_host=store_host, store_port=store_port, clock=self._clock, index=False
+            )
+        except BaseException:
+            self.reader.close()
+            raise
+        try:
+            self.reader.refresh()
             self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
         except BaseException:
-            self.writer.close()
+            self.close()
             raise
         if not self.topics.topics:
             for topic in startup_topics(
@@ -63,8 +78,6 @@ class WritableStore:
             ):
                 self.topics.put(topic, self._clock())
             self.topics.save()
-        #: (due time in ms, CommitLog offset of the scheduled record)
-        self._scheduled: list[tuple[int, int]] = []
 
     # -- topics --------------------------------------------------------------------------------------
 
@@ -90,6 +103,11 @@ class WritableStore:
         """Every topic this store routes: the topic table plus the topics of the records in it."""
         return set(self.topics.topics) | self.reader.topics()
 
+    def set_store_address(self, host: str, port: int) -> None:
+        """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
+        self.writer.store_host = host
+        self.writer.store_port = port
+
     # -- writing -------------------------------------------------------------------------------------
 
     def put(self, records: list[StoreRecord]) -> list[Appended]:
@@ -112,6 +130,8 @@ class WritableStore:
 
     def deliver_due(self, now_ms: int | None = None) -> list[Appended]:
         """Deliver every scheduled message due by ``now_ms`` into its real topic."""
+        if self.closed:
+            return []
         now = self._clock() if now_ms is None else now_ms
         delivered: list[Appended] = []
         while self._scheduled and self._scheduled[0][0] <= now:
@@ -127,6 +147,9 @@ class WritableStore:
 
     def close(self) -> None:
         """Flush the index, then the writer (checkpoint, topic table, abort marker, lock)."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.reader.close()
         finally:
