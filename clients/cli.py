@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "query-uniq": "clients.commands.query_uniq",
     "bench": "clients.commands.bench",
     "demo-store": "store.commands.demo_store",
+    "make-store": "store.commands.make_store",
     "rebuild-index": "store.commands.rebuild_index",
     "fsck": "store.commands.fsck",
     "export-keys": "store.commands.export_keys",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -23,10 +23,13 @@ from clients.route import TopicRouteData, decode_route
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import GetRouteInfoRequestHeader
-from protocol.java_hashmap import JavaHashMap
 from protocol.message_id import UniqueIdGenerator
-from protocol.message_properties import properties_to_string
-from protocol.send_message import SendMessageRequestHeader, SendMessageResponseHeader, encode_batch_body
+from protocol.send_message import (
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    client_properties,
+    encode_batch_body,
+)
 
 AUTO_CREATE_TOPIC = "TBW102"
 #: ``DefaultMQProducer.defaultTopicQueueNums``.
@@ -53,28 +56,6 @@ class OutgoingMessage:
     tags: str | None = None
     properties: Mapping[str, str] | None = None
     flag: int = 0
-
-
-def message_properties(
-    keys: str | Iterable[str] | None,
-    tags: str | None,
-    properties: Mapping[str, str] | None,
-    unique_key: str,
-    delay_level: int = 0,
-) -> str:
-    """The properties string a Java client sends (HashMap order; ``WAIT=true``; ``UNIQ_KEY``)."""
-    props = JavaHashMap()
-    if tags is not None:
-        props.put("TAGS", tags)
-    if keys is not None:
-        props.put("KEYS", keys if isinstance(keys, str) else " ".join(keys))
-    props.put("WAIT", "true")
-    if delay_level:
-        props.put("DELAY", str(delay_level))
-    for name, value in (properties or {}).items():
-        props.put(name, value)
-    props.put("UNIQ_KEY", unique_key)
-    return properties_to_string(props.ordered())
 
 
 class Producer:
@@ -193,7 +174,7 @@ class Producer:
         """Send one message (SEND_MESSAGE_V2); a oneway send returns None."""
         addr, broker_name, qid = await self._target(topic, queue_id)
         unique = self._ids.next_id()
-        props = message_properties(keys, tags, properties, unique, delay_level)
+        props = client_properties(keys, tags, properties, unique, delay_level)
         fields = self._header(topic, qid, props, broker_name).to_ext_fields(v2=True)
         if oneway:
             await self.client.invoke_oneway(addr, RequestCode.SEND_MESSAGE_V2, fields, body)
@@ -211,7 +192,7 @@ class Producer:
         uniques = [self._ids.next_id() for _ in messages]
         body = encode_batch_body(
             [
-                (m.flag, m.body, _as_mapping(message_properties(m.keys, m.tags, m.properties, u)))
+                (m.flag, m.body, _as_mapping(client_properties(m.keys, m.tags, m.properties, u)))
                 for m, u in zip(messages, uniques, strict=True)
             ]
         )

@@ -84,6 +84,7 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "properties_to_string",
+    "raw_properties",
     "read_index_fields",
     "string_to_properties",
 ]
@@ -367,6 +368,12 @@ def decode_messages(
         messages.append(message)
         offset += message.store_size
     return messages
+
+
+def raw_properties(buf: bytes | bytearray | memoryview, offset: int = 0) -> bytes:
+    """The record's properties bytes exactly as stored (a dict loses repeated names and their order)."""
+    layout = _layout(buf, offset)
+    return bytes(buf[layout.props_start : layout.props_start + layout.props_len])
 
 
 class IndexFields(NamedTuple):

@@ -15,7 +15,7 @@ request code.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Self
 
@@ -28,7 +28,7 @@ from protocol.custom_headers import (
     java_parse_boolean,
 )
 from protocol.errors import MessageDecodeError
-from protocol.java_hashmap import as_java_hashmap
+from protocol.java_hashmap import JavaHashMap, as_java_hashmap
 from protocol.message_properties import properties_to_string
 
 #: The V2 header's one-letter names, in the order of ``SendMessageRequestHeaderV2``.
@@ -206,3 +206,27 @@ def encode_batch_body(messages: list[tuple[int, bytes, Mapping[str, str]]]) -> b
         total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
         parts.append(_BATCH_HEAD.pack(total, 0, 0, flag, len(body)) + body + _I16.pack(len(props)) + props)
     return b"".join(parts)
+
+
+def client_properties(
+    keys: str | Iterable[str] | None,
+    tags: str | None,
+    properties: Mapping[str, str] | None,
+    unique_key: str | None,
+    delay_level: int = 0,
+) -> str:
+    """The properties string a Java producer sends: its ``HashMap`` (TAGS, KEYS, ``WAIT=true``,
+    DELAY, the user's, UNIQ_KEY) serialized in Java's order."""
+    props = JavaHashMap()
+    if tags is not None:
+        props.put("TAGS", tags)
+    if keys is not None:
+        props.put("KEYS", keys if isinstance(keys, str) else " ".join(keys))
+    props.put("WAIT", "true")
+    if delay_level:
+        props.put("DELAY", str(delay_level))
+    for name, value in (properties or {}).items():
+        props.put(name, value)
+    if unique_key is not None:
+        props.put("UNIQ_KEY", unique_key)
+    return properties_to_string(props.ordered())
