@@ -110,9 +110,9 @@ class WritableStore:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def put(self, records: list[StoreRecord]) -> list[Appended]:
+    def put(self, records: list[StoreRecord], *, store_timestamp: int | None = None) -> list[Appended]:
         """Append records (one store timestamp, consecutive offsets) and dispatch them at once."""
-        appended = self.writer.put_batch(records)
+        appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
         self.dispatch()
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:
