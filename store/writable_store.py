@@ -5,8 +5,9 @@ are dispatched at once, as the broker's reput does: the IndexFiles get their key
 builder that ``rebuild-index`` uses, so the bytes are the broker's) and the query side's CommitLog
 view is refreshed, so a message is queryable by key, unique key and offset id as soon as its SEND is
 answered. Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their
-real topic when due by ``deliver_due`` (the caller's timer drives it; deliveries still pending when
-the store is closed are not kept, unlike the broker's ``delayOffset.json``).
+real topic when due by ``deliver_due`` (the caller's timer drives it). How far each level was
+delivered is kept in ``config/delayOffset.json`` as the broker keeps it, so neither a restart here
+nor a Java broker opening the store delivers a message twice, and pending ones are delivered after.
 
 One process writes: the writer holds the store's ``lock`` file for as long as this store is open.
 """
@@ -17,9 +18,10 @@ import heapq
 import time
 from collections.abc import Callable
 
-from protocol.message import decode_message
+from protocol.message import decode_message, read_index_fields
 from store.checkpoint import Checkpoint
 from store.config import StoreConfig
+from store.delay_offset import read_delay_offsets, write_delay_offsets
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.put_message import (
@@ -46,8 +48,10 @@ class WritableStore:
     ) -> None:
         self.config = config
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
-        #: (due time in ms, CommitLog offset of the scheduled record)
-        self._scheduled: list[tuple[int, int]] = []
+        #: (due time in ms, CommitLog offset, delay level, offset in the level's schedule queue)
+        self._scheduled: list[tuple[int, int, int, int]] = []
+        self._delay_path = config.store_path_root_dir / "config" / "delayOffset.json"
+        self._delay_offsets: dict[int, int] = {}
         self.closed = False
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
@@ -55,20 +59,27 @@ class WritableStore:
         config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
         if not config.checkpoint_path.exists():
             Checkpoint().write(config.checkpoint_path)
-        # The query side is opened before the writer marks the store in use (its builder must see
-        # only an abort marker a crashed writer left) but indexes nothing until the writer holds the
-        # store's lock: a store a broker owns is refused before anything is written.
-        self.reader = MessageStore.open(config, build_index=config.message_index_enable, catch_up=False)
+        # The writer takes the store's lock first (a store a broker or another writer holds is
+        # refused before anything is read or written); the store is marked in use only after the
+        # query side has opened, whose index builder must see only a marker a crashed writer left.
+        self.writer = StoreWriter(
+            config,
+            store_host=store_host,
+            store_port=store_port,
+            clock=self._clock,
+            index=False,
+            mark_in_use=False,
+        )
         try:
-            self.writer = StoreWriter(
-                config, store_host=store_host, store_port=store_port, clock=self._clock, index=False
-            )
+            self.reader = MessageStore.open(config, build_index=config.message_index_enable)
         except BaseException:
-            self.reader.close()
+            self.writer.close()
             raise
+        self.writer.mark_in_use()
         try:
-            self.reader.refresh()
             self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
+            self._delay_offsets = read_delay_offsets(self._delay_path)
+            self._rearm_scheduled()
         except BaseException:
             self.close()
             raise
@@ -116,9 +127,23 @@ class WritableStore:
         self.dispatch()
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:
-                level = rec.queue_id + 1
-                heapq.heappush(self._scheduled, (delivery_time(level, done.store_timestamp), done.offset))
+                self._schedule(rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset)
         return appended
+
+    def _schedule(self, level: int, store_timestamp: int, offset: int, queue_offset: int) -> None:
+        due = delivery_time(level, store_timestamp)
+        heapq.heappush(self._scheduled, (due, offset, level, queue_offset))
+
+    def _rearm_scheduled(self) -> None:
+        """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart."""
+        for offset, buf in self.reader.commitlog.iter_records():
+            fields = read_index_fields(buf, 0)
+            if fields.topic != SCHEDULE_TOPIC:
+                continue
+            msg = decode_message(buf, read_body=False)
+            level = msg.queue_id + 1
+            if msg.queue_offset >= self._delay_offsets.get(level, 0):
+                self._schedule(level, msg.store_timestamp, offset, msg.queue_offset)
 
     def dispatch(self) -> None:
         """The reput: bring the index and the query side up to the end of the CommitLog."""
@@ -135,14 +160,15 @@ class WritableStore:
         now = self._clock() if now_ms is None else now_ms
         delivered: list[Appended] = []
         while self._scheduled and self._scheduled[0][0] <= now:
-            _, offset = heapq.heappop(self._scheduled)
+            _, offset, level, queue_offset = heapq.heappop(self._scheduled)
             buf = self.reader.view_message(offset)
             if buf is None:
                 raise StoreError(f"scheduled record at {offset} is gone")
             scheduled = decode_message(buf, decompress=False)
-            if PROPERTY_DELAY not in scheduled.properties:
-                continue
-            delivered += self.put([delivery_record(scheduled)])
+            if PROPERTY_DELAY in scheduled.properties:
+                delivered += self.put([delivery_record(scheduled)])
+            self._delay_offsets[level] = max(self._delay_offsets.get(level, 0), queue_offset + 1)
+            write_delay_offsets(self._delay_path, self._delay_offsets)
         return delivered
 
     def close(self) -> None:
@@ -151,6 +177,8 @@ class WritableStore:
             return
         self.closed = True
         try:
+            if self._delay_offsets or self._delay_path.exists():
+                write_delay_offsets(self._delay_path, self._delay_offsets)
             self.reader.close()
         finally:
             self.writer.close()

@@ -117,6 +117,7 @@ class StoreWriter:
         unique_ids: UniqueIdGenerator | None = None,
         index_now: Callable[[], int] | None = None,
         index: bool = True,
+        mark_in_use: bool = True,
     ) -> None:
         self.config = config
         self.store_host = store_host or config.broker_ip1
@@ -148,7 +149,13 @@ class StoreWriter:
             else None
         )
         # Marked in use only now: the builder above must see only a marker a crashed writer left.
-        create_abort_marker(root)
+        if mark_in_use:
+            self.mark_in_use()
+
+    def mark_in_use(self) -> None:
+        """Create the ``abort`` marker (removed by ``close``): until then a crash leaves no trace of
+        this writer, so call it once whatever reads the store's markers at start-up has done so."""
+        create_abort_marker(self.config.store_path_root_dir)
 
     # -- files ---------------------------------------------------------------------------------------
 
@@ -368,7 +375,7 @@ class StoreWriter:
         self._write_topics(root / "config" / "topics.json")
         self._reader.close()
         remove_abort_marker(root)
-        os.close(self._lock_fd)
+        _unlock_store(root, self._lock_fd)
 
     def _write_topics(self, path: Path) -> None:
         """Add every topic written that the table lacks (queue count: the highest queue id used + 1,
@@ -401,15 +408,30 @@ def _unique_key(properties: str | bytes) -> str | None:
     return string_to_properties(properties).get(PROPERTY_UNIQ_KEY) if properties else None
 
 
+#: Stores this process holds the lock of: POSIX locks belong to the process, so a second writer in
+#: the same process would get the lock again without this.
+_HELD: set[str] = set()
+
+
 def _lock_store(root: Path) -> int:
     """Hold ``root/lock`` exclusively (``fcntl.lockf``: the POSIX lock Java's ``FileChannel.tryLock``
     takes), so a broker and a second writer are kept out while this writer is open."""
-    fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    path = root / "lock"
+    key = str(path.resolve())
+    if key in _HELD:
+        raise WriterLockedError(f"{path} is held by another writer in this process")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         os.close(fd)
         raise WriterLockedError(
-            f"{root / 'lock'} is locked by another process (a running broker or another writer): {exc}"
+            f"{path} is locked by another process (a running broker or another writer): {exc}"
         ) from None
+    _HELD.add(key)
     return fd
+
+
+def _unlock_store(root: Path, fd: int) -> None:
+    _HELD.discard(str((root / "lock").resolve()))
+    os.close(fd)
