@@ -132,7 +132,7 @@ def main() -> int:
         summary["sent"] = len(sends)
         summary["send_ok"] = sum(1 for s in sends if s.get("sendStatus") == "SEND_OK")
         summary["sendprobe"] = [
-            {k: line.get(k) for k in ("step", "sendStatus", "code", "queueOffset") if k in line}
+            {k: line.get(k) for k in ("step", "sendStatus", "responseCode", "queueOffset") if k in line}
             for line in probe_lines
             if "step" in line
         ]
