@@ -110,10 +110,6 @@ class WritableStore:
             topic, default_topic, client_queue_nums, self._clock(), auto_create=self.auto_create_topics
         )
 
-    def topic_names(self) -> set[str]:
-        """Every topic this store routes: the topic table plus the topics of the records in it."""
-        return set(self.topics.topics) | self.reader.topics()
-
     def set_store_address(self, host: str, port: int) -> None:
         """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
         self.writer.store_host = host

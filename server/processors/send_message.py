@@ -11,6 +11,7 @@ connection drops answers to oneway requests).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Callable
@@ -95,7 +96,7 @@ class SendMessageProcessor:
         if checked.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS_FLAG
         if queue_id != header.queue_id or sys_flag != header.sys_flag:
-            header = _replace(header, queue_id=queue_id, sys_flag=sys_flag)
+            header = dataclasses.replace(header, queue_id=queue_id, sys_flag=sys_flag)
         body = bytes(request.body) if request.body is not None else b""
         ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1])
         try:
@@ -164,9 +165,3 @@ class SendMessageProcessor:
                 f"Producer: {born[0]}:{born[1]}",
             )
         return config
-
-
-def _replace(header: SendMessageRequestHeader, **changes: int) -> SendMessageRequestHeader:
-    from dataclasses import replace
-
-    return replace(header, **changes)
