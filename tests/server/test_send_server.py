@@ -185,3 +185,34 @@ async def test_read_only_server_refuses_sends(tmp_path: Path) -> None:
             assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
             await client.close()
     assert list((tmp_path / "s" / "commitlog").iterdir()) == []
+
+
+async def test_the_one_liner_for_other_test_suites_prints_the_address(tmp_path: Path) -> None:
+    """``serve --writable --demo --port 0`` prints ``NAMESRV_ADDR=HOST:PORT`` and serves sends there."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+    from tests.server.serve_process import PROCESS_TIMEOUT
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "clients.cli", "serve", "--writable", "--demo", "--store", str(tmp_path / "d"),
+        "--port", "0", cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode().strip()
+        assert line.startswith("NAMESRV_ADDR=127.0.0.1:"), line
+        addr = line.split("=", 1)[1]
+        async with Producer(addr) as producer, QueryAdmin(addr) as admin:
+            sent = await producer.send("DemoOrders", b"from another suite", keys="suite-1")
+            (found,) = (await admin.query_by_key("DemoOrders", "suite-1")).messages
+            assert sent is not None and found.unique_key == sent.msg_id
+            assert (await admin.query_by_key("DemoOrders", "order-3")).messages, "the demo's messages too"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
