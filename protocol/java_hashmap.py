@@ -63,7 +63,8 @@ class JavaHashMap:
     def put(self, key: str, value: str) -> None:
         """``HashMap.put``: a present key keeps its place, a new one is appended (and may grow the table)."""
         self._items[key] = value
-        self._capacity = max(self._capacity, _capacity(len(self._items)))
+        if len(self._items) > self._capacity * 3 // 4:
+            self._capacity *= 2
 
     def remove(self, key: str) -> str | None:
         """``HashMap.remove``: the table keeps its size."""

@@ -52,6 +52,8 @@ from store.index_builder import IndexBuilder
 from store.topic_config import TopicConfig, TopicTable
 
 _BLANK = struct.Struct(">ii")
+#: QUEUEOFFSET and PHYSICALOFFSET, back to back at byte 20 of a record.
+_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,15 +258,17 @@ class StoreWriter:
         if not recs:
             return []
         now = self._clock() if store_timestamp is None else store_timestamp
-        # Sizes do not depend on the offsets, so encode once to learn the total, then place.
-        sized = [len(self._encode(rec, now, 0)[0]) for rec in recs]
-        offset = self._place(sum(sized))
+        # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
+        # and physical offsets (as doAppend patches the pre-encoded buffer).
+        chunks = [bytearray(self._encode(rec, now, 0)[0]) for rec in recs]
+        offset = self._place(sum(len(c) for c in chunks))
         out: list[Appended] = []
-        chunks: list[bytes] = []
-        for rec, size in zip(recs, sized, strict=True):
-            data, queue_offset = self._encode(rec, now, offset)
-            assert len(data) == size
-            chunks.append(data)
+        for rec, data in zip(recs, chunks, strict=True):
+            size = len(data)
+            queue_offset = (
+                0 if _skips_queue(rec.sys_flag) else self._queue_offsets.get((rec.topic, rec.queue_id), 0)
+            )
+            _QUEUE_AND_PHYSICAL_OFFSET.pack_into(data, 20, queue_offset, offset)
             host = rec.store_host or self.store_host
             port = self.store_port if rec.store_port is None else rec.store_port
             out.append(
