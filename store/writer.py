@@ -284,10 +284,19 @@ class StoreWriter:
             self._note(rec.topic, rec.queue_id, rec.sys_flag)
             offset += size
         start = self._position - self._position % self.file_size
-        os.pwrite(self._file_for(start), b"".join(chunks), self._position - start)
+        try:
+            os.pwrite(self._file_for(start), b"".join(chunks), self._position - start)
+        except OSError:
+            for rec in recs:  # nothing was stored: the queue offsets taken are given back
+                self._unnote(rec.topic, rec.queue_id, rec.sys_flag)
+            raise
         self._position = offset
         self._last_store_ts = now
         return out
+
+    def _unnote(self, topic: str, queue_id: int, sys_flag: int) -> None:
+        if not _skips_queue(sys_flag):
+            self._queue_offsets[(topic, queue_id)] -= 1
 
     def _note(self, topic: str, queue_id: int, sys_flag: int) -> None:
         if not _skips_queue(sys_flag):

@@ -12,6 +12,7 @@ connection drops answers to oneway requests).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import re
 from collections.abc import Callable
@@ -25,11 +26,14 @@ from protocol.send_message import (
     decode_batch_body,
     send_response_fields,
 )
+from server.burst_log import BurstLog
 from server.peer import CURRENT_PEER
 from store.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, batch_records, single_record
 from store.topic_config import TopicConfig
 from store.writable_store import WritableStore
 from store.writer import Appended
+
+log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
@@ -71,6 +75,7 @@ class SendMessageProcessor:
         self.trace_on = trace_on
         #: Called after a record went to the schedule topic (the server arms its delivery timer).
         self.on_scheduled = on_scheduled
+        self._write_errors = BurstLog(log)
 
     def process(self, request: RemotingCommand) -> RemotingCommand:
         """The dispatcher's entry: the sender's address comes from the connection."""
@@ -110,7 +115,14 @@ class SendMessageProcessor:
                 records = [single_record(header, body, ctx)]
         except PutRefused as refused:
             return self._answer(request, refused.code, refused.remark)
-        appended = self.store.put(records)
+        try:
+            appended = self.store.put(records)
+        except OSError as exc:
+            # CREATE_MAPEDFILE_FAILED's answer (a full disk, a read-only store): nothing was stored.
+            self._write_errors.event("writing the CommitLog failed: %s", exc)
+            return self._answer(
+                request, ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+            )
         if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
             self.on_scheduled()
         return self._success(request, appended, queue_id)

@@ -216,3 +216,32 @@ async def test_the_one_liner_for_other_test_suites_prints_the_address(tmp_path: 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_failed_write_is_answered_and_takes_no_queue_offset(server, monkeypatch) -> None:
+    """A full disk (or a read-only store): SYSTEM_ERROR with the broker's CREATE_MAPEDFILE_FAILED remark,
+    nothing stored, and the next SEND gets the queue offset the failed one would have had."""
+    import errno
+
+    from store.writer import StoreWriter
+
+    srv, store = server
+    store.create_topic("F", 1)
+    real = StoreWriter._file_for
+    failures = iter([True])
+
+    def failing(self: StoreWriter, start: int) -> int:
+        if next(failures, False):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, start)
+
+    monkeypatch.setattr(StoreWriter, "_file_for", failing)
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        failed = await client.call(RawClient.request(RequestCode.SEND_MESSAGE_V2, _v2("F"), b"z"))
+        assert failed.code == ResponseCode.SYSTEM_ERROR
+        assert failed.remark == "create mapped file failed, server is busy or broken."
+        ok = await client.call(RawClient.request(RequestCode.SEND_MESSAGE_V2, _v2("F"), b"z"))
+        assert ok.code == ResponseCode.SUCCESS and ok.ext_fields["queueOffset"] == "0"
+    finally:
+        await client.close()
