@@ -330,6 +330,28 @@ class CommitLog:
             return None
         return view[pos : pos + size]
 
+    def select(self, offset: int, size: int) -> memoryview | None:
+        """``size`` bytes at ``offset`` as the broker's ``CommitLog.getMessage(offset, size)`` reads them.
+
+        No record check: the consume queue says where a record is and how long. The file is found by
+        offset (offset 0 falls back to the first file, as in the broker); the bytes must lie within
+        what is readable of it (a whole file, or up to the written end in the last one), else None.
+        """
+        files, starts, views = self._snap
+        if not files or size < 0:
+            return None
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset >= files[i].start + self.mapped_file_size:
+            if offset != 0:
+                return None
+            i = 0
+        f = files[i]
+        pos = offset % self.mapped_file_size
+        readable = min(f.length, self._max_offset - f.start)
+        if pos + size > readable:
+            return None
+        return views[i][pos : pos + size]
+
     def iter_records(self, start: int | None = None) -> Iterator[tuple[int, memoryview]]:
         """Yield ``(offset, record view)`` for every whole record from ``start`` across files.
 
