@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store.config import StoreConfig
+from store.consume_queue import delay_level_table
 from store.demo import write_broker_conf
 from store.message_jsonl import MessageReader
 from store.topic_config import TopicTable, startup_topics
@@ -34,7 +35,11 @@ def make_store(config: StoreConfig, messages: Path, *, index_now: int | None = N
     root = config.store_path_root_dir
     if config.store_path_commit_log.exists() and any(config.store_path_commit_log.iterdir()):
         raise FileExistsError(f"{root} already holds a CommitLog")
-    reader = MessageReader(cluster=config.broker_cluster_name, max_message_size=config.max_message_size)
+    reader = MessageReader(
+        cluster=config.broker_cluster_name,
+        max_message_size=config.max_message_size,
+        max_delay_level=max(delay_level_table(config.message_delay_level), default=0),
+    )
     made = MadeStore(root)
     root.mkdir(parents=True, exist_ok=True)
     table = TopicTable.load(root / "config" / "topics.json")

@@ -38,7 +38,7 @@ from protocol.message_flags import COMPRESSED_FLAG, COMPRESSION_TYPE_SHIFT, Comp
 from protocol.message_id import UniqueIdGenerator
 from protocol.send_message import SendMessageRequestHeader, client_properties
 from store.errors import StoreError
-from store.put_message import PutContext, PutRefused, single_record
+from store.put_message import MAX_DELAY_LEVEL, PutContext, PutRefused, single_record
 from store.writer import StoreRecord
 
 _CODECS = {"zlib": CompressionType.ZLIB, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
@@ -125,9 +125,11 @@ class MessageReader:
         max_message_size: int,
         clock: Callable[[], int] | None = None,
         unique_ids: UniqueIdGenerator | None = None,
+        max_delay_level: int = MAX_DELAY_LEVEL,
     ) -> None:
         self.cluster = cluster
         self.max_message_size = max_message_size
+        self.max_delay_level = max_delay_level
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._ids = unique_ids or UniqueIdGenerator()
         self._last_store_ts: int | None = None
@@ -223,7 +225,9 @@ class MessageReader:
         )
         try:
             return single_record(
-                header, body, PutContext(self.cluster, self.max_message_size, born_host, born_port)
+                header,
+                body,
+                PutContext(self.cluster, self.max_message_size, born_host, born_port, self.max_delay_level),
             )
         except PutRefused as refused:
             raise MessageLineError(

@@ -6,8 +6,8 @@ files, so that it can be checked against the records the real 4.9.7 broker wrote
 
 - A single message: the client's properties are parsed into a ``java.util.HashMap``, ``CLUSTER`` is
   put, ``WAIT`` is taken out while the map is serialized (in HashMap order) and put back.
-- ``DELAY`` (levels 1..18, higher is capped) on a non-transactional or COMMIT message: ``REAL_TOPIC``
-  and ``REAL_QID`` are put, the map is serialized again (now with ``WAIT``), and the record goes to
+- ``DELAY`` (levels 1..18 by default, higher is capped) on a non-transactional or COMMIT message:
+  ``REAL_TOPIC`` and ``REAL_QID`` are put, the map is serialized again (now with ``WAIT``), and the record goes to
   ``SCHEDULE_TOPIC_XXXX`` queue level - 1. ``delivery_record`` is the record the schedule service
   writes when the delay is over.
 - ``TRAN_MSG=true`` (a transaction's half message): ``REAL_TOPIC``/``REAL_QID`` are put, the sysFlag's
@@ -47,28 +47,8 @@ PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
-#: ``messageDelayLevel``'s default: the delay of level N is entry N - 1, in milliseconds.
-DELAY_LEVELS_MS = (
-    1_000,
-    5_000,
-    10_000,
-    30_000,
-    60_000,
-    120_000,
-    180_000,
-    240_000,
-    300_000,
-    360_000,
-    420_000,
-    480_000,
-    540_000,
-    600_000,
-    1_200_000,
-    1_800_000,
-    3_600_000,
-    7_200_000,
-)
-MAX_DELAY_LEVEL = len(DELAY_LEVELS_MS)
+#: Levels of the default ``messageDelayLevel`` ("1s 5s ... 2h"); ``PutContext.max_delay_level``.
+MAX_DELAY_LEVEL = 18
 
 #: Java reads the properties length as a short and the topic length as a byte.
 _MAX_PROPERTIES_BYTES = 0x7FFF
@@ -101,6 +81,8 @@ class PutContext:
     max_message_size: int
     born_host: str
     born_port: int
+    #: Levels in the store's ``messageDelayLevel`` table: a higher DELAY is capped to it.
+    max_delay_level: int = MAX_DELAY_LEVEL
 
 
 def _serialized(props: JavaHashMap) -> str:
@@ -149,7 +131,7 @@ def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext
     elif sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
         level = _delay_level(props)
         if level > 0:
-            level = min(level, MAX_DELAY_LEVEL)
+            level = min(level, ctx.max_delay_level)
             props.put(PROPERTY_REAL_TOPIC, topic)
             props.put(PROPERTY_REAL_QID, str(queue_id))
             stored = _serialized(props)
@@ -212,9 +194,10 @@ def batch_records(
     return records
 
 
-def delivery_time(level: int, store_timestamp: int) -> int:
-    """When the schedule service delivers a message of delay ``level`` stored at ``store_timestamp``."""
-    return store_timestamp + DELAY_LEVELS_MS[min(max(level, 1), MAX_DELAY_LEVEL) - 1]
+def delivery_time(level: int, store_timestamp: int, delays: dict[int, int]) -> int:
+    """``computeDeliverTimestamp``: when a message of delay ``level`` stored at ``store_timestamp`` is
+    due (``delays``: ``store.consume_queue.delay_level_table``; an unknown level waits 1 s)."""
+    return store_timestamp + delays.get(level, 1000)
 
 
 def delivery_record(scheduled: MessageExt) -> StoreRecord:

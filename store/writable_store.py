@@ -21,6 +21,7 @@ from collections.abc import Callable
 from protocol.message import decode_message, read_index_fields
 from store.checkpoint import Checkpoint
 from store.config import StoreConfig
+from store.consume_queue import delay_level_table
 from store.delay_offset import read_delay_offsets, write_delay_offsets
 from store.errors import StoreError
 from store.message_store import MessageStore
@@ -52,6 +53,7 @@ class WritableStore:
         self._scheduled: list[tuple[int, int, int, int]] = []
         self._delay_path = config.store_path_root_dir / "config" / "delayOffset.json"
         self._delay_offsets: dict[int, int] = {}
+        self._delays = delay_level_table(config.message_delay_level)
         self.closed = False
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
@@ -110,6 +112,11 @@ class WritableStore:
             topic, default_topic, client_queue_nums, self._clock(), auto_create=self.auto_create_topics
         )
 
+    @property
+    def max_delay_level(self) -> int:
+        """The highest delay level of the store's ``messageDelayLevel`` table."""
+        return max(self._delays, default=0)
+
     def set_store_address(self, host: str, port: int) -> None:
         """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
         self.writer.store_host = host
@@ -127,7 +134,7 @@ class WritableStore:
         return appended
 
     def _schedule(self, level: int, store_timestamp: int, offset: int, queue_offset: int) -> None:
-        due = delivery_time(level, store_timestamp)
+        due = delivery_time(level, store_timestamp, self._delays)
         heapq.heappush(self._scheduled, (due, offset, level, queue_offset))
 
     def _rearm_scheduled(self) -> None:

@@ -103,7 +103,7 @@ class SendMessageProcessor:
         if queue_id != header.queue_id or sys_flag != header.sys_flag:
             header = dataclasses.replace(header, queue_id=queue_id, sys_flag=sys_flag)
         body = bytes(request.body) if request.body is not None else b""
-        ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1])
+        ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1], self.store.max_delay_level)
         try:
             if header.batch:
                 try:
