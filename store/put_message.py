@@ -7,9 +7,9 @@ files, so that it can be checked against the records the real 4.9.7 broker wrote
 - A single message: the client's properties are parsed into a ``java.util.HashMap``, ``CLUSTER`` is
   put, ``WAIT`` is taken out while the map is serialized (in HashMap order) and put back.
 - ``DELAY`` (levels 1..18 by default, higher is capped) on a non-transactional or COMMIT message:
-  ``REAL_TOPIC`` and ``REAL_QID`` are put, the map is serialized again (now with ``WAIT``), and the record goes to
-  ``SCHEDULE_TOPIC_XXXX`` queue level - 1. ``delivery_record`` is the record the schedule service
-  writes when the delay is over.
+  ``REAL_TOPIC`` and ``REAL_QID`` are put, the map is serialized again (now with ``WAIT``), and the
+  record goes to ``SCHEDULE_TOPIC_XXXX`` queue level - 1. ``delivery_record`` is the record the
+  schedule service writes when the delay is over.
 - ``TRAN_MSG=true`` (a transaction's half message): ``REAL_TOPIC``/``REAL_QID`` are put, the sysFlag's
   transaction bits cleared, and the record goes to ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0. The second
   phase (END_TRANSACTION, the check-back) is not implemented.
