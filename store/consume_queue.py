@@ -48,6 +48,7 @@ __all__ = [
     "ConsumeQueue",
     "CqEntry",
     "delay_level_table",
+    "deliver_timestamp",
     "entry_bytes",
     "is_ext_addr",
     "store_time_picker",
@@ -93,25 +94,38 @@ def is_ext_addr(code: int) -> bool:
     return code <= _MAX_EXT_ADDR
 
 
-def delay_level_table(levels: str) -> dict[int, int]:
-    """``ScheduleMessageService.parseDelayLevel``: level (1-based) -> delay in ms ("1s 5s ... 2h").
+def delay_level_table(levels: str) -> tuple[dict[int, int], int]:
+    """``ScheduleMessageService.parseDelayLevel``: (level -> delay in ms, max level) from "1s 5s ... 2h".
 
-    The broker gives up on the whole table at the first bad item (keeping the levels before it).
+    As in the broker, a bad item ends the parse: the levels before it keep their delays, and the max
+    level counts the bad one (which then has no delay: its messages are due 1 s after storing).
     """
     units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
     table: dict[int, int] = {}
+    max_level = 0
     for level, item in enumerate(levels.split(" "), start=1):
+        max_level = max(max_level, level)
         unit = units.get(item[-1:])
-        try:
-            if unit is None:
-                raise ValueError(item)
-            table[level] = int(item[:-1]) * unit
-        except ValueError:
+        number = item[:-1]
+        if unit is None or not re.fullmatch(r"[+-]?\d+", number):
             log.warning(
                 "messageDelayLevel item %r is not a delay: levels from %d on are unknown", item, level
             )
             break
-    return table
+        table[level] = int(number) * unit
+    return table, max_level
+
+
+def deliver_timestamp(delay_level: int, store_timestamp: int, table: dict[int, int], max_level: int) -> int:
+    """A scheduled record's tagsCode (``computeDeliverTimestamp``), or -1 if the level is not positive.
+
+    The level is clamped to the max level; an unknown level is due 1 s after storing.
+    """
+    level = min(delay_level, max_level)
+    if level <= 0:
+        return -1
+    delay = table.get(level)
+    return store_timestamp + (delay if delay is not None else 1000)
 
 
 def _java_div(a: int, b: int) -> int:

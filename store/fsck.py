@@ -11,7 +11,8 @@ Every problem names the file, the position and what is wrong, so it can be acted
 * IndexFiles: size against the configured geometry, a header no writer can leave, the slots and
   chains agreeing with each other (``store.index_scan``) and (``deep``) every entry pointing at the
   start of a record that carries a key with the entry's hash;
-* the index is not behind the CommitLog (records after the last indexed one that have keys).
+* the index is not behind the CommitLog (records after the last indexed one that have keys);
+* ConsumeQueues: every entry against its record, none missing or unclaimed (``consume_queue_check``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from store import record
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog, MappedFile
 from store.config import StoreConfig
+from store.consume_queue_check import check_consume_queues
 from store.errors import CheckpointError, StoreError
 from store.index_builder import KeyHasher, index_keys
 from store.index_file import IndexFile, header_problem
@@ -55,6 +57,9 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
         try:
             _check_commitlog(commitlog, config, report)
             _check_index(index_files, commitlog, report, deep=deep)
+            cq_problems, cq_notes = check_consume_queues(config, commitlog)
+            report.problems += cq_problems
+            report.notes += cq_notes
         finally:
             commitlog.close()
     finally:

@@ -97,15 +97,20 @@ class MessageStore:
         self.queues = QueueTable(config, self.commitlog)
         self._store_time = store_time_picker(self.commitlog)
         self._builder = None
+        self._cq_builder = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
         if build_index:
+            from store.consume_queue_builder import ConsumeQueueBuilder
             from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
 
             self._builder = IndexBuilder(config, self.commitlog)
             self.index = self._builder.index
+            self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
             if catch_up:
                 self._builder.run_once()
+                self._cq_builder.run_once()
+                self.queues.refresh()
         else:
             self.index = IndexService(config)
         self._seen_topics: set[str] = set()
@@ -335,19 +340,27 @@ class MessageStore:
         """
         with self._lock:
             self.commitlog.refresh()
-            self.queues.refresh()
             if self._builder is not None:
                 read = self._builder.run_once(max_records)
+                if self._cq_builder is not None:
+                    cq_read = self._cq_builder.run_once(max_records)
+                    if cq_read == 0:
+                        self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
+                    read = max(read, cq_read)
+                self.queues.refresh()
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():
                     self._release_pages()
                 return max_records is not None and read >= max_records
+            self.queues.refresh()
             self.index.refresh()
             return False
 
     def close(self) -> None:
         with self._lock:
             self.queues.close()
+            if self._cq_builder is not None:
+                self._cq_builder.close()
             if self._builder is not None:
                 self._builder.close()
             else:

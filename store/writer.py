@@ -5,11 +5,14 @@ physical offset, queue offset per (topic, queue), BODYCRC, store host and store 
 ``UNIQ_KEY`` generated like the Java client's (``UniqueIdGenerator``) unless one is given.
 CommitLog files are created preallocated to ``mappedFileSizeCommitLog`` and a record that does not
 fit (with room for the 8-byte end marker) ends the file with a blank record, as the broker does.
-``index()`` runs the index builder over what was appended, so the IndexFiles are the broker's too.
+``index()`` runs the index builder over what was appended, so the IndexFiles are the broker's too,
+and (unless ``consume_queues=False``) the ConsumeQueue builder, so are the consume queues
+(``index=False``: neither, the caller dispatches). As in the broker, PREPARED and ROLLBACK
+transaction records carry queue offset 0 and take no queue position.
 
 The store directory gets the broker's layout: ``commitlog/``, ``index/``, ``checkpoint``, ``abort``
 while open, and ``config/topics.json`` listing the topics written (the topic table the broker keeps).
-This is not a broker: one writer per store, no consume queues, no flush policy beyond ``close()``.
+This is not a broker: one writer per store, no flush policy beyond ``close()``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from protocol.message_properties import properties_to_string, string_to_properti
 from store.checkpoint import Checkpoint, create_abort_marker, remove_abort_marker
 from store.commitlog import CommitLog
 from store.config import StoreConfig
+from store.consume_queue_builder import ConsumeQueueBuilder
 from store.errors import StoreError
 from store.index_builder import IndexBuilder
 from store.topic_config import TopicConfig, TopicTable
@@ -120,6 +124,7 @@ class StoreWriter:
         index_now: Callable[[], int] | None = None,
         index: bool = True,
         mark_in_use: bool = True,
+        consume_queues: bool = True,
     ) -> None:
         self.config = config
         self.store_host = store_host or config.broker_ip1
@@ -150,6 +155,11 @@ class StoreWriter:
             if index and config.message_index_enable
             else None
         )
+        self.cq_builder: ConsumeQueueBuilder | None = (
+            ConsumeQueueBuilder(config, self._reader) if index and consume_queues else None
+        )
+        #: False when the caller dispatches the records itself (``WritableStore``: the query side's builders).
+        self._dispatches = index
         # Marked in use only now: the builder above must see only a marker a crashed writer left.
         if mark_in_use:
             self.mark_in_use()
@@ -369,6 +379,8 @@ class StoreWriter:
     def index(self) -> int:
         """Index everything appended so far; returns the number of records read."""
         self._reader.refresh()
+        if self.cq_builder is not None:
+            self.cq_builder.run_once()
         return self.builder.run_once() if self.builder is not None else 0
 
     def close(self) -> None:
@@ -380,10 +392,13 @@ class StoreWriter:
             self._fd = None
         if self.builder is not None:
             self.builder.close()
+        if self.cq_builder is not None:
+            self.cq_builder.close()
         root = self.config.store_path_root_dir
         checkpoint = Checkpoint.read_or_default(self.config.checkpoint_path)
         checkpoint.physic_msg_timestamp = max(checkpoint.physic_msg_timestamp, self._last_store_ts)
-        checkpoint.logics_msg_timestamp = checkpoint.physic_msg_timestamp
+        if self.cq_builder is None and self._dispatches:
+            checkpoint.logics_msg_timestamp = checkpoint.physic_msg_timestamp
         checkpoint.write(self.config.checkpoint_path)
         self._write_topics(root / "config" / "topics.json")
         self._reader.close()

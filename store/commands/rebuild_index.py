@@ -1,8 +1,9 @@
-"""``rmq-query rebuild-index --store DIR``: rebuild the IndexFiles from the CommitLog.
+"""``rmq-query rebuild-index --store DIR``: rebuild the IndexFiles and ConsumeQueues from the CommitLog.
 
-Once (the default): the new files are written beside ``index/`` and swapped in only when complete.
-``--follow``: keep indexing behind a CommitLog that is still being written (never on a store whose
-index a running broker maintains: two writers would corrupt it), until interrupted.
+Once (the default): the new files are written beside ``index/`` and ``consumequeue/`` and each
+directory is swapped in only when complete. ``--follow``: keep indexing and building consume queues
+behind a CommitLog that is still being written (never on a store a running broker maintains: two
+writers would corrupt it), until interrupted. ``--only`` limits the work to one of the two.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from pathlib import Path
 
 from store.checkpoint import abnormal_exit
 from store.commands.store_options import add_store_arguments, config_from_args
-from store.config import ConfigError
+from store.commitlog import CommitLog
+from store.config import ConfigError, StoreConfig
+from store.consume_queue_builder import ConsumeQueueBuilder, rebuild_consume_queues
 from store.errors import StoreError
 from store.index_builder import IndexBuilder, rebuild_index
 from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild, spark_only_options
 
-HELP = "rebuild a store's IndexFiles from its CommitLog (byte-identical to the broker's)"
+HELP = "rebuild a store's IndexFiles and ConsumeQueues from its CommitLog (byte-identical to the broker's)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--follow", action="store_true", help="index continuously behind a live CommitLog (until Ctrl-C)"
     )
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between polls with --follow")
+    parser.add_argument(
+        "--only",
+        choices=("index", "consumequeue"),
+        help="rebuild only the IndexFiles or only the ConsumeQueues (default: both)",
+    )
     parser.add_argument(
         "--engine",
         choices=ENGINES,
@@ -54,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
                 " did not shut down cleanly; stop a running broker before rebuilding its index",
                 file=sys.stderr,
             )
+        do_index = args.only in (None, "index")
+        do_cq = args.only in (None, "consumequeue")
         if args.engine == "spark":
             if args.follow:
                 print("rebuild-index: --follow needs the sequential engine", file=sys.stderr)
@@ -67,24 +77,56 @@ def run(args: argparse.Namespace) -> int:
             return 1
         started = time.perf_counter()
         if not args.follow:
-            builder = rebuild_index(config)
-            elapsed = time.perf_counter() - started
-            print(
-                f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
-                f"{len(list(config.index_dir.iterdir()))} index files in {elapsed:.2f} s"
-            )
+            if do_index:
+                builder = rebuild_index(config)
+                elapsed = time.perf_counter() - started
+                print(
+                    f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
+                    f"{len(list(config.index_dir.iterdir()))} index files in {elapsed:.2f} s"
+                )
+            if do_cq:
+                started = time.perf_counter()
+                cq = rebuild_consume_queues(config)
+                elapsed = time.perf_counter() - started
+                print(
+                    f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
+                    f"{len(cq.queues_built)} queues in {elapsed:.2f} s"
+                )
             return 0
-        builder = IndexBuilder(config)
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            builder.run_forever(stop, args.interval)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            builder.close()
-        print(f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records")
-        return 0
+        return _follow(config, args.interval, do_index=do_index, do_cq=do_cq)
     except (ConfigError, StoreError, OSError) as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         return 1
+
+
+def _follow(config: StoreConfig, interval: float, *, do_index: bool, do_cq: bool) -> int:
+    """Index and build consume queues behind a live CommitLog until SIGTERM or Ctrl-C."""
+    commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    builder = IndexBuilder(config, commitlog) if do_index else None
+    cq = ConsumeQueueBuilder(config, commitlog) if do_cq else None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            commitlog.refresh()
+            read = builder.run_once() if builder is not None else 0
+            read += cq.run_once() if cq is not None else 0
+            if read == 0:
+                if builder is not None:
+                    builder.flush()
+                if cq is not None:
+                    cq.flush()
+                stop.wait(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if builder is not None:
+            builder.close()
+        if cq is not None:
+            cq.close()
+        commitlog.close()
+    if builder is not None:
+        print(f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records")
+    if cq is not None:
+        print(f"built {cq.entries_written} consume queue entries of {cq.records_read} records")
+    return 0
