@@ -38,7 +38,7 @@ def make_store(config: StoreConfig, messages: Path, *, index_now: int | None = N
     reader = MessageReader(
         cluster=config.broker_cluster_name,
         max_message_size=config.max_message_size,
-        max_delay_level=max(delay_level_table(config.message_delay_level), default=0),
+        max_delay_level=delay_level_table(config.message_delay_level)[1],
     )
     made = MadeStore(root)
     root.mkdir(parents=True, exist_ok=True)

@@ -194,12 +194,6 @@ def batch_records(
     return records
 
 
-def delivery_time(level: int, store_timestamp: int, delays: dict[int, int]) -> int:
-    """``computeDeliverTimestamp``: when a message of delay ``level`` stored at ``store_timestamp`` is
-    due (``delays``: ``store.consume_queue.delay_level_table``; an unknown level waits 1 s)."""
-    return store_timestamp + delays.get(level, 1000)
-
-
 def delivery_record(scheduled: MessageExt) -> StoreRecord:
     """``ScheduleMessageService.messageTimeup``: the record put back into the real topic when due.
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from protocol.message import decode_message, read_index_fields
 from store.checkpoint import Checkpoint
 from store.config import StoreConfig
-from store.consume_queue import delay_level_table
+from store.consume_queue import delay_level_table, deliver_timestamp
 from store.delay_offset import read_delay_offsets, write_delay_offsets
 from store.errors import StoreError
 from store.message_store import MessageStore
@@ -29,7 +29,6 @@ from store.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
     delivery_record,
-    delivery_time,
 )
 from store.topic_config import TopicConfig, TopicTable, startup_topics
 from store.writer import Appended, StoreRecord, StoreWriter
@@ -53,7 +52,7 @@ class WritableStore:
         self._scheduled: list[tuple[int, int, int, int]] = []
         self._delay_path = config.store_path_root_dir / "config" / "delayOffset.json"
         self._delay_offsets: dict[int, int] = {}
-        self._delays = delay_level_table(config.message_delay_level)
+        self._delays, self._max_delay_level = delay_level_table(config.message_delay_level)
         self.closed = False
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
@@ -115,7 +114,7 @@ class WritableStore:
     @property
     def max_delay_level(self) -> int:
         """The highest delay level of the store's ``messageDelayLevel`` table."""
-        return max(self._delays, default=0)
+        return self._max_delay_level
 
     def set_store_address(self, host: str, port: int) -> None:
         """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
@@ -134,7 +133,7 @@ class WritableStore:
         return appended
 
     def _schedule(self, level: int, store_timestamp: int, offset: int, queue_offset: int) -> None:
-        due = delivery_time(level, store_timestamp, self._delays)
+        due = deliver_timestamp(level, store_timestamp, self._delays, self._max_delay_level)
         heapq.heappush(self._scheduled, (due, offset, level, queue_offset))
 
     def _rearm_scheduled(self) -> None:

@@ -48,6 +48,7 @@ def _config(root: Path, stores_dir: Path) -> StoreConfig:
         max_hash_slot_num=java.max_hash_slot_num,
         max_index_num=java.max_index_num,
         max_message_size=java.max_message_size,
+        mapped_file_size_consume_queue=java.mapped_file_size_consume_queue,
         broker_ip1="127.0.0.1",
         listen_port=10911,
         broker_name="broker-a",
@@ -111,3 +112,15 @@ def test_replay_gives_the_brokers_records_and_answers(
         assert hashlib.sha256(raw).hexdigest() == rec["rawSha256"], rec["origin"]
     java = (stores_dir / "java-4.9.7-send" / "commitlog" / "00000000000000000000").read_bytes()
     assert data == java
+    # Dispatched as the reput does: the same consume queues (the scheduled record's tagsCode is its
+    # delivery time) and the same index entries.
+    java_root = stores_dir / "java-4.9.7-send"
+    java_cq = sorted(p.relative_to(java_root) for p in (java_root / "consumequeue").rglob("*") if p.is_file())
+    root = config.store_path_root_dir
+    ours_cq = sorted(p.relative_to(root) for p in (root / "consumequeue").rglob("*") if p.is_file())
+    assert ours_cq == java_cq
+    for rel in java_cq:
+        assert (root / rel).read_bytes() == (java_root / rel).read_bytes(), rel
+    (java_index,) = (java_root / "index").iterdir()
+    (our_index,) = (root / "index").iterdir()
+    assert our_index.read_bytes() == java_index.read_bytes()

@@ -2,7 +2,7 @@
 
 The round trip: every record of the Java-written ``java-4.9.7-a`` is dumped to JSONL
 (``record_to_json``) and ``make-store`` writes a new store from it with the same geometry; the new
-CommitLog files and IndexFiles must be the Java-written bytes.
+CommitLog files, ConsumeQueues and IndexFiles must be the Java-written bytes.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def test_round_trip_of_the_java_store_is_byte_identical(stores_dir: Path, tmp_pa
         mapped_file_size_commit_log=java.mapped_file_size_commit_log,
         max_hash_slot_num=java.max_hash_slot_num,
         max_index_num=java.max_index_num,
+        mapped_file_size_consume_queue=java.mapped_file_size_consume_queue,
     )
     made = make_store(config, jsonl)
     assert made.messages == 5000
@@ -62,6 +63,11 @@ def test_round_trip_of_the_java_store_is_byte_identical(stores_dir: Path, tmp_pa
     for ours, theirs in zip(made_files, java_files, strict=True):
         assert ours.read_bytes() == theirs.read_bytes(), ours.name
     assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
+    java_root, root = java.store_path_root_dir, config.store_path_root_dir
+    java_cq = sorted(p.relative_to(java_root) for p in (java_root / "consumequeue").rglob("*") if p.is_file())
+    assert sorted(p.relative_to(root) for p in (root / "consumequeue").rglob("*") if p.is_file()) == java_cq
+    for rel in java_cq:
+        assert (root / rel).read_bytes() == (java_root / rel).read_bytes(), rel
 
 
 def test_missing_fields_get_the_brokers_defaults(tmp_path: Path) -> None:
