@@ -67,6 +67,18 @@ def _json_lines(text: str) -> list[dict]:
     return out
 
 
+def _digests(store: Path) -> dict[str, str]:
+    """sha256 of every CommitLog, ConsumeQueue and IndexFile of ``store``."""
+    import hashlib
+
+    out = {}
+    for sub in ("commitlog", "consumequeue", "index"):
+        for path in sorted((store / sub).rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(store))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
 def _queries(bin_dir: Path, namesrv: str, queries: list[list[object]]) -> list[dict]:
     """Every query through one ``queryclient batch``: a list of answer lines per query."""
     done = subprocess.run(
@@ -151,6 +163,7 @@ def main() -> int:
     finally:
         summary["ours_exit"] = _stop(ours)
 
+    before = _digests(store)
     namesrv = f"127.0.0.1:{args.namesrv_port}"
     ns_log, br_log = work / "namesrv.out", work / "broker.out"
     with open(ns_log, "wb") as out:
@@ -178,6 +191,13 @@ def main() -> int:
     def found(answers: list[dict]) -> int:
         return sum(1 for a in answers if a["end"].get("result") == "ok" and a["messages"])
 
+    after = _digests(store)
+    # The broker found nothing to redo: our CommitLog, ConsumeQueues and IndexFiles are what it keeps.
+    summary["files_unchanged_by_java_broker"] = before == after
+    if before != after:
+        summary["files_changed"] = sorted(
+            k for k in before.keys() | after.keys() if before.get(k) != after.get(k)
+        )
     summary["queries"] = len(queries)
     summary["answered_ours"] = found(answers_ours)
     summary["answered_java"] = found(answers_java)
@@ -193,6 +213,7 @@ def main() -> int:
     print(json.dumps(summary, indent=1, default=str))
     ok = (
         summary["identical"]
+        and summary["files_unchanged_by_java_broker"]
         and summary["answered_ours"] == len(queries)
         and summary["send_ok"] == args.messages
     )
