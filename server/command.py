@@ -217,9 +217,6 @@ async def serve(
         settings = dataclasses.replace(settings, reuse_port=True)
     server = QueryServer(store, settings, configure=write_path(writable) if writable is not None else None)
     await server.start()
-    if writable is not None and server.identity is not None:
-        # For test suites in other languages: one line on stdout they can read the address from.
-        print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
     children = []
     if workers > 0 and config is not None:
         bound = dataclasses.replace(
@@ -230,6 +227,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if writable is not None and server.identity is not None:
+        # For test suites in other languages: one line on stdout to read the address from, printed
+        # once a SIGTERM would stop the server cleanly.
+        print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval))
     try:

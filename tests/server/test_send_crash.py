@@ -26,7 +26,7 @@ from store.config import StoreConfig
 from store.index_builder import rebuild_index
 from store.message_store import MessageStore
 from tests.conftest import REPO_ROOT
-from tests.server.serve_process import PROCESS_TIMEOUT, SERVING
+from tests.server.serve_process import PROCESS_TIMEOUT
 
 CONF = (
     "brokerName=crash\nbrokerIP1=127.0.0.1\nstorePathRootDir=.\nmappedFileSizeCommitLog=32768\n"
@@ -37,22 +37,13 @@ CONF = (
 async def _start(store: Path) -> tuple[asyncio.subprocess.Process, int]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
-        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    assert proc.stderr is not None
-    while True:
-        line = (await asyncio.wait_for(proc.stderr.readline(), PROCESS_TIMEOUT)).decode()
-        assert line, "serve --writable exited early"
-        match = SERVING.search(line)
-        if match:
-            asyncio.get_running_loop().create_task(_drain(proc))
-            return proc, int(match.group(1))
-
-
-async def _drain(proc: asyncio.subprocess.Process) -> None:
-    assert proc.stderr is not None
-    while await proc.stderr.read(65536):
-        pass
+    assert proc.stdout is not None
+    # NAMESRV_ADDR is printed once serving, with the SIGTERM handler in place.
+    line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()
+    assert line.startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {line!r}"
+    return proc, int(line.strip().rsplit(":", 1)[1])
 
 
 async def _send_until_killed(port: int, acked: dict[str, str], prefix: str, connections: int = 4) -> None:
