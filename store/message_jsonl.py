@@ -38,7 +38,7 @@ from protocol.message_flags import COMPRESSED_FLAG, COMPRESSION_TYPE_SHIFT, Comp
 from protocol.message_id import UniqueIdGenerator
 from protocol.send_message import SendMessageRequestHeader, client_properties
 from store.errors import StoreError
-from store.put_message import MAX_DELAY_LEVEL, PutContext, PutRefused, single_record
+from store.put_message import MAX_DELAY_LEVEL, PutContext, PutRefused, java_utf8, single_record
 from store.writer import StoreRecord
 
 _CODECS = {"zlib": CompressionType.ZLIB, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
@@ -162,7 +162,9 @@ class MessageReader:
             body = compress(body, _CODECS[codec])
         raw = _str(obj, "properties_raw", line)
         if raw is not None:
-            record = StoreRecord(topic, body, raw, queue_id=_int(obj, "queue_id", 0, line), sys_flag=sys_flag)
+            record = StoreRecord(
+                topic, body, java_utf8(raw), queue_id=_int(obj, "queue_id", 0, line), sys_flag=sys_flag
+            )
         else:
             record = self._as_sent(obj, topic, body, sys_flag, born_host, born_port, store_ts, line)
         record.flag = _int(obj, "flag", 0, line)

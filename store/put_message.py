@@ -85,8 +85,14 @@ class PutContext:
     max_delay_level: int = MAX_DELAY_LEVEL
 
 
-def _serialized(props: JavaHashMap) -> str:
-    return properties_to_string(props.ordered())
+def java_utf8(text: str) -> bytes:
+    """``String.getBytes(UTF_8)``: a lone UTF-16 surrogate (JSON allows ``\\ud800``) becomes ``?``."""
+    return text.encode("utf-8", "replace")
+
+
+def _serialized(props: JavaHashMap) -> bytes:
+    """The map as the broker stores it: ``messageProperties2String`` in HashMap order, UTF-8 bytes."""
+    return java_utf8(properties_to_string(props.ordered()))
 
 
 def _delay_level(props: JavaHashMap) -> int:
@@ -165,7 +171,7 @@ def batch_records(
     if header.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE or _delay_level(props) > 0:
         raise message_illegal(ctx.max_message_size)
     props.put(PROPERTY_CLUSTER, ctx.cluster)
-    batch_props = _serialized(props).encode("utf-8")
+    batch_props = _serialized(props)
     records: list[StoreRecord] = []
     for item in items:
         own = item.properties

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from protocol.errors import ProtocolError
 from store.config import ConfigError, StoreConfig
 from store.errors import StoreError
 from store.make_store import make_store
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             config = StoreConfig.for_store(root, **overrides)
         made = make_store(config, args.source)
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, ProtocolError) as exc:
         print(f"make-store: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

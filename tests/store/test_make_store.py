@@ -117,6 +117,7 @@ def test_missing_fields_get_the_brokers_defaults(tmp_path: Path) -> None:
         ('{"topic": "T", "body_base64": "***"}', "body_base64 is not base64"),
         ('{"topic": "T", "born_host": "nohost"}', "born_host 'nohost' is not 'host:port'"),
         ('{"topic": "T", "compression": "rar"}', "compression must be one of"),
+        ('{"topic": "' + "t" * 200 + '"}', "the broker would refuse this message"),
     ],
 )
 def test_bad_lines_are_named(tmp_path: Path, line: str, message: str) -> None:
