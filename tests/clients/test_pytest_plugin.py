@@ -80,3 +80,14 @@ def test_a_fresh_server_writes_only_a_handful_of_small_files(tmp_path: Path) -> 
     finally:
         server.close()
     assert not (tmp_path / "s" / "abort").exists()
+
+
+def test_startup_is_well_under_a_second(tmp_path: Path) -> None:
+    """About 15-20 ms on the 2-core CI machine (store, topic table, both ports, the thread); the bound
+    is a second per start, 50x that, so a loaded machine does not make it flaky."""
+    import time
+
+    started = time.perf_counter()
+    for i in range(3):
+        RmqServer(kit_store_config(tmp_path / f"s{i}")).close()
+    assert (time.perf_counter() - started) / 3 < 1.0
