@@ -35,9 +35,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from protocol.index_key import java_string_hash
-from protocol.message_flags import TRANSACTION_TYPE_MASK
-from protocol.message_properties import find_properties
-from store import record
+from protocol.message_flags import (
+    BORNHOST_V6_FLAG,
+    MAGIC_CODE_V2,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
+)
 from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -55,12 +58,10 @@ from store.staging import staged_output
 __all__ = ["ConsumeQueueBuilder", "dispatch_entry", "rebuild_consume_queues"]
 
 log = logging.getLogger("store.consume_queue")
-_QID_QOFF = struct.Struct(">i4xq")  # QUEUEID @12, (FLAG), QUEUEOFFSET @20
 _I32 = struct.Struct(">i")
 _TRANSACTION_PREPARED = 0x4
 _TRANSACTION_ROLLBACK = 0xC
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-_PROPS = (b"TAGS", b"DELAY")
 _INT = re.compile(r"[+-]?\d+")
 _PRE_BLANK = entry_bytes(0, PRE_BLANK_SIZE, 0)
 #: Queue files kept open between writes (each queue writes only to its last file).
@@ -78,26 +79,74 @@ def safe_topic_dir(topic: str) -> bool:
     return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
 
 
+#: TOTALSIZE, MAGICCODE, (BODYCRC), QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG
+_HEAD = struct.Struct(">ii4xi4xqqi")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_TAGS_NEEDLE = b"\x02TAGS\x01"
+_DELAY_NEEDLE = b"\x02DELAY\x01"
+#: Decoded topics and tag hashes, by their bytes: a CommitLog repeats a few of each many times.
+_TOPICS: dict[bytes, str] = {}
+_TAG_CODES: dict[bytes, int] = {}
+_CACHE_LIMIT = 4096
+
+
+def _last_value(props: bytes, needle: bytes) -> str | None:
+    """The value Java's ``string2messageProperties`` keeps for a property: its last non-empty one."""
+    end = len(props)
+    while (at := props.rfind(needle, 0, end)) >= 0:
+        start = at + len(needle)
+        stop = props.find(b"\x02", start)
+        stop = len(props) if stop < 0 else stop
+        if stop > start:
+            return props[start:stop].decode("utf-8", "replace")
+        end = at
+    return None
+
+
 def dispatch_entry(
     buf: memoryview | bytes, delays: tuple[dict[int, int], int]
 ) -> tuple[str, int, int, int, int] | None:
     """(topic, queueId, queueOffset, tagsCode, storeTimestamp) of the entry a whole record gets, or
-    None for PREPARED and ROLLBACK records (raises ``DispatchError`` where the broker's parse fails)."""
-    total, magic = struct.unpack_from(">ii", buf, 0)
-    sys_flag = _I32.unpack_from(buf, 36)[0]
+    None for PREPARED and ROLLBACK records (raises ``DispatchError`` where the broker's parse fails).
+
+    ``buf`` is one whole record as the CommitLog walk checked it (its lengths add up)."""
+    _total, magic, queue_id, queue_offset, _phy, sys_flag = _HEAD.unpack_from(buf, 0)
     tran = sys_flag & TRANSACTION_TYPE_MASK
     if tran == _TRANSACTION_PREPARED or tran == _TRANSACTION_ROLLBACK:
         return None
-    queue_id, queue_offset = _QID_QOFF.unpack_from(buf, 12)
-    topic_at, topic_len, props_at, props_len = record._layout(buf, 0, total, magic, sys_flag)
-    topic = bytes(buf[topic_at : topic_at + topic_len]).decode("utf-8", "replace")
-    store_ts = record.store_timestamp(buf, 0)
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_ts = _I64.unpack_from(buf, 48 + born)[0]
+    p = 48 + born + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 12
+    p += 4 + max(_I32.unpack_from(buf, p)[0], 0)
+    if magic == MAGIC_CODE_V2:
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        topic_len = buf[p]
+        p += 1
+    raw_topic = bytes(buf[p : p + topic_len])
+    topic = _TOPICS.get(raw_topic)
+    if topic is None:
+        topic = raw_topic.decode("utf-8", "replace")
+        if len(_TOPICS) < _CACHE_LIMIT:
+            _TOPICS[raw_topic] = topic
+    p += topic_len
+    props_len = _I16.unpack_from(buf, p)[0]
+    if props_len <= 0:
+        return topic, queue_id, queue_offset, 0, store_ts
+    props = b"\x02" + bytes(buf[p + 2 : p + 2 + props_len])
     code = 0
-    if props_len:
-        tags, delay = find_properties(buf[props_at : props_at + props_len], _PROPS)
+    if _TAGS_NEEDLE in props:
+        tags = _last_value(props, _TAGS_NEEDLE)
         if tags:
-            code = java_string_hash(tags)
-        if delay is not None and topic == SCHEDULE_TOPIC:
+            key = tags.encode()
+            code = _TAG_CODES.get(key, 0) or java_string_hash(tags)
+            if len(_TAG_CODES) < _CACHE_LIMIT:
+                _TAG_CODES[key] = code
+    if topic == SCHEDULE_TOPIC and _DELAY_NEEDLE in props:
+        delay = _last_value(props, _DELAY_NEEDLE)
+        if delay is not None:
             if not _INT.fullmatch(delay) or not -(2**31) <= int(delay) < 2**31:
                 raise DispatchError(f"DELAY={delay!r} is not an int")
             due = deliver_timestamp(int(delay), store_ts, *delays)

@@ -265,3 +265,47 @@ def test_a_wrong_geometry_is_refused_before_anything_is_written(stores_dir: Path
     with pytest.raises(StoreError, match="mappedFileSizeConsumeQueue"):
         ConsumeQueueBuilder(config)
     assert _cq_files(config.store_path_root_dir) == _java_cq_files(stores_dir, "java-4.9.7-a")
+
+
+@pytest.mark.parametrize("catch_up", [True, False])
+def test_serve_build_index_builds_the_consume_queues(
+    stores_dir: Path, tmp_path: Path, catch_up: bool
+) -> None:
+    """``serve --build-index`` (MessageStore with build_index): the queues are built beside the index,
+    at open or in refresh slices, and answer as the Java-written ones."""
+    config = _copy(stores_dir, "java-4.9.7-a", tmp_path)
+    shutil.rmtree(config.consume_queue_dir)
+    with MessageStore.open(config, build_index=True, catch_up=catch_up) as store:
+        if not catch_up:
+            assert store.max_offset("TopicA", 0) == 0
+            slices = 0
+            while store.refresh(max_records=700):
+                slices += 1
+            assert slices >= 7
+        assert store.max_offset("TopicA", 0) == 500
+        assert store.get_message("TopicB", 1, 0, 32).message_count == 32
+    assert _cq_files(config.store_path_root_dir) == _java_cq_files(stores_dir, "java-4.9.7-a")
+    assert Checkpoint.read(config.checkpoint_path).logics_msg_timestamp == 1795216843063
+
+
+def test_rebuild_index_command_builds_both(
+    stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+
+    config = _copy(stores_dir, "java-4.9.7-a", tmp_path)
+    conf = stores_dir / "java-4.9.7-a.broker.conf"
+    root = config.store_path_root_dir
+    shutil.rmtree(config.consume_queue_dir)
+    assert main(["rebuild-index", "--store", str(root), "--config", str(conf), "--only", "consumequeue"]) == 0
+    out = capsys.readouterr().out
+    assert "built 4980 consume queue entries of 5000 records into 12 queues" in out and "indexed" not in out
+    assert _cq_files(root) == _java_cq_files(stores_dir, "java-4.9.7-a")
+    assert main(["rebuild-index", "--store", str(root), "--config", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "indexed 11650 keys" in out and "built 4980 consume queue entries" in out
+    assert _cq_files(root) == _java_cq_files(stores_dir, "java-4.9.7-a")
+    # Without the store's broker.conf the geometry is the default one: refused, nothing replaced.
+    assert main(["rebuild-index", "--store", str(root), "--only", "consumequeue"]) == 1
+    assert "mappedFileSizeConsumeQueue" in capsys.readouterr().err
+    assert _cq_files(root) == _java_cq_files(stores_dir, "java-4.9.7-a")
