@@ -8,7 +8,13 @@ works, on the pure-Python implementations.
 from setuptools import Extension, setup
 
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
-ACCELERATORS: list[tuple[str, str]] = []
+ACCELERATORS: list[tuple[str, str]] = [
+    # Not an accelerator but the same optional build: turns SIGBUS from a file cut under a map into
+    # zero pages (store/sigbus.py says why and what runs without it).
+    ("store._sigbus_guard", "store/_sigbus_guard.c"),
+    ("protocol._frame_fast", "protocol/_frame_fast.c"),
+    ("store._query_walk_fast", "store/_query_walk_fast.c"),
+]
 
 setup(
     ext_modules=[

@@ -2,8 +2,10 @@
 
 Each subcommand lives beside the behaviour it drives (``server.command`` serves, ``store.commands.*``
 builds and checks stores, ``clients.commands.*`` queries). A subcommand module exposes ``HELP``
-(one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the process exit code); this module
-only builds the parser tree and dispatches. When the command line names a subcommand, only that
+(one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the process exit code), and may
+expose ``check_arguments(args) -> str | None``: a combination of flags that cannot work or would be
+ignored, reported as a usage error (exit 2) before anything runs; this module only builds the parser
+tree and dispatches. When the command line names a subcommand, only that
 module is imported (``rmq-query query-key`` never pays for importing the server); the top-level
 ``--help`` imports them all for their one-line help.
 """
@@ -50,7 +52,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         module = importlib.import_module(module_path)
         sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sp)
-        sp.set_defaults(_run=module.run)
+        sp.set_defaults(_run=module.run, _check=getattr(module, "check_arguments", None), _parser=sp)
     return parser
 
 
@@ -63,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(only=_named_subcommand(words))
     args = parser.parse_args(words)
+    problem = args._check(args) if args._check is not None else None
+    if problem:
+        args._parser.error(problem)
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -5,10 +5,20 @@ writes one back with ``String.valueOf`` of each non-null field. Numbers are Java
 (``Integer.parseInt``/``Long.parseLong``: an optional sign then decimal digits, in range, nothing
 else), booleans are ``Boolean.parseBoolean`` (``"true"`` in any case, everything else false).
 
-A missing ``@CFNotNull`` field raises ``HeaderFieldError`` whose text is Java's own exception
+A missing ``@CFNotNull`` number raises ``HeaderFieldError`` whose text is Java's own exception
 message, ``the custom field <name> is null``; a value Java could not parse raises it with
 ``is not a valid Java int/long: '...'`` (Java 4.9.7 logs that and continues with null, which ends in
-a NullPointerException: the server answers SYSTEM_ERROR with the message instead).
+a NullPointerException: the server answers SYSTEM_ERROR naming the field instead). Numbers of any
+length are refused cheaply: digits past what a long can hold are counted, never handed to ``int``
+(whose 4300-digit limit would raise a ValueError), and an error quotes at most
+``QUOTED_CHARACTERS`` characters of the value.
+
+A missing ``@CFNotNull`` *string* is not an error in 4.9.7: ``decodeCommandCustomHeader`` catches
+its own "is null" exception, logs it and leaves the field null, and the broker carries on with it
+(checked against the real 4.9.7 broker and name server, RELIABILITY.md). So the string fields a
+request may leave out are ``None`` here, and the processors use them as Java does (``java_string``:
+string concatenation turns null into ``"null"``). Over ROCKETMQ serialization an empty value is
+such a null (``protocol.header_rocketmq``); over JSON it stays ``""``.
 
 ``to_ext_fields`` returns the fields in Java ``HashMap`` order, so a header built here is
 byte-identical to the one the Java broker or client sends.
@@ -16,7 +26,10 @@ byte-identical to the one the Java broker or client sends.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self
@@ -33,6 +46,39 @@ _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 _LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
+#: Digits after the sign and leading zeros beyond which a value cannot fit a Java long (2^63 has 19).
+_MAX_SIGNIFICANT_DIGITS = 19
+
+#: How many characters of a rejected value an error message quotes (a client controls its length).
+QUOTED_CHARACTERS = 40
+
+
+def quote_value(value: str) -> str:
+    """``repr(value)``, shortened to ``QUOTED_CHARACTERS`` characters plus the length it had."""
+    if len(value) <= QUOTED_CHARACTERS:
+        return repr(value)
+    return f"{value[:QUOTED_CHARACTERS]!r}... ({len(value)} characters)"
+
+
+@functools.cache
+def _unicode_zeros() -> str:
+    """Every character whose decimal value is 0 (Java's ``Character.digit`` accepts them all)."""
+    return "".join(chr(c) for c in range(sys.maxunicode + 1) if unicodedata.decimal(chr(c), -1) == 0)
+
+
+def _significant_digits(digits: str) -> int:
+    """How many digits of ``digits`` (no sign) follow its leading zeros, in any script."""
+    rest = digits.lstrip("0")
+    if rest and not rest.isascii():
+        rest = rest.lstrip(_unicode_zeros())
+    return len(rest)
+
+
+def java_string(value: str | None) -> str:
+    """``String.valueOf``: what Java's string concatenation makes of a field left null."""
+    return "null" if value is None else value
+
+
 def _required(ext_fields: Mapping[str, str] | None, name: str) -> str:
     value = ext_fields.get(name) if ext_fields is not None else None
     if value is None:
@@ -41,12 +87,27 @@ def _required(ext_fields: Mapping[str, str] | None, name: str) -> str:
 
 
 def _parse_integer(name: str, value: str, kind: str, bounds: tuple[int, int]) -> int:
+    if len(value) < 10 and value.isascii() and value.isdigit():
+        return int(value)  # the common case: at most 9 ASCII digits fit any Java int or long
     if _JAVA_INTEGER.fullmatch(value) is None:
-        raise HeaderFieldError(name, f"is not a valid Java {kind}: {value!r}")
-    number = int(value)
+        raise HeaderFieldError(name, f"is not a valid Java {kind}: {quote_value(value)}")
+    # Leading zeros are legal in Java (Long.parseLong("000...7") is 7): only the digits after them
+    # decide whether it can fit, and int() must never see thousands of them.
+    if len(value) > _MAX_SIGNIFICANT_DIGITS + 1:
+        sign = value[0] in "+-"
+        if _significant_digits(value[1:] if sign else value) > _MAX_SIGNIFICANT_DIGITS:
+            raise HeaderFieldError(name, f"is not a valid Java {kind}: {quote_value(value)} is out of range")
+    number = int(value) if len(value) < 4000 else int(_strip_to_int_text(value))
     if not bounds[0] <= number <= bounds[1]:
-        raise HeaderFieldError(name, f"is not a valid Java {kind}: {value!r} is out of range")
+        raise HeaderFieldError(name, f"is not a valid Java {kind}: {quote_value(value)} is out of range")
     return number
+
+
+def _strip_to_int_text(value: str) -> str:
+    """``value`` (a fitting number padded with thousands of leading zeros) short enough for ``int``."""
+    sign = value[0] if value[0] in "+-" else ""
+    digits = value[len(sign) :]
+    return sign + (digits[len(digits) - _significant_digits(digits) :] or "0")
 
 
 def _required_int(ext_fields: Mapping[str, str] | None, name: str) -> int:
@@ -84,10 +145,12 @@ def with_unique_key_query(ext_fields: Mapping[str, str], unique: bool) -> dict[s
 
 @dataclass(slots=True, frozen=True)
 class QueryMessageRequestHeader:
-    """QUERY_MESSAGE (12) request: every field is ``@CFNotNull``."""
+    """QUERY_MESSAGE (12) request: every field is ``@CFNotNull``, but a 4.9.7 broker decodes a missing
+    (or, over ROCKETMQ, empty) ``topic``/``key`` as null and queries ``"null"`` in its place; a null
+    number ends in a NullPointerException (SYSTEM_ERROR)."""
 
-    topic: str
-    key: str
+    topic: str | None
+    key: str | None
     max_num: int
     begin_timestamp: int
     end_timestamp: int
@@ -95,23 +158,23 @@ class QueryMessageRequestHeader:
     @classmethod
     def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
         return cls(
-            topic=_required(ext_fields, "topic"),
-            key=_required(ext_fields, "key"),
+            topic=_optional(ext_fields, "topic"),
+            key=_optional(ext_fields, "key"),
             max_num=_required_int(ext_fields, "maxNum"),
             begin_timestamp=_required_long(ext_fields, "beginTimestamp"),
             end_timestamp=_required_long(ext_fields, "endTimestamp"),
         )
 
     def to_ext_fields(self) -> dict[str, str]:
-        return as_java_hashmap(
-            {
-                "topic": self.topic,
-                "key": self.key,
-                "maxNum": str(self.max_num),
-                "beginTimestamp": str(self.begin_timestamp),
-                "endTimestamp": str(self.end_timestamp),
-            }
-        )
+        fields = {
+            "topic": self.topic,
+            "key": self.key,
+            "maxNum": str(self.max_num),
+            "beginTimestamp": str(self.begin_timestamp),
+            "endTimestamp": str(self.end_timestamp),
+        }
+        # Java sends no null field (makeCustomHeaderToNet skips them).
+        return as_java_hashmap({name: value for name, value in fields.items() if value is not None})
 
 
 @dataclass(slots=True, frozen=True)
@@ -153,6 +216,11 @@ class ViewMessageRequestHeader:
             topic=_optional(ext_fields, "topic"),
         )
 
+    @staticmethod
+    def offset_from(ext_fields: Mapping[str, str] | None) -> int:
+        """Only ``offset``, by the same rules: all the broker reads (no header object per request)."""
+        return _required_long(ext_fields, "offset")
+
     def to_ext_fields(self) -> dict[str, str]:
         fields = {"offset": str(self.offset)}
         if self.topic is not None:
@@ -162,22 +230,24 @@ class ViewMessageRequestHeader:
 
 @dataclass(slots=True, frozen=True)
 class GetRouteInfoRequestHeader:
-    """GET_ROUTEINFO_BY_TOPIC (105) request: ``topic`` is ``@CFNotNull``; newer clients add the
-    nullable ``acceptStandardJsonOnly`` (quoted map keys in the route JSON)."""
+    """GET_ROUTEINFO_BY_TOPIC (105) request: ``topic`` is ``@CFNotNull``, yet a 4.9.7 name server
+    decodes a missing (or ROCKETMQ-empty) one as null and answers TOPIC_NOT_EXIST for the topic
+    ``null``; newer clients add the nullable ``acceptStandardJsonOnly`` (quoted map keys in the route
+    JSON)."""
 
-    topic: str
+    topic: str | None
     accept_standard_json_only: bool | None = None
 
     @classmethod
     def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
         flag = _optional(ext_fields, "acceptStandardJsonOnly")
         return cls(
-            topic=_required(ext_fields, "topic"),
+            topic=_optional(ext_fields, "topic"),
             accept_standard_json_only=None if flag is None else java_parse_boolean(flag),
         )
 
     def to_ext_fields(self) -> dict[str, str]:
-        fields = {"topic": self.topic}
+        fields = {} if self.topic is None else {"topic": self.topic}
         if self.accept_standard_json_only is not None:
             fields["acceptStandardJsonOnly"] = java_boolean(self.accept_standard_json_only)
         return as_java_hashmap(fields)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 
+from protocol.accel import load
 from protocol.codes import SerializeType
 from protocol.command import Body, RemotingCommand
 from protocol.errors import (
@@ -60,22 +61,42 @@ def _prefix(cmd: RemotingCommand, header: bytes, body_len: int) -> bytes:
     return _PREFIX.pack(length, (int(cmd.serialize_type) << 24) | header_len)
 
 
+def encode_json_head(cmd: RemotingCommand, body_len: int) -> bytes | None:
+    """The length words and JSON header of a frame for ``cmd`` with a body of ``body_len`` bytes.
+
+    The reference always answers. Its compiled twin (``protocol/_frame_fast.c``) writes the common
+    case (plain ASCII strings, a known language, fields in range) in one buffer and returns None for
+    anything else, which then takes this path.
+    """
+    header = encode_json_header(cmd)
+    return _prefix(cmd, header, body_len) + header
+
+
+_reference_json_head = encode_json_head
+
+
+def _head(cmd: RemotingCommand, body_len: int) -> bytes:
+    if cmd.serialize_type == _JSON:
+        head = encode_json_head(cmd, body_len)
+        return head if head is not None else _reference_json_head(cmd, body_len)  # type: ignore[return-value]
+    header = _encode_header(cmd)
+    return _prefix(cmd, header, body_len) + header
+
+
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """One whole frame for ``cmd``, header in ``cmd.serialize_type``."""
-    header = _encode_header(cmd)
     body = cmd.body
     if not body:
-        return _prefix(cmd, header, 0) + header
-    return b"".join((_prefix(cmd, header, len(body)), header, body))
+        return _head(cmd, 0)
+    return b"".join((_head(cmd, len(body)), body))
 
 
 def encode_frame_parts(cmd: RemotingCommand) -> tuple[bytes, Body | None]:
     """The frame as (length words + header, body): the body is returned as given, uncopied, so a
     large answer can go out with ``transport.writelines`` without joining it into a new buffer."""
-    header = _encode_header(cmd)
     body = cmd.body
     body_len = len(body) if body else 0
-    return _prefix(cmd, header, body_len) + header, (body if body_len else None)
+    return _head(cmd, body_len), (body if body_len else None)
 
 
 def _decode_payload(buf: memoryview, start: int, end: int) -> RemotingCommand:
@@ -181,6 +202,11 @@ class FrameDecoder:
         return FrameLengthError(
             f"frame of {length + 4} bytes exceeds the maximum frame length {self.max_frame_length}"
         )
+
+
+_fast = load("protocol._frame_fast")
+if _fast is not None:
+    encode_json_head = _fast.encode_json_head  # type: ignore[assignment]
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:

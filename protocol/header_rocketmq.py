@@ -4,8 +4,10 @@
 Layout, big-endian: code i16, language u8, version i16, opaque i32, flag i32, remark (i32 length +
 UTF-8), extFields (i32 length, then key i16 length + UTF-8, value i32 length + UTF-8, repeated).
 Java writes a null or empty remark, and a null or empty extFields map, as length 0; it reads any
-zero-length string back as null, so an empty remark decodes as ``None`` and an extField with an empty
-key or value disappears (Java would put it as null and never send it on). ``extFields`` are written
+zero-length string back as null (``readStr``, 4.9.7 and later), so an empty remark decodes as ``None``
+and an extField with an empty key or value disappears (Java puts it as null, which every lookup sees
+as missing). How a processor answers such a null field is ``protocol.custom_headers``' business: for
+a string field, as the 4.9.7 broker does (it carries on with null). ``extFields`` are written
 in the dict's order, which for anything Java sent is its ``HashMap`` order.
 """
 

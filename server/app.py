@@ -23,12 +23,20 @@ from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl import AccessValidator
 from server.acl_config import AclConfig
-from server.connection import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HEADER_LENGTH, RemotingConnection
+from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
+from server.connection import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_HEADER_LENGTH,
+    ConnectionLogs,
+    RemotingConnection,
+)
 from server.dispatch import Dispatcher
+from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
 from server.processors.name_server import NameServerProcessor
 from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.refusal import Refuser
 from server.store_api import QueryStore
 
@@ -43,7 +51,8 @@ FAST_PORT_OFFSET = 2
 _PAIR_ATTEMPTS = 50
 
 #: Default ``--max-connections``: far above what query clients need (each Java client keeps one
-#: connection per broker), low enough that 16 MiB frame buffers cannot add up unnoticed.
+#: connection per broker); ``serve`` lowers it to what the open-file limit allows
+#: (``server.file_budget``), and unfinished frames share one byte budget (``server.buffer_budget``).
 DEFAULT_MAX_CONNECTIONS = 10_000
 
 
@@ -67,17 +76,30 @@ class ServerSettings:
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: Refused connections that may wait for their SYSTEM_BUSY answer at once; None = a tenth of
+    #: ``max_connections``, at least 16 (``server.file_budget``).
+    max_waiting: int | None = None
+    #: Bytes all connections together may hold in unfinished request frames (``server.buffer_budget``).
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     #: ``plain_acl.yml`` in force; None (the default, like the broker's ``aclEnable=false``) = no checks.
     acl: AclConfig | None = None
+    #: Threads for key queries too expensive for the event loop (``server.query_pool``).
+    query_threads: int = DEFAULT_QUERY_THREADS
+    #: Index entries one key query may visit (``server.query_pool``).
+    query_budget: int = DEFAULT_QUERY_BUDGET
 
 
-def build_dispatcher(store: QueryStore, identity: BrokerIdentity, settings: ServerSettings) -> Dispatcher:
+def build_dispatcher(
+    store: QueryStore, identity: BrokerIdentity, settings: ServerSettings, pool: QueryPool | None = None
+) -> Dispatcher:
     """Every processor, registered under the request codes the broker and name server answer."""
     dispatcher = Dispatcher(AccessValidator(settings.acl) if settings.acl is not None else None)
     query = QueryMessageProcessor(
         store,
         default_query_max_num=settings.default_query_max_num,
         max_frame_length=settings.max_frame_length,
+        pool=pool,
+        budget=settings.query_budget,
     )
     dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
     dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
@@ -132,20 +154,24 @@ class QueryServer:
         self.identity: BrokerIdentity | None = None
         self._servers: list[asyncio.Server] = []
         self._connections: set[RemotingConnection] = set()
+        self._connection_logs = ConnectionLogs()
         self._background: list[asyncio.Task[None]] = []
         self.port = 0
         self.fast_port = 0
         self._stopped = False
+        self.query_pool: QueryPool | None = None
         limit = self.settings.max_connections
         if limit < 1:
             raise ValueError(f"max_connections must be at least 1, got {limit}")
-        self.refuser = Refuser(limit, max_waiting=max(64, limit // 10))
+        waiting = self.settings.max_waiting
+        self.refuser = Refuser(limit, max_waiting=max_waiting_for(limit) if waiting is None else waiting)
+        self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
 
     # ports ------------------------------------------------------------------------------------
 
     def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
-        if len(self._connections) >= self.settings.max_connections:
+        if len(self._connections) >= self.refuser.limit:
             return self.refuser.connection()
         connection = RemotingConnection(
             self.dispatcher,
@@ -153,6 +179,8 @@ class QueryServer:
             max_header_length=self.settings.max_header_length,
             idle_timeout=self.settings.idle_timeout,
             on_close=self._connections.discard,
+            logs=self._connection_logs,
+            budget=self.buffer_budget,
         )
         self._connections.add(connection)
         return connection
@@ -164,6 +192,7 @@ class QueryServer:
             self.settings.host,
             port,
             reuse_port=self.settings.reuse_port or None,
+            backlog=LISTEN_BACKLOG,
             start_serving=False,
         )
 
@@ -209,7 +238,8 @@ class QueryServer:
             address=advertise,
             queue_nums=self.settings.queue_nums,
         )
-        self.dispatcher = build_dispatcher(self.store, self.identity, self.settings)
+        self.query_pool = QueryPool(self.settings.query_threads)
+        self.dispatcher = build_dispatcher(self.store, self.identity, self.settings, self.query_pool)
         if self._configure is not None:
             self._configure(self.dispatcher, self.identity)
         for server in self._servers:
@@ -228,6 +258,16 @@ class QueryServer:
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""
         self._background.append(asyncio.get_running_loop().create_task(work()))
+
+    @property
+    def max_connections(self) -> int:
+        """Connections served at once now (``settings.max_connections``, or lower: see below)."""
+        return self.refuser.limit
+
+    def set_max_connections(self, limit: int) -> None:
+        """Serve at most ``limit`` connections from now on (at least 1); connections already open
+        over it are not closed, new ones are refused until they fit (``server.file_budget``)."""
+        self.refuser.limit = max(1, limit)
 
     @property
     def connections(self) -> frozenset[RemotingConnection]:
@@ -253,6 +293,8 @@ class QueryServer:
         for server in self._servers:
             await server.wait_closed()
         self._servers = []
+        if self.query_pool is not None:
+            self.query_pool.close()
         log.info("stopped (%d connection(s) closed)", len(connections))
 
     async def __aenter__(self) -> QueryServer:

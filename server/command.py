@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import tempfile
 from collections.abc import Callable
@@ -28,15 +29,22 @@ from server.app import (
     ServerSettings,
     default_advertise_host,
 )
+from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.file_budget import FileBudget, FileWatch, plan_connections
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from server.write_path import write_path
+from store.commands.arg_types import port_number, seconds_or_off
 from store.commands.store_options import add_store_arguments, config_file
 from store.commands.store_options import config_from_args as load_config
 from store.config import ConfigError, StoreConfig
 from store.demo import demo_config, make_demo_store
 from store.message_store import MessageStore
 from store.writable_store import WritableStore
+
+#: ``--log-level`` values (any case); anything else used to fall back to INFO without a word.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ store over TCP"
 
@@ -50,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         help=f"listen port (default broker.conf's listenPort, else {DEFAULT_PORT}); +fast port-2",
     )
     parser.add_argument(
@@ -84,24 +92,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--refresh-interval",
-        type=float,
+        type=seconds_or_off,
         default=DEFAULT_REFRESH_INTERVAL,
-        help="seconds between picking up new CommitLog/index data (default %(default)s)",
+        help="seconds between picking up new CommitLog/index data; 0 turns it off (default %(default)s)",
     )
-    parser.add_argument("--idle-timeout", type=float, default=120.0, help="close idle connections (seconds)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=seconds_or_off,
+        default=120.0,
+        help="close connections idle this many seconds; 0 never does (default %(default)s)",
+    )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=1,
         help="server processes sharing the ports via SO_REUSEPORT (default 1; 2 uses both cores of 2)",
     )
     parser.add_argument(
         "--max-connections",
         type=positive_int,
-        default=DEFAULT_MAX_CONNECTIONS,
+        default=None,
         metavar="N",
         help="connections served at once per process; one more is answered SYSTEM_BUSY (code 2) and "
-        "closed (default %(default)s)",
+        f"closed (default {DEFAULT_MAX_CONNECTIONS}, lowered to what the open-file limit allows after "
+        "keeping descriptors for the store's files; an explicit N above that is lowered too, with a "
+        "warning)",
+    )
+    parser.add_argument(
+        "--max-buffered-mib",
+        type=positive_int,
+        default=DEFAULT_MAX_BUFFERED_BYTES // (1024 * 1024),
+        metavar="MIB",
+        help="MiB all connections together may hold in unfinished request frames; past it the "
+        "connections holding the most are closed (default %(default)s)",
     )
     parser.add_argument(
         "--acl",
@@ -110,7 +133,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
         "like the broker); denied requests get NO_PERMISSION (16)",
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--query-threads",
+        type=positive_int,
+        default=DEFAULT_QUERY_THREADS,
+        metavar="N",
+        help="threads per process for key queries too long for the event loop (default %(default)s: "
+        "8 + CPUs, the broker's queryMessageThreadPoolNums)",
+    )
+    parser.add_argument(
+        "--query-budget",
+        type=positive_int,
+        default=DEFAULT_QUERY_BUDGET,
+        metavar="N",
+        help="index entries one key query may visit; a walk cut short answers what it found "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="logging level (default INFO)",
+    )
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """``--demo`` writes and serves its own store: the flags that describe another store would be ignored."""
+    if args.demo:
+        given = [
+            flag
+            for flag, value in (
+                ("--config", args.config),
+                ("--commitlog", args.commitlog),
+                ("--mapped-file-size", args.mapped_file_size),
+                ("--max-hash-slot-num", args.max_hash_slot_num),
+                ("--max-index-num", args.max_index_num),
+            )
+            if value is not None
+        ]
+        if given:
+            ignored = ", ".join(given)
+            return f"argument --demo: writes its own store and broker.conf, so {ignored} would be ignored"
+    return None
 
 
 def host_port(value: str) -> str:
@@ -132,35 +197,15 @@ def positive_int(value: str) -> int:
     return number
 
 
-def ensure_file_limit(max_connections: int) -> None:
-    """Raise the soft open-file limit toward what ``max_connections`` needs (plus room for the
-    store's files), up to the hard limit; warn when even that is too low, since the connections past
-    it would fail in accept() rather than get the clear SYSTEM_BUSY refusal."""
-    try:
-        import resource
-    except ImportError:  # not on POSIX
-        return
-    wanted = max_connections + FILE_HEADROOM
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+def store_file_count(config: StoreConfig) -> int:
+    """CommitLog and index files in the store: each mapped one holds a descriptor."""
+    count = 0
+    for directory in (config.store_path_commit_log, config.store_path_root_dir / "index"):
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError) as exc:
-            log.debug("cannot raise the open-file limit: %s", exc)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        log.warning(
-            "open-file limit %d is below --max-connections %d plus %d: connections past it fail in "
-            "accept() instead of being refused with SYSTEM_BUSY (raise `ulimit -n`)",
-            soft,
-            max_connections,
-            FILE_HEADROOM,
-        )
-
-
-#: File descriptors kept for the store's files, the listening sockets and refused connections.
-FILE_HEADROOM = 512
+            count += sum(1 for entry in os.scandir(directory) if entry.is_file())
+        except OSError:
+            continue
+    return count
 
 
 def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:
@@ -183,7 +228,10 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
 
 
 def settings_from(
-    args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None = None
+    args: argparse.Namespace,
+    config: StoreConfig,
+    acl: AclConfig | None = None,
+    budget: FileBudget | None = None,
 ) -> ServerSettings:
     from_conf = args.demo or config_file(args) is not None
     port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
@@ -198,9 +246,42 @@ def settings_from(
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
-        max_connections=args.max_connections,
+        max_connections=budget.max_connections
+        if budget is not None
+        else args.max_connections or DEFAULT_MAX_CONNECTIONS,
+        max_waiting=budget.max_waiting if budget is not None else None,
+        max_buffered_bytes=args.max_buffered_mib * 1024 * 1024,
         acl=acl,
+        query_threads=args.query_threads,
+        query_budget=args.query_budget,
     )
+
+
+#: Seconds between two checks of the store's file count against the connection limit.
+FILE_CHECK_INTERVAL = 5.0
+
+
+async def follow_file_limit(
+    server: QueryServer,
+    watch: FileWatch,
+    count_files: Callable[[], int],
+    interval: float = FILE_CHECK_INTERVAL,
+) -> None:
+    """Keep the connection limit within the open-file limit while the store gains or loses files."""
+    while True:
+        await asyncio.sleep(interval)
+        files = count_files()
+        limit = watch.limit(files)
+        if limit != server.max_connections:
+            log.log(
+                logging.WARNING if limit < server.max_connections else logging.INFO,
+                "connection limit now %d (was %d): the store has %d files, whose descriptors come out of "
+                "the open-file limit's share for connections",
+                limit,
+                server.max_connections,
+                files,
+            )
+            server.set_max_connections(limit)
 
 
 async def serve(
@@ -211,8 +292,12 @@ async def serve(
     workers: int = 0,
     config: StoreConfig | None = None,
     writable: WritableStore | None = None,
+    file_watch: FileWatch | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports)."""
+    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports).
+
+    ``file_watch``: lowers the connection limit as the store gains files (``server.file_budget``).
+    """
     if workers > 0:
         settings = dataclasses.replace(settings, reuse_port=True)
     server = QueryServer(store, settings, configure=write_path(writable) if writable is not None else None)
@@ -233,6 +318,11 @@ async def serve(
         print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval))
+        if file_watch is not None and config is not None:
+            watched = config
+            server.run_in_background(
+                lambda: follow_file_limit(server, file_watch, lambda: store_file_count(watched))
+            )
     try:
         await stop.wait()
         log.info("signal received: finishing in-flight requests and closing")
@@ -332,18 +422,19 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
             "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
         )
-    ensure_file_limit(args.max_connections)
+    budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(
                 serve(
                     store,
-                    settings_from(args, config, acl),
+                    settings_from(args, config, acl, budget),
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,
                     writable=writable,
+                    file_watch=FileWatch(budget, lambda: store_file_count(config)),
                 )
             )
     except (OSError, ValueError) as exc:

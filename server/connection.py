@@ -7,8 +7,10 @@ the opaque pairs them up, as Netty clients expect). Oneway requests run but are 
 
 Robustness is per connection: a malformed frame (bad length, unknown serialization, undecodable
 header, over the frame limit, a header over ``max_header_length``) closes only this connection, with
-one log line; requests that arrived whole before it in the same read are still answered first (the
-connection stops reading, answers them, then closes). When the peer stops
+one log line per burst (``ConnectionLogs``); requests that arrived whole before it in the same read
+are still answered first (the connection stops reading, answers them, then closes). The bytes of an
+unfinished frame count against a budget shared by all connections (``server.buffer_budget``); a
+connection closed for it is treated the same way. When the peer stops
 reading and our write buffer passes the high-water mark, both answering and reading stop for this
 peer until the buffer drains (requests already received wait, decoded), so a slow reader throttles
 only itself and costs bounded memory. A connection with no traffic for ``idle_timeout`` seconds is
@@ -28,6 +30,8 @@ from typing import Any, cast
 from protocol.command import RemotingCommand
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
+from server.buffer_budget import BufferBudget
+from server.burst_log import BurstLog
 from server.dispatch import Dispatcher
 from server.peer import CURRENT_PEER
 
@@ -45,6 +49,19 @@ DEFAULT_IDLE_TIMEOUT = 120.0
 DEFAULT_MAX_HEADER_LENGTH = 256 * 1024
 
 
+class ConnectionLogs:
+    """The rate-limited log lines a client can cause per connection, shared by a server's connections
+    (one line per burst across all of them, ``server.burst_log``)."""
+
+    __slots__ = ("encode_failed", "idle", "malformed", "stalled")
+
+    def __init__(self) -> None:
+        self.malformed = BurstLog(log)
+        self.encode_failed = BurstLog(log, level=logging.ERROR)
+        self.idle = BurstLog(log, level=logging.INFO)
+        self.stalled = BurstLog(log)
+
+
 class RemotingConnection(asyncio.Protocol):
     """Serves RocketMQ remoting requests arriving on one transport."""
 
@@ -56,11 +73,16 @@ class RemotingConnection(asyncio.Protocol):
         max_header_length: int = DEFAULT_MAX_HEADER_LENGTH,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         on_close: Callable[[RemotingConnection], None] | None = None,
+        logs: ConnectionLogs | None = None,
+        budget: BufferBudget | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
+        self._logs = logs or ConnectionLogs()
+        self._budget = budget
+        self._holding = False  # whether the budget counts a partial frame of ours
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
@@ -102,23 +124,53 @@ class RemotingConnection(asyncio.Protocol):
             requests = self._decoder.feed(data)
         except FrameError as exc:
             requests = list(exc.decoded)
-            log.warning(
+            self._logs.malformed.event(
                 "closing connection from %s: malformed frame: %s%s",
                 self._peer,
                 exc,
                 f" (answering the {len(requests)} request(s) before it first)" if requests else "",
             )
+            self._report_held()
             if not requests:
                 self.close()
                 return
             self._stop_reading_then_close()
-        if not requests:
+        if requests:
+            if self._pending:
+                self._pending.extend(requests)
+            else:
+                self._pending = deque(requests)
+        # After queueing what arrived whole: if this drops our partial frame, those are answered first.
+        self._report_held()
+        if requests:
+            self._process_pending()
+
+    def _report_held(self) -> None:
+        """Tell the shared budget how much of an unfinished frame we hold (``server.buffer_budget``)."""
+        budget = self._budget
+        if budget is None:
             return
-        if self._pending:
-            self._pending.extend(requests)
+        held = self._decoder.buffered
+        if held or self._holding:
+            self._holding = held > 0
+            budget.update(self, held)
+
+    def drop_partial_frame(self, reason: str) -> None:
+        """Over the shared budget: drop the unfinished frame now, answer what arrived whole, close.
+
+        Handled like a frame over the limit (``reason`` is for the budget's own log line).
+        """
+        self._holding = False
+        self._decoder = FrameDecoder(
+            max_frame_length=self._decoder.max_frame_length, max_header_length=self._decoder.max_header_length
+        )
+        if self._closing:
+            return
+        if self._tasks or self._pending:
+            self._stop_reading_then_close()
         else:
-            self._pending = deque(requests)
-        self._process_pending()
+            self._frames_failed = True
+            self.close()
 
     def _process_pending(self) -> None:
         """Answer decoded requests in order until none are left or the peer stops reading.
@@ -192,6 +244,9 @@ class RemotingConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        if self._budget is not None:
+            self._holding = False
+            self._budget.release(self)
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -244,8 +299,10 @@ class RemotingConnection(asyncio.Protocol):
             return
         try:
             head, body = encode_frame_parts(response)
-        except Exception:
-            log.exception("cannot encode the response to opaque %d for %s", response.opaque, self._peer)
+        except Exception as exc:
+            self._logs.encode_failed.event(
+                "cannot encode the response to opaque %d for %s", response.opaque, self._peer, exc_info=exc
+            )
             return
         batch = self._batch
         if batch is not None:
@@ -277,6 +334,11 @@ class RemotingConnection(asyncio.Protocol):
         return self._transport.get_write_buffer_size() if self._transport is not None else 0
 
     @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an unfinished request frame held (what ``server.buffer_budget`` counts)."""
+        return self._decoder.buffered
+
+    @property
     def in_flight(self) -> int:
         """Requests received and not yet answered (decoded and waiting, or being processed)."""
         return len(self._tasks) + len(self._pending)
@@ -305,7 +367,7 @@ class RemotingConnection(asyncio.Protocol):
             return
         if buffered or self._pending:
             # The peer stopped reading: nothing it was sent moves, so close() could never flush.
-            log.warning(
+            self._logs.stalled.event(
                 "closing connection from %s: it read none of its answers for %.0f s (%d bytes and %d "
                 "request(s) waiting)",
                 self._peer,
@@ -316,7 +378,9 @@ class RemotingConnection(asyncio.Protocol):
             self._closing = True
             self._transport.abort()
             return
-        log.info("closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout)
+        self._logs.idle.event(
+            "closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout
+        )
         self.close()
 
     async def _wait_in_flight(self, timeout: float | None) -> None:

@@ -15,6 +15,8 @@ import asyncio
 import logging
 from typing import Protocol
 
+from server.burst_log import BurstLog
+
 log = logging.getLogger(__name__)
 
 #: Seconds between two refresh passes (the broker's reput loop runs every millisecond; one second
@@ -33,13 +35,15 @@ class Refreshable(Protocol):
 async def refresh_forever(store: Refreshable, interval: float = DEFAULT_REFRESH_INTERVAL) -> None:
     """Refresh ``store`` every ``interval`` seconds (at once while it has a backlog) until cancelled.
 
-    Errors are logged, not fatal: the server keeps serving what was already loaded.
+    Errors are logged, not fatal: the server keeps serving what was already loaded. A failure that
+    repeats every pass is logged once per burst (``server.burst_log``), with its traceback.
     """
+    failures = BurstLog(log, level=logging.ERROR)
     backlog = True  # the first pass runs at once: the store may have been opened without catching up
     while True:
         await asyncio.sleep(0 if backlog else interval)
         try:
             backlog = store.refresh(max_records=INDEX_SLICE_RECORDS)
-        except Exception:
+        except Exception as exc:
             backlog = False
-            log.exception("refreshing the store failed; serving what was already loaded")
+            failures.event("refreshing the store failed; serving what was already loaded", exc_info=exc)

@@ -16,12 +16,17 @@ class QueryResult(Protocol):
     buffers: Sequence[memoryview]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
+    budget_exhausted: bool
 
 
 class QueryStore(Protocol):
     """The read side of ``MessageStore`` that the processors call."""
 
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult: ...
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = ...
+    ) -> QueryResult:
+        """Thread-safe (the server calls it from its query pool); ``budget`` bounds entries visited."""
+        ...
 
     def view_message(self, offset: int) -> memoryview | None: ...
 

@@ -2,7 +2,8 @@
 
 Every problem names the file, the position and what is wrong, so it can be acted on:
 
-* markers: an ``abort`` file (unclean shutdown, or a broker running now), a missing or short
+* markers: an ``abort`` file left by an unclean shutdown (with a broker running now, holding the
+  store's ``lock``, it is a note: a running broker keeps it), a missing or short
   checkpoint, a checkpoint ``indexMsgTimestamp`` older than the newest full index file;
 * CommitLog: file names are contiguous multiples of the file size, no file is short (truncated),
   every record checks (lengths and BODYCRC, as the broker's recovery does) from the first file to
@@ -11,19 +12,24 @@ Every problem names the file, the position and what is wrong, so it can be acted
 * IndexFiles: size against the configured geometry, a header no writer can leave, the slots and
   chains agreeing with each other (``store.index_scan``) and (``deep``) every entry pointing at the
   start of a record that carries a key with the entry's hash;
-* the index is not behind the CommitLog (records after the last indexed one that have keys);
-* ConsumeQueues: every entry against its record, none missing or unclaimed (``consume_queue_check``).
+* the index is not behind the CommitLog (records after the last indexed one that have keys; with a
+  running broker, records stored in the last ``LIVE_INDEX_LAG_MS`` are only noted: its reput thread
+  indexes them within milliseconds).
+* ConsumeQueues: every entry against its record, none missing or unclaimed (``consume_queue_check``;
+  with a running broker, entries of records of the last ``LIVE_INDEX_LAG_MS`` may still be on their way).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import time
 from dataclasses import dataclass, field
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
+from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog, MappedFile
 from store.config import StoreConfig
@@ -34,6 +40,8 @@ from store.index_file import IndexFile, header_problem
 from store.index_scan import Findings, scan_index_file
 
 _ZEROS = bytes(1 << 20)
+#: With a running broker, keyed records stored this recently and not yet indexed are not a problem.
+LIVE_INDEX_LAG_MS = 10_000
 
 
 @dataclass(slots=True)
@@ -50,14 +58,24 @@ class FsckReport:
 
 def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
     report = FsckReport()
+    live = broker_lock_holder(config.store_path_root_dir)
     index_files = _open_index_files(config, report)
     try:
-        _check_markers(config, index_files, report)
+        _check_markers(config, index_files, report, live)
+        started_ms = int(time.time() * 1000)
         commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
         try:
             _check_commitlog(commitlog, config, report)
-            _check_index(index_files, commitlog, report, deep=deep)
-            cq_problems, cq_notes = check_consume_queues(config, commitlog)
+            _check_index(
+                index_files,
+                commitlog,
+                report,
+                deep=deep,
+                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
+            )
+            cq_problems, cq_notes = check_consume_queues(
+                config, commitlog, recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None
+            )
             report.problems += cq_problems
             report.notes += cq_notes
         finally:
@@ -86,8 +104,19 @@ def _open_index_files(config: StoreConfig, report: FsckReport) -> list[IndexFile
     return files
 
 
-def _check_markers(config: StoreConfig, index_files: list[IndexFile], report: FsckReport) -> None:
-    if abnormal_exit(config.store_path_root_dir):
+def _check_markers(
+    config: StoreConfig, index_files: list[IndexFile], report: FsckReport, live: int | None
+) -> None:
+    if live is not None:
+        report.notes.append(
+            f"a broker (pid {live}) is running on this store (it holds {config.store_path_root_dir / 'lock'})"
+            + (
+                f": {config.abort_path} is its running marker"
+                if abnormal_exit(config.store_path_root_dir)
+                else ""
+            )
+        )
+    elif abnormal_exit(config.store_path_root_dir):
         report.problems.append(
             f"{config.abort_path} exists: the broker did not shut down cleanly (or is running now); a "
             "broker restarting on it deletes the index files newer than the checkpoint's "
@@ -132,23 +161,45 @@ def _check_commitlog(commitlog: CommitLog, config: StoreConfig, report: FsckRepo
             f"CommitLog record at offset {bad}{_locate(files, bad)} is corrupt (it fails the broker's "
             f"recovery check: lengths or BODYCRC); whole records resume at offset {resume}"
         )
-    if files and last_end < files[-1].start:
+    for start, reason in sorted(commitlog.unreadable.items()):
+        report.problems.append(f"CommitLog file {start:020d} cannot be read: {reason}")
+    # Files after the last one holding data are pre-created by a running broker: all zeros.
+    data = len(files)
+    while data > 1 and files[data - 1].error is None and not _holds_data(files[data - 1]):
+        data -= 1
+    for f in files[data:]:
+        stray = _first_nonzero_after(f, f.start)
+        if stray is None:
+            report.notes.append(
+                f"CommitLog file {f.path.name} is pre-created (zeros): the next file to write"
+            )
+        else:
+            report.problems.append(
+                f"CommitLog file {f.path.name} begins with zeros but has non-zero bytes at offset {stray}: "
+                "damaged (a file the broker pre-created holds zeros only)"
+            )
+    last_data = files[data - 1] if files else None
+    if last_data is not None and last_end < last_data.start:
         where = _locate(files, last_end)
         report.problems.append(
-            f"CommitLog records stop at offset {last_end}{where}, before the last file "
-            f"{files[-1].path.name}: a corrupt or torn record mid-log hides every record after it"
+            f"CommitLog records stop at offset {last_end}{where}, before the last file holding data "
+            f"{last_data.path.name}: a corrupt or torn record mid-log hides every record after it"
         )
-    elif files:
-        stray = _first_nonzero_after(files[-1], last_end)
+    elif last_data is not None:
+        stray = _first_nonzero_after(last_data, last_end)
         if stray is not None:
             report.problems.append(
-                f"CommitLog file {files[-1].path.name}: non-zero bytes at offset {stray} after the last "
+                f"CommitLog file {last_data.path.name}: non-zero bytes at offset {stray} after the last "
                 f"whole record (which ends at {last_end}): a corrupt record mid-file or a torn tail"
             )
     report.notes.append(
         f"CommitLog: {len(files)} files, {report.records} records, offsets {commitlog.min_offset}"
         f"..{commitlog.max_offset}"
     )
+
+
+def _holds_data(f: MappedFile) -> bool:
+    return f.safe_length() >= 8 and f.view()[:8] != bytes(8)
 
 
 def _locate(files: list[MappedFile], offset: int) -> str:
@@ -161,19 +212,27 @@ def _locate(files: list[MappedFile], offset: int) -> str:
 def _first_nonzero_after(f: MappedFile, offset: int) -> int | None:
     """The absolute offset of the first non-zero byte of ``f`` from ``offset``, if any."""
     view = f.view()
+    length = f.safe_length()
     pos = max(offset - f.start, 0)
     # A blank end-of-file marker right after the last record is how a full file ends.
-    if pos + 8 <= f.length and record.check(view, pos, f.length) == record.BLANK:
+    if pos + 8 <= length and record.check(view, pos, length) == record.BLANK:
         return None
-    while pos < f.length:
-        chunk = view[pos : pos + len(_ZEROS)]
+    while pos < length:
+        chunk = view[pos : min(pos + len(_ZEROS), length)]
         if chunk != _ZEROS[: len(chunk)]:
             return f.start + pos + next(i for i, b in enumerate(chunk) if b)
         pos += len(chunk)
     return None
 
 
-def _check_index(files: list[IndexFile], commitlog: CommitLog, report: FsckReport, *, deep: bool) -> None:
+def _check_index(
+    files: list[IndexFile],
+    commitlog: CommitLog,
+    report: FsckReport,
+    *,
+    deep: bool,
+    recent_ms: int | None = None,
+) -> None:
     hasher = KeyHasher()
     for i, f in enumerate(files):
         h = f.header
@@ -199,18 +258,24 @@ def _check_index(files: list[IndexFile], commitlog: CommitLog, report: FsckRepor
             f"or past the CommitLog's end {commitlog.max_offset}: the CommitLog lost records the index "
             "points at"
         )
-    behind = 0
+    behind = recent = 0
     last_indexed = files[-1].header.end_phy_offset if files else -1
-    for offset, buf in commitlog.iter_records(max(last_indexed, 0)):
+    for offset, buf in commitlog.iter_records(max(last_indexed, 0), commitlog.max_offset):
         if offset <= last_indexed:
             continue
         try:
-            if index_keys(read_index_fields(buf, 0)):
-                behind += 1
+            fields = read_index_fields(buf, 0)
         except ProtocolError:
             continue
+        if index_keys(fields):
+            if recent_ms is not None and fields.store_timestamp >= recent_ms:
+                recent += 1
+            else:
+                behind += 1
     if behind:
         report.problems.append(f"index is behind the CommitLog: {behind} records with keys are not indexed")
+    if recent:
+        report.notes.append(f"{recent} records with keys stored in the last seconds are not indexed yet")
 
 
 def _check_entries_against_records(

@@ -35,12 +35,14 @@ from protocol.index_key import java_string_hash
 from protocol.message import IndexFields, read_index_fields
 from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from store import record
+from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
-from store.errors import IndexFileError
+from store.errors import IndexFileError, StoreError
 from store.index_file import IndexFile, header_problem
 from store.index_service import IndexService
+from store.log_gaps import Gap, GapWalk, index_around, refuse
 from store.staging import staged_output
 
 log = logging.getLogger("store.index")
@@ -114,15 +116,30 @@ class IndexBuilder:
         index_dir: Path | None = None,
         checkpoint_path: Path | None = None,
         now_millis: Callable[[], int] | None = None,
+        on_gap: Callable[[Gap], None] | None = None,
     ) -> None:
         self.config = config
+        #: With ``on_gap`` the walk checks that records follow each other (``store.log_gaps``) and
+        #: hands every gap to it (raise to refuse); without, it skips what the CommitLog walk skips.
+        self._on_gap = on_gap
+        self.gaps: list[Gap] = []
+        #: After a rebuild's swap: what could not be finished (the new index is in place regardless).
+        self.after_swap: list[str] = []
         self._own_commitlog = commitlog is None
         self.commitlog = commitlog or CommitLog(
             config.store_path_commit_log, config.mapped_file_size_commit_log
         )
         self.checkpoint_path = checkpoint_path if checkpoint_path is not None else config.checkpoint_path
         self.index_dir = Path(index_dir) if index_dir is not None else config.index_dir
-        if index_dir is None and abnormal_exit(config.store_path_root_dir):
+        holder = broker_lock_holder(config.store_path_root_dir) if index_dir is None else None
+        if holder is not None and abnormal_exit(config.store_path_root_dir):
+            # A running broker keeps ``abort`` while it runs: nothing crashed.
+            log.info(
+                "a broker (pid %d) is running on this store: %s is its running marker",
+                holder,
+                config.abort_path,
+            )
+        elif index_dir is None and abnormal_exit(config.store_path_root_dir):
             log.warning(
                 "%s exists: the last broker or builder on this store stopped uncleanly; keeping its index "
                 "files (the broker would delete the newest) and repairing the newest from the CommitLog",
@@ -270,7 +287,14 @@ class IndexBuilder:
     # -- building ------------------------------------------------------------------------------------
 
     def _records(self) -> Iterator[tuple[int, memoryview]]:
-        return self.commitlog.iter_records(self.next_offset)
+        # Only settled records: one that may still be arriving could lack keys, and once indexed
+        # past, a record is never read again (``CommitLog.settled_end``). A one-shot rebuild walks
+        # with gap checks (``store.log_gaps``); its CommitLog is not being written.
+        if self._on_gap is None:
+            return self.commitlog.iter_records(self.next_offset, self.commitlog.settled_end)
+        walk = GapWalk(self.commitlog, self._on_gap)
+        walk.gaps = self.gaps
+        return walk.records(self.next_offset)
 
     def _roll(self) -> IndexFile:
         full = self.index.last_file()
@@ -291,6 +315,11 @@ class IndexBuilder:
     def _run(self, max_records: int | None) -> int:
         index = self.index
         current = index.last_file()
+        if current is not None and not current.intact():
+            # Cut short under us (an operator's truncate or cp): writing into it would fault
+            # (SIGBUS). Indexing stops here; ``IndexService.audit`` said why, once.
+            index.audit()
+            return 0
         if current is None or current.is_write_full():
             current = None
         topics = self.topics_seen
@@ -360,7 +389,9 @@ class IndexBuilder:
                 self.commitlog.close()
 
 
-def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None = None) -> IndexBuilder:
+def rebuild_index(
+    config: StoreConfig, *, now_millis: Callable[[], int] | None = None, around_gaps: bool = False
+) -> IndexBuilder:
     """Rebuild ``<storeRoot>/index`` from the CommitLog without ever exposing half an index.
 
     The new files are written to a staging directory beside ``index/`` (``store.staging``, shared
@@ -369,11 +400,20 @@ def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None =
     ``indexMsgTimestamp`` set to the newest full file's end timestamp. A rebuild killed at any point
     leaves the old index whole (or restorable by the next run). Returns the (closed) builder, whose
     counters say what was indexed.
+
+    A gap in the CommitLog (``store.log_gaps``: a missing or cut-short file, a corrupt record, with
+    whole records after it) raises ``CommitLogGapError`` and nothing is replaced, unless
+    ``around_gaps``: then the records on both sides are indexed and ``builder.gaps`` lists the gaps.
     """
-    with staged_output(config.index_dir) as staging:
+    leftovers: list[Path] = []
+    with staged_output(config.index_dir, leftovers=leftovers) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"
         builder = IndexBuilder(
-            config, index_dir=staging, checkpoint_path=tmp_checkpoint, now_millis=now_millis
+            config,
+            index_dir=staging,
+            checkpoint_path=tmp_checkpoint,
+            now_millis=now_millis,
+            on_gap=index_around if around_gaps else refuse,
         )
         try:
             builder.run_once()
@@ -381,7 +421,25 @@ def rebuild_index(config: StoreConfig, *, now_millis: Callable[[], int] | None =
             builder.close()
         index_ts = Checkpoint.read_or_default(tmp_checkpoint).index_msg_timestamp
         tmp_checkpoint.unlink(missing_ok=True)
-    checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
-    checkpoint.index_msg_timestamp = index_ts
-    checkpoint.write(config.checkpoint_path)
+    # The new index is in place: what fails from here on is reported, not raised as a failed swap.
+    builder.after_swap = [left_behind(path) for path in leftovers]
+    problem = update_index_timestamp(config.checkpoint_path, index_ts)
+    if problem:
+        builder.after_swap.append(problem)
     return builder
+
+
+def left_behind(path: Path) -> str:
+    """The message for an old index that could not be removed after the swap."""
+    return f"the replaced index could not be removed: it is left at {path} (delete it by hand)"
+
+
+def update_index_timestamp(checkpoint_path: Path, index_ts: int) -> str | None:
+    """Set the checkpoint's ``indexMsgTimestamp`` after a swap; the problem, if it could not be done."""
+    try:
+        checkpoint = Checkpoint.read_or_default(checkpoint_path)
+        checkpoint.index_msg_timestamp = index_ts
+        checkpoint.write(checkpoint_path)
+    except (OSError, StoreError) as exc:
+        return f"the checkpoint's indexMsgTimestamp was not set to {index_ts}: {exc}"
+    return None

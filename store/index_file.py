@@ -12,6 +12,14 @@ Entry 0 is never used (indexCount starts at 1), so a file holds ``index_num - 1`
 ``putKey`` and ``selectPhyOffset`` follows the Java broker exactly, because rebuilt files must be
 byte-identical to the broker's and queries must return the broker's answers; the chain walk also
 refuses to revisit an entry, so a corrupt chain cannot loop.
+
+**Safe length.** The file is mapped whole, and a map touched past the file's current end raises
+SIGBUS (the process dies): ``cp new old`` and ``> old`` truncate the mapped inode before writing it
+again. So whoever reads the map (the chain walk here, or compiled code handed ``buffer``) first
+asks ``intact()``, which compares ``safe_length()`` (``fstat`` on the map's own descriptor, about
+0.5 us) with the size the geometry gives, and leaves the file out while it is short.
+``store.index_service`` does that once per file per query, ``refresh()`` reopens a file whose path
+now names another inode and says once that a file was deleted, cut short or zeroed.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import NamedTuple
 from protocol.index_key import index_key_hash
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, index_file_size
 from store.errors import IndexFileError, IndexGeometryError
+from store.query_walk import BUDGET, OUTSIDE, ZEROED, walk_chain
 from store.warn_once import WarnOnce
 
 log = logging.getLogger("store.index")
@@ -45,6 +54,8 @@ _OFF_END_PHY = 24
 _OFF_SLOT_COUNT = 32
 _OFF_INDEX_COUNT = 36
 _INT_MAX = 2**31 - 1
+#: A walk budget that never runs out (a chain visits each entry at most once).
+UNBOUNDED = 2**62
 
 
 class IndexHeader(NamedTuple):
@@ -112,8 +123,13 @@ class IndexFile:
         try:
             fd = os.open(self.path, flags)
             try:
+                st = os.fstat(fd)
+                if st.st_size != self.size:
+                    raise IndexFileError(f"index file {self.path} changed size while it was opened")
                 access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
                 self._mm: mmap.mmap = mmap.mmap(fd, self.size, access=access)
+                #: The mapped inode: a path that names another one now was replaced (``refresh``).
+                self.inode = st.st_ino
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -166,6 +182,20 @@ class IndexFile:
         return f
 
     # -- reading -----------------------------------------------------------------------------------
+
+    def safe_length(self) -> int:
+        """Bytes of the map that can be read now: the file's current size (at most ``size``)."""
+        if self._closed:
+            return 0
+        try:
+            now = self._mm.size()
+        except (OSError, ValueError):
+            return 0
+        return now if now < self.size else self.size
+
+    def intact(self) -> bool:
+        """The whole map can be read now (the file was not cut short under it); see the docstring."""
+        return self.safe_length() >= self.size
 
     def read_header(self) -> IndexHeader:
         """The header as it is in the file now (a live broker may be updating it)."""
@@ -245,12 +275,34 @@ class IndexFile:
         header: IndexHeader | None = None,
     ) -> int:
         """The broker's ``selectPhyOffset`` walk; returns the number of entries visited (chain length)."""
+        return self.walk(out, key_hash, max_num, begin, end, header=header)[0]
+
+    def walk(
+        self,
+        out: list[int],
+        key_hash: int,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        header: IndexHeader | None = None,
+        budget: int = UNBOUNDED,
+        checked_length: int | None = None,
+    ) -> tuple[int, bool]:
+        """``select_by_hash`` visiting at most ``budget`` entries: (visited, True if the budget ran out).
+
+        The loop itself is ``store.query_walk.walk_chain`` (compiled when built, GIL released); this
+        method reads the slot, hands the loop the file's checked length, and logs what the loop met.
+        ``checked_length`` is what a caller that just asked ``intact()`` knows can be read (``size``);
+        without it the length is checked here (``safe_length``).
+        """
+        length = self.safe_length() if checked_length is None else checked_length
+        if length < INDEX_HEADER_SIZE + self.hash_slot_num * INDEX_SLOT_SIZE:
+            return 0, False  # the slots themselves are gone: nothing can be read
         h = header if header is not None else self.header
         index_count = h.index_count
-        begin_ts = h.begin_timestamp
-        mm = self._mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
-        slot_value = SLOT.unpack_from(mm, slot_pos)[0]
+        slot_value = SLOT.unpack_from(self._mm, slot_pos)[0]
         if slot_value <= 0 or slot_value > index_count or index_count <= 1:
             if slot_value > index_count > 1:
                 self.warn(
@@ -258,55 +310,42 @@ class IndexFile:
                     f"index file {self.path}: slot {key_hash % self.hash_slot_num} points at entry "
                     f"{slot_value}, beyond indexCount {index_count}; that slot reads as empty",
                 )
-            return 0
-        unpack = ENTRY.unpack_from
-        base = self._entries_at
-        limit = min(index_count, self.index_num - 1)
-        current = slot_value
-        visited = 0
-        seen: set[int] | None = None  # only tracked once a chain points forwards (corruption)
-        while True:
-            if len(out) >= max_num or current > limit:
-                break
-            hash_read, phy_read, time_diff, prev = unpack(mm, base + current * INDEX_ENTRY_SIZE)
-            visited += 1
-            if phy_read == 0 and prev == 0 and h.begin_phy_offset > 0 and hash_read == 0:
-                # Offset 0 cannot be in a file that begins later: the entry was zeroed.
-                self.warn(
-                    "zero",
-                    f"index file {self.path}: entry {current} is zeroed (damaged); chains end there",
-                )
-                break
-            if time_diff < 0:
-                break
-            time_read = begin_ts + time_diff * 1000
-            if hash_read == key_hash and begin <= time_read <= end:
-                out.append(phy_read)
-            if prev <= 0 or prev > index_count or prev == current or time_read < begin:
-                break
-            if prev > current or seen is not None:
-                # A sane chain only points backwards; a forward pointer could make the walk loop.
-                if seen is None:
-                    self.warn(
-                        "chain",
-                        f"index file {self.path}: entry {current} links forward to entry {prev} (a corrupt "
-                        "chain); chain walks in this file stop before revisiting an entry",
-                    )
-                    seen = self._chain_prefix(slot_value, visited)
-                if prev in seen:
-                    break
-                seen.add(prev)
-            current = prev
-        return visited
-
-    def _chain_prefix(self, start: int, count: int) -> set[int]:
-        """The first ``count`` entry numbers of the chain from ``start`` (only for a corrupt chain)."""
-        seen: set[int] = set()
-        current = start
-        for _ in range(count):
-            seen.add(current)
-            current = ENTRY.unpack_from(self._mm, self._entries_at + current * INDEX_ENTRY_SIZE)[3]
-        return seen
+            return 0, False
+        found, visited, stop, stop_entry, forward = walk_chain(
+            self._mm,
+            length,
+            self._entries_at,
+            slot_value,
+            key_hash,
+            index_count,
+            min(index_count, self.index_num - 1),
+            h.begin_timestamp,
+            h.begin_phy_offset,
+            begin,
+            end,
+            max_num - len(out),
+            budget,
+        )
+        out.extend(found)
+        if forward and not self.warn.seen("chain"):
+            target = self.entry(forward)[3]
+            self.warn(
+                "chain",
+                f"index file {self.path}: entry {forward} links forward to entry {target} (a corrupt "
+                "chain); chain walks in this file stop before revisiting an entry",
+            )
+        if stop == ZEROED:
+            self.warn(
+                "zero",
+                f"index file {self.path}: entry {stop_entry} is zeroed (damaged); chains end there",
+            )
+        elif stop == OUTSIDE:
+            self.warn(
+                "outside",
+                f"index file {self.path}: a chain points at entry {stop_entry}, outside the mapped file; "
+                "chains end there",
+            )
+        return visited, stop == BUDGET
 
     # -- writing -----------------------------------------------------------------------------------
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.index_key import build_index_key, index_key_hash
+from store import sigbus
 from store.config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
-from store.index_file import IndexFile, header_problem, is_time_matched
+from store.index_file import UNBOUNDED, IndexFile, header_problem, is_time_matched
 from store.warn_once import WarnOnce
 
 _INDEX_NAME = re.compile(r"^\d+$")
@@ -38,6 +39,10 @@ class QueryOffsetResult:
     phy_offsets: list[int] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0
+    #: Index entries the chain walks read.
+    visited: int = 0
+    #: True when the walk stopped at its budget: ``phy_offsets`` holds what was found until then.
+    budget_exhausted: bool = False
 
 
 def index_file_name(millis: int) -> str:
@@ -61,12 +66,21 @@ class IndexService:
         #: Files left out (wrong size) or untrusted (garbage header), each logged once.
         self.warn = WarnOnce(log)
         self.skipped: dict[str, str] = {}
+        #: indexCount of each read-only file at the last refresh (a count going down is reported).
+        self._seen_count: dict[str, int] = {}
+        sigbus.install()
+        self._faults_seen = sigbus.fault_count()
         self.refresh()
 
     # -- file list -----------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Open files that appeared, forget files that were deleted (names sorted ascending)."""
+        """Open files that appeared, forget files that were deleted (names sorted ascending).
+
+        A known file that was deleted, cut short (``>``, or ``cp`` over it half-way), replaced by
+        another inode, or whose ``indexCount`` went down (zeroed in place) is said once; a short one
+        is left out until it has its size again, a replaced one is reopened.
+        """
         with self._lock:
             try:
                 names = sorted(n for n in os.listdir(self.index_dir) if _INDEX_NAME.match(n))
@@ -75,11 +89,21 @@ class IndexService:
             except OSError as exc:
                 raise IndexFileError(f"cannot list index directory {self.index_dir}: {exc}") from exc
             known = {f.name: f for f in self._files}
+            faults = sigbus.fault_count()
+            if faults != self._faults_seen and not self.writable:
+                # The SIGBUS guard put zero pages into some map (store.sigbus): reopen every file.
+                self._faults_seen = faults
+                for f in known.values():
+                    f.close()
+                known = {}
             files: list[IndexFile] = []
             wrong: list[IndexGeometryError] = []
             sizes: set[int] = set()
             for name in names:
                 f = known.pop(name, None)
+                if f is not None and not self.writable and not self._still_good(f):
+                    f.close()
+                    f = None
                 if f is None:
                     path = self.index_dir / name
                     try:
@@ -94,13 +118,83 @@ class IndexService:
                         sizes.add(size)
                         self.skipped[name] = str(exc)
                         continue
+                    except IndexFileError as exc:
+                        self.warn(f"open:{name}", f"{exc}; left out, retried on the next refresh")
+                        continue
+                    self._seen_count[name] = f.read_header().index_count
                 files.append(f)
             if wrong and not files and len(sizes) == 1:
                 # Every file has the same wrong size: the configuration, not the files, is wrong.
                 raise wrong[0]
             for exc in wrong:
                 self.warn(str(exc), f"{exc}; left out, the other index files still answer")
+            for gone in known.values():
+                self.warn(
+                    f"deleted:{gone.name}:{gone.inode}",
+                    f"index file {gone.path} was deleted while in use: the keys it held are no longer "
+                    "found (rmq-query rebuild-index rebuilds them)",
+                )
+                self._seen_count.pop(gone.name, None)
+                gone.close()
             self._files = files
+
+    def _still_good(self, f: IndexFile) -> bool:
+        """Check a known read-only file before it is used again; say what happened to it, once."""
+        if not f.intact():
+            self.warn(
+                f"short:{f.name}:{f.inode}",
+                f"index file {f.path} was cut short to {f.safe_length()} of {f.size} bytes while in "
+                "use (truncated, or replaced by cp or >): left out until it has its size again",
+            )
+            return False
+        try:
+            inode = os.stat(f.path).st_ino
+        except OSError:
+            return True  # deleted just now: the next refresh says so
+        if inode != f.inode:
+            log.info("index file %s was replaced by another file: reopening it", f.path)
+            return False
+        count = f.read_header().index_count
+        before = self._seen_count.get(f.name, count)
+        self._seen_count[f.name] = count
+        if count < before:
+            last = f is self._files[-1] if self._files else False
+            problem = header_problem(f.read_header(), self.hash_slot_num, self.index_num, last=last)
+            consequence = (
+                f"{problem}: left out of queries" if problem is not None else "queries use what it holds now"
+            )
+            self.warn(
+                f"count-down:{f.name}:{f.inode}",
+                f"index file {f.path}: indexCount went down from {before} to {count} while in use (zeroed "
+                f"or overwritten; a writer only adds entries); {consequence}",
+            )
+            f.warn.mark("header")  # said here: the query walk does not say it again
+        return True
+
+    def audit(self) -> None:
+        """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
+        once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost)."""
+        for f in list(self._files):
+            try:
+                inode = os.stat(f.path).st_ino
+            except FileNotFoundError:
+                what = "deleted"
+            except OSError as exc:
+                what = f"unreadable ({exc.strerror})"
+            else:
+                if inode != f.inode:
+                    what = "replaced by another file"
+                elif not f.intact():
+                    what = f"cut short to {f.safe_length()} of {f.size} bytes"
+                elif f.read_header().index_count < f.header.index_count:
+                    what = "zeroed or overwritten (its header's indexCount went down)"
+                else:
+                    continue
+            self.warn(
+                f"audit:{f.name}:{f.inode}",
+                f"index file {f.path} was {what} while this process builds it: the keys it held are "
+                "lost for queries or a restart (rmq-query rebuild-index rebuilds them)",
+            )
 
     @property
     def files(self) -> list[IndexFile]:
@@ -146,13 +240,21 @@ class IndexService:
     def last_update(self) -> tuple[int, int]:
         """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset): the newest file's end values."""
         last = self.last_file()
-        if last is None:
+        if last is None or not last.intact():
             return 0, 0
         h = last.header
         return h.end_timestamp, h.end_phy_offset
 
-    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
-        """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``."""
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = UNBOUNDED
+    ) -> QueryOffsetResult:
+        """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``.
+
+        The chain walks read at most ``budget`` index entries in all. A walk that runs out is
+        answered the way the broker answers a walk cut short (its ``selectPhyOffset`` and
+        ``queryOffset`` catch, log and return what they hold): the offsets found so far, the
+        last-update values, and no older file searched.
+        """
         max_num = min(max_num, self.max_msgs_num_batch)
         if max_num < 0:
             raise QueryArgumentError(f"Illegal Capacity: {max_num}")
@@ -162,6 +264,14 @@ class IndexService:
         last = len(files) - 1
         for i in range(last, -1, -1):
             f = files[i]
+            if not f.intact():
+                # Cut short under us: reading it could fault (SIGBUS). Left out of this query.
+                f.warn(
+                    "short",
+                    f"index file {f.path} is shorter than its {f.size} bytes now (truncated, or being "
+                    "replaced by cp or >): left out of queries until it is whole again",
+                )
+                continue
             header = f.header
             if i == last:
                 result.index_last_update_timestamp = header.end_timestamp
@@ -172,7 +282,16 @@ class IndexService:
                 f.warn("header", f"index file {f.path}: {problem}; the file is left out of queries")
                 continue
             if is_time_matched(header, begin, end):
-                f.select_by_hash(result.phy_offsets, key_hash, max_num, begin, end, header=header)
+                left = budget - result.visited
+                # intact() was checked above: the whole file is the length the walk may read.
+                visited, exhausted = f.walk(
+                    result.phy_offsets, key_hash, max_num, begin, end, header=header, budget=left,
+                    checked_length=f.size,
+                )  # fmt: skip
+                result.visited += visited
+                if exhausted:
+                    result.budget_exhausted = True
+                    break
             if header.begin_timestamp < begin:
                 break
             if len(result.phy_offsets) >= max_num:

@@ -6,7 +6,9 @@ the new end of the range, and collects the records; it stops once anything was c
 only matters when index hits point into deleted CommitLog files). The two ``indexLastUpdate`` values
 are those of the last round that found offsets, else 0, as the broker reports them.
 
-All calls are quick and synchronous (memory-mapped reads); the asyncio server calls them on its loop.
+Calls are synchronous (memory-mapped reads) and may come from several threads: the server answers
+cheap queries on its event loop and runs a key query whose chain walk exceeds a small budget on a
+thread pool (``server.query_pool``); ``budget`` bounds the index entries one query visits.
 ``refresh()`` picks up what a live broker wrote since (new CommitLog and index files, a growing tail)
 and, when this store builds its own index, indexes the new records.
 """
@@ -21,12 +23,14 @@ from dataclasses import dataclass, field
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
+from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import store_time_picker
 from store.errors import CheckpointError
 from store.get_message import GetMessageResult, GetMessageStatus, get_message
+from store.index_file import UNBOUNDED
 from store.index_service import IndexService, QueryArgumentError
 from store.queue_table import QueueTable, read_topics_json
 from store.resident import resident_file_bytes
@@ -55,6 +59,10 @@ class QueryMessageResult:
     buffers: list[memoryview] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0
+    #: Index entries the chain walks visited (all rounds).
+    visited: int = 0
+    #: True when the walk stopped at its budget: the records are those found until then.
+    budget_exhausted: bool = False
 
     @property
     def buffer_total_size(self) -> int:
@@ -139,12 +147,22 @@ class MessageStore:
     def _report_markers(self) -> None:
         """Say once what the store's marker files tell: an unclean broker exit, a lost checkpoint."""
         config = self.config
-        if abnormal_exit(config.store_path_root_dir):
+        holder = broker_lock_holder(config.store_path_root_dir)
+        if abnormal_exit(config.store_path_root_dir) and holder is not None:
+            # A running broker keeps ``abort`` until it shuts down cleanly: its layout, not damage.
+            log.info(
+                "a broker (pid %d) is running on this store (it holds %s): %s is its running marker, "
+                "and its pre-created next CommitLog file and unwritten zeros are normal",
+                holder,
+                config.store_path_root_dir / "lock",
+                config.abort_path,
+            )
+        elif abnormal_exit(config.store_path_root_dir):
             self.warn(
                 "abort",
-                f"{config.abort_path} exists: a broker is running on this store or did not shut down "
-                "cleanly; the newest index file may miss its last keys (queries use what it holds; "
-                "rmq-query rebuild-index --follow repairs and completes it)",
+                f"{config.abort_path} exists and no broker holds the store's lock: the last broker "
+                "did not shut down cleanly; the newest index file may miss its last keys (queries use "
+                "what it holds; rmq-query rebuild-index --follow repairs and completes it)",
             )
         if not config.checkpoint_path.exists():
             self.warn(
@@ -187,33 +205,47 @@ class MessageStore:
     # -- queries -------------------------------------------------------------------------------------
 
     def query_message(
-        self, topic: str, key: str, max_num: int, begin: int, end: int, *, exact_key: bool = False
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        exact_key: bool = False,
+        budget: int = UNBOUNDED,
     ) -> QueryMessageResult:
         """``DefaultMessageStore.queryMessage``; ``exact_key`` also drops hash collisions and other topics.
 
+        ``budget`` bounds the index entries all rounds visit together; when it runs out the answer is
+        what was found until then (``budget_exhausted`` says so). Safe to call from several threads.
         Raises ``QueryArgumentError`` where the broker throws (a negative ``max_num``).
         """
         result = QueryMessageResult()
         last_query_time = end
         commitlog = self.commitlog
         for _ in range(3):
-            offsets = self.index.query_offsets(topic, key, max_num, begin, last_query_time)
+            offsets = self.index.query_offsets(
+                topic, key, max_num, begin, last_query_time, budget=budget - result.visited
+            )
+            result.visited += offsets.visited
+            result.budget_exhausted = offsets.budget_exhausted
             if not offsets.phy_offsets:
                 break
             offsets.phy_offsets.sort()
             result.index_last_update_timestamp = offsets.index_last_update_timestamp
             result.index_last_update_phyoffset = offsets.index_last_update_phyoffset
-            for m, offset in enumerate(offsets.phy_offsets):
-                buf = commitlog.read_record(offset)
-                if buf is not None and record.check(buf, 0, len(buf)) <= 0:
-                    buf = None
-                # BODYCRC is not checked here: the broker serves a damaged body as stored, and a
-                # CRC per served record would cost ~25% of a 64-hit query; the CommitLog walk (the
-                # builder, fsck) reports such a record once.
+            # Read and checked whole in one call (one safe-length check per CommitLog file touched).
+            # BODYCRC is not checked here: the broker serves a damaged body as stored, and a CRC per
+            # served record would cost ~25% of a 64-hit query; the CommitLog walk (the builder,
+            # fsck) reports such a record once.
+            records = commitlog.read_records(offsets.phy_offsets)
+            for m, buf in enumerate(records):
                 if buf is None:
                     # The broker's lookMessageByOffset fails: this offset is skipped. Below the
                     # CommitLog's start (retention) or past its end (a live broker's index runs
                     # ahead of our last refresh) that is normal; in between it is damage.
+                    offset = offsets.phy_offsets[m]
                     if commitlog.min_offset <= offset < commitlog.max_offset:
                         self.warn(
                             "entry",
@@ -227,7 +259,7 @@ class MessageStore:
                 if exact_key and not key_matches(buf, topic, key):
                     continue
                 result.buffers.append(buf)
-            if result.buffers:
+            if result.buffers or result.budget_exhausted:
                 break
             if last_query_time < begin:
                 break
@@ -341,6 +373,7 @@ class MessageStore:
         with self._lock:
             self.commitlog.refresh()
             if self._builder is not None:
+                self.index.audit()
                 read = self._builder.run_once(max_records)
                 if self._cq_builder is not None:
                     cq_read = self._cq_builder.run_once(max_records)

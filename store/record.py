@@ -28,6 +28,8 @@ _OFF_PHYSICAL = 28
 _OFF_STORE_TS_V4 = 56
 MIN_RECORD_SIZE = 91
 
+_MAGIC_BYTES = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
+
 #: ``check`` results other than a record size.
 BLANK = 0
 INVALID = -1
@@ -83,6 +85,58 @@ def _layout(
     return topic_at, topic_len, props_at, max(props_len, 0)
 
 
+def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -> str:
+    """Why ``check`` rejects the bytes at ``pos`` (CommitLog offset ``offset``): the first check that fails.
+
+    Error messages name it, so an operator can tell zeros (nothing written) from a torn or damaged record.
+    """
+    if pos + 8 > end:
+        return "fewer than 8 bytes left for a record header"
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if size == 0 and magic == 0:
+        return "zeros where a record header should be"
+    if magic == BLANK_MAGIC_CODE:
+        return "an end-of-file blank record before the end of the range"
+    if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):
+        return f"MAGICCODE {magic & 0xFFFFFFFF:#010x} is not a message magic code"
+    if size < MIN_RECORD_SIZE or pos + size > end:
+        return f"TOTALSIZE {size} does not fit"
+    if check(buf, pos, end) <= 0:
+        return f"field lengths do not add up to TOTALSIZE {size}"
+    if check(buf, pos, end, offset) <= 0:
+        return f"PHYSICALOFFSET {_I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0]} is not the record's position"
+    return "BODYCRC does not match the body"
+
+
+def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) -> int | None:
+    """Where whole records resume after the bad bytes at ``pos`` of a file, or None (the data ends).
+
+    The CommitLog walk's rule, for every walker that must skip a bad record the same way (the
+    sequential walk, the Spark decode tasks): first at ``pos + TOTALSIZE`` (a corrupt body or header
+    field, the size intact), one check; unless the file is the last holding data, also the next
+    magic code whose record checks at exactly its own PHYSICALOFFSET (``base`` is the file's first
+    offset). ``view`` must be a view of the whole file's buffer (``view.obj.find`` searches it).
+    """
+    size = _I32.unpack_from(view, pos)[0] if pos + 4 <= length else 0
+    nxt = pos + size
+    if size >= MIN_RECORD_SIZE and nxt + 8 <= length:
+        if check(view, nxt, length, base + nxt, check_crc=True) > 0:
+            return nxt
+    if last:
+        return None
+    search = pos + 1
+    find = view.obj.find  # type: ignore[union-attr]
+    while search < length:
+        hits = [h for h in (find(m, search, length) for m in _MAGIC_BYTES) if h >= 0]
+        if not hits:
+            return None
+        at = min(hits) - 4
+        if at > pos and check(view, at, length, base + at, check_crc=True) > 0:
+            return at
+        search = min(hits) + 1
+    return None
+
+
 def check(
     buf: bytes | memoryview,
     pos: int,
@@ -113,3 +167,29 @@ def check(
     except (ValueError, IndexError, struct.error):
         return INVALID
     return total
+
+
+def looks_complete(buf: bytes | memoryview, pos: int, total: int) -> bool:
+    """Whether a record that ``check``s can also be told fully written, properties included.
+
+    BODYCRC covers only the body, and a preallocated file is zeros where nothing was written yet, so
+    a record whose size, body and lengths are written but whose properties are still arriving checks
+    like a whole one. Writes are in order, so the record is whole once its last byte is written. The
+    properties are ``name 0x01 value`` pairs joined by 0x02 (``MessageDecoder.messageProperties2String``
+    drops the last separator), so they end in the last value's last byte, or 0x01 for an empty value:
+    0 only for a value ending in U+0000, which such a record then waits for its successor to show.
+    A record without properties (PROPERTIES length 0) has no keys to lose. Anything else ending in 0
+    may still be arriving.
+    """
+    if buf[pos + total - 1] != 0:
+        return True
+    return buf[pos + total - 2] == 0 and _props_len(buf, pos, total) == 0
+
+
+def _props_len(buf: bytes | memoryview, pos: int, total: int) -> int:
+    magic = _SIZE_MAGIC.unpack_from(buf, pos)[1]
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    try:
+        return _layout(buf, pos, total, magic, sys_flag)[3]
+    except (ValueError, IndexError, struct.error):
+        return -1

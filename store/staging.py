@@ -8,6 +8,11 @@ old index or the new one; if the process dies between the two renames, the old o
 under its aside name (``.<name>.old-*`` beside it). The next job on the same destination puts it
 back, and deletes the staging directories of jobs that were killed (their process is gone), which
 would otherwise keep GiBs of half-written index files forever.
+
+Once the new output is renamed into place the job has succeeded, whatever happens next: removing the
+old copy is best effort (a read-only directory is made writable first, since it is ours to delete),
+and a copy that still cannot be removed is reported by its path (``leftovers``), never raised as if
+the swap had failed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,11 +46,31 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+def _remove(path: Path) -> bool:
+    """Delete ``path`` (a file or a tree); True when it is gone.
+
+    A directory someone made read-only (``chmod a-w index``) cannot have its entries unlinked by its
+    owner: its mode is opened up and the removal tried again, once per directory.
+    """
+
+    def open_up(_func: object, failed: str, _exc: object) -> None:
+        parent = os.path.dirname(failed)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
+        if os.path.isdir(failed) and not os.path.islink(failed):
+            os.chmod(failed, os.stat(failed).st_mode | stat.S_IRWXU)
+            shutil.rmtree(failed)
+        else:
+            os.unlink(failed)
+
+    try:
+        if path.is_dir() and not path.is_symlink():
+            os.chmod(path, path.stat().st_mode | stat.S_IRWXU)
+            shutil.rmtree(path, onerror=open_up)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.debug("cannot remove %s: %s", path, exc)
+    return not os.path.lexists(path)
 
 
 def recover_interrupted(target: Path) -> None:
@@ -65,7 +91,8 @@ def recover_interrupted(target: Path) -> None:
             os.replace(path, target)
         else:
             log.warning("removing %s, left by an interrupted job", path)
-            _remove(path)
+            if not _remove(path):
+                log.warning("cannot remove %s: delete it by hand", path)
 
 
 def fsync_tree(root: Path) -> None:
@@ -84,8 +111,11 @@ def fsync_tree(root: Path) -> None:
         os.close(fd)
 
 
-def swap_in(staging: Path, target: Path) -> None:
-    """Replace ``target`` (a file or directory, possibly absent) with ``staging`` by renames."""
+def swap_in(staging: Path, target: Path) -> Path | None:
+    """Replace ``target`` (a file or directory, possibly absent) with ``staging`` by renames.
+
+    Returns the old copy when it could not be removed afterwards (the swap itself succeeded).
+    """
     aside: Path | None = None
     if target.exists():
         aside = _sibling(target, "old")
@@ -96,16 +126,19 @@ def swap_in(staging: Path, target: Path) -> None:
         if aside is not None:
             os.replace(aside, target)
         raise
-    if aside is not None:
-        if aside.is_dir():
-            shutil.rmtree(aside)
-        else:
-            aside.unlink()
+    if aside is not None and not _remove(aside):
+        return aside
+    return None
 
 
 @contextmanager
-def staged_output(target: Path, *, directory: bool = True) -> Iterator[Path]:
-    """Yield a staging path beside ``target``; swap it in if the block succeeds, delete it if not."""
+def staged_output(
+    target: Path, *, directory: bool = True, leftovers: list[Path] | None = None
+) -> Iterator[Path]:
+    """Yield a staging path beside ``target``; swap it in if the block succeeds, delete it if not.
+
+    An old copy that cannot be removed after the swap is appended to ``leftovers`` (and logged).
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     recover_interrupted(target)
@@ -116,10 +149,12 @@ def staged_output(target: Path, *, directory: bool = True) -> Iterator[Path]:
         yield staging
         if staging.is_dir():
             fsync_tree(staging)
-        swap_in(staging, target)
-    finally:
-        if staging.exists():
-            if staging.is_dir():
-                shutil.rmtree(staging, ignore_errors=True)
+        left = swap_in(staging, target)
+        if left is not None:
+            if leftovers is None:
+                log.warning("%s is in place, but its old copy could not be removed: %s is left", target, left)
             else:
-                staging.unlink(missing_ok=True)
+                leftovers.append(left)
+    finally:
+        if os.path.lexists(staging):
+            _remove(staging)

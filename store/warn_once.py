@@ -31,5 +31,10 @@ class WarnOnce:
         self._logger.warning("%s", message)
         return True
 
+    def mark(self, key: str) -> None:
+        """Count ``key`` as reported (a line that said it already was logged elsewhere)."""
+        with self._lock:
+            self._seen.add(key)
+
     def seen(self, key: str) -> bool:
         return key in self._seen

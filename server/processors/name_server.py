@@ -12,7 +12,7 @@ import time
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import GetRouteInfoRequestHeader
+from protocol.custom_headers import GetRouteInfoRequestHeader, java_string
 from server.identity import BrokerIdentity
 from server.route import cluster_info_json, topic_route_json
 from server.store_api import QueryStore
@@ -45,9 +45,10 @@ class NameServerProcessor:
 
     def get_route_info_by_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
-        if header.topic not in self._current_topics():
+        # A null topic (missing, or empty over ROCKETMQ) names no route: "... the topic: null".
+        if header.topic is None or header.topic not in self._current_topics():
             return request.make_response(
-                ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(header.topic)
+                ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(java_string(header.topic))
             )
         return request.make_response(ResponseCode.SUCCESS, body=self._route_json)
 

@@ -12,6 +12,8 @@ record: it is answered as no message.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import (
@@ -19,10 +21,12 @@ from protocol.custom_headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
     is_unique_key_query,
+    java_string,
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
+from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
 from server.reply import system_error
-from server.store_api import QueryStore
+from server.store_api import QueryResult, QueryStore
 from store.message_store import QueryArgumentError
 
 #: ``MessageStoreConfig.defaultQueryMaxNum``: maxNum of every unique-key query.
@@ -76,9 +80,15 @@ def cap_records(buffers: list[memoryview], limit: int) -> list[memoryview]:
 
 
 class QueryMessageProcessor:
-    """The two message lookups a broker answers from its store."""
+    """The two message lookups a broker answers from its store.
 
-    __slots__ = ("_body_limit", "_default_query_max_num", "_store")
+    With a ``pool``, a key query runs inline with ``inline_budget`` index entries; one that needs
+    more is handed to the pool (the answer then comes from a task, and may overtake later answers
+    on the connection: clients pair answers by opaque) and runs there with ``budget``. Without a
+    pool it runs inline with ``budget``.
+    """
+
+    __slots__ = ("_body_limit", "_budget", "_default_query_max_num", "_inline_budget", "_pool", "_store")
 
     def __init__(
         self,
@@ -86,24 +96,46 @@ class QueryMessageProcessor:
         *,
         default_query_max_num: int = DEFAULT_QUERY_MAX_NUM,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        pool: QueryPool | None = None,
+        budget: int = DEFAULT_QUERY_BUDGET,
+        inline_budget: int = INLINE_BUDGET,
     ) -> None:
         self._store = store
         self._default_query_max_num = default_query_max_num
         self._body_limit = max_frame_length - HEADER_ALLOWANCE
+        self._pool = pool
+        self._budget = budget
+        self._inline_budget = min(inline_budget, budget) if pool is not None else budget
 
-    def query_message(self, request: RemotingCommand) -> RemotingCommand:
+    def query_message(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
         max_num = header.max_num
         if is_unique_key_query(request.ext_fields):
             max_num = self._default_query_max_num
+        args = (java_string(header.topic), java_string(header.key), max_num, header.begin_timestamp,
+                header.end_timestamp)  # fmt: skip
         try:
-            result = self._store.query_message(
-                header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
-            )
+            # A null topic or key is queried as "null", as the broker's `topic + "#" + key` does.
+            result = self._store.query_message(*args, budget=self._inline_budget)
         except QueryArgumentError as exc:
             # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the
             # broker answers with the exception's description. A client error: no traceback logged.
             return system_error(request, f"{ILLEGAL_ARGUMENT}: {exc}")
+        if result.budget_exhausted and self._pool is not None and self._budget > self._inline_budget:
+            if self._pool.full:
+                # As the broker answers a query its executor's full queue rejects.
+                return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
+            return self._query_in_pool(request, self._pool, args)
+        return self._answer(request, result)
+
+    async def _query_in_pool(
+        self, request: RemotingCommand, pool: QueryPool, args: tuple[str, str, int, int, int]
+    ) -> RemotingCommand:
+        """The same query again on a pool thread, with the whole per-request budget."""
+        result = await pool.run(self._store.query_message, *args, budget=self._budget)
+        return self._answer(request, result)
+
+    def _answer(self, request: RemotingCommand, result: QueryResult) -> RemotingCommand:
         response_header = response_fields(
             result.index_last_update_timestamp, result.index_last_update_phyoffset
         )
@@ -120,8 +152,7 @@ class QueryMessageProcessor:
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header, body=body)
 
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
-        header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
-        offset = header.offset
+        offset = ViewMessageRequestHeader.offset_from(request.ext_fields)
         record = self._store.view_message(offset) if offset >= 0 else None
         if record is None or record.nbytes > self._body_limit:
             # Over the frame limit it cannot be a record (the broker's maxMessageSize is 4 MiB): it is

@@ -33,6 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_master_arguments(parser)
 
 
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """Spark-only flags without ``--engine spark`` would be ignored: a usage error."""
+    if args.engine != "spark" and spark_only_options(args):
+        return f"--engine spark is needed for {spark_only_options(args)}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from store.spark.export import export_keys_local, export_keys_spark
     from store.spark.session import SparkUnavailableError
@@ -51,11 +58,6 @@ def run(args: argparse.Namespace) -> int:
                 range_bytes=range_bytes(args),
             )
         else:
-            if spark_only_options(args):
-                print(
-                    f"export-keys: --engine spark is needed for {spark_only_options(args)}", file=sys.stderr
-                )
-                return 1
             result = export_keys_local(config, args.out, range_bytes=range_bytes(args))
     except (ConfigError, StoreError, SparkUnavailableError, OSError) as exc:
         return fail("export-keys", exc, args.out)

@@ -4,11 +4,17 @@ Once (the default): the new files are written beside ``index/`` and ``consumeque
 directory is swapped in only when complete. ``--follow``: keep indexing and building consume queues
 behind a CommitLog that is still being written (never on a store a running broker maintains: two
 writers would corrupt it), until interrupted. ``--only`` limits the work to one of the two.
+
+A one-shot rebuild must never replace a better index with a worse one: a gap in the CommitLog (a
+missing or cut-short file, a corrupt record, with whole records after it) stops it with exit 1 and
+the old index untouched, unless ``--index-around-gaps`` (``store.log_gaps``; both engines follow the
+same rule). The exit code says whether the new index is in place (``rebuild_outcome``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -16,23 +22,42 @@ import time
 from pathlib import Path
 
 from store.checkpoint import abnormal_exit
+from store.commands.arg_types import positive_seconds
+from store.commands.rebuild_outcome import EXIT_CODES, EXIT_NOT_REPLACED, report_after_swap
 from store.commands.store_options import add_store_arguments, config_from_args
 from store.commitlog import CommitLog
 from store.config import ConfigError, StoreConfig
 from store.consume_queue_builder import ConsumeQueueBuilder, rebuild_consume_queues
 from store.errors import StoreError
 from store.index_builder import IndexBuilder, rebuild_index
+from store.log_gaps import AROUND_FLAG
 from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild, spark_only_options
 
 HELP = "rebuild a store's IndexFiles and ConsumeQueues from its CommitLog (byte-identical to the broker's)"
 
+DEFAULT_INTERVAL = 0.5
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_arguments(parser)
+    parser.epilog = EXIT_CODES
     parser.add_argument(
         "--follow", action="store_true", help="index continuously behind a live CommitLog (until Ctrl-C)"
     )
-    parser.add_argument("--interval", type=float, default=0.5, help="seconds between polls with --follow")
+    parser.add_argument(
+        "--interval",
+        type=positive_seconds,
+        default=None,
+        help=f"seconds between polls, with --follow only (default {DEFAULT_INTERVAL})",
+    )
+    parser.add_argument(
+        AROUND_FLAG,
+        dest="index_around_gaps",
+        action="store_true",
+        help="when the CommitLog has a gap (a missing or cut-short file, a corrupt record) with whole "
+        "records after it, index the records before and after it (each gap is reported) instead of "
+        "refusing and keeping the old index",
+    )
     parser.add_argument(
         "--only",
         choices=("index", "consumequeue"),
@@ -50,6 +75,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_master_arguments(parser)
 
 
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """Flag combinations that would be ignored or cannot work: a usage error before anything runs."""
+    if args.interval is not None and not args.follow:
+        return "argument --interval: only used with --follow"
+    if args.index_around_gaps and args.follow:
+        return f"argument {AROUND_FLAG}: applies to a one-shot rebuild, not to --follow"
+    if args.engine == "spark":
+        if args.follow:
+            return "argument --follow: needs the sequential engine, not --engine spark"
+        return None
+    if args.out is not None:
+        return "argument --out: needs --engine spark"
+    spark_only = spark_only_options(args)
+    if args.range_mib is not None:
+        spark_only = ", ".join(filter(None, [spark_only, "--range-mib"]))
+    if spark_only:
+        return f"--engine spark is needed for {spark_only}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
@@ -65,35 +110,47 @@ def run(args: argparse.Namespace) -> int:
         do_index = args.only in (None, "index")
         do_cq = args.only in (None, "consumequeue")
         if args.engine == "spark":
-            if args.follow:
-                print("rebuild-index: --follow needs the sequential engine", file=sys.stderr)
-                return 1
             return run_spark_rebuild(args, config)
-        if args.out is not None:
-            print("rebuild-index: --out needs --engine spark", file=sys.stderr)
-            return 1
-        if spark_only_options(args):
-            print(f"rebuild-index: --engine spark is needed for {spark_only_options(args)}", file=sys.stderr)
-            return 1
         started = time.perf_counter()
         if not args.follow:
+            outcome = 0
             if do_index:
-                builder = rebuild_index(config)
+                try:
+                    builder = rebuild_index(config, around_gaps=args.index_around_gaps)
+                except (ConfigError, StoreError, OSError) as exc:
+                    print(f"rebuild-index: {exc}", file=sys.stderr)
+                    print(
+                        f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged",
+                        file=sys.stderr,
+                    )
+                    return EXIT_NOT_REPLACED
                 elapsed = time.perf_counter() - started
+                for gap in builder.gaps:
+                    print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
                 print(
                     f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
-                    f"{len(list(config.index_dir.iterdir()))} index files in {elapsed:.2f} s"
+                    f"{_count_files(config.index_dir)} index files in {elapsed:.2f} s"
                 )
+                outcome = report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
             if do_cq:
                 started = time.perf_counter()
-                cq = rebuild_consume_queues(config)
+                try:
+                    cq = rebuild_consume_queues(config)
+                except (ConfigError, StoreError, OSError) as exc:
+                    print(f"rebuild-index: {exc}", file=sys.stderr)
+                    print(
+                        f"rebuild-index: nothing was replaced; {config.consume_queue_dir} is unchanged",
+                        file=sys.stderr,
+                    )
+                    return EXIT_NOT_REPLACED
                 elapsed = time.perf_counter() - started
                 print(
                     f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
                     f"{len(cq.queues_built)} queues in {elapsed:.2f} s"
                 )
-            return 0
-        return _follow(config, args.interval, do_index=do_index, do_cq=do_cq)
+            return outcome
+        interval = args.interval if args.interval is not None else DEFAULT_INTERVAL
+        return _follow(config, interval, do_index=do_index, do_cq=do_cq)
     except (ConfigError, StoreError, OSError) as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         return 1
@@ -130,3 +187,10 @@ def _follow(config: StoreConfig, interval: float, *, do_index: bool, do_cq: bool
     if cq is not None:
         print(f"built {cq.entries_written} consume queue entries of {cq.records_read} records")
     return 0
+
+
+def _count_files(index_dir: Path) -> int | str:
+    try:
+        return len(os.listdir(index_dir))
+    except OSError:
+        return "?"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from store.commands.arg_types import positive_int
 from store.config import StoreConfig
 
 
@@ -26,9 +27,9 @@ def add_store_arguments(
         help="broker.conf: store paths, index geometry, broker identity (default: STORE/broker.conf)",
     )
     parser.add_argument("--commitlog", type=Path, help="CommitLog directory (storePathCommitLog)")
-    parser.add_argument("--mapped-file-size", type=int, help="mappedFileSizeCommitLog in bytes")
-    parser.add_argument("--max-hash-slot-num", type=int, help="maxHashSlotNum of the IndexFiles")
-    parser.add_argument("--max-index-num", type=int, help="maxIndexNum of the IndexFiles")
+    parser.add_argument("--mapped-file-size", type=positive_int, help="mappedFileSizeCommitLog in bytes")
+    parser.add_argument("--max-hash-slot-num", type=positive_int, help="maxHashSlotNum of the IndexFiles")
+    parser.add_argument("--max-index-num", type=positive_int, help="maxIndexNum of the IndexFiles")
 
 
 def config_file(args: argparse.Namespace) -> Path | None:

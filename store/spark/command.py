@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from store.commands.arg_types import positive_int
+from store.commands.rebuild_outcome import report_after_swap
 from store.config import StoreConfig
 from store.errors import StoreError
 from store.spark.ranges import DEFAULT_RANGE_BYTES
@@ -33,15 +35,15 @@ def add_master_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--range-mib",
-        type=int,
-        default=DEFAULT_RANGE_BYTES // (1024 * 1024),
-        help="CommitLog bytes per Spark task, in MiB (default: %(default)s)",
+        type=positive_int,
+        default=None,
+        help=f"CommitLog bytes per Spark task, in MiB (default: {DEFAULT_RANGE_BYTES // (1024 * 1024)})",
     )
 
 
 def range_bytes(args: argparse.Namespace) -> int:
-    if args.range_mib <= 0:
-        raise StoreError(f"--range-mib must be positive, got {args.range_mib}")
+    if args.range_mib is None:
+        return DEFAULT_RANGE_BYTES
     return int(args.range_mib) * 1024 * 1024
 
 
@@ -84,6 +86,7 @@ def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
 
     only = getattr(args, "only", None)
     out = Path(args.out) if getattr(args, "out", None) else None
+    outcome = 0
     if only != "consumequeue":
         target = out if out is not None else config.index_dir
         try:
@@ -93,20 +96,24 @@ def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
                 spark_conf=spark_conf(args),
                 out_dir=out,
                 range_bytes=range_bytes(args),
+                around_gaps=args.index_around_gaps,
             )
         except (StoreError, SparkUnavailableError, OSError) as exc:
             return fail("rebuild-index", exc, target)
         for warning in result.warnings:
             print(f"rebuild-index: warning: {warning}", file=sys.stderr)
+        for gap in result.gaps:
+            print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
         mib = result.bytes_scanned / (1024 * 1024)
         print(
             f"indexed {result.keys_indexed} keys of {result.records} records ({mib:.1f} MiB of CommitLog) "
             f"into {len(result.files)} index files in {result.out_dir} in {result.seconds:.2f} s"
         )
         print("stages: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in result.stage_seconds.items()))
-    if out is None and only != "index":
+        outcome = report_after_swap("rebuild-index", target, result.after_swap)
+    if out is None and only != "index" and outcome == 0:
         return _run_spark_cq(args, config)
-    return 0
+    return outcome
 
 
 def _run_spark_cq(args: argparse.Namespace, config: StoreConfig) -> int:

@@ -4,104 +4,99 @@ Per record this is exactly the broker's ``buildIndex``, through the sequential b
 ``index_keys`` and ``KeyHasher``: a transaction rollback is skipped, then ``topic#UNIQ_KEY`` (when
 the property is present) and each non-empty token of ``KEYS`` split on single spaces become one
 entry each, in that order. Each record is fully checked first, as the sequential walk checks it
-(lengths add up to TOTALSIZE, PHYSICALOFFSET matches its position, BODYCRC matches the body); the
-first record that fails ends the range early and the task reports where and why.
+(lengths add up to TOTALSIZE, PHYSICALOFFSET matches its position, BODYCRC matches the body); a
+record that fails is skipped as the walk skips it, and the task reports where and why.
 """
 
 from __future__ import annotations
 
 import mmap
-import struct
 from dataclasses import dataclass
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
-from protocol.message_flags import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
 from store import record
 from store.index_builder import KeyHasher, index_keys
+from store.record import describe_invalid
 from store.spark.entries import ENTRY
-from store.spark.ranges import SIZE_MAGIC, CommitLogRange
-
-PHYSICAL_OFFSET = struct.Struct(">q")
+from store.spark.ranges import CommitLogRange
 
 
 @dataclass(frozen=True, slots=True)
 class RangeEntries:
-    """What one range decoded into; ``stopped_at`` is set when a record failed its check.
+    """What one range decoded into, and where its whole records are.
 
-    ``followed`` says whether more records follow the failed one inside the range (the planner hopped
-    over it to them): then it is corruption in the middle of the log, never a torn tail.
+    ``runs`` are the stretches ``(start, end)`` of consecutive whole records, in order; where a run
+    ends before the range does, ``bad`` says why the bytes there are not a record (offset -> reason).
+    The driver strings the runs of all ranges together: where one run does not begin where the
+    previous ended (or at the next file after an end-of-file marker, ``file_end``), there is a gap
+    (``store.log_gaps``), exactly where the sequential builder's walk finds it.
     """
 
     index: int
     blob: bytes
     records: int
     bytes_read: int
-    stopped_at: int | None = None
-    reason: str = ""
-    followed: bool = False
-
-
-def describe_invalid(buf: mmap.mmap, pos: int, end: int, offset: int) -> str:
-    """Why ``record.check`` rejected the record at ``pos``: which of its checks fails."""
-    if pos + 8 > end:
-        return "fewer than 8 bytes left for a record header"
-    size, magic = SIZE_MAGIC.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC_CODE:
-        return "an end-of-file blank record before the end of the range"
-    if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):
-        return f"MAGICCODE {magic & 0xFFFFFFFF:#010x} is not a message magic code"
-    if size < record.MIN_RECORD_SIZE or pos + size > end:
-        return f"TOTALSIZE {size} does not fit"
-    if record.check(buf, pos, end) <= 0:
-        return f"field lengths do not add up to TOTALSIZE {size}"
-    if record.check(buf, pos, end, offset) <= 0:
-        return f"PHYSICALOFFSET {PHYSICAL_OFFSET.unpack_from(buf, pos + 28)[0]} is not the record's position"
-    return "BODYCRC does not match the body"
-
-
-def _stopped(
-    rng: CommitLogRange, out: bytearray, records: int, buf: mmap.mmap, pos: int, end: int, reason: str
-) -> RangeEntries:
-    """The result of a range whose record at ``pos`` failed its check."""
-    followed = False
-    if pos + 8 <= end:
-        size, _ = SIZE_MAGIC.unpack_from(buf, pos)
-        followed = size >= record.MIN_RECORD_SIZE and pos + size < end
-    return RangeEntries(
-        rng.index,
-        bytes(out),
-        records,
-        pos - (rng.start - rng.file_start),
-        rng.file_start + pos,
-        reason,
-        followed,
-    )
+    runs: tuple[tuple[int, int], ...] = ()
+    bad: tuple[tuple[int, str], ...] = ()
+    file_end: int | None = None
 
 
 def decode_range(rng: CommitLogRange) -> RangeEntries:
-    """Walk ``rng`` record by record and pack every index entry it yields."""
+    """Walk ``rng`` record by record and pack every index entry it yields.
+
+    A record that does not check is skipped the way the sequential walk skips it (``record.resync``:
+    at ``pos + TOTALSIZE`` when whole records go on there, else, outside the last file holding data,
+    at the next magic code whose record checks at its own offset); the driver decides whether that
+    is a gap to refuse or the end of the log.
+    """
     out = bytearray()
     pack = ENTRY.pack
     records = 0
+    runs: list[tuple[int, int]] = []
+    bad: list[tuple[int, str]] = []
+    file_end: int | None = None
+    base = rng.file_start
     with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        pos = rng.start - rng.file_start
-        end = rng.end - rng.file_start
-        check = record.check
-        fields_of = read_index_fields
-        hasher = KeyHasher()
-        while pos < end:
-            size = check(mm, pos, end, rng.file_start + pos, check_crc=True)
-            if size <= 0:
-                reason = describe_invalid(mm, pos, end, rng.file_start + pos)
-                return _stopped(rng, out, records, mm, pos, end, reason)
-            try:
-                f = fields_of(mm, pos)
-            except ProtocolError as exc:
-                return _stopped(rng, out, records, mm, pos, end, str(exc))
-            topic = f.topic
-            for key in index_keys(f):
-                out += pack(hasher(topic, key), f.commit_log_offset, f.store_timestamp)
-            records += 1
-            pos += size
-    return RangeEntries(rng.index, bytes(out), records, rng.end - rng.start)
+        view = memoryview(mm)
+        try:
+            pos = rng.start - base
+            end = rng.end - base
+            run_start = pos
+            check = record.check
+            fields_of = read_index_fields
+            hasher = KeyHasher()
+            while pos < end:
+                size = check(view, pos, end, base + pos, check_crc=True) if pos + 8 <= end else record.BLANK
+                if size == record.BLANK and (pos + 8 > len(mm) or check(view, pos, len(mm)) == record.BLANK):
+                    file_end = base + pos  # an end-of-file marker, or no room left for one
+                    break
+                fields = None
+                if size > 0:
+                    try:
+                        fields = fields_of(view, pos)
+                    except ProtocolError:
+                        fields = None
+                if fields is None:
+                    reason = describe_invalid(view, pos, end, base + pos)
+                    if pos > run_start:
+                        runs.append((base + run_start, base + pos))
+                    bad.append((base + pos, reason))
+                    nxt = record.resync(view, pos, end, base, last=rng.last)
+                    if nxt is None:
+                        run_start = pos = end
+                        break
+                    run_start = pos = nxt
+                    continue
+                topic = fields.topic
+                for key in index_keys(fields):
+                    out += pack(hasher(topic, key), fields.commit_log_offset, fields.store_timestamp)
+                records += 1
+                pos += size
+            if pos > run_start:
+                runs.append((base + run_start, base + pos))
+        finally:
+            view.release()
+    return RangeEntries(
+        rng.index, bytes(out), records, rng.end - rng.start, tuple(runs), tuple(bad), file_end
+    )

@@ -55,13 +55,19 @@ class FilePlan:
 
 @dataclass(frozen=True, slots=True)
 class CommitLogRange:
-    """Records ``[start, end)`` of one file (absolute CommitLog offsets); ``index`` orders ranges."""
+    """Records ``[start, end)`` of one file (absolute CommitLog offsets); ``index`` orders ranges.
+
+    ``last``: the file is the last holding data (later files were only created ahead), where (as in
+    the sequential walk) a bad record is skipped only when whole records follow it directly, never by
+    searching for the next magic code.
+    """
 
     index: int
     path: str
     file_start: int
     start: int
     end: int
+    last: bool = False
 
 
 def list_files(directory: str | os.PathLike[str]) -> list[CommitLogFile]:

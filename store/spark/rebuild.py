@@ -17,6 +17,7 @@ and ascending like the broker's names.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -25,9 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from store.checkpoint import Checkpoint
 from store.config import StoreConfig
+from store.index_builder import left_behind, update_index_timestamp
 from store.index_service import index_file_name
+from store.log_gaps import CommitLogGapError, Gap, LogFile, gap_causes
 from store.spark.assign import file_count, per_file, prefix_starts, split_blob
 from store.spark.decode import RangeEntries, decode_range
 from store.spark.entries import ENTRY_SIZE
@@ -45,7 +47,6 @@ from store.spark.ranges import (
     FilePlan,
     list_files,
     plan_file,
-    ranges_from_plans,
 )
 from store.spark.session import open_session
 from store.staging import staged_output
@@ -66,6 +67,10 @@ class RebuildResult:
     seconds: float
     stage_seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: Gaps indexed around (only with ``around_gaps``; without, the first one raises).
+    gaps: list[Gap] = field(default_factory=list)
+    #: Steps after the swap that failed: the new index is in place regardless.
+    after_swap: list[str] = field(default_factory=list)
 
 
 def check_plans(plans: list[FilePlan]) -> list[str]:
@@ -96,22 +101,67 @@ def check_plans(plans: list[FilePlan]) -> list[str]:
     return warnings
 
 
-def check_decoded(decoded: list[RangeEntries], ranges: list[CommitLogRange]) -> list[str]:
-    """A range that stopped early is corrupt, unless its bad record ends the CommitLog (a torn tail).
+def decode_plan(plans: list[FilePlan]) -> list[CommitLogRange]:
+    """The ranges to decode: the planner's cuts, except in a file it could not hop through to its end.
 
-    A torn tail is the last record of the last range: the planner found nothing after it. A bad
-    record with whole records after it is corruption wherever it is; indexing up to it would silently
-    drop the keys after it (the sequential builder skips it and indexes them), so the job stops.
+    Such a file (bytes that are not a record header before its end-of-file marker, or zeros in a file
+    that is not the last) is decoded as one range, so the decode task walks it exactly as the
+    sequential walk does, skipping bad records the same way, instead of trusting hops past them.
     """
-    warnings: list[str] = []
+    # The last file holding data: every file after it was only created ahead (zeros at its start).
+    holding = [i for i, p in enumerate(plans) if not (p.stop == STOP_UNWRITTEN and p.end == p.file.start)]
+    last_data = holding[-1] if holding else -1
+    ranges: list[CommitLogRange] = []
+    for i, plan in enumerate(plans):
+        f = plan.file
+        last = i >= last_data
+        if plan.stop == STOP_INVALID or (plan.stop == STOP_UNWRITTEN and not last):
+            bounds = [(f.start, f.start + f.length)]
+        else:
+            bounds = list(itertools.pairwise([*plan.cuts, plan.end]))
+        for start, end in bounds:
+            if end > start:
+                ranges.append(CommitLogRange(len(ranges), f.path, f.start, start, end, last))
+    return ranges
+
+
+def find_gaps(
+    decoded: list[RangeEntries], ranges: list[CommitLogRange], plans: list[FilePlan], mapped_file_size: int
+) -> tuple[list[Gap], list[str]]:
+    """String the decoded runs of whole records together: the gaps between them, and a torn-tail warning.
+
+    The same rule as the sequential builder's walk (``store.log_gaps.GapWalk``): a run must begin where
+    the previous one ended, or at the next file when the previous file is full-size and complete (an
+    end-of-file marker, or no room for one). Bad bytes after the last run end the log (a torn tail,
+    zeros not yet written); they are no gap, since no whole record follows.
+    """
+    files = [LogFile(p.file.start, Path(p.file.path).name, p.file.length) for p in plans]
+    length_of = {p.file.start: p.file.length for p in plans}
+    file_end = {p.file.start: p.end for p in plans if p.stop in (STOP_BLANK, STOP_FULL)}
+    bad: dict[int, str] = {}
     for result in decoded:
-        if result.stopped_at is None:
-            continue
-        rng = ranges[result.index]
-        if result.index != len(ranges) - 1 or result.followed:
-            raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
-        warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
-    return warnings
+        bad.update(result.bad)
+        if result.file_end is not None:
+            file_end[ranges[result.index].file_start] = result.file_end
+    size = mapped_file_size
+
+    def follows_file_end(end: int, start: int) -> bool:
+        slot = end - end % size
+        return start == slot + size and length_of.get(slot) == size and file_end.get(slot) == end
+
+    gaps: list[Gap] = []
+    expected = plans[0].file.start if plans else 0
+    for result in sorted(decoded, key=lambda r: r.index):
+        for start, end in result.runs:
+            if start != expected and not follows_file_end(expected, start):
+                causes = gap_causes(files, size, expected, start, bad.get(expected))
+                gaps.append(Gap(expected, start, causes))
+            expected = end
+    warnings = []
+    tail = bad.get(expected)
+    if tail is not None and not tail.startswith("zeros"):
+        warnings.append(f"CommitLog ends at a torn record at offset {expected} ({tail})")
+    return gaps, warnings
 
 
 def checkpoint_index_timestamp(written: list[WrittenFile]) -> int:
@@ -152,8 +202,13 @@ def rebuild_index_spark(
     spark_conf: Mapping[str, str] | None = None,
     range_bytes: int = DEFAULT_RANGE_BYTES,
     progress_out: TextIO | None = None,
+    around_gaps: bool = False,
 ) -> RebuildResult:
-    """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir)."""
+    """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir).
+
+    A gap in the CommitLog raises ``CommitLogGapError`` before anything is written, unless
+    ``around_gaps``: the rule and the message are the sequential builder's (``store.log_gaps``).
+    """
     started = time.monotonic()
     target = Path(out_dir) if out_dir is not None else config.index_dir
     commitlog_files = list_files(config.store_path_commit_log)
@@ -175,8 +230,7 @@ def rebuild_index_spark(
                 .map(lambda f: plan_file(f, range_bytes))
                 .collect()
             )
-        warnings = check_plans(plans)
-        ranges = ranges_from_plans(plans)
+        ranges = decode_plan(plans)
         if not ranges:
             raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
 
@@ -187,14 +241,17 @@ def rebuild_index_spark(
             )
             collected = sorted(decoded_rdd.map(_summary).collect(), key=lambda pair: pair[0].index)
         summaries = [summary for summary, _ in collected]
-        warnings += check_decoded(summaries, ranges)
+        gaps, warnings = find_gaps(summaries, ranges, plans, config.mapped_file_size_commit_log)
+        if gaps and not around_gaps:
+            raise CommitLogGapError(gaps[0])
         ordered_counts = [count for _, count in collected]
         starts = prefix_starts(ordered_counts)
         total_keys = sum(ordered_counts)
         n_files = file_count(total_keys, keys_per_file)
 
         label = "write index files"
-        with staged_output(target) as staging:
+        leftovers: list[Path] = []
+        with staged_output(target, leftovers=leftovers) as staging:
             if n_files:
                 staging_dir = str(staging)
                 starts_bc = sc.broadcast(starts)
@@ -222,12 +279,14 @@ def rebuild_index_spark(
                     os.replace(w.path, staging / name)
             else:
                 written, names = [], []
+        # The new index is in place: what fails from here on is reported, not raised as a failed job.
+        after_swap = [left_behind(path) for path in leftovers]
         if out_dir is None:
             # The store's own index was replaced: record the roll-over point like the broker does.
-            checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
-            checkpoint.index_msg_timestamp = checkpoint_index_timestamp(written)
-            checkpoint.write(config.checkpoint_path)
-    except PipelineError:
+            problem = update_index_timestamp(config.checkpoint_path, checkpoint_index_timestamp(written))
+            if problem:
+                after_swap.append(problem)
+    except (PipelineError, CommitLogGapError):
         raise
     except Exception as exc:
         raise StageFailedError(label, describe_failure(exc)) from exc
@@ -249,4 +308,6 @@ def rebuild_index_spark(
         seconds=time.monotonic() - started,
         stage_seconds=dict(progress.timings),
         warnings=warnings,
+        gaps=gaps,
+        after_swap=after_swap,
     )

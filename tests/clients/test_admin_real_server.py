@@ -56,8 +56,9 @@ async def test_every_expected_store_query(
             continue
         want = _java_client_filter(query)
         if query["key"] == "" and serialize == SerializeType.ROCKETMQ:
-            # A zero-length ROCKETMQ string decodes as null (as in Java): the required key is missing.
-            assert got == 1, query["label"]
+            # A zero-length ROCKETMQ string decodes as null (as in Java), and the 4.9.7 broker looks
+            # up "<topic>#null": nothing here, so the client reports no message, as against Java.
+            assert got == 208, query["label"]
         elif want:
             found += 1
             assert got == want, query["label"]

@@ -12,7 +12,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -27,8 +27,11 @@ PROCESS_TIMEOUT = 20
 ServeProcess = tuple[asyncio.subprocess.Process, list[str], int, int]
 
 
-async def start_serve(*args: str) -> ServeProcess:
-    """Start ``serve ARGS``; returns the process, its log lines so far, the port and the fast port."""
+async def start_serve(*args: str, preexec_fn: Callable[[], None] | None = None) -> ServeProcess:
+    """Start ``serve ARGS``; returns the process, its log lines so far, the port and the fast port.
+
+    ``preexec_fn`` runs in the child before ``serve`` starts (e.g. to lower its open-file limit).
+    """
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -38,6 +41,7 @@ async def start_serve(*args: str) -> ServeProcess:
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=preexec_fn,
     )
     assert proc.stderr is not None
     lines: list[str] = []

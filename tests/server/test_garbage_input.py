@@ -153,12 +153,55 @@ HOSTILE_REQUESTS: dict[str, tuple[int, dict[str, str] | None, bytes | None, int,
         ResponseCode.SYSTEM_ERROR,
         f"{_FIELD} <endTimestamp>",
     ),
-    "query-topic-absent": (
+    "query-topic-absent": (  # 4.9.7 queries "null#k-3" (tests/server/test_null_header_fields.py)
         RequestCode.QUERY_MESSAGE,
         _query(topic="<absent>"),
         None,
+        ResponseCode.QUERY_NOT_FOUND,
+        "can not find message, maybe time range not correct",
+    ),
+    "query-maxnum-5000-digits": (
+        RequestCode.QUERY_MESSAGE,
+        _query(maxNum="9" * 5000),
+        None,
         ResponseCode.SYSTEM_ERROR,
-        f"{_FIELD} <topic> is null",
+        f"{_FIELD} <maxNum> is not a valid Java int: '{'9' * 40}'... (5000 characters) is out of range",
+    ),
+    "query-begin-5000-digits": (
+        RequestCode.QUERY_MESSAGE,
+        _query(beginTimestamp="-" + "1" * 5000),
+        None,
+        ResponseCode.SYSTEM_ERROR,
+        f"{_FIELD} <beginTimestamp> is not a valid Java long: '-{'1' * 39}'... (5001 characters) "
+        "is out of range",
+    ),
+    "query-maxnum-5000-leading-zeros": (  # Integer.parseInt accepts them: the real broker answered SUCCESS
+        RequestCode.QUERY_MESSAGE,
+        _query(maxNum="0" * 5000 + "5", endTimestamp=str(2**63 - 1)),
+        None,
+        ResponseCode.SUCCESS,
+        "",
+    ),
+    "query-maxnum-arabic-zeros": (
+        RequestCode.QUERY_MESSAGE,
+        _query(maxNum="\u0660" * 5000 + "5", endTimestamp=str(2**63 - 1)),
+        None,
+        ResponseCode.SUCCESS,
+        "",
+    ),
+    "view-offset-5000-digits": (
+        RequestCode.VIEW_MESSAGE_BY_ID,
+        {"offset": "1" * 5000},
+        None,
+        ResponseCode.SYSTEM_ERROR,
+        f"{_FIELD} <offset> is not a valid Java long: '{'1' * 40}'... (5000 characters) is out of range",
+    ),
+    "view-offset-garbage-5000-characters": (
+        RequestCode.VIEW_MESSAGE_BY_ID,
+        {"offset": "x" * 5000},
+        None,
+        ResponseCode.SYSTEM_ERROR,
+        f"{_FIELD} <offset> is not a valid Java long: '{'x' * 40}'... (5000 characters)",
     ),
     "query-unknown-topic-huge-maxnum": (
         RequestCode.QUERY_MESSAGE,
@@ -181,12 +224,12 @@ HOSTILE_REQUESTS: dict[str, tuple[int, dict[str, str] | None, bytes | None, int,
         ResponseCode.SYSTEM_ERROR,
         "HeartbeatData: the request body is missing or is not a JSON object",
     ),
-    "consume-by-who-topic-absent": (
+    "consume-by-who-topic-absent": (  # as the 4.9.7 broker (tests/server/test_null_header_fields.py)
         RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
         {"group": "g"},
         None,
-        ResponseCode.SYSTEM_ERROR,
-        f"{_FIELD} <topic> is null",
+        ResponseCode.SUCCESS,
+        "",
     ),
 }
 
@@ -204,7 +247,10 @@ async def test_each_hostile_request_gets_its_exact_answer(
     request = RawClient.request(code, fields, body, serialize_type=serialize_type)
     answer = await hostile.call(request)
     assert (answer.code, answer.serialize_type) == (expected_code, serialize_type)
-    assert answer.remark is not None and answer.remark.startswith(remark), answer.remark
+    if remark:
+        assert answer.remark is not None and answer.remark.startswith(remark), answer.remark
+    else:
+        assert not answer.remark
     # The same connection keeps serving, and so does every other one.
     assert (await hostile.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))).code == 0
     assert (await witness.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))).code == 0

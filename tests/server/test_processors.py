@@ -30,19 +30,16 @@ QUERY_FIELDS = {
     "endTimestamp": "9223372036854775807",
 }
 
+#: Missing numbers only: a missing string field (topic, key, clientID) is null, as 4.9.7 decodes
+#: it, and answered as the broker then answers (tests/server/test_null_header_fields.py).
 BAD_HEADERS = [
-    (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "topic"}, "topic"),
-    (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "key"}, "key"),
     (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "maxNum"}, "maxNum"),
     (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "maxNum": "many"}, "maxNum"),
     (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "beginTimestamp": "1e3"}, "beginTimestamp"),
     (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "endTimestamp": "9223372036854775808"}, "endTimestamp"),
-    (RequestCode.QUERY_MESSAGE, None, "topic"),
+    (RequestCode.QUERY_MESSAGE, None, "maxNum"),
     (RequestCode.VIEW_MESSAGE_BY_ID, {}, "offset"),
     (RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0x10"}, "offset"),
-    (RequestCode.GET_ROUTEINFO_BY_TOPIC, {}, "topic"),
-    (RequestCode.UNREGISTER_CLIENT, {"producerGroup": "g"}, "clientID"),
-    (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {}, "topic"),
 ]
 
 

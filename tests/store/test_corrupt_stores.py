@@ -28,6 +28,7 @@ from store.commitlog import CommitLog
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
 from store.index_builder import rebuild_index
 from store.index_file import ENTRY, HEADER, SLOT, IndexFile
+from store.log_gaps import CommitLogGapError
 from store.message_store import MessageStore
 
 #: Far above what the 476 queries take on an intact store (~0.1 s); a looping walk never ends.
@@ -88,14 +89,16 @@ def raw_sha(buf: memoryview) -> str:
 def visits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int, int]]]:
     """(file name, entries visited, indexCount) of every chain walk: the bound on a query's work."""
     seen: list[tuple[str, int, int]] = []
-    original = IndexFile.select_by_hash
+    original = IndexFile.walk
 
-    def counting(self: IndexFile, out: list[int], key_hash: int, *args: object, **kw: object) -> int:
-        visited = original(self, out, key_hash, *args, **kw)  # type: ignore[arg-type]
+    def counting(
+        self: IndexFile, out: list[int], key_hash: int, *args: object, **kw: object
+    ) -> tuple[int, bool]:
+        visited, exhausted = original(self, out, key_hash, *args, **kw)  # type: ignore[arg-type]
         seen.append((self.name, visited, self.header.index_count))
-        return visited
+        return visited, exhausted
 
-    monkeypatch.setattr(IndexFile, "select_by_hash", counting)
+    monkeypatch.setattr(IndexFile, "walk", counting)
     yield seen
 
 
@@ -226,8 +229,13 @@ def test_corrupt_record_mid_log(
     assert code == 1
     assert f"CommitLog record at offset {offset} (file {path.name}, byte {at}) is corrupt" in out
     assert f"whole records resume at offset {offset + victim['size']}" in out
-    # A rebuild indexes every record after the damage (the broker's recovery would stop there).
-    rebuild_index(damaged.config)
+    # A rebuild refuses the gap by default, leaving the index as it was; asked to, it indexes every
+    # record after the damage (the broker's recovery would stop there).
+    before = [p.read_bytes() for p in sorted(damaged.config.index_dir.iterdir())]
+    with pytest.raises(CommitLogGapError, match=f"whole records stop at offset {offset} and resume"):
+        rebuild_index(damaged.config)
+    assert [p.read_bytes() for p in sorted(damaged.config.index_dir.iterdir())] == before
+    rebuild_index(damaged.config, around_gaps=True)
     code, out = fsck(damaged.root, capsys)
     assert "index is behind" not in out
     with MessageStore.open(damaged.config) as store:

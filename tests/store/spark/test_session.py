@@ -77,6 +77,8 @@ def test_spark_options_without_the_spark_engine_are_refused(
     args = [command, "--store", str(tmp_path / "store"), "--mapped-file-size", str(64 * 1024)]
     if command == "export-keys":
         args += ["--out", str(tmp_path / "out")]
-    assert main([*args, *flags]) == 1
-    assert f"{command}: --engine spark is needed for {named}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main([*args, *flags])
+    assert info.value.code == 2  # a usage error, before anything runs
+    assert f"{command}: error: --engine spark is needed for {named}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and not (tmp_path / "store" / "index").exists()

@@ -14,7 +14,7 @@ from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index_builder import IndexBuilder
-from store.spark.errors import CorruptRecordError
+from store.log_gaps import CommitLogGapError
 from store.spark.rebuild import rebuild_index_spark
 from store.spark.synthetic import write_commitlog
 
@@ -53,8 +53,10 @@ def test_out_needs_the_spark_engine(
     stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["rebuild-index", "--store", str(stores_dir / SHARED_STORE), "--out", str(tmp_path / "x")]
-    assert main(args) == 1
-    assert "--out needs --engine spark" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    assert "argument --out: needs --engine spark" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
@@ -135,8 +137,10 @@ def test_a_corrupt_record_is_reported_and_the_old_index_kept(
     args += ["--max-hash-slot-num", "61", "--max-index-num", "400", "--range-mib", "1"]
     assert main(args) == 1
     err = capsys.readouterr().err
-    assert f"corrupt CommitLog record at offset {victim} in {second}: " in err
+    assert f"CommitLog gap: whole records stop at offset {victim} and resume" in err
+    assert f"at offset {victim} (file {second.name}, byte {victim - start}) are not a whole record" in err
     assert reason in err
+    assert "--index-around-gaps" in err
     assert f"nothing was replaced; {out} is unchanged" in err
     assert [p.name for p in out.iterdir()] == ["previous"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
@@ -171,9 +175,9 @@ def test_a_corrupt_record_inside_the_last_range_is_not_taken_for_a_torn_tail(
     out = tmp_path / "out"
     out.mkdir()
     (out / "previous").write_bytes(b"a good index")
-    with pytest.raises(CorruptRecordError) as info:
+    with pytest.raises(CommitLogGapError) as info:
         rebuild_index_spark(config, spark=spark, out_dir=out, range_bytes=1 << 20, progress_out=io.StringIO())
-    assert info.value.offset == victim and info.value.path == str(last)
+    assert info.value.gap.start == victim and f"(file {last.name}, byte {victim - start})" in str(info.value)
     assert "BODYCRC does not match" in str(info.value)
     assert [p.name for p in out.iterdir()] == ["previous"]
 

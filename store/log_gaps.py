@@ -1,0 +1,175 @@
+"""Gaps in a CommitLog: stretches with whole records after them that hold no whole record themselves.
+
+A missing file, a file cut short, or bytes that do not check (a corrupt record, zeros where records
+should be) followed by whole records. The broker's recovery stops at the first one, so does a walk
+that ends there: an index rebuilt from such a walk lacks every key after the gap, and swapping it in
+would replace an index that still answers them with a worse one. Both rebuild engines therefore find
+gaps the same way (the chain of whole records breaks: a record does not start where the previous one
+ended, or at the next file after an end-of-file marker), refuse by default, and index around them
+only when asked (``--index-around-gaps``). Every gap is named the same way by both: where whole
+records stop and resume, the files involved and what is wrong with them.
+
+The end of the log is not a gap: zeros after the last record, a torn last record, or files the
+broker created ahead and has not written yet have no whole record after them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from store import record
+from store.commitlog import CommitLog
+from store.errors import StoreError
+
+log = logging.getLogger("store.index")
+
+#: The flag that lets a rebuild index around gaps, named in every refusal.
+AROUND_FLAG = "--index-around-gaps"
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """One CommitLog file as the gap description needs it: first offset, name, bytes on disk."""
+
+    start: int
+    name: str
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Whole records stop at ``start`` and resume at ``resume``; ``causes`` say why, file by file."""
+
+    start: int
+    resume: int
+    causes: tuple[str, ...]
+
+    def describe(self) -> str:
+        return (
+            f"CommitLog gap: whole records stop at offset {self.start} and resume at offset {self.resume} "
+            f"({self.resume - self.start} bytes unreadable): {'; '.join(self.causes)}"
+        )
+
+
+class CommitLogGapError(StoreError):
+    """A rebuild met a gap and was not asked to index around it: nothing was replaced."""
+
+    def __init__(self, gap: Gap) -> None:
+        super().__init__(
+            f"{gap.describe()}. An index built from this CommitLog would lack the keys of every record "
+            f"after the gap that the current index may still answer, so it is not built; restore the "
+            f"missing data, or pass {AROUND_FLAG} to index the records before and after the gap"
+        )
+        self.gap = gap
+
+
+def gap_causes(
+    files: Sequence[LogFile], mapped_file_size: int, start: int, resume: int, reason: str | None
+) -> tuple[str, ...]:
+    """What lies between ``start`` and ``resume``, one phrase per file slot the stretch touches.
+
+    ``reason`` says why the bytes at ``start`` are not a record, when a file holds bytes there.
+    """
+    by_start = {f.start: f for f in files}
+    causes: list[str] = []
+    slot = start - start % mapped_file_size
+    while slot < resume:
+        name = f"{slot:020d}"
+        f = by_start.get(slot)
+        if f is None:
+            causes.append(f"file {name} (offsets {slot}..{slot + mapped_file_size}) is missing")
+        elif slot <= start:
+            if f.length < mapped_file_size:
+                causes.append(
+                    f"file {name} has {f.length} bytes, not {mapped_file_size}: cut short at offset "
+                    f"{slot + f.length}"
+                )
+            if reason:
+                at = f"offset {start} (file {name}, byte {start - slot})"
+                causes.append(f"the bytes at {at} are not a whole record: {reason}")
+        elif slot + mapped_file_size <= resume:
+            causes.append(f"file {name} holds no whole record")
+        else:
+            causes.append(f"file {name} holds no whole record before offset {resume}")
+        slot += mapped_file_size
+    if not causes:
+        causes.append(f"the record before offset {resume} does not end where the next one begins")
+    return tuple(causes)
+
+
+def log_files(commitlog: CommitLog) -> list[LogFile]:
+    return [LogFile(f.start, f.path.name, f.length) for f in commitlog.files]
+
+
+class GapWalk:
+    """The records of a CommitLog from an offset, across gaps, each gap handed to ``on_gap`` first.
+
+    ``on_gap`` raises to refuse (the walk stops there) or returns to go on with the records after it.
+    """
+
+    def __init__(self, commitlog: CommitLog, on_gap: Callable[[Gap], None]) -> None:
+        self.commitlog = commitlog
+        self.on_gap = on_gap
+        self.gaps: list[Gap] = []
+
+    def records(self, start: int) -> Iterator[tuple[int, memoryview]]:
+        commitlog = self.commitlog
+        end = start  # where the next record should begin (just past the last whole one)
+        pos: int | None = start
+        while pos is not None:
+            for offset, buf in commitlog.iter_records(pos):
+                if offset != end and not self._follows_file_end(end, offset):
+                    self._gap(end, offset)
+                yield offset, buf
+                end = offset + len(buf)
+            # The walk ended: at the end of the log, or before a file it cannot reach (missing, or
+            # its predecessor cut short). Whole records in a later file make it a gap.
+            pos = self._next_record(end)
+
+    def _next_record(self, end: int) -> int | None:
+        size = self.commitlog.mapped_file_size
+        here = end - end % size
+        for f in self.commitlog.files:
+            if f.start <= here:
+                continue
+            for offset, _buf in self.commitlog.iter_records(f.start):
+                return offset
+        return None
+
+    def _follows_file_end(self, end: int, offset: int) -> bool:
+        """``offset`` starts the next file and the file holding ``end`` is complete there."""
+        size = self.commitlog.mapped_file_size
+        slot = end - end % size
+        if offset != slot + size:
+            return False
+        for f in self.commitlog.files:
+            if f.start == slot:
+                if f.length != size:
+                    return False
+                pos = end - slot
+                return pos + 8 > size or record.check(f.view(), pos, f.length) == record.BLANK
+        return False
+
+    def _gap(self, start: int, resume: int) -> None:
+        reason = None
+        size = self.commitlog.mapped_file_size
+        for f in self.commitlog.files:
+            pos = start - f.start
+            # An end-of-file marker (or no room for one) is where a complete file ends: not the cause.
+            if 0 <= pos and pos + 8 <= f.length and record.check(f.view(), pos, f.length) != record.BLANK:
+                reason = record.describe_invalid(f.view(), pos, f.length, start)
+        gap = Gap(start, resume, gap_causes(log_files(self.commitlog), size, start, resume, reason))
+        self.on_gap(gap)
+        self.gaps.append(gap)
+
+
+def refuse(gap: Gap) -> None:
+    """The default rule: a gap stops the rebuild."""
+    raise CommitLogGapError(gap)
+
+
+def index_around(gap: Gap) -> None:
+    """``--index-around-gaps``: go on after the gap (the caller reports ``GapWalk.gaps``)."""
+    log.info("%s; indexing the records before and after it (%s)", gap.describe(), AROUND_FLAG)

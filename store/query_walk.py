@@ -1,0 +1,178 @@
+"""The two walks of a key query over the memory-mapped files: an index chain, then the records.
+
+These are the hot loops of QUERY_MESSAGE, kept here as plain functions over buffers (no file
+objects, no logging) so that a compiled twin (``store/_query_walk_fast.c``, loaded through
+``protocol.accel``) can replace them name for name. The functions below are the readable reference:
+the test suite runs against both and checks that they agree, on the golden store and on hostile
+bytes.
+
+Both only read inside ``length`` bytes of a buffer, the size the caller checked when it mapped the
+file (a file that shrank under the map must not be read past its checked size), and every pointer
+read from a file (a chain's prevIndex, a record's TOTALSIZE) is bounds-checked before it is followed.
+
+``walk_chain`` is ``IndexFile.selectPhyOffset``'s loop plus two guards the broker lacks: it refuses to
+revisit an entry (a corrupt chain that links forwards could loop forever) and it stops after
+``budget`` entries, so one query on a hot key cannot take unbounded work. What the loop met that the
+caller should report (a zeroed entry, a forward link) comes back as values; the caller logs.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from protocol.accel import load
+from store import record
+from store.config import INDEX_ENTRY_SIZE
+
+_ENTRY = struct.Struct(">iqii")
+_I32 = struct.Struct(">i")
+
+#: Why ``walk_chain`` stopped.
+END = 0  #: the chain ended (no older entry, the time range passed, or ``room`` offsets found)
+ZEROED = 1  #: an all-zero entry in a file that does not begin at offset 0: damage; chains end there
+BUDGET = 2  #: ``budget`` entries were visited
+OUTSIDE = 3  #: the next entry lies beyond ``length`` (a file shorter than its geometry)
+LOOP = 4  #: the next entry was visited already (a corrupt chain)
+
+
+def walk_chain(
+    buf: bytes | memoryview,
+    length: int,
+    entries_at: int,
+    start: int,
+    key_hash: int,
+    index_count: int,
+    limit: int,
+    begin_timestamp: int,
+    begin_phy_offset: int,
+    begin: int,
+    end: int,
+    room: int,
+    budget: int,
+) -> tuple[list[int], int, int, int, int]:
+    """Walk the chain from entry ``start``: (offsets, visited, stop, stop_entry, forward_entry).
+
+    ``offsets`` holds the phyOffsets of entries whose hash is ``key_hash`` and whose time is within
+    ``[begin, end]``, newest first, at most ``room`` of them. ``visited`` counts entries read.
+    ``stop`` is one of END, ZEROED, BUDGET, OUTSIDE, LOOP; ``stop_entry`` the entry it concerns (0 for
+    END). ``forward_entry`` is the first entry seen linking forwards (0 if none): from there on the
+    walk tracks what it visited and stops before revisiting an entry.
+    """
+    offsets: list[int] = []
+    if room <= 0:
+        return offsets, 0, END, 0, 0
+    length = min(length, len(buf))
+    if entries_at < 0:
+        entries_at = length  # nothing can be read
+    unpack = _ENTRY.unpack_from
+    current = start
+    visited = 0
+    forward = 0
+    seen: set[int] | None = None
+    while True:
+        if current > limit:
+            return offsets, visited, END, 0, forward
+        if visited >= budget:
+            return offsets, visited, BUDGET, current, forward
+        pos = entries_at + current * INDEX_ENTRY_SIZE
+        if current < 0 or pos + INDEX_ENTRY_SIZE > length:
+            return offsets, visited, OUTSIDE, current, forward
+        hash_read, phy_read, time_diff, prev = unpack(buf, pos)
+        visited += 1
+        if phy_read == 0 and prev == 0 and begin_phy_offset > 0 and hash_read == 0:
+            # Offset 0 cannot be in a file that begins later: the entry was zeroed.
+            return offsets, visited, ZEROED, current, forward
+        if time_diff < 0:
+            return offsets, visited, END, 0, forward
+        time_read = begin_timestamp + time_diff * 1000
+        if hash_read == key_hash and begin <= time_read <= end:
+            offsets.append(phy_read)
+            if len(offsets) >= room:
+                return offsets, visited, END, 0, forward
+        if prev <= 0 or prev > index_count or prev == current or time_read < begin:
+            return offsets, visited, END, 0, forward
+        if prev > current or seen is not None:
+            # A sane chain only points backwards; a forward pointer could make the walk loop.
+            if seen is None:
+                forward = current
+                seen = _chain_prefix(buf, length, entries_at, start, visited)
+            if prev in seen:
+                return offsets, visited, LOOP, prev, forward
+            seen.add(prev)
+        current = prev
+
+
+def _chain_prefix(buf: bytes | memoryview, length: int, entries_at: int, start: int, count: int) -> set[int]:
+    """The first ``count`` entry numbers of the chain from ``start`` (all already read once)."""
+    seen: set[int] = set()
+    current = start
+    for _ in range(count):
+        seen.add(current)
+        current = _I32.unpack_from(buf, entries_at + current * INDEX_ENTRY_SIZE + 16)[0]
+    return seen
+
+
+def read_records(
+    views: Sequence[memoryview],
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    max_offset: int,
+    offsets: Sequence[int],
+) -> list[memoryview | None]:
+    """The whole record at each CommitLog offset (a view of the map), or None where there is none.
+
+    ``views[i]`` maps the file starting at absolute offset ``starts[i]`` (ascending), of which only
+    the first ``lengths[i]`` bytes may be read; nothing at or past ``max_offset`` (the written end)
+    is a record. A record is whole when ``record.check`` passes (sizes and magic add up, within the
+    file and the written end); BODYCRC is not checked, as the broker serves a body as stored.
+    """
+    out: list[memoryview | None] = []
+    n = len(starts)
+    for offset in offsets:
+        out.append(_read_one(views, starts, lengths, n, max_offset, offset))
+    return out
+
+
+def _read_one(
+    views: Sequence[memoryview],
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    n: int,
+    max_offset: int,
+    offset: int,
+) -> memoryview | None:
+    if offset < 0 or offset >= max_offset or n == 0:
+        return None
+    lo, hi = 0, n  # bisect_right(starts, offset) - 1, spelled out as the compiled twin does it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if offset < starts[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    i = lo - 1
+    if i < 0:
+        return None
+    view = views[i]
+    pos = offset - starts[i]
+    limit = min(lengths[i], len(view), max_offset - starts[i])
+    if pos + 4 > limit:
+        return None
+    size = _I32.unpack_from(view, pos)[0]
+    if size <= 0 or pos + size > limit:
+        return None
+    if record.check(view, pos, pos + size) <= 0:
+        return None
+    return view[pos : pos + size]
+
+
+#: The pure-Python references, kept reachable after the compiled twins replace the names below.
+REFERENCE = {"walk_chain": walk_chain, "read_records": read_records}
+
+_fast = load("store._query_walk_fast")
+#: True when the compiled twins are in use (their walk is ~500x faster and releases the GIL).
+COMPILED = _fast is not None
+if _fast is not None:
+    walk_chain = _fast.walk_chain  # type: ignore[assignment]
+    read_records = _fast.read_records  # type: ignore[assignment]

@@ -1,0 +1,275 @@
+"""The query's two walks (``store.query_walk``): hand-built expectations, and the compiled twin
+(``store._query_walk_fast``) agreeing with the pure-Python reference on the golden store and on
+hostile bytes (damaged chains, pointers and offsets past the end, files shorter than their geometry).
+
+Run both ways by the suite (``RMQ_PURE_PYTHON=1`` or not): the agreement tests call the two
+implementations directly, so they check the C code whichever way the rest of the suite runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from protocol.accel import pure_python
+from store import query_walk
+from store.commitlog import CommitLog
+from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from store.index_file import IndexFile
+from store.query_walk import BUDGET, END, LOOP, OUTSIDE, REFERENCE, ZEROED
+
+ENTRY = struct.Struct(">iqii")
+MAX = 2**63 - 1
+JAVA_STORE = "java-4.9.7-a"
+
+
+def _fast() -> ModuleType:
+    try:
+        return importlib.import_module("store._query_walk_fast")
+    except ImportError:
+        pytest.skip("the compiled accelerator is not built (python setup.py build_ext --inplace)")
+
+
+PY_WALK: Callable[..., Any] = REFERENCE["walk_chain"]
+PY_READ: Callable[..., Any] = REFERENCE["read_records"]
+
+
+def same_records(a: list[memoryview | None], b: list[memoryview | None]) -> bool:
+    return [None if x is None else bytes(x) for x in a] == [None if x is None else bytes(x) for x in b]
+
+
+def test_the_module_uses_the_compiled_twin_unless_pure_python_is_asked() -> None:
+    if pure_python():
+        assert query_walk.walk_chain is PY_WALK and query_walk.read_records is PY_READ
+    else:
+        fast = _fast()
+        assert query_walk.walk_chain is fast.walk_chain and query_walk.read_records is fast.read_records
+
+
+# -- a hand-built index: 4 slots' worth of header space, entries written by hand ---------------------
+
+ENTRIES_AT = 100  # any position: the walk only reads entries
+
+
+def index_bytes(entries: dict[int, tuple[int, int, int, int]], count: int) -> bytearray:
+    buf = bytearray(ENTRIES_AT + count * INDEX_ENTRY_SIZE)
+    for n, entry in entries.items():
+        ENTRY.pack_into(buf, ENTRIES_AT + n * INDEX_ENTRY_SIZE, *entry)
+    return buf
+
+
+def both(*args: Any) -> Any:
+    """The reference's answer, after checking the compiled twin gives the same."""
+    expected = PY_WALK(*args)
+    assert _fast().walk_chain(*args) == expected
+    return expected
+
+
+def walk(
+    buf: bytearray, start: int, key_hash: int = 7, *, count: int = 6, length: int | None = None, **kw: int
+) -> Any:
+    args = dict(begin_ts=1_000_000, begin_phy=100, begin=0, end=MAX, room=64, budget=2**62)
+    args.update(kw)
+    return both(
+        bytes(buf),
+        len(buf) if length is None else length,
+        ENTRIES_AT,
+        start,
+        key_hash,
+        count,
+        count - 1,
+        args["begin_ts"],
+        args["begin_phy"],
+        args["begin"],
+        args["end"],
+        args["room"],
+        args["budget"],
+    )
+
+
+# Chain 5 -> 4 -> 2 -> 1 of hash 7 (entry 3 and 4: other hashes in the same slot, 4 in the chain).
+CHAIN = {
+    1: (7, 1000, 0, 0),
+    2: (7, 2000, 2, 1),
+    3: (9, 3000, 3, 0),
+    4: (8, 4000, 4, 2),
+    5: (7, 5000, 5, 4),
+}
+
+
+def test_a_chain_is_walked_newest_first_matching_hash_and_time() -> None:
+    buf = index_bytes(CHAIN, 6)
+    assert walk(buf, 5) == ([5000, 2000, 1000], 4, END, 0, 0)
+    # begin = 1002 s: entry 2 (1002 s) matches, entry 1 (1000 s) is older than begin: the walk stops there.
+    assert walk(buf, 5, begin=1_002_000) == ([5000, 2000], 4, END, 0, 0)
+    assert walk(buf, 5, room=2) == ([5000, 2000], 3, END, 0, 0)
+
+
+def test_the_budget_stops_the_walk_after_that_many_entries() -> None:
+    buf = index_bytes(CHAIN, 6)
+    assert walk(buf, 5, budget=1) == ([5000], 1, BUDGET, 4, 0)
+    assert walk(buf, 5, budget=3) == ([5000, 2000], 3, BUDGET, 1, 0)
+    assert walk(buf, 5, budget=4) == ([5000, 2000, 1000], 4, END, 0, 0)
+    assert walk(buf, 5, budget=0) == ([], 0, BUDGET, 5, 0)
+
+
+def test_a_loop_is_walked_once() -> None:
+    # 3 -> 2 -> 4 (forward) -> 3 (already visited): three entries, then stop.
+    buf = index_bytes({2: (7, 20, 0, 4), 3: (7, 30, 0, 2), 4: (7, 40, 0, 3)}, 6)
+    assert walk(buf, 3) == ([30, 20, 40], 3, LOOP, 3, 2)
+
+
+def test_a_zeroed_entry_ends_the_chain() -> None:
+    buf = index_bytes({3: (7, 30, 0, 2)}, 6)  # entry 2 is all zeros
+    assert walk(buf, 3) == ([30], 2, ZEROED, 2, 0)
+    assert walk(buf, 3, begin_phy=0) == ([30], 2, END, 0, 0), "a file beginning at offset 0 may hold it"
+
+
+def test_pointers_outside_the_checked_length_are_never_followed() -> None:
+    buf = index_bytes(CHAIN, 6)
+    # The file "shrank" to 4 whole entries and a bit: entry 4 and 5 lie beyond the checked length.
+    short = ENTRIES_AT + 4 * INDEX_ENTRY_SIZE + 7
+    assert walk(buf, 5, length=short) == ([], 0, OUTSIDE, 5, 0)
+    assert walk(buf, 2, length=short) == ([2000, 1000], 2, END, 0, 0)
+    assert walk(buf, 3, length=ENTRIES_AT - 1) == ([], 0, OUTSIDE, 3, 0)
+    assert walk(buf, 5, length=10**9)[0] == [5000, 2000, 1000], "a length past the buffer is capped"
+
+
+# -- agreement on the golden store -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def golden(stores_dir: Path) -> StoreConfig:
+    return StoreConfig.load(stores_dir / f"{JAVA_STORE}.broker.conf")
+
+
+def test_both_walks_agree_on_every_chain_of_the_golden_index(golden: StoreConfig) -> None:
+    fast = _fast()
+    index_dir = golden.index_dir
+    walked = 0
+    for path in sorted(index_dir.iterdir()):
+        f = IndexFile.open(path, golden.max_hash_slot_num, golden.max_index_num)
+        try:
+            h = f.header
+            mm = f.buffer
+            entries_at = INDEX_HEADER_SIZE + f.hash_slot_num * 4
+            for slot in range(f.hash_slot_num):
+                start = f.slot(slot)
+                if start <= 0:
+                    continue
+                key_hash = f.entry(start)[0]
+                span = (h.begin_timestamp, h.end_timestamp)
+                for begin, end, room, budget in (
+                    (0, MAX, 64, 2**62),
+                    (0, MAX, 2, 2**62),
+                    (span[0] + 1000, span[1] - 1000, 64, 2**62),
+                    (0, MAX, 64, 3),
+                ):
+                    args = (mm, f.size, entries_at, start, key_hash, h.index_count,
+                            min(h.index_count, f.index_num - 1), h.begin_timestamp, h.begin_phy_offset,
+                            begin, end, room, budget)  # fmt: skip
+                    assert fast.walk_chain(*args) == PY_WALK(*args)
+                    walked += 1
+        finally:
+            f.close()
+    assert walked > 1000
+
+
+def test_both_record_reads_agree_on_the_golden_commitlog(golden: StoreConfig) -> None:
+    fast = _fast()
+    log = CommitLog(golden.store_path_commit_log, golden.mapped_file_size_commit_log)
+    try:
+        offsets = [offset for offset, _ in log.iter_records()]
+        assert len(offsets) == 5000
+        probes = offsets + [o + 1 for o in offsets[:500]] + [-1, -(2**70), 2**70, log.max_offset, 10**12]
+        files, starts, views = log._snap
+        lengths = [f.length for f in files]
+        py = PY_READ(views, starts, lengths, log.max_offset, probes)
+        c = fast.read_records(views, starts, lengths, log.max_offset, probes)
+        assert [None if b is None else bytes(b) for b in c] == [None if b is None else bytes(b) for b in py]
+        assert all(b is not None for b in py[:5000])
+        # VIEW's unchecked read agrees where the record is whole.
+        assert same_records([log.read_record(o) for o in offsets], py[:5000])
+        # Whole records only: an offset inside a record reads as a size word that does not check.
+        assert all(b is None for b in py[5000:])
+        # A CommitLog read as if its written end were earlier, or its files mapped shorter.
+        cut = offsets[2500]
+        assert fast.read_records(views, starts, lengths, cut, offsets)[2499] is not None
+        assert fast.read_records(views, starts, lengths, cut, offsets)[2500:] == [None] * 2500
+        short = [n // 2 for n in lengths]
+        assert [b is None for b in fast.read_records(views, starts, short, log.max_offset, offsets)] == [
+            b is None for b in PY_READ(views, starts, short, log.max_offset, offsets)
+        ]
+    finally:
+        log.close()
+
+
+# -- agreement on hostile bytes --------------------------------------------------------------------
+
+
+def test_both_walks_agree_on_random_damaged_chains() -> None:
+    fast = _fast()
+    rng = random.Random(11)
+    for _ in range(3000):
+        count = rng.randrange(1, 40)
+        buf = bytearray(ENTRIES_AT + count * INDEX_ENTRY_SIZE + rng.randrange(0, 30))
+        for n in range(count):
+            if rng.random() < 0.1:
+                continue  # left zeroed
+            prev = rng.choice([n - 1, n - 2, rng.randrange(-3, count + 5), 0, n, n + 1, 2**31 - 1, -(2**31)])
+            entry = (rng.choice([7, 7, 7, 8, -7]), rng.choice([0, rng.randrange(2**40)]),
+                     rng.choice([0, 1, 5, -1, 2**31 - 1]), prev)  # fmt: skip
+            ENTRY.pack_into(buf, ENTRIES_AT + n * INDEX_ENTRY_SIZE, *entry)
+        index_count = rng.choice([count, count + 3, 2**31 - 1, 1, 0])
+        args = (
+            bytes(buf),
+            rng.choice([len(buf), len(buf) // 2, 10**12, 0, -5]),
+            rng.choice([ENTRIES_AT, ENTRIES_AT, 3, len(buf) + 8]),
+            rng.randrange(-2, count + 3),
+            7,
+            index_count,
+            rng.choice([index_count, count - 1, 2**31]),
+            rng.choice([0, 1_000_000, 2**63 - 1]),
+            rng.choice([0, 100]),
+            rng.choice([0, 1_000_000, 1_003_000]),
+            rng.choice([MAX, 1_004_000, -1]),
+            rng.choice([64, 1, 0, -3]),
+            rng.choice([2**62, 5, 1, 0]),
+        )
+        assert fast.walk_chain(*args) == PY_WALK(*args), args
+
+
+def test_both_record_reads_agree_on_random_bytes(golden: StoreConfig) -> None:
+    fast = _fast()
+    rng = random.Random(5)
+    real = golden.store_path_commit_log / sorted(p.name for p in golden.store_path_commit_log.iterdir())[0]
+    real_bytes = real.read_bytes()
+    record_starts = [0]
+    while record_starts[-1] < 20_000:
+        record_starts.append(
+            record_starts[-1] + int.from_bytes(real_bytes[record_starts[-1] : record_starts[-1] + 4])
+        )
+    whole = 0
+    for _ in range(300):
+        data = bytearray(real_bytes[: rng.randrange(0, 20_000)])
+        for _ in range(rng.randrange(0, 40)):  # flip bytes: sizes, magic codes, field lengths
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        views = [memoryview(bytes(data)), memoryview(bytes(data[:5000]))]
+        starts = [0, len(data) + rng.randrange(0, 100)]
+        lengths = [rng.choice([len(data), len(data) // 2, 10**9]), rng.choice([5000, 10, 0])]
+        max_offset = rng.choice([starts[1] + 5000, len(data), 10**12, 0])
+        offsets = [rng.randrange(-5, starts[1] + 6000) for _ in range(40)] + [0, 2**64, -(2**64)]
+        offsets += record_starts + [starts[1] + s for s in record_starts]
+        c = fast.read_records(views, starts, lengths, max_offset, offsets)
+        py = PY_READ(views, starts, lengths, max_offset, offsets)
+        assert [None if b is None else bytes(b) for b in c] == [None if b is None else bytes(b) for b in py]
+        whole += sum(b is not None for b in py)
+    assert whole > 200, "the damaged files still hold whole records, read alike by both"
