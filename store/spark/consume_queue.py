@@ -35,11 +35,11 @@ from store.consume_queue_builder import (
     safe_topic_dir,
 )
 from store.spark.decode import describe_invalid
-from store.spark.errors import PipelineError, StageFailedError
+from store.spark.errors import CorruptRecordError, PipelineError, StageFailedError
 from store.spark.failures import describe_failure
 from store.spark.progress import SparkProgress
 from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file, ranges_from_plans
-from store.spark.rebuild import check_decoded, check_plans
+from store.spark.rebuild import check_plans
 from store.spark.session import open_session
 from store.staging import staged_output
 
@@ -111,6 +111,20 @@ def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> 
     return CqRangeEntries(rng.index, out, records, rng.end - rng.start)
 
 
+def check_decoded(decoded: list[CqRangeEntries], ranges: list[CommitLogRange]) -> list[str]:
+    """A range that stopped early is corrupt (the job stops), unless its bad record ends the CommitLog
+    (a torn tail: the last range, nothing after it), which is a warning."""
+    warnings: list[str] = []
+    for result in decoded:
+        if result.stopped_at is None:
+            continue
+        rng = ranges[result.index]
+        if result.index != len(ranges) - 1 or result.followed:
+            raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
+        warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
+    return warnings
+
+
 def write_queues(
     groups: Iterable[tuple[tuple[str, int], Iterable[Entry]]], root: str, file_size: int
 ) -> Iterator[tuple[int, int, int]]:
@@ -170,7 +184,7 @@ def rebuild_consume_queues_spark(
                 ).collect(),
                 key=lambda r: r.index,
             )
-        warnings += check_decoded(summaries, ranges)  # type: ignore[arg-type]
+        warnings += check_decoded(summaries, ranges)
         label = "write queues"
         with staged_output(config.consume_queue_dir) as staging:
             root = str(staging)
