@@ -9,6 +9,8 @@ from setuptools import Extension, setup
 
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
 ACCELERATORS: list[tuple[str, str]] = [
+    ("store._index_range_fast", "store/_index_range_fast.c"),
+    ("store._record_fast", "store/_record_fast.c"),
     # Not an accelerator but the same optional build: turns SIGBUS from a file cut under a map into
     # zero pages (store/sigbus.py says why and what runs without it).
     ("store._sigbus_guard", "store/_sigbus_guard.c"),

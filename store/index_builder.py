@@ -21,88 +21,31 @@ destroys the newest files and loses their keys; this builder keeps and repairs t
 
 from __future__ import annotations
 
-import array
 import logging
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
-from operator import mul
 from pathlib import Path
 
 from protocol.errors import ProtocolError
-from protocol.index_key import java_string_hash
-from protocol.message import IndexFields, read_index_fields
-from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from protocol.message import read_index_fields
 from store import record
 from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
-from store.commitlog import CommitLog
+from store.commitlog import CommitLog, MappedFile
 from store.config import StoreConfig
 from store.errors import IndexFileError, StoreError
 from store.index_file import IndexFile, header_problem
+from store.index_keys import KeyHasher, index_keys
+from store.index_range import END, OTHER, ROLL, index_range
 from store.index_service import IndexService
 from store.log_gaps import Gap, GapWalk, index_around, refuse
 from store.staging import staged_output
 
 log = logging.getLogger("store.index")
-_INT_MASK = 0xFFFFFFFF
-_UTF16 = "utf-16-be" if sys.byteorder == "big" else "utf-16-le"
 #: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
 _RELEASE_EVERY = 64 << 20
-
-
-class KeyHasher:
-    """``index_key_hash(topic + "#" + key)`` with the ``topic#`` part hashed once per topic.
-
-    Java's String hash is the polynomial sum(c[i] * 31^(n-1-i)) mod 2^32 over UTF-16 code units, so
-    hash(prefix + key) = hash(prefix) * 31^len(key) + hash(key), and hash(key) is a dot product with
-    a table of powers, which ``sum(map(mul, ...))`` evaluates in C instead of a Python loop per
-    character. The builder hashes millions of keys that share a few topics.
-    """
-
-    def __init__(self) -> None:
-        self._prefix: dict[str, int] = {}
-        self._pow31: list[int] = [1]
-        self._desc: list[int] = []  # 31^(m-1), ..., 31^1, 31^0 for the longest key seen (m)
-
-    def _grow(self, n: int) -> None:
-        pows = self._pow31
-        while len(pows) <= n:
-            pows.append((pows[-1] * 31) & _INT_MASK)
-        if len(self._desc) < n:
-            self._desc = pows[n - 1 :: -1]
-
-    def __call__(self, topic: str, key: str) -> int:
-        prefix = self._prefix.get(topic)
-        if prefix is None:
-            prefix = java_string_hash(topic + "#") & _INT_MASK
-            self._prefix[topic] = prefix
-        units: bytes | array.array[int] = (
-            key.encode("ascii") if key.isascii() else array.array("H", key.encode(_UTF16, "surrogatepass"))
-        )
-        n = len(units)
-        desc = self._desc
-        if len(desc) < n or len(self._pow31) <= n:
-            self._grow(n)
-            desc = self._desc
-        h = (prefix * self._pow31[n] + sum(map(mul, units, desc[len(desc) - n :]))) & _INT_MASK
-        if h & 0x80000000:
-            h -= 1 << 32
-            return 0 if h == -(1 << 31) else -h
-        return h
-
-
-def index_keys(fields: IndexFields) -> list[str]:
-    """The keys (after ``topic#``) the broker indexes for one record, in its order (none for a rollback)."""
-    if fields.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-        return []
-    keys: list[str] = []
-    if fields.unique_key is not None:
-        keys.append(fields.unique_key)
-    if fields.keys:
-        keys.extend(k for k in fields.keys.split(" ") if k)
-    return keys
+_NO_LIMIT = 1 << 62
 
 
 class IndexBuilder:
@@ -286,15 +229,30 @@ class IndexBuilder:
 
     # -- building ------------------------------------------------------------------------------------
 
-    def _records(self) -> Iterator[tuple[int, memoryview]]:
+    def _records(self, start: int) -> Iterator[tuple[int, memoryview]]:
         # Only settled records: one that may still be arriving could lack keys, and once indexed
         # past, a record is never read again (``CommitLog.settled_end``). A one-shot rebuild walks
         # with gap checks (``store.log_gaps``); its CommitLog is not being written.
         if self._on_gap is None:
-            return self.commitlog.iter_records(self.next_offset, self.commitlog.settled_end)
+            return self.commitlog.iter_records(start, self.commitlog.settled_end)
         walk = GapWalk(self.commitlog, self._on_gap)
         walk.gaps = self.gaps
-        return walk.records(self.next_offset)
+        return walk.records(start)
+
+    def _span(self, offset: int) -> tuple[MappedFile, int] | None:
+        """The CommitLog file holding ``offset`` and where its settled records end (file-relative).
+
+        The compiled range indexer reads only ``[offset, end)``: records before
+        ``CommitLog.settled_end`` (whole, none still arriving) and within the file's safe length (the
+        range call re-checks that every ``RECHECK_EVERY`` bytes). None when ``offset`` is at or past
+        that end: ``_records`` (the CommitLog's own walk) takes it from there.
+        """
+        limit = self.commitlog.settled_end
+        for f in self.commitlog.files:
+            if f.start <= offset < f.end:
+                end = min(f.end, limit, f.start + f.safe_length()) - f.start
+                return (f, end) if offset - f.start < end and f.mm is not None else None
+        return None
 
     def _roll(self) -> IndexFile:
         full = self.index.last_file()
@@ -313,59 +271,74 @@ class IndexBuilder:
             return self._run(max_records)
 
     def _run(self, max_records: int | None) -> int:
-        index = self.index
-        current = index.last_file()
+        current = self.index.last_file()
         if current is not None and not current.intact():
             # Cut short under us (an operator's truncate or cp): writing into it would fault
             # (SIGBUS). Indexing stops here; ``IndexService.audit`` said why, once.
-            index.audit()
+            self.index.audit()
             return 0
         if current is None or current.is_write_full():
             current = None
         topics = self.topics_seen
+        budget = max_records if max_records is not None else _NO_LIMIT
         seen = 0
+        pos = released = self.next_offset
         skip = self._skip_keys
-        last_offset: int | None = None
-        index_fields = read_index_fields
-        hasher = self._hasher
-        released = self.next_offset
         try:
-            for offset, buf in self._records():
-                if max_records is not None and seen >= max_records:
-                    break
-                seen += 1
-                fields = index_fields(buf, 0)
-                topics.add(fields.topic)
-                last_offset = offset
-                keys = index_keys(fields)
-                if skip:
-                    keys = keys[skip:]
-                    skip = 0
-                if not keys:
-                    continue
-                if current is None:
+            while seen < budget:
+                # Whole records of one CommitLog file, at most _RELEASE_EVERY bytes per call.
+                span = self._span(pos)
+                stop = OTHER
+                if span is not None:
+                    f, end = span
+                    start = pos - f.start
+                    with f.view() as view:
+                        limit = min(end, start + _RELEASE_EVERY)
+                        left = budget - seen
+                        stop, at, skip, done, records, keys = index_range(
+                            view, start, limit, f.start, current, topics, skip, left, f.safe_length
+                        )
+                    pos = f.start + at
+                    seen += done
+                    self.records_indexed += records
+                    self.keys_indexed += keys
+                    self._next_offset, self._skip_keys = pos, skip
+                if stop == OTHER and seen < budget:
+                    # Not a plain record here (a blank marker, corruption, the data's end, a record
+                    # past the CommitLog's end): the CommitLog's own walk finds the next one.
+                    nxt = next(iter(self._records(pos)), None)
+                    if nxt is None:
+                        break
+                    offset, buf = nxt
+                    if offset != pos:
+                        skip = 0
+                    left = budget - seen
+                    stop, at, skip, done, records, keys = index_range(
+                        buf, 0, len(buf), offset, current, topics, skip, left
+                    )
+                    if stop == OTHER:
+                        self.commitlog.warn(
+                            f"fields:{offset}",
+                            f"CommitLog record at offset {offset} passes the CommitLog's checks but its "
+                            "fields cannot be read; it is not indexed",
+                        )
+                        stop, at, skip, done = END, len(buf), 0, 1
+                    pos = offset + at
+                    seen += done
+                    self.records_indexed += records
+                    self.keys_indexed += keys
+                self._next_offset, self._skip_keys = pos, skip
+                if stop == ROLL:
                     current = self._roll()
-                if offset < current.end_phy_offset:
-                    continue  # the broker's de-duplication of a re-dispatched record
-                store_ts = fields.store_timestamp
-                topic = fields.topic
-                for key in keys:
-                    h = hasher(topic, key)
-                    while not current.put_hash(h, offset, store_ts):
-                        current = self._roll()
-                    self.keys_indexed += 1
-                self.records_indexed += 1
-                if offset - released >= _RELEASE_EVERY:
-                    self.commitlog.release(released, offset)
-                    released = offset
+                if pos - released >= _RELEASE_EVERY:
+                    self.commitlog.release(released, pos)
+                    released = pos
+        except BaseException:
+            # Keys written by an interrupted call are in the files; resume from what they say.
+            self._next_offset, self._skip_keys = self._resume_point()
+            raise
         finally:
-            if last_offset is not None:
-                self.commitlog.release(released, last_offset)
-            if last_offset is not None:
-                nxt = self.commitlog.next_offset(last_offset)
-                if nxt is not None:
-                    self._next_offset = nxt
-                    self._skip_keys = 0
+            self.commitlog.release(released, pos)
         return seen
 
     def flush(self) -> None:

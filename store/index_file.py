@@ -397,6 +397,29 @@ class IndexFile:
         self._write_header()
         return True
 
+    def writer_state(self) -> tuple[int, int, int, int, int, int]:
+        """The writer's header state (begin/end timestamp, begin/end offset, slot count, index count).
+
+        With ``set_writer_state``, how the compiled range indexer (``store/_index_range_fast.c``)
+        takes over ``put_hash`` for a run of keys and hands the state back.
+        """
+        return (
+            self._begin_ts,
+            self._end_ts,
+            self._begin_phy,
+            self._end_phy,
+            self._slot_count,
+            self._index_count,
+        )
+
+    def set_writer_state(
+        self, begin_ts: int, end_ts: int, begin_phy: int, end_phy: int, slot_count: int, index_count: int
+    ) -> None:
+        """Take back the state ``writer_state`` gave out, after puts made on the mapped file directly."""
+        self._begin_ts, self._end_ts = begin_ts, end_ts
+        self._begin_phy, self._end_phy = begin_phy, end_phy
+        self._slot_count, self._index_count = slot_count, index_count
+
     def _write_header(self) -> None:
         HEADER.pack_into(
             self._mm,

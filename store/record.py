@@ -5,6 +5,10 @@ without exceptions: TOTALSIZE and MAGICCODE, the blank end-of-file marker, PHYSI
 where the record sits, the variable lengths adding up to TOTALSIZE and (as the broker's recovery
 does) BODYCRC. That is how the written end of a preallocated file, or a torn record a live broker
 is still writing, is told from a whole record. Precompiled ``struct.Struct`` layouts, declared once.
+
+``check`` runs once per record of every walk, so ``store/_record_fast.c`` is its compiled twin
+(loaded at the end, see ``protocol.accel``); this module stays the readable reference
+(``check_reference``), and the tests compare the two.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 
+from protocol.accel import load
 from protocol.message_flags import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
@@ -193,3 +198,11 @@ def _props_len(buf: bytes | memoryview, pos: int, total: int) -> int:
         return _layout(buf, pos, total, magic, sys_flag)[3]
     except (ValueError, IndexError, struct.error):
         return -1
+
+
+#: The pure-Python reference under its own name (the tests compare it with the compiled twin).
+check_reference = check
+
+_fast = load("store._record_fast")
+if _fast is not None:
+    check = _fast.check  # the compiled twin of the reference above (same answers)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from store import index_range
 from store.config import StoreConfig
 
 
@@ -43,3 +44,22 @@ def golden_stores(stores_dir: Path) -> list[tuple[StoreConfig, dict]]:
         out.append((config, expected))
     assert out, "no golden stores found"
     return out
+
+
+def _compiled_index_range() -> object:
+    try:
+        from store import _index_range_fast
+    except ImportError:
+        pytest.skip("store._index_range_fast is not built (python setup.py build_ext --inplace)")
+    return _index_range_fast.index_range
+
+
+@pytest.fixture(params=["python", "compiled"])
+def index_range_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once with the builder on the pure-Python ``index_range`` and once on the C twin."""
+    if request.param == "python":
+        impl = index_range.index_range_reference
+    else:
+        impl = _compiled_index_range()
+    monkeypatch.setattr("store.index_builder.index_range", impl)
+    return request.param

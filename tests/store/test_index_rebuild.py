@@ -13,6 +13,7 @@ from store.checkpoint import Checkpoint
 from store.config import StoreConfig
 from store.index_builder import IndexBuilder, rebuild_index
 from store.index_file import IndexFile
+from tests.store.index_writes import hook_compiled_writes
 
 
 def _writable_copy(config: StoreConfig, tmp_path: Path) -> StoreConfig:
@@ -67,12 +68,20 @@ def test_builder_resumes_after_crash_mid_record(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     crash_after_keys: int,
+    index_range_impl: str,
 ) -> None:
     config, _ = golden_stores[0]
     copy = _writable_copy(config, tmp_path)
     shutil.rmtree(copy.index_dir)
     real_put = IndexFile.put_hash
     calls = {"n": 0}
+
+    def before_write() -> None:  # the compiled indexer: three writes per put
+        calls["n"] += 1
+        if calls["n"] == 3 * crash_after_keys + 1:
+            raise _Crash
+
+    hook_compiled_writes(monkeypatch, before_write)
 
     def crashing_put(self: IndexFile, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         if calls["n"] >= crash_after_keys:
@@ -92,7 +101,10 @@ def test_builder_resumes_after_crash_mid_record(
 
 
 def test_builder_repairs_a_torn_put(
-    golden_stores: list[tuple[StoreConfig, dict]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden_stores: list[tuple[StoreConfig, dict]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    index_range_impl: str,
 ) -> None:
     """A crash after the slot was written but before the header: the slot points at an uncounted entry."""
     config, _ = golden_stores[0]
@@ -100,6 +112,13 @@ def test_builder_repairs_a_torn_put(
     shutil.rmtree(copy.index_dir)
     real_write = IndexFile._write_header
     calls = {"n": 0}
+
+    def before_write() -> None:  # the compiled indexer: entry, slot, header of each put
+        calls["n"] += 1
+        if calls["n"] == 3 * 700:
+            raise _Crash
+
+    hook_compiled_writes(monkeypatch, before_write)
 
     def crashing_write(self: IndexFile) -> None:
         calls["n"] += 1
