@@ -72,7 +72,9 @@ class WritableStore:
             mark_in_use=False,
         )
         try:
-            self.reader = MessageStore.open(config, build_index=config.message_index_enable)
+            # The query side dispatches every append to the IndexFiles and the ConsumeQueues (the
+            # index also when broker.conf says messageIndexEnable=false: queries need it).
+            self.reader = MessageStore.open(config, build_index=True)
         except BaseException:
             self.writer.close()
             raise
