@@ -313,6 +313,8 @@ class ConsumeQueueBuilder:
         self._lock = threading.Lock()
         self.entries_written = 0
         self.records_read = 0
+        #: What failed after a rebuild's swap (the new queues are in place regardless).
+        self.after_swap: list[str] = []
         #: The queues this builder added entries to.
         self.queues_built: set[tuple[str, int]] = set()
         self._last_store_ts = 0
@@ -456,6 +458,9 @@ def rebuild_consume_queues(config: StoreConfig) -> ConsumeQueueBuilder:
     point, the old queues stay whole (or are restored by the next run). Returns the closed builder.
     """
     check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
+    # Read before anything is built: a checkpoint that cannot be read refuses the rebuild up front.
+    if os.path.lexists(config.checkpoint_path):
+        Checkpoint.read(config.checkpoint_path)
     with staged_output(config.consume_queue_dir) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"  # a file: no broker takes it for a topic
         builder = ConsumeQueueBuilder(config, root=staging, checkpoint_path=tmp_checkpoint)
@@ -465,7 +470,11 @@ def rebuild_consume_queues(config: StoreConfig) -> ConsumeQueueBuilder:
             builder.close()
         logics_ts = Checkpoint.read_or_default(tmp_checkpoint).logics_msg_timestamp
         tmp_checkpoint.unlink(missing_ok=True)
-    checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
-    checkpoint.logics_msg_timestamp = logics_ts
-    checkpoint.write(config.checkpoint_path)
+    # The new queues are in place: a failure from here on is reported, not raised (``after_swap``).
+    try:
+        checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
+        checkpoint.logics_msg_timestamp = logics_ts
+        checkpoint.write(config.checkpoint_path)
+    except (StoreError, OSError) as exc:
+        builder.after_swap.append(f"the checkpoint's logicsMsgTimestamp was not set to {logics_ts}: {exc}")
     return builder

@@ -132,7 +132,12 @@ def run(args: argparse.Namespace) -> int:
                     f"{_count_files(config.index_dir)} index files in {elapsed:.2f} s"
                 )
                 outcome = report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
-            if do_cq:
+            if do_cq and outcome != 0:
+                print(
+                    f"rebuild-index: {config.consume_queue_dir} was not rebuilt: finish the index first",
+                    file=sys.stderr,
+                )
+            elif do_cq:
                 started = time.perf_counter()
                 try:
                     cq = rebuild_consume_queues(config)
@@ -148,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
                     f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
                     f"{len(cq.queues_built)} queues in {elapsed:.2f} s"
                 )
+                outcome = report_after_swap("rebuild-index", config.consume_queue_dir, cq.after_swap)
             return outcome
         interval = args.interval if args.interval is not None else DEFAULT_INTERVAL
         return _follow(config, interval, do_index=do_index, do_cq=do_cq)

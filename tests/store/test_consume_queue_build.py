@@ -309,3 +309,19 @@ def test_rebuild_index_command_builds_both(
     assert main(["rebuild-index", "--store", str(root), "--only", "consumequeue"]) == 1
     assert "mappedFileSizeConsumeQueue" in capsys.readouterr().err
     assert _cq_files(root) == _java_cq_files(stores_dir, "java-4.9.7-a")
+
+
+def test_an_unreadable_checkpoint_refuses_the_consume_queue_rebuild(
+    stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+
+    config = _copy(stores_dir, "java-4.9.7-a", tmp_path)
+    root = config.store_path_root_dir
+    (root / "checkpoint").unlink()
+    (root / "checkpoint").mkdir()
+    conf = stores_dir / "java-4.9.7-a.broker.conf"
+    args = ["rebuild-index", "--store", str(root), "--config", str(conf), "--only", "consumequeue"]
+    assert main(args) == 1
+    assert f"nothing was replaced; {config.consume_queue_dir} is unchanged" in capsys.readouterr().err
+    assert _cq_files(root) == _java_cq_files(stores_dir, "java-4.9.7-a")
