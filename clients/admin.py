@@ -37,18 +37,33 @@ from clients.errors import (
     no_message_error,
     no_route_error,
 )
+from clients.message_queue import (
+    PULL_STATUS_BY_CODE,
+    MessageQueue,
+    PullResult,
+    PullStatus,
+    java_hashset_order,
+)
 from clients.route import TopicRouteData, decode_route
 from protocol.codes import RequestCode, ResponseCode
 from protocol.custom_headers import (
+    PULL_SUBSCRIPTION_FLAG,
     GetRouteInfoRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
     ViewMessageRequestHeader,
+    read_offset,
+    read_timestamp,
     with_unique_key_query,
 )
 from protocol.errors import CodecUnavailableError, HeaderFieldError, MessageIdError, ProtocolError
 from protocol.message import MessageExt, decode_message, decode_messages
 from protocol.message_id import decode_offset_msg_id
+from protocol.topic_stats import TopicOffset, decode_topic_stats
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +95,12 @@ DEFAULT_KEY_MAX_NUM = 64
 DEFAULT_UNIQUE_MAX_NUM = 32
 #: How far back 5.x ``queryMsgById`` looks when it falls back to a unique-key query.
 ID_FALLBACK_WINDOW_MS = 3 * 24 * 60 * 60 * 1000
+#: ``MixAll.TOOLS_CONSUMER_GROUP``: the group mqadmin's pull-based tools pull as.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+#: ``DefaultMQPullConsumer``'s ``brokerSuspendMaxTimeMillis`` (sent, unused without the suspend flag).
+BROKER_SUSPEND_MAX_TIME_MILLIS = 20000
+#: ``SubscriptionData.SUB_ALL``.
+SUB_ALL = "*"
 
 
 class _GroupList(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
@@ -126,8 +147,22 @@ def addr_of(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def subscription_tags(sub_expression: str | None) -> set[str]:
+    """``FilterAPI.buildSubscriptionData``'s tag set (empty: every message), which the Java client
+    applies again to what a pull returns."""
+    if sub_expression is None or sub_expression in ("", SUB_ALL):
+        return set()
+    tags = set()
+    for part in sub_expression.split("||"):
+        tag = part.strip(" \t\n\r\x0b\x0c")
+        if tag:
+            tags.add(tag)
+    return tags
+
+
 class QueryAdmin:
-    """Key, unique-key and id queries against a name server and the brokers it routes to."""
+    """Key, unique-key and id queries, and the consume-queue reads and pulls of mqadmin's pull-based
+    tools, against a name server and the brokers it routes to."""
 
     def __init__(
         self,
@@ -357,3 +392,116 @@ class QueryAdmin:
             return _GROUP_LIST.decode(response.body).group_list
         except msgspec.DecodeError as exc:
             raise MQBrokerError(response.code, f"undecodable group list: {exc}", addr) from exc
+
+    # -- consume queues (DefaultMQPullConsumer / DefaultMQAdminExt) --------------------------------
+
+    async def broker_addr(self, topic: str, broker_name: str) -> str:
+        """The address pulls for ``broker_name`` go to: its master, else a replica (from the route)."""
+        route = await self.get_route(topic)
+        for broker in route.broker_datas:
+            if broker.broker_name == broker_name:
+                addr = broker.select_broker_addr()
+                if addr:
+                    return addr
+        raise MQClientError(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
+
+    async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        """Every readable queue of ``topic``, in the order Java's ``HashSet`` gives them."""
+        route = await self.get_route(topic)
+        queues = [
+            MessageQueue(topic, data.broker_name, queue_id)
+            for data in route.queue_datas or []
+            if data.perm & 0x4  # PermName.PERM_READ
+            for queue_id in range(data.read_queue_nums)
+        ]
+        if not queues:
+            raise MQClientError(
+                ResponseCode.SYSTEM_ERROR, f"Can not find Message Queue for this topic, {topic}"
+            )
+        return java_hashset_order(queues)
+
+    async def _queue_call(self, mq: MessageQueue, code: int, ext_fields: dict[str, str]) -> dict[str, str]:
+        addr = await self.broker_addr(mq.topic, mq.broker_name)
+        response = await self.client.invoke(addr, code, ext_fields, timeout=self.timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(response.code, response.remark, addr)
+        return response.ext_fields or {}
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """GET_MIN_OFFSET: the queue's first offset still stored."""
+        fields = QueueRequestHeader(mq.topic, mq.queue_id).to_ext_fields()
+        return read_offset(await self._queue_call(mq, RequestCode.GET_MIN_OFFSET, fields))
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """GET_MAX_OFFSET: the offset the queue's next message will get."""
+        fields = QueueRequestHeader(mq.topic, mq.queue_id).to_ext_fields()
+        return read_offset(await self._queue_call(mq, RequestCode.GET_MAX_OFFSET, fields))
+
+    async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        """GET_EARLIEST_MSG_STORETIME: store time of the queue's first message (-1 when empty)."""
+        fields = QueueRequestHeader(mq.topic, mq.queue_id).to_ext_fields()
+        return read_timestamp(await self._queue_call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, fields))
+
+    async def search_offset(self, mq: MessageQueue, timestamp: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the broker's offset for a store time (its binary search)."""
+        fields = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp).to_ext_fields()
+        return read_offset(await self._queue_call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields))
+
+    async def pull(
+        self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int
+    ) -> PullResult:
+        """``DefaultMQPullConsumer.pull``: one PULL_MESSAGE (no suspend, no commit), the answer's
+        records decoded and filtered again by tag as the Java client does, each given the
+        ``MIN_OFFSET``/``MAX_OFFSET`` properties the client adds."""
+        if offset < 0:
+            raise UsageError("offset < 0")
+        if max_nums <= 0:
+            raise UsageError("maxNums <= 0")
+        expression = sub_expression if sub_expression is not None else SUB_ALL
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=PULL_SUBSCRIPTION_FLAG,
+            commit_offset=0,
+            suspend_timeout_millis=BROKER_SUSPEND_MAX_TIME_MILLIS,
+            sub_version=0,
+            subscription=expression,
+            expression_type="TAG",
+        )
+        addr = await self.broker_addr(mq.topic, mq.broker_name)
+        response = await self.client.invoke(
+            addr, RequestCode.PULL_MESSAGE, header.to_ext_fields(), timeout=self.timeout
+        )
+        status = PULL_STATUS_BY_CODE.get(response.code)
+        if status is None:
+            raise MQBrokerError(response.code, response.remark, addr)
+        fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+        result = PullResult(status, fields.next_begin_offset, fields.min_offset, fields.max_offset)
+        if status is PullStatus.FOUND:
+            messages = decode_answer_records(response.body or b"", addr)
+            tags = subscription_tags(expression)
+            if tags:
+                messages = [m for m in messages if m.tags is not None and m.tags in tags]
+            for msg in messages:
+                msg.properties["MIN_OFFSET"] = str(fields.min_offset)
+                msg.properties["MAX_OFFSET"] = str(fields.max_offset)
+            result.messages = messages
+        return result
+
+    async def examine_topic_stats(self, topic: str) -> list[TopicOffset]:
+        """GET_TOPIC_STATS_INFO of every broker of the topic, merged (``examineTopicStats``)."""
+        route = await self.get_route(topic)
+        rows: list[TopicOffset] = []
+        for addr in route.broker_addrs():
+            response = await self.client.invoke(
+                addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}, timeout=self.timeout
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise MQBrokerError(response.code, response.remark, addr)
+            rows.extend(decode_topic_stats(bytes(response.body or b"")))
+        if not rows:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, "Not found the topic stats info")
+        return rows

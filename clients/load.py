@@ -20,11 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.admin import LONG_MAX, query_ext_fields
+from clients.admin import (
+    BROKER_SUSPEND_MAX_TIME_MILLIS,
+    LONG_MAX,
+    TOOLS_CONSUMER_GROUP,
+    query_ext_fields,
+)
 from clients.client import DEFAULT_CONNECT_TIMEOUT, RemotingConnection
 from clients.errors import ClientError
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.custom_headers import (
+    PULL_SUBSCRIPTION_FLAG,
+    PullMessageRequestHeader,
+    SearchOffsetRequestHeader,
+)
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 
 #: Hard caps: a run never sends more requests or lasts longer than this.
@@ -123,6 +133,43 @@ def key_factory(keys: list[tuple[str, str]], rng: random.Random, max_num: int = 
     def make(ticket: int) -> tuple[int, dict[str, str]]:
         topic, key = keys[rng.randrange(len(keys))]
         return RequestCode.QUERY_MESSAGE, query_ext_fields(topic, key, max_num, 0, LONG_MAX)
+
+    return make
+
+
+def pull_factory(positions: list[tuple[str, int, int, int]], rng: random.Random) -> RequestFactory:
+    """PULL_MESSAGE of 32 from queue positions drawn from ``positions``, as mqadmin's pull consumer
+    sends it (subscription ``*``, no suspend, no commit)."""
+
+    def make(ticket: int) -> tuple[int, dict[str, str]]:
+        topic, queue_id, queue_offset, _ = positions[rng.randrange(len(positions))]
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=queue_offset,
+            max_msg_nums=32,
+            sys_flag=PULL_SUBSCRIPTION_FLAG,
+            commit_offset=0,
+            suspend_timeout_millis=BROKER_SUSPEND_MAX_TIME_MILLIS,
+            sub_version=0,
+            subscription="*",
+            expression_type="TAG",
+        )
+        return RequestCode.PULL_MESSAGE, header.to_ext_fields()
+
+    return make
+
+
+def search_factory(positions: list[tuple[str, int, int, int]], rng: random.Random) -> RequestFactory:
+    """SEARCH_OFFSET_BY_TIMESTAMP for the store time of a message drawn from ``positions``."""
+
+    def make(ticket: int) -> tuple[int, dict[str, str]]:
+        topic, queue_id, _, timestamp = positions[rng.randrange(len(positions))]
+        return (
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            SearchOffsetRequestHeader(topic, queue_id, timestamp).to_ext_fields(),
+        )
 
     return make
 

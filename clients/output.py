@@ -163,3 +163,71 @@ def message_record(msg: MessageExt, *, include_body: bool) -> dict[str, Any]:
 def json_line(record: Mapping[str, Any]) -> str:
     """One compact JSON object and a newline (UTF-8 text, non-ASCII kept as is)."""
     return _JSON.encode(record).decode("utf-8") + "\n"
+
+
+# -- the pull-based tools (printMsg, printMsgByQueue, queryMsgByOffset, topicStatus) -------------
+
+#: printMsg's line after each queue.
+QUEUE_SEPARATOR = "-" * 56
+
+
+def java_byte_array(body: bytes | None) -> str:
+    """``Arrays.toString(byte[])``: signed bytes, ``null`` for no body."""
+    if body is None:
+        return "null"
+    return "[" + ", ".join(str(b - 256 if b > 127 else b) for b in body) + "]"
+
+
+def java_socket_address(host: str, port: int) -> str:
+    """``InetSocketAddress.toString()`` of an unresolved-name address: ``/ip:port``, IPv6 bracketed."""
+    return "/" + socket_addr_text(host, port)
+
+
+def message_ext_text(msg: MessageExt, broker_name: str) -> str:
+    """``MessageExt.toString()`` of a pulled message (the client sets ``brokerName``; ``msgId`` is the
+    offset id; a body the record does not have prints as ``null``)."""
+    props = msg.properties
+    transaction_id = props.get("UNIQ_KEY") if (props.get("TRAN_MSG") or "").lower() == "true" else None
+    body = msg.body if msg.body else None
+    return (
+        f"MessageExt [brokerName={broker_name}, queueId={msg.queue_id}, storeSize={msg.store_size}, "
+        f"queueOffset={msg.queue_offset}, sysFlag={msg.sys_flag}, bornTimestamp={msg.born_timestamp}, "
+        f"bornHost={java_socket_address(msg.born_host, msg.born_port)}, "
+        f"storeTimestamp={msg.store_timestamp}, "
+        f"storeHost={java_socket_address(msg.store_host, msg.store_port)}, msgId={msg.offset_msg_id}, "
+        f"commitLogOffset={msg.commit_log_offset}, bodyCRC={msg.body_crc}, "
+        f"reconsumeTimes={msg.reconsume_times}, preparedTransactionOffset={msg.prepared_transaction_offset}, "
+        f"toString()=Message{{topic='{msg.topic}', flag={msg.flag}, properties={format_properties(props)}, "
+        f"body={java_byte_array(body)}, transactionId='{_java_str(transaction_id)}'}}]"
+    )
+
+
+def print_msg_line(msg: MessageExt, broker_name: str, body_text: str) -> str:
+    """One message of printMsg / printMsgByQueue: ``MSGID: <id> <MessageExt> BODY: <text>``."""
+    return f"MSGID: {msg.msg_id} {message_ext_text(msg, broker_name)} BODY: {body_text}\n"
+
+
+def tag_count_lines(counts: Mapping[str, int]) -> str:
+    """printMsgByQueue ``-f true``: ``Tag: %-30s Count: %s`` per tag, most frequent first.
+
+    Java sorts a list built from a ``HashMap`` (so ties keep the map's order) with a stable sort.
+    """
+    ordered = sorted(java_hashmap_order(counts), key=lambda tag: -counts[tag])
+    return "".join(f"Tag: {tag:<30} Count: {counts[tag]}\n" for tag in ordered)
+
+
+TOPIC_STATUS_HEADER = (
+    f"{'#Broker Name':<32}  {'#QID':<4}  {'#Min Offset':<20}  {'#Max Offset':<20}    #Last Updated"
+)
+
+
+def topic_status_table(rows: Sequence[Any]) -> str:
+    """topicStatus: header, then a row per queue sorted like Java's ``MessageQueue.compareTo``."""
+    lines = [TOPIC_STATUS_HEADER]
+    for row in sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id)):
+        updated = human_time(row.last_update_timestamp) if row.last_update_timestamp > 0 else ""
+        broker = row.broker_name[:32]  # UtilAll.frontStringAtLeast(name, 32)
+        lines.append(
+            f"{broker:<32}  {row.queue_id:<4}  {row.min_offset:<20}  {row.max_offset:<20}    {updated}"
+        )
+    return "\n".join(lines) + "\n"

@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.errors import ProtocolError
-from protocol.message import read_index_fields
-from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from protocol.message import QUEUE_ID_POSITION, QUEUE_OFFSET_POSITION, read_index_fields
+from protocol.message_flags import (
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 from protocol.message_id import decode_offset_msg_id
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -32,11 +36,14 @@ class SampleError(ValueError):
 
 @dataclass(slots=True)
 class Samples:
-    """Offsets for VIEW_MESSAGE_BY_ID and ``(topic, key)`` pairs for QUERY_MESSAGE."""
+    """Offsets for VIEW_MESSAGE_BY_ID, ``(topic, key)`` pairs for QUERY_MESSAGE, and queue positions
+    ``(topic, queueId, queueOffset, storeTimestamp)`` for PULL_MESSAGE and SEARCH_OFFSET_BY_TIMESTAMP
+    (records with a consume-queue entry only: prepared and rolled-back transactions have none)."""
 
     offsets: list[int] = field(default_factory=list)
     keys: list[tuple[str, str]] = field(default_factory=list)
     unique_keys: list[tuple[str, str]] = field(default_factory=list)
+    positions: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     def pick_offset(self, rng: random.Random) -> int:
         return self.offsets[rng.randrange(len(self.offsets))]
@@ -91,7 +98,14 @@ def sample_store(
             except ProtocolError:
                 continue
             samples.offsets.append(offset)
-            if fields.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+            transaction = fields.sys_flag & TRANSACTION_TYPE_MASK
+            if transaction != TRANSACTION_PREPARED_TYPE and transaction != TRANSACTION_ROLLBACK_TYPE:
+                queue_id = int.from_bytes(record[QUEUE_ID_POSITION : QUEUE_ID_POSITION + 4], "big")
+                queue_offset = int.from_bytes(
+                    record[QUEUE_OFFSET_POSITION : QUEUE_OFFSET_POSITION + 8], "big"
+                )
+                samples.positions.append((fields.topic, queue_id, queue_offset, fields.store_timestamp))
+            if transaction == TRANSACTION_ROLLBACK_TYPE:
                 continue  # stored but never indexed: a key query could not find it
             if fields.keys:
                 samples.keys.extend((fields.topic, k) for k in fields.keys.split(" ") if k)

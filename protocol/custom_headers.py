@@ -251,3 +251,180 @@ class GetRouteInfoRequestHeader:
         if self.accept_standard_json_only is not None:
             fields["acceptStandardJsonOnly"] = java_boolean(self.accept_standard_json_only)
         return as_java_hashmap(fields)
+
+
+@dataclass(slots=True, frozen=True)
+class QueueRequestHeader:
+    """GET_MIN_OFFSET (31), GET_MAX_OFFSET (30) and GET_EARLIEST_MSG_STORETIME (32) requests: the
+    three Java classes have the same two ``@CFNotNull`` fields, ``topic`` and ``queueId``."""
+
+    topic: str
+    queue_id: int
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
+        return cls(topic=_required(ext_fields, "topic"), queue_id=_required_int(ext_fields, "queueId"))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return as_java_hashmap({"topic": self.topic, "queueId": str(self.queue_id)})
+
+
+@dataclass(slots=True, frozen=True)
+class SearchOffsetRequestHeader:
+    """SEARCH_OFFSET_BY_TIMESTAMP (29) request: ``topic``, ``queueId``, ``timestamp``, all ``@CFNotNull``."""
+
+    topic: str
+    queue_id: int
+    timestamp: int
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
+        return cls(
+            topic=_required(ext_fields, "topic"),
+            queue_id=_required_int(ext_fields, "queueId"),
+            timestamp=_required_long(ext_fields, "timestamp"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return as_java_hashmap(
+            {"topic": self.topic, "queueId": str(self.queue_id), "timestamp": str(self.timestamp)}
+        )
+
+
+def offset_response_fields(offset: int) -> dict[str, str]:
+    """The one-field answer of GET_MIN/MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and
+    QUERY_CONSUMER_OFFSET (``offset``, a Java ``Long``)."""
+    return {"offset": str(offset)}
+
+
+def timestamp_response_fields(timestamp: int) -> dict[str, str]:
+    """GET_EARLIEST_MSG_STORETIME's answer (``GetEarliestMsgStoretimeResponseHeader.timestamp``)."""
+    return {"timestamp": str(timestamp)}
+
+
+def read_offset(ext_fields: Mapping[str, str] | None) -> int:
+    """``offset`` of an offset answer (client side)."""
+    return _required_long(ext_fields, "offset")
+
+
+def read_timestamp(ext_fields: Mapping[str, str] | None) -> int:
+    """``timestamp`` of GET_EARLIEST_MSG_STORETIME's answer (client side)."""
+    return _required_long(ext_fields, "timestamp")
+
+
+#: ``PullSysFlag`` bits.
+PULL_COMMIT_OFFSET_FLAG = 0x1
+PULL_SUSPEND_FLAG = 0x2
+PULL_SUBSCRIPTION_FLAG = 0x4
+PULL_CLASS_FILTER_FLAG = 0x8
+
+
+@dataclass(slots=True, frozen=True)
+class PullMessageRequestHeader:
+    """PULL_MESSAGE (11) request: every field ``@CFNotNull`` but ``subscription`` and ``expressionType``."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
+        return cls(
+            consumer_group=_required(ext_fields, "consumerGroup"),
+            topic=_required(ext_fields, "topic"),
+            queue_id=_required_int(ext_fields, "queueId"),
+            queue_offset=_required_long(ext_fields, "queueOffset"),
+            max_msg_nums=_required_int(ext_fields, "maxMsgNums"),
+            sys_flag=_required_int(ext_fields, "sysFlag"),
+            commit_offset=_required_long(ext_fields, "commitOffset"),
+            suspend_timeout_millis=_required_long(ext_fields, "suspendTimeoutMillis"),
+            sub_version=_required_long(ext_fields, "subVersion"),
+            subscription=_optional(ext_fields, "subscription"),
+            expression_type=_optional(ext_fields, "expressionType"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        fields = {
+            "consumerGroup": self.consumer_group,
+            "topic": self.topic,
+            "queueId": str(self.queue_id),
+            "queueOffset": str(self.queue_offset),
+            "maxMsgNums": str(self.max_msg_nums),
+            "sysFlag": str(self.sys_flag),
+            "commitOffset": str(self.commit_offset),
+            "suspendTimeoutMillis": str(self.suspend_timeout_millis),
+            "subVersion": str(self.sub_version),
+        }
+        if self.subscription is not None:
+            fields["subscription"] = self.subscription
+        if self.expression_type is not None:
+            fields["expressionType"] = self.expression_type
+        return as_java_hashmap(fields)
+
+    @property
+    def has_suspend_flag(self) -> bool:
+        return bool(self.sys_flag & PULL_SUSPEND_FLAG)
+
+    @property
+    def has_subscription_flag(self) -> bool:
+        return bool(self.sys_flag & PULL_SUBSCRIPTION_FLAG)
+
+
+@dataclass(slots=True, frozen=True)
+class PullMessageResponseHeader:
+    """PULL_MESSAGE (11) response: four ``@CFNotNull`` Longs (absent on the broker's early errors)."""
+
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
+        return cls(
+            suggest_which_broker_id=_required_long(ext_fields, "suggestWhichBrokerId"),
+            next_begin_offset=_required_long(ext_fields, "nextBeginOffset"),
+            min_offset=_required_long(ext_fields, "minOffset"),
+            max_offset=_required_long(ext_fields, "maxOffset"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return as_java_hashmap(
+            {
+                "suggestWhichBrokerId": str(self.suggest_which_broker_id),
+                "nextBeginOffset": str(self.next_begin_offset),
+                "minOffset": str(self.min_offset),
+                "maxOffset": str(self.max_offset),
+            }
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class QueryConsumerOffsetRequestHeader:
+    """QUERY_CONSUMER_OFFSET (14) request: ``consumerGroup``, ``topic``, ``queueId``, all ``@CFNotNull``."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
+        return cls(
+            consumer_group=_required(ext_fields, "consumerGroup"),
+            topic=_required(ext_fields, "topic"),
+            queue_id=_required_int(ext_fields, "queueId"),
+        )
+
+
+def required_string(ext_fields: Mapping[str, str] | None, name: str) -> str:
+    """A ``@CFNotNull`` String field (``GetTopicStatsInfoRequestHeader.topic``,
+    ``GetConsumerListByGroupRequestHeader.consumerGroup``)."""
+    return _required(ext_fields, name)

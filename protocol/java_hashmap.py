@@ -10,7 +10,8 @@ reordering it). Bins of 8+ colliding keys turn into trees in Java; no header com
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from protocol.index_key import java_string_hash
 
@@ -24,9 +25,26 @@ def _capacity(size: int) -> int:
     return capacity
 
 
-def _bucket(key: str, mask: int) -> int:
-    h = java_string_hash(key) & 0xFFFFFFFF
+_T = TypeVar("_T")
+
+
+def _spread_bucket(hash_code: int, mask: int) -> int:
+    h = hash_code & 0xFFFFFFFF
     return (h ^ (h >> 16)) & mask
+
+
+def _bucket(key: str, mask: int) -> int:
+    return _spread_bucket(java_string_hash(key), mask)
+
+
+def hashmap_order_by_hash(
+    items: Iterable[_T], hash_code: Callable[[_T], int], capacity: int | None = None
+) -> list[_T]:
+    """``items`` (distinct keys, in insertion order) as a default ``HashMap`` (or one of ``capacity``
+    buckets) iterates them, given each key's Java ``hashCode()``."""
+    item_list = list(items)
+    mask = (capacity or _capacity(len(item_list))) - 1
+    return sorted(item_list, key=lambda item: _spread_bucket(hash_code(item), mask))
 
 
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:
@@ -40,3 +58,47 @@ def java_hashmap_order(keys: Iterable[str]) -> list[str]:
 def as_java_hashmap(mapping: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``mapping`` whose iteration order is the Java ``HashMap`` order of its keys."""
     return {key: mapping[key] for key in java_hashmap_order(mapping)}
+
+
+class JavaHashMap:
+    """A ``java.util.HashMap<String, String>`` whose iteration order is Java's, through puts and removes.
+
+    The order depends on more than the keys present: the table never shrinks (a map that once held
+    13 entries keeps 32 buckets after a remove), and a key removed then put again goes to the end of
+    its bucket. The broker's send path does exactly that with ``WAIT``, so this keeps both: a Python
+    dict for insertion order and the largest capacity the table has grown to.
+    """
+
+    __slots__ = ("_capacity", "_items")
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        self._items: dict[str, str] = {}
+        self._capacity = _DEFAULT_CAPACITY
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for key, value in pairs:
+            self.put(key, value)
+
+    def put(self, key: str, value: str) -> None:
+        """``HashMap.put``: a present key keeps its place, a new one is appended (and may grow the table)."""
+        self._items[key] = value
+        if len(self._items) > self._capacity * 3 // 4:
+            self._capacity *= 2
+
+    def remove(self, key: str) -> str | None:
+        """``HashMap.remove``: the table keeps its size."""
+        return self._items.pop(key, None)
+
+    def get(self, key: str) -> str | None:
+        return self._items.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def ordered(self) -> dict[str, str]:
+        """The entries in Java's iteration order (buckets in index order, each in insertion order)."""
+        mask = self._capacity - 1
+        keys = sorted(self._items, key=lambda key: _bucket(key, mask))
+        return {key: self._items[key] for key in keys}

@@ -66,9 +66,12 @@ __all__ = [
     "MAGIC_CODE_V2",
     "MULTI_TAGS_FLAG",
     "NEED_UNWRAP_FLAG",
+    "PHYSICAL_OFFSET_POSITION",
     "PROPERTY_KEYS",
     "PROPERTY_TAGS",
     "PROPERTY_UNIQ_KEY",
+    "QUEUE_ID_POSITION",
+    "QUEUE_OFFSET_POSITION",
     "STOREHOST_V6_FLAG",
     "TRANSACTION_COMMIT_TYPE",
     "TRANSACTION_NOT_TYPE",
@@ -84,6 +87,7 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "properties_to_string",
+    "raw_properties",
     "read_index_fields",
     "string_to_properties",
 ]
@@ -97,6 +101,11 @@ _I64 = struct.Struct(">q")
 #: Offsets of fixed fields that do not move with the host widths.
 _SYS_FLAG_AT = 36
 _PHYSICAL_OFFSET_AT = 28
+#: Where a record's PHYSICALOFFSET (its own CommitLog offset, 8 bytes big endian) starts.
+PHYSICAL_OFFSET_POSITION = _PHYSICAL_OFFSET_AT
+#: Where a record's QUEUEID (4 bytes) and QUEUEOFFSET (8 bytes, big endian) start.
+QUEUE_ID_POSITION = 12
+QUEUE_OFFSET_POSITION = 20
 _BORN_HOST_AT = 48
 _HEAD_SIZE = 40  # up to and including SYSFLAG
 _PROPERTIES_MAX = 0x7FFF  # Java reads PROPLEN as a short
@@ -369,6 +378,12 @@ def decode_messages(
     return messages
 
 
+def raw_properties(buf: bytes | bytearray | memoryview, offset: int = 0) -> bytes:
+    """The record's properties bytes exactly as stored (a dict loses repeated names and their order)."""
+    layout = _layout(buf, offset)
+    return bytes(buf[layout.props_start : layout.props_start + layout.props_len])
+
+
 class IndexFields(NamedTuple):
     """What the index builder needs from a record, read without touching its body."""
 
@@ -431,12 +446,14 @@ def _packed_host(host: str, v6: bool, what: str) -> bytes:
     return packed
 
 
-def encode_message(msg: MessageExt) -> bytes:
+def encode_message(msg: MessageExt, *, properties_string: str | bytes | None = None) -> bytes:
     """The CommitLog record for ``msg`` (``MessageDecoder.encode`` / the broker's append).
 
     TOTALSIZE is computed, not taken from ``msg.store_size``; BODYCRC is written as given (use
     ``body_crc``). A compressed message writes ``stored_body`` when present, else compresses
-    ``body`` with its sysFlag codec. Raises ``MessageEncodeError`` when a field does not fit.
+    ``body`` with its sysFlag codec. ``properties_string`` replaces ``msg.properties`` with the exact
+    string (or UTF-8 bytes) to store (the broker stores strings a dict cannot hold: a batch record
+    has ``WAIT`` twice). Raises ``MessageEncodeError`` when a field does not fit.
     """
     if not msg.body_read:
         raise MessageEncodeError("the message was decoded without its body; it cannot be re-encoded")
@@ -448,7 +465,13 @@ def encode_message(msg: MessageExt) -> bytes:
             f"topic of {len(topic)} bytes does not fit magic {msg.magic & 0xFFFFFFFF:#010x}"
             " (use MAGIC_CODE_V2)"
         )
-    props = _utf8(properties_to_string(msg.properties), "properties")
+    if isinstance(properties_string, bytes):
+        props = properties_string
+    else:
+        props = _utf8(
+            properties_to_string(msg.properties) if properties_string is None else properties_string,
+            "properties",
+        )
     if len(props) > _PROPERTIES_MAX:
         raise MessageEncodeError(f"properties of {len(props)} bytes exceed {_PROPERTIES_MAX}")
     sys_flag = msg.sys_flag

@@ -19,13 +19,17 @@ Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SU
 names one (5.x; a 4.9.x broker checks only the signature, and mqadmin 4.9's by-offset view sends no
 topic); HEART_BEAT needs SUB on each
 consumer group's retry topic and each subscribed topic in its body; UNREGISTER_CLIENT SUB on
-``%RETRY%<consumerGroup>``; QUERY_TOPIC_CONSUME_BY_WHO only the signature.
+``%RETRY%<consumerGroup>``; PULL_MESSAGE SUB on ``topic`` and on ``%RETRY%<consumerGroup>``;
+GET_CONSUMER_LIST_BY_GROUP SUB on ``%RETRY%<consumerGroup>``; QUERY_TOPIC_CONSUME_BY_WHO, the offset
+reads (GET_MIN/MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
+QUERY_CONSUMER_OFFSET), GET_TOPIC_STATS_INFO and GET_BROKER_RUNTIME_INFO only the signature.
 
 A denial is answered NO_PERMISSION (16) with Java's message as the remark (the 5.x broker's code; a
 4.9.x broker answered SYSTEM_ERROR with the same text). Unknown request codes are answered
 REQUEST_CODE_NOT_SUPPORTED before any check, as Java looks the processor up first. The name-server
-codes (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO) are never checked: RocketMQ's name server has
-no plain ACL, so clients reach it unsigned, and routes reveal only topic names and this address.
+codes (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER) are never
+checked: RocketMQ's name server has no plain ACL, so clients reach it unsigned, and routes reveal
+only topic names and this address.
 """
 
 from __future__ import annotations
@@ -43,7 +47,13 @@ from server.acl_config import GET, RETRY_PREFIX, SUB, AclConfig, check_permissio
 LOOKUP = SUB | GET
 
 #: Request codes of the name-server role: never access-checked (see the module docstring).
-UNCHECKED_CODES = frozenset({RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO})
+UNCHECKED_CODES = frozenset(
+    {
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+    }
+)
 
 
 class _Subscription(msgspec.Struct):
@@ -88,7 +98,14 @@ def required_resources(request: RemotingCommand) -> dict[str, int]:
             for subscription in consumer.subscriptionDataSet or ():
                 if subscription.topic is not None:
                     needed[subscription.topic] = SUB
-    elif code == RequestCode.UNREGISTER_CLIENT:
+    elif code == RequestCode.PULL_MESSAGE:
+        topic = fields.get("topic")
+        if topic is not None:
+            needed[topic] = SUB
+        group = fields.get("consumerGroup")
+        if group is not None:
+            needed[RETRY_PREFIX + group] = SUB
+    elif code == RequestCode.UNREGISTER_CLIENT or code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
         group = fields.get("consumerGroup")
         if group is not None:
             needed[RETRY_PREFIX + group] = SUB

@@ -34,11 +34,18 @@ from server.dispatch import Dispatcher
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.processors import client_manage
+from server.processors.consumer_manage import ConsumerManageProcessor
 from server.processors.name_server import NameServerProcessor
+from server.processors.pull_message import PullMessageProcessor
 from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
+from server.processors.queue_offsets import QueueOffsetProcessor
+from server.processors.runtime_info import RuntimeInfoProcessor
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.refusal import Refuser
-from server.store_api import QueryStore
+from server.runtime_stats import PullStats
+from server.store_api import StoreWithCommitLog
+from server.store_changes import StoreChanges
+from server.topic_table import TopicTable
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +97,17 @@ class ServerSettings:
 
 
 def build_dispatcher(
-    store: QueryStore, identity: BrokerIdentity, settings: ServerSettings, pool: QueryPool | None = None
+    store: StoreWithCommitLog,
+    identity: BrokerIdentity,
+    settings: ServerSettings,
+    pool: QueryPool | None = None,
+    changes: StoreChanges | None = None,
 ) -> Dispatcher:
-    """Every processor, registered under the request codes the broker and name server answer."""
+    """Every processor, registered under the request codes the broker and name server answer.
+
+    ``pool`` runs key queries off the event loop (``server.query_pool``); ``changes`` wakes held
+    long-polling pulls when the store grows (``server.store_changes``).
+    """
     dispatcher = Dispatcher(AccessValidator(settings.acl) if settings.acl is not None else None)
     query = QueryMessageProcessor(
         store,
@@ -103,9 +118,25 @@ def build_dispatcher(
     )
     dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
     dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
-    names = NameServerProcessor(store, identity)
+    topics = TopicTable(store)
+    names = NameServerProcessor(store, identity, topics)
     dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, names.get_route_info_by_topic)
     dispatcher.register(RequestCode.GET_BROKER_CLUSTER_INFO, names.get_broker_cluster_info)
+    dispatcher.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, names.get_all_topic_list)
+    offsets = QueueOffsetProcessor(store, identity.broker_name)
+    dispatcher.register(RequestCode.GET_MIN_OFFSET, offsets.get_min_offset)
+    dispatcher.register(RequestCode.GET_MAX_OFFSET, offsets.get_max_offset)
+    dispatcher.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.get_earliest_msg_storetime)
+    dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset_by_timestamp)
+    dispatcher.register(RequestCode.GET_TOPIC_STATS_INFO, offsets.get_topic_stats_info)
+    stats = PullStats()
+    pull = PullMessageProcessor(store, changes if changes is not None else StoreChanges(), stats, topics)
+    dispatcher.register_with_peer(RequestCode.PULL_MESSAGE, pull.pull_message)
+    runtime = RuntimeInfoProcessor(store, stats)
+    dispatcher.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime.get_broker_runtime_info)
+    consumers = ConsumerManageProcessor(store)
+    dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, consumers.query_consumer_offset)
+    dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, consumers.get_consumer_list_by_group)
     dispatcher.register(RequestCode.HEART_BEAT, client_manage.heart_beat)
     dispatcher.register(RequestCode.UNREGISTER_CLIENT, client_manage.unregister_client)
     dispatcher.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, client_manage.query_topic_consume_by_who)
@@ -139,9 +170,19 @@ def advertised_address(settings: ServerSettings, port: int) -> str:
 class QueryServer:
     """Both listening ports, their connections and the dispatcher they share."""
 
-    def __init__(self, store: QueryStore, settings: ServerSettings | None = None) -> None:
+    def __init__(
+        self,
+        store: StoreWithCommitLog,
+        settings: ServerSettings | None = None,
+        *,
+        configure: Callable[[Dispatcher, BrokerIdentity], None] | None = None,
+    ) -> None:
         self.store = store
+        #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
+        self.changes = StoreChanges()
         self.settings = settings or ServerSettings()
+        #: Called with the dispatcher once built (the write path registers its processors here).
+        self._configure = configure
         self.dispatcher: Dispatcher | None = None
         self.identity: BrokerIdentity | None = None
         self._servers: list[asyncio.Server] = []
@@ -231,7 +272,11 @@ class QueryServer:
             queue_nums=self.settings.queue_nums,
         )
         self.query_pool = QueryPool(self.settings.query_threads)
-        self.dispatcher = build_dispatcher(self.store, self.identity, self.settings, self.query_pool)
+        self.dispatcher = build_dispatcher(
+            self.store, self.identity, self.settings, self.query_pool, self.changes
+        )
+        if self._configure is not None:
+            self._configure(self.dispatcher, self.identity)
         for server in self._servers:
             await server.start_serving()
         log.info(
@@ -269,6 +314,7 @@ class QueryServer:
         if self._stopped or not self._servers:
             return
         self._stopped = True
+        self.changes.close()  # held pulls answer now instead of at their timeout
         for server in self._servers:
             server.close()
         self.refuser.close_all()

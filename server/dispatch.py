@@ -18,6 +18,7 @@ lookup and before the processor.
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 SyncProcessor = Callable[[RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
 AsyncProcessor = Callable[[RemotingCommand], Awaitable[RemotingCommand | None]]
 Processor = SyncProcessor | AsyncProcessor
+#: A processor that also needs the peer's address (``/ip:port``, as Java prints a channel's remote
+#: address), which the broker puts into some remarks; always a coroutine function.
+PeerProcessor = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]
 
 #: The Java class name a header problem is reported under (``RemotingCommandException``).
 _HEADER_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
@@ -58,11 +62,12 @@ def failure_remark(code: int) -> str:
 class Dispatcher:
     """A table from request code to processor, with the broker's fallback and error answers."""
 
-    __slots__ = ("_access", "_async", "_denials", "_failures", "_field_errors", "_sync")
+    __slots__ = ("_access", "_async", "_denials", "_failures", "_field_errors", "_peer", "_sync")
 
     def __init__(self, access: AccessValidator | None = None) -> None:
         self._sync: dict[int, SyncProcessor] = {}
         self._async: dict[int, AsyncProcessor] = {}
+        self._peer: dict[int, PeerProcessor] = {}
         self._access = access
         self._denials = BurstLog(log)
         self._field_errors = BurstLog(log, level=logging.INFO)
@@ -72,27 +77,35 @@ class Dispatcher:
         """Route ``code`` to ``processor`` (a coroutine function is awaited, anything else is called)."""
         self._sync.pop(code, None)
         self._async.pop(code, None)
+        self._peer.pop(code, None)
         if inspect.iscoroutinefunction(processor):
             self._async[code] = processor
         else:
             self._sync[code] = processor  # type: ignore[assignment]
 
+    def register_with_peer(self, code: int, processor: PeerProcessor) -> None:
+        """Route ``code`` to a coroutine function called with the request and the peer's address."""
+        self._sync.pop(code, None)
+        self._async.pop(code, None)
+        self._peer[code] = processor
+
     def codes(self) -> set[int]:
         """Every request code with a processor."""
-        return set(self._sync) | set(self._async)
+        return set(self._sync) | set(self._async) | set(self._peer)
 
     def dispatch(
-        self, request: RemotingCommand, remote_host: str | None = None
+        self, request: RemotingCommand, remote_host: str | None = None, peer: str | None = None
     ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
         """The response now, or a coroutine that produces it; None means 'send nothing'.
 
         ``remote_host`` is the peer's IP address, which the access check (when on) matches against
-        its whitelists.
+        its whitelists; ``peer`` its ``ip:port`` (for the processors that name it in a remark).
         """
         code = request.code
         processor = self._sync.get(code)
         async_processor = self._async.get(code) if processor is None else None
-        if processor is None and async_processor is None:
+        peer_processor = self._peer.get(code) if processor is None and async_processor is None else None
+        if processor is None and async_processor is None and peer_processor is None:
             return not_supported(request)
         if self._access is not None and code not in UNCHECKED_CODES:
             remark = self._access.denial(request, remote_host)
@@ -111,6 +124,9 @@ class Dispatcher:
             # A synchronous processor that decided to finish the work elsewhere (a key query handed
             # to the query pool) returns an awaitable instead of an answer.
             return self._guarded(result, request)
+        if peer_processor is not None:
+            address = java_remote_address(peer or remote_host or "")
+            return self._guarded(peer_processor(request, address), request)
         assert async_processor is not None
         return self._guarded(async_processor(request), request)
 
@@ -133,3 +149,17 @@ class Dispatcher:
             exc_info=exc,
         )
         return system_error(request, failure_remark(request.code))
+
+
+def java_remote_address(peer: str) -> str:
+    """``channel.remoteAddress().toString()`` for an ``ip:port`` peer: ``/1.2.3.4:5``, IPv6 as
+    ``/[0:0:0:0:0:0:0:1]:5`` (Java's uncompressed groups)."""
+    host, sep, port = peer.rpartition(":")
+    if not sep or ":" not in host:
+        return f"/{peer}"
+    try:
+        packed = ipaddress.IPv6Address(host.strip("[]")).packed
+    except ValueError:
+        return f"/{peer}"
+    groups = ":".join(f"{int.from_bytes(packed[i : i + 2], 'big'):x}" for i in range(0, 16, 2))
+    return f"/[{groups}]:{port}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from server.burst_log import BurstLog
@@ -32,11 +33,16 @@ class Refreshable(Protocol):
     def refresh(self, max_records: int | None = None) -> bool: ...
 
 
-async def refresh_forever(store: Refreshable, interval: float = DEFAULT_REFRESH_INTERVAL) -> None:
+async def refresh_forever(
+    store: Refreshable,
+    interval: float = DEFAULT_REFRESH_INTERVAL,
+    on_refresh: Callable[[], None] | None = None,
+) -> None:
     """Refresh ``store`` every ``interval`` seconds (at once while it has a backlog) until cancelled.
 
-    Errors are logged, not fatal: the server keeps serving what was already loaded. A failure that
-    repeats every pass is logged once per burst (``server.burst_log``), with its traceback.
+    ``on_refresh`` runs after every pass (the server wakes its held pulls). Errors are logged, not
+    fatal: the server keeps serving what was already loaded. A failure that repeats every pass is
+    logged once per burst (``server.burst_log``), with its traceback.
     """
     failures = BurstLog(log, level=logging.ERROR)
     backlog = True  # the first pass runs at once: the store may have been opened without catching up
@@ -47,3 +53,5 @@ async def refresh_forever(store: Refreshable, interval: float = DEFAULT_REFRESH_
         except Exception as exc:
             backlog = False
             failures.event("refreshing the store failed; serving what was already loaded", exc_info=exc)
+        if on_refresh is not None:
+            on_refresh()

@@ -28,8 +28,14 @@ def _broker_data(identity: BrokerIdentity) -> dict[str, object]:
     }
 
 
-def topic_route_json(identity: BrokerIdentity) -> bytes:
-    """``TopicRouteData`` for a topic served by this one broker (every topic looks the same)."""
+def topic_route_json(
+    identity: BrokerIdentity, read_queue_nums: int | None = None, write_queue_nums: int | None = None
+) -> bytes:
+    """``TopicRouteData`` for a topic served by this one broker with the topic's read and write
+    queue counts (the identity's default when None; the write count follows the read count unless
+    given, as for a topic the store holds; the write path passes the topic's own counts)."""
+    read_nums = identity.queue_nums if read_queue_nums is None else read_queue_nums
+    write_nums = read_nums if write_queue_nums is None else write_queue_nums
     return _encode(
         {
             "brokerDatas": [_broker_data(identity)],
@@ -38,9 +44,9 @@ def topic_route_json(identity: BrokerIdentity) -> bytes:
                 {
                     "brokerName": identity.broker_name,
                     "perm": identity.perm,
-                    "readQueueNums": identity.queue_nums,
+                    "readQueueNums": read_nums,
                     "topicSysFlag": 0,
-                    "writeQueueNums": identity.queue_nums,
+                    "writeQueueNums": write_nums,
                 }
             ],
         }
@@ -55,3 +61,8 @@ def cluster_info_json(identity: BrokerIdentity) -> bytes:
             "clusterAddrTable": {identity.cluster: [identity.broker_name]},
         }
     )
+
+
+def topic_list_json(topics: list[str]) -> bytes:
+    """``TopicList`` as the name server writes it (``brokerAddr`` null, so absent)."""
+    return _encode({"topicList": topics})

@@ -7,7 +7,7 @@ view of the store is exactly four calls (ARCHITECTURE.md) and nothing about file
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class QueryResult(Protocol):
@@ -31,3 +31,59 @@ class QueryStore(Protocol):
     def view_message(self, offset: int) -> memoryview | None: ...
 
     def topics(self) -> set[str]: ...
+
+
+class GetMessageResult(Protocol):
+    """``store.consume_queue.GetMessageResult``: ``DefaultMessageStore.getMessage``'s answer."""
+
+    @property
+    def status(self) -> Any: ...  # a GetMessageStatus member: ``.name`` is the broker's remark
+
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: Sequence[memoryview]
+    suggest_pulling_from_slave: bool
+
+
+class ConsumeQueueStore(QueryStore, Protocol):
+    """The consume-queue reads: offsets per queue, offset by time, pulls, the figures of topic stats."""
+
+    def queue_nums(self) -> dict[str, int]: ...
+
+    def min_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def max_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int: ...
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tags_codes: frozenset[int] | None = None,
+    ) -> GetMessageResult: ...
+
+    def topic_stats(self, topic: str) -> list[tuple[int, int, int, int]]: ...
+
+    def store_earliest_message_time(self) -> int: ...
+
+
+class CommitLogBounds(Protocol):
+    """The CommitLog's first and end byte offsets (runtime info, QUERY_CONSUMER_OFFSET)."""
+
+    @property
+    def min_offset(self) -> int: ...
+
+    @property
+    def max_offset(self) -> int: ...
+
+
+class StoreWithCommitLog(ConsumeQueueStore, Protocol):
+    """The store as the runtime-info and consumer-offset answers see it."""
+
+    commitlog: CommitLogBounds

@@ -21,6 +21,10 @@ DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 DEFAULT_QUERY_MAX_NUM = 32
 DEFAULT_LISTEN_PORT = 10911
+#: 300,000 consume queue entries of 20 bytes per file.
+DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * 20
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
 
 INDEX_HEADER_SIZE = 40
@@ -134,9 +138,27 @@ class StoreConfig:
     broker_ip1: str = dataclasses.field(default_factory=_default_ip)
     max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH
     default_query_max_num: int = DEFAULT_QUERY_MAX_NUM
+    #: As written in broker.conf; ``consume_queue_file_size`` is what the broker uses (rounded up).
+    mapped_file_size_consume_queue: int = DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: getMessage's batch limits (MessageStoreConfig), for messages "in memory" and "in disk".
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    access_message_in_memory_max_ratio: int = 40
+    #: The delay levels: a scheduled record's consume queue tagsCode is its delivery time.
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    #: ``autoCreateTopicEnable``: a SEND to an unknown topic creates it from TBW102 (write path only).
+    auto_create_topic_enable: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("mapped_file_size_commit_log", "max_hash_slot_num", "max_index_num"):
+        for name in (
+            "mapped_file_size_commit_log",
+            "max_hash_slot_num",
+            "max_index_num",
+            "mapped_file_size_consume_queue",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if index_file_size(self.max_hash_slot_num, self.max_index_num) > 2**31 - 1:
@@ -157,6 +179,15 @@ class StoreConfig:
     @property
     def index_file_size(self) -> int:
         return index_file_size(self.max_hash_slot_num, self.max_index_num)
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.store_path_root_dir / "consumequeue"
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """``getMappedFileSizeConsumeQueue``: the configured size rounded up to whole 20-byte entries."""
+        return -(-self.mapped_file_size_consume_queue // 20) * 20
 
     @classmethod
     def for_store(cls, root: str | os.PathLike[str], **overrides: object) -> StoreConfig:
@@ -201,16 +232,28 @@ class StoreConfig:
             "listenPort": "listen_port",
             "maxMsgsNumBatch": "max_msgs_num_batch",
             "defaultQueryMaxNum": "default_query_max_num",
+            "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+            "maxMessageSize": "max_message_size",
+            "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
+            "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
+            "maxTransferCountOnMessageInDisk": "max_transfer_count_on_message_in_disk",
+            "maxTransferBytesOnMessageInDisk": "max_transfer_bytes_on_message_in_disk",
+            "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
         }
         for key, name in ints.items():
             if key in props:
                 values[name] = _parse_int(key, props[key])
-        if "messageIndexEnable" in props:
-            values["message_index_enable"] = _parse_bool("messageIndexEnable", props["messageIndexEnable"])
+        for key, name in (
+            ("messageIndexEnable", "message_index_enable"),
+            ("autoCreateTopicEnable", "auto_create_topic_enable"),
+        ):
+            if key in props:
+                values[name] = _parse_bool(key, props[key])
         for key, name in (
             ("brokerName", "broker_name"),
             ("brokerClusterName", "broker_cluster_name"),
             ("brokerIP1", "broker_ip1"),
+            ("messageDelayLevel", "message_delay_level"),
         ):
             if key in props:
                 values[name] = props[key].strip()

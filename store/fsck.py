@@ -15,6 +15,8 @@ Every problem names the file, the position and what is wrong, so it can be acted
 * the index is not behind the CommitLog (records after the last indexed one that have keys; with a
   running broker, records stored in the last ``LIVE_INDEX_LAG_MS`` are only noted: its reput thread
   indexes them within milliseconds).
+* ConsumeQueues: every entry against its record, none missing or unclaimed (``consume_queue_check``;
+  with a running broker, entries of records of the last ``LIVE_INDEX_LAG_MS`` may still be on their way).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from store.broker_lock import broker_lock_holder
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog, MappedFile
 from store.config import StoreConfig
+from store.consume_queue_check import check_consume_queues
 from store.errors import CheckpointError, StoreError
 from store.index_builder import KeyHasher, index_keys
 from store.index_file import IndexFile, header_problem
@@ -70,6 +73,11 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
                 deep=deep,
                 recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
             )
+            cq_problems, cq_notes = check_consume_queues(
+                config, commitlog, recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None
+            )
+            report.problems += cq_problems
+            report.notes += cq_notes
         finally:
             commitlog.close()
     finally:

@@ -19,9 +19,6 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import msgspec
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
@@ -30,13 +27,22 @@ from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
+from store.consume_queue import store_time_picker
 from store.errors import CheckpointError
+from store.get_message import GetMessageResult, GetMessageStatus, get_message
 from store.index_file import UNBOUNDED
 from store.index_service import IndexService, QueryArgumentError
+from store.queue_table import QueueTable, read_topics_json
 from store.resident import resident_file_bytes
 from store.warn_once import WarnOnce
 
-__all__ = ["MessageStore", "QueryArgumentError", "QueryMessageResult"]
+__all__ = [
+    "GetMessageResult",
+    "GetMessageStatus",
+    "MessageStore",
+    "QueryArgumentError",
+    "QueryMessageResult",
+]
 
 #: Budget for resident mapped pages: past it (measured, or by record bytes served plus a page per
 #: record) the mapped pages are handed back to the kernel.
@@ -96,11 +102,15 @@ class MessageStore:
         self.warn = WarnOnce(log)
         self._report_markers()
         self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        self.queues = QueueTable(config, self.commitlog)
+        self._store_time = store_time_picker(self.commitlog)
         self._builder = None
+        self._cq_builder = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
         if build_index and (mapped := _index_maintained_by_broker(config)):
-            # A second writer of the broker's own IndexFiles would corrupt them: serve what it writes.
+            # A second writer of the broker's own IndexFiles (and consume queues) would corrupt them:
+            # serve what it writes.
             log.warning(
                 "not building the index: a running broker (pid %d) maintains it (it has %d file(s) of "
                 "%s mapped); serving its index read-only",
@@ -108,14 +118,18 @@ class MessageStore:
                 mapped[1],
                 config.index_dir,
             )
-            build_index = False
+            build_index = self.build_index = False
         if build_index:
+            from store.consume_queue_builder import ConsumeQueueBuilder
             from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
 
             self._builder = IndexBuilder(config, self.commitlog)
             self.index = self._builder.index
+            self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
             if catch_up:
                 self._builder.run_once()
+                self._cq_builder.run_once()
+                self.queues.refresh()
         else:
             self.index = IndexService(config)
         self._seen_topics: set[str] = set()
@@ -269,6 +283,83 @@ class MessageStore:
         self._served(4096 if buf is None else len(buf) + 4096, 1)
         return buf
 
+    # -- consume queues (DefaultMessageStore's queue reads, 4.9.7) ------------------------------------
+
+    def queue_nums(self) -> dict[str, int]:
+        """topic -> read queue count: ``config/topics.json``, else highest consumequeue id + 1."""
+        return {topic: nums.read for topic, nums in self.queues.queue_nums().items()}
+
+    def write_queue_nums(self) -> dict[str, int]:
+        """topic -> write queue count (what GET_TOPIC_STATS_INFO walks), same sources as ``queue_nums``."""
+        return {topic: nums.write for topic, nums in self.queues.queue_nums().items()}
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """``getMinOffsetInQueue`` (0 for an unknown queue, as the broker's made-up empty queue says)."""
+        return self.queues.get(topic, queue_id).min_offset
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """``getMaxOffsetInQueue``: one past the last entry."""
+        return self.queues.get(topic, queue_id).max_offset
+
+    def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """``getMessageStoreTimeStamp``: store time of the message at queue ``offset``, or -1."""
+        entry = self.queues.get(topic, queue_id).entry(offset)
+        if entry is None:
+            return -1
+        return self._store_time(entry.commit_log_offset, entry.size)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """``getEarliestMessageTime(topic, queueId)``: store time at the min offset, -1 when none."""
+        queue = self.queues.get(topic, queue_id)
+        return self.message_store_timestamp(topic, queue_id, queue.min_offset)
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """``getOffsetInQueueByTime`` (file by mtime, then the broker's binary search in it)."""
+        return self.queues.get(topic, queue_id).offset_by_time(timestamp, self._store_time)
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tags_codes: frozenset[int] | None = None,
+    ) -> GetMessageResult:
+        """``getMessage`` as a master answers it (``store.get_message`` has the rules)."""
+        result = get_message(
+            self.config, self.commitlog, self.queues.get(topic, queue_id), offset, max_msg_nums, tags_codes
+        )
+        if result.buffers:
+            self._served(result.buffer_total_size + 4096 * len(result.buffers), len(result.buffers))
+        return result
+
+    def topic_stats(self, topic: str) -> list[tuple[int, int, int, int]]:
+        """GET_TOPIC_STATS_INFO's rows: (queueId, minOffset, maxOffset, lastUpdateTimestamp).
+
+        One row per write queue; lastUpdateTimestamp is the store time at maxOffset-1 (0 when
+        empty). An unknown topic gives ``[]`` (the broker answers TOPIC_NOT_EXIST).
+        """
+        nums = self.write_queue_nums().get(topic)
+        if nums is None:
+            return []
+        rows = []
+        for qid in range(nums):
+            lo = max(self.min_offset(topic, qid), 0)
+            hi = max(self.max_offset(topic, qid), 0)
+            last = self.message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
+            rows.append((qid, lo, hi, last))
+        return rows
+
+    def store_earliest_message_time(self) -> int:
+        """The store-wide ``getEarliestMessageTime()`` (runtime info's earliestMessageTimeStamp).
+
+        The broker reads 2 x maxMessageSize bytes at the CommitLog's first offset: if they are not
+        all readable in its first file (files smaller than 8 MiB by default) the answer is -1.
+        """
+        files = self.commitlog.files
+        first = files[0].start if files else -1
+        return self._store_time(first, 2 * self.config.max_message_size)
+
     def topics(self) -> set[str]:
         """Topics present in the store: consumequeue directories, config/topics.json, indexed topics."""
         found: set[str] = set(self._seen_topics)
@@ -277,7 +368,7 @@ class MessageStore:
             found.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
         except OSError:
             pass
-        found.update(_topics_json(root / "config" / "topics.json"))
+        found.update(read_topics_json(root / "config" / "topics.json"))
         if self._builder is not None:
             found.update(self._builder.topics_seen)
         return found
@@ -295,15 +386,25 @@ class MessageStore:
             if self._builder is not None:
                 self.index.audit()
                 read = self._builder.run_once(max_records)
+                if self._cq_builder is not None:
+                    cq_read = self._cq_builder.run_once(max_records)
+                    if cq_read == 0:
+                        self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
+                    read = max(read, cq_read)
+                self.queues.refresh()
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():
                     self._release_pages()
                 return max_records is not None and read >= max_records
+            self.queues.refresh()
             self.index.refresh()
             return False
 
     def close(self) -> None:
         with self._lock:
+            self.queues.close()
+            if self._cq_builder is not None:
+                self._cq_builder.close()
             if self._builder is not None:
                 self._builder.close()
             else:
@@ -315,15 +416,6 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _topics_json(path: Path) -> set[str]:
-    try:
-        data = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return set()
-    table = data.get("topicConfigTable") if isinstance(data, dict) else None
-    return {str(k) for k in table} if isinstance(table, dict) else set()
 
 
 def _index_maintained_by_broker(config: StoreConfig) -> tuple[int, int] | None:

@@ -1,13 +1,18 @@
 """Server load benchmark: requests/s and p50/p99 latency of the query server beside a ceiling.
 
-    python -m clients.benchmarks.server_load [--duration 3] [--workers 1 2] [--store DIR --config CONF]
+    python -m clients.benchmarks.server_load [--duration 3] [--workers 1 2] [--kinds K ...]
+        [--target PORT --target-name NAME]
 
 Serves the Java-written store (``../shared/stores/java-4.9.7-a``, copied to a temporary directory)
 and drives VIEW_MESSAGE_BY_ID (one 529-byte record) and QUERY_MESSAGE (``TopicA``/``k-3``: 14
 records, 11 KB) over 1, 16 and 64 connections, each keeping ``--depth`` requests in flight (1 for
 the single-connection latency run). The same load runs against a *ceiling* server: a minimal asyncio
 protocol on the same event loop that answers every frame with a pre-encoded frame of the same size,
-i.e. what this runtime can do with no work per request at all.
+i.e. what this runtime can do with no work per request at all. ``--kinds`` adds the consume-queue
+reads: PULL_MESSAGE (``TopicA`` queue 1 from offset 0, 32 records, 22 KB, as mqadmin's pull consumer
+asks) and SEARCH_OFFSET_BY_TIMESTAMP (``TopicA`` queue 1, a store time in the middle of the queue).
+``--target PORT`` measures a server already listening there instead (e.g. the Java 4.9.7 broker
+serving a copy of the same store), with no ceiling run.
 
 Server and load generator run in separate processes (``--client-procs`` generator processes), so
 they do not share a GIL; ``--workers N`` starts N server processes sharing the port (SO_REUSEPORT).
@@ -44,6 +49,23 @@ DEFAULT_STORE = Path(__file__).resolve().parents[2].parent / "shared" / "stores"
 
 VIEW_OFFSET = 17457
 QUERY_TOPIC, QUERY_KEY = "TopicA", "k-3"
+#: PULL_MESSAGE and SEARCH_OFFSET_BY_TIMESTAMP: TopicA queue 1 (498 entries) from offset 0, and a
+#: store time in the middle of that queue.
+PULL_FIELDS = {
+    "consumerGroup": "TOOLS_CONSUMER",
+    "topic": "TopicA",
+    "queueId": "1",
+    "queueOffset": "0",
+    "maxMsgNums": "32",
+    "sysFlag": "4",
+    "commitOffset": "0",
+    "suspendTimeoutMillis": "20000",
+    "subscription": "*",
+    "subVersion": "0",
+    "expressionType": "TAG",
+}
+SEARCH_FIELDS = {"topic": "TopicA", "queueId": "1", "timestamp": "1795216839851"}
+KINDS = ("VIEW_MESSAGE_BY_ID", "QUERY_MESSAGE", "PULL_MESSAGE", "SEARCH_OFFSET_BY_TIMESTAMP")
 
 
 def _request(code: int, ext_fields: dict[str, str], opaque: int) -> RemotingCommand:
@@ -58,6 +80,10 @@ def _request(code: int, ext_fields: dict[str, str], opaque: int) -> RemotingComm
 
 
 def request_frame(kind: str, opaque: int = 1) -> bytes:
+    if kind == "PULL_MESSAGE":
+        return encode_frame(_request(RequestCode.PULL_MESSAGE, PULL_FIELDS, opaque))
+    if kind == "SEARCH_OFFSET_BY_TIMESTAMP":
+        return encode_frame(_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SEARCH_FIELDS, opaque))
     if kind == "VIEW_MESSAGE_BY_ID":
         return encode_frame(_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(VIEW_OFFSET)}, opaque))
     fields = {
@@ -352,8 +378,15 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, nargs="+", default=[1], help="server process counts to compare"
     )
     parser.add_argument("--client-procs", type=int, default=1, help="load generator processes (default 1)")
+    parser.add_argument(
+        "--kinds", nargs="+", choices=KINDS, default=list(KINDS[:2]), help="requests to measure"
+    )
+    parser.add_argument("--target", type=int, help="measure the server already listening on this port")
+    parser.add_argument("--target-name", default="external", help="its name in the table")
     args = parser.parse_args(argv)
     scenarios = [(c, 1 if c == 1 else args.depth) for c, _ in SCENARIOS]
+    if args.target is not None:
+        return _measure_target(args, scenarios)
 
     with tempfile.TemporaryDirectory(prefix="rmq-bench-") as tmp:
         store_copy = Path(tmp) / "java-4.9.7-a"
@@ -366,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         for workers in args.workers:
             procs, port = _start(_run_query_server, (str(conf),), workers)
             try:
-                for kind in ("VIEW_MESSAGE_BY_ID", "QUERY_MESSAGE"):
+                for kind in args.kinds:
                     answer_sizes[kind] = asyncio.run(_check_answer(port, request_frame(kind)))
                     for connections, depth in scenarios:
                         rps, p50, p99 = measure(
@@ -394,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         for workers in args.workers:
             procs, port = _start(_run_ceiling_server, (answers,), workers)
             try:
-                for kind in ("VIEW_MESSAGE_BY_ID", "QUERY_MESSAGE"):
+                for kind in args.kinds:
                     for connections, depth in scenarios:
                         rps, p50, p99 = measure(
                             port,
@@ -411,14 +444,40 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 _stop(procs)
 
+    _print_table(results, answer_sizes, args.kinds)
+    return 0
+
+
+def _measure_target(args: argparse.Namespace, scenarios: list[tuple[int, int]]) -> int:
+    results: list[Result] = []
+    answer_sizes: dict[str, int] = {}
+    for kind in args.kinds:
+        answer_sizes[kind] = asyncio.run(_check_answer(args.target, request_frame(kind)))
+        for connections, depth in scenarios:
+            rps, p50, p99 = measure(
+                args.target,
+                kind,
+                connections,
+                depth,
+                args.duration,
+                args.warmup,
+                args.client_procs,
+                check=True,
+            )
+            results.append(Result(args.target_name, kind, connections, depth, rps, p50, p99))
+            print(_row(results[-1]), file=sys.stderr, flush=True)
+    _print_table(results, answer_sizes, args.kinds)
+    return 0
+
+
+def _print_table(results: list[Result], answer_sizes: dict[str, int], kinds: list[str]) -> None:
     print(f"answer sizes: {answer_sizes}; cpus: {os.cpu_count()}; python {sys.version.split()[0]}")
     print("| server | request | connections x in flight | requests/s | p50 ms | p99 ms |")
     print("|---|---|---|---:|---:|---:|")
-    for kind in ("VIEW_MESSAGE_BY_ID", "QUERY_MESSAGE"):
+    for kind in kinds:
         for r in results:
             if r.kind == kind:
                 print(_row(r))
-    return 0
 
 
 def _row(r: Result) -> str:

@@ -29,7 +29,9 @@ from clients.load import (
     RequestFactory,
     key_factory,
     mixed_factory,
+    pull_factory,
     run_load,
+    search_factory,
     view_factory,
 )
 from clients.output import json_line
@@ -77,7 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=not default_addr, metavar="ADDR",
         help="server host:port; of a list h:p;h:p the first (default: $NAMESRV_ADDR, like the queries)",
     )  # fmt: skip
-    parser.add_argument("--kind", choices=("view", "key", "mixed"), default="view", help="request mix")
+    parser.add_argument(
+        "--kind",
+        choices=("view", "key", "mixed", "pull", "search"),
+        default="view",
+        help="request mix (pull: PULL_MESSAGE of 32, search: SEARCH_OFFSET_BY_TIMESTAMP)",
+    )
     parser.add_argument("--connections", type=positive_int_arg, default=1, metavar="C", help="connections")
     parser.add_argument(
         "--depth", type=positive_int_arg, default=1, metavar="D", help="in flight per connection"
@@ -124,6 +131,8 @@ def _samples(args: argparse.Namespace) -> Samples:
         samples.offsets = read_id_list(args.ids)
     if args.kind in ("view", "mixed") and not samples.offsets:
         raise SampleError("--kind view/mixed needs offsets: give --store (or --config) or --ids")
+    if args.kind in ("pull", "search") and not samples.positions:
+        raise SampleError("--kind pull/search needs queue positions: give --store (or --config)")
     if args.kind in ("key", "mixed") and not samples.keys:
         raise SampleError("--kind key/mixed needs keys: give --store (with keyed messages) or --keys")
     return samples
@@ -134,6 +143,10 @@ def _factory(args: argparse.Namespace, samples: Samples, rng: random.Random) -> 
         return view_factory(samples.offsets, rng)
     if args.kind == "key":
         return key_factory(samples.keys, rng, args.max_num)
+    if args.kind == "pull":
+        return pull_factory(samples.positions, rng)
+    if args.kind == "search":
+        return search_factory(samples.positions, rng)
     return mixed_factory(view_factory(samples.offsets, rng), key_factory(samples.keys, rng, args.max_num))
 
 

@@ -1,8 +1,9 @@
-"""``rmq-query rebuild-index --store DIR``: rebuild the IndexFiles from the CommitLog.
+"""``rmq-query rebuild-index --store DIR``: rebuild the IndexFiles and ConsumeQueues from the CommitLog.
 
-Once (the default): the new files are written beside ``index/`` and swapped in only when complete.
-``--follow``: keep indexing behind a CommitLog that is still being written (never on a store whose
-index a running broker maintains: two writers would corrupt it), until interrupted.
+Once (the default): the new files are written beside ``index/`` and ``consumequeue/`` and each
+directory is swapped in only when complete. ``--follow``: keep indexing and building consume queues
+behind a CommitLog that is still being written (never on a store a running broker maintains: two
+writers would corrupt it), until interrupted. ``--only`` limits the work to one of the two.
 
 A one-shot rebuild must never replace a better index with a worse one: a gap in the CommitLog (a
 missing or cut-short file, a corrupt record, with whole records after it) stops it with exit 1 and
@@ -23,15 +24,22 @@ from pathlib import Path
 from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import abnormal_exit
 from store.commands.arg_types import positive_seconds
-from store.commands.rebuild_outcome import EXIT_CODES, EXIT_NOT_REPLACED, report_after_swap
+from store.commands.rebuild_outcome import (
+    EXIT_CODES,
+    EXIT_IN_PLACE_UNFINISHED,
+    EXIT_NOT_REPLACED,
+    report_after_swap,
+)
 from store.commands.store_options import add_store_arguments, config_from_args
-from store.config import ConfigError
+from store.commitlog import CommitLog
+from store.config import ConfigError, StoreConfig
+from store.consume_queue_builder import ConsumeQueueBuilder, rebuild_consume_queues
 from store.errors import StoreError
 from store.index_builder import IndexBuilder, rebuild_index
 from store.log_gaps import AROUND_FLAG
 from store.spark.command import ENGINES, add_master_arguments, run_spark_rebuild, spark_only_options
 
-HELP = "rebuild a store's IndexFiles from its CommitLog (byte-identical to the broker's)"
+HELP = "rebuild a store's IndexFiles and ConsumeQueues from its CommitLog (byte-identical to the broker's)"
 
 DEFAULT_INTERVAL = 0.5
 
@@ -55,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="when the CommitLog has a gap (a missing or cut-short file, a corrupt record) with whole "
         "records after it, index the records before and after it (each gap is reported) instead of "
         "refusing and keeping the old index",
+    )
+    parser.add_argument(
+        "--only",
+        choices=("index", "consumequeue"),
+        help="rebuild only the IndexFiles or only the ConsumeQueues (default: both)",
     )
     parser.add_argument(
         "--engine",
@@ -95,12 +108,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"rebuild-index: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
             return 1
         writes_in_place = not (args.engine == "spark" and getattr(args, "out", None))
-        refusal = (
-            _broker_writes_index(config.store_path_root_dir, config.index_dir) if writes_in_place else None
-        )
+        targets = [config.index_dir] if args.only in (None, "index") else []
+        if args.only in (None, "consumequeue"):
+            targets.append(config.consume_queue_dir)
+        refusal = _broker_writes_index(config.store_path_root_dir, targets) if writes_in_place else None
         if refusal is not None:
             print(f"rebuild-index: {refusal}", file=sys.stderr)
-            print(f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged", file=sys.stderr)
+            print("rebuild-index: nothing was replaced", file=sys.stderr)
             return EXIT_NOT_REPLACED
         if abnormal_exit(config.store_path_root_dir):
             print(
@@ -108,63 +122,118 @@ def run(args: argparse.Namespace) -> int:
                 " did not shut down cleanly; stop a running broker before rebuilding its index",
                 file=sys.stderr,
             )
+        do_index = args.only in (None, "index")
+        do_cq = args.only in (None, "consumequeue")
         if args.engine == "spark":
             return run_spark_rebuild(args, config)
         started = time.perf_counter()
         if not args.follow:
-            try:
-                builder = rebuild_index(config, around_gaps=args.index_around_gaps)
-            except (ConfigError, StoreError, OSError) as exc:
-                print(f"rebuild-index: {exc}", file=sys.stderr)
+            outcome = 0
+            if do_index:
+                try:
+                    builder = rebuild_index(config, around_gaps=args.index_around_gaps)
+                except (ConfigError, StoreError, OSError) as exc:
+                    print(f"rebuild-index: {exc}", file=sys.stderr)
+                    print(
+                        f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged",
+                        file=sys.stderr,
+                    )
+                    return EXIT_NOT_REPLACED
+                elapsed = time.perf_counter() - started
+                for gap in builder.gaps:
+                    print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
                 print(
-                    f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged", file=sys.stderr
+                    f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
+                    f"{_count_files(config.index_dir)} index files in {elapsed:.2f} s"
                 )
-                return EXIT_NOT_REPLACED
-            elapsed = time.perf_counter() - started
-            for gap in builder.gaps:
-                print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
-            print(
-                f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
-                f"{_count_files(config.index_dir)} index files in {elapsed:.2f} s"
-            )
-            return report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
-        builder = IndexBuilder(config)
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            builder.run_forever(stop, args.interval if args.interval is not None else DEFAULT_INTERVAL)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            builder.close()
-        print(f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records")
-        return 0
+                outcome = report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
+            if do_cq and outcome != 0:
+                print(
+                    f"rebuild-index: {config.consume_queue_dir} was not rebuilt: finish the index first",
+                    file=sys.stderr,
+                )
+            elif do_cq:
+                started = time.perf_counter()
+                try:
+                    cq = rebuild_consume_queues(config)
+                except (ConfigError, StoreError, OSError) as exc:
+                    print(f"rebuild-index: {exc}", file=sys.stderr)
+                    print(
+                        f"rebuild-index: nothing was replaced; {config.consume_queue_dir} is unchanged",
+                        file=sys.stderr,
+                    )
+                    # The index (when asked for) is already in place: only the queues are unfinished.
+                    return EXIT_IN_PLACE_UNFINISHED if do_index else EXIT_NOT_REPLACED
+                elapsed = time.perf_counter() - started
+                print(
+                    f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
+                    f"{len(cq.queues_built)} queues in {elapsed:.2f} s"
+                )
+                outcome = report_after_swap("rebuild-index", config.consume_queue_dir, cq.after_swap)
+            return outcome
+        interval = args.interval if args.interval is not None else DEFAULT_INTERVAL
+        return _follow(config, interval, do_index=do_index, do_cq=do_cq)
     except (ConfigError, StoreError, OSError) as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         return 1
 
 
-def _broker_writes_index(store_root: Path, index_dir: Path) -> str | None:
-    """Why the store's own index must not be rebuilt now, or None.
+def _broker_writes_index(store_root: Path, targets: list[Path]) -> str | None:
+    """Why the store's own index (or consume queues) must not be rebuilt now, or None.
 
-    A running broker that indexes (``messageIndexEnable=true``) keeps its IndexFiles mapped and goes
-    on writing the ones it has open: a rebuild swapped in under it would receive none of its later
-    keys (they go to the files moved aside and deleted), and ``--follow`` would be a second writer
-    of the same files. A broker that does not index (``messageIndexEnable=false``) maps none of them:
-    rebuilding and following beside it is what this tool is for.
+    A running broker keeps the files it maintains mapped and goes on writing the ones it has open:
+    IndexFiles when it indexes (``messageIndexEnable=true``), consume queues always. A rebuild
+    swapped in under it would receive none of its later entries (they go to the files moved aside
+    and deleted), and ``--follow`` would be a second writer of the same files. A broker that does
+    not index maps no IndexFile: rebuilding the index and following beside it is what this tool is
+    for.
     """
     holder = broker_lock_holder(store_root)
     if holder is None:
         return None
-    mapped = index_files_mapped_by(holder, index_dir)
-    if not mapped:
-        return None  # it maps no index file (or its maps cannot be read: the abort warning says why)
-    return (
-        f"a running broker (pid {holder}, holding {Path(store_root) / 'lock'}) maintains this store's "
-        f"index: it has {len(mapped)} file(s) of {index_dir} mapped, e.g. {mapped[-1]}. Replacing or "
-        "writing them under it loses every key it indexes afterwards; stop the broker first, or write "
-        "a separate copy with --engine spark --out DIR"
-    )
+    for target in targets:
+        mapped = index_files_mapped_by(holder, target)
+        if mapped:  # (None when its maps cannot be read: the abort warning then says what to do)
+            return (
+                f"a running broker (pid {holder}, holding {Path(store_root) / 'lock'}) maintains "
+                f"{target}: it has {len(mapped)} file(s) of it mapped, e.g. {mapped[-1]}. Replacing or "
+                "writing them under it loses every entry it writes afterwards; stop the broker first, "
+                "or write a separate copy with --engine spark --out DIR"
+            )
+    return None
+
+
+def _follow(config: StoreConfig, interval: float, *, do_index: bool, do_cq: bool) -> int:
+    """Index and build consume queues behind a live CommitLog until SIGTERM or Ctrl-C."""
+    commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    builder = IndexBuilder(config, commitlog) if do_index else None
+    cq = ConsumeQueueBuilder(config, commitlog) if do_cq else None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            commitlog.refresh()
+            read = builder.run_once() if builder is not None else 0
+            read += cq.run_once() if cq is not None else 0
+            if read == 0:
+                if builder is not None:
+                    builder.flush()
+                if cq is not None:
+                    cq.flush()
+                stop.wait(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if builder is not None:
+            builder.close()
+        if cq is not None:
+            cq.close()
+        commitlog.close()
+    if builder is not None:
+        print(f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records")
+    if cq is not None:
+        print(f"built {cq.entries_written} consume queue entries of {cq.records_read} records")
+    return 0
 
 
 def _count_files(index_dir: Path) -> int | str:

@@ -76,31 +76,60 @@ def fail(command: str, exc: BaseException, target: Path) -> int:
 
 
 def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
-    """``rebuild-index --engine spark``: rebuild, then report keys, files, records and time."""
+    """``rebuild-index --engine spark``: rebuild, then report keys, files, records and time.
+
+    The ConsumeQueues are rebuilt too (after the index) when the store's own directories are the
+    target (no ``--out``) and ``--only index`` was not given.
+    """
     from store.spark.rebuild import rebuild_index_spark
     from store.spark.session import SparkUnavailableError
 
+    only = getattr(args, "only", None)
     out = Path(args.out) if getattr(args, "out", None) else None
-    target = out if out is not None else config.index_dir
+    outcome = 0
+    if only != "consumequeue":
+        target = out if out is not None else config.index_dir
+        try:
+            result = rebuild_index_spark(
+                config,
+                master=args.master,
+                spark_conf=spark_conf(args),
+                out_dir=out,
+                range_bytes=range_bytes(args),
+                around_gaps=args.index_around_gaps,
+            )
+        except (StoreError, SparkUnavailableError, OSError) as exc:
+            return fail("rebuild-index", exc, target)
+        for warning in result.warnings:
+            print(f"rebuild-index: warning: {warning}", file=sys.stderr)
+        for gap in result.gaps:
+            print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
+        mib = result.bytes_scanned / (1024 * 1024)
+        print(
+            f"indexed {result.keys_indexed} keys of {result.records} records ({mib:.1f} MiB of CommitLog) "
+            f"into {len(result.files)} index files in {result.out_dir} in {result.seconds:.2f} s"
+        )
+        print("stages: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in result.stage_seconds.items()))
+        outcome = report_after_swap("rebuild-index", target, result.after_swap)
+    if out is None and only != "index" and outcome == 0:
+        return _run_spark_cq(args, config)
+    return outcome
+
+
+def _run_spark_cq(args: argparse.Namespace, config: StoreConfig) -> int:
+    from store.spark.consume_queue import rebuild_consume_queues_spark
+    from store.spark.session import SparkUnavailableError
+
     try:
-        result = rebuild_index_spark(
-            config,
-            master=args.master,
-            spark_conf=spark_conf(args),
-            out_dir=out,
-            range_bytes=range_bytes(args),
-            around_gaps=args.index_around_gaps,
+        cq = rebuild_consume_queues_spark(
+            config, master=args.master, spark_conf=spark_conf(args), range_bytes=range_bytes(args)
         )
     except (StoreError, SparkUnavailableError, OSError) as exc:
-        return fail("rebuild-index", exc, target)
-    for warning in result.warnings:
+        return fail("rebuild-index", exc, config.consume_queue_dir)
+    for warning in cq.warnings:
         print(f"rebuild-index: warning: {warning}", file=sys.stderr)
-    for gap in result.gaps:
-        print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
-    mib = result.bytes_scanned / (1024 * 1024)
     print(
-        f"indexed {result.keys_indexed} keys of {result.records} records ({mib:.1f} MiB of CommitLog) "
-        f"into {len(result.files)} index files in {result.out_dir} in {result.seconds:.2f} s"
+        f"built {cq.entries} consume queue entries of {cq.records} records into {cq.queues} queues "
+        f"in {cq.seconds:.2f} s"
     )
-    print("stages: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in result.stage_seconds.items()))
-    return report_after_swap("rebuild-index", target, result.after_swap)
+    return 0

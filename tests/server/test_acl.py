@@ -282,6 +282,15 @@ def test_required_resources_by_code() -> None:
     }
     assert required_resources(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "1"})) == {}
     assert required_resources(RawClient.request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"})) == {}
+    pull = {"topic": "T", "consumerGroup": "G", "queueId": "0"}
+    assert required_resources(RawClient.request(RequestCode.PULL_MESSAGE, pull)) == {
+        "T": SUB,
+        "%RETRY%G": SUB,
+    }
+    by_group = RawClient.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
+    assert required_resources(by_group) == {"%RETRY%G": SUB}
+    offsets = {"topic": "T", "queueId": "0"}
+    assert required_resources(RawClient.request(RequestCode.GET_MAX_OFFSET, offsets)) == {}
     assert (
         PUB not in required_resources(RawClient.request(RequestCode.QUERY_MESSAGE, {"topic": "T"})).values()
     )
@@ -332,6 +341,8 @@ async def test_name_server_codes_and_unknown_codes_are_not_checked(acl_client: R
     assert route.code == ResponseCode.SUCCESS
     cluster = await acl_client.call(RawClient.request(RequestCode.GET_BROKER_CLUSTER_INFO))
     assert cluster.code == ResponseCode.SUCCESS
+    topics = await acl_client.call(RawClient.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+    assert topics.code == ResponseCode.SUCCESS
     unknown = await acl_client.call(RawClient.request(9999, {"topic": "TopicA"}))
     assert (unknown.code, unknown.remark) == (
         ResponseCode.REQUEST_CODE_NOT_SUPPORTED,

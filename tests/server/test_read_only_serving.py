@@ -1,4 +1,5 @@
-"""Without ``--build-index`` the served store is never written: not a byte, not a new file.
+"""Without ``--build-index`` the served store is never written: not a byte, not a new file (no
+OFFSET_MOVED_EVENT message, no consumer offset, as a broker would write).
 
 The server may run beside a broker that owns the store, so serving (queries, views, routes, the
 periodic refresh, a signal-driven stop) must leave every file exactly as it was. The check runs the
@@ -17,6 +18,7 @@ from protocol.codes import RequestCode, ResponseCode
 from tests.server.conftest import JAVA_STORE
 from tests.server.harness import RawClient, key_query_fields
 from tests.server.serve_process import serving
+from tests.server.test_consume_queue_golden import pull_fields
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, str]]:
@@ -52,6 +54,11 @@ async def test_serving_read_only_writes_nothing(stores_dir: Path, tmp_path: Path
             ]
             for request in requests:
                 assert (await client.call(request)).code == ResponseCode.SUCCESS
+            # Where a master broker answers PULL_OFFSET_MOVED it appends an OFFSET_MOVED_EVENT message
+            # to its store (and commits offsets for the commit flag): this server writes neither.
+            for offset, code in ((600, ResponseCode.PULL_OFFSET_MOVED), (-1, ResponseCode.PULL_OFFSET_MOVED)):
+                fields = {**pull_fields("TopicA", 1, offset, 32), "sysFlag": "5", "commitOffset": "3"}
+                assert (await client.call(RawClient.request(RequestCode.PULL_MESSAGE, fields))).code == code
             await asyncio.sleep(0.3)  # several refresh passes
         finally:
             await client.close()

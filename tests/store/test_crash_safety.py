@@ -1,4 +1,5 @@
-"""The index builder survives ``kill -9`` anywhere: after a restart its files equal a clean build.
+"""The index and consume queue builders survive ``kill -9`` anywhere: after a restart their files
+equal a clean build.
 
 Real SIGKILLs of real ``rmq-query rebuild-index`` processes, at seeded random points: during a
 one-shot rebuild of the Java store, and during ``--follow`` behind a CommitLog a writer keeps
@@ -26,6 +27,7 @@ import pytest
 from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from store.consume_queue_builder import ConsumeQueueBuilder, rebuild_consume_queues
 from store.errors import IndexFileError
 from store.index_builder import IndexBuilder, rebuild_index
 from store.index_file import ENTRY, SLOT, IndexFile
@@ -55,6 +57,11 @@ def _index_bytes(index_dir: Path) -> list[bytes]:
     return [p.read_bytes() for p in sorted(index_dir.iterdir())]
 
 
+def _cq_bytes(config: StoreConfig) -> dict[str, bytes]:
+    root = config.consume_queue_dir
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def _golden_copy(config: StoreConfig, root: Path) -> StoreConfig:
     shutil.copytree(config.store_path_root_dir, root)
     for p in [root, *root.rglob("*")]:
@@ -66,7 +73,8 @@ def _golden_copy(config: StoreConfig, root: Path) -> StoreConfig:
 def _write_conf(root: Path, config: StoreConfig) -> None:
     (root / "broker.conf").write_text(
         f"mappedFileSizeCommitLog={config.mapped_file_size_commit_log}\n"
-        f"maxHashSlotNum={config.max_hash_slot_num}\nmaxIndexNum={config.max_index_num}\n",
+        f"maxHashSlotNum={config.max_hash_slot_num}\nmaxIndexNum={config.max_index_num}\n"
+        f"mappedFileSizeConsumeQueue={config.mapped_file_size_consume_queue}\n",
         encoding="utf-8",
     )
 
@@ -95,6 +103,9 @@ def test_kill_9_during_rebuild(golden_stores: list[tuple[StoreConfig, dict]], tm
     (root / "index").rename(root / ".index.old-999999999-1")
     (root / ".index.tmp-999999998-1").mkdir()
     builder = rebuild_index(config)
+    # A kill may also have landed in the consume queue rebuild that follows: the next one cleans up.
+    rebuild_consume_queues(config)
+    assert _cq_bytes(config) == _cq_bytes(java)
     assert builder.keys_indexed == 11650
     assert _index_bytes(config.index_dir) == _index_bytes(java.index_dir)
     assert sorted(os.listdir(root)) == sorted([*os.listdir(java.store_path_root_dir), "broker.conf"])
@@ -136,7 +147,8 @@ def test_kill_9_during_live_indexing(tmp_path: Path) -> None:
     writer_config = StoreConfig.for_store(
         config.store_path_root_dir, mapped_file_size_commit_log=16384, message_index_enable=False
     )
-    writer = StoreWriter(writer_config)
+    # The writer builds neither index nor consume queues: the killed rebuild-index --follow does both.
+    writer = StoreWriter(writer_config, consume_queues=False)
     total = 900
     written: list[int] = []
     done = threading.Event()
@@ -175,6 +187,9 @@ def test_kill_9_during_live_indexing(tmp_path: Path) -> None:
     builder = IndexBuilder(config)
     builder.run_once()
     builder.close()
+    cq_builder = ConsumeQueueBuilder(config)
+    cq_builder.run_once()
+    cq_builder.close()
     clean_root = tmp_path / "clean"
     clean_root.mkdir()
     shutil.copytree(config.store_path_commit_log, clean_root / "commitlog")
@@ -182,6 +197,9 @@ def test_kill_9_during_live_indexing(tmp_path: Path) -> None:
         clean_root, mapped_file_size_commit_log=16384, max_hash_slot_num=16, max_index_num=60
     )
     rebuild_index(clean)
+    rebuild_consume_queues(clean)
+    assert _cq_bytes(config) == _cq_bytes(clean), "consume queues: no duplicate, no loss either"
+    assert len(_cq_bytes(config)) == 1
     ours = _index_bytes(config.index_dir)
     assert len(ours) > 50, "the small geometry rolled many files, so kills also hit file creation"
     assert ours == _index_bytes(clean.index_dir), "byte-identical to a clean build: no duplicate, no loss"

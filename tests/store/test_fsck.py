@@ -24,6 +24,7 @@ def _copy(config: StoreConfig, tmp_path: Path) -> StoreConfig:
         mapped_file_size_commit_log=config.mapped_file_size_commit_log,
         max_hash_slot_num=config.max_hash_slot_num,
         max_index_num=config.max_index_num,
+        mapped_file_size_consume_queue=config.mapped_file_size_consume_queue,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -200,3 +201,29 @@ def test_a_torn_last_record_ends_the_log_like_the_sequential_builder(
     ]
     assert result.keys_indexed == builder.keys_indexed
     assert _contents(out) == _contents(sequential)
+
+
+def test_spark_rebuilds_consume_queues_byte_identical_to_java(
+    spark: SparkSession, stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both engines write the Java broker's consume queue bytes (and its logicsMsgTimestamp)."""
+    import json
+    import shutil
+
+    root = tmp_path / SHARED_STORE
+    shutil.copytree(stores_dir / SHARED_STORE, root)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(root / "consumequeue")
+    conf = stores_dir / f"{SHARED_STORE}.broker.conf"
+    args = ["rebuild-index", "--store", str(root), "--conf", str(conf), "--only", "consumequeue"]
+    assert main([*args, "--engine", "spark", "--range-mib", "1"]) == 0
+    assert "built 4980 consume queue entries of 5000 records into 12 queues" in capsys.readouterr().out
+    expected = json.loads((stores_dir / f"{SHARED_STORE}.cq-expected.json").read_text("utf-8"))
+    got = {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (root / "consumequeue").rglob("*")
+        if p.is_file()
+    }
+    assert got == {f["path"]: f["sha256"] for f in expected["consumequeueFiles"]}
+    assert Checkpoint.read(root / "checkpoint") == Checkpoint.read(stores_dir / SHARED_STORE / "checkpoint")

@@ -1,0 +1,63 @@
+"""ConsumerManageProcessor's reads, answered as a broker that knows no consumer group.
+
+This server keeps no consumer offsets and registers no consumers (it is read-only), so:
+QUERY_CONSUMER_OFFSET (14) takes the broker's path for a group with nothing committed - SUCCESS with
+offset 0 when the queue starts at 0 and its first message is still "in memory" (its CommitLog
+offset is within ``accessMessageInMemoryMaxRatio`` (40) % of physical memory of the CommitLog's
+end, ``checkInDiskByConsumeOffset``), else QUERY_NOT_FOUND with the broker's remark; and
+GET_CONSUMER_LIST_BY_GROUP (38) is SYSTEM_ERROR ``no consumer for this group, G``. Both answers
+carry the empty response header the broker's ``createResponseCommand`` gives them.
+"""
+
+from __future__ import annotations
+
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.custom_headers import QueryConsumerOffsetRequestHeader, offset_response_fields, required_string
+from protocol.message import PHYSICAL_OFFSET_POSITION
+from server.store_api import StoreWithCommitLog
+from store.get_message import total_physical_memory
+
+#: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40
+
+QUERY_OFFSET_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+
+def no_consumer_remark(group: str) -> str:
+    return f"no consumer for this group, {group}"
+
+
+class ConsumerManageProcessor:
+    """QUERY_CONSUMER_OFFSET and GET_CONSUMER_LIST_BY_GROUP with no groups known."""
+
+    __slots__ = ("_memory", "_store")
+
+    def __init__(self, store: StoreWithCommitLog, physical_memory: int | None = None) -> None:
+        self._store = store
+        self._memory = total_physical_memory() if physical_memory is None else physical_memory
+
+    def _first_entry_in_disk(self, topic: str, queue_id: int) -> bool:
+        """``checkInDiskByConsumeOffset(topic, queueId, 0)``: false when there is no entry at 0."""
+        result = self._store.get_message(topic, queue_id, 0, 1)
+        if result.status.name != "FOUND" or not result.buffers:
+            return False
+        record = result.buffers[0]
+        physical = int.from_bytes(record[PHYSICAL_OFFSET_POSITION : PHYSICAL_OFFSET_POSITION + 8], "big")
+        in_memory = int(self._memory * (ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO / 100.0))
+        return self._store.commitlog.max_offset - physical > in_memory
+
+    def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        min_offset = self._store.min_offset(header.topic, header.queue_id)
+        if min_offset <= 0 and not self._first_entry_in_disk(header.topic, header.queue_id):
+            return request.make_response(ResponseCode.SUCCESS, ext_fields=offset_response_fields(0))
+        return request.make_response(
+            ResponseCode.QUERY_NOT_FOUND, remark=QUERY_OFFSET_NOT_FOUND_REMARK, ext_fields={}
+        )
+
+    def get_consumer_list_by_group(self, request: RemotingCommand) -> RemotingCommand:
+        group = required_string(request.ext_fields, "consumerGroup")
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, remark=no_consumer_remark(group), ext_fields={}
+        )

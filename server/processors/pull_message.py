@@ -1,0 +1,244 @@
+"""PullMessageProcessor, read-only: PULL_MESSAGE (11) answered from the consume queues.
+
+The checks and answers follow the 4.9.7 broker in its order: the topic must be in the store's topic
+table (TOPIC_NOT_EXIST), the queue id below the topic's read queue count (SYSTEM_ERROR naming the
+consumer's address), the subscription must parse (tag expressions ``A || B`` filter by tagsCode,
+``*`` takes everything; SQL92 is refused as by a broker without ``enablePropertyFilter``), and a
+request without the subscription flag is answered as by a broker that knows no such consumer group.
+Then the store's ``GetMessageStatus`` becomes the response code and its name the remark: FOUND → 0,
+OFFSET_OVERFLOW_ONE / OFFSET_FOUND_NULL → 19, OFFSET_OVERFLOW_BADLY / OFFSET_TOO_SMALL → 21,
+NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING → 20, an empty queue → 21 unless the request asked for
+offset 0 (then 19). ``suggestWhichBrokerId`` is always the master (0), as on a broker without
+``slaveReadEnable``. The body is the records' raw bytes, concatenated.
+
+What this server does not do, being read-only: it never commits the consumer's offset (the
+commit-offset flag is ignored) and, on PULL_OFFSET_MOVED, never writes the OFFSET_MOVED_EVENT
+message a master broker would append to its own store.
+
+Long polling: a 19 answer to a request with the suspend flag is held (the broker's
+``PullRequestHoldService``) until the queue's max offset passes the requested offset - then the pull
+runs again and may be held again - or the suspend timeout runs out - then it runs once more and its
+answer is sent whatever it is. The wait is on ``StoreChanges`` (pulsed by the store refresh) with a
+re-check at least every ``HOLD_RECHECK_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.custom_headers import PullMessageRequestHeader, PullMessageResponseHeader
+from protocol.index_key import java_string_hash
+from server.faq import suggest_todo
+from server.runtime_stats import PullStats
+from server.store_api import ConsumeQueueStore
+from server.store_changes import StoreChanges
+from server.topic_table import TopicTable
+
+#: ``MixAll.MASTER_ID``.
+MASTER_ID = 0
+
+#: ``ExpressionType.TAG`` and ``SubscriptionData.SUB_ALL``.
+TAG = "TAG"
+SUB_ALL = "*"
+
+#: How often a held pull looks at its queue even without a pulse (a store that grew between pulses).
+HOLD_RECHECK_SECONDS = 1.0
+
+#: The longest a pull is held, whatever the client asks (Java clients ask 15-20 s).
+MAX_HOLD_SECONDS = 3600.0
+
+#: Store status name → response code (``PullMessageProcessor``'s switch); NO_MESSAGE_IN_QUEUE and
+#: NO_MATCHED_LOGIC_QUEUE depend on the requested offset and are handled apart.
+STATUS_CODES = {
+    "FOUND": ResponseCode.SUCCESS,
+    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
+    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
+}
+_EMPTY_QUEUE_STATUSES = ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE")
+
+
+#: ``PullMessageResponseHeader``'s keys in the broker's HashMap order: computed once, not per pull.
+_RESPONSE_FIELD_ORDER = tuple(PullMessageResponseHeader(0, 0, 0, 0).to_ext_fields())
+
+
+class SubscriptionParseError(ValueError):
+    """``FilterAPI.build`` threw: the broker answers SUBSCRIPTION_PARSE_FAILED."""
+
+
+def _java_trim(text: str) -> str:
+    """``String.trim()``: strips characters up to U+0020 at both ends, nothing else."""
+    start, end = 0, len(text)
+    while start < end and text[start] <= " ":
+        start += 1
+    while end > start and text[end - 1] <= " ":
+        end -= 1
+    return text[start:end]
+
+
+def tag_filter(subscription: str | None, expression_type: str | None) -> frozenset[int] | None:
+    """The tagsCodes a tag subscription accepts; None = every message (``*``, empty, or null).
+
+    ``FilterAPI.buildSubscriptionData``: split on ``||`` (Java's split drops trailing empty parts;
+    none left is a parse error), trim each part, keep the non-empty ones, each tag's
+    ``String.hashCode`` is its code. An empty ``expressionType`` is a tag type to the broker's
+    filter but skips the parsing: only ``*`` then takes anything.
+    """
+    if expression_type == "":
+        return None if subscription == SUB_ALL else frozenset()
+    if subscription is None or subscription == SUB_ALL or subscription == "":
+        return None
+    parts = subscription.split("||")
+    while parts and parts[-1] == "":
+        parts.pop()
+    if not parts:
+        raise SubscriptionParseError("subString split error")
+    codes = {java_string_hash(tag) for tag in (_java_trim(p) for p in parts) if tag}
+    return frozenset(codes)
+
+
+def illegal_queue_remark(queue_id: int, topic: str, read_queue_nums: int, peer: str) -> str:
+    """The broker's remark for a queue id outside ``[0, readQueueNums)``."""
+    return (
+        f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{read_queue_nums}] "
+        f"consumer:[{peer}]"
+    )
+
+
+def topic_not_exist_remark(topic: str) -> str:
+    """The broker's remark when the pulled topic has no config."""
+    return f"topic[{topic}] not exist, apply first please! {suggest_todo()}"
+
+
+#: Remarks of the early refusals, as the broker words them.
+SUBSCRIPTION_PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
+GROUP_INFO_NOT_EXIST_REMARK = "the consumer's group info not exist" + suggest_todo()
+
+
+def negative_capacity_remark(max_msg_nums: int) -> str:
+    """The broker's answer to a negative maxMsgNums (``RemotingHelper.exceptionSimpleDesc``)."""
+    return (
+        f"java.lang.IllegalArgumentException: Illegal Capacity: {max_msg_nums}, "
+        "java.base/java.util.ArrayList.<init>(ArrayList.java:160)"
+    )
+
+
+def property_filter_remark(expression_type: str) -> str:
+    return f"The broker does not support consumer to filter message by {expression_type}"
+
+
+class PullMessageProcessor:
+    """PULL_MESSAGE over the store's consume queues, with long polling."""
+
+    __slots__ = ("_changes", "_stats", "_store", "_topics")
+
+    def __init__(
+        self,
+        store: ConsumeQueueStore,
+        changes: StoreChanges,
+        stats: PullStats | None = None,
+        topics: TopicTable | None = None,
+    ) -> None:
+        self._store = store
+        self._changes = changes
+        self._stats = stats if stats is not None else PullStats()
+        self._topics = topics if topics is not None else TopicTable(store)
+
+    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
+        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        loop_time = asyncio.get_running_loop().time
+        hold = min(max(header.suspend_timeout_millis, 0) / 1000.0, MAX_HOLD_SECONDS)
+        deadline = loop_time() + hold
+        allow_suspend = True
+        while True:
+            response = self.pull_once(request, header, peer)
+            if not (
+                allow_suspend and header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND
+            ):
+                return response
+            # Held: wait for the queue to pass the requested offset, or for the timeout.
+            while True:
+                remaining = deadline - loop_time()
+                if remaining <= 0 or self._changes.closed:
+                    allow_suspend = False  # the broker's timeout path: run once more, answer anything
+                    break
+                await self._changes.wait(min(remaining, HOLD_RECHECK_SECONDS))
+                if self._store.max_offset(header.topic, header.queue_id) > header.queue_offset:
+                    break
+
+    def pull_once(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str
+    ) -> RemotingCommand:
+        """One pass of the broker's ``processRequest``: an answer, never a wait."""
+        read_queue_nums = self._topics.queue_nums().get(header.topic)
+        if read_queue_nums is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(header.topic), ext_fields={}
+            )
+        if not 0 <= header.queue_id < read_queue_nums:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=illegal_queue_remark(header.queue_id, header.topic, read_queue_nums, peer),
+                ext_fields={},
+            )
+        if not header.has_subscription_flag:
+            # No consumer group is registered here, so the broker's lookup of the group's own
+            # subscription fails.
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, remark=GROUP_INFO_NOT_EXIST_REMARK, ext_fields={}
+            )
+        expression_type = header.expression_type
+        if expression_type is not None and expression_type not in (TAG, ""):
+            if not header.subscription:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    remark=SUBSCRIPTION_PARSE_FAILED_REMARK,
+                    ext_fields={},
+                )
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=property_filter_remark(expression_type), ext_fields={}
+            )
+        try:
+            tags_codes = tag_filter(header.subscription, expression_type)
+        except SubscriptionParseError:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=SUBSCRIPTION_PARSE_FAILED_REMARK, ext_fields={}
+            )
+        if header.max_msg_nums < 0 and (
+            self._store.min_offset(header.topic, header.queue_id)
+            <= header.queue_offset
+            < self._store.max_offset(header.topic, header.queue_id)
+        ):
+            # The broker's store sizes an ArrayList with maxMsgNums once it has entries to read, and
+            # the exception ends up as the answer (JDK 17's text, as the 4.9.7 broker sent it).
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=negative_capacity_remark(header.max_msg_nums)
+            )
+        started = time.monotonic()
+        result = self._store.get_message(
+            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags_codes
+        )
+        status = result.status.name
+        self._stats.record(status == "FOUND", len(result.buffers), int((time.monotonic() - started) * 1000))
+        if status in _EMPTY_QUEUE_STATUSES:
+            code = ResponseCode.PULL_OFFSET_MOVED if header.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        else:
+            code = STATUS_CODES[status]
+        values = {
+            "suggestWhichBrokerId": str(MASTER_ID),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER}
+        body = None
+        if code == ResponseCode.SUCCESS:
+            # A copy: a memoryview would pin the store's mapping while the answer waits to be sent.
+            body = b"".join(result.buffers)
+        return request.make_response(code, remark=status, ext_fields=fields, body=body)
