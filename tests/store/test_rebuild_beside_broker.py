@@ -18,15 +18,15 @@ from tests.store.gap_damage import copy_store
 
 BROKER = """
 import fcntl, mmap, os, sys
-root, maps = sys.argv[1], sys.argv[2] == "index"
+root, mode = sys.argv[1], sys.argv[2]
 lock = os.open(os.path.join(root, "lock"), os.O_RDWR | os.O_CREAT)
 fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
 held = []
-if maps:
-    index = os.path.join(root, "index")
-    for name in sorted(os.listdir(index)):
-        with open(os.path.join(index, name), "r+b") as fh:
-            held.append(mmap.mmap(fh.fileno(), 0))
+for top in {"index": ["index"], "cq": ["consumequeue"]}.get(mode, []):
+    for dirpath, _dirs, names in os.walk(os.path.join(root, top)):
+        for name in sorted(names):
+            with open(os.path.join(dirpath, name), "r+b") as fh:
+                held.append(mmap.mmap(fh.fileno(), 0))
 open(os.path.join(root, "abort"), "w").close()
 print("ready", flush=True)
 sys.stdin.read()
@@ -98,3 +98,22 @@ def test_serve_build_index_beside_a_broker_that_indexes_serves_its_index_read_on
         broker.communicate("", timeout=60)
     assert any("maintains it" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
     assert _index_state(root) == before
+
+
+def test_consume_queues_refused_beside_any_running_broker(
+    stores_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every broker writes its consume queues (``messageIndexEnable`` or not): not rebuilt under it."""
+    root = tmp_path / "store"
+    copy_store(stores_dir, root)
+    cq = root / "consumequeue"
+    before = sorted((p.relative_to(cq), p.read_bytes()) for p in cq.rglob("*") if p.is_file())
+    broker = _broker(root, "cq")
+    try:
+        code = main(["rebuild-index", "--store", str(root), "--only", "consumequeue"])
+    finally:
+        broker.communicate("", timeout=60)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"maintains {cq}" in err
+    assert sorted((p.relative_to(cq), p.read_bytes()) for p in cq.rglob("*") if p.is_file()) == before
