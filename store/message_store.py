@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from protocol.errors import ProtocolError
@@ -108,7 +109,7 @@ class MessageStore:
         self._cq_builder = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
-        if build_index and (mapped := _index_maintained_by_broker(config)):
+        if build_index and (mapped := _maintained_by_broker(config, config.index_dir)):
             # A second writer of the broker's own IndexFiles (and consume queues) would corrupt them:
             # serve what it writes.
             log.warning(
@@ -125,10 +126,22 @@ class MessageStore:
 
             self._builder = IndexBuilder(config, self.commitlog)
             self.index = self._builder.index
-            self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
+            cq_mapped = _maintained_by_broker(config, config.consume_queue_dir)
+            if cq_mapped:
+                # A broker that does not index still writes its consume queues: never a second writer.
+                log.warning(
+                    "not building consume queues: a running broker (pid %d) maintains them (it has %d "
+                    "file(s) of %s mapped)",
+                    cq_mapped[0],
+                    cq_mapped[1],
+                    config.consume_queue_dir,
+                )
+            else:
+                self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
             if catch_up:
                 self._builder.run_once()
-                self._cq_builder.run_once()
+                if self._cq_builder is not None:
+                    self._cq_builder.run_once()
                 self.queues.refresh()
         else:
             self.index = IndexService(config)
@@ -418,10 +431,10 @@ class MessageStore:
         self.close()
 
 
-def _index_maintained_by_broker(config: StoreConfig) -> tuple[int, int] | None:
-    """(pid, files mapped) of a running broker that maps this store's IndexFiles (it indexes), or None."""
+def _maintained_by_broker(config: StoreConfig, directory: Path) -> tuple[int, int] | None:
+    """(pid, files mapped) of a running broker that maps files under ``directory``, or None."""
     holder = broker_lock_holder(config.store_path_root_dir)
     if holder is None:
         return None
-    mapped = index_files_mapped_by(holder, config.index_dir)
+    mapped = index_files_mapped_by(holder, directory)
     return (holder, len(mapped)) if mapped else None

@@ -117,3 +117,21 @@ def test_consume_queues_refused_beside_any_running_broker(
     assert code == 1, err
     assert f"maintains {cq}" in err
     assert sorted((p.relative_to(cq), p.read_bytes()) for p in cq.rglob("*") if p.is_file()) == before
+
+
+def test_serve_build_index_beside_a_broker_that_does_not_index_builds_no_consume_queues(
+    stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker with messageIndexEnable=false still writes its consume queues: ``--build-index``
+    indexes (nobody else does) but leaves the queues to the broker."""
+    from store.message_store import MessageStore
+
+    root = tmp_path / "store"
+    config = copy_store(stores_dir, root)
+    broker = _broker(root, "cq")
+    try:
+        with MessageStore.open(config, build_index=True) as store:
+            assert store._builder is not None and store._cq_builder is None
+    finally:
+        broker.communicate("", timeout=60)
+    assert any("not building consume queues" in r.getMessage() for r in caplog.records)
