@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
