@@ -254,6 +254,10 @@ class CommitLog:
                         f"CommitLog file {path} has {length} bytes, not mappedFileSizeCommitLog "
                         f"{self.mapped_file_size}: truncated or damaged; reading the whole records it holds",
                     )
+                elif length == self.mapped_file_size:
+                    # Whole again (restored): a later cut of this file is a new event, reported again.
+                    self.warn.forget(f"shrunk:{name}:")
+                    self.warn.forget(f"size:{name}:")
                 files.append(MappedFile(start, path, length, mm, inode))
             for gone in old.values():
                 gone.close()

@@ -465,6 +465,24 @@ def test_a_commitlog_file_cut_while_mapped_is_one_warning(
     assert len(warnings) == 1 and "shrank" in warnings[0], warnings
 
 
+def test_a_commitlog_file_cut_again_after_a_restore_is_reported_again(
+    stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once per event, not once per process: the same cut after the file was restored is news."""
+    config, _conf = _copy(stores_dir, tmp_path)
+    path = _commitlog_path(config, LAST_DATA_FILE)
+    data = path.read_bytes()
+    with MessageStore.open(config) as store:
+        for _ in range(2):
+            os.truncate(path, 100000)
+            store.refresh()
+            store.refresh()
+            path.write_bytes(data)
+            store.refresh()
+    shrank = [r for r in caplog.records if "shrank" in r.getMessage()]
+    assert len(shrank) == 2
+
+
 def test_index_files_of_a_building_store_deleted_or_cut_are_logged_once(
     stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
