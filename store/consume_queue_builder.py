@@ -31,7 +31,7 @@ import re
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from protocol.index_key import java_string_hash
@@ -53,6 +53,7 @@ from store.consume_queue import (
     entry_bytes,
 )
 from store.errors import StoreError
+from store.log_gaps import Gap, GapWalk, index_around, refuse
 from store.staging import staged_output
 
 __all__ = ["ConsumeQueueBuilder", "dispatch_entry", "rebuild_consume_queues"]
@@ -180,11 +181,25 @@ def check_geometry(root: Path, file_size: int) -> None:
 class _QueueAppender:
     """One queue's write side: its last file, where it ends, the end of its last entry's record."""
 
-    __slots__ = ("directory", "fd", "file_size", "first_created", "last_start", "max_physic", "wrote")
+    __slots__ = (
+        "directory",
+        "fd",
+        "file_size",
+        "fill_holes",
+        "first_created",
+        "last_start",
+        "max_physic",
+        "wrote",
+    )
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+    def __init__(
+        self, root: Path, topic: str, queue_id: int, file_size: int, *, fill_holes: bool = False
+    ) -> None:
         self.directory = root / topic / str(queue_id)
         self.file_size = file_size
+        #: Building around CommitLog gaps: queue offsets whose records were lost get the broker's blank
+        #: entry, so the entries after a gap stay at the queue offsets they were stored with.
+        self.fill_holes = fill_holes
         self.last_start: int | None = None
         self.wrote = 0
         self.max_physic = -1
@@ -274,7 +289,15 @@ class _QueueAppender:
             current = self.last_start + self.wrote
             if expect < current:
                 return False
-            if expect != current:
+            if expect != current and self.fill_holes:
+                log.warning(
+                    "%s: queue offsets %d..%d lost in a CommitLog gap: filled with blank entries",
+                    self.directory,
+                    current // CQ_STORE_UNIT_SIZE,
+                    expect // CQ_STORE_UNIT_SIZE - 1,
+                )
+                fd = self._fill_blank(expect - current)
+            elif expect != current:
                 log.warning(
                     "%s: [BUG]logic queue order maybe wrong, expectLogicOffset %d currentLogicOffset %d "
                     "(written at the end, as the broker does)",
@@ -283,9 +306,26 @@ class _QueueAppender:
                     current,
                 )
         self.max_physic = offset + size
+        if self.wrote >= self.file_size:  # a hole just filled ended at a file boundary
+            self._create(self.last_start + self.file_size, first=False)
+            fd = self.open_fd()
         os.pwrite(fd, entry_bytes(offset, size, code), self.wrote)
         self.wrote += CQ_STORE_UNIT_SIZE
         return True
+
+    def _fill_blank(self, length: int) -> int:
+        """Write ``length`` bytes of blank entries from the end, rolling files as the broker would."""
+        assert self.last_start is not None
+        fd = self.open_fd()
+        while length > 0:
+            if self.wrote >= self.file_size:
+                self._create(self.last_start + self.file_size, first=False)
+                fd = self.open_fd()
+            n = min(length, self.file_size - self.wrote)
+            os.pwrite(fd, _PRE_BLANK * (n // CQ_STORE_UNIT_SIZE), self.wrote)
+            self.wrote += n
+            length -= n
+        return fd
 
 
 class ConsumeQueueBuilder:
@@ -298,8 +338,14 @@ class ConsumeQueueBuilder:
         *,
         root: Path | None = None,
         checkpoint_path: Path | None = None,
+        on_gap: Callable[[Gap], None] | None = None,
     ) -> None:
         self.config = config
+        #: With ``on_gap`` (a one-shot rebuild) the walk checks that records follow each other, as the
+        #: index rebuild's does (``store.log_gaps``), and hands every gap to it (raise to refuse);
+        #: without (``--follow``), it skips what the CommitLog walk skips.
+        self._on_gap = on_gap
+        self.gaps: list[Gap] = []
         self._own_commitlog = commitlog is None
         self.commitlog = commitlog or CommitLog(
             config.store_path_commit_log, config.mapped_file_size_commit_log
@@ -352,14 +398,20 @@ class ConsumeQueueBuilder:
         key = (topic, queue_id)
         queue = self._queues.get(key)
         if queue is None:
-            queue = _QueueAppender(self.root, topic, queue_id, self.file_size)
+            queue = _QueueAppender(
+                self.root, topic, queue_id, self.file_size, fill_holes=self._on_gap is index_around
+            )
             self._queues[key] = queue
         return queue
 
     # -- building ------------------------------------------------------------------------------------
 
     def _records(self) -> Iterator[tuple[int, memoryview]]:
-        return self.commitlog.iter_records(self.next_offset)
+        if self._on_gap is None:
+            return self.commitlog.iter_records(self.next_offset)
+        walk = GapWalk(self.commitlog, self._on_gap)
+        walk.gaps = self.gaps
+        return walk.records(self.next_offset)
 
     def run_once(self, max_records: int | None = None) -> int:
         """Dispatch every whole record not yet built (at most ``max_records``); returns records read."""
@@ -450,12 +502,17 @@ class ConsumeQueueBuilder:
                 self.commitlog.close()
 
 
-def rebuild_consume_queues(config: StoreConfig) -> ConsumeQueueBuilder:
+def rebuild_consume_queues(config: StoreConfig, *, around_gaps: bool = False) -> ConsumeQueueBuilder:
     """Rebuild ``<storeRoot>/consumequeue`` from the CommitLog, staged and swapped in whole.
 
     The new queues are written beside ``consumequeue/`` (``store.staging``); only when complete and
     synced do they replace it, and the checkpoint's ``logicsMsgTimestamp`` is set. Killed at any
     point, the old queues stay whole (or are restored by the next run). Returns the closed builder.
+
+    The index rebuild's gap rule (``store.log_gaps``): a gap in the CommitLog raises
+    ``CommitLogGapError`` and nothing is replaced (queues built across it would lack every entry
+    after it), unless ``around_gaps``: then the records on both sides get their entries (at the
+    queue offsets they were stored with) and ``builder.gaps`` lists the gaps.
     """
     check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
     # Read before anything is built: a checkpoint that cannot be read refuses the rebuild up front.
@@ -463,7 +520,12 @@ def rebuild_consume_queues(config: StoreConfig) -> ConsumeQueueBuilder:
         Checkpoint.read(config.checkpoint_path)
     with staged_output(config.consume_queue_dir) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"  # a file: no broker takes it for a topic
-        builder = ConsumeQueueBuilder(config, root=staging, checkpoint_path=tmp_checkpoint)
+        builder = ConsumeQueueBuilder(
+            config,
+            root=staging,
+            checkpoint_path=tmp_checkpoint,
+            on_gap=index_around if around_gaps else refuse,
+        )
         try:
             builder.run_once()
         finally:

@@ -56,13 +56,15 @@ class Gap:
 
 
 class CommitLogGapError(StoreError):
-    """A rebuild met a gap and was not asked to index around it: nothing was replaced."""
+    """A rebuild (of the index or of the consume queues) met a gap and was not asked to build around
+    it: nothing was replaced."""
 
     def __init__(self, gap: Gap) -> None:
         super().__init__(
-            f"{gap.describe()}. An index built from this CommitLog would lack the keys of every record "
-            f"after the gap that the current index may still answer, so it is not built; restore the "
-            f"missing data, or pass {AROUND_FLAG} to index the records before and after the gap"
+            f"{gap.describe()}. An index or consume queue built from this CommitLog would lack every "
+            f"record after the gap that the current one may still answer, so neither is built; restore "
+            f"the missing data, or pass {AROUND_FLAG} to build them from the records before and after "
+            f"the gap"
         )
         self.gap = gap
 

@@ -8,7 +8,10 @@ writers would corrupt it), until interrupted. ``--only`` limits the work to one 
 A one-shot rebuild must never replace a better index with a worse one: a gap in the CommitLog (a
 missing or cut-short file, a corrupt record, with whole records after it) stops it with exit 1 and
 the old index untouched, unless ``--index-around-gaps`` (``store.log_gaps``; both engines follow the
-same rule). The exit code says whether the new index is in place (``rebuild_outcome``).
+same rule). The ConsumeQueues follow the same rule with the same gap walk: a queue built across a gap
+would lack every entry after it. The index is rebuilt first, so a gap refuses before either directory
+is replaced (exit 1, ``index/`` and ``consumequeue/`` both untouched); ``--only consumequeue`` refuses
+the same way. The exit code says whether the new index is in place (``rebuild_outcome``).
 """
 
 from __future__ import annotations
@@ -61,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="index_around_gaps",
         action="store_true",
         help="when the CommitLog has a gap (a missing or cut-short file, a corrupt record) with whole "
-        "records after it, index the records before and after it (each gap is reported) instead of "
-        "refusing and keeping the old index",
+        "records after it, index the records before and after it and give them their consume queue "
+        "entries (each gap is reported) instead of refusing and keeping the old index and queues",
     )
     parser.add_argument(
         "--only",
@@ -138,6 +141,12 @@ def run(args: argparse.Namespace) -> int:
                         f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged",
                         file=sys.stderr,
                     )
+                    if do_cq:
+                        # The queues come after the index and follow the same gap rule: not started.
+                        print(
+                            f"rebuild-index: {config.consume_queue_dir} was not rebuilt and is unchanged",
+                            file=sys.stderr,
+                        )
                     return EXIT_NOT_REPLACED
                 elapsed = time.perf_counter() - started
                 for gap in builder.gaps:
@@ -155,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             elif do_cq:
                 started = time.perf_counter()
                 try:
-                    cq = rebuild_consume_queues(config)
+                    cq = rebuild_consume_queues(config, around_gaps=args.index_around_gaps)
                 except (ConfigError, StoreError, OSError) as exc:
                     print(f"rebuild-index: {exc}", file=sys.stderr)
                     print(
@@ -165,6 +174,11 @@ def run(args: argparse.Namespace) -> int:
                     # The index (when asked for) is already in place: only the queues are unfinished.
                     return EXIT_IN_PLACE_UNFINISHED if do_index else EXIT_NOT_REPLACED
                 elapsed = time.perf_counter() - started
+                for gap in cq.gaps:
+                    print(
+                        f"rebuild-index: warning: consume queues built around it: {gap.describe()}",
+                        file=sys.stderr,
+                    )
                 print(
                     f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
                     f"{len(cq.queues_built)} queues in {elapsed:.2f} s"

@@ -99,7 +99,14 @@ def run_spark_rebuild(args: argparse.Namespace, config: StoreConfig) -> int:
                 around_gaps=args.index_around_gaps,
             )
         except (StoreError, SparkUnavailableError, OSError) as exc:
-            return fail("rebuild-index", exc, target)
+            outcome = fail("rebuild-index", exc, target)
+            if out is None and only != "index":
+                # The queues come after the index and follow the same gap rule: not started.
+                print(
+                    f"rebuild-index: {config.consume_queue_dir} was not rebuilt and is unchanged",
+                    file=sys.stderr,
+                )
+            return outcome
         for warning in result.warnings:
             print(f"rebuild-index: warning: {warning}", file=sys.stderr)
         for gap in result.gaps:
@@ -122,12 +129,18 @@ def _run_spark_cq(args: argparse.Namespace, config: StoreConfig) -> int:
 
     try:
         cq = rebuild_consume_queues_spark(
-            config, master=args.master, spark_conf=spark_conf(args), range_bytes=range_bytes(args)
+            config,
+            master=args.master,
+            spark_conf=spark_conf(args),
+            range_bytes=range_bytes(args),
+            around_gaps=args.index_around_gaps,
         )
     except (StoreError, SparkUnavailableError, OSError) as exc:
         return fail("rebuild-index", exc, config.consume_queue_dir)
     for warning in cq.warnings:
         print(f"rebuild-index: warning: {warning}", file=sys.stderr)
+    for gap in cq.gaps:
+        print(f"rebuild-index: warning: consume queues built around it: {gap.describe()}", file=sys.stderr)
     print(
         f"built {cq.entries} consume queue entries of {cq.records} records into {cq.queues} queues "
         f"in {cq.seconds:.2f} s"

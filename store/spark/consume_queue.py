@@ -34,12 +34,13 @@ from store.consume_queue_builder import (
     dispatch_entry,
     safe_topic_dir,
 )
+from store.log_gaps import CommitLogGapError, Gap
 from store.spark.decode import describe_invalid
-from store.spark.errors import CorruptRecordError, PipelineError, StageFailedError
+from store.spark.errors import PipelineError, StageFailedError
 from store.spark.failures import describe_failure
 from store.spark.progress import SparkProgress
-from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file, ranges_from_plans
-from store.spark.rebuild import check_plans
+from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file
+from store.spark.rebuild import decode_plan, find_gaps
 from store.spark.session import open_session
 from store.staging import staged_output
 
@@ -52,15 +53,17 @@ Entry = tuple[int, int, int, int, int]
 
 @dataclass(frozen=True, slots=True)
 class CqRangeEntries:
-    """What one range decoded into (``stopped_at`` set when a record failed its check)."""
+    """What one range decoded into, and where its whole records are: ``runs``, ``bad`` and
+    ``file_end`` mean what they mean for the index's ``decode.RangeEntries``, so the driver finds the
+    gaps with the same ``rebuild.find_gaps``."""
 
     index: int
     entries: list[tuple[tuple[str, int], Entry]]
     records: int
     bytes_read: int
-    stopped_at: int | None = None
-    reason: str = ""
-    followed: bool = False
+    runs: tuple[tuple[int, int], ...] = ()
+    bad: tuple[tuple[int, str], ...] = ()
+    file_end: int | None = None
 
 
 @dataclass(slots=True)
@@ -71,66 +74,79 @@ class CqRebuildResult:
     seconds: float
     stage_seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: Gaps built around (only with ``around_gaps``; without, the first one raises).
+    gaps: list[Gap] = field(default_factory=list)
 
 
 def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> CqRangeEntries:
-    """Walk ``rng`` and collect the consume queue entry of every dispatched record."""
+    """Walk ``rng`` and collect the consume queue entry of every dispatched record.
+
+    Records are walked as the index's ``decode.decode_range`` walks them: a record that does not
+    check is noted in ``bad`` and skipped by ``record.resync``; the driver decides (``find_gaps``)
+    whether that is a gap to refuse or the end of the log.
+    """
     from store import record
 
     out: list[tuple[tuple[str, int], Entry]] = []
     records = 0
+    runs: list[tuple[int, int]] = []
+    bad: list[tuple[int, str]] = []
+    file_end: int | None = None
+    base = rng.file_start
     with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        pos = rng.start - rng.file_start
-        end = rng.end - rng.file_start
-        while pos < end:
-            size = record.check(mm, pos, end, rng.file_start + pos, check_crc=True)
-            if size <= 0:
-                reason = describe_invalid(mm, pos, end, rng.file_start + pos)
-                followed = False
-                if pos + 8 <= end:
-                    total = int.from_bytes(mm[pos : pos + 4], "big", signed=True)
-                    followed = total >= record.MIN_RECORD_SIZE and pos + total < end
-                return CqRangeEntries(
-                    rng.index,
-                    out,
-                    records,
-                    pos - (rng.start - rng.file_start),
-                    rng.file_start + pos,
-                    reason,
-                    followed,
+        view = memoryview(mm)
+        try:
+            pos = run_start = rng.start - base
+            end = rng.end - base
+            while pos < end:
+                size = (
+                    record.check(view, pos, end, base + pos, check_crc=True)
+                    if pos + 8 <= end
+                    else record.BLANK
                 )
-            records += 1
-            try:
-                entry = dispatch_entry(memoryview(mm)[pos : pos + size], delays)
-            except (DispatchError, ValueError):
-                entry = None
-            if entry is not None and safe_topic_dir(entry[0]):
-                topic, queue_id, queue_offset, code, store_ts = entry
-                out.append(((topic, queue_id), (rng.file_start + pos, size, code, queue_offset, store_ts)))
-            pos += size
-    return CqRangeEntries(rng.index, out, records, rng.end - rng.start)
-
-
-def check_decoded(decoded: list[CqRangeEntries], ranges: list[CommitLogRange]) -> list[str]:
-    """A range that stopped early is corrupt (the job stops), unless its bad record ends the CommitLog
-    (a torn tail: the last range, nothing after it), which is a warning."""
-    warnings: list[str] = []
-    for result in decoded:
-        if result.stopped_at is None:
-            continue
-        rng = ranges[result.index]
-        if result.index != len(ranges) - 1 or result.followed:
-            raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
-        warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
-    return warnings
+                if size == record.BLANK and (
+                    pos + 8 > len(mm) or record.check(view, pos, len(mm)) == record.BLANK
+                ):
+                    file_end = base + pos  # an end-of-file marker, or no room left for one
+                    break
+                if size <= 0:
+                    if pos > run_start:
+                        runs.append((base + run_start, base + pos))
+                    bad.append((base + pos, describe_invalid(view, pos, end, base + pos)))
+                    nxt, _scanned = record.resync(view, pos, end, base, last=rng.last)
+                    if nxt is None:
+                        run_start = pos = end
+                        break
+                    run_start = pos = nxt
+                    continue
+                records += 1
+                try:
+                    entry = dispatch_entry(view[pos : pos + size], delays)
+                except (DispatchError, ValueError):
+                    entry = None
+                if entry is not None and safe_topic_dir(entry[0]):
+                    topic, queue_id, queue_offset, code, store_ts = entry
+                    out.append(((topic, queue_id), (base + pos, size, code, queue_offset, store_ts)))
+                pos += size
+            if pos > run_start:
+                runs.append((base + run_start, base + pos))
+        finally:
+            view.release()
+    return CqRangeEntries(rng.index, out, records, rng.end - rng.start, tuple(runs), tuple(bad), file_end)
 
 
 def write_queues(
-    groups: Iterable[tuple[tuple[str, int], Iterable[Entry]]], root: str, file_size: int
+    groups: Iterable[tuple[tuple[str, int], Iterable[Entry]]],
+    root: str,
+    file_size: int,
+    fill_holes: bool = False,
 ) -> Iterator[tuple[int, int, int]]:
-    """Write each queue (entries sorted by CommitLog offset); yields (entries, lastOffset, lastStoreTime)."""
+    """Write each queue (entries sorted by CommitLog offset); yields (entries, lastOffset, lastStoreTime).
+
+    ``fill_holes`` (building around gaps): queue offsets lost in a gap get blank entries, as in the
+    sequential builder."""
     for (topic, queue_id), entries in groups:
-        appender = _QueueAppender(Path(root), topic, queue_id, file_size)
+        appender = _QueueAppender(Path(root), topic, queue_id, file_size, fill_holes=fill_holes)
         written = last_offset = last_ts = 0
         try:
             for offset, size, code, queue_offset, store_ts in sorted(entries):
@@ -150,8 +166,14 @@ def rebuild_consume_queues_spark(
     spark_conf: Mapping[str, str] | None = None,
     range_bytes: int = DEFAULT_RANGE_BYTES,
     progress_out: TextIO | None = None,
+    around_gaps: bool = False,
 ) -> CqRebuildResult:
-    """Rebuild ``<storeRoot>/consumequeue`` from the CommitLog on Spark, staged and swapped in whole."""
+    """Rebuild ``<storeRoot>/consumequeue`` from the CommitLog on Spark, staged and swapped in whole.
+
+    A gap in the CommitLog raises ``CommitLogGapError`` before anything is written, unless
+    ``around_gaps``: the gaps are found by the index rebuild's ``find_gaps``, so the rule, the
+    message and the entries kept are the sequential builder's (``store.log_gaps``).
+    """
     started = time.monotonic()
     commitlog_files = list_files(config.store_path_commit_log)
     if not commitlog_files:
@@ -170,29 +192,31 @@ def rebuild_consume_queues_spark(
                 .map(lambda f: plan_file(f, range_bytes))
                 .collect()
             )
-        warnings = check_plans(plans)
-        ranges = ranges_from_plans(plans)
+        ranges = decode_plan(plans)
+        if not ranges:
+            raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
         label = "decode records"
         with progress.stage(label):
             decoded = sc.parallelize(ranges, max(len(ranges), 1)).map(lambda r: decode_cq_range(r, delays))
             decoded.cache()
             summaries = sorted(
                 decoded.map(
-                    lambda r: CqRangeEntries(
-                        r.index, [], r.records, r.bytes_read, r.stopped_at, r.reason, r.followed
-                    )
+                    lambda r: CqRangeEntries(r.index, [], r.records, r.bytes_read, r.runs, r.bad, r.file_end)
                 ).collect(),
                 key=lambda r: r.index,
             )
-        warnings += check_decoded(summaries, ranges)
+        gaps, warnings = find_gaps(summaries, ranges, plans, config.mapped_file_size_commit_log)
+        if gaps and not around_gaps:
+            raise CommitLogGapError(gaps[0])
         label = "write queues"
         with staged_output(config.consume_queue_dir) as staging:
             root = str(staging)
+            fill = around_gaps
             with progress.stage(label):
                 written = (
                     decoded.flatMap(lambda r: r.entries)
                     .groupByKey(max(2, sc.defaultParallelism))
-                    .mapPartitions(lambda groups: write_queues(groups, root, file_size))
+                    .mapPartitions(lambda groups: write_queues(groups, root, file_size, fill))
                     .collect()
                 )
             decoded.unpersist()
@@ -200,7 +224,7 @@ def rebuild_consume_queues_spark(
         checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
         checkpoint.logics_msg_timestamp = last[2]
         checkpoint.write(config.checkpoint_path)
-    except PipelineError:
+    except (PipelineError, CommitLogGapError):
         raise
     except Exception as exc:
         raise StageFailedError(label, describe_failure(exc)) from exc
@@ -214,4 +238,5 @@ def rebuild_consume_queues_spark(
         seconds=time.monotonic() - started,
         stage_seconds=dict(progress.timings),
         warnings=warnings,
+        gaps=gaps,
     )

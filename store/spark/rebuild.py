@@ -21,10 +21,10 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from store.config import StoreConfig
 from store.index_builder import left_behind, update_index_timestamp
@@ -130,8 +130,22 @@ def decode_plan(plans: list[FilePlan]) -> list[CommitLogRange]:
     return ranges
 
 
+class DecodedRuns(Protocol):
+    """Where one decoded range's whole records are: the index's ``RangeEntries`` and the consume
+    queues' ``CqRangeEntries`` both say it, so both rebuilds find gaps with ``find_gaps``."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def runs(self) -> tuple[tuple[int, int], ...]: ...
+    @property
+    def bad(self) -> tuple[tuple[int, str], ...]: ...
+    @property
+    def file_end(self) -> int | None: ...
+
+
 def find_gaps(
-    decoded: list[RangeEntries], ranges: list[CommitLogRange], plans: list[FilePlan], mapped_file_size: int
+    decoded: Sequence[DecodedRuns], ranges: list[CommitLogRange], plans: list[FilePlan], mapped_file_size: int
 ) -> tuple[list[Gap], list[str]]:
     """String the decoded runs of whole records together: the gaps between them, and a torn-tail warning.
 

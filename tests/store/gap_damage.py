@@ -145,6 +145,58 @@ def check_answers_around(config: StoreConfig, expected: dict, lost: set[int]) ->
     return found, after
 
 
+#: A consume queue entry's bytes, and the broker's blank entry (``ConsumeQueue.fillPreBlank``).
+ENTRY = 20
+BLANK = (0, 2**31 - 1, 0)
+
+
+def tree_bytes(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()
+    }
+
+
+def queue_entries(cq_dir: Path) -> dict[str, list[tuple[int, int, int]]]:
+    """Every queue's entries by queue offset, up to its last non-zero entry (files read in order)."""
+    queues: dict[str, list[tuple[int, int, int]]] = {}
+    for queue in sorted(p for p in cq_dir.glob("*/*") if p.is_dir()):
+        data = b"".join(f.read_bytes() for f in sorted(queue.iterdir()))
+        first = int(min(f.name for f in queue.iterdir())) // ENTRY
+        entries = [
+            (
+                int.from_bytes(data[i : i + 8], "big", signed=True),
+                int.from_bytes(data[i + 8 : i + 12], "big", signed=True),
+                int.from_bytes(data[i + 12 : i + 20], "big", signed=True),
+            )
+            for i in range(0, len(data), ENTRY)
+        ]
+        while entries and entries[-1] == (0, 0, 0):
+            entries.pop()
+        queues[str(queue.relative_to(cq_dir))] = [BLANK] * first + entries
+    return queues
+
+
+def check_queues_around(java: dict[str, list[tuple[int, int, int]]], built: Path, *damages: Damage) -> int:
+    """Java's entries at the same queue offsets, blanks where a damage destroyed the record; returns
+    how many entries after the last gap were rebuilt."""
+    ours = queue_entries(built)
+    assert set(ours) == set(java)
+    after = 0
+    for name, want in java.items():
+        got = ours[name]
+        lost = [any(d.start <= e[0] < d.resume for d in damages) for e in want]
+        # A queue whose last entries were destroyed ends at its last surviving one.
+        keep = max((i + 1 for i, gone in enumerate(lost) if not gone), default=0)
+        assert len(got) == keep, name
+        for i in range(keep):
+            if lost[i]:
+                assert got[i] == BLANK, (name, i)
+            else:
+                assert got[i] == want[i], (name, i)
+                after += want[i][0] >= damages[-1].resume
+    return after
+
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Run as root, the command is stripped of the capabilities that bypass file modes, so a read-only
 #: directory is read-only for it too (as for any operator who is not root).
