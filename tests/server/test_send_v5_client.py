@@ -1,0 +1,175 @@
+"""The 5.3.3 client's SEND frames (built from its sources, see ``tests/server/v5_frames.py``).
+
+The captured 4.9.7 SENDs are rewritten into the 5.3.3 client's form (version 479, properties ending
+with ``\\x02``, the V2 fast-encode field order under ROCKETMQ), put through the wire codec and the
+send processor: the 4.9.7 broker's rules give the same records and answers for them (the single
+message's properties are parsed and re-serialized; a batch item's trailing ``\\x02`` is the separator
+the broker would otherwise add), so the expected values are the Java golden store and response
+frames. Then the same kind of frames go over a socket to ``serve --writable``, with the
+``RpcRequestHeader`` fields a 5.x caller may add (``ns``, ``nsd``, ``lo``, ``oway``: unknown to the
+4.9.7 broker, and ``oway`` read by no 5.3.3 broker either) and the 5.x properties ``INSTANCE_ID`` and
+``__SHARDINGKEY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from protocol.command import RemotingCommand
+from protocol.frame import decode_frame, encode_frame
+from protocol.message import decode_message, raw_properties
+from protocol.message_id import decode_offset_msg_id
+from server.app import QueryServer, ServerSettings
+from server.write_path import write_path
+from store.config import StoreConfig
+from store.writable_store import WritableStore
+from tests.server.harness import RawClient
+from tests.server.test_send_replay import check_against_java, expected, replay
+from tests.server.v5_frames import V5_VERSION, v5_send
+
+__all__ = ["expected"]  # the module-scoped fixture of the 4.9.7 replay, shared
+
+
+def test_built_json_frames_have_the_5_3_3_clients_layout(vectors_dir: Path) -> None:
+    """Our JSON encoder with version 479 writes exactly what the real 5.3.3 client wrote."""
+    for name in ("v5_viewMessageTopic/000_req_code33.bin", "v5_queryMsgByKey/002_req_code12.bin"):
+        captured = (vectors_dir / "wire" / name).read_bytes()
+        decoded = decode_frame(captured)
+        assert decoded.version == V5_VERSION
+        rebuilt = RemotingCommand(
+            code=decoded.code,
+            language=LanguageCode.JAVA,
+            version=V5_VERSION,
+            opaque=decoded.opaque,
+            flag=decoded.flag,
+            ext_fields=dict(decoded.ext_fields or {}),
+        )
+        assert encode_frame(rebuilt) == captured, name
+
+
+@pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
+def test_5x_send_frames_give_the_brokers_records_and_answers(
+    tmp_path: Path, stores_dir: Path, vectors_dir: Path, expected: dict, serialize_type: SerializeType
+) -> None:
+    seen: list[RemotingCommand] = []
+
+    def as_5x(request: RemotingCommand) -> RemotingCommand:
+        wire = encode_frame(v5_send(request, serialize_type))
+        decoded = decode_frame(wire)
+        assert decoded.version == V5_VERSION and decoded.serialize_type == serialize_type
+        seen.append(decoded)
+        return decoded
+
+    config, exchanges = replay(tmp_path, stores_dir, vectors_dir, expected, transform=as_5x)
+    codes = {r.code for r in seen}
+    assert codes == {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
+    assert all(
+        (r.ext_fields or {}).get("i", (r.ext_fields or {}).get("properties", "")).endswith("\x02")
+        for r in seen
+    )
+    for _path, _response, answer in exchanges:
+        assert answer.serialize_type == serialize_type
+    check_against_java(config, exchanges, stores_dir, expected)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[tuple[QueryServer, WritableStore]]:
+    config = StoreConfig.for_store(
+        tmp_path / "store", mapped_file_size_commit_log=64 * 1024, max_message_size=4096, broker_name="b1"
+    )
+    store = WritableStore(config)
+    srv = QueryServer(store.reader, ServerSettings(port=0, broker_name="b1"), configure=write_path(store))
+    await srv.start()
+    try:
+        yield srv, store
+    finally:
+        await srv.stop()
+        store.close()
+
+
+def _v2_fields(topic: str, properties: str, queue_id: int = 0, **extra: str) -> dict[str, str]:
+    """A 5.3.3 V2 header in fast-encode order (``a`` .. ``n``), then any extra extFields."""
+    fields = {
+        "a": "pg5",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(queue_id),
+        "f": "0",
+        "g": "1795377488153",
+        "h": "0",
+        "i": properties,
+        "j": "0",
+        "k": "false",
+        "m": "false",
+        "n": "b1",
+    }
+    fields.update(extra)
+    return fields
+
+
+def _request(
+    code: int, fields: dict[str, str], body: bytes, st: SerializeType, flag: int = 0
+) -> RemotingCommand:
+    request = RawClient.request(code, fields, body, serialize_type=st, flag=flag)
+    request.version = V5_VERSION
+    return request
+
+
+@pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
+async def test_5x_sends_over_a_socket(server, serialize_type: SerializeType) -> None:
+    srv, store = server
+    store.create_topic("V5", 2)
+    uniq = "FD000000000000000000000000000002568D4E0E2F2A706E79190001"
+    props = f"__SHARDINGKEY\x01group-7\x02INSTANCE_ID\x01ns-1\x02UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02KEYS\x01k5\x02"
+    rpc_fields = {"ns": "ns-1", "nsd": "false", "lo": "false", "oway": "true", "bname": "b1"}
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        answer = await client.call(
+            _request(
+                RequestCode.SEND_MESSAGE_V2, _v2_fields("V5", props, 1, **rpc_fields), b"five", serialize_type
+            )
+        )
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        fields = answer.ext_fields or {}
+        assert fields["queueId"] == "1" and fields["queueOffset"] == "0"
+        assert fields["MSG_REGION"] == "DefaultRegion" and fields["TRACE_ON"] == "true"
+        assert "transactionId" not in fields
+        host, port, offset = decode_offset_msg_id(fields["msgId"])
+        assert (host, port) == ("127.0.0.1", srv.port)
+        # A oneway SEND (the flag's bit 1) with oway=false: stored, never answered; the next
+        # request's answer is the first thing the connection reads.
+        await client.send(
+            _request(
+                RequestCode.SEND_MESSAGE_V2,
+                _v2_fields("V5", f"UNIQ_KEY\x01{uniq[:-1]}2\x02WAIT\x01true\x02", 1, oway="false"),
+                b"oneway",
+                serialize_type,
+                flag=2,
+            )
+        )
+        probe = await client.call(
+            _request(
+                RequestCode.SEND_MESSAGE_V2, _v2_fields("V5", "WAIT\x01true\x02", 1), b"third", serialize_type
+            )
+        )
+        assert probe.code == ResponseCode.SUCCESS and (probe.ext_fields or {})["queueOffset"] == "2"
+    finally:
+        await client.close()
+    raw = store.reader.view_message(offset)
+    assert raw is not None
+    found = decode_message(raw)
+    assert found.body == b"five" and found.topic == "V5" and found.queue_id == 1
+    # Parsed and re-serialized by the 4.9.7 rules: CLUSTER added, WAIT dropped, the 5.x ones kept.
+    assert found.properties == {
+        "__SHARDINGKEY": "group-7",
+        "INSTANCE_ID": "ns-1",
+        "UNIQ_KEY": uniq,
+        "KEYS": "k5",
+        "CLUSTER": "DefaultCluster",
+    }
+    assert not raw_properties(raw).endswith(b"\x02")
