@@ -13,6 +13,7 @@ frames. Then the same kind of frames go over a socket to ``serve --writable``, w
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -125,7 +126,8 @@ async def test_5x_sends_over_a_socket(server, serialize_type: SerializeType) -> 
     srv, store = server
     store.create_topic("V5", 2)
     uniq = "FD000000000000000000000000000002568D4E0E2F2A706E79190001"
-    props = f"__SHARDINGKEY\x01group-7\x02INSTANCE_ID\x01ns-1\x02UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02KEYS\x01k5\x02"
+    props = "__SHARDINGKEY\x01group-7\x02INSTANCE_ID\x01ns-1\x02"
+    props += f"UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02KEYS\x01k5\x02"
     rpc_fields = {"ns": "ns-1", "nsd": "false", "lo": "false", "oway": "true", "bname": "b1"}
     client = await RawClient.connect("127.0.0.1", srv.port)
     try:
@@ -173,3 +175,27 @@ async def test_5x_sends_over_a_socket(server, serialize_type: SerializeType) -> 
         "CLUSTER": "DefaultCluster",
     }
     assert not raw_properties(raw).endswith(b"\x02")
+
+
+@pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
+async def test_5x_compressed_send_keeps_its_compression_type(server, serialize_type: SerializeType) -> None:
+    """5.3.3 compresses bodies over 4 KiB with its ``compressType`` (ZLIB by default) and sends
+    ``COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE`` (0x1 | 0x3 << 8); the broker stores flag and bytes as sent."""
+    srv, store = server
+    store.create_topic("V5z", 1)
+    plain = bytes(range(256)) * 20
+    packed = zlib.compress(plain, 5)  # Deflater(level 5): a zlib stream
+    fields = _v2_fields("V5z", "UNIQ_KEY\x01FD00000000000000000000000000000256AA\x02WAIT\x01true\x02")
+    fields["f"] = str(0x1 | 0x3 << 8)
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        answer = await client.call(_request(RequestCode.SEND_MESSAGE_V2, fields, packed, serialize_type))
+    finally:
+        await client.close()
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    _host, _port, offset = decode_offset_msg_id((answer.ext_fields or {})["msgId"])
+    raw = store.reader.view_message(offset)
+    assert raw is not None
+    stored = decode_message(raw, decompress=False, check_crc=True)
+    assert stored.sys_flag == 0x301 and stored.body == packed
+    assert decode_message(raw).body == plain
