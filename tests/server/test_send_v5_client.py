@@ -199,3 +199,27 @@ async def test_5x_compressed_send_keeps_its_compression_type(server, serialize_t
     stored = decode_message(raw, decompress=False, check_crc=True)
     assert stored.sys_flag == 0x301 and stored.body == packed
     assert decode_message(raw).body == plain
+
+
+async def test_5x_timer_properties_are_plain_properties_to_the_4_9_7_rules(server) -> None:
+    """5.x ``setDelayTimeSec``/``setDeliverTimeMs`` put ``TIMER_DELAY_SEC``/``TIMER_DELIVER_MS``: the
+    4.9.7 broker has no timer wheel and only ``DELAY`` schedules, so the message goes to its own topic
+    at once with those properties kept (not to ``SCHEDULE_TOPIC_XXXX``)."""
+    srv, store = server
+    store.create_topic("V5t", 1)
+    props = "TIMER_DELAY_SEC\x0130\x02UNIQ_KEY\x01FD00000000000000000000000000000256BB\x02WAIT\x01true\x02"
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        answer = await client.call(
+            _request(RequestCode.SEND_MESSAGE_V2, _v2_fields("V5t", props), b"t", SerializeType.JSON)
+        )
+    finally:
+        await client.close()
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert (answer.ext_fields or {})["queueOffset"] == "0"
+    _host, _port, offset = decode_offset_msg_id((answer.ext_fields or {})["msgId"])
+    raw = store.reader.view_message(offset)
+    assert raw is not None
+    stored = decode_message(raw)
+    assert stored.topic == "V5t" and stored.queue_id == 0
+    assert stored.properties["TIMER_DELAY_SEC"] == "30" and "REAL_TOPIC" not in stored.properties
