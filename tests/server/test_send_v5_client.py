@@ -13,6 +13,7 @@ frames. Then the same kind of frames go over a socket to ``serve --writable``, w
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -128,7 +129,18 @@ async def test_5x_sends_over_a_socket(server, serialize_type: SerializeType) -> 
     uniq = "FD000000000000000000000000000002568D4E0E2F2A706E79190001"
     props = "__SHARDINGKEY\x01group-7\x02INSTANCE_ID\x01ns-1\x02"
     props += f"UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02KEYS\x01k5\x02"
-    rpc_fields = {"ns": "ns-1", "nsd": "false", "lo": "false", "oway": "true", "bname": "b1"}
+    # What 5.3.3's RPC hooks add (NamespaceRpcHook: nsd/ns; StreamTypeRPCHook: ReqT;
+    # DynamicalExtFieldRPCHook: the zone) and the RpcRequestHeader fields another 5.x caller may set.
+    rpc_fields = {
+        "nsd": "true",
+        "ns": "ns-1",
+        "ReqT": "0",
+        "__ZONE_NAME": "zone-a",
+        "__ZONE_MODE": "true",
+        "lo": "false",
+        "oway": "true",
+        "bname": "b1",
+    }
     client = await RawClient.connect("127.0.0.1", srv.port)
     try:
         answer = await client.call(
@@ -223,3 +235,35 @@ async def test_5x_timer_properties_are_plain_properties_to_the_4_9_7_rules(serve
     stored = decode_message(raw)
     assert stored.topic == "V5t" and stored.queue_id == 0
     assert stored.properties["TIMER_DELAY_SEC"] == "30" and "REAL_TOPIC" not in stored.properties
+
+
+def _rocketmq_frame(code: int, opaque: int, pairs: list[tuple[str, str]], body: bytes) -> bytes:
+    """A ROCKETMQ-serialized request written field by field (repeated keys allowed)."""
+    ext = b"".join(
+        struct.pack(">h", len(k.encode())) + k.encode() + struct.pack(">i", len(v.encode())) + v.encode()
+        for k, v in pairs
+    )
+    header = struct.pack(">hBhiii", code, 0, V5_VERSION, opaque, 0, 0) + struct.pack(">i", len(ext)) + ext
+    return struct.pack(">ii", 4 + len(header) + len(body), (1 << 24) | len(header)) + header + body
+
+
+async def test_5x_rocketmq_frame_with_repeated_header_fields(server) -> None:
+    """With an RPC hook that calls ``makeCustomHeaderToNet`` (the ACL hook signs the sorted fields),
+    5.3.3's ``rocketMQProtocolEncode`` writes ``a`` .. ``n`` from the fast encoder and again from the
+    extFields map: every key twice. Java's decoder puts them in a ``HashMap`` (the last one wins)."""
+    srv, store = server
+    store.create_topic("V5d", 1)
+    fields = list(
+        _v2_fields("V5d", "UNIQ_KEY\x01FD00000000000000000000000000000256CC\x02WAIT\x01true\x02").items()
+    )
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        await client.send_bytes(_rocketmq_frame(RequestCode.SEND_MESSAGE_V2, 77, fields + fields, b"dup"))
+        answer = await client.receive()
+    finally:
+        await client.close()
+    assert answer.opaque == 77 and answer.code == ResponseCode.SUCCESS, answer.remark
+    assert answer.serialize_type == SerializeType.ROCKETMQ
+    _host, _port, offset = decode_offset_msg_id((answer.ext_fields or {})["msgId"])
+    raw = store.reader.view_message(offset)
+    assert raw is not None and decode_message(raw).body == b"dup"
