@@ -10,13 +10,16 @@ every answer must be the recorded response frame, byte for byte (oneway: no answ
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from protocol.codes import RequestCode
+from protocol.codes import RequestCode, SerializeType
+from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from server.processors.send_message import SendMessageProcessor
 from store.config import StoreConfig
@@ -55,8 +58,17 @@ def _config(root: Path, stores_dir: Path) -> StoreConfig:
     )
 
 
-def replay(tmp_path: Path, stores_dir: Path, vectors_dir: Path, expected: dict) -> tuple[StoreConfig, list]:
-    """Run every captured SEND through the processor; returns the config and (request, response, answer)."""
+def replay(
+    tmp_path: Path,
+    stores_dir: Path,
+    vectors_dir: Path,
+    expected: dict,
+    transform: Callable[[RemotingCommand], RemotingCommand] | None = None,
+) -> tuple[StoreConfig, list]:
+    """Run every captured SEND through the processor; returns the config and (request, response, answer).
+
+    ``transform`` rewrites each captured SEND first (another client's form of the same request).
+    """
     by_file = {}
     for send in expected["sends"]:
         for req in send["requests"]:
@@ -88,6 +100,8 @@ def replay(tmp_path: Path, stores_dir: Path, vectors_dir: Path, expected: dict) 
                 born = _host(stored[0]["bornHost"]) if stored else ("127.0.0.1", 1)
                 if stored:
                     now[0] = stored[0]["storeTimestamp"]
+                if transform is not None:
+                    request = transform(request)
                 answer = processor.handle(request, born)
                 response = None
                 if not request.is_oneway:
@@ -101,11 +115,18 @@ def test_replay_gives_the_brokers_records_and_answers(
     tmp_path: Path, stores_dir: Path, vectors_dir: Path, expected: dict
 ) -> None:
     config, exchanges = replay(tmp_path, stores_dir, vectors_dir, expected)
+    check_against_java(config, exchanges, stores_dir, expected)
+
+
+def check_against_java(config: StoreConfig, exchanges: list, stores_dir: Path, expected: dict) -> None:
+    """The answers are the recorded response frames and the store is the Java broker's, byte for byte."""
     assert len(exchanges) == 12
     for request_path, response_path, answer in exchanges:
         if response_path is None:
             continue  # oneway: the connection never sends an answer (tests/server/test_send_server.py)
-        assert encode_frame(answer) == response_path.read_bytes(), request_path.name
+        # The broker answers in the request's serialization; the recorded answers are JSON.
+        as_json = dataclasses.replace(answer, serialize_type=SerializeType.JSON)
+        assert encode_frame(as_json) == response_path.read_bytes(), request_path.name
     data = (config.store_path_commit_log / "00000000000000000000").read_bytes()
     for rec in expected["records"]:
         raw = data[rec["commitLogOffset"] : rec["commitLogOffset"] + rec["size"]]
