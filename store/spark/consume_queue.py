@@ -73,25 +73,6 @@ class CqRebuildResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def check_decoded(decoded: list[CqRangeEntries], ranges: list[CommitLogRange]) -> list[str]:
-    """A range that stopped early is corrupt, unless its bad record ends the CommitLog (a torn tail).
-
-    A torn tail is the last record of the last range: the planner found nothing after it. A bad
-    record with whole records after it is corruption wherever it is: building the queues up to it
-    would silently drop the entries after it, so the job stops. (The index rebuild now finds gaps
-    its own way, ``store.spark.rebuild.find_gaps``; the consume-queue rebuild keeps this rule.)
-    """
-    warnings: list[str] = []
-    for result in decoded:
-        if result.stopped_at is None:
-            continue
-        rng = ranges[result.index]
-        if result.index != len(ranges) - 1 or result.followed:
-            raise CorruptRecordError(rng.path, result.stopped_at, result.reason)
-        warnings.append(f"CommitLog ends at a torn record at offset {result.stopped_at} ({result.reason})")
-    return warnings
-
-
 def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> CqRangeEntries:
     """Walk ``rng`` and collect the consume queue entry of every dispatched record."""
     from store import record
