@@ -29,6 +29,8 @@ SUBCOMMANDS: dict[str, str] = {
     "topic-status": "clients.commands.topic_status",
     "bench": "clients.commands.bench",
     "demo-store": "store.commands.demo_store",
+    "make-store": "store.commands.make_store",
+    "dump-messages": "store.commands.dump_messages",
     "rebuild-index": "store.commands.rebuild_index",
     "fsck": "store.commands.fsck",
     "export-keys": "store.commands.export_keys",

@@ -58,3 +58,47 @@ def java_hashmap_order(keys: Iterable[str]) -> list[str]:
 def as_java_hashmap(mapping: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``mapping`` whose iteration order is the Java ``HashMap`` order of its keys."""
     return {key: mapping[key] for key in java_hashmap_order(mapping)}
+
+
+class JavaHashMap:
+    """A ``java.util.HashMap<String, String>`` whose iteration order is Java's, through puts and removes.
+
+    The order depends on more than the keys present: the table never shrinks (a map that once held
+    13 entries keeps 32 buckets after a remove), and a key removed then put again goes to the end of
+    its bucket. The broker's send path does exactly that with ``WAIT``, so this keeps both: a Python
+    dict for insertion order and the largest capacity the table has grown to.
+    """
+
+    __slots__ = ("_capacity", "_items")
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        self._items: dict[str, str] = {}
+        self._capacity = _DEFAULT_CAPACITY
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for key, value in pairs:
+            self.put(key, value)
+
+    def put(self, key: str, value: str) -> None:
+        """``HashMap.put``: a present key keeps its place, a new one is appended (and may grow the table)."""
+        self._items[key] = value
+        if len(self._items) > self._capacity * 3 // 4:
+            self._capacity *= 2
+
+    def remove(self, key: str) -> str | None:
+        """``HashMap.remove``: the table keeps its size."""
+        return self._items.pop(key, None)
+
+    def get(self, key: str) -> str | None:
+        return self._items.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def ordered(self) -> dict[str, str]:
+        """The entries in Java's iteration order (buckets in index order, each in insertion order)."""
+        mask = self._capacity - 1
+        keys = sorted(self._items, key=lambda key: _bucket(key, mask))
+        return {key: self._items[key] for key in keys}

@@ -87,6 +87,7 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "properties_to_string",
+    "raw_properties",
     "read_index_fields",
     "string_to_properties",
 ]
@@ -377,6 +378,12 @@ def decode_messages(
     return messages
 
 
+def raw_properties(buf: bytes | bytearray | memoryview, offset: int = 0) -> bytes:
+    """The record's properties bytes exactly as stored (a dict loses repeated names and their order)."""
+    layout = _layout(buf, offset)
+    return bytes(buf[layout.props_start : layout.props_start + layout.props_len])
+
+
 class IndexFields(NamedTuple):
     """What the index builder needs from a record, read without touching its body."""
 
@@ -439,12 +446,14 @@ def _packed_host(host: str, v6: bool, what: str) -> bytes:
     return packed
 
 
-def encode_message(msg: MessageExt) -> bytes:
+def encode_message(msg: MessageExt, *, properties_string: str | bytes | None = None) -> bytes:
     """The CommitLog record for ``msg`` (``MessageDecoder.encode`` / the broker's append).
 
     TOTALSIZE is computed, not taken from ``msg.store_size``; BODYCRC is written as given (use
     ``body_crc``). A compressed message writes ``stored_body`` when present, else compresses
-    ``body`` with its sysFlag codec. Raises ``MessageEncodeError`` when a field does not fit.
+    ``body`` with its sysFlag codec. ``properties_string`` replaces ``msg.properties`` with the exact
+    string (or UTF-8 bytes) to store (the broker stores strings a dict cannot hold: a batch record
+    has ``WAIT`` twice). Raises ``MessageEncodeError`` when a field does not fit.
     """
     if not msg.body_read:
         raise MessageEncodeError("the message was decoded without its body; it cannot be re-encoded")
@@ -456,7 +465,13 @@ def encode_message(msg: MessageExt) -> bytes:
             f"topic of {len(topic)} bytes does not fit magic {msg.magic & 0xFFFFFFFF:#010x}"
             " (use MAGIC_CODE_V2)"
         )
-    props = _utf8(properties_to_string(msg.properties), "properties")
+    if isinstance(properties_string, bytes):
+        props = properties_string
+    else:
+        props = _utf8(
+            properties_to_string(msg.properties) if properties_string is None else properties_string,
+            "properties",
+        )
     if len(props) > _PROPERTIES_MAX:
         raise MessageEncodeError(f"properties of {len(props)} bytes exceed {_PROPERTIES_MAX}")
     sys_flag = msg.sys_flag

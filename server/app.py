@@ -170,11 +170,19 @@ def advertised_address(settings: ServerSettings, port: int) -> str:
 class QueryServer:
     """Both listening ports, their connections and the dispatcher they share."""
 
-    def __init__(self, store: StoreWithCommitLog, settings: ServerSettings | None = None) -> None:
+    def __init__(
+        self,
+        store: StoreWithCommitLog,
+        settings: ServerSettings | None = None,
+        *,
+        configure: Callable[[Dispatcher, BrokerIdentity], None] | None = None,
+    ) -> None:
         self.store = store
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
         self.changes = StoreChanges()
         self.settings = settings or ServerSettings()
+        #: Called with the dispatcher once built (the write path registers its processors here).
+        self._configure = configure
         self.dispatcher: Dispatcher | None = None
         self.identity: BrokerIdentity | None = None
         self._servers: list[asyncio.Server] = []
@@ -267,6 +275,8 @@ class QueryServer:
         self.dispatcher = build_dispatcher(
             self.store, self.identity, self.settings, self.query_pool, self.changes
         )
+        if self._configure is not None:
+            self._configure(self.dispatcher, self.identity)
         for server in self._servers:
             await server.start_serving()
         log.info(

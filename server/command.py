@@ -34,12 +34,14 @@ from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
+from server.write_path import write_path
 from store.commands.arg_types import port_number, seconds_or_off
 from store.commands.store_options import add_store_arguments, config_file
 from store.commands.store_options import config_from_args as load_config
 from store.config import ConfigError, StoreConfig
 from store.demo import demo_config, make_demo_store
 from store.message_store import MessageStore
+from store.writable_store import WritableStore
 
 #: ``--log-level`` values (any case); anything else used to fall back to INFO without a word.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -69,6 +71,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--build-index",
         action="store_true",
         help="index the CommitLog ourselves and keep indexing as it grows (writes under the store's index/)",
+    )
+    parser.add_argument(
+        "--writable",
+        action="store_true",
+        help="accept SEND_MESSAGE/SEND_MESSAGE_V2/SEND_BATCH_MESSAGE and append to the store like a broker "
+        "(creates the store if missing; indexes as it writes; prints NAMESRV_ADDR=HOST:PORT on stdout)",
+    )
+    parser.add_argument(
+        "--auto-create-topics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --writable: create unknown topics on their first SEND from TBW102 "
+        "(default: broker.conf's autoCreateTopicEnable, else on)",
     )
     parser.add_argument(
         "--demo",
@@ -276,6 +291,7 @@ async def serve(
     *,
     workers: int = 0,
     config: StoreConfig | None = None,
+    writable: WritableStore | None = None,
     file_watch: FileWatch | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports).
@@ -284,7 +300,7 @@ async def serve(
     """
     if workers > 0:
         settings = dataclasses.replace(settings, reuse_port=True)
-    server = QueryServer(store, settings)
+    server = QueryServer(store, settings, configure=write_path(writable) if writable is not None else None)
     await server.start()
     children = []
     if workers > 0 and config is not None:
@@ -296,6 +312,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if writable is not None and server.identity is not None:
+        # For test suites in other languages: one line on stdout to read the address from, printed
+        # once a SIGTERM would stop the server cleanly.
+        print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:
@@ -359,16 +379,30 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     except AclConfigError as exc:
         log.error("bad --acl file: %s", exc)
         return 2
-    if not config.store_path_commit_log.is_dir():
+    writable: WritableStore | None = None
+    if args.writable:
+        if args.workers > 1:
+            log.error("--writable takes one process (one writer per store): drop --workers")
+            return 2
+        try:
+            writable = WritableStore(config, auto_create_topics=args.auto_create_topics)
+        except (OSError, ValueError) as exc:
+            log.error("cannot open the store at %s for writing: %s", config.store_path_root_dir, exc)
+            return 2
+        store = writable.reader
+    elif not config.store_path_commit_log.is_dir():
         log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
         return 2
-    try:
-        # With --build-index and refreshing on, the backlog is indexed in slices after serving starts
-        # (server.refresh); with refreshing off it is indexed here, before serving.
-        store = MessageStore.open(config, build_index=args.build_index, catch_up=args.refresh_interval <= 0)
-    except (OSError, ValueError) as exc:
-        log.error("cannot open the store at %s: %s", config.store_path_root_dir, exc)
-        return 2
+    else:
+        try:
+            # With --build-index and refreshing on, the backlog is indexed in slices after serving
+            # starts (server.refresh); with refreshing off it is indexed here, before serving.
+            store = MessageStore.open(
+                config, build_index=args.build_index, catch_up=args.refresh_interval <= 0
+            )
+        except (OSError, ValueError) as exc:
+            log.error("cannot open the store at %s: %s", config.store_path_root_dir, exc)
+            return 2
     topics = sorted(store.topics())
     log.info(
         "store %s: CommitLog %d..%d, %d topic(s)%s, index %s",
@@ -377,9 +411,13 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
         store.commitlog.max_offset,
         len(topics),
         f" ({', '.join(topics[:10])}{', ...' if len(topics) > 10 else ''})" if topics else "",
-        "built and kept up to date here (--build-index)" if args.build_index else "read-only",
+        "kept up to date as records are written (--writable)"
+        if writable is not None
+        else "built and kept up to date here (--build-index)"
+        if args.build_index
+        else "read-only",
     )
-    if not topics:
+    if not topics and writable is None:
         log.warning(
             "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
             "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
@@ -395,6 +433,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,
+                    writable=writable,
                     file_watch=FileWatch(budget, lambda: store_file_count(config)),
                 )
             )
@@ -402,6 +441,9 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
         log.error("cannot listen: %s", exc)
         return 1
     finally:
-        store.close()
+        if writable is not None:
+            writable.close()
+        else:
+            store.close()
     log.info("stopped")
     return 0

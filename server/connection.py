@@ -33,6 +33,7 @@ from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_
 from server.buffer_budget import BufferBudget
 from server.burst_log import BurstLog
 from server.dispatch import Dispatcher
+from server.peer import CURRENT_PEER
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class RemotingConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
         self._remote_host: str | None = None
+        self._peer_address: tuple[str, int] | None = None
         self._tasks: set[asyncio.Task[RemotingCommand | None]] = set()
         self._last_activity = 0.0
         self._idle_handle: asyncio.TimerHandle | None = None
@@ -109,6 +111,7 @@ class RemotingConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._remote_host = str(peer[0]) if isinstance(peer, tuple) else None
+        self._peer_address = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
         self._last_activity = self._loop.time()
         if self._idle_timeout > 0:
             self._idle_handle = self._loop.call_at(self._last_activity + self._idle_timeout, self._check_idle)
@@ -263,14 +266,18 @@ class RemotingConnection(asyncio.Protocol):
             # This server never sends requests, so a response has nobody waiting for it.
             log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, self._peer)
             return
-        result = self._dispatcher.dispatch(request, self._remote_host, self._peer)
-        if result is None:
-            return
-        if isinstance(result, RemotingCommand):
-            if not request.is_oneway:
-                self._send(result)
-            return
-        self._start(result, oneway=request.is_oneway)
+        token = CURRENT_PEER.set(self._peer_address)
+        try:
+            result = self._dispatcher.dispatch(request, self._remote_host, self._peer)
+            if result is None:
+                return
+            if isinstance(result, RemotingCommand):
+                if not request.is_oneway:
+                    self._send(result)
+                return
+            self._start(result, oneway=request.is_oneway)
+        finally:
+            CURRENT_PEER.reset(token)
 
     def _start(self, coro: Coroutine[Any, Any, RemotingCommand | None], *, oneway: bool) -> None:
         task = self._loop.create_task(coro)

@@ -28,10 +28,14 @@ def _broker_data(identity: BrokerIdentity) -> dict[str, object]:
     }
 
 
-def topic_route_json(identity: BrokerIdentity, queue_nums: int | None = None) -> bytes:
-    """``TopicRouteData`` for a topic served by this one broker with ``queue_nums`` read and write
-    queues (the identity's default when None)."""
-    nums = identity.queue_nums if queue_nums is None else queue_nums
+def topic_route_json(
+    identity: BrokerIdentity, read_queue_nums: int | None = None, write_queue_nums: int | None = None
+) -> bytes:
+    """``TopicRouteData`` for a topic served by this one broker with the topic's read and write
+    queue counts (the identity's default when None; the write count follows the read count unless
+    given, as for a topic the store holds; the write path passes the topic's own counts)."""
+    read_nums = identity.queue_nums if read_queue_nums is None else read_queue_nums
+    write_nums = read_nums if write_queue_nums is None else write_queue_nums
     return _encode(
         {
             "brokerDatas": [_broker_data(identity)],
@@ -40,9 +44,9 @@ def topic_route_json(identity: BrokerIdentity, queue_nums: int | None = None) ->
                 {
                     "brokerName": identity.broker_name,
                     "perm": identity.perm,
-                    "readQueueNums": nums,
+                    "readQueueNums": read_nums,
                     "topicSysFlag": 0,
-                    "writeQueueNums": nums,
+                    "writeQueueNums": write_nums,
                 }
             ],
         }

@@ -59,7 +59,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.message_flags import MAGIC_CODE_V1, MAGIC_CODE_V2
 from store import record, sigbus
 from store.errors import CommitLogError
 from store.query_walk import read_records
@@ -67,7 +66,6 @@ from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
 _I32 = struct.Struct(">i")
-_MAGICS = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
 _ZERO8 = bytes(8)
 log = logging.getLogger("store.commitlog")
 #: A walk over the CommitLog hands the pages it read back to the kernel every this many bytes.
@@ -478,33 +476,11 @@ class CommitLog:
         )
 
     def _resync(self, view: memoryview, pos: int, length: int, base: int, *, last: bool) -> int | None:
-        """Where whole records resume after the bad one at ``pos``, or None (the data ends here).
-
-        First at ``pos + TOTALSIZE`` (a corrupt body or header field, the size intact): one check,
-        cheap enough for the tail of a live file, where a torn record is followed by zeros. In a
-        file that is not the last holding data (records never span files, so it was complete), also
-        by searching for the next magic code whose record checks at exactly its own PHYSICALOFFSET.
-        """
-        size = _I32.unpack_from(view, pos)[0]
-        nxt = pos + size
-        if size >= record.MIN_RECORD_SIZE and nxt + 8 <= length:
-            if record.check(view, nxt, length, base + nxt, check_crc=True) > 0:
-                return nxt
-        if last:
-            return None
-        search = pos + 1
-        mm = view.obj
-        while search < length:
-            hits = [h for h in (mm.find(m, search, length) for m in _MAGICS) if h >= 0]  # type: ignore[union-attr]
-            if not hits:
-                self.bytes_visited += length - search
-                return None
-            at = min(hits) - 4
-            self.bytes_visited += min(hits) + 1 - search
-            if at > pos and record.check(view, at, length, base + at, check_crc=True) > 0:
-                return at
-            search = min(hits) + 1
-        return None
+        """Where whole records resume after the bad one at ``pos``, or None (the data ends here):
+        ``record.resync``, the rule the Spark decode applies too, with the bytes it scanned counted."""
+        nxt, scanned = record.resync(view, pos, length, base, last=last)
+        self.bytes_visited += scanned
+        return nxt
 
     def _skipped_corrupt(self, f: MappedFile, pos: int, resume: int) -> None:
         offset = f.start + pos

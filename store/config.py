@@ -149,6 +149,8 @@ class StoreConfig:
     access_message_in_memory_max_ratio: int = 40
     #: The delay levels: a scheduled record's consume queue tagsCode is its delivery time.
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    #: ``autoCreateTopicEnable``: a SEND to an unknown topic creates it from TBW102 (write path only).
+    auto_create_topic_enable: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -241,8 +243,12 @@ class StoreConfig:
         for key, name in ints.items():
             if key in props:
                 values[name] = _parse_int(key, props[key])
-        if "messageIndexEnable" in props:
-            values["message_index_enable"] = _parse_bool("messageIndexEnable", props["messageIndexEnable"])
+        for key, name in (
+            ("messageIndexEnable", "message_index_enable"),
+            ("autoCreateTopicEnable", "auto_create_topic_enable"),
+        ):
+            if key in props:
+                values[name] = _parse_bool(key, props[key])
         for key, name in (
             ("brokerName", "broker_name"),
             ("brokerClusterName", "broker_cluster_name"),

@@ -31,11 +31,13 @@ AROUND_FLAG = "--index-around-gaps"
 
 @dataclass(frozen=True, slots=True)
 class LogFile:
-    """One CommitLog file as the gap description needs it: first offset, name, bytes on disk."""
+    """One CommitLog file as the gap description needs it: first offset, name, bytes on disk, and
+    why it cannot be read (None when it can)."""
 
     start: int
     name: str
     length: int
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,8 @@ def gap_causes(
         f = by_start.get(slot)
         if f is None:
             causes.append(f"file {name} (offsets {slot}..{slot + mapped_file_size}) is missing")
+        elif f.unreadable is not None:
+            causes.append(f"file {name} cannot be read: {f.unreadable}")
         elif slot <= start:
             if f.length < mapped_file_size:
                 causes.append(
@@ -100,7 +104,7 @@ def gap_causes(
 
 
 def log_files(commitlog: CommitLog) -> list[LogFile]:
-    return [LogFile(f.start, f.path.name, f.length) for f in commitlog.files]
+    return [LogFile(f.start, f.path.name, f.length, f.error) for f in commitlog.files]
 
 
 class GapWalk:
@@ -146,10 +150,11 @@ class GapWalk:
             return False
         for f in self.commitlog.files:
             if f.start == slot:
-                if f.length != size:
+                safe = f.safe_length()  # never read past what the file holds now (a cut maps to SIGBUS)
+                if f.length != size or safe != size:
                     return False
                 pos = end - slot
-                return pos + 8 > size or record.check(f.view(), pos, f.length) == record.BLANK
+                return pos + 8 > size or record.check(f.view(), pos, safe) == record.BLANK
         return False
 
     def _gap(self, start: int, resume: int) -> None:
@@ -157,9 +162,10 @@ class GapWalk:
         size = self.commitlog.mapped_file_size
         for f in self.commitlog.files:
             pos = start - f.start
+            safe = f.safe_length()
             # An end-of-file marker (or no room for one) is where a complete file ends: not the cause.
-            if 0 <= pos and pos + 8 <= f.length and record.check(f.view(), pos, f.length) != record.BLANK:
-                reason = record.describe_invalid(f.view(), pos, f.length, start)
+            if 0 <= pos and pos + 8 <= safe and record.check(f.view(), pos, safe) != record.BLANK:
+                reason = record.describe_invalid(f.view(), pos, safe, start)
         gap = Gap(start, resume, gap_causes(log_files(self.commitlog), size, start, resume, reason))
         self.on_gap(gap)
         self.gaps.append(gap)

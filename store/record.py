@@ -113,12 +113,14 @@ def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -
     return "BODYCRC does not match the body"
 
 
-def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) -> int | None:
-    """Where whole records resume after the bad bytes at ``pos`` of a file, or None (the data ends).
+def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) -> tuple[int | None, int]:
+    """Where whole records resume after the bad bytes at ``pos`` of a file (None: the data ends
+    there), and how many bytes the search for them scanned.
 
     The CommitLog walk's rule, for every walker that must skip a bad record the same way (the
     sequential walk, the Spark decode tasks): first at ``pos + TOTALSIZE`` (a corrupt body or header
-    field, the size intact), one check; unless the file is the last holding data, also the next
+    field, the size intact), one check, cheap enough for the tail of a live file; unless the file is
+    the last holding data (records never span files, so one before it was complete), also the next
     magic code whose record checks at exactly its own PHYSICALOFFSET (``base`` is the file's first
     offset). ``view`` must be a view of the whole file's buffer (``view.obj.find`` searches it).
     """
@@ -126,20 +128,22 @@ def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) ->
     nxt = pos + size
     if size >= MIN_RECORD_SIZE and nxt + 8 <= length:
         if check(view, nxt, length, base + nxt, check_crc=True) > 0:
-            return nxt
+            return nxt, 0
     if last:
-        return None
+        return None, 0
+    scanned = 0
     search = pos + 1
     find = view.obj.find  # type: ignore[union-attr]
     while search < length:
         hits = [h for h in (find(m, search, length) for m in _MAGIC_BYTES) if h >= 0]
         if not hits:
-            return None
+            return None, scanned + length - search
         at = min(hits) - 4
+        scanned += min(hits) + 1 - search
         if at > pos and check(view, at, length, base + at, check_crc=True) > 0:
-            return at
+            return at, scanned
         search = min(hits) + 1
-    return None
+    return None, scanned
 
 
 def check(

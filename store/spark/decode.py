@@ -82,7 +82,7 @@ def decode_range(rng: CommitLogRange) -> RangeEntries:
                     if pos > run_start:
                         runs.append((base + run_start, base + pos))
                     bad.append((base + pos, reason))
-                    nxt = record.resync(view, pos, end, base, last=rng.last)
+                    nxt, _scanned = record.resync(view, pos, end, base, last=rng.last)
                     if nxt is None:
                         run_start = pos = end
                         break

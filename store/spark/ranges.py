@@ -31,6 +31,7 @@ STOP_BLANK = "blank"  # an end-of-file blank record: the file is complete
 STOP_FULL = "full"  # the last record ends within 8 bytes of the file's end
 STOP_UNWRITTEN = "unwritten"  # zeros: the writer has not got here yet
 STOP_INVALID = "invalid"  # bytes that are not a record header
+STOP_UNREADABLE = "unreadable"  # the file cannot be opened or mapped (detail: why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,12 @@ def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> F
     """Hop through one file's records and cut it into ranges of about ``target_bytes``."""
     if file.length == 0:
         return FilePlan(file, (), file.start, STOP_UNWRITTEN, "empty file")
-    with open(file.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    try:
+        fh = open(file.path, "rb")
+    except OSError as exc:
+        # The sequential walk keeps such a file as a hole and goes on with the next: so does the plan.
+        return FilePlan(file, (), file.start, STOP_UNREADABLE, exc.strerror or str(exc))
+    with fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         length = len(mm)
         size_and_magic = SIZE_MAGIC.unpack_from
         pos = 0

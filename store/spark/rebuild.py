@@ -42,6 +42,7 @@ from store.spark.ranges import (
     STOP_BLANK,
     STOP_FULL,
     STOP_INVALID,
+    STOP_UNREADABLE,
     STOP_UNWRITTEN,
     CommitLogRange,
     FilePlan,
@@ -86,6 +87,8 @@ def check_plans(plans: list[FilePlan]) -> list[str]:
         plans = plans[:-1]  # a file the broker allocated ahead of time and has not written yet
     for i, plan in enumerate(plans):
         last = i == len(plans) - 1
+        if plan.stop == STOP_UNREADABLE:
+            raise PipelineError(f"CommitLog file {plan.file.path} cannot be read: {plan.detail}")
         if not last:
             nxt = plans[i + 1].file
             if nxt.start != plan.file.start + plan.file.length:
@@ -115,7 +118,9 @@ def decode_plan(plans: list[FilePlan]) -> list[CommitLogRange]:
     for i, plan in enumerate(plans):
         f = plan.file
         last = i >= last_data
-        if plan.stop == STOP_INVALID or (plan.stop == STOP_UNWRITTEN and not last):
+        if plan.stop == STOP_UNREADABLE:
+            bounds = []  # a hole: find_gaps names it
+        elif plan.stop == STOP_INVALID or (plan.stop == STOP_UNWRITTEN and not last):
             bounds = [(f.start, f.start + f.length)]
         else:
             bounds = list(itertools.pairwise([*plan.cuts, plan.end]))
@@ -135,7 +140,10 @@ def find_gaps(
     end-of-file marker, or no room for one). Bad bytes after the last run end the log (a torn tail,
     zeros not yet written); they are no gap, since no whole record follows.
     """
-    files = [LogFile(p.file.start, Path(p.file.path).name, p.file.length) for p in plans]
+    files = []
+    for p in plans:
+        unreadable = p.detail if p.stop == STOP_UNREADABLE else None
+        files.append(LogFile(p.file.start, Path(p.file.path).name, p.file.length, unreadable))
     length_of = {p.file.start: p.file.length for p in plans}
     file_end = {p.file.start: p.end for p in plans if p.stop in (STOP_BLANK, STOP_FULL)}
     bad: dict[int, str] = {}

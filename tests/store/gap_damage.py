@@ -9,8 +9,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from protocol.message_flags import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 from store.config import StoreConfig
@@ -139,3 +143,31 @@ def check_answers_around(config: StoreConfig, expected: dict, lost: set[int]) ->
             found += len(want)
             after += sum(1 for r in want if r["commitLogOffset"] > gap_end)
     return found, after
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Run as root, the command is stripped of the capabilities that bypass file modes, so a read-only
+#: directory is read-only for it too (as for any operator who is not root).
+NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``rmq-query ARGS`` in a subprocess, with file modes enforced even when run as root."""
+    return run_cli_python("-m", "clients.cli", *args)
+
+
+def run_cli_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` from the repository root, with file modes enforced even when run as root."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.fail("running as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        prefix = NO_OVERRIDE
+    return subprocess.run(
+        [*prefix, sys.executable, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

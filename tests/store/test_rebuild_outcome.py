@@ -7,22 +7,14 @@ the new index must then be byte-identical to the Java broker's, whatever the exi
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clients.cli import main
-from tests.store.gap_damage import copy_store, leftovers
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-#: Run as root, the command is stripped of the capabilities that bypass file modes, so a read-only
-#: directory is read-only for it too (as for any operator who is not root).
-NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+from tests.store.gap_damage import copy_store, leftovers, run_cli
 
 
 def index_bytes(root: Path) -> list[bytes]:
@@ -35,22 +27,6 @@ def store(stores_dir: Path, tmp_path: Path) -> tuple[Path, list[bytes]]:
     root = tmp_path / "store"
     copy_store(stores_dir, root)
     return root, index_bytes(root)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.fail("running as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
-        prefix = NO_OVERRIDE
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "clients.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_a_read_only_index_directory_is_replaced_cleanly(store: tuple[Path, list[bytes]]) -> None:

@@ -91,3 +91,26 @@ def test_reopened_writer_continues_offsets_and_queues(tmp_path: Path) -> None:
         assert len(buf) == 1
         msg = decode_message(buf[0])
         assert msg.queue_offset == sum(1 for i in range(50) if i % 3 == 0 and i % 2 == 0)
+
+
+def test_a_batch_that_does_not_fit_goes_whole_to_the_next_file(tmp_path: Path) -> None:
+    """``doAppend`` for a batch: if the whole batch plus the 8-byte blank does not fit what is left,
+    the file ends with ``[free][BLANK_MAGIC_CODE]`` and every message goes to the next file."""
+    from store.writer import StoreRecord
+
+    config = StoreConfig.for_store(tmp_path / "s", mapped_file_size_commit_log=4096)
+    with StoreWriter(config, clock=lambda: 5) as w:
+        filler = w.append("T", b"f" * 3000, unique_key=False)
+        end = filler.offset + filler.size
+        batch = [StoreRecord("T", b"m" * 300, "KEYS\x01b") for _ in range(3)]
+        assert len(w._encode(batch[0], 5, 0)[0]) + 8 <= 4096 - end, "the first message alone would fit"
+        appended = w.put_batch(batch)
+    first_file = (config.store_path_commit_log / f"{0:020d}").read_bytes()
+    free = 4096 - end
+    assert first_file[end : end + 8] == free.to_bytes(4, "big") + (-875286124).to_bytes(4, "big", signed=True)
+    assert [a.offset for a in appended] == [4096, 4096 + appended[0].size, 4096 + 2 * appended[0].size]
+    assert [a.queue_offset for a in appended] == [1, 2, 3]
+    second = (config.store_path_commit_log / f"{4096:020d}").read_bytes()
+    assert [decode_message(second, a.offset - 4096).commit_log_offset for a in appended] == [
+        a.offset for a in appended
+    ]

@@ -34,6 +34,8 @@ from tests.store.gap_damage import (
     index_bytes,
     leftovers,
     remove_middle_file,
+    run_cli,
+    run_cli_python,
     truncate_middle_file,
 )
 
@@ -136,3 +138,32 @@ def test_a_file_created_ahead_and_zeros_after_the_last_record_are_no_gap(
     builder = rebuild_index(config)
     assert builder.gaps == [] and builder.after_swap == []
     assert list(index_bytes(config.store_path_root_dir).values()) == list(java.values())
+
+
+_STAGES = """
+import sys
+from store.config import StoreConfig
+from store.spark.decode import decode_range
+from store.spark.ranges import list_files, plan_file
+from store.spark.rebuild import decode_plan, find_gaps
+config = StoreConfig.load(sys.argv[1] + "/broker.conf", overrides={"store_path_root_dir": sys.argv[1]})
+plans = [plan_file(f, 1 << 16) for f in list_files(config.store_path_commit_log)]
+ranges = decode_plan(plans)
+gaps, _ = find_gaps([decode_range(r) for r in ranges], ranges, plans, config.mapped_file_size_commit_log)
+print("\\n".join(g.describe() for g in gaps))
+"""
+
+
+def test_an_unreadable_file_is_the_same_gap_for_both_engines(stores_dir: Path, tmp_path: Path) -> None:
+    # Run without CAP_DAC_OVERRIDE (as any operator who is not root) so chmod 000 really bites.
+    config = copy_store(stores_dir, tmp_path / "store")
+    root = config.store_path_root_dir
+    victim = config.store_path_commit_log / f"{8 * config.mapped_file_size_commit_log:020d}"
+    victim.chmod(0)
+    sequential = run_cli("rebuild-index", "--store", str(root))
+    assert sequential.returncode == 1, sequential.stderr
+    assert f"file {victim.name} cannot be read: Permission denied" in sequential.stderr
+    stages = run_cli_python("-c", _STAGES, str(root))
+    assert stages.returncode == 0, stages.stderr
+    (line,) = stages.stdout.splitlines()
+    assert f"rebuild-index: {line}. An index built" in sequential.stderr

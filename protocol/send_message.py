@@ -1,0 +1,232 @@
+"""The producer's SEND requests on the wire: both header forms, the batch body, the response header.
+
+SEND_MESSAGE (10) carries ``SendMessageRequestHeader`` under its field names; SEND_MESSAGE_V2 (310)
+and SEND_BATCH_MESSAGE (320) carry ``SendMessageRequestHeaderV2``, one letter per field (``a`` =
+producerGroup ... ``n`` = brokerName), which the broker maps back to the long form. A missing
+``@CFNotNull`` field is reported under the name the request used, as Java's decoder does.
+
+The batch body is ``MessageDecoder.encodeMessages``: per message TOTALSIZE i32, MAGIC i32 (0), BODYCRC
+i32 (0), FLAG i32, BODYLEN i32 + BODY, PROPLEN i16 + PROPERTIES, with no topic. The broker keeps each
+message's properties *bytes* as they came (only appending the batch header's), so a message is kept
+as raw bytes here too. The broker takes the batch path on the header's ``batch`` flag, not on the
+request code.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Self
+
+from protocol.custom_headers import (
+    _optional,
+    _parse_integer,
+    _required,
+    _required_int,
+    _required_long,
+    java_parse_boolean,
+)
+from protocol.errors import MessageDecodeError
+from protocol.java_hashmap import JavaHashMap, as_java_hashmap
+from protocol.message_properties import properties_to_string
+
+#: The V2 header's one-letter names, in the order of ``SendMessageRequestHeaderV2``.
+V2_NAMES = {
+    "producerGroup": "a",
+    "topic": "b",
+    "defaultTopic": "c",
+    "defaultTopicQueueNums": "d",
+    "queueId": "e",
+    "sysFlag": "f",
+    "bornTimestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsumeTimes": "j",
+    "unitMode": "k",
+    "maxReconsumeTimes": "l",
+    "batch": "m",
+    "bname": "n",
+}
+
+_INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+
+
+@dataclass(slots=True, frozen=True)
+class SendMessageRequestHeader:
+    """The fields of a SEND request, whichever form it came in."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    batch: bool = False
+    broker_name: str | None = None
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None, *, v2: bool) -> Self:
+        """Decode the long-named (``v2=False``, code 10) or one-letter (codes 310, 320) form."""
+
+        def name(long: str) -> str:
+            return V2_NAMES[long] if v2 else long
+
+        def optional_int(long: str) -> int | None:
+            value = _optional(ext_fields, name(long))
+            return None if value is None else _parse_integer(name(long), value, "int", _INT_RANGE)
+
+        return cls(
+            producer_group=_required(ext_fields, name("producerGroup")),
+            topic=_required(ext_fields, name("topic")),
+            default_topic=_required(ext_fields, name("defaultTopic")),
+            default_topic_queue_nums=_required_int(ext_fields, name("defaultTopicQueueNums")),
+            queue_id=_required_int(ext_fields, name("queueId")),
+            sys_flag=_required_int(ext_fields, name("sysFlag")),
+            born_timestamp=_required_long(ext_fields, name("bornTimestamp")),
+            flag=_required_int(ext_fields, name("flag")),
+            properties=_optional(ext_fields, name("properties")),
+            reconsume_times=optional_int("reconsumeTimes"),
+            unit_mode=java_parse_boolean(_optional(ext_fields, name("unitMode"))),
+            max_reconsume_times=optional_int("maxReconsumeTimes"),
+            batch=java_parse_boolean(_optional(ext_fields, name("batch"))),
+            broker_name=_optional(ext_fields, name("bname")),
+        )
+
+    def to_ext_fields(self, *, v2: bool) -> dict[str, str]:
+        """The header as a Java client sends it (null fields left out), in Java ``HashMap`` order."""
+        values: dict[str, str | None] = {
+            "producerGroup": self.producer_group,
+            "topic": self.topic,
+            "defaultTopic": self.default_topic,
+            "defaultTopicQueueNums": str(self.default_topic_queue_nums),
+            "queueId": str(self.queue_id),
+            "sysFlag": str(self.sys_flag),
+            "bornTimestamp": str(self.born_timestamp),
+            "flag": str(self.flag),
+            "properties": self.properties,
+            "reconsumeTimes": None if self.reconsume_times is None else str(self.reconsume_times),
+            "unitMode": "true" if self.unit_mode else "false",
+            "maxReconsumeTimes": None if self.max_reconsume_times is None else str(self.max_reconsume_times),
+            "batch": "true" if self.batch else "false",
+            "bname": self.broker_name,
+        }
+        return as_java_hashmap({(V2_NAMES[k] if v2 else k): v for k, v in values.items() if v is not None})
+
+
+@dataclass(slots=True, frozen=True)
+class SendMessageResponseHeader:
+    """SUCCESS's header: the offset msg id(s), the queue the client chose and the first queue offset."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+
+    def to_ext_fields(self, region: str, trace_on: bool) -> dict[str, str]:
+        """With the two fields every SEND answer carries (``MSG_REGION``, ``TRACE_ON``), in HashMap order."""
+        fields = send_response_fields(region, trace_on)
+        fields.update(msgId=self.msg_id, queueId=str(self.queue_id), queueOffset=str(self.queue_offset))
+        if self.transaction_id is not None:
+            fields["transactionId"] = self.transaction_id
+        return as_java_hashmap(fields)
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
+        return cls(
+            msg_id=_required(ext_fields, "msgId"),
+            queue_id=_required_int(ext_fields, "queueId"),
+            queue_offset=_required_long(ext_fields, "queueOffset"),
+            transaction_id=_optional(ext_fields, "transactionId"),
+        )
+
+
+def send_response_fields(region: str, trace_on: bool) -> dict[str, str]:
+    """``MSG_REGION`` and ``TRACE_ON``: on every SEND answer, also the refusals."""
+    return as_java_hashmap({"MSG_REGION": region, "TRACE_ON": "true" if trace_on else "false"})
+
+
+@dataclass(slots=True, frozen=True)
+class BatchItem:
+    """One message of a batch body: its flag, body and properties bytes exactly as sent."""
+
+    flag: int
+    body: bytes
+    properties: bytes
+
+
+_BATCH_HEAD = struct.Struct(">iiiii")
+_I16 = struct.Struct(">h")
+
+
+def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+    """Split a SEND_BATCH_MESSAGE body into its messages; ``MessageDecodeError`` if it does not parse.
+
+    Java walks the body by the lengths inside it (TOTALSIZE is not checked against them), so the
+    same is done here, but every length must stay inside the body: a short or overlong body is an
+    error rather than the broker's ``BufferUnderflowException``.
+    """
+    view = memoryview(body)
+    items: list[BatchItem] = []
+    pos = 0
+    end = len(view)
+    while pos < end:
+        if end - pos < _BATCH_HEAD.size + 2:
+            raise MessageDecodeError(f"batch body truncated at byte {pos}: {end - pos} bytes left")
+        _total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+        start = pos + _BATCH_HEAD.size
+        if body_len < 0 or start + body_len + 2 > end:
+            raise MessageDecodeError(
+                f"batch message at byte {pos}: body length {body_len} runs past the body"
+            )
+        props_at = start + body_len
+        props_len = _I16.unpack_from(view, props_at)[0]
+        if props_len < 0 or props_at + 2 + props_len > end:
+            raise MessageDecodeError(
+                f"batch message at byte {pos}: properties length {props_len} runs past the body"
+            )
+        items.append(
+            BatchItem(flag, bytes(view[start:props_at]), bytes(view[props_at + 2 : props_at + 2 + props_len]))
+        )
+        pos = props_at + 2 + props_len
+    return items
+
+
+def encode_batch_body(messages: list[tuple[int, bytes, Mapping[str, str]]]) -> bytes:
+    """``MessageDecoder.encodeMessages`` for ``(flag, body, properties)`` triples (a client's batch)."""
+    parts: list[bytes] = []
+    for flag, body, properties in messages:
+        props = properties_to_string(properties).encode("utf-8")
+        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
+        parts.append(_BATCH_HEAD.pack(total, 0, 0, flag, len(body)) + body + _I16.pack(len(props)) + props)
+    return b"".join(parts)
+
+
+def client_properties(
+    keys: str | Iterable[str] | None,
+    tags: str | None,
+    properties: Mapping[str, str] | None,
+    unique_key: str | None,
+    delay_level: int = 0,
+) -> str:
+    """The properties string a Java producer sends: its ``HashMap`` (TAGS, KEYS, ``WAIT=true``,
+    DELAY, the user's, UNIQ_KEY) serialized in Java's order."""
+    props = JavaHashMap()
+    if tags is not None:
+        props.put("TAGS", tags)
+    if keys is not None:
+        props.put("KEYS", keys if isinstance(keys, str) else " ".join(keys))
+    props.put("WAIT", "true")
+    if delay_level:
+        props.put("DELAY", str(delay_level))
+    for name, value in (properties or {}).items():
+        props.put(name, value)
+    if unique_key is not None:
+        props.put("UNIQ_KEY", unique_key)
+    return properties_to_string(props.ordered())

@@ -1,0 +1,41 @@
+"""Routes in writable mode: each topic of the topic table with its own queue counts and perm.
+
+A read-only server routes every topic it finds in the store the same way (``name_server``). With the
+write path on, the topic table decides, as the broker's registration with the name server does:
+``TBW102`` (perm 7, 8 queues) is routed while auto-create is on, so a producer sending to a new
+topic first gets TOPIC_NOT_EXIST for it, then takes TBW102's route and the broker creates the topic
+on the first SEND; afterwards the new topic has its own route. Topics found only in the records (a
+store written elsewhere) keep the read-only answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.custom_headers import GetRouteInfoRequestHeader
+from server.identity import BrokerIdentity
+from server.processors.name_server import NameServerProcessor
+from server.route import topic_route_json
+from store.writable_store import WritableStore
+
+
+class WritableRoutes:
+    """GET_ROUTEINFO_BY_TOPIC from the topic table, falling back to the read-only name server."""
+
+    __slots__ = ("_fallback", "_identity", "_store")
+
+    def __init__(self, store: WritableStore, identity: BrokerIdentity, fallback: NameServerProcessor) -> None:
+        self._store = store
+        self._identity = identity
+        self._fallback = fallback
+
+    def get_route_info_by_topic(self, request: RemotingCommand) -> RemotingCommand:
+        header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
+        config = self._store.topic_config(header.topic)
+        if config is None:
+            return self._fallback.get_route_info_by_topic(request)
+        identity = dataclasses.replace(self._identity, perm=config.perm)
+        body = topic_route_json(identity, config.read_queue_nums, config.write_queue_nums)
+        return request.make_response(ResponseCode.SUCCESS, body=body)

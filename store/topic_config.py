@@ -1,0 +1,191 @@
+"""The broker's topic table, ``config/topics.json``: which topics exist, their queue counts and perms.
+
+The write path needs it the way the broker does: a SEND's queue id is checked against the topic's
+queue counts, an unknown topic is created from ``TBW102`` when ``autoCreateTopicEnable`` is on (queue
+count ``min(client's defaultTopicQueueNums, TBW102's writeQueueNums)``, TBW102's perm without the
+inherit bit) and the table is saved at once, as ``TopicConfigManager.persist`` does. A new table
+starts with the topics a 4.9.7 broker creates at start-up (``TopicConfigManager``'s constructor).
+
+The file is written as the broker writes it (fastjson, tab-indented, sorted keys inside each topic)
+through a temporary file and a rename, so a crash leaves the old table or the new one, never half.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from store.errors import StoreError
+
+PERM_INHERIT = 1
+PERM_WRITE = 2
+PERM_READ = 4
+
+AUTO_CREATE_TOPIC = "TBW102"
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """One topic's entry (``org.apache.rocketmq.common.TopicConfig``)."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, object]) -> TopicConfig:
+        def num(key: str, default: int) -> int:
+            value = data.get(key, default)
+            return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+        return cls(
+            topic_name=name,
+            read_queue_nums=num("readQueueNums", 16),
+            write_queue_nums=num("writeQueueNums", 16),
+            perm=num("perm", PERM_READ | PERM_WRITE),
+            topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=num("topicSysFlag", 0),
+            order=bool(data.get("order", False)),
+        )
+
+    def java_string(self) -> str:
+        """``TopicConfig.toString``, which the broker puts into some remarks."""
+        perm = "".join(
+            (
+                "R" if self.perm & PERM_READ else "-",
+                "W" if self.perm & PERM_WRITE else "-",
+                "X" if self.perm & PERM_INHERIT else "-",
+            )
+        )
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm}, topicFilterType={self.topic_filter_type}, "
+            f"topicSysFlag={self.topic_sys_flag}, order={'true' if self.order else 'false'}]"
+        )
+
+
+def startup_topics(cluster: str, broker_name: str, *, auto_create: bool = True) -> list[TopicConfig]:
+    """The topics a 4.9.7 broker puts into a fresh table (``TopicConfigManager``'s constructor)."""
+    rw = PERM_READ | PERM_WRITE
+    topics = [TopicConfig("SELF_TEST_TOPIC", 1, 1, rw)]
+    if auto_create:
+        topics.append(TopicConfig(AUTO_CREATE_TOPIC, 8, 8, rw | PERM_INHERIT))
+    topics += [
+        TopicConfig("BenchmarkTest", 1024, 1024, rw),
+        TopicConfig(cluster, 16, 16, rw | PERM_INHERIT),
+        TopicConfig(broker_name, 1, 1, rw | PERM_INHERIT),
+        TopicConfig("OFFSET_MOVED_EVENT", 1, 1, rw),
+        TopicConfig("SCHEDULE_TOPIC_XXXX", 18, 18, rw),
+        TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1, rw),
+        TopicConfig("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1, rw),
+    ]
+    return topics
+
+
+class TopicTable:
+    """``config/topics.json`` loaded, changed and saved (atomically) like the broker's manager."""
+
+    def __init__(self, path: Path, topics: dict[str, TopicConfig], counter: int, timestamp: int) -> None:
+        self.path = path
+        self.topics = topics
+        self.counter = counter
+        self.timestamp = timestamp
+
+    @classmethod
+    def load(cls, path: Path) -> TopicTable:
+        """The table at ``path``; an empty one if the file does not exist."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return cls(path, {}, 0, 0)
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc}") from exc
+        try:
+            data = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise StoreError(f"{path} is not JSON: {exc}") from exc
+        table = data.get("topicConfigTable") if isinstance(data, dict) else None
+        if not isinstance(table, dict):
+            raise StoreError(f"{path} has no topicConfigTable object")
+        version = data.get("dataVersion") if isinstance(data.get("dataVersion"), dict) else {}
+        topics = {
+            str(name): TopicConfig.from_json(str(name), entry)
+            for name, entry in table.items()
+            if isinstance(entry, dict)
+        }
+        return cls(path, topics, int(version.get("counter", 0) or 0), int(version.get("timestamp", 0) or 0))
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def put(self, config: TopicConfig, now_ms: int) -> None:
+        """Add or replace a topic and bump the data version (saved by ``save``)."""
+        self.topics[config.topic_name] = config
+        self.counter += 1
+        self.timestamp = now_ms
+
+    def create_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, now_ms: int, *, auto_create: bool
+    ) -> TopicConfig | None:
+        """``createTopicInSendMessageMethod``: the new topic, or None when the default topic forbids it."""
+        default = self.topics.get(default_topic)
+        if default is None:
+            return None
+        perm = default.perm
+        if default_topic == AUTO_CREATE_TOPIC and not auto_create:
+            perm = PERM_READ | PERM_WRITE
+        if not perm & PERM_INHERIT:
+            return None
+        nums = max(0, min(client_queue_nums, default.write_queue_nums))
+        config = TopicConfig(
+            topic, nums, nums, perm & ~PERM_INHERIT, topic_filter_type=default.topic_filter_type
+        )
+        self.put(config, now_ms)
+        self.save()
+        return config
+
+    def save(self) -> None:
+        """Write the table as the broker does, through a temporary file and a rename."""
+        lines = [
+            "{",
+            '\t"dataVersion":{',
+            f'\t\t"counter":{self.counter},',
+            f'\t\t"timestamp":{self.timestamp}',
+        ]
+        lines.append("\t},")
+        lines.append('\t"topicConfigTable":{')
+        entries = []
+        for name, config in self.topics.items():
+            body = ",\n".join(f"\t\t\t{_json(k)}:{_json(v)}" for k, v in config.to_json().items())
+            entries.append(f"\t\t{_json(name)}:{{\n{body}\n\t\t}}")
+        lines.append(",\n".join(entries))
+        lines += ["\t}", "}"]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(self.path)
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value).decode("utf-8")
