@@ -35,3 +35,24 @@ def broker_lock_holder(store_root: str | os.PathLike[str]) -> int | None:
     if l_type == fcntl.F_UNLCK:
         return None
     return pid
+
+
+def index_files_mapped_by(pid: int, index_dir: str | os.PathLike[str]) -> list[str] | None:
+    """The files under ``index_dir`` that process ``pid`` has mapped, or None when that cannot be read.
+
+    A broker with ``messageIndexEnable=true`` keeps every IndexFile of its store mapped (and writes
+    the newest one); one with ``messageIndexEnable=false`` maps none. Its ``/proc/PID/maps`` tells the
+    two apart whatever broker.conf this tool was given.
+    """
+    root = os.path.realpath(index_dir) + os.sep
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    mapped: set[str] = set()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(root):
+            mapped.add(fields[5].removesuffix(" (deleted)"))
+    return sorted(mapped)

@@ -55,7 +55,7 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +87,12 @@ class MappedFile:
     mm: mmap.mmap | None
     inode: int = 0
     error: str | None = None
+    #: Stops the SIGBUS guard covering ``mm`` (``store.sigbus.track``); called once it is unmapped.
+    untrack: Callable[[], None] = sigbus.nothing
+
+    def __post_init__(self) -> None:
+        if self.mm is not None:
+            self.untrack = sigbus.track(self.mm)
 
     @property
     def end(self) -> int:
@@ -117,7 +123,9 @@ class MappedFile:
             try:
                 self.mm.close()
             except BufferError:
-                pass  # a view handed out earlier still uses it; the GC unmaps it later
+                pass  # a view handed out earlier still uses it; the GC unmaps it later (and untracks)
+            else:
+                self.untrack()
             self.mm = None
 
 
@@ -223,6 +231,8 @@ class CommitLog:
                             "the cut are gone; reading the whole records before it",
                         )
                         cut = start + now if cut is None else min(cut, start + now)
+                        # The same event seen from the remap below: "log it once", not twice.
+                        self.warn.mark(f"size:{name}:{now}")
                 elif known is not None and known.mm is not None:
                     cut = start if cut is None else min(cut, start)  # replaced by another file
                 if known is not None:
@@ -244,6 +254,10 @@ class CommitLog:
                         f"CommitLog file {path} has {length} bytes, not mappedFileSizeCommitLog "
                         f"{self.mapped_file_size}: truncated or damaged; reading the whole records it holds",
                     )
+                elif length == self.mapped_file_size:
+                    # Whole again (restored): a later cut of this file is a new event, reported again.
+                    self.warn.forget(f"shrunk:{name}:")
+                    self.warn.forget(f"size:{name}:")
                 files.append(MappedFile(start, path, length, mm, inode))
             for gone in old.values():
                 gone.close()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from protocol.index_key import index_key_hash
+from store import sigbus
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, index_file_size
 from store.errors import IndexFileError, IndexGeometryError
 from store.query_walk import BUDGET, OUTSIDE, ZEROED, walk_chain
@@ -128,6 +129,8 @@ class IndexFile:
                     raise IndexFileError(f"index file {self.path} changed size while it was opened")
                 access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
                 self._mm: mmap.mmap = mmap.mmap(fd, self.size, access=access)
+                #: Lets the SIGBUS guard cover this map; called once it is unmapped (``close``).
+                self._untrack = sigbus.track(self._mm)
                 #: The mapped inode: a path that names another one now was replaced (``refresh``).
                 self.inode = st.st_ino
             finally:
@@ -520,8 +523,11 @@ class IndexFile:
                 self._mm.flush()
             self._mm.close()
         except (BufferError, ValueError, OSError):
-            # A view handed out earlier still references the map; the GC unmaps it later.
+            # A view handed out earlier still references the map; the GC unmaps it later (and the
+            # guard's release runs then).
             pass
+        else:
+            self._untrack()
 
     def __repr__(self) -> str:
         return f"IndexFile({self.path!s}, {self.header})"

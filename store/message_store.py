@@ -19,11 +19,12 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store import record
-from store.broker_lock import broker_lock_holder
+from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import CommitLog
 from store.config import StoreConfig
@@ -108,16 +109,39 @@ class MessageStore:
         self._cq_builder = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
+        if build_index and (mapped := _maintained_by_broker(config, config.index_dir)):
+            # A second writer of the broker's own IndexFiles (and consume queues) would corrupt them:
+            # serve what it writes.
+            log.warning(
+                "not building the index: a running broker (pid %d) maintains it (it has %d file(s) of "
+                "%s mapped); serving its index read-only",
+                mapped[0],
+                mapped[1],
+                config.index_dir,
+            )
+            build_index = self.build_index = False
         if build_index:
             from store.consume_queue_builder import ConsumeQueueBuilder
             from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
 
             self._builder = IndexBuilder(config, self.commitlog)
             self.index = self._builder.index
-            self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
+            cq_mapped = _maintained_by_broker(config, config.consume_queue_dir)
+            if cq_mapped:
+                # A broker that does not index still writes its consume queues: never a second writer.
+                log.warning(
+                    "not building consume queues: a running broker (pid %d) maintains them (it has %d "
+                    "file(s) of %s mapped)",
+                    cq_mapped[0],
+                    cq_mapped[1],
+                    config.consume_queue_dir,
+                )
+            else:
+                self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
             if catch_up:
                 self._builder.run_once()
-                self._cq_builder.run_once()
+                if self._cq_builder is not None:
+                    self._cq_builder.run_once()
                 self.queues.refresh()
         else:
             self.index = IndexService(config)
@@ -405,3 +429,12 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _maintained_by_broker(config: StoreConfig, directory: Path) -> tuple[int, int] | None:
+    """(pid, files mapped) of a running broker that maps files under ``directory``, or None."""
+    holder = broker_lock_holder(config.store_path_root_dir)
+    if holder is None:
+        return None
+    mapped = index_files_mapped_by(holder, directory)
+    return (holder, len(mapped)) if mapped else None

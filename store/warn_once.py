@@ -36,5 +36,11 @@ class WarnOnce:
         with self._lock:
             self._seen.add(key)
 
+    def forget(self, prefix: str) -> None:
+        """Report the problems whose key starts with ``prefix`` again when next met (it was repaired:
+        the same damage later is a new event)."""
+        with self._lock:
+            self._seen = {k for k in self._seen if not k.startswith(prefix)}
+
     def seen(self, key: str) -> bool:
         return key in self._seen

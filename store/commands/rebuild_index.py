@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import abnormal_exit
 from store.commands.arg_types import positive_seconds
 from store.commands.rebuild_outcome import (
@@ -106,6 +107,15 @@ def run(args: argparse.Namespace) -> int:
         if not config.store_path_commit_log.is_dir():
             print(f"rebuild-index: no CommitLog directory at {config.store_path_commit_log}", file=sys.stderr)
             return 1
+        writes_in_place = not (args.engine == "spark" and getattr(args, "out", None))
+        targets = [config.index_dir] if args.only in (None, "index") else []
+        if args.only in (None, "consumequeue"):
+            targets.append(config.consume_queue_dir)
+        refusal = _broker_writes_index(config.store_path_root_dir, targets) if writes_in_place else None
+        if refusal is not None:
+            print(f"rebuild-index: {refusal}", file=sys.stderr)
+            print("rebuild-index: nothing was replaced", file=sys.stderr)
+            return EXIT_NOT_REPLACED
         if abnormal_exit(config.store_path_root_dir):
             print(
                 f"rebuild-index: warning: {config.abort_path} exists: a broker is running on this store or"
@@ -166,6 +176,31 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, StoreError, OSError) as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         return 1
+
+
+def _broker_writes_index(store_root: Path, targets: list[Path]) -> str | None:
+    """Why the store's own index (or consume queues) must not be rebuilt now, or None.
+
+    A running broker keeps the files it maintains mapped and goes on writing the ones it has open:
+    IndexFiles when it indexes (``messageIndexEnable=true``), consume queues always. A rebuild
+    swapped in under it would receive none of its later entries (they go to the files moved aside
+    and deleted), and ``--follow`` would be a second writer of the same files. A broker that does
+    not index maps no IndexFile: rebuilding the index and following beside it is what this tool is
+    for.
+    """
+    holder = broker_lock_holder(store_root)
+    if holder is None:
+        return None
+    for target in targets:
+        mapped = index_files_mapped_by(holder, target)
+        if mapped:  # (None when its maps cannot be read: the abort warning then says what to do)
+            return (
+                f"a running broker (pid {holder}, holding {Path(store_root) / 'lock'}) maintains "
+                f"{target}: it has {len(mapped)} file(s) of it mapped, e.g. {mapped[-1]}. Replacing or "
+                "writing them under it loses every entry it writes afterwards; stop the broker first, "
+                "or write a separate copy with --engine spark --out DIR"
+            )
+    return None
 
 
 def _follow(config: StoreConfig, interval: float, *, do_index: bool, do_cq: bool) -> int:

@@ -448,6 +448,41 @@ def test_a_cut_commitlog_file_is_walked_again_to_its_last_whole_record(
     assert len(shrank) == 1 and f"to {cut - LAST_DATA_FILE} bytes" in shrank[0].getMessage()
 
 
+def test_a_commitlog_file_cut_while_mapped_is_one_warning(
+    stores_dir: Path, tmp_path: Path, messages: list[dict], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One cut, one line: the shrink is reported, not also as "has N bytes, not
+    mappedFileSizeCommitLog" for the same file and length (the remap that follows it)."""
+    config, _conf = _copy(stores_dir, tmp_path)
+    path = _commitlog_path(config, LAST_DATA_FILE)
+    cut = messages[-10]["commitLogOffset"] + 50 - LAST_DATA_FILE
+    with MessageStore.open(config) as store:
+        caplog.clear()
+        os.truncate(path, cut)
+        for _ in range(3):
+            store.refresh()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "shrank" in warnings[0], warnings
+
+
+def test_a_commitlog_file_cut_again_after_a_restore_is_reported_again(
+    stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once per event, not once per process: the same cut after the file was restored is news."""
+    config, _conf = _copy(stores_dir, tmp_path)
+    path = _commitlog_path(config, LAST_DATA_FILE)
+    data = path.read_bytes()
+    with MessageStore.open(config) as store:
+        for _ in range(2):
+            os.truncate(path, 100000)
+            store.refresh()
+            store.refresh()
+            path.write_bytes(data)
+            store.refresh()
+    shrank = [r for r in caplog.records if "shrank" in r.getMessage()]
+    assert len(shrank) == 2
+
+
 def test_index_files_of_a_building_store_deleted_or_cut_are_logged_once(
     stores_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
