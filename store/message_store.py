@@ -67,7 +67,7 @@ class QueryMessageResult:
 
     @property
     def buffer_total_size(self) -> int:
-        return sum(len(b) for b in self.buffers)
+        return sum(map(len, self.buffers))  # byte views: len is nbytes
 
 
 def key_matches(buf: memoryview, topic: str, key: str) -> bool:
@@ -264,31 +264,38 @@ class MessageStore:
             # served record would cost ~25% of a 64-hit query; the CommitLog walk (the builder,
             # fsck) reports such a record once.
             records = commitlog.read_records(offsets.phy_offsets)
-            for m, buf in enumerate(records):
-                if buf is None:
-                    # The broker's lookMessageByOffset fails: this offset is skipped. Below the
-                    # CommitLog's start (retention) or past its end (a live broker's index runs
-                    # ahead of our last refresh) that is normal; in between it is damage.
-                    offset = offsets.phy_offsets[m]
-                    if commitlog.min_offset <= offset < commitlog.max_offset:
-                        self.warn(
-                            "entry",
-                            f"an index entry points at CommitLog offset {offset}, where no whole record "
-                            "starts (a damaged index entry or record); such hits are skipped "
-                            "(rmq-query fsck --store names them)",
-                        )
-                    continue
-                if m == 0:
-                    last_query_time = record.store_timestamp(buf, 0)
-                if exact_key and not key_matches(buf, topic, key):
-                    continue
-                result.buffers.append(buf)
+            first = records[0]
+            if first is not None:
+                last_query_time = record.store_timestamp(first, 0)
+            # One list pass for the common case; the per-record loop only for exact keys.
+            found = [buf for buf in records if buf is not None]
+            if len(found) != len(records):
+                self._skipped_offsets(offsets.phy_offsets, records)
+            if exact_key:
+                found = [buf for buf in found if key_matches(buf, topic, key)]
+            result.buffers.extend(found)
             if result.buffers or result.budget_exhausted:
                 break
             if last_query_time < begin:
                 break
         self._served(result.buffer_total_size + 4096 * len(result.buffers), len(result.buffers))
         return result
+
+    def _skipped_offsets(self, phy_offsets: list[int], records: list[memoryview | None]) -> None:
+        """Warn (once) about an index entry whose offset holds no whole record, if it is damage."""
+        commitlog = self.commitlog
+        for offset, buf in zip(phy_offsets, records, strict=True):
+            # The broker's lookMessageByOffset fails: this offset is skipped. Below the CommitLog's
+            # start (retention) or past its end (a live broker's index runs ahead of our last
+            # refresh) that is normal; in between it is damage.
+            if buf is None and commitlog.min_offset <= offset < commitlog.max_offset:
+                self.warn(
+                    "entry",
+                    f"an index entry points at CommitLog offset {offset}, where no whole record "
+                    "starts (a damaged index entry or record); such hits are skipped "
+                    "(rmq-query fsck --store names them)",
+                )
+                return
 
     def view_message(self, offset: int) -> memoryview | None:
         """The raw record at ``offset`` (``selectOneMessageByOffset``), or None."""
