@@ -138,6 +138,8 @@ class IndexFile:
         except OSError as exc:
             raise IndexFileError(f"cannot map index file {self.path}: {exc}") from exc
         self._closed = False
+        #: The last header judged by ``problem()`` and the verdict: (header, last, problem).
+        self._judged: tuple[IndexHeader, bool, str | None] | None = None
         #: Problems met while reading this file, each logged once (see ``store.warn_once``).
         self.warn = WarnOnce(log)
         # Writer state, mirroring the broker's in-memory IndexHeader (loaded files: indexCount <= 0 -> 1).
@@ -199,6 +201,19 @@ class IndexFile:
     def intact(self) -> bool:
         """The whole map can be read now (the file was not cut short under it); see the docstring."""
         return self.safe_length() >= self.size
+
+    def problem(self, header: IndexHeader, *, last: bool) -> str | None:
+        """``header_problem`` for this file's geometry, remembered for the header it was asked about.
+
+        Every query asks it of every file it searches, and a file's header changes only while a
+        writer fills it: an equal header (six ints compared) gets the same verdict without the checks.
+        """
+        judged = self._judged
+        if judged is not None and judged[1] is last and judged[0] == header:
+            return judged[2]
+        problem = header_problem(header, self.hash_slot_num, self.index_num, last=last)
+        self._judged = (header, last, problem)
+        return problem
 
     def read_header(self) -> IndexHeader:
         """The header as it is in the file now (a live broker may be updating it)."""

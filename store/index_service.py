@@ -276,7 +276,7 @@ class IndexService:
             if i == last:
                 result.index_last_update_timestamp = header.end_timestamp
                 result.index_last_update_phyoffset = header.end_phy_offset
-            problem = header_problem(header, self.hash_slot_num, self.index_num, last=i == last)
+            problem = f.problem(header, last=i == last)
             if problem is not None:
                 # Garbage must neither answer nor prune the walk over the intact older files.
                 f.warn("header", f"index file {f.path}: {problem}; the file is left out of queries")

@@ -118,3 +118,24 @@ def test_is_time_matched() -> None:
     assert not is_time_matched(h, 0, 99)
     assert not is_time_matched(h, 201, 300)
     assert is_time_matched(h, 150, 120), "begin > end still matches when begin lies inside (as in Java)"
+
+
+def test_problem_follows_the_header_it_is_asked_about(tmp_path: Path) -> None:
+    f = _new(tmp_path)
+    try:
+        good = IndexHeader(1000, 2000, 0, 100, 1, ENTRIES)
+        assert f.problem(good, last=False) is None
+        assert f.problem(good, last=False) is None  # the remembered verdict
+        not_full = good._replace(index_count=ENTRIES - 1)
+        assert (
+            f.problem(not_full, last=False)
+            == f"indexCount {ENTRIES - 1} in an older file, which must be full ({ENTRIES})"
+        )
+        assert f.problem(not_full, last=True) is None  # the newest file may be filling
+        assert (
+            f.problem(good._replace(begin_timestamp=-1), last=True)
+            == "negative timestamp or offset in the header"
+        )
+        assert f.problem(good, last=False) is None
+    finally:
+        f.close()
