@@ -44,6 +44,8 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 _LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
+#: The most plain decimal digits that always fit a Java long (10**18 - 1 < 2**63 - 1).
+_LONG_PLAIN_DIGITS = 18
 
 
 #: Digits after the sign and leading zeros beyond which a value cannot fit a Java long (2^63 has 19).
@@ -86,9 +88,11 @@ def _required(ext_fields: Mapping[str, str] | None, name: str) -> str:
     return value
 
 
-def _parse_integer(name: str, value: str, kind: str, bounds: tuple[int, int]) -> int:
-    if len(value) < 10 and value.isascii() and value.isdigit():
-        return int(value)  # the common case: at most 9 ASCII digits fit any Java int or long
+def _parse_integer(name: str, value: str, kind: str, bounds: tuple[int, int], plain_digits: int = 9) -> int:
+    if len(value) <= plain_digits and value.isascii() and value.isdigit():
+        # The common case: up to 9 ASCII digits fit any Java int, up to 18 any long (a CommitLog
+        # offset or a millisecond timestamp has 10-13, so longs take this path too).
+        return int(value)
     if _JAVA_INTEGER.fullmatch(value) is None:
         raise HeaderFieldError(name, f"is not a valid Java {kind}: {quote_value(value)}")
     # Leading zeros are legal in Java (Long.parseLong("000...7") is 7): only the digits after them
@@ -115,7 +119,7 @@ def _required_int(ext_fields: Mapping[str, str] | None, name: str) -> int:
 
 
 def _required_long(ext_fields: Mapping[str, str] | None, name: str) -> int:
-    return _parse_integer(name, _required(ext_fields, name), "long", _LONG_RANGE)
+    return _parse_integer(name, _required(ext_fields, name), "long", _LONG_RANGE, _LONG_PLAIN_DIGITS)
 
 
 def _optional(ext_fields: Mapping[str, str] | None, name: str) -> str | None:

@@ -177,6 +177,27 @@ def test_long_extremes() -> None:
         ViewMessageRequestHeader.from_ext_fields({"offset": "offset"})
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1763846400000",
+        "999999999999999999",
+        "000000000000000007",
+        "9223372036854775807",
+        "0009223372036854775807",
+    ],
+)
+def test_plain_digit_longs_of_every_length_parse_as_java_does(value: str) -> None:
+    # 10 to 18 plain digits take the fast path; 19 and more the full Java syntax check.
+    assert ViewMessageRequestHeader.offset_from({"offset": value}) == int(value)
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "99999999999999999999", "0009223372036854775808"])
+def test_plain_digit_longs_past_the_range_are_refused(value: str) -> None:
+    with pytest.raises(HeaderFieldError, match="out of range"):
+        ViewMessageRequestHeader.offset_from({"offset": value})
+
+
 def test_unique_key_query_flag() -> None:
     assert is_unique_key_query({UNIQUE_KEY_QUERY: "true"})
     assert not is_unique_key_query({UNIQUE_KEY_QUERY: "TRUE"})  # the broker compares exactly
