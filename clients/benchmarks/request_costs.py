@@ -39,23 +39,6 @@ def per_call_us(fn: Callable[[int], object], n: int, rounds: int = 5) -> float:
     return best / n * 1e6
 
 
-#: Requests per batch in the "8 per read" stages: 8 in flight per connection, as rmqblast sends them.
-PER_READ = 8
-
-
-def per_request_in_reads_us(fn: Callable[[int], object], n: int) -> float:
-    """CPU time per request when requests are answered ``PER_READ`` per socket read, the way
-    ``server.connection`` answers them: inside one ``store.length_checks`` batch."""
-    from store.length_checks import read_batch
-
-    def one_read(i: int) -> None:
-        with read_batch():
-            for j in range(i * PER_READ, (i + 1) * PER_READ):
-                fn(j % n)
-
-    return per_call_us(one_read, n // PER_READ) / PER_READ
-
-
 def measure(conf: Path) -> dict[str, float]:
     from clients.samples import sample_store
     from protocol.codes import LanguageCode, RequestCode, SerializeType
@@ -119,10 +102,6 @@ def measure(conf: Path) -> dict[str, float]:
             lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(view_frames[i])[0])),
             n,  # type: ignore[arg-type]
         )
-        out["view: whole request, 8 per read (one batch of size checks)"] = per_request_in_reads_us(
-            lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(view_frames[i])[0])),  # type: ignore[arg-type]
-            n,
-        )
         headers = [QueryMessageRequestHeader.from_ext_fields(q.ext_fields) for q in queries]
         offs = [store.index.query_offsets(h.topic, h.key, 64, 0, MAX).phy_offsets for h in headers]
         for o in offs:
@@ -154,10 +133,6 @@ def measure(conf: Path) -> dict[str, float]:
         out["query: whole request in-process (decode + dispatch + encode)"] = per_call_us(
             lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(query_frames[i])[0])),
             n,  # type: ignore[arg-type]
-        )
-        out["query: whole request, 8 per read (one batch of size checks)"] = per_request_in_reads_us(
-            lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(query_frames[i])[0])),  # type: ignore[arg-type]
-            n,
         )
     return out
 
