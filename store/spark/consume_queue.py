@@ -39,7 +39,7 @@ from store.spark.decode import describe_invalid
 from store.spark.errors import PipelineError, StageFailedError
 from store.spark.failures import describe_failure
 from store.spark.progress import SparkProgress
-from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_file
+from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_files_on
 from store.spark.rebuild import decode_plan, find_gaps
 from store.spark.session import open_session
 from store.staging import staged_output
@@ -187,11 +187,7 @@ def rebuild_consume_queues_spark(
     label = "plan ranges"
     try:
         with progress.stage(label):
-            plans = (
-                sc.parallelize(commitlog_files, min(len(commitlog_files), 4 * sc.defaultParallelism))
-                .map(lambda f: plan_file(f, range_bytes))
-                .collect()
-            )
+            plans = plan_files_on(sc, commitlog_files, range_bytes)
         ranges = decode_plan(plans)
         if not ranges:
             raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")

@@ -30,6 +30,7 @@ from store.spark.ranges import (
     CommitLogRange,
     list_files,
     plan_file,
+    plan_files_on,
     ranges_from_plans,
 )
 from store.spark.rebuild import check_plans
@@ -167,11 +168,7 @@ def export_keys_spark(
     label = "plan ranges"
     try:
         with progress.stage(label):
-            plans = (
-                sc.parallelize(files, min(len(files), 4 * sc.defaultParallelism))
-                .map(lambda f: plan_file(f, range_bytes))
-                .collect()
-            )
+            plans = plan_files_on(sc, files, range_bytes)
         warnings = check_plans(plans)
         ranges, tail_warnings = without_torn_tail(ranges_from_plans(plans))
         warnings += tail_warnings

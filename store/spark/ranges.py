@@ -16,6 +16,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from protocol.message_flags import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
 from store.record import MIN_RECORD_SIZE
@@ -114,6 +115,17 @@ def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> F
                 cut = pos
                 cuts.append(file.start + pos)
             pos += size
+
+
+def plan_files_on(sc: Any, files: list[CommitLogFile], target_bytes: int) -> list[FilePlan]:
+    """``plan_file`` for every file as Spark tasks (at most 4 per core), the plans collected in file
+    order: the "plan ranges" stage every pipeline over the CommitLog starts with. ``sc`` is a
+    SparkContext (not imported here: planning itself needs no Spark)."""
+    return (
+        sc.parallelize(files, min(len(files), 4 * sc.defaultParallelism))
+        .map(lambda f: plan_file(f, target_bytes))
+        .collect()
+    )
 
 
 def ranges_from_plans(plans: list[FilePlan]) -> list[CommitLogRange]:

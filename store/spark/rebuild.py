@@ -47,7 +47,7 @@ from store.spark.ranges import (
     CommitLogRange,
     FilePlan,
     list_files,
-    plan_file,
+    plan_files_on,
 )
 from store.spark.session import open_session
 from store.staging import staged_output
@@ -247,11 +247,7 @@ def rebuild_index_spark(
     decoded_rdd = None
     try:
         with progress.stage(label):
-            plans = (
-                sc.parallelize(commitlog_files, min(len(commitlog_files), 4 * sc.defaultParallelism))
-                .map(lambda f: plan_file(f, range_bytes))
-                .collect()
-            )
+            plans = plan_files_on(sc, commitlog_files, range_bytes)
         ranges = decode_plan(plans)
         if not ranges:
             raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
