@@ -31,9 +31,9 @@ Refused (``ConnectionStateError``): anything before ``CONNECTED`` but ``CONNECTE
 once). Allowed without effect: ``INPUT_ENDED`` while draining or closing, ``CLOSE`` while closing or
 closed, and the transport's pause/resume while closing (it keeps flushing after ``close()``).
 
-Each state carries what the driver asks of it on the hot path, as plain attributes:
-``takes_input`` (decode what arrives), ``answering`` (answer decoded requests now) and
-``writable`` (an answer may still be written).
+Each state carries what the driver asks of it, as plain attributes read on the hot path:
+``takes_input`` (decode what arrives), ``answering`` (answer decoded requests now), ``writable`` (an
+answer may still be written), ``peer_not_reading``, ``draining``, ``closing``.
 """
 
 from __future__ import annotations
@@ -107,22 +107,33 @@ ANSWERING = frozenset({_S.OPEN, _S.DRAINING})
 WRITABLE = frozenset({_S.OPEN, _S.PEER_NOT_READING, _S.DRAINING, _S.DRAINING_PEER_NOT_READING})
 #: States in which the peer is not reading its answers.
 PEER_NOT_READING = frozenset({_S.PEER_NOT_READING, _S.DRAINING_PEER_NOT_READING})
+#: States in which nothing more is read and the connection closes once what arrived is answered.
+DRAINING = frozenset({_S.DRAINING, _S.DRAINING_PEER_NOT_READING})
 
 
 class ConnectionState:
     """One connection's state; ``handle(event)`` moves it or raises ``ConnectionStateError``.
 
-    ``takes_input``, ``answering`` and ``writable`` are kept as plain attributes (not properties)
-    because the connection reads them once per received chunk and per request.
+    What the state asks of the connection is kept in plain attributes (not properties), set on each
+    transition, because the connection reads them once per received chunk and per request.
     """
 
-    __slots__ = ("answering", "state", "takes_input", "writable")
+    __slots__ = ("answering", "closing", "draining", "peer_not_reading", "state", "takes_input", "writable")
 
     def __init__(self) -> None:
         self.state = State.NEW
+        #: Decode what arrives (``OPEN``; ``PEER_NOT_READING`` too, should a transport deliver).
         self.takes_input = False
+        #: Answer decoded requests now (``OPEN``, ``DRAINING``).
         self.answering = False
+        #: An answer may still be written (every state between ``CONNECTED`` and ``CLOSE``).
         self.writable = False
+        #: The peer is not reading its answers (both ``*PEER_NOT_READING`` states).
+        self.peer_not_reading = False
+        #: Nothing more is read; close once what arrived is answered (both ``DRAINING*`` states).
+        self.draining = False
+        #: Closing or closed: nothing more is read or answered.
+        self.closing = False
 
     def handle(self, event: Event) -> State:
         """Apply ``event``; return the new state. Raises ``ConnectionStateError`` if not allowed."""
@@ -133,22 +144,10 @@ class ConnectionState:
         self.takes_input = state in TAKES_INPUT
         self.answering = state in ANSWERING
         self.writable = state in WRITABLE
+        self.peer_not_reading = state in PEER_NOT_READING
+        self.draining = state in DRAINING
+        self.closing = state is State.CLOSING or state is State.CLOSED
         return state
-
-    @property
-    def peer_not_reading(self) -> bool:
-        """The peer is not reading its answers (reading and answering wait for it)."""
-        return self.state in PEER_NOT_READING
-
-    @property
-    def draining(self) -> bool:
-        """Nothing more is read: what arrived is being answered before the close."""
-        return self.state is State.DRAINING or self.state is State.DRAINING_PEER_NOT_READING
-
-    @property
-    def closing(self) -> bool:
-        """Closing or closed: nothing more is read or answered."""
-        return self.state is State.CLOSING or self.state is State.CLOSED
 
     def __repr__(self) -> str:
         return f"ConnectionState({self.state.value!r})"
