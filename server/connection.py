@@ -17,6 +17,11 @@ only itself and costs bounded memory. A connection with no traffic for ``idle_ti
 closed, like the broker's all-idle handler (``serverChannelMaxIdleTimeSeconds``, 120 s): nothing
 received, no processor running and no answer taken by the peer. A peer that stopped reading its
 answers is thus cut off (aborted, since its buffer can never flush) instead of being held forever.
+
+All of this is one explicit state machine, ``protocol.connection_state`` (open, peer not reading,
+draining = answer what arrived then close, closing, closed): each transport callback and each
+decision above is an event, and the transport is driven from the state it lands in, never from
+flags. A draining connection closes as soon as its last answer is written.
 """
 
 from __future__ import annotations
