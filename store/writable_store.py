@@ -72,9 +72,10 @@ class WritableStore:
             mark_in_use=False,
         )
         try:
-            # The query side dispatches every append to the IndexFiles and the ConsumeQueues (the
-            # index also when broker.conf says messageIndexEnable=false: queries need it).
-            self.reader = MessageStore.open(config, build_index=True)
+            # The query side dispatches every append to the ConsumeQueues and, unless broker.conf
+            # says messageIndexEnable=false, to the IndexFiles: the broker's CommitLogDispatcherBuildIndex
+            # skips a store that does not index (its key queries then find nothing new).
+            self.reader = MessageStore.open(config, build_index=True, index_keys=config.message_index_enable)
         except BaseException:
             self.writer.close()
             raise
