@@ -53,7 +53,7 @@ from store.consume_queue import (
     entry_bytes,
 )
 from store.errors import StoreError
-from store.log_gaps import Gap, GapWalk, index_around, refuse
+from store.log_gaps import Gap, GapWalk, index_around, refuse, report_stall
 from store.staging import staged_output
 
 __all__ = ["ConsumeQueueBuilder", "dispatch_entry", "rebuild_consume_queues"]
@@ -468,6 +468,9 @@ class ConsumeQueueBuilder:
                 nxt = self.commitlog.next_offset(last_offset)
                 if nxt is not None:
                     self._next_offset = nxt
+        if self._on_gap is None and (max_records is None or seen < max_records):
+            # Following: a walk that ends before the settled end waits at a gap.
+            report_stall(self.commitlog, self.next_offset, self.commitlog.settled_end)
         return seen
 
     def flush(self) -> None:
