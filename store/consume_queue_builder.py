@@ -404,6 +404,20 @@ class ConsumeQueueBuilder:
             self._queues[key] = queue
         return queue
 
+    def queue_ends(self) -> dict[tuple[str, int], int]:
+        """(topic, queue id) -> the queue's written end in entries: the next record's queue offset.
+
+        What the broker's ``recoverTopicQueueTable`` reads at start (each queue's max offset), so a
+        writer resuming a store need not walk the CommitLog for it. Every queue that existed at start
+        or was written since.
+        """
+        with self._lock:
+            return {
+                key: (q.last_start + q.wrote) // CQ_STORE_UNIT_SIZE
+                for key, q in self._queues.items()
+                if q.last_start is not None
+            }
+
     # -- building ------------------------------------------------------------------------------------
 
     def _records(self) -> Iterator[tuple[int, memoryview]]:

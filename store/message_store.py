@@ -409,6 +409,14 @@ class MessageStore:
             found.update(self._builder.topics_seen)
         return found
 
+    def queue_ends(self) -> tuple[dict[tuple[str, int], int], int] | None:
+        """The consume queues this store builds: (each queue's next queue offset, the CommitLog offset
+        before which every record is in them); None when it builds none (``ConsumeQueueBuilder``)."""
+        builder = self._cq_builder
+        if builder is None:
+            return None
+        return builder.queue_ends(), builder.next_offset
+
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def refresh(self, max_records: int | None = None) -> bool:
