@@ -205,7 +205,8 @@ def report_stall(commitlog: CommitLog, end: int, limit: int) -> Gap | None:
         f"stall:{resume}",
         f"following the CommitLog stops at a {gap.describe()}. The records from offset {resume} on are "
         "neither indexed nor put in consume queues until the missing data is back (the broker's reput "
-        f"waits there too); rmq-query rebuild-index {AROUND_FLAG} builds both around the gap instead",
+        f"waits there too); to build around the gap instead, stop this process and run rmq-query "
+        f"rebuild-index {AROUND_FLAG} (following resumes after the gap once it is rebuilt)",
     )
     return gap
 
