@@ -94,6 +94,7 @@ class MessageStore:
         rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES,
         catch_up: bool = True,
         index_keys: bool = True,
+        commitlog: CommitLog | None = None,
     ) -> None:
         self.config = config
         self.rss_trim_bytes = rss_trim_bytes
@@ -103,7 +104,11 @@ class MessageStore:
         self._lock = threading.RLock()
         self.warn = WarnOnce(log)
         self._report_markers()
-        self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        #: A CommitLog view given by the caller (the write path's writer) stays the caller's to close.
+        self._own_commitlog = commitlog is None
+        self.commitlog = commitlog or CommitLog(
+            config.store_path_commit_log, config.mapped_file_size_commit_log
+        )
         self.queues = QueueTable(config, self.commitlog)
         self._store_time = store_time_picker(self.commitlog)
         self._builder = None
@@ -163,13 +168,15 @@ class MessageStore:
         rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES,
         catch_up: bool = True,
         index_keys: bool = True,
+        commitlog: CommitLog | None = None,
     ) -> MessageStore:
         """Open the store ``config`` describes; ``build_index`` indexes records the index lacks.
 
         ``catch_up=False`` leaves a backlog to later ``refresh(max_records=...)`` slices, so a server
         can answer from the index it has while the rest is indexed. ``index_keys=False`` (with
         ``build_index``) builds the consume queues only, as a broker with ``messageIndexEnable=false``
-        dispatches: the IndexFiles already there are served, none is written.
+        dispatches: the IndexFiles already there are served, none is written. ``commitlog``: an open
+        view of the store's CommitLog to share (the writer's, so the end is found once), left open.
 
         ``rss_trim_bytes``: once this many record bytes were served, or (checked every
         ``RSS_CHECK_EVERY_RECORDS`` records) this process's resident file pages reach it, the mapped
@@ -182,6 +189,7 @@ class MessageStore:
             rss_trim_bytes=rss_trim_bytes,
             catch_up=catch_up,
             index_keys=index_keys,
+            commitlog=commitlog,
         )
 
     def _report_markers(self) -> None:
@@ -457,7 +465,8 @@ class MessageStore:
                 self._builder.close()
             else:
                 self.index.close()
-            self.commitlog.close()
+            if self._own_commitlog:
+                self.commitlog.close()
 
     def __enter__(self) -> MessageStore:
         return self

@@ -76,7 +76,13 @@ class WritableStore:
             # The query side dispatches every append to the ConsumeQueues and, unless broker.conf
             # says messageIndexEnable=false, to the IndexFiles: the broker's CommitLogDispatcherBuildIndex
             # skips a store that does not index (its key queries then find nothing new).
-            self.reader = MessageStore.open(config, build_index=True, index_keys=config.message_index_enable)
+            # It shares the writer's CommitLog view: the end of the log is found once, not twice.
+            self.reader = MessageStore.open(
+                config,
+                build_index=True,
+                index_keys=config.message_index_enable,
+                commitlog=self.writer.commitlog,
+            )
             # The next queue offsets come from the consume queues the reader just brought up to date,
             # as the broker's recoverTopicQueueTable takes them: the CommitLog is not read for them.
             ends = self.reader.queue_ends()

@@ -397,6 +397,11 @@ class StoreWriter:
         return self.put(rec, store_timestamp=now)
 
     @property
+    def commitlog(self) -> CommitLog:
+        """The writer's read view of its CommitLog (open until ``close``), for a query side to share."""
+        return self._reader
+
+    @property
     def position(self) -> int:
         """The CommitLog offset the next record will be written at."""
         return self._position

@@ -33,7 +33,7 @@ wall, cpu = time.perf_counter(), time.process_time()
 if mode == "writable":
     from store.writable_store import WritableStore
     store = WritableStore(config)
-    logs = [store.writer._reader, store.reader.commitlog]
+    logs = list({id(c): c for c in (store.writer._reader, store.reader.commitlog)}.values())
 else:
     from store.message_store import MessageStore
     store = MessageStore.open(config)
