@@ -30,12 +30,9 @@ from clients.client import DEFAULT_TIMEOUT, RemotingClient
 from clients.errors import (
     ClientError,
     InvalidMessageIdError,
-    MQBrokerError,
     MQClientError,
     TransportError,
     UsageError,
-    no_message_error,
-    no_route_error,
 )
 from clients.message_queue import (
     PULL_STATUS_BY_CODE,
@@ -43,6 +40,13 @@ from clients.message_queue import (
     PullResult,
     PullStatus,
     java_hashset_order,
+)
+from clients.response_errors import (
+    broker_error,
+    client_error,
+    expect_success,
+    no_message_error,
+    no_route_error,
 )
 from clients.route import TopicRouteData, decode_route
 from protocol.codes import RequestCode, ResponseCode
@@ -215,8 +219,7 @@ class QueryAdmin:
                 continue
             if response.code == ResponseCode.TOPIC_NOT_EXIST:
                 raise no_route_error(topic)
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
+            expect_success(response, addr)
             route = decode_route(response.body)
             self._routes[topic] = route
             return route
@@ -283,8 +286,7 @@ class QueryAdmin:
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         try:
             header = QueryMessageResponseHeader.from_ext_fields(response.ext_fields)
         except HeaderFieldError as exc:
@@ -338,13 +340,12 @@ class QueryAdmin:
         return await self.view_at(addr_of(host, port), offset, topic)
 
     async def view_at(self, addr: str, offset: int, topic: str | None = None) -> MessageExt:
-        """VIEW_MESSAGE_BY_ID for ``offset`` on ``addr``; a non-SUCCESS answer is ``MQBrokerError``."""
+        """VIEW_MESSAGE_BY_ID for ``offset`` on ``addr``; a non-SUCCESS answer raises its code's class."""
         ext_fields = ViewMessageRequestHeader(offset, topic or None).to_ext_fields()
         response = await self.client.invoke(
             addr, RequestCode.VIEW_MESSAGE_BY_ID, ext_fields, timeout=self.timeout
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         return decode_message(response.body or b"")
 
     async def query_by_id(
@@ -384,14 +385,13 @@ class QueryAdmin:
         response = await self.client.invoke(
             addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}, timeout=self.timeout
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         if not response.body:
             return []
         try:
             return _GROUP_LIST.decode(response.body).group_list
         except msgspec.DecodeError as exc:
-            raise MQBrokerError(response.code, f"undecodable group list: {exc}", addr) from exc
+            raise broker_error(response.code, f"undecodable group list: {exc}", addr) from exc
 
     # -- consume queues (DefaultMQPullConsumer / DefaultMQAdminExt) --------------------------------
 
@@ -403,7 +403,7 @@ class QueryAdmin:
                 addr = broker.select_broker_addr()
                 if addr:
                     return addr
-        raise MQClientError(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
+        raise client_error(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
 
     async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of ``topic``, in the order Java's ``HashSet`` gives them."""
@@ -415,7 +415,7 @@ class QueryAdmin:
             for queue_id in range(data.read_queue_nums)
         ]
         if not queues:
-            raise MQClientError(
+            raise client_error(
                 ResponseCode.SYSTEM_ERROR, f"Can not find Message Queue for this topic, {topic}"
             )
         return java_hashset_order(queues)
@@ -423,8 +423,7 @@ class QueryAdmin:
     async def _queue_call(self, mq: MessageQueue, code: int, ext_fields: dict[str, str]) -> dict[str, str]:
         addr = await self.broker_addr(mq.topic, mq.broker_name)
         response = await self.client.invoke(addr, code, ext_fields, timeout=self.timeout)
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         return response.ext_fields or {}
 
     async def min_offset(self, mq: MessageQueue) -> int:
@@ -477,7 +476,7 @@ class QueryAdmin:
         )
         status = PULL_STATUS_BY_CODE.get(response.code)
         if status is None:
-            raise MQBrokerError(response.code, response.remark, addr)
+            raise broker_error(response.code, response.remark, addr)
         fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
         result = PullResult(status, fields.next_begin_offset, fields.min_offset, fields.max_offset)
         if status is PullStatus.FOUND:
@@ -499,9 +498,8 @@ class QueryAdmin:
             response = await self.client.invoke(
                 addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}, timeout=self.timeout
             )
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
+            expect_success(response, addr)
             rows.extend(decode_topic_stats(bytes(response.body or b"")))
         if not rows:
-            raise MQClientError(ResponseCode.SYSTEM_ERROR, "Not found the topic stats info")
+            raise client_error(ResponseCode.SYSTEM_ERROR, "Not found the topic stats info")
         return rows

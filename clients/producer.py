@@ -4,8 +4,9 @@ For tests and tools that write into ``serve --writable`` (or a real broker): the
 name server, falling back to ``TBW102``'s route for a topic that does not exist yet (the broker then
 creates it), queues are taken round-robin unless one is given, every message gets a ``UNIQ_KEY``
 made like the Java client's and ``WAIT=true``, and the properties travel in Java ``HashMap`` order.
-No retries, no compression, no transactions: a failed send raises ``MQBrokerError`` with the
-broker's code and remark.
+No retries, no compression, no transactions: a failed send raises the ``MQBrokerError`` of the
+broker's code (``clients.response_errors``: ``NoPermissionError``, ``MessageIllegalError``, ...)
+with its remark.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from types import TracebackType
 
 from clients.admin import split_namesrv
 from clients.client import RemotingClient
-from clients.errors import MQBrokerError, TransportError, UsageError
+from clients.errors import TransportError, UsageError
+from clients.response_errors import expect_success
 from clients.route import TopicRouteData, decode_route
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -107,8 +109,7 @@ class Producer:
                 continue
             if response.code == ResponseCode.TOPIC_NOT_EXIST:
                 return None
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
+            expect_success(response, addr)
             return decode_route(response.body)
         assert last is not None
         raise last
@@ -209,8 +210,7 @@ class Producer:
 
     @staticmethod
     def _result(response: RemotingCommand, addr: str, unique: str) -> SendResult:
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         return SendResult(unique, header.msg_id, addr, header.queue_id, header.queue_offset)
 
