@@ -20,18 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import msgspec
 
-from clients.client import DEFAULT_TIMEOUT, RemotingClient
 from clients.errors import (
     ClientError,
     InvalidMessageIdError,
     MQClientError,
-    TransportError,
     UsageError,
 )
 from clients.message_queue import (
@@ -41,6 +37,7 @@ from clients.message_queue import (
     PullStatus,
     java_hashset_order,
 )
+from clients.namesrv import NamesrvClient
 from clients.response_errors import (
     broker_error,
     client_error,
@@ -48,11 +45,10 @@ from clients.response_errors import (
     no_message_error,
     no_route_error,
 )
-from clients.route import TopicRouteData, decode_route
+from clients.route import TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
 from protocol.custom_headers import (
     PULL_SUBSCRIPTION_FLAG,
-    GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryMessageRequestHeader,
@@ -140,12 +136,6 @@ def query_ext_fields(
     return with_unique_key_query(header.to_ext_fields(), unique_key)
 
 
-def split_namesrv(namesrv: str | Sequence[str]) -> list[str]:
-    """Name server addresses from ``a:9876;b:9876`` (Java's separator) or a sequence."""
-    items = namesrv.split(";") if isinstance(namesrv, str) else list(namesrv)
-    return [a.strip() for a in items if a and a.strip()]
-
-
 def addr_of(host: str, port: int) -> str:
     """``host:port`` with an IPv6 host in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -164,67 +154,18 @@ def subscription_tags(sub_expression: str | None) -> set[str]:
     return tags
 
 
-class QueryAdmin:
+class QueryAdmin(NamesrvClient):
     """Key, unique-key and id queries, and the consume-queue reads and pulls of mqadmin's pull-based
     tools, against a name server and the brokers it routes to."""
-
-    def __init__(
-        self,
-        namesrv: str | Sequence[str] | None,
-        client: RemotingClient | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self.namesrv_addrs = split_namesrv(namesrv) if namesrv else []
-        self.client = client if client is not None else RemotingClient(timeout=timeout)
-        self._owns_client = client is None
-        self.timeout = timeout
-        self._routes: dict[str, TopicRouteData] = {}
-
-    async def __aenter__(self) -> QueryAdmin:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._owns_client:
-            await self.client.close()
 
     # -- routes -----------------------------------------------------------------------------------
 
     async def get_route(self, topic: str) -> TopicRouteData:
-        """The topic's route (cached), asking each name server in turn until one answers."""
-        cached = self._routes.get(topic)
-        if cached is not None:
-            return cached
-        if not self.namesrv_addrs:
-            raise UsageError("no name server address given (use -n host:port or NAMESRV_ADDR)")
-        last_error: ClientError | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                response = await self.client.invoke(
-                    addr,
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                    GetRouteInfoRequestHeader(topic).to_ext_fields(),
-                    timeout=self.timeout,
-                )
-            except TransportError as exc:
-                last_error = exc
-                continue
-            if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                raise no_route_error(topic)
-            expect_success(response, addr)
-            route = decode_route(response.body)
-            self._routes[topic] = route
-            return route
-        assert last_error is not None
-        raise last_error
+        """The topic's route (cached); no route is Java's ``TOPIC_NOT_EXIST`` verdict."""
+        route = await self.route(topic)
+        if route is None:
+            raise no_route_error(topic)
+        return route
 
     # -- QUERY_MESSAGE ----------------------------------------------------------------------------
 
