@@ -11,6 +11,8 @@ response code (``clients.response_errors``: ``SystemBusyError``, ``NoPermissionE
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ClientError(Exception):
     """Base of every error raised by the ``clients`` package."""
@@ -73,6 +75,12 @@ class MQClientError(ResponseCodeError):
         self.code = code
         self.error_message = message
 
+    def __reduce__(self) -> tuple[Any, tuple[int, str]]:
+        """Pickled as its arguments, rebuilt as the class of its code (the forms are made at import)."""
+        from clients.response_errors import client_error
+
+        return client_error, (self.code, self.error_message)
+
 
 class MQBrokerError(ResponseCodeError):
     """The server answered a request with a non-success code; ``remark`` is its explanation.
@@ -85,3 +93,9 @@ class MQBrokerError(ResponseCodeError):
         self.code = code
         self.remark = remark
         self.addr = addr
+
+    def __reduce__(self) -> tuple[Any, tuple[int, str | None, str]]:
+        """Pickled as its arguments, rebuilt as the class of its code (the forms are made at import)."""
+        from clients.response_errors import broker_error
+
+        return broker_error, (self.code, self.remark, self.addr)

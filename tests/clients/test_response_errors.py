@@ -9,6 +9,7 @@ transcription itself is checked against it.
 from __future__ import annotations
 
 import io
+import pickle
 import re
 import subprocess
 from pathlib import Path
@@ -162,3 +163,12 @@ def test_the_command_line_reports_a_class_like_its_family(code: int, as_json: bo
 def test_the_query_verdicts_are_their_codes_classes() -> None:
     assert isinstance(response_errors.no_message_error("key"), NoMessageError)
     assert isinstance(response_errors.no_route_error("T"), TopicNotExistError)
+
+
+@pytest.mark.parametrize("code", [2, 17, 9999])
+def test_the_errors_cross_a_process_boundary(code: int) -> None:
+    """Pickled (a process pool's result, a multiprocessing queue) and back: same class, same fields."""
+    for error in (broker_error(code, "the remark", "a:1"), client_error(code, "the verdict")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error)
+        assert (str(copy), vars(copy)) == (str(error), vars(error))
