@@ -3,7 +3,7 @@
 Every code of RocketMQ 4.9.7's ``ResponseCode`` (``protocol.codes``) except SUCCESS has a class
 below, named after Java's constant (``SYSTEM_BUSY`` -> ``SystemBusyError``; ``SYSTEM_ERROR`` is
 ``MQSystemError`` so as not to hide Python's builtin ``SystemError``). The docstrings say when a
-4.9.7 broker or name server answers the code, and when this project's server does.
+4.9.7 broker or name server answers the code.
 
 A code can come from either side: the server answers it (``MQBrokerError``, with the remark and
 the broker's address) or the client decides it (``MQClientError``: 17 when the name server has no
@@ -12,8 +12,9 @@ route, 208 when a query's filtered result is empty). The class of a code covers 
 verdict alike, while ``except MQBrokerError`` / ``except MQClientError`` (and the command line's
 exit codes, which look at those two) keep meaning what they always did. To do both, each class
 has two concrete forms made by ``code_class``: ``broker_error`` raises the form that is also an
-``MQBrokerError``, ``client_error`` the one that is also an ``MQClientError``. A code with no
-class here (one a later RocketMQ added) gets the plain base class.
+``MQBrokerError``, ``client_error`` the one that is also an ``MQClientError`` (build errors with
+these two, not by calling a class). A code with no class here (one a later RocketMQ added) gets
+the plain base class.
 
     try:
         await admin.query_by_key("TopicA", "order-42")
