@@ -78,6 +78,7 @@ def make() -> tuple[RemotingConnection, Recorder, asyncio.Event, list[object]]:
 
     async def slow(req: RemotingCommand) -> RemotingCommand:
         await release.wait()
+        peers.append(CURRENT_PEER.get())  # the task copied the context it was created in
         return req.make_response(ResponseCode.SUCCESS, remark="slow")
 
     dispatcher.register(ECHO, echo)
@@ -126,7 +127,7 @@ async def test_the_peer_reading_again_answers_the_backlog_then_resumes_reading()
 
 
 async def test_eof_with_work_in_flight_answers_it_then_closes_and_without_lets_the_transport_close() -> None:
-    connection, transport, release, _ = make()
+    connection, transport, release, peers = make()
     connection.data_received(encode_frame(request(SLOW, 1)))
     assert connection.eof_received() is True  # keep the write side open for the answer
     assert connection.state is State.DRAINING
@@ -134,6 +135,7 @@ async def test_eof_with_work_in_flight_answers_it_then_closes_and_without_lets_t
     for _ in range(5):
         await asyncio.sleep(0)
     assert [a.remark for a in transport.answers] == ["slow"]
+    assert peers == [("10.0.0.7", 40001)]
     assert transport.calls == ["write", "close"]
 
     idle, idle_transport, _, _ = make()
