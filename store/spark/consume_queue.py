@@ -17,8 +17,6 @@ builder leaves it.
 from __future__ import annotations
 
 import mmap
-import sys
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +32,11 @@ from store.consume_queue_builder import (
     dispatch_entry,
     safe_topic_dir,
 )
-from store.log_gaps import CommitLogGapError, Gap
+from store.log_gaps import Gap
 from store.spark.decode import describe_invalid
-from store.spark.errors import PipelineError, StageFailedError
-from store.spark.failures import describe_failure
-from store.spark.progress import SparkProgress
-from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_files_on
-from store.spark.rebuild import decode_plan, find_gaps
-from store.spark.session import open_session
+from store.spark.job import commitlog_files, spark_job
+from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange
+from store.spark.rebuild import gaps_allowed, ranges_to_decode
 from store.staging import staged_output
 
 if TYPE_CHECKING:
@@ -174,65 +169,48 @@ def rebuild_consume_queues_spark(
     ``around_gaps``: the gaps are found by the index rebuild's ``find_gaps``, so the rule, the
     message and the entries kept are the sequential builder's (``store.log_gaps``).
     """
-    started = time.monotonic()
-    commitlog_files = list_files(config.store_path_commit_log)
-    if not commitlog_files:
-        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
+    files = commitlog_files(config)
     check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
     delays = delay_level_table(config.message_delay_level)
     file_size = config.consume_queue_file_size
-    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
-    sc = session.sparkContext
-    progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
-    label = "plan ranges"
-    try:
-        with progress.stage(label):
-            plans = plan_files_on(sc, commitlog_files, range_bytes)
-        ranges = decode_plan(plans)
-        if not ranges:
-            raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
-        label = "decode records"
-        with progress.stage(label):
-            decoded = sc.parallelize(ranges, max(len(ranges), 1)).map(lambda r: decode_cq_range(r, delays))
-            decoded.cache()
+    with spark_job(
+        files, master=master, spark=spark, spark_conf=spark_conf, progress_out=progress_out
+    ) as job:
+        sc = job.sc
+        plans = job.plan(range_bytes)
+        ranges = ranges_to_decode(plans, config)
+        with job.stage("decode records"):
+            decoded = job.keep(
+                sc.parallelize(ranges, max(len(ranges), 1)).map(lambda r: decode_cq_range(r, delays)).cache()
+            )
             summaries = sorted(
                 decoded.map(
                     lambda r: CqRangeEntries(r.index, [], r.records, r.bytes_read, r.runs, r.bad, r.file_end)
                 ).collect(),
                 key=lambda r: r.index,
             )
-        gaps, warnings = find_gaps(summaries, ranges, plans, config.mapped_file_size_commit_log)
-        if gaps and not around_gaps:
-            raise CommitLogGapError(gaps[0])
-        label = "write queues"
+        gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
+        job.label = "write queues"
         with staged_output(config.consume_queue_dir) as staging:
             root = str(staging)
             fill = around_gaps
-            with progress.stage(label):
+            with job.stage("write queues"):
                 written = (
                     decoded.flatMap(lambda r: r.entries)
                     .groupByKey(max(2, sc.defaultParallelism))
                     .mapPartitions(lambda groups: write_queues(groups, root, file_size, fill))
                     .collect()
                 )
-            decoded.unpersist()
         last = max(written, key=lambda w: w[1], default=(0, 0, 0))
         checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
         checkpoint.logics_msg_timestamp = last[2]
         checkpoint.write(config.checkpoint_path)
-    except (PipelineError, CommitLogGapError):
-        raise
-    except Exception as exc:
-        raise StageFailedError(label, describe_failure(exc)) from exc
-    finally:
-        if own_session:
-            session.stop()
     return CqRebuildResult(
         queues=len(written),
         entries=sum(w[0] for w in written),
         records=sum(s.records for s in summaries),
-        seconds=time.monotonic() - started,
-        stage_seconds=dict(progress.timings),
+        seconds=job.seconds,
+        stage_seconds=job.stage_seconds,
         warnings=warnings,
         gaps=gaps,
     )
