@@ -7,12 +7,11 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
-    add_connection_arguments,
     add_output_arguments,
     report_error,
     run_query,
+    start_query_parser,
 )
 from clients.commands.pull_tools import (
     add_boolean_argument,
@@ -31,9 +30,7 @@ HELP = "print the messages of every queue of a topic (mqadmin printMsg)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic name")
     add_walk_arguments(parser)
     add_boolean_argument(parser, "-d", "--printBody", "print_body", "print bodies", default=True)

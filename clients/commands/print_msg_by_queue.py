@@ -10,13 +10,12 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
-    add_connection_arguments,
     add_output_arguments,
     int_arg,
     report_error,
     run_query,
+    start_query_parser,
 )
 from clients.commands.pull_tools import (
     add_boolean_argument,
@@ -35,9 +34,7 @@ HELP = "print the messages of one queue (mqadmin printMsgByQueue)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic name")
     parser.add_argument("-a", "--brokerName", dest="broker_name", required=True, help="broker name")
     parser.add_argument("-i", "--queueId", dest="queue_id", type=int_arg, required=True, help="queue id")
