@@ -16,7 +16,6 @@ builder leaves it.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +32,8 @@ from store.consume_queue_builder import (
     safe_topic_dir,
 )
 from store.log_gaps import Gap
-from store.spark.decode import describe_invalid
 from store.spark.job import commitlog_files, spark_job
+from store.spark.range_walk import walk_range
 from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange
 from store.spark.rebuild import gaps_allowed, ranges_to_decode
 from store.staging import staged_output
@@ -76,58 +75,28 @@ class CqRebuildResult:
 def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> CqRangeEntries:
     """Walk ``rng`` and collect the consume queue entry of every dispatched record.
 
-    Records are walked as the index's ``decode.decode_range`` walks them: a record that does not
-    check is noted in ``bad`` and skipped by ``record.resync``; the driver decides (``find_gaps``)
-    whether that is a gap to refuse or the end of the log.
+    Records are walked as the index's ``decode.decode_range`` walks them (``range_walk``): a record
+    that does not check is noted in ``bad`` and skipped by ``record.resync``; the driver decides
+    (``find_gaps``) whether that is a gap to refuse or the end of the log. A record the reput would
+    not dispatch (or that does not decode) counts as a record and gives no entry.
     """
-    from store import record
-
     out: list[tuple[tuple[str, int], Entry]] = []
-    records = 0
-    runs: list[tuple[int, int]] = []
-    bad: list[tuple[int, str]] = []
-    file_end: int | None = None
-    base = rng.file_start
-    with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = memoryview(mm)
+    append = out.append
+
+    def visit(view: memoryview, pos: int, size: int) -> bool:
         try:
-            pos = run_start = rng.start - base
-            end = rng.end - base
-            while pos < end:
-                size = (
-                    record.check(view, pos, end, base + pos, check_crc=True)
-                    if pos + 8 <= end
-                    else record.BLANK
-                )
-                if size == record.BLANK and (
-                    pos + 8 > len(mm) or record.check(view, pos, len(mm)) == record.BLANK
-                ):
-                    file_end = base + pos  # an end-of-file marker, or no room left for one
-                    break
-                if size <= 0:
-                    if pos > run_start:
-                        runs.append((base + run_start, base + pos))
-                    bad.append((base + pos, describe_invalid(view, pos, end, base + pos)))
-                    nxt, _scanned = record.resync(view, pos, end, base, last=rng.last)
-                    if nxt is None:
-                        run_start = pos = end
-                        break
-                    run_start = pos = nxt
-                    continue
-                records += 1
-                try:
-                    entry = dispatch_entry(view[pos : pos + size], delays)
-                except (DispatchError, ValueError):
-                    entry = None
-                if entry is not None and safe_topic_dir(entry[0]):
-                    topic, queue_id, queue_offset, code, store_ts = entry
-                    out.append(((topic, queue_id), (base + pos, size, code, queue_offset, store_ts)))
-                pos += size
-            if pos > run_start:
-                runs.append((base + run_start, base + pos))
-        finally:
-            view.release()
-    return CqRangeEntries(rng.index, out, records, rng.end - rng.start, tuple(runs), tuple(bad), file_end)
+            entry = dispatch_entry(view[pos : pos + size], delays)
+        except (DispatchError, ValueError):
+            entry = None
+        if entry is not None and safe_topic_dir(entry[0]):
+            topic, queue_id, queue_offset, code, store_ts = entry
+            append(((topic, queue_id), (rng.file_start + pos, size, code, queue_offset, store_ts)))
+        return True
+
+    walk = walk_range(rng, visit)
+    return CqRangeEntries(
+        rng.index, out, walk.records, rng.end - rng.start, tuple(walk.runs), tuple(walk.bad), walk.file_end
+    )
 
 
 def write_queues(

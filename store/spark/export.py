@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from store import record
 from store.config import StoreConfig
-from store.spark.decode import describe_invalid
+from store.record import describe_invalid
 from store.spark.errors import PipelineError
 from store.spark.job import commitlog_files, spark_job
 from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
