@@ -53,6 +53,7 @@ from store.config import StoreConfig
 from store.consume_queue_builder import ConsumeQueueBuilder
 from store.errors import StoreError
 from store.index_builder import IndexBuilder
+from store.queue_trim import trim_queues_past
 from store.topic_config import TopicConfig, TopicTable
 
 _BLANK = struct.Struct(">ii")
@@ -146,6 +147,10 @@ class StoreWriter:
         self._fd: int | None = None
         self._fd_start = -1
         self._scrub_torn_tail()
+        # Queue entries pointing at or past the end (the log was cut short or lost its last files)
+        # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
+        # old queue offsets would be handed out again and new records skipped or misnamed.
+        trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
         self._last_store_ts = 0
         self.builder: IndexBuilder | None = (
             IndexBuilder(config, self._reader, now_millis=index_now)
