@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from store.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, ConsumeQueue
 from store.message_store import MessageStore
 from store.put_message import PutContext, single_record
 from store.queue_trim import trim_queues_past
+from store.topic_config import TopicTable
 from store.writable_store import WritableStore
 
 FILE_SIZE = 64 * 1024
@@ -161,3 +164,38 @@ def test_the_trim_follows_truncate_dirty_logic_files(
     if kept_files[-1:] == [100]:
         data = (queue / f"{100:020d}").read_bytes()
         assert len(data) == size and not data[(kept_entries - 5) * CQ_STORE_UNIT_SIZE :].strip(b"\0")
+
+
+_CRASHING_WRITER = """
+import os, sys
+from store.config import StoreConfig
+from store.writable_store import WritableStore
+from store.writer import StoreRecord
+
+config = StoreConfig.for_store(sys.argv[1], mapped_file_size_commit_log=65536, broker_ip1="127.0.0.1")
+store = WritableStore(config, clock=lambda: 1_000_000)
+store.put([StoreRecord("Plain", b"a", "KEYS\\x01k1\\x02", queue_id=1)])
+store.put([StoreRecord("OnlyPrepared", b"p", "KEYS\\x01k2\\x02", sys_flag=0x4)])
+store.put([StoreRecord("OnlyRolledBack", b"r", "KEYS\\x01k3\\x02", sys_flag=0xC)])
+store.put([StoreRecord("Plain", b"b", "KEYS\\x01k4\\x02", queue_id=1)])
+os._exit(9)  # killed: no close, no topic table written at close
+"""
+
+
+def test_a_topic_is_in_the_topic_table_from_its_first_record_whatever_the_record_is(tmp_path: Path) -> None:
+    # The broker creates a topic's config when a SEND to it is checked (msgCheck ->
+    # createTopicInSendMessageMethod) and persists it at once, so a topic whose records are all
+    # prepared or rolled-back transactions (no consume queue entry) is listed, crash or not.
+    root = tmp_path / "s"
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING_WRITER, str(root)], cwd=repo, capture_output=True, check=False
+    )
+    assert done.returncode == 9, done.stderr.decode()
+    topics_json = root / "config" / "topics.json"
+    listed = set(TopicTable.load(topics_json).topics)
+    assert {"Plain", "OnlyPrepared", "OnlyRolledBack"} <= listed
+    # Reopened for writing after the crash (the queues hold Plain only) and closed: still listed.
+    with WritableStore(_config(root), clock=lambda: 2_000_000):
+        pass
+    assert {"Plain", "OnlyPrepared", "OnlyRolledBack"} <= set(TopicTable.load(topics_json).topics)
