@@ -53,6 +53,7 @@ from store.config import StoreConfig
 from store.consume_queue_builder import ConsumeQueueBuilder
 from store.errors import StoreError
 from store.index_builder import IndexBuilder
+from store.index_trim import drop_index_files_past
 from store.queue_trim import trim_queues_past
 from store.topic_config import TopicConfig, TopicTable
 
@@ -154,6 +155,9 @@ class StoreWriter:
         # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
         # old queue offsets would be handed out again and new records skipped or misnamed.
         trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
+        drop_index_files_past(
+            config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
+        )
         self._last_store_ts = 0
         self.builder: IndexBuilder | None = (
             IndexBuilder(config, self._reader, now_millis=index_now)

@@ -199,3 +199,31 @@ def test_a_topic_is_in_the_topic_table_from_its_first_record_whatever_the_record
     with WritableStore(_config(root), clock=lambda: 2_000_000):
         pass
     assert {"Plain", "OnlyPrepared", "OnlyRolledBack"} <= set(TopicTable.load(topics_json).topics)
+
+
+def test_index_files_wholly_past_the_end_are_dropped_and_keys_resume_at_the_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Small IndexFiles (40 entries, two keys a message): the newest ones index only the last
+    # CommitLog file. Removing that file used to make the write path refuse to open (the index
+    # builder takes a newest file none of whose entries points at a record for another store's).
+    config = StoreConfig.for_store(
+        tmp_path / "s",
+        mapped_file_size_commit_log=FILE_SIZE,
+        broker_ip1="127.0.0.1",
+        max_index_num=40,
+        max_hash_slot_num=16,
+    )
+    with WritableStore(config, clock=lambda: 1_000_000) as store:
+        first = _send(store, [f"old-{i}" for i in range(300)], 0)
+    end = _cut(config, "last-file-removed", first)
+    caplog.set_level(logging.WARNING)
+    with WritableStore(config, clock=lambda: 2_000_000) as store:
+        assert sum("index file(s) point at" in r.getMessage() for r in caplog.records) == 1
+        again = _send(store, [f"new-{i}" for i in range(30)], 0)
+        assert again[0][3] == end
+    with MessageStore.open(config) as reader:
+        for topic, _queue_id, key, offset, size in first + again:
+            found = reader.query_message(topic, key, 32, 0, 2**62, exact_key=True)
+            gone = key.startswith("old-") and offset + size > end
+            assert len(found.buffers) == (0 if gone else 1), key
