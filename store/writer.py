@@ -188,8 +188,8 @@ class StoreWriter:
         (``recoverTopicQueueTable``) instead of reading its CommitLog: a store of many GiB opens in
         the time its queues' last files take to read. Topics are those with a queue, plus those of the
         records read; a topic whose every record is a prepared or rolled-back transaction before
-        ``covered`` (no queue entry) is not among ``topics`` (the topic table written at close keeps
-        what it already lists).
+        ``covered`` (no queue entry) is not among ``topics``, but ``config/topics.json`` has listed
+        it since its first record was written (``_register_topic``, as the broker at send time).
         """
         self._queue_offsets = dict(queue_ends)
         self._topics = {}
