@@ -7,6 +7,8 @@
  *              begin_phy_offset, begin, end, room, budget)
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
+ *   query_files(maps, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
+ *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events)
  *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
  * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
@@ -34,6 +36,11 @@
 #define STOP_BUDGET 2
 #define STOP_OUTSIDE 3
 #define STOP_LOOP 4
+#define EVENT_SHORT 10
+#define EVENT_HEADER 11
+#define EVENT_SLOT 12
+#define EVENT_CHAIN 13
+#define INDEX_HEADER_SIZE 40
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define MAGIC_V2 ((int32_t)0xDAA320AB)
@@ -342,9 +349,213 @@ done:
     return out;
 }
 
+
+/* ----------------------------------------------------------------------------------- query_files */
+
+/* Append (file, kind, detail) to events; detail is a new reference (stolen). */
+static int add_event(PyObject *events, Py_ssize_t file, int kind, PyObject *detail) {
+    if (detail == NULL) return -1;
+    PyObject *t = Py_BuildValue("(niN)", file, kind, detail);
+    if (t == NULL) return -1;
+    int rc = PyList_Append(events, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* store/index_header.py's header_problem(...) is not None. */
+static int header_bad(const long long h[6], long long hash_slot_num, long long index_num, int last) {
+    if (h[0] < 0 || h[1] < 0 || h[2] < 0 || h[3] < 0) return 1;
+    if (h[5] < 0 || h[5] > index_num) return 1;
+    if (h[4] < 0 || h[4] > hash_slot_num) return 1;
+    if (!last && h[5] != index_num) return 1;
+    if (!last && h[0] > h[1]) return 1;
+    return 0;
+}
+
+/* store/index_header.py's is_time_matched. */
+static int time_matched(long long b, long long e, long long begin, long long end) {
+    return (begin < b && end > e) || (b <= begin && begin <= e) || (b <= end && end <= e);
+}
+
+/* The file's readable length now: min(mm.size(), len(mm)), 0 when size() fails (closed, EIO). */
+static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
+    static PyObject *size_name = NULL;
+    if (size_name == NULL && (size_name = PyUnicode_InternFromString("size")) == NULL) return -1;
+    PyObject *v = PyObject_CallMethodNoArgs(mm, size_name);
+    if (v == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_OSError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    Py_ssize_t now = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    if (now == -1 && PyErr_Occurred()) return -1;
+    return now < mapped ? now : mapped;
+}
+
+static PyObject *query_files(PyObject *self, PyObject *args) {
+    PyObject *maps_in, *headers_in;
+    Py_ssize_t size, max_num, budget;
+    long long hash_slot_num, index_num, begin, end;
+    int key_hash;
+    if (!PyArg_ParseTuple(args, "OOnLLinLLn:query_files", &maps_in, &headers_in, &size, &hash_slot_num,
+                          &index_num, &key_hash, &max_num, &begin, &end, &budget))
+        return NULL;
+    if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
+        size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
+        PyErr_SetString(PyExc_ValueError, "query_files: impossible geometry");
+        return NULL;
+    }
+    PyObject *maps = PySequence_Fast(maps_in, "maps must be a sequence");
+    if (maps == NULL) return NULL;
+    PyObject *headers = NULL;
+    if (headers_in != Py_None) {
+        headers = PySequence_Fast(headers_in, "headers must be a sequence or None");
+        if (headers == NULL) {
+            Py_DECREF(maps);
+            return NULL;
+        }
+        if (PySequence_Fast_GET_SIZE(headers) < PySequence_Fast_GET_SIZE(maps)) {
+            PyErr_SetString(PyExc_ValueError, "query_files: a header (or None) per map");
+            Py_DECREF(maps);
+            Py_DECREF(headers);
+            return NULL;
+        }
+    }
+    PyObject *events = PyList_New(0);
+    walk_result all;
+    memset(&all, 0, sizeof all);
+    int exhausted = 0;
+    long long last_ts = 0, last_phy = 0;
+    Py_ssize_t entries_at = (Py_ssize_t)(INDEX_HEADER_SIZE + hash_slot_num * 4);
+    Py_ssize_t slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE + ((uint32_t)key_hash % (uint64_t)hash_slot_num) * 4);
+    if (key_hash < 0) /* Python's % is never negative; a key hash is, but keep the two alike anyway */
+        slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE +
+                                (((long long)key_hash % hash_slot_num + hash_slot_num) % hash_slot_num) * 4);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(maps);
+    Py_ssize_t last = n - 1;
+    if (events == NULL) goto fail;
+    for (Py_ssize_t i = last; i >= 0; i--) {
+        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
+        Py_buffer view;
+        /* The export is taken first and held for the whole file: an exported mmap refuses close(). */
+        if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
+            PyErr_Clear(); /* a closed map: nothing can be read */
+            if (add_event(events, i, EVENT_SHORT, PyLong_FromLong(0)) < 0) goto fail;
+            continue;
+        }
+        Py_ssize_t now = current_size(mm, view.len);
+        if (now < 0) {
+            PyBuffer_Release(&view);
+            goto fail;
+        }
+        if (now < size) {
+            PyBuffer_Release(&view);
+            if (add_event(events, i, EVENT_SHORT, PyLong_FromSsize_t(now)) < 0) goto fail;
+            continue;
+        }
+        const unsigned char *base = view.buf;
+        long long h[6];
+        PyObject *given = headers != NULL ? PySequence_Fast_GET_ITEM(headers, i) : Py_None;
+        if (given != Py_None) {
+            if (!PyArg_ParseTuple(given, "LLLLLL:header", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5])) {
+                PyBuffer_Release(&view);
+                goto fail;
+            }
+        } else {
+            for (int k = 0; k < 4; k++) h[k] = be64(base + 8 * k);
+            h[4] = be32(base + 32);
+            h[5] = be32(base + 36);
+        }
+        if (i == last) {
+            last_ts = h[1];
+            last_phy = h[3];
+        }
+        if (header_bad(h, hash_slot_num, index_num, i == last)) {
+            PyBuffer_Release(&view);
+            if (add_event(events, i, EVENT_HEADER, Py_BuildValue("(LLLLLL)", h[0], h[1], h[2], h[3], h[4], h[5])) < 0)
+                goto fail;
+            continue;
+        }
+        int stop_now = 0;
+        if (time_matched(h[0], h[1], begin, end)) {
+            long long index_count = h[5];
+            long long slot_value = be32(base + slot_pos);
+            if (slot_value <= 0 || slot_value > index_count || index_count <= 1) {
+                if (slot_value > index_count && index_count > 1) {
+                    if (add_event(events, i, EVENT_SLOT, Py_BuildValue("(LL)", slot_value, index_count)) < 0) {
+                        PyBuffer_Release(&view);
+                        goto fail;
+                    }
+                }
+            } else {
+                walk_result r;
+                memset(&r, 0, sizeof r);
+                long long limit = index_count < index_num - 1 ? index_count : index_num - 1;
+                Py_ssize_t length = size < view.len ? size : view.len;
+                Py_BEGIN_ALLOW_THREADS
+                walk(base, length, entries_at, slot_value, (int32_t)key_hash, index_count, limit, h[0], h[2], begin,
+                     end, max_num - all.count, budget - all.visited, &r);
+                Py_END_ALLOW_THREADS
+                PyBuffer_Release(&view);
+                all.visited += r.visited;
+                int failed = r.nomem;
+                for (Py_ssize_t k = 0; k < r.count && !failed; k++)
+                    if (push_offset(&all, r.offsets[k]) < 0) failed = 1;
+                free(r.offsets);
+                if (failed) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                if (r.forward && add_event(events, i, EVENT_CHAIN, PyLong_FromLongLong(r.forward)) < 0) goto fail;
+                if (r.stop == STOP_ZEROED || r.stop == STOP_OUTSIDE) {
+                    if (add_event(events, i, r.stop, PyLong_FromLongLong(r.stop_entry)) < 0) goto fail;
+                } else if (r.stop == STOP_BUDGET) {
+                    exhausted = 1;
+                    break;
+                }
+                stop_now = 1; /* the view is released: check the pruning below */
+            }
+        }
+        if (!stop_now) PyBuffer_Release(&view);
+        if (h[0] < begin || all.count >= max_num) break;
+    }
+    Py_DECREF(maps);
+    Py_XDECREF(headers);
+    PyObject *offsets = PyList_New(all.count);
+    if (offsets == NULL) {
+        free(all.offsets);
+        Py_DECREF(events);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < all.count; k++) {
+        PyObject *v = PyLong_FromLongLong(all.offsets[k]);
+        if (v == NULL) {
+            free(all.offsets);
+            Py_DECREF(offsets);
+            Py_DECREF(events);
+            return NULL;
+        }
+        PyList_SET_ITEM(offsets, k, v);
+    }
+    free(all.offsets);
+    return Py_BuildValue("(NnOLLN)", offsets, all.visited, exhausted ? Py_True : Py_False, last_ts, last_phy,
+                         events);
+fail:
+    free(all.offsets);
+    Py_XDECREF(events);
+    Py_DECREF(maps);
+    Py_XDECREF(headers);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.query_walk.walk_chain (GIL released)."},
     {"read_records", read_records, METH_VARARGS, "Compiled store.query_walk.read_records."},
+    {"query_files", query_files, METH_VARARGS, "Compiled store.query_walk.query_files."},
     {NULL, NULL, 0, NULL},
 };
 
