@@ -7,6 +7,7 @@
  *              begin_phy_offset, begin, end, room, budget)
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
+ *   read_checked(maps, views, starts, lengths, max_offset, offsets) -> (records, shrunk)
  *   query_files(maps, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
  *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events)
  *
@@ -254,12 +255,14 @@ static Py_ssize_t record_size(const unsigned char *b, Py_ssize_t pos, Py_ssize_t
     return total;
 }
 
-static PyObject *read_records(PyObject *self, PyObject *args) {
-    PyObject *views_in, *starts_in, *lengths_in, *offsets_in;
-    long long max_offset;
-    if (!PyArg_ParseTuple(args, "OOOLO:read_records", &views_in, &starts_in, &lengths_in, &max_offset,
-                          &offsets_in))
-        return NULL;
+static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped);
+
+/* read_records, and with `maps_in` (read_checked) each file's current size checked at its first read,
+ * the files found short appended to `shrunk` as (file, readable length). */
+static PyObject *read_impl(PyObject *views_in, PyObject *starts_in, PyObject *lengths_in, long long max_offset,
+                           PyObject *offsets_in, PyObject *maps_in, PyObject *shrunk) {
+    PyObject *maps = NULL;
+    if (maps_in != NULL && (maps = PySequence_Fast(maps_in, "maps must be a sequence")) == NULL) return NULL;
     PyObject *views = PySequence_Fast(views_in, "views must be a sequence");
     PyObject *starts = views ? PySequence_Fast(starts_in, "starts must be a sequence") : NULL;
     PyObject *lengths = starts ? PySequence_Fast(lengths_in, "lengths must be a sequence") : NULL;
@@ -271,7 +274,8 @@ static PyObject *read_records(PyObject *self, PyObject *args) {
     Py_ssize_t n = 0;
     if (offsets == NULL) goto done;
     n = PySequence_Fast_GET_SIZE(starts);
-    if (PySequence_Fast_GET_SIZE(views) < n || PySequence_Fast_GET_SIZE(lengths) < n) {
+    if (PySequence_Fast_GET_SIZE(views) < n || PySequence_Fast_GET_SIZE(lengths) < n ||
+        (maps != NULL && PySequence_Fast_GET_SIZE(maps) < n)) {
         PyErr_SetString(PyExc_ValueError, "views, starts and lengths must have the same length");
         goto done;
     }
@@ -311,6 +315,22 @@ static PyObject *read_records(PyObject *self, PyObject *args) {
                     if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(views, i), &bufs[i], PyBUF_SIMPLE) < 0)
                         goto fail;
                     got[i] = 1;
+                    if (maps != NULL) {
+                        /* The one size check of this file for this call, before anything of it is read. */
+                        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
+                        long long mapped = length_v[i] > 0 ? length_v[i] : 0;
+                        long long now = mm == Py_None ? 0 : current_size(mm, (Py_ssize_t)mapped);
+                        if (now < 0) goto fail;
+                        if (now < length_v[i]) {
+                            PyObject *t = Py_BuildValue("(nL)", i, now);
+                            if (t == NULL || PyList_Append(shrunk, t) < 0) {
+                                Py_XDECREF(t);
+                                goto fail;
+                            }
+                            Py_DECREF(t);
+                            length_v[i] = now;
+                        }
+                    }
                 }
                 long long pos = offset - start_v[i];
                 long long limit = length_v[i];
@@ -346,7 +366,33 @@ done:
     Py_XDECREF(starts);
     Py_XDECREF(lengths);
     Py_XDECREF(offsets);
+    Py_XDECREF(maps);
     return out;
+}
+
+static PyObject *read_records(PyObject *self, PyObject *args) {
+    PyObject *views_in, *starts_in, *lengths_in, *offsets_in;
+    long long max_offset;
+    if (!PyArg_ParseTuple(args, "OOOLO:read_records", &views_in, &starts_in, &lengths_in, &max_offset,
+                          &offsets_in))
+        return NULL;
+    return read_impl(views_in, starts_in, lengths_in, max_offset, offsets_in, NULL, NULL);
+}
+
+static PyObject *read_checked(PyObject *self, PyObject *args) {
+    PyObject *maps_in, *views_in, *starts_in, *lengths_in, *offsets_in;
+    long long max_offset;
+    if (!PyArg_ParseTuple(args, "OOOOLO:read_checked", &maps_in, &views_in, &starts_in, &lengths_in, &max_offset,
+                          &offsets_in))
+        return NULL;
+    PyObject *shrunk = PyList_New(0);
+    if (shrunk == NULL) return NULL;
+    PyObject *records = read_impl(views_in, starts_in, lengths_in, max_offset, offsets_in, maps_in, shrunk);
+    if (records == NULL) {
+        Py_DECREF(shrunk);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", records, shrunk);
 }
 
 
@@ -555,6 +601,7 @@ fail:
 static PyMethodDef methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.query_walk.walk_chain (GIL released)."},
     {"read_records", read_records, METH_VARARGS, "Compiled store.query_walk.read_records."},
+    {"read_checked", read_checked, METH_VARARGS, "Compiled store.query_walk.read_checked."},
     {"query_files", query_files, METH_VARARGS, "Compiled store.query_walk.query_files."},
     {NULL, NULL, 0, NULL},
 };

@@ -18,6 +18,7 @@ caller should report (a zeroed entry, a forward link) comes back as values; the 
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Sequence
 
@@ -143,6 +144,44 @@ def read_records(
     return out
 
 
+def read_checked(
+    maps: Sequence[object],
+    views: Sequence[memoryview],
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    max_offset: int,
+    offsets: Sequence[int],
+) -> tuple[list[memoryview | None], list[tuple[int, int]]]:
+    """``read_records`` over files that may have shrunk since they were mapped: (records, shrunk).
+
+    ``lengths`` are the mapped lengths. Each file an offset falls in is checked once, just before
+    its first record is read: its current size (``maps[i].size()``, an ``fstat`` of the mapped inode;
+    a None map reads as empty) cut to the mapped length is all that may be read of it. ``shrunk``
+    lists ``(file number, readable length)`` of the files found shorter, for the caller to report.
+    Files no offset falls in are not checked (nor read).
+    """
+    n = len(starts)
+    checked = list(lengths)
+    seen: set[int] = set()
+    shrunk: list[tuple[int, int]] = []
+    out: list[memoryview | None] = []
+    for offset in offsets:
+        if 0 <= offset < max_offset and n:
+            i = bisect.bisect_right(starts, offset) - 1
+            if i >= 0 and i not in seen:
+                seen.add(i)
+                mm = maps[i]
+                try:
+                    now = 0 if mm is None else min(mm.size(), max(lengths[i], 0))  # type: ignore[attr-defined]
+                except (OSError, ValueError):
+                    now = 0
+                if now < lengths[i]:
+                    shrunk.append((i, now))
+                    checked[i] = now
+        out.append(_read_one(views, starts, checked, n, max_offset, offset))
+    return out, shrunk
+
+
 def _read_one(
     views: Sequence[memoryview],
     starts: Sequence[int],
@@ -265,7 +304,12 @@ def query_files(
 
 
 #: The pure-Python references, kept reachable after the compiled twins replace the names below.
-REFERENCE = {"walk_chain": walk_chain, "read_records": read_records, "query_files": query_files}
+REFERENCE = {
+    "walk_chain": walk_chain,
+    "read_records": read_records,
+    "read_checked": read_checked,
+    "query_files": query_files,
+}
 
 _fast = load("store._query_walk_fast")
 #: True when the compiled twins are in use (their walk is ~500x faster and releases the GIL).
@@ -276,3 +320,4 @@ if _fast is not None:
     # A build older than this module lacks it (the reference then answers; the suite's twin tests
     # fail, asking for a rebuild): an import must not fail on a stale build.
     query_files = getattr(_fast, "query_files", query_files)
+    read_checked = getattr(_fast, "read_checked", read_checked)

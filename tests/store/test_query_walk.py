@@ -446,3 +446,101 @@ def test_both_query_files_agree_on_random_damage(golden: StoreConfig, index_copy
             )
         for m in maps:
             m.close()
+
+
+# -- read_checked: a query's records, each file's current size checked once, before it is read -------
+
+PY_CHECKED: Callable[..., Any] = REFERENCE["read_checked"]
+
+
+class CountingMap:
+    """Stands in for a file's mmap in ``read_checked``: says a size and counts how often it is asked."""
+
+    def __init__(self, size: int | Exception) -> None:
+        self.answer = size
+        self.asked = 0
+
+    def size(self) -> int:
+        self.asked += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def checked_both(maps: list[Any], views: list[Any], starts: list[int], lengths: list[int], max_offset: int,
+                 offsets: list[int]) -> tuple[list[bytes | None], list[tuple[int, int]]]:  # fmt: skip
+    """The reference's answer (records as bytes), after checking the compiled twin gives the same;
+    each map is asked for its size as often by both."""
+    asked = [m.asked if isinstance(m, CountingMap) else 0 for m in maps]
+    py, py_shrunk = PY_CHECKED(maps, views, starts, lengths, max_offset, offsets)
+    py_asked = [m.asked if isinstance(m, CountingMap) else 0 for m in maps]
+    c, c_shrunk = _fast().read_checked(maps, views, starts, lengths, max_offset, offsets)
+    c_asked = [m.asked if isinstance(m, CountingMap) else 0 for m in maps]
+    as_bytes = [None if b is None else bytes(b) for b in py]
+    assert [None if b is None else bytes(b) for b in c] == as_bytes
+    assert c_shrunk == py_shrunk
+    assert [b - a for a, b in zip(asked, py_asked, strict=True)] == [
+        c - b for b, c in zip(py_asked, c_asked, strict=True)
+    ]
+    return as_bytes, py_shrunk
+
+
+def test_read_checked_checks_each_touched_file_once_before_reading(golden: StoreConfig) -> None:
+    log = CommitLog(golden.store_path_commit_log, golden.mapped_file_size_commit_log)
+    try:
+        records = list(log.iter_records())
+        files, starts, views = log._snap
+        lengths = [f.length for f in files]
+        # Records of files 2 and 5 (several each), and one offset past the written end.
+        wanted = [o for o, _ in records if starts[2] <= o < starts[3] or starts[5] <= o < starts[6]]
+        offsets = [*wanted[::3], log.max_offset + 10]
+        sizes = dict(records)
+        maps = [CountingMap(n) for n in lengths]
+        got, shrunk = checked_both(maps, views, starts, lengths, log.max_offset, offsets)
+        assert [m.asked for m in maps] == [0, 0, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][: len(maps)]
+        assert shrunk == [] and all(b is not None for b in got[:-1]) and got[-1] is None
+        # File 5 is cut (say to 1000 bytes) under the map: only its records before the cut are read.
+        cut = 1000
+        maps[5] = CountingMap(cut)
+        maps[2] = CountingMap(OSError(5, "EIO"))  # size() failing: nothing of it is read
+        got, shrunk = checked_both(maps, views, starts, lengths, log.max_offset, offsets)
+        assert shrunk == [(2, 0), (5, cut)]
+        for offset, rec in zip(offsets, got, strict=True):
+            if starts[2] <= offset < starts[3]:
+                assert rec is None
+            elif starts[5] <= offset < starts[6]:
+                end = offset - starts[5] + len(sizes[offset])
+                assert (rec is not None) == (end <= cut), offset
+        # An unreadable file (no map) reads as empty; a map longer than it was mapped is capped.
+        maps[5] = None  # type: ignore[call-overload]
+        maps[2] = CountingMap(10**12)
+        got, shrunk = checked_both(maps, views, starts, lengths, log.max_offset, offsets)
+        assert shrunk == [(5, 0)]
+        assert all(rec is not None for o, rec in zip(offsets, got, strict=True) if starts[2] <= o < starts[3])
+    finally:
+        log.close()
+
+
+def test_both_read_checked_agree_on_random_cuts(golden: StoreConfig) -> None:
+    log = CommitLog(golden.store_path_commit_log, golden.mapped_file_size_commit_log)
+    try:
+        rng = random.Random(23)
+        all_offsets = [o for o, _ in log.iter_records()]
+        files, starts, views = log._snap
+        lengths = [f.length for f in files]
+        for _ in range(300):
+            maps: list[Any] = [
+                rng.choice(
+                    [f.mm, f.mm, CountingMap(rng.randrange(0, n + 1)), None, CountingMap(ValueError())]
+                )
+                for f, n in zip(files, lengths, strict=True)
+            ]
+            offsets = rng.sample(all_offsets, rng.randrange(0, 70)) + [
+                rng.randrange(-5, 2**40) for _ in range(3)
+            ]
+            if rng.random() < 0.5:
+                offsets.sort()
+            max_offset = rng.choice([log.max_offset, rng.randrange(0, log.max_offset + 1)])
+            checked_both(maps, views, starts, lengths, max_offset, offsets)
+    finally:
+        log.close()
