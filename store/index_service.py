@@ -63,6 +63,8 @@ class IndexService:
         self.index_num = config.max_index_num
         self.max_msgs_num_batch = config.max_msgs_num_batch
         self._files: list[IndexFile] = []
+        #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
+        self._maps: tuple[list[IndexFile] | None, list[object]] = (None, [])
         self._lock = threading.RLock()
         #: Files left out (wrong size) or untrusted (garbage header), each logged once.
         self.warn = WarnOnce(log)
@@ -228,6 +230,7 @@ class IndexService:
                 end_timestamp=end_ts,
             )
             self._files.append(f)
+            self._maps = (None, [])  # the list changed in place: its maps are gathered again
             return f
 
     def writable_last_file(self) -> IndexFile:
@@ -267,8 +270,11 @@ class IndexService:
         # The per-file loop (size check, header rules, pruning, chain walks) is one call:
         # store.query_walk.query_files, compiled when built. A writer's files answer with its own
         # header state, as ``IndexFile.header`` does.
+        maps = self._maps
+        if maps[0] is not files:
+            maps = self._maps = (files, [f.buffer for f in files])
         offsets, visited, exhausted, last_ts, last_phy, events = query_files(
-            [f.buffer for f in files],
+            maps[1],
             [f.header for f in files] if self.writable else None,
             first.size,
             self.hash_slot_num,
