@@ -8,7 +8,7 @@
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
  *   read_checked(maps, views, starts, lengths, max_offset, offsets) -> (records, shrunk)
- *   query_files(maps, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
+ *   query_files(maps, fds, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
  *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events)
  *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ENTRY_SIZE 20
 #define STOP_END 0
@@ -441,12 +442,20 @@ static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
     return now < mapped ? now : mapped;
 }
 
+/* The file's size now by its descriptor (lseek to the end: no stat copy), cut to the map's length;
+ * 0 when the descriptor is bad. */
+static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0) return 0;
+    return end < (off_t)mapped ? (Py_ssize_t)end : mapped;
+}
+
 static PyObject *query_files(PyObject *self, PyObject *args) {
-    PyObject *maps_in, *headers_in;
+    PyObject *maps_in, *fds_in, *headers_in;
     Py_ssize_t size, max_num, budget;
     long long hash_slot_num, index_num, begin, end;
     int key_hash;
-    if (!PyArg_ParseTuple(args, "OOnLLinLLn:query_files", &maps_in, &headers_in, &size, &hash_slot_num,
+    if (!PyArg_ParseTuple(args, "OOOnLLinLLn:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
                           &index_num, &key_hash, &max_num, &begin, &end, &budget))
         return NULL;
     if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
@@ -456,16 +465,29 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
     }
     PyObject *maps = PySequence_Fast(maps_in, "maps must be a sequence");
     if (maps == NULL) return NULL;
+    PyObject *fds = PySequence_Fast(fds_in, "fds must be a sequence");
+    if (fds == NULL) {
+        Py_DECREF(maps);
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(fds) < PySequence_Fast_GET_SIZE(maps)) {
+        PyErr_SetString(PyExc_ValueError, "query_files: a descriptor per map");
+        Py_DECREF(maps);
+        Py_DECREF(fds);
+        return NULL;
+    }
     PyObject *headers = NULL;
     if (headers_in != Py_None) {
         headers = PySequence_Fast(headers_in, "headers must be a sequence or None");
         if (headers == NULL) {
             Py_DECREF(maps);
+            Py_DECREF(fds);
             return NULL;
         }
         if (PySequence_Fast_GET_SIZE(headers) < PySequence_Fast_GET_SIZE(maps)) {
             PyErr_SetString(PyExc_ValueError, "query_files: a header (or None) per map");
             Py_DECREF(maps);
+            Py_DECREF(fds);
             Py_DECREF(headers);
             return NULL;
         }
@@ -493,11 +515,13 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
             if (add_event(events, i, EVENT_SHORT, PyLong_FromLong(0)) < 0) goto fail;
             continue;
         }
-        Py_ssize_t now = current_size(mm, view.len);
-        if (now < 0) {
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds, i));
+        if (fd == -1 && PyErr_Occurred()) {
             PyBuffer_Release(&view);
             goto fail;
         }
+        /* The map's export is held (taken above): its file cannot be closed, nor its fd reused. */
+        Py_ssize_t now = fd < 0 || fd > INT32_MAX ? 0 : fd_size((int)fd, view.len);
         if (now < size) {
             PyBuffer_Release(&view);
             if (add_event(events, i, EVENT_SHORT, PyLong_FromSsize_t(now)) < 0) goto fail;
@@ -570,6 +594,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
         if (h[0] < begin || all.count >= max_num) break;
     }
     Py_DECREF(maps);
+    Py_DECREF(fds);
     Py_XDECREF(headers);
     PyObject *offsets = PyList_New(all.count);
     if (offsets == NULL) {
@@ -594,6 +619,7 @@ fail:
     free(all.offsets);
     Py_XDECREF(events);
     Py_DECREF(maps);
+    Py_DECREF(fds);
     Py_XDECREF(headers);
     return NULL;
 }

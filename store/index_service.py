@@ -64,7 +64,7 @@ class IndexService:
         self.max_msgs_num_batch = config.max_msgs_num_batch
         self._files: list[IndexFile] = []
         #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
-        self._maps: tuple[list[IndexFile] | None, list[object]] = (None, [])
+        self._maps: tuple[list[IndexFile] | None, list[object], list[int]] = (None, [], [])
         self._lock = threading.RLock()
         #: Files left out (wrong size) or untrusted (garbage header), each logged once.
         self.warn = WarnOnce(log)
@@ -230,7 +230,7 @@ class IndexService:
                 end_timestamp=end_ts,
             )
             self._files.append(f)
-            self._maps = (None, [])  # the list changed in place: its maps are gathered again
+            self._maps = (None, [], [])  # the list changed in place: its maps are gathered again
             return f
 
     def writable_last_file(self) -> IndexFile:
@@ -272,9 +272,10 @@ class IndexService:
         # header state, as ``IndexFile.header`` does.
         maps = self._maps
         if maps[0] is not files:
-            maps = self._maps = (files, [f.buffer for f in files])
+            maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
         offsets, visited, exhausted, last_ts, last_phy, events = query_files(
             maps[1],
+            maps[2],
             [f.header for f in files] if self.writable else None,
             first.size,
             self.hash_slot_num,

@@ -19,6 +19,7 @@ caller should report (a zeroed entry, a forward link) comes back as values; the 
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from collections.abc import Sequence
 
@@ -217,6 +218,7 @@ def _read_one(
 
 def query_files(
     maps: Sequence[object],
+    fds: Sequence[int],
     headers: Sequence[tuple[int, int, int, int, int, int] | None] | None,
     size: int,
     hash_slot_num: int,
@@ -236,9 +238,11 @@ def query_files(
     ``max_num`` offsets were found, or when the chain walks have read ``budget`` entries in all.
     ``last_*`` are the newest file's end values (0 when it is cut short).
 
-    Each file's current size is checked (``mmap.size()``, an ``fstat`` of the mapped inode) just
-    before its header is read: a file cut short under the map is left out (reading it could
-    fault). A header that ``header_problem`` rejects is left out too and prunes nothing.
+    Each file's current size is checked just before its header is read: ``lseek(fds[i], 0,
+    SEEK_END)`` on a descriptor of the mapped inode (the size ``mmap.size()`` gives, from an
+    ``fstat`` that costs ~2.5x more), cut to the map's length; a file cut short under the map is
+    left out (reading it could fault). A header that ``header_problem`` rejects is left out too
+    and prunes nothing.
     ``headers[i]``, when given, is the header to use instead of the file's (a writer's own state).
     ``events`` says what the walk met, per file, for the caller to log (SHORT, HEADER_PROBLEM,
     SLOT, CHAIN, ZEROED, OUTSIDE); nothing is logged here.
@@ -255,9 +259,9 @@ def query_files(
     for i in range(last, -1, -1):
         mm = maps[i]
         try:
-            now = min(mm.size(), len(mm))  # type: ignore[attr-defined,arg-type]
+            now = min(os.lseek(fds[i], 0, os.SEEK_END), len(mm))  # type: ignore[arg-type]
         except (OSError, ValueError):
-            now = 0
+            now = 0  # a closed map or descriptor: nothing can be read
         if now < size:
             events.append((i, SHORT, now))
             continue

@@ -15,7 +15,7 @@ import os
 import random
 import shutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -287,19 +287,39 @@ def test_both_record_reads_agree_on_random_bytes(golden: StoreConfig) -> None:
 PY_QUERY: Callable[..., Any] = REFERENCE["query_files"]
 
 
-def _maps(paths: list[Path]) -> list[mmap.mmap]:
-    out = []
+class Maps(list[mmap.mmap]):
+    """The maps of some IndexFiles and a descriptor of each (``query_files``' first two arguments)."""
+
+    fds: list[int]
+
+
+_OPENED: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_descriptors() -> Iterator[None]:
+    yield
+    while _OPENED:
+        os.close(_OPENED.pop())
+
+
+def _maps(paths: list[Path]) -> Maps:
+    out = Maps()
+    out.fds = []
     for p in paths:
-        with open(p, "rb") as fh:
-            out.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        fd = os.open(p, os.O_RDONLY)
+        _OPENED.append(fd)
+        out.append(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+        out.fds.append(fd)
     return out
 
 
-def query_both(maps: list[Any], headers: Any, cfg: StoreConfig, key_hash: int, max_num: int, begin: int,
+def query_both(maps: Maps, headers: Any, cfg: StoreConfig, key_hash: int, max_num: int, begin: int,
                end: int, budget: int) -> Any:  # fmt: skip
     """The reference's answer, after checking the compiled twin gives the same."""
-    args = (maps, headers, index_file_size(cfg.max_hash_slot_num, cfg.max_index_num), cfg.max_hash_slot_num,
-            cfg.max_index_num, key_hash, max_num, begin, end, budget)  # fmt: skip
+    size = index_file_size(cfg.max_hash_slot_num, cfg.max_index_num)
+    args = (maps, maps.fds, headers, size, cfg.max_hash_slot_num, cfg.max_index_num, key_hash, max_num, begin,
+            end, budget)  # fmt: skip
     expected = PY_QUERY(*args)
     assert _fast().query_files(*args) == expected, args[2:]
     return expected
@@ -367,6 +387,8 @@ def test_a_cut_file_is_left_out_and_the_others_answer(golden: StoreConfig, index
     assert set(offsets) < set(whole[0])
     maps[1].close()  # a closed map reads as nothing, too
     assert (1, SHORT, 0) in query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)[5]
+    maps.fds[0] = -1  # and so does a bad descriptor
+    assert (0, SHORT, 0) in query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)[5]
 
 
 def test_a_garbage_header_is_left_out_and_prunes_nothing(golden: StoreConfig, index_copy: list[Path]) -> None:
