@@ -61,7 +61,7 @@ from pathlib import Path
 
 from store import record, sigbus
 from store.errors import CommitLogError
-from store.query_walk import read_records
+from store.query_walk import read_checked
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
@@ -157,8 +157,8 @@ class CommitLog:
         # (files, starts, views) replaced as one object, so a reader on another thread never pairs
         # one refresh's file list with another's views.
         self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
-        #: The mapped length of each file of ``_snap`` (what ``read_records`` may read), per snapshot.
-        self._snap_lengths: tuple[object, list[int]] = (None, [])
+        #: The mapped length and map of each file of ``_snap`` (what ``read_records`` may read), per snapshot.
+        self._snap_lengths: tuple[object, tuple[list[int], list[mmap.mmap | None]]] = (None, ([], []))
         self._max_offset = 0
         self._settled_end = 0
         #: (offset, size) of the last whole record before ``max_offset``, None when there is none.
@@ -586,28 +586,22 @@ class CommitLog:
     def read_records(self, offsets: Sequence[int]) -> list[memoryview | None]:
         """The whole, checked record at each offset (``record.check``), or None: a query's records.
 
-        One call for a query's offsets (``store.query_walk.read_records``, compiled when built) over
-        one snapshot of the file list. Each file the offsets can fall in is checked once per call
-        (``safe_length``), and that checked length is all the walk may read of it.
+        One call for a query's offsets (``store.query_walk.read_checked``, compiled when built) over
+        one snapshot of the file list. Each file an offset falls in is checked once per call, just
+        before its first record is read (``safe_length``'s rule: ``mmap.size()`` cut to the mapped
+        length), and that checked length is all the walk may read of it.
         """
         files, starts, views = self._snap
-        lengths = self._snap_lengths
-        if lengths[0] is not files:
-            lengths = self._snap_lengths = (files, [f.length for f in files])
-        checked = lengths[1]
-        if offsets and files:
-            # Offsets outside [lo, hi] fall in no file the walk reads (before the first, or not
-            # within a file at all), so only these files need their length checked now.
-            lo = max(bisect.bisect_right(starts, min(offsets)) - 1, 0)
-            hi = max(bisect.bisect_right(starts, max(offsets)) - 1, 0)
-            checked = list(checked)
-            for i in range(lo, hi + 1):
-                f = files[i]
-                now = f.safe_length()
-                if now < f.length:
-                    self._shrunk(f, now)
-                checked[i] = now
-        return read_records(views, starts, checked, self._max_offset, offsets)
+        cache = self._snap_lengths
+        if cache[0] is not files:
+            cache = self._snap_lengths = (files, ([f.length for f in files], [f.mm for f in files]))
+        lengths, maps = cache[1]
+        # Each file an offset falls in gets its size check (fstat) inside the call, just before its
+        # first record is read; the ones found short are reported here.
+        records, shrunk = read_checked(maps, views, starts, lengths, self._max_offset, offsets)
+        for i, now in shrunk:
+            self._shrunk(files[i], now)
+        return records
 
     def iter_records(
         self, start: int | None = None, end: int | None = None
