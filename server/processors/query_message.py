@@ -153,11 +153,12 @@ class QueryMessageProcessor:
 
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
         offset = ViewMessageRequestHeader.offset_from(request.ext_fields)
-        record = self._store.view_message(offset) if offset >= 0 else None
-        if record is None or record.nbytes > self._body_limit:
-            # Over the frame limit it cannot be a record (the broker's maxMessageSize is 4 MiB): it is
-            # a garbage size word read at an offset inside a record, which could claim up to the
-            # rest of a 1 GiB CommitLog file. Answering it would copy that much and send a frame the
-            # client refuses by closing the connection, so it is answered as no message.
+        # A copy (see _answer), read and copied in one call. Over the frame limit it cannot be a
+        # record (the broker's maxMessageSize is 4 MiB): it is a garbage size word read at an offset
+        # inside a record, which could claim up to the rest of a 1 GiB CommitLog file. Answering it
+        # would copy that much and send a frame the client refuses by closing the connection, so the
+        # store refuses it before copying and it is answered as no message.
+        record = self._store.view_message_copy(offset, self._body_limit)
+        if record is None:
             return system_error(request, view_not_found_remark(offset))
-        return request.make_response(ResponseCode.SUCCESS, body=bytes(record))  # copy: see query_message
+        return request.make_response(ResponseCode.SUCCESS, body=record)
