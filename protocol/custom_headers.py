@@ -222,7 +222,13 @@ class ViewMessageRequestHeader:
 
     @staticmethod
     def offset_from(ext_fields: Mapping[str, str] | None) -> int:
-        """Only ``offset``, by the same rules: all the broker reads (no header object per request)."""
+        """Only ``offset``, by the same rules: all the broker reads (no header object per request).
+
+        The plain-digit case of ``_parse_integer`` is repeated inline: it is every real VIEW, and
+        the two calls it saves are a tenth of the in-process cost of the request."""
+        value = ext_fields.get("offset") if ext_fields is not None else None
+        if value is not None and len(value) <= _LONG_PLAIN_DIGITS and value.isascii() and value.isdigit():
+            return int(value)
         return _required_long(ext_fields, "offset")
 
     def to_ext_fields(self) -> dict[str, str]:
