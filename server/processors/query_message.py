@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
+from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, ResponseCode
+from protocol.command import BROKER_VERSION, RemotingCommand
 from protocol.custom_headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
@@ -36,6 +36,9 @@ DEFAULT_QUERY_MAX_NUM = 32
 ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
 
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
+
+_SUCCESS = ResponseCode.SUCCESS
+_JAVA = LanguageCode.JAVA
 
 #: Room kept in a frame for the length words and the response header (a few hundred bytes in practice).
 HEADER_ALLOWANCE = 4096
@@ -161,4 +164,10 @@ class QueryMessageProcessor:
         record = self._store.view_message_copy(offset, self._body_limit)
         if record is None:
             return system_error(request, view_not_found_remark(offset))
-        return request.make_response(ResponseCode.SUCCESS, body=record)
+        # ``request.make_response(ResponseCode.SUCCESS, body=record)`` spelled out: the same command
+        # (tests/server/test_processors.py compares them), one Python call fewer per VIEW (5% of its
+        # in-process instructions).
+        return RemotingCommand(
+            _SUCCESS, _JAVA, BROKER_VERSION, request.opaque, RPC_TYPE_RESPONSE, None, None, record,
+            request.serialize_type,
+        )  # fmt: skip
