@@ -103,8 +103,9 @@ static PyObject *copy_record(PyObject *self, PyObject *const *args, Py_ssize_t n
     long long start, length;
     if (as_int64(PyList_GET_ITEM(starts, i), &start) < 0 || as_int64(PyList_GET_ITEM(lengths, i), &length) < 0)
         return NULL;
-    /* offset >= start + length, without overflowing: offset >= start here */
-    if (length <= 0 || offset - start >= length)
+    /* offset >= start + length (offset >= start here; a difference past a long long is past any length) */
+    long long pos;
+    if (length <= 0 || __builtin_sub_overflow(offset, start, &pos) || pos >= length)
         Py_RETURN_NONE;
 
     PyObject *mm = PyList_GET_ITEM(maps, i);
@@ -130,13 +131,12 @@ static PyObject *copy_record(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(r);
         length = now;
     }
-    long long limit = length;
-    if (max_offset - start < limit)
-        limit = max_offset - start;
+    long long limit = length, to_end;
+    if (!__builtin_sub_overflow(max_offset, start, &to_end) && to_end < limit)
+        limit = to_end; /* (an overflow means the written end is beyond any length) */
     long long buf_len = have_buf ? (long long)buf.len : 0;
     if (buf_len < limit)
         limit = buf_len;
-    long long pos = offset - start;
     if (pos > limit - 4) {
         result = Py_NewRef(Py_None);
         goto done;

@@ -207,6 +207,17 @@ def test_lengths_beyond_the_map_never_read_past_it(map_file: MapFile) -> None:
     assert both([mm2], [0], [10**9], 10**9, 0, 1 << 24, Shrinks()) == I32.pack(64) + b"y" * 60
 
 
+def test_offsets_and_starts_beyond_a_long_compare_as_in_python(map_file: MapFile) -> None:
+    record = I32.pack(8) + b"w" * 4
+    mm, _ = map_file(bytes(10) + record + bytes(46))  # the record at byte 10
+    assert both([mm], [-(2**70)], [64], 2**70, 0, 1 << 24, Shrinks()) is None  # 2^70 bytes past the start
+    assert both([mm], [-10], [64], 2**70, 0, 1 << 24, Shrinks()) == record
+    assert both([mm], [-10], [64], 2**63 - 1, 0, 1 << 24, Shrinks()) == record
+    assert both([mm], [-10], [64], 2**70, 2**63 - 1, 1 << 24, Shrinks()) is None
+    assert both([mm], [0], [2**70], 2**70, 10, 2**70, Shrinks()) == record
+    assert both([mm], [10], [64], 2**70, 2**70, 1 << 24, Shrinks()) is None
+
+
 def test_a_garbage_size_over_max_size_is_not_copied(map_file: MapFile) -> None:
     size = 8 << 20
     mm, _ = map_file(I32.pack(size) + bytes(size - 4))
