@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from protocol.accel import load
 from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import CommandEncodeError, HeaderDecodeError
@@ -133,7 +134,13 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 
 
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
-    """A command (without body) from JSON header bytes; ``HeaderDecodeError`` if they are not one."""
+    """A command (without body) from JSON header bytes; ``HeaderDecodeError`` if they are not one.
+
+    The compiled twin (``protocol/_header_json_fast.c``) reads the common shape (what fastjson and
+    the usual clients write: no whitespace, the known keys once each, int32 numbers, string
+    extFields) itself and hands anything else to this function, so its answers and errors are
+    always this function's.
+    """
     try:
         header: _HeaderIn = _DECODER.decode(data)
         ext_fields = header.extFields
@@ -164,6 +171,9 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     )
 
 
+_reference_decode_json_header = decode_json_header
+
+
 def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
     """extFields is a ``HashMap<String, String>`` in Java: a JSON number, boolean, array or object
     becomes its JSON text, and a null value is the same as an absent key."""
@@ -176,3 +186,11 @@ def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
         else:
             result[key] = _ENCODER.encode(value).decode("utf-8")
     return result
+
+
+_fast = load("protocol._header_json_fast")
+if _fast is not None:
+    # The compiled twin builds the command from the same class, lookup and defaults, and falls back
+    # to the reference above for anything outside the common shape.
+    _fast.bind(_reference_decode_json_header, RemotingCommand, _LANGUAGE_LOOKUP, _OTHER, _JSON)
+    decode_json_header = _fast.decode_json_header  # type: ignore[assignment]
