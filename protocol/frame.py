@@ -19,6 +19,7 @@ JSON header of tiny extFields becomes ~140 MB of dict), and no RocketMQ request 
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 
 from protocol.accel import load
 from protocol.codes import SerializeType
@@ -234,11 +235,17 @@ class FrameDecoder:
         return commands
 
 
+def _bind_twin(fast: ModuleType) -> None:
+    """Hand the compiled frame loop the reference pieces it calls back into: the whole reference
+    for an odd buffer, ``_decode_payload`` for every frame it does not decode itself,
+    ``_frame_problem`` for bad length words."""
+    fast.bind(_reference_decode_frames, _decode_payload, _frame_problem, FrameError)
+
+
 _fast = load("protocol._frame_fast")
 if _fast is not None:
     encode_json_head = _fast.encode_json_head  # type: ignore[assignment]
-    # The compiled frame loop calls back into the reference for every frame it does not decode itself.
-    _fast.bind(decode_frames, _decode_payload, _frame_problem, FrameError)
+    _bind_twin(_fast)
     decode_frames = _fast.decode_frames  # type: ignore[assignment]
 
 

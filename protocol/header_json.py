@@ -19,6 +19,7 @@ booleans become the strings Java would have parsed them into.
 from __future__ import annotations
 
 import re
+from types import ModuleType
 from typing import Annotated, Any
 
 import msgspec
@@ -188,9 +189,13 @@ def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
     return result
 
 
+def _bind_twin(fast: ModuleType) -> None:
+    """Hand the compiled twin what it builds commands from (the same class, language lookup and
+    defaults as above) and the reference it falls back to for anything outside the common shape."""
+    fast.bind(_reference_decode_json_header, RemotingCommand, _LANGUAGE_LOOKUP, _OTHER, _JSON)
+
+
 _fast = load("protocol._header_json_fast")
 if _fast is not None:
-    # The compiled twin builds the command from the same class, lookup and defaults, and falls back
-    # to the reference above for anything outside the common shape.
-    _fast.bind(_reference_decode_json_header, RemotingCommand, _LANGUAGE_LOOKUP, _OTHER, _JSON)
+    _bind_twin(_fast)
     decode_json_header = _fast.decode_json_header  # type: ignore[assignment]
