@@ -192,6 +192,9 @@ EDGE_CASES = [
     b'{"remark":"\\u00e9\\u00E9\\u4f60\\uFFFF\\uFFFE"}',
     b'{"remark":"\\ud83d\\ude00"}',
     b'{"remark":"\\uD83D\\uDE00"}',
+    b'{"remark":"\\ud800\\udc00\\udbff\\udfff"}',
+    b'{"remark":"\\udbff"}',
+    b'{"remark":"\\udbff\\ue000"}',
     b'{"remark":"\\ud83d"}',
     b'{"remark":"\\ud83dx"}',
     b'{"remark":"\\ud83d\\u0041"}',
@@ -255,6 +258,7 @@ def test_edge_cases_decode_as_the_reference_does(fast: ModuleType, data: bytes) 
     [
         b'{"remark":"\\" \\\\ \\/ \\b \\f \\n \\r \\t"}',
         b'{"remark":"\\ud83d\\ude00\\u0000"}',
+        b'{"remark":"\\ud800\\udc00 \\udbff\\udfff \\uDB40\\uDC00"}',
         b'{"remark":"caf\xc3\xa9 \xf0\x9f\x9a\x80"}',
         b'{"remark":"a\x7fb"}',
         b'{"extFields":{"\\u0041\\n":"\\u0042\\t"}}',
