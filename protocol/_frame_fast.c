@@ -281,7 +281,11 @@ static PyObject *decode_frames(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     long long max_frame_length, max_header_length;
-    if (as_limit(args[1], &max_frame_length) < 0 || as_limit(args[2], &max_header_length) < 0) return NULL;
+    if (as_limit(args[1], &max_frame_length) < 0 || as_limit(args[2], &max_header_length) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+        PyErr_Clear(); /* limits that are not ints: the reference compares whatever they are */
+        return PyObject_Vectorcall(reference_decode_frames, args, 3, NULL);
+    }
     Py_buffer buf;
     if (PyObject_GetBuffer(args[0], &buf, PyBUF_RECORDS_RO) < 0) {
         PyErr_Clear();

@@ -182,6 +182,16 @@ def test_buffers_that_are_not_flat_bytes_fail_alike(fast: ModuleType) -> None:
         _same(fast, item)
 
 
+@pytest.mark.parametrize(
+    ("max_frame", "max_header"), [(1e6, 1e4), (64.5, 3.5), ("x", 5), (100, None), (True, 0)]
+)
+def test_limits_that_are_not_ints_are_taken_as_the_reference_takes_them(
+    fast: ModuleType, max_frame: object, max_header: object
+) -> None:
+    for data in (GOOD, GOOD + GOOD_RMQ[:9], _frame(-1), _frame(200, 100)):
+        _same(fast, data, max_frame, max_header)  # type: ignore[arg-type]
+
+
 def _mutate(rng: random.Random, data: bytes) -> bytes:
     out = bytearray(data)
     extremes = [0, 1, 3, 4, 5, 8, 0x7F, 0x80, 0xFF, 0xFFFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
