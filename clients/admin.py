@@ -20,22 +20,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import msgspec
 
-from clients.client import DEFAULT_TIMEOUT, RemotingClient
 from clients.errors import (
     ClientError,
     InvalidMessageIdError,
-    MQBrokerError,
     MQClientError,
-    TransportError,
     UsageError,
-    no_message_error,
-    no_route_error,
 )
 from clients.message_queue import (
     PULL_STATUS_BY_CODE,
@@ -44,11 +37,18 @@ from clients.message_queue import (
     PullStatus,
     java_hashset_order,
 )
-from clients.route import TopicRouteData, decode_route
+from clients.namesrv import NamesrvClient
+from clients.response_errors import (
+    broker_error,
+    client_error,
+    expect_success,
+    no_message_error,
+    no_route_error,
+)
+from clients.route import TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
 from protocol.custom_headers import (
     PULL_SUBSCRIPTION_FLAG,
-    GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryMessageRequestHeader,
@@ -136,12 +136,6 @@ def query_ext_fields(
     return with_unique_key_query(header.to_ext_fields(), unique_key)
 
 
-def split_namesrv(namesrv: str | Sequence[str]) -> list[str]:
-    """Name server addresses from ``a:9876;b:9876`` (Java's separator) or a sequence."""
-    items = namesrv.split(";") if isinstance(namesrv, str) else list(namesrv)
-    return [a.strip() for a in items if a and a.strip()]
-
-
 def addr_of(host: str, port: int) -> str:
     """``host:port`` with an IPv6 host in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -160,68 +154,18 @@ def subscription_tags(sub_expression: str | None) -> set[str]:
     return tags
 
 
-class QueryAdmin:
+class QueryAdmin(NamesrvClient):
     """Key, unique-key and id queries, and the consume-queue reads and pulls of mqadmin's pull-based
     tools, against a name server and the brokers it routes to."""
-
-    def __init__(
-        self,
-        namesrv: str | Sequence[str] | None,
-        client: RemotingClient | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self.namesrv_addrs = split_namesrv(namesrv) if namesrv else []
-        self.client = client if client is not None else RemotingClient(timeout=timeout)
-        self._owns_client = client is None
-        self.timeout = timeout
-        self._routes: dict[str, TopicRouteData] = {}
-
-    async def __aenter__(self) -> QueryAdmin:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._owns_client:
-            await self.client.close()
 
     # -- routes -----------------------------------------------------------------------------------
 
     async def get_route(self, topic: str) -> TopicRouteData:
-        """The topic's route (cached), asking each name server in turn until one answers."""
-        cached = self._routes.get(topic)
-        if cached is not None:
-            return cached
-        if not self.namesrv_addrs:
-            raise UsageError("no name server address given (use -n host:port or NAMESRV_ADDR)")
-        last_error: ClientError | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                response = await self.client.invoke(
-                    addr,
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                    GetRouteInfoRequestHeader(topic).to_ext_fields(),
-                    timeout=self.timeout,
-                )
-            except TransportError as exc:
-                last_error = exc
-                continue
-            if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                raise no_route_error(topic)
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
-            route = decode_route(response.body)
-            self._routes[topic] = route
-            return route
-        assert last_error is not None
-        raise last_error
+        """The topic's route (cached); no route is Java's ``TOPIC_NOT_EXIST`` verdict."""
+        route = await self.route(topic)
+        if route is None:
+            raise no_route_error(topic)
+        return route
 
     # -- QUERY_MESSAGE ----------------------------------------------------------------------------
 
@@ -283,8 +227,7 @@ class QueryAdmin:
         )
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         try:
             header = QueryMessageResponseHeader.from_ext_fields(response.ext_fields)
         except HeaderFieldError as exc:
@@ -338,13 +281,12 @@ class QueryAdmin:
         return await self.view_at(addr_of(host, port), offset, topic)
 
     async def view_at(self, addr: str, offset: int, topic: str | None = None) -> MessageExt:
-        """VIEW_MESSAGE_BY_ID for ``offset`` on ``addr``; a non-SUCCESS answer is ``MQBrokerError``."""
+        """VIEW_MESSAGE_BY_ID for ``offset`` on ``addr``; a non-SUCCESS answer raises its code's class."""
         ext_fields = ViewMessageRequestHeader(offset, topic or None).to_ext_fields()
         response = await self.client.invoke(
             addr, RequestCode.VIEW_MESSAGE_BY_ID, ext_fields, timeout=self.timeout
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         return decode_message(response.body or b"")
 
     async def query_by_id(
@@ -384,14 +326,13 @@ class QueryAdmin:
         response = await self.client.invoke(
             addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}, timeout=self.timeout
         )
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         if not response.body:
             return []
         try:
             return _GROUP_LIST.decode(response.body).group_list
         except msgspec.DecodeError as exc:
-            raise MQBrokerError(response.code, f"undecodable group list: {exc}", addr) from exc
+            raise broker_error(response.code, f"undecodable group list: {exc}", addr) from exc
 
     # -- consume queues (DefaultMQPullConsumer / DefaultMQAdminExt) --------------------------------
 
@@ -403,7 +344,7 @@ class QueryAdmin:
                 addr = broker.select_broker_addr()
                 if addr:
                     return addr
-        raise MQClientError(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
+        raise client_error(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
 
     async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of ``topic``, in the order Java's ``HashSet`` gives them."""
@@ -415,7 +356,7 @@ class QueryAdmin:
             for queue_id in range(data.read_queue_nums)
         ]
         if not queues:
-            raise MQClientError(
+            raise client_error(
                 ResponseCode.SYSTEM_ERROR, f"Can not find Message Queue for this topic, {topic}"
             )
         return java_hashset_order(queues)
@@ -423,8 +364,7 @@ class QueryAdmin:
     async def _queue_call(self, mq: MessageQueue, code: int, ext_fields: dict[str, str]) -> dict[str, str]:
         addr = await self.broker_addr(mq.topic, mq.broker_name)
         response = await self.client.invoke(addr, code, ext_fields, timeout=self.timeout)
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         return response.ext_fields or {}
 
     async def min_offset(self, mq: MessageQueue) -> int:
@@ -477,7 +417,7 @@ class QueryAdmin:
         )
         status = PULL_STATUS_BY_CODE.get(response.code)
         if status is None:
-            raise MQBrokerError(response.code, response.remark, addr)
+            raise broker_error(response.code, response.remark, addr)
         fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
         result = PullResult(status, fields.next_begin_offset, fields.min_offset, fields.max_offset)
         if status is PullStatus.FOUND:
@@ -499,9 +439,8 @@ class QueryAdmin:
             response = await self.client.invoke(
                 addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}, timeout=self.timeout
             )
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
+            expect_success(response, addr)
             rows.extend(decode_topic_stats(bytes(response.body or b"")))
         if not rows:
-            raise MQClientError(ResponseCode.SYSTEM_ERROR, "Not found the topic stats info")
+            raise client_error(ResponseCode.SYSTEM_ERROR, "Not found the topic stats info")
         return rows

@@ -5,12 +5,13 @@ They mirror the Java client's split so the command line can say exactly what hap
 ``MQBrokerError`` is ``MQBrokerException`` (the server answered with an error code), and the
 transport errors (``ConnectError``, ``RequestTimeoutError``, ``ConnectionClosedError``) are
 ``RemotingException``'s family. The message text follows Java's ``CODE: n  DESC: ...`` so operators
-can grep for what they already know.
+can grep for what they already know. Both code-carrying families are raised as the class of their
+response code (``clients.response_errors``: ``SystemBusyError``, ``NoPermissionError``, ...).
 """
 
 from __future__ import annotations
 
-from protocol.codes import ResponseCode
+from typing import Any
 
 
 class ClientError(Exception):
@@ -55,17 +56,37 @@ class RouteDecodeError(ClientError):
     """A name server's route body is not valid TopicRouteData JSON."""
 
 
-class MQClientError(ClientError):
-    """A client-side verdict with a RocketMQ response code (e.g. 17 no route, 208 no message)."""
+class ResponseCodeError(ClientError):
+    """An error that carries a RocketMQ response code: the base of ``MQClientError``, ``MQBrokerError``
+    and of the one class per code in ``clients.response_errors`` (catch ``SystemBusyError``, not
+    ``MQBrokerError`` plus a look at ``code``)."""
+
+    code: int
+
+
+class MQClientError(ResponseCodeError):
+    """A client-side verdict with a RocketMQ response code (e.g. 17 no route, 208 no message).
+
+    Build it with ``clients.response_errors.client_error`` to get the class of its code.
+    """
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"CODE: {code}  DESC: {message}")
         self.code = code
         self.error_message = message
 
+    def __reduce__(self) -> tuple[Any, tuple[int, str]]:
+        """Pickled as its arguments, rebuilt as the class of its code (the forms are made at import)."""
+        from clients.response_errors import client_error
 
-class MQBrokerError(ClientError):
-    """The server answered a request with a non-success code; ``remark`` is its explanation."""
+        return client_error, (self.code, self.error_message)
+
+
+class MQBrokerError(ResponseCodeError):
+    """The server answered a request with a non-success code; ``remark`` is its explanation.
+
+    Build it with ``clients.response_errors.broker_error`` to get the class of its code.
+    """
 
     def __init__(self, code: int, remark: str | None, addr: str) -> None:
         super().__init__(f"CODE: {code}  DESC: {remark} BROKER: {addr}")
@@ -73,12 +94,8 @@ class MQBrokerError(ClientError):
         self.remark = remark
         self.addr = addr
 
+    def __reduce__(self) -> tuple[Any, tuple[int, str | None, str]]:
+        """Pickled as its arguments, rebuilt as the class of its code (the forms are made at import)."""
+        from clients.response_errors import broker_error
 
-def no_message_error(what: str = "key") -> MQClientError:
-    """Java's ``NO_MESSAGE`` verdict after a query whose filtered result is empty."""
-    return MQClientError(ResponseCode.NO_MESSAGE, f"query message by {what} finished, but no message.")
-
-
-def no_route_error(topic: str) -> MQClientError:
-    """Java's verdict when the name server has no route for ``topic``."""
-    return MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"The topic[{topic}] not matched route info")
+        return broker_error, (self.code, self.remark, self.addr)

@@ -4,8 +4,9 @@ For tests and tools that write into ``serve --writable`` (or a real broker): the
 name server, falling back to ``TBW102``'s route for a topic that does not exist yet (the broker then
 creates it), queues are taken round-robin unless one is given, every message gets a ``UNIQ_KEY``
 made like the Java client's and ``WAIT=true``, and the properties travel in Java ``HashMap`` order.
-No retries, no compression, no transactions: a failed send raises ``MQBrokerError`` with the
-broker's code and remark.
+No retries, no compression, no transactions: a failed send raises the ``MQBrokerError`` of the
+broker's code (``clients.response_errors``: ``NoPermissionError``, ``MessageIllegalError``, ...)
+with its remark.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 
-from clients.admin import split_namesrv
 from clients.client import RemotingClient
-from clients.errors import MQBrokerError, TransportError, UsageError
-from clients.route import TopicRouteData, decode_route
-from protocol.codes import RequestCode, ResponseCode
+from clients.errors import UsageError
+from clients.namesrv import NamesrvClient
+from clients.response_errors import expect_success
+from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import GetRouteInfoRequestHeader
 from protocol.message_id import UniqueIdGenerator
 from protocol.send_message import (
     SendMessageRequestHeader,
@@ -58,7 +57,7 @@ class OutgoingMessage:
     flag: int = 0
 
 
-class Producer:
+class Producer(NamesrvClient):
     """Sends to the broker(s) a name server routes a topic to."""
 
     def __init__(
@@ -69,67 +68,21 @@ class Producer:
         client: RemotingClient | None = None,
         timeout: float = 3.0,
     ) -> None:
-        self.namesrv_addrs = split_namesrv(namesrv) if namesrv else []
+        super().__init__(namesrv, client, timeout=timeout)
         self.group = group
-        self.client = client if client is not None else RemotingClient(timeout=timeout)
-        self._owns_client = client is None
-        self.timeout = timeout
         self._ids = UniqueIdGenerator()
-        self._routes: dict[str, TopicRouteData] = {}
         self._rotation = itertools.count()
-
-    async def __aenter__(self) -> Producer:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        if self._owns_client:
-            await self.client.close()
-
-    async def _route(self, topic: str) -> TopicRouteData | None:
-        if not self.namesrv_addrs:
-            raise UsageError("no name server address given (use -n host:port or NAMESRV_ADDR)")
-        last: Exception | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                response = await self.client.invoke(
-                    addr,
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                    GetRouteInfoRequestHeader(topic).to_ext_fields(),
-                    timeout=self.timeout,
-                )
-            except TransportError as exc:
-                last = exc
-                continue
-            if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                return None
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
-            return decode_route(response.body)
-        assert last is not None
-        raise last
 
     async def _target(self, topic: str, queue_id: int | None) -> tuple[str, str, int]:
         """(broker address, broker name, queue id) for the next send to ``topic``."""
-        route = self._routes.get(topic)
-        fallback = False
+        route = await self.route(topic)
+        fallback = route is None
         if route is None:
-            route = await self._route(topic)
+            # Like the Java client: send with TBW102's route; the broker creates the topic. The
+            # fallback is not cached, so the next send picks up the new topic's own route.
+            route = await self.fetch_route(AUTO_CREATE_TOPIC)
             if route is None:
-                # Like the Java client: send with TBW102's route; the broker creates the topic. The
-                # fallback is not cached, so the next send picks up the new topic's own route.
-                fallback = True
-                route = await self._route(AUTO_CREATE_TOPIC)
-                if route is None:
-                    raise UsageError(
-                        f"no route info for topic {topic} (and no {AUTO_CREATE_TOPIC} to create it)"
-                    )
-            else:
-                self._routes[topic] = route
+                raise UsageError(f"no route info for topic {topic} (and no {AUTO_CREATE_TOPIC} to create it)")
         queue = route.queue_datas[0]
         nums = min(queue.write_queue_nums, DEFAULT_TOPIC_QUEUE_NUMS) if fallback else queue.write_queue_nums
         broker = next(b for b in route.broker_datas if b.broker_name == queue.broker_name)
@@ -209,8 +162,7 @@ class Producer:
 
     @staticmethod
     def _result(response: RemotingCommand, addr: str, unique: str) -> SendResult:
-        if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+        expect_success(response, addr)
         header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         return SendResult(unique, header.msg_id, addr, header.queue_id, header.queue_offset)
 

@@ -186,19 +186,19 @@ class RmqClient:
 
     def query_by_key(self, topic: str, key: str, max_num: int = 64) -> list[MessageExt]:
         """``mqadmin queryMsgByKey``: the messages of ``topic`` with ``key`` among their KEYS ([] if none)."""
-        from clients.errors import MQClientError
+        from clients.response_errors import NoMessageError, TopicNotExistError
 
         try:
             return self.server.run(self.server.admin.query_by_key(topic, key, max_num)).messages
-        except MQClientError:
+        except (NoMessageError, TopicNotExistError):  # nothing found, or no such topic yet
             return []
 
     def query_by_unique_key(self, topic: str, unique_key: str) -> list[MessageExt]:
-        from clients.errors import MQClientError
+        from clients.response_errors import NoMessageError, TopicNotExistError
 
         try:
             return self.server.run(self.server.admin.query_by_unique_key(topic, unique_key))
-        except MQClientError:
+        except (NoMessageError, TopicNotExistError):
             return []
 
     def view(self, offset_msg_id: str) -> MessageExt:

@@ -1,8 +1,9 @@
 """The numeric codes of the RocketMQ remoting protocol (request codes, response codes, languages).
 
 Values are RocketMQ's own (``RequestCode``, ``ResponseCode``, ``LanguageCode`` and
-``SerializeType`` in rocketmq-remoting); only the codes this server meets are named. Unknown values
-still travel as plain ints, since a request with an unknown code must be answered, not rejected.
+``SerializeType`` in rocketmq-remoting). Request codes: only those this server meets are named;
+response codes: all of 4.9.7's. Unknown values still travel as plain ints, since a request with an
+unknown code must be answered, not rejected.
 """
 
 from __future__ import annotations
@@ -69,22 +70,51 @@ class RequestCode(IntEnum):
 
 
 class ResponseCode(IntEnum):
-    """Response codes (``ResponseCode`` / ``RemotingSysResponseCode``); NO_MESSAGE is client-side only."""
+    """Every response code of RocketMQ 4.9.7 (``RemotingSysResponseCode`` and ``ResponseCode``).
+
+    All are named, not just the ones this server sends, so a client can tell any answer a 4.9.7
+    broker or name server gives (``clients.response_errors`` has a class for each). NO_MESSAGE is
+    a client-side verdict only; no server sends it.
+    """
 
     SUCCESS = 0
     SYSTEM_ERROR = 1
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
     MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
     NO_PERMISSION = 16
     TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
     PULL_NOT_FOUND = 19
     PULL_RETRY_IMMEDIATELY = 20
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     SUBSCRIPTION_PARSE_FAILED = 23
     SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
+    TRANSACTION_SHOULD_COMMIT = 200
+    TRANSACTION_SHOULD_ROLLBACK = 201
+    #: Java spells it ``TRANSACTION_STATE_UNKNOW``; the name here is Java's, for grep.
+    TRANSACTION_STATE_UNKNOW = 202
+    TRANSACTION_STATE_GROUP_WRONG = 203
+    NO_BUYER_ID = 204
+    NOT_IN_CURRENT_UNIT = 205
+    CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
+    FLOW_CONTROL = 215
 
 
 #: ``RemotingCommand`` flag bits.

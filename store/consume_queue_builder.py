@@ -53,7 +53,7 @@ from store.consume_queue import (
     entry_bytes,
 )
 from store.errors import StoreError
-from store.log_gaps import Gap, GapWalk, index_around, refuse
+from store.log_gaps import Gap, GapWalk, index_around, refuse, report_stall
 from store.staging import staged_output
 
 __all__ = ["ConsumeQueueBuilder", "dispatch_entry", "rebuild_consume_queues"]
@@ -404,6 +404,20 @@ class ConsumeQueueBuilder:
             self._queues[key] = queue
         return queue
 
+    def queue_ends(self) -> dict[tuple[str, int], int]:
+        """(topic, queue id) -> the queue's written end in entries: the next record's queue offset.
+
+        What the broker's ``recoverTopicQueueTable`` reads at start (each queue's max offset), so a
+        writer resuming a store need not walk the CommitLog for it. Every queue that existed at start
+        or was written since.
+        """
+        with self._lock:
+            return {
+                key: (q.last_start + q.wrote) // CQ_STORE_UNIT_SIZE
+                for key, q in self._queues.items()
+                if q.last_start is not None
+            }
+
     # -- building ------------------------------------------------------------------------------------
 
     def _records(self) -> Iterator[tuple[int, memoryview]]:
@@ -468,6 +482,9 @@ class ConsumeQueueBuilder:
                 nxt = self.commitlog.next_offset(last_offset)
                 if nxt is not None:
                     self._next_offset = nxt
+        if self._on_gap is None and (max_records is None or seen < max_records):
+            # Following: a walk that ends before the settled end waits at a gap.
+            report_stall(self.commitlog, self.next_offset, self.commitlog.settled_end)
         return seen
 
     def flush(self) -> None:

@@ -39,7 +39,7 @@ from store.index_file import IndexFile, header_problem
 from store.index_keys import KeyHasher, index_keys
 from store.index_range import END, OTHER, ROLL, index_range
 from store.index_service import IndexService
-from store.log_gaps import Gap, GapWalk, index_around, refuse
+from store.log_gaps import Gap, GapWalk, index_around, refuse, report_stall
 from store.staging import staged_output
 
 log = logging.getLogger("store.index")
@@ -308,6 +308,9 @@ class IndexBuilder:
                     # past the CommitLog's end): the CommitLog's own walk finds the next one.
                     nxt = next(iter(self._records(pos)), None)
                     if nxt is None:
+                        if self._on_gap is None:
+                            # Following: a walk that ends before the settled end waits at a gap.
+                            report_stall(self.commitlog, pos, self.commitlog.settled_end)
                         break
                     offset, buf = nxt
                     if offset != pos:

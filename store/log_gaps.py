@@ -135,14 +135,7 @@ class GapWalk:
             pos = self._next_record(end)
 
     def _next_record(self, end: int) -> int | None:
-        size = self.commitlog.mapped_file_size
-        here = end - end % size
-        for f in self.commitlog.files:
-            if f.start <= here:
-                continue
-            for offset, _buf in self.commitlog.iter_records(f.start):
-                return offset
-        return None
+        return next_record_after(self.commitlog, end)
 
     def _follows_file_end(self, end: int, offset: int) -> bool:
         """``offset`` starts the next file and the file holding ``end`` is complete there."""
@@ -160,17 +153,62 @@ class GapWalk:
         return False
 
     def _gap(self, start: int, resume: int) -> None:
-        reason = None
-        size = self.commitlog.mapped_file_size
-        for f in self.commitlog.files:
-            pos = start - f.start
-            safe = f.safe_length()
-            # An end-of-file marker (or no room for one) is where a complete file ends: not the cause.
-            if 0 <= pos and pos + 8 <= safe and record.check(f.view(), pos, safe) != record.BLANK:
-                reason = record.describe_invalid(f.view(), pos, safe, start)
-        gap = Gap(start, resume, gap_causes(log_files(self.commitlog), size, start, resume, reason))
+        gap = describe_gap(self.commitlog, start, resume)
         self.on_gap(gap)
         self.gaps.append(gap)
+
+
+def next_record_after(commitlog: CommitLog, end: int) -> int | None:
+    """The first whole record in a file after the one holding ``end``: where records resume when a
+    walk ended at ``end`` before a file it cannot reach (missing, or its predecessor cut short)."""
+    size = commitlog.mapped_file_size
+    here = end - end % size
+    for f in commitlog.files:
+        if f.start <= here:
+            continue
+        for offset, _buf in commitlog.iter_records(f.start):
+            return offset
+    return None
+
+
+def describe_gap(commitlog: CommitLog, start: int, resume: int) -> Gap:
+    """The gap between ``start`` (where whole records stop) and ``resume``, with its causes."""
+    reason = None
+    for f in commitlog.files:
+        pos = start - f.start
+        safe = f.safe_length()
+        # An end-of-file marker (or no room for one) is where a complete file ends: not the cause.
+        if 0 <= pos and pos + 8 <= safe and record.check(f.view(), pos, safe) != record.BLANK:
+            reason = record.describe_invalid(f.view(), pos, safe, start)
+    size = commitlog.mapped_file_size
+    return Gap(start, resume, gap_causes(log_files(commitlog), size, start, resume, reason))
+
+
+def report_stall(commitlog: CommitLog, end: int, limit: int) -> Gap | None:
+    """A follower (``--follow``, ``serve --build-index``) whose walk ended at ``end``, before ``limit``
+    (the CommitLog's settled end): the gap it waits at, said once per gap and process (the index and
+    consume queue builders stall at the same gap: one line), or None when it simply caught up.
+
+    It waits there, as the broker's ``ReputMessageService`` does (``getData`` finds no file for the
+    offset, and the reput tries the same offset again for ever): skipping would build past records
+    that may still come back (a file being restored or copied). A one-shot ``rebuild-index
+    --index-around-gaps`` builds around it; a follower started afterwards resumes after the gap (from
+    the index's last entry and the queues' ends).
+    """
+    if end >= limit:
+        return None
+    resume = next_record_after(commitlog, end)
+    if resume is None or resume >= limit:
+        return None
+    gap = describe_gap(commitlog, end, resume)
+    commitlog.warn(
+        f"stall:{resume}",
+        f"following the CommitLog stops at a {gap.describe()}. The records from offset {resume} on are "
+        "neither indexed nor put in consume queues until the missing data is back (the broker's reput "
+        f"waits there too); to build around the gap instead, stop this process and run rmq-query "
+        f"rebuild-index {AROUND_FLAG} (following resumes after the gap once it is rebuilt)",
+    )
+    return gap
 
 
 def refuse(gap: Gap) -> None:

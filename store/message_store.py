@@ -93,6 +93,8 @@ class MessageStore:
         build_index: bool = False,
         rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES,
         catch_up: bool = True,
+        index_keys: bool = True,
+        commitlog: CommitLog | None = None,
     ) -> None:
         self.config = config
         self.rss_trim_bytes = rss_trim_bytes
@@ -102,7 +104,11 @@ class MessageStore:
         self._lock = threading.RLock()
         self.warn = WarnOnce(log)
         self._report_markers()
-        self.commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        #: A CommitLog view given by the caller (the write path's writer) stays the caller's to close.
+        self._own_commitlog = commitlog is None
+        self.commitlog = commitlog or CommitLog(
+            config.store_path_commit_log, config.mapped_file_size_commit_log
+        )
         self.queues = QueueTable(config, self.commitlog)
         self._store_time = store_time_picker(self.commitlog)
         self._builder = None
@@ -124,8 +130,13 @@ class MessageStore:
             from store.consume_queue_builder import ConsumeQueueBuilder
             from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
 
-            self._builder = IndexBuilder(config, self.commitlog)
-            self.index = self._builder.index
+            if index_keys:
+                self._builder = IndexBuilder(config, self.commitlog)
+                self.index = self._builder.index
+            else:
+                # The broker's dispatch without CommitLogDispatcherBuildIndex: the index files that
+                # exist are served as they are, none is added to.
+                self.index = IndexService(config)
             cq_mapped = _maintained_by_broker(config, config.consume_queue_dir)
             if cq_mapped:
                 # A broker that does not index still writes its consume queues: never a second writer.
@@ -139,7 +150,8 @@ class MessageStore:
             else:
                 self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
             if catch_up:
-                self._builder.run_once()
+                if self._builder is not None:
+                    self._builder.run_once()
                 if self._cq_builder is not None:
                     self._cq_builder.run_once()
                 self.queues.refresh()
@@ -155,18 +167,30 @@ class MessageStore:
         build_index: bool = False,
         rss_trim_bytes: int = DEFAULT_RSS_TRIM_BYTES,
         catch_up: bool = True,
+        index_keys: bool = True,
+        commitlog: CommitLog | None = None,
     ) -> MessageStore:
         """Open the store ``config`` describes; ``build_index`` indexes records the index lacks.
 
         ``catch_up=False`` leaves a backlog to later ``refresh(max_records=...)`` slices, so a server
-        can answer from the index it has while the rest is indexed.
+        can answer from the index it has while the rest is indexed. ``index_keys=False`` (with
+        ``build_index``) builds the consume queues only, as a broker with ``messageIndexEnable=false``
+        dispatches: the IndexFiles already there are served, none is written. ``commitlog``: an open
+        view of the store's CommitLog to share (the writer's, so the end is found once), left open.
 
         ``rss_trim_bytes``: once this many record bytes were served, or (checked every
         ``RSS_CHECK_EVERY_RECORDS`` records) this process's resident file pages reach it, the mapped
         pages are handed back to the kernel (they stay cached; hot ones fault back in cheaply),
         which keeps resident memory bounded however much of a multi-GiB store the queries touch.
         """
-        return cls(config, build_index=build_index, rss_trim_bytes=rss_trim_bytes, catch_up=catch_up)
+        return cls(
+            config,
+            build_index=build_index,
+            rss_trim_bytes=rss_trim_bytes,
+            catch_up=catch_up,
+            index_keys=index_keys,
+            commitlog=commitlog,
+        )
 
     def _report_markers(self) -> None:
         """Say once what the store's marker files tell: an unclean broker exit, a lost checkpoint."""
@@ -393,6 +417,14 @@ class MessageStore:
             found.update(self._builder.topics_seen)
         return found
 
+    def queue_ends(self) -> tuple[dict[tuple[str, int], int], int] | None:
+        """The consume queues this store builds: (each queue's next queue offset, the CommitLog offset
+        before which every record is in them); None when it builds none (``ConsumeQueueBuilder``)."""
+        builder = self._cq_builder
+        if builder is None:
+            return None
+        return builder.queue_ends(), builder.next_offset
+
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def refresh(self, max_records: int | None = None) -> bool:
@@ -403,9 +435,13 @@ class MessageStore:
         """
         with self._lock:
             self.commitlog.refresh()
-            if self._builder is not None:
-                self.index.audit()
-                read = self._builder.run_once(max_records)
+            if self._builder is not None or self._cq_builder is not None:
+                read = 0
+                if self._builder is not None:
+                    self.index.audit()
+                    read = self._builder.run_once(max_records)
+                else:
+                    self.index.refresh()
                 if self._cq_builder is not None:
                     cq_read = self._cq_builder.run_once(max_records)
                     if cq_read == 0:
@@ -429,7 +465,8 @@ class MessageStore:
                 self._builder.close()
             else:
                 self.index.close()
-            self.commitlog.close()
+            if self._own_commitlog:
+                self.commitlog.close()
 
     def __enter__(self) -> MessageStore:
         return self

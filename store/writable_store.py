@@ -18,7 +18,7 @@ import heapq
 import time
 from collections.abc import Callable
 
-from protocol.message import decode_message, read_index_fields
+from protocol.message import decode_message
 from store.checkpoint import Checkpoint
 from store.config import StoreConfig
 from store.consume_queue import delay_level_table, deliver_timestamp
@@ -70,11 +70,26 @@ class WritableStore:
             clock=self._clock,
             index=False,
             mark_in_use=False,
+            scan_queues=False,
         )
         try:
-            # The query side dispatches every append to the IndexFiles and the ConsumeQueues (the
-            # index also when broker.conf says messageIndexEnable=false: queries need it).
-            self.reader = MessageStore.open(config, build_index=True)
+            # The query side dispatches every append to the ConsumeQueues and, unless broker.conf
+            # says messageIndexEnable=false, to the IndexFiles: the broker's CommitLogDispatcherBuildIndex
+            # skips a store that does not index (its key queries then find nothing new).
+            # It shares the writer's CommitLog view: the end of the log is found once, not twice.
+            self.reader = MessageStore.open(
+                config,
+                build_index=True,
+                index_keys=config.message_index_enable,
+                commitlog=self.writer.commitlog,
+            )
+            # The next queue offsets come from the consume queues the reader just brought up to date,
+            # as the broker's recoverTopicQueueTable takes them: the CommitLog is not read for them.
+            ends = self.reader.queue_ends()
+            if ends is None:
+                self.writer.resume_queues({}, self.reader.commitlog.min_offset)
+            else:
+                self.writer.resume_queues(*ends)
         except BaseException:
             self.writer.close()
             raise
@@ -139,15 +154,26 @@ class WritableStore:
         heapq.heappush(self._scheduled, (due, offset, level, queue_offset))
 
     def _rearm_scheduled(self) -> None:
-        """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart."""
-        for offset, buf in self.reader.commitlog.iter_records():
-            fields = read_index_fields(buf, 0)
-            if fields.topic != SCHEDULE_TOPIC:
-                continue
-            msg = decode_message(buf, read_body=False)
-            level = msg.queue_id + 1
-            if msg.queue_offset >= self._delay_offsets.get(level, 0):
-                self._schedule(level, msg.store_timestamp, offset, msg.queue_offset)
+        """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart.
+
+        As the broker's ``ScheduleMessageService`` finds them: each level's queue of
+        ``SCHEDULE_TOPIC_XXXX`` read from its delay offset on (entries, not the whole CommitLog).
+        """
+        queues = self.reader.queues
+        for queue_id in queues.directory_queue_ids().get(SCHEDULE_TOPIC, []):
+            level = queue_id + 1
+            queue = queues.get(SCHEDULE_TOPIC, queue_id)
+            start = max(self._delay_offsets.get(level, 0), queue.min_offset)
+            for queue_offset in range(start, queue.max_offset):
+                entry = queue.entry(queue_offset)
+                if entry is None:
+                    continue
+                buf = self.reader.commitlog.read_record(entry.commit_log_offset)
+                if buf is None:
+                    continue  # a blank entry, or its record is gone: nothing to deliver
+                msg = decode_message(buf, read_body=False)
+                if msg.topic == SCHEDULE_TOPIC and msg.queue_id == queue_id:
+                    self._schedule(level, msg.store_timestamp, entry.commit_log_offset, msg.queue_offset)
 
     def dispatch(self) -> None:
         """The reput: bring the index and the query side up to the end of the CommitLog."""

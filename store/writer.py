@@ -125,6 +125,7 @@ class StoreWriter:
         index: bool = True,
         mark_in_use: bool = True,
         consume_queues: bool = True,
+        scan_queues: bool = True,
     ) -> None:
         self.config = config
         self.store_host = store_host or config.broker_ip1
@@ -140,12 +141,8 @@ class StoreWriter:
         self._position = self._reader.max_offset
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topics: dict[str, int] = {}
-        for _offset, buf in self._reader.iter_records():
-            msg = decode_message(buf, 0, read_body=False)
-            self._topics[msg.topic] = max(self._topics.get(msg.topic, 0), msg.queue_id + 1)
-            if not _skips_queue(msg.sys_flag):
-                key = (msg.topic, msg.queue_id)
-                self._queue_offsets[key] = max(self._queue_offsets.get(key, 0), msg.queue_offset + 1)
+        #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
+        self._queues_known = False
         self._fd: int | None = None
         self._fd_start = -1
         self._scrub_torn_tail()
@@ -160,9 +157,39 @@ class StoreWriter:
         )
         #: False when the caller dispatches the records itself (``WritableStore``: the query side's builders).
         self._dispatches = index
+        if self.cq_builder is not None:
+            # The queues as the broker recovers its topic queue table: from the consume queues,
+            # brought up to the end of the CommitLog first (only what they lack is read).
+            self.cq_builder.run_once()
+            self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
+        elif scan_queues:
+            self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
         # Marked in use only now: the builder above must see only a marker a crashed writer left.
         if mark_in_use:
             self.mark_in_use()
+
+    def resume_queues(self, queue_ends: Mapping[tuple[str, int], int], covered: int) -> None:
+        """Start from the consume queues' ends (``ConsumeQueueBuilder.queue_ends``), which hold every
+        record before CommitLog offset ``covered``, and read only the records from there on.
+
+        The broker takes its next queue offsets from its consume queues at start
+        (``recoverTopicQueueTable``) instead of reading its CommitLog: a store of many GiB opens in
+        the time its queues' last files take to read. Topics are those with a queue, plus those of the
+        records read; a topic whose every record is a prepared or rolled-back transaction before
+        ``covered`` (no queue entry) is not among ``topics`` (the topic table written at close keeps
+        what it already lists).
+        """
+        self._queue_offsets = dict(queue_ends)
+        self._topics = {}
+        for topic, queue_id in queue_ends:
+            self._topics[topic] = max(self._topics.get(topic, 0), queue_id + 1)
+        for _offset, buf in self._reader.iter_records(covered):
+            msg = decode_message(buf, 0, read_body=False)
+            self._topics[msg.topic] = max(self._topics.get(msg.topic, 0), msg.queue_id + 1)
+            if not _skips_queue(msg.sys_flag):
+                key = (msg.topic, msg.queue_id)
+                self._queue_offsets[key] = max(self._queue_offsets.get(key, 0), msg.queue_offset + 1)
+        self._queues_known = True
 
     def mark_in_use(self) -> None:
         """Create the ``abort`` marker (removed by ``close``): until then a crash leaves no trace of
@@ -267,6 +294,8 @@ class StoreWriter:
         """
         if not recs:
             return []
+        if not self._queues_known:
+            raise StoreError("the writer's queue offsets are not known yet: call resume_queues first")
         now = self._clock() if store_timestamp is None else store_timestamp
         # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
         # and physical offsets (as doAppend patches the pre-encoded buffer).
@@ -366,6 +395,11 @@ class StoreWriter:
             born_port=born_port,
         )
         return self.put(rec, store_timestamp=now)
+
+    @property
+    def commitlog(self) -> CommitLog:
+        """The writer's read view of its CommitLog (open until ``close``), for a query side to share."""
+        return self._reader
 
     @property
     def position(self) -> int:

@@ -189,12 +189,22 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_SERVER_ERROR  # e.g. an undecodable route or message
 
 
+def error_family(exc: BaseException) -> str:
+    """The ``error`` name of a JSON error line: for a response code's class (``SystemBusyError``),
+    the family it was reported under before those classes existed, so scripts keep matching."""
+    if isinstance(exc, MQClientError):
+        return "MQClientError"
+    if isinstance(exc, MQBrokerError):
+        return "MQBrokerError"
+    return type(exc).__name__
+
+
 def report_error(command: str, exc: BaseException, *, as_json: bool, out: TextIO, err: TextIO) -> int:
     """Print ``exc`` (stderr always; also a JSON error line on stdout with --json); return its exit code."""
     code = exit_code_for(exc)
     err.write(f"rmq-query {command}: {exc}\n")
     if as_json:
-        record: dict[str, Any] = {"type": "error", "error": type(exc).__name__, "message": str(exc)}
+        record: dict[str, Any] = {"type": "error", "error": error_family(exc), "message": str(exc)}
         if isinstance(exc, MQClientError):
             record["responseCode"] = exc.code
             record["errorMessage"] = exc.error_message

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin import LONG_MAX, QueryAdmin, java_split_space, split_namesrv
+from clients.admin import LONG_MAX, QueryAdmin, java_split_space
 from clients.errors import ConnectError, InvalidMessageIdError, MQBrokerError, MQClientError
+from clients.namesrv import split_namesrv
 from protocol.command import RemotingCommand
 from protocol.frame import decode_frame
 from protocol.message import decode_messages, encode_message

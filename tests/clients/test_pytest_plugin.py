@@ -77,6 +77,8 @@ def test_a_fresh_server_writes_only_a_handful_of_small_files(tmp_path: Path) -> 
         assert [m.unique_key for m in client.query_by_key("Kit", "kit-2")] == [stored.unique_key]
         assert client.view(sent.offset_msg_id).body == b"via SEND"
         assert client.query_by_key("Kit", "absent") == []
+        assert client.query_by_key("NeverSent", "absent") == []  # no route yet: nothing found
+        assert client.query_by_unique_key("Kit", "0A0000010000000000000000000000FF") == []
     finally:
         server.close()
     assert not (tmp_path / "s" / "abort").exists()

@@ -86,3 +86,35 @@ def test_a_torn_record_is_scrubbed_before_writing_resumes(tmp_path: Path) -> Non
     assert json.loads((config.store_path_root_dir / "config" / "topics.json").read_text())[
         "topicConfigTable"
     ]["T"]
+
+
+def _keyed(topic: str, key: str):
+    header = SendMessageRequestHeader(
+        "g", topic, "TBW102", 4, 0, 0, 5, 0, client_properties(key, None, None, f"U-{key}")
+    )
+    return single_record(header, b"now", PutContext("DefaultCluster", 4096, "127.0.0.1", 9))
+
+
+@pytest.mark.parametrize("indexing", [True, False])
+def test_the_write_path_indexes_only_when_broker_conf_says_so(tmp_path: Path, indexing: bool) -> None:
+    """``messageIndexEnable=false``: the broker's dispatch skips ``CommitLogDispatcherBuildIndex``, so
+    no IndexFile is written and a key query finds nothing; the consume queues are dispatched either way."""
+    config = StoreConfig.for_store(
+        tmp_path / "s",
+        mapped_file_size_commit_log=64 * 1024,
+        broker_ip1="127.0.0.1",
+        message_index_enable=indexing,
+    )
+    with WritableStore(config, clock=lambda: 1_000) as store:
+        (sent,) = store.put([_keyed("T", "k-1")])
+        hits = store.reader.query_message("T", "k-1", 32, 0, 2**63 - 1).buffers
+        assert [decode_message(h).commit_log_offset for h in hits] == ([sent.offset] if indexing else [])
+        assert store.reader.max_offset("T", 0) == 1  # dispatched to its consume queue regardless
+        assert store.reader.get_message("T", 0, 0, 32).buffers
+    index_dir = config.store_path_root_dir / "index"
+    files = sorted(index_dir.iterdir()) if index_dir.exists() else []
+    assert bool(files) is indexing
+    with WritableStore(config, clock=lambda: 2_000) as store:  # reopened: still not indexed
+        store.put([_keyed("T", "k-2")])
+        assert bool(store.reader.query_message("T", "k-2", 32, 0, 2**63 - 1).buffers) is indexing
+    assert (sorted(index_dir.iterdir()) if index_dir.exists() else []) == files or indexing

@@ -1,0 +1,92 @@
+"""What opening a large store costs, read-only (``serve``) and for writing (``serve --writable``).
+
+Generates (once, with ``--make-gib``) a store of that many GiB of CommitLog in the broker's default
+1 GiB files, 600-byte bodies, its index and consume queues built by ``rmq-query rebuild-index``; then
+opens it in fresh processes, alternating the code trees given with ``--repo`` (A B A B), and prints
+one row per open: CPU seconds, wall seconds and the CommitLog bytes the open walked
+(``CommitLog.bytes_visited``, summed over the CommitLog views the store holds). Pin with ``taskset``.
+
+    python -m clients.benchmarks.store_open --store /tmp/big --make-gib 2.5
+    taskset -c 1 python -m clients.benchmarks.store_open --store /tmp/big --mode writable \\
+        --repo /tmp/old --repo . --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from store.config import StoreConfig
+from store.writer import StoreWriter
+
+#: Run in the child, from the code tree under test: open, measure, close.
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from store.config import StoreConfig
+root, mode = Path(sys.argv[1]), sys.argv[2]
+config = StoreConfig.for_store(root, broker_ip1="127.0.0.1")
+wall, cpu = time.perf_counter(), time.process_time()
+if mode == "writable":
+    from store.writable_store import WritableStore
+    store = WritableStore(config)
+    logs = list({id(c): c for c in (store.writer._reader, store.reader.commitlog)}.values())
+else:
+    from store.message_store import MessageStore
+    store = MessageStore.open(config)
+    logs = [store.commitlog]
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+walked = sum(c.bytes_visited for c in logs)
+end = logs[0].max_offset
+store.close()
+print(json.dumps({"cpu": cpu, "wall": wall, "walked": walked, "commitlog": end}))
+"""
+
+
+def make(root: Path, gib: float, body_bytes: int) -> int:
+    """A store of ``gib`` GiB of records in 1 GiB files, then its index and consume queues."""
+    config = StoreConfig.for_store(root, broker_ip1="127.0.0.1")
+    body = (bytes(range(256)) * (body_bytes // 256 + 1))[:body_bytes]
+    n = 0
+    with StoreWriter(config, index=False, consume_queues=False) as writer:
+        while writer.position < gib * (1 << 30):
+            writer.append("OpenTopic", body, keys=f"k-{n}", queue_id=n % 8)
+            n += 1
+    subprocess.run([sys.executable, "-m", "clients.cli", "rebuild-index", "--store", str(root)], check=True)
+    return n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("--make-gib", type=float, help="generate the store first (it must not exist)")
+    parser.add_argument("--body-bytes", type=int, default=600)
+    parser.add_argument("--mode", choices=("read", "writable"), default="read")
+    parser.add_argument("--repo", type=Path, action="append", help="code tree to open with (repeat: A B A B)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    if args.make_gib:
+        print(f"generated {make(args.store, args.make_gib, args.body_bytes)} records", flush=True)
+    repos = args.repo or [Path.cwd()]
+    for _ in range(args.rounds):
+        for repo in repos:
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, str(args.store), args.mode],
+                cwd=repo,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            print(
+                f"| {repo} | {args.mode} | {row['cpu']:.2f} | {row['wall']:.2f} | {row['walked']:,} | "
+                f"{row['commitlog']:,} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
