@@ -4,8 +4,10 @@ RocketMQ matches a response to its request by ``opaque`` alone, so a connection 
 of concurrent requests and answers may come back in any order. ``RemotingConnection`` owns one TCP
 connection (an ``asyncio.Protocol``: no per-read task, the frame decoder is fed straight from the
 event loop), numbers its requests, and resolves each caller's future when the matching response
-arrives or its timer fires. ``RemotingClient`` keeps one connection per ``host:port`` and opens it on
-first use, as the Java client's ``NettyRemotingClient`` does.
+arrives or its deadline passes (the book of who waits is ``protocol.opaque_matcher.OpaqueMatcher``,
+shared with the tests; one timer per connection, at the earliest deadline). ``RemotingClient`` keeps
+one connection per ``host:port`` and opens it on first use, as the Java client's
+``NettyRemotingClient`` does.
 
 Failures are typed (``clients.errors``): no connection is ``ConnectError``, no answer in time is
 ``RequestTimeoutError``, a connection lost or poisoned by an undecodable frame fails every request
@@ -15,23 +17,22 @@ in flight on it with ``ConnectionClosedError``. A late answer to a timed-out req
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import cast
 
 from clients.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
-from protocol.codes import RPC_ONEWAY, LanguageCode, SerializeType
+from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, LanguageCode, SerializeType
 from protocol.command import Body, RemotingCommand
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
+from protocol.opaque_matcher import OpaqueMatcher
 
 #: ``MQVersion.CURRENT_VERSION`` of RocketMQ 4.9.7, the release whose behaviour this client mirrors.
 DEFAULT_VERSION = 407
 DEFAULT_CONNECT_TIMEOUT = 3.0
 #: MQAdminImpl's timeout for view/query calls, in seconds.
 DEFAULT_TIMEOUT = 6.0
-_OPAQUE_LIMIT = 1 << 31
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -52,8 +53,9 @@ class RemotingConnection(asyncio.Protocol):
         self.addr = addr
         self._decoder = FrameDecoder(max_frame_length=max_frame_length)
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], asyncio.TimerHandle]] = {}
-        self._opaques = itertools.count(1)
+        self._waiting: OpaqueMatcher[asyncio.Future[RemotingCommand]] = OpaqueMatcher()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
         self._closed_reason: str | None = None
         self._write_ready: asyncio.Future[None] | None = None
         self._outbox: list[bytes | bytearray | memoryview] = []
@@ -93,15 +95,13 @@ class RemotingConnection(asyncio.Protocol):
         except FrameError as exc:
             self._shutdown(f"undecodable frame from server: {exc}")
             return
-        pending = self._pending
+        match = self._waiting.match
         for cmd in commands:
-            if not cmd.is_response:
+            if not cmd.flag & RPC_TYPE_RESPONSE:
                 continue  # a server-initiated request: this client serves nothing
-            entry = pending.pop(cmd.opaque, None)
-            if entry is None:
+            future = match(cmd.opaque)
+            if future is None:
                 continue  # the caller already timed out
-            future, timer = entry
-            timer.cancel()
             if not future.done():
                 future.set_result(cmd)
 
@@ -125,7 +125,7 @@ class RemotingConnection(asyncio.Protocol):
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._waiting)
 
     async def request(self, cmd: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
         """Send ``cmd`` (its ``opaque`` is assigned here) and wait for the matching response."""
@@ -133,26 +133,26 @@ class RemotingConnection(asyncio.Protocol):
             await asyncio.shield(self._write_ready)
         if self._closed_reason is not None or self._transport is None:
             raise ConnectionClosedError(self.addr, self._closed_reason or "not connected")
-        opaque = next(self._opaques) % _OPAQUE_LIMIT
+        opaque = self._waiting.next_opaque()
         cmd.opaque = opaque
         parts = encode_frame_parts(cmd)  # before anything is registered: encoding may raise
-        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
-        self._pending[opaque] = (future, timer)
+        loop = self._loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        deadline = self._waiting.expect(opaque, future, timeout, loop.time())
+        if deadline is not None and deadline < self._timer_at:
+            self._arm_timer(deadline)
         self._enqueue(parts)
         try:
             return await future
         except asyncio.CancelledError:
-            entry = self._pending.pop(opaque, None)
-            if entry is not None:
-                entry[1].cancel()
+            self._waiting.forget(opaque)
             raise
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send ``cmd`` with the oneway flag; no response is expected or awaited."""
         if self._closed_reason is not None or self._transport is None:
             raise ConnectionClosedError(self.addr, self._closed_reason or "not connected")
-        cmd.opaque = next(self._opaques) % _OPAQUE_LIMIT
+        cmd.opaque = self._waiting.next_opaque()
         cmd.flag |= RPC_ONEWAY
         self._enqueue(encode_frame_parts(cmd))
 
@@ -175,19 +175,35 @@ class RemotingConnection(asyncio.Protocol):
         if self._transport is not None and self._closed_reason is None and outbox:
             self._transport.write(b"".join(outbox) if len(outbox) > 1 else outbox[0])
 
-    def _expire(self, opaque: int, timeout: float) -> None:
-        entry = self._pending.pop(opaque, None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_exception(RequestTimeoutError(self.addr, f"no response within {timeout:g}s"))
+    def _arm_timer(self, deadline: float) -> None:
+        """One timer per connection, at the earliest deadline of a request still waiting."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        # Everything due by the time this timer was set for (a loop may fire a timer a hair early).
+        due = max(self._loop.time(), self._timer_at)
+        self._timer = None
+        self._timer_at = float("inf")
+        for _, future, timeout in self._waiting.expire(due):
+            if not future.done():
+                future.set_exception(RequestTimeoutError(self.addr, f"no response within {timeout:g}s"))
+        deadline = self._waiting.next_deadline()
+        if deadline is not None:
+            self._arm_timer(deadline)
 
     def _shutdown(self, reason: str) -> None:
         if self._closed_reason is None:
             self._closed_reason = reason
         if self._transport is not None:
             self._transport.close()
-        pending, self._pending = self._pending, {}
-        for future, timer in pending.values():
-            timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = float("inf")
+        for future in self._waiting.drain():
             if not future.done():
                 future.set_exception(ConnectionClosedError(self.addr, reason))
         self.resume_writing()

@@ -45,6 +45,23 @@ class HeaderDecodeError(FrameError):
     """The header bytes cannot be decoded in the declared serialization."""
 
 
+class ConnectionStateError(RuntimeError):
+    """An event that a connection's state does not allow (``protocol.connection_state``): a bug in
+    the code driving the state machine or in its transport, never something a peer can cause."""
+
+
+class OpaqueError(ProtocolError):
+    """A request/response pairing by opaque that cannot be (``protocol.opaque_matcher``)."""
+
+
+class UnknownOpaqueError(OpaqueError):
+    """An answer whose opaque no request is waiting for (never sent, answered already, expired)."""
+
+
+class DuplicateOpaqueError(OpaqueError):
+    """A request registered under an opaque another request is still waiting on."""
+
+
 class CommandEncodeError(ProtocolError):
     """A command cannot be put on the wire: a field out of its Java range, a string that is not valid
     Unicode, or a header/frame longer than the length fields can describe."""

@@ -17,6 +17,11 @@ only itself and costs bounded memory. A connection with no traffic for ``idle_ti
 closed, like the broker's all-idle handler (``serverChannelMaxIdleTimeSeconds``, 120 s): nothing
 received, no processor running and no answer taken by the peer. A peer that stopped reading its
 answers is thus cut off (aborted, since its buffer can never flush) instead of being held forever.
+
+All of this is one explicit state machine, ``protocol.connection_state`` (open, peer not reading,
+draining = answer what arrived then close, closing, closed): each transport callback and each
+decision above is an event, and the transport is driven from the state it lands in, never from
+flags. A draining connection closes as soon as its last answer is written.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from protocol.command import RemotingCommand
+from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
+from protocol.command import Body, RemotingCommand
+from protocol.connection_state import ConnectionState, Event, State
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
 from server.buffer_budget import BufferBudget
@@ -63,7 +70,12 @@ class ConnectionLogs:
 
 
 class RemotingConnection(asyncio.Protocol):
-    """Serves RocketMQ remoting requests arriving on one transport."""
+    """Serves RocketMQ remoting requests arriving on one transport.
+
+    Its lifecycle is one ``protocol.connection_state.ConnectionState``: each transport callback and
+    each decision here (stop reading, close) is an event, and the transport is driven from the state
+    it lands in (module docstring of ``protocol.connection_state`` for the states and events).
+    """
 
     def __init__(
         self,
@@ -82,7 +94,8 @@ class RemotingConnection(asyncio.Protocol):
         self._on_close = on_close
         self._logs = logs or ConnectionLogs()
         self._budget = budget
-        self._holding = False  # whether the budget counts a partial frame of ours
+        self._holding = False  # whether the budget counts a partial frame of ours (bookkeeping only)
+        self._state = ConnectionState()
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peer = "?"
@@ -92,20 +105,14 @@ class RemotingConnection(asyncio.Protocol):
         self._last_activity = 0.0
         self._idle_handle: asyncio.TimerHandle | None = None
         self._checked_buffer = 0
-        self._closing = False
-        self._writing_paused = False
-        self._draining = False
-        self._frames_failed = False
-        self._closer: asyncio.Task[None] | None = None
-        self._batch: list[bytes | bytearray | memoryview] | None = None
-        self._batch_bytes = 0
+        self._answering_now = False  # inside _process_pending (a transport callback may re-enter)
         self._pending: deque[RemotingCommand] = deque()
-        self._drained_waiter: asyncio.Future[None] | None = None
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     # asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._state.handle(Event.CONNECTED)
         # uvloop's transports implement the Transport interface without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
@@ -117,8 +124,8 @@ class RemotingConnection(asyncio.Protocol):
             self._idle_handle = self._loop.call_at(self._last_activity + self._idle_timeout, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
-        if self._frames_failed:
-            return  # after a malformed frame nothing more is read (a transport may still deliver)
+        if not self._state.takes_input:
+            return  # draining or closing: nothing more is read (a transport may still deliver)
         self._last_activity = self._loop.time()
         try:
             requests = self._decoder.feed(data)
@@ -134,7 +141,7 @@ class RemotingConnection(asyncio.Protocol):
             if not requests:
                 self.close()
                 return
-            self._stop_reading_then_close()
+            self._end_input()
         if requests:
             if self._pending:
                 self._pending.extend(requests)
@@ -164,12 +171,11 @@ class RemotingConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(
             max_frame_length=self._decoder.max_frame_length, max_header_length=self._decoder.max_header_length
         )
-        if self._closing:
+        if self._state.closing:
             return
         if self._tasks or self._pending:
-            self._stop_reading_then_close()
+            self._end_input()
         else:
-            self._frames_failed = True
             self.close()
 
     def _process_pending(self) -> None:
@@ -180,70 +186,115 @@ class RemotingConnection(asyncio.Protocol):
         (``pause_writing``) before a chunk full of large queries is answered in memory: the rest
         waits, decoded, until the peer drains its answers (``resume_writing``). Memory per
         connection is thus bounded by one read chunk plus roughly one flush and one answer.
+
+        The hot path of the server: the peer is set once per batch (processors read it through
+        ``server.peer.CURRENT_PEER``; a coroutine processor's task copies it when created), flags
+        are tested inline, and whether the transport still takes writes is asked once per flush.
         """
         pending = self._pending
-        batch: list[bytes | bytearray | memoryview] = []
-        self._batch = batch
-        self._batch_bytes = 0
-        try:
-            while pending and not self._writing_paused and not self._closing:
-                self._handle(pending.popleft())
-                if self._batch_bytes >= FLUSH_BYTES:
-                    self._flush()  # may call pause_writing() right here
-        finally:
-            self._flush()
-            self._batch = None
-        if pending and self._writing_paused and not self._closing and self._transport is not None:
-            self._transport.pause_reading()
-        elif not pending and self._drained_waiter is not None and not self._drained_waiter.done():
-            self._drained_waiter.set_result(None)
-
-    def _flush(self) -> None:
-        batch = self._batch
-        if not batch:
+        state = self._state
+        if not state.answering:
             return
-        if not self._closing and self._transport is not None:
-            self._transport.writelines(batch)
-        batch.clear()
-        self._batch_bytes = 0
+        dispatch = self._dispatcher.dispatch
+        host = self._remote_host
+        peer = self._peer
+        batch: list[Body] = []
+        size = 0
+        self._answering_now = True
+        token = CURRENT_PEER.set(self._peer_address)
+        try:
+            # The state can only stop answering inside a write (pause_writing): it is tested before
+            # the loop and after each flush rather than per request.
+            while pending:
+                request = pending.popleft()
+                flag = request.flag
+                if flag & RPC_TYPE_RESPONSE:
+                    # This server never sends requests, so a response has nobody waiting for it.
+                    log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, peer)
+                    continue
+                result = dispatch(request, host, peer)
+                if result is None:
+                    continue
+                if isinstance(result, RemotingCommand):
+                    if flag & RPC_ONEWAY:
+                        continue
+                    try:
+                        head, body = encode_frame_parts(result)
+                    except Exception as exc:
+                        self._encode_failed(result, exc)
+                        continue
+                    batch.append(head)
+                    size += len(head)
+                    if body:
+                        batch.append(body)
+                        size += len(body)
+                    if size >= FLUSH_BYTES:
+                        self._write(batch)  # may call pause_writing() right here
+                        size = 0
+                        if not state.answering:
+                            break
+                    continue
+                self._start(result, oneway=bool(flag & RPC_ONEWAY))
+        finally:
+            CURRENT_PEER.reset(token)
+            self._answering_now = False
+            if batch:
+                self._write(batch)
+        if not pending and state.draining and not self._tasks:
+            self.close()  # draining, and everything that arrived is answered
 
-    def _stop_reading_then_close(self) -> None:
+    def _write(self, batch: list[Body]) -> None:
+        """Hand ``batch`` to the transport (unless it stopped taking writes) and empty it."""
+        transport = self._transport
+        if self._state.writable and transport is not None and not transport.is_closing():
+            transport.writelines(batch)
+        batch.clear()
+
+    def _end_input(self, *, pause_reading: bool = True) -> None:
         """Read nothing more; close once what was already received has been answered."""
-        self._frames_failed = True
-        self._draining = True
-        if self._transport is not None:
+        state = self._state
+        was_reading = state.state is State.OPEN
+        state.handle(Event.INPUT_ENDED)
+        if pause_reading and was_reading and self._transport is not None:
             self._transport.pause_reading()
-        if self._closer is None:
-            self._closer = self._loop.create_task(self._close_after_in_flight())
+
+    def _close_if_drained(self) -> None:
+        if self._state.draining and not self._tasks and not self._pending:
+            self.close()
 
     def eof_received(self) -> bool:
         # The peer finished sending; answer what is in flight, then close (keep the write side open).
-        if self._closer is not None:
-            return True
+        state = self._state
+        if state.draining:
+            return True  # closes once what arrived is answered
+        if state.closing:
+            return False
         if self._tasks or self._pending:
-            self._closer = self._loop.create_task(self._close_after_in_flight())
+            self._end_input(pause_reading=False)  # the transport stops reading at EOF itself
             return True
+        state.handle(Event.CLOSE)  # nothing to answer: the transport closes itself
         return False
 
     def pause_writing(self) -> None:
-        self._writing_paused = True
-        if self._transport is not None and not self._closing:
+        state = self._state
+        was_reading = state.state is State.OPEN
+        state.handle(Event.PEER_NOT_READING)
+        if was_reading and self._transport is not None:
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
-        self._writing_paused = False
+        state = self._state
+        state.handle(Event.PEER_READING)
         self._last_activity = self._loop.time()  # the peer is reading its answers: not idle
-        if self._batch is not None:
+        if self._answering_now:
             return  # called from inside _process_pending's own write: its loop carries on
-        if self._pending and not self._closing:
+        if self._pending and state.answering:
             self._process_pending()
-        if self._writing_paused or self._pending:
-            return
-        if self._transport is not None and not self._closing and not self._draining:
+        if state.state is State.OPEN and not self._pending and self._transport is not None:
             self._transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
+        self._state.handle(Event.LOST)
         if self._budget is not None:
             self._holding = False
             self._budget.release(self)
@@ -261,24 +312,6 @@ class RemotingConnection(asyncio.Protocol):
 
     # requests ---------------------------------------------------------------------------------
 
-    def _handle(self, request: RemotingCommand) -> None:
-        if request.is_response:
-            # This server never sends requests, so a response has nobody waiting for it.
-            log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, self._peer)
-            return
-        token = CURRENT_PEER.set(self._peer_address)
-        try:
-            result = self._dispatcher.dispatch(request, self._remote_host, self._peer)
-            if result is None:
-                return
-            if isinstance(result, RemotingCommand):
-                if not request.is_oneway:
-                    self._send(result)
-                return
-            self._start(result, oneway=request.is_oneway)
-        finally:
-            CURRENT_PEER.reset(token)
-
     def _start(self, coro: Coroutine[Any, Any, RemotingCommand | None], *, oneway: bool) -> None:
         task = self._loop.create_task(coro)
         self._tasks.add(task)
@@ -290,33 +323,36 @@ class RemotingConnection(asyncio.Protocol):
             response = done.result()  # the dispatcher turns processor errors into responses
             if response is not None and not oneway:
                 self._send(response)
+            self._close_if_drained()
 
         task.add_done_callback(finished)
 
     def _send(self, response: RemotingCommand) -> None:
+        """Write one answer that finished outside ``_process_pending`` (a coroutine processor's)."""
         transport = self._transport
-        if transport is None or self._closing or transport.is_closing():
+        if not self._state.writable or transport is None or transport.is_closing():
             return
         try:
             head, body = encode_frame_parts(response)
         except Exception as exc:
-            self._logs.encode_failed.event(
-                "cannot encode the response to opaque %d for %s", response.opaque, self._peer, exc_info=exc
-            )
+            self._encode_failed(response, exc)
             return
-        batch = self._batch
-        if batch is not None:
-            batch.append(head)
-            self._batch_bytes += len(head)
-            if body:
-                batch.append(body)
-                self._batch_bytes += len(body)
-        elif body:
+        if body:
             transport.writelines((head, body))
         else:
             transport.write(head)
 
+    def _encode_failed(self, response: RemotingCommand, exc: Exception) -> None:
+        self._logs.encode_failed.event(
+            "cannot encode the response to opaque %d for %s", response.opaque, self._peer, exc_info=exc
+        )
+
     # lifecycle --------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """Where this connection is in its life (``protocol.connection_state``)."""
+        return self._state.state
 
     @property
     def peer(self) -> str:
@@ -326,7 +362,7 @@ class RemotingConnection(asyncio.Protocol):
     @property
     def writing_paused(self) -> bool:
         """True while the peer is not reading fast enough (and so we are not reading from it)."""
-        return self._writing_paused
+        return self._state.peer_not_reading
 
     @property
     def write_buffer_size(self) -> int:
@@ -345,15 +381,16 @@ class RemotingConnection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close now; what is already queued for writing is still flushed."""
-        if self._closing:
+        state = self._state
+        if state.closing:
             return
-        self._closing = True
+        state.handle(Event.CLOSE)
         if self._transport is not None:
             self._transport.close()
 
     def _check_idle(self) -> None:
         self._idle_handle = None
-        if self._closing or self._transport is None:
+        if self._state.closing or self._transport is None:
             return
         now = self._loop.time()
         buffered = self._transport.get_write_buffer_size()
@@ -375,31 +412,12 @@ class RemotingConnection(asyncio.Protocol):
                 buffered,
                 len(self._pending),
             )
-            self._closing = True
+            self._state.handle(Event.CLOSE)
             self._transport.abort()
             return
         self._logs.idle.event(
             "closing idle connection from %s (%.0f s without traffic)", self._peer, self._idle_timeout
         )
-        self.close()
-
-    async def _wait_in_flight(self, timeout: float | None) -> None:
-        """Until nothing received is left unanswered (decoded-but-waiting requests included)."""
-        loop = self._loop
-        deadline = None if timeout is None else loop.time() + timeout
-        while (self._tasks or self._pending) and not self._closing:
-            left = None if deadline is None else deadline - loop.time()
-            if left is not None and left <= 0:
-                return
-            waiters: list[asyncio.Future[Any]] = list(self._tasks)
-            if self._pending:
-                self._drained_waiter = loop.create_future()
-                waiters.append(self._drained_waiter)
-            waiters.append(self.closed)
-            await asyncio.wait(waiters, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-
-    async def _close_after_in_flight(self) -> None:
-        await self._wait_in_flight(None)
         self.close()
 
     async def shutdown(self, timeout: float) -> None:
@@ -410,15 +428,12 @@ class RemotingConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self.closed.done():
             return
-        self._draining = True
-        if not self._closing:
-            transport.pause_reading()
-        loop = self._loop
-        deadline = loop.time() + timeout
-        await self._wait_in_flight(max(0.0, deadline - loop.time()))
-        self.close()
+        if not self._state.closing:
+            self._end_input()
+            self._close_if_drained()
         try:
-            await asyncio.wait_for(asyncio.shield(self.closed), timeout=max(0.0, deadline - loop.time()))
+            await asyncio.wait_for(asyncio.shield(self.closed), timeout=max(0.0, timeout))
         except TimeoutError:
             log.warning("connection from %s did not drain in time; aborting it", self._peer)
+            self.close()
             transport.abort()

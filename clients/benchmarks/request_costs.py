@@ -6,14 +6,17 @@ In-process and single-threaded (no sockets): each stage of the request path is t
 the golden store, with the compiled accelerators and with the pure-Python references
 (``RMQ_PURE_PYTHON=1``, run in a child process), best of 5 rounds of CPU time. VIEW is a random
 record of the store; QUERY is a random (topic, key) from its KEYS and UNIQ_KEYs with mqadmin's
-arguments (maxNum 64, whole time range), as ``rmqblast --kind key`` sends them. What the table
-leaves out is the event loop and the sockets: compare "whole request" with 1 / (requests/s) of a
-16 x 8 run (BENCHMARKS.md).
+arguments (maxNum 64, whole time range), as ``rmqblast --kind key`` sends them. "through the
+connection" feeds reads of 8 pipelined VIEW frames to ``server.connection.RemotingConnection`` over
+a transport that only counts writes: decode, dispatch, encode and the connection's own bookkeeping.
+What the table leaves out is the event loop and the sockets: compare "whole request" with
+1 / (requests/s) of a 16 x 8 run (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
@@ -37,6 +40,47 @@ def per_call_us(fn: Callable[[int], object], n: int, rounds: int = 5) -> float:
             fn(i)
         best = min(best, time.process_time() - t0)
     return best / n * 1e6
+
+
+#: Requests per read in the "through the connection" stage (rmqblast's depth).
+PIPELINED = 8
+
+
+class _CountingTransport:
+    """Just enough of an ``asyncio.Transport`` for ``RemotingConnection``: counts writes."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def write(self, data: object) -> None:
+        self.writes += 1
+
+    def writelines(self, parts: object) -> None:
+        self.writes += 1
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def through_connection_us(dispatcher: object, chunks: list[bytes]) -> float:
+    """CPU per request of ``data_received`` over reads of ``PIPELINED`` frames (answers written)."""
+    from server.connection import RemotingConnection
+
+    async def run() -> float:
+        transport = _CountingTransport()
+        connection = RemotingConnection(dispatcher, idle_timeout=0)  # type: ignore[arg-type]
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
+        assert transport.writes >= 5 * len(chunks)  # every read was answered
+        return per_read / PIPELINED
+
+    return asyncio.run(run())
 
 
 def measure(conf: Path) -> dict[str, float]:
@@ -101,6 +145,10 @@ def measure(conf: Path) -> dict[str, float]:
         out["view: whole request in-process (decode + dispatch + encode)"] = per_call_us(
             lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(view_frames[i])[0])),
             n,  # type: ignore[arg-type]
+        )
+        chunks = [b"".join(view_frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+        out[f"view: through the connection ({PIPELINED} pipelined per read, per request)"] = (
+            through_connection_us(dispatcher, chunks)
         )
         headers = [QueryMessageRequestHeader.from_ext_fields(q.ext_fields) for q in queries]
         offs = [store.index.query_offsets(h.topic, h.key, 64, 0, MAX).phy_offsets for h in headers]

@@ -23,6 +23,7 @@ import pytest
 
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, decode_frame, encode_frame
+from protocol.opaque_matcher import OpaqueMatcher
 from server.app import QueryServer, ServerSettings
 from store.config import StoreConfig
 from store.message_store import MessageStore
@@ -86,13 +87,14 @@ def load_scenario(vectors_dir: Path, scenario: str) -> dict[int, list[RemotingCo
     folder = vectors_dir / "wire" / scenario
     frames = json.loads((folder / "frames.json").read_text(encoding="utf-8"))
     by_code: dict[int, list[RemotingCommand]] = {}
-    requests: dict[tuple[str, int], int] = {}
+    waiting: dict[str, OpaqueMatcher[int]] = {}  # per connection (the requester's address)
     for frame in frames:
         header = frame["header"]
         if header["flag"] & 1 == 0:
-            requests[(frame["src"], header["opaque"])] = header["code"]
+            waiting.setdefault(frame["src"], OpaqueMatcher()).expect(header["opaque"], header["code"])
             continue
-        code = requests.get((frame["dst"], header["opaque"]))
+        requester = waiting.get(frame["dst"])
+        code = requester.match(header["opaque"]) if requester is not None else None
         if code is not None:
             by_code.setdefault(code, []).append(decode_frame((folder / frame["file"]).read_bytes()))
     return by_code

@@ -255,3 +255,22 @@ async def test_a_request_that_cannot_be_encoded_leaves_nothing_behind() -> None:
     assert conn.in_flight == 0
     await asyncio.sleep(0.1)
     assert transport.writes == []
+
+
+async def test_a_shorter_timeout_after_a_longer_one_expires_first_and_alone() -> None:
+    """One timer per connection: a later request with a shorter timeout moves it earlier, and the
+    expiry of one request leaves the others waiting (and answerable)."""
+    conn = RemotingConnection("127.0.0.1:1")
+    transport = _RecordingTransport()
+    conn.connection_made(transport)
+    patient = asyncio.ensure_future(conn.request(RemotingCommand(code=33), 30))
+    await asyncio.sleep(0)
+    hasty = asyncio.ensure_future(conn.request(RemotingCommand(code=33), 0.05))
+    with pytest.raises(RequestTimeoutError, match=r"no response within 0\.05s"):
+        await asyncio.wait_for(hasty, 2)
+    assert not patient.done() and conn.in_flight == 1
+    first = FrameDecoder().feed(b"".join(transport.writes))[0]
+    conn.data_received(encode_frame(_echo_opaque(first)))
+    assert (await patient).remark == str(first.opaque)
+    assert conn.in_flight == 0
+    conn.close()

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
+from protocol.opaque_matcher import OpaqueMatcher
 from server.app import QueryServer
 
 #: ``Long.MAX_VALUE`` as Java clients send it for an open-ended ``endTimestamp``.
@@ -99,6 +100,25 @@ class RawClient:
         response = await self.receive()
         assert response.opaque == command.opaque
         return response
+
+    async def ask_all(self, requests: list[RemotingCommand], chunk: int = 500) -> list[RemotingCommand]:
+        """Pipeline ``requests`` (``chunk`` at a time); their answers in request order.
+
+        Paired by opaque (``protocol.opaque_matcher``), as a remoting client pairs them: an answer
+        to an opaque no request waits for (unknown, or a second answer) fails with
+        ``UnknownOpaqueError``, and two requests under one opaque with ``DuplicateOpaqueError``.
+        """
+        waiting: OpaqueMatcher[int] = OpaqueMatcher()
+        answers: list[RemotingCommand | None] = [None] * len(requests)
+        for start in range(0, len(requests), chunk):
+            part = requests[start : start + chunk]
+            for index, request in enumerate(part, start):
+                waiting.expect(request.opaque, index)
+            await self.send(*part)
+            for _ in part:
+                answer = await self.receive()
+                answers[waiting.take(answer.opaque)] = answer
+        return answers  # type: ignore[return-value]  # every slot was answered
 
     async def closed_by_server(self, timeout: float = ANSWER_TIMEOUT) -> bool:
         """True once the server has closed this connection (EOF), reading and dropping anything else."""

@@ -57,18 +57,6 @@ def pull_fields(topic: str, queue_id: int, offset: int, max_nums: int) -> dict[s
     }
 
 
-async def ask_all(client: RawClient, requests: list[RemotingCommand]) -> list[RemotingCommand]:
-    """Pipeline ``requests`` in chunks and return the answers in request order."""
-    answers: dict[int, RemotingCommand] = {}
-    for start in range(0, len(requests), 500):
-        chunk = requests[start : start + 500]
-        await client.send(*chunk)
-        for _ in chunk:
-            answer = await client.receive()
-            answers[answer.opaque] = answer
-    return [answers[r.opaque] for r in requests]
-
-
 def records(body: bytes | None) -> list[bytes]:
     """A pull body split into its records (each starts with its total size)."""
     data = bytes(body or b"")
@@ -109,7 +97,7 @@ async def test_offsets_earliest_time_and_search_by_time(
                 fields = {**base, "timestamp": str(timestamp)}
                 asked.append(request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields, serialize_type))
                 wanted.append((f"{topic}/{queue['queueId']} search {timestamp}", "offset", offset))
-        answers = await ask_all(client, asked)
+        answers = await client.ask_all(asked)
         assert len(asked) > 9000
         for answer, (what, field, value) in zip(answers, wanted, strict=True):
             assert answer.code == ResponseCode.SUCCESS, what
@@ -154,7 +142,7 @@ async def test_pull_probes_and_walk_every_queue(
                     fields = pull_fields(topic, qid, probe["offset"], probe["maxMsgNums"])
                     asked.append(request(RequestCode.PULL_MESSAGE, fields, serialize_type))
                     probes.append((probe, f"{topic}/{qid} offset {probe['offset']}"))
-        answers = await ask_all(client, asked)
+        answers = await client.ask_all(asked)
         for answer, (probe, what) in zip(answers, probes, strict=True):
             assert answer.serialize_type == serialize_type
             check_pull(answer, probe, what)

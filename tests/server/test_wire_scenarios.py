@@ -25,6 +25,7 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import decode_frame, encode_frame
+from protocol.opaque_matcher import OpaqueMatcher
 from server.processors.name_server import topic_not_exist_remark
 from tests.server.harness import RawClient, StartServer
 
@@ -106,16 +107,17 @@ def _cluster_json(body: bytes) -> Any:
 
 def _pairs(scenario_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     frames = json.loads((scenario_dir / "frames.json").read_text(encoding="utf-8"))
-    requests = [f for f in frames if not f["header"]["flag"] & 1]
-    responses = [f for f in frames if f["header"]["flag"] & 1]
-    pairs = []
-    for req in requests:
-        match = [
-            r
-            for r in responses
-            if r["dst"] == req["src"] and r["header"]["opaque"] == req["header"]["opaque"]
-        ]
-        pairs.append((req, match[0] if match else None))
+    pairs: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    waiting: dict[str, OpaqueMatcher[int]] = {}  # per connection (the requester's address)
+    for frame in frames:
+        if not frame["header"]["flag"] & 1:
+            waiting.setdefault(frame["src"], OpaqueMatcher()).expect(frame["header"]["opaque"], len(pairs))
+            pairs.append((frame, None))
+            continue
+        requester = waiting.get(frame["dst"])
+        index = requester.match(frame["header"]["opaque"]) if requester is not None else None
+        if index is not None:
+            pairs[index] = (pairs[index][0], frame)
     return pairs
 
 
