@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from protocol.custom_headers import java_string
 from protocol.java_hashmap import java_hashmap_order
 from protocol.message import MessageExt
 
@@ -86,8 +87,8 @@ def message_detail(
         lines.append(_field("OffsetID:", msg.offset_msg_id))
     lines += [
         _field("Topic:", msg.topic),
-        _field("Tags:", f"[{_java_str(props.get('TAGS'))}]"),
-        _field("Keys:", f"[{_java_str(props.get('KEYS'))}]"),
+        _field("Tags:", f"[{java_string(props.get('TAGS'))}]"),
+        _field("Keys:", f"[{java_string(props.get('KEYS'))}]"),
         _field("Queue ID:", msg.queue_id),
         _field("Queue Offset:", msg.queue_offset),
         _field("CommitLog Offset:", msg.commit_log_offset),
@@ -114,10 +115,6 @@ def consumer_trailer(groups: Sequence[str]) -> str:
     if not groups:
         return NO_CONSUMER_TRAILER + "\n"
     return "\n\n" + "".join(f"Consumer group: {g} (consumption state not checked)\n" for g in groups)
-
-
-def _java_str(value: str | None) -> str:
-    return "null" if value is None else value
 
 
 def body_as_text(body: bytes) -> str:
@@ -198,7 +195,7 @@ def message_ext_text(msg: MessageExt, broker_name: str) -> str:
         f"commitLogOffset={msg.commit_log_offset}, bodyCRC={msg.body_crc}, "
         f"reconsumeTimes={msg.reconsume_times}, preparedTransactionOffset={msg.prepared_transaction_offset}, "
         f"toString()=Message{{topic='{msg.topic}', flag={msg.flag}, properties={format_properties(props)}, "
-        f"body={java_byte_array(body)}, transactionId='{_java_str(transaction_id)}'}}]"
+        f"body={java_byte_array(body)}, transactionId='{java_string(transaction_id)}'}}]"
     )
 
 

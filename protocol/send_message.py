@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Self
 
-from protocol.custom_headers import (
-    _optional,
-    _parse_integer,
-    _required,
-    _required_int,
-    _required_long,
-    java_parse_boolean,
+from protocol.custom_header_fields import (
+    HeaderCodec,
+    boolean_field,
+    int_field,
+    java_boolean,
+    long_field,
+    string_field,
 )
 from protocol.errors import MessageDecodeError
 from protocol.java_hashmap import JavaHashMap, as_java_hashmap
@@ -49,107 +49,66 @@ V2_NAMES = {
     "bname": "n",
 }
 
-_INT_RANGE = (-(1 << 31), (1 << 31) - 1)
-
 
 @dataclass(slots=True, frozen=True)
 class SendMessageRequestHeader:
     """The fields of a SEND request, whichever form it came in."""
 
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str | None = None
-    reconsume_times: int | None = None
-    unit_mode: bool = False
-    max_reconsume_times: int | None = None
-    batch: bool = False
-    broker_name: str | None = None
+    producer_group: str = string_field("producerGroup", required=True)
+    topic: str = string_field("topic", required=True)
+    default_topic: str = string_field("defaultTopic", required=True)
+    default_topic_queue_nums: int = int_field("defaultTopicQueueNums")
+    queue_id: int = int_field("queueId")
+    sys_flag: int = int_field("sysFlag")
+    born_timestamp: int = long_field("bornTimestamp")
+    flag: int = int_field("flag")
+    properties: str | None = string_field("properties", default=None)
+    reconsume_times: int | None = int_field("reconsumeTimes", required=False, default=None)
+    unit_mode: bool = boolean_field("unitMode", default=False)
+    max_reconsume_times: int | None = int_field("maxReconsumeTimes", required=False, default=None)
+    batch: bool = boolean_field("batch", default=False)
+    broker_name: str | None = string_field("bname", default=None)
 
     @classmethod
     def from_ext_fields(cls, ext_fields: Mapping[str, str] | None, *, v2: bool) -> Self:
         """Decode the long-named (``v2=False``, code 10) or one-letter (codes 310, 320) form."""
-
-        def name(long: str) -> str:
-            return V2_NAMES[long] if v2 else long
-
-        def optional_int(long: str) -> int | None:
-            value = _optional(ext_fields, name(long))
-            return None if value is None else _parse_integer(name(long), value, "int", _INT_RANGE)
-
-        return cls(
-            producer_group=_required(ext_fields, name("producerGroup")),
-            topic=_required(ext_fields, name("topic")),
-            default_topic=_required(ext_fields, name("defaultTopic")),
-            default_topic_queue_nums=_required_int(ext_fields, name("defaultTopicQueueNums")),
-            queue_id=_required_int(ext_fields, name("queueId")),
-            sys_flag=_required_int(ext_fields, name("sysFlag")),
-            born_timestamp=_required_long(ext_fields, name("bornTimestamp")),
-            flag=_required_int(ext_fields, name("flag")),
-            properties=_optional(ext_fields, name("properties")),
-            reconsume_times=optional_int("reconsumeTimes"),
-            unit_mode=java_parse_boolean(_optional(ext_fields, name("unitMode"))),
-            max_reconsume_times=optional_int("maxReconsumeTimes"),
-            batch=java_parse_boolean(_optional(ext_fields, name("batch"))),
-            broker_name=_optional(ext_fields, name("bname")),
-        )
+        return (_SEND_V2 if v2 else _SEND).decode(ext_fields)
 
     def to_ext_fields(self, *, v2: bool) -> dict[str, str]:
         """The header as a Java client sends it (null fields left out), in Java ``HashMap`` order."""
-        values: dict[str, str | None] = {
-            "producerGroup": self.producer_group,
-            "topic": self.topic,
-            "defaultTopic": self.default_topic,
-            "defaultTopicQueueNums": str(self.default_topic_queue_nums),
-            "queueId": str(self.queue_id),
-            "sysFlag": str(self.sys_flag),
-            "bornTimestamp": str(self.born_timestamp),
-            "flag": str(self.flag),
-            "properties": self.properties,
-            "reconsumeTimes": None if self.reconsume_times is None else str(self.reconsume_times),
-            "unitMode": "true" if self.unit_mode else "false",
-            "maxReconsumeTimes": None if self.max_reconsume_times is None else str(self.max_reconsume_times),
-            "batch": "true" if self.batch else "false",
-            "bname": self.broker_name,
-        }
-        return as_java_hashmap({(V2_NAMES[k] if v2 else k): v for k, v in values.items() if v is not None})
+        return (_SEND_V2 if v2 else _SEND).encode(self)
+
+
+_SEND = HeaderCodec(SendMessageRequestHeader)
+_SEND_V2 = HeaderCodec(SendMessageRequestHeader, renamed=V2_NAMES)
 
 
 @dataclass(slots=True, frozen=True)
 class SendMessageResponseHeader:
     """SUCCESS's header: the offset msg id(s), the queue the client chose and the first queue offset."""
 
-    msg_id: str
-    queue_id: int
-    queue_offset: int
-    transaction_id: str | None = None
+    msg_id: str = string_field("msgId", required=True)
+    queue_id: int = int_field("queueId")
+    queue_offset: int = long_field("queueOffset")
+    transaction_id: str | None = string_field("transactionId", default=None)
 
     def to_ext_fields(self, region: str, trace_on: bool) -> dict[str, str]:
         """With the two fields every SEND answer carries (``MSG_REGION``, ``TRACE_ON``), in HashMap order."""
         fields = send_response_fields(region, trace_on)
-        fields.update(msgId=self.msg_id, queueId=str(self.queue_id), queueOffset=str(self.queue_offset))
-        if self.transaction_id is not None:
-            fields["transactionId"] = self.transaction_id
+        fields.update(_SEND_RESPONSE.values(self))
         return as_java_hashmap(fields)
 
     @classmethod
     def from_ext_fields(cls, ext_fields: Mapping[str, str] | None) -> Self:
-        return cls(
-            msg_id=_required(ext_fields, "msgId"),
-            queue_id=_required_int(ext_fields, "queueId"),
-            queue_offset=_required_long(ext_fields, "queueOffset"),
-            transaction_id=_optional(ext_fields, "transactionId"),
-        )
+        return _SEND_RESPONSE.decode(ext_fields)
+
+
+_SEND_RESPONSE = HeaderCodec(SendMessageResponseHeader)
 
 
 def send_response_fields(region: str, trace_on: bool) -> dict[str, str]:
     """``MSG_REGION`` and ``TRACE_ON``: on every SEND answer, also the refusals."""
-    return as_java_hashmap({"MSG_REGION": region, "TRACE_ON": "true" if trace_on else "false"})
+    return as_java_hashmap({"MSG_REGION": region, "TRACE_ON": java_boolean(trace_on)})
 
 
 @dataclass(slots=True, frozen=True)

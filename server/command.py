@@ -35,7 +35,7 @@ from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.workers import start_workers, stop_workers
 from server.write_path import write_path
-from store.commands.arg_types import port_number, seconds_or_off
+from store.commands.arg_types import port_number, positive_int, seconds_or_off
 from store.commands.store_options import add_store_arguments, config_file
 from store.commands.store_options import config_from_args as load_config
 from store.config import ConfigError, StoreConfig
@@ -184,17 +184,6 @@ def host_port(value: str) -> str:
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return value
-
-
-def positive_int(value: str) -> int:
-    """An integer of at least 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
 
 
 def store_file_count(config: StoreConfig) -> int:

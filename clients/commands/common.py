@@ -103,6 +103,16 @@ def namesrv_arg(text: str) -> str:
     return text
 
 
+def start_query_parser(
+    parser: argparse.ArgumentParser, *, intro: str | None = None, namesrv_required: bool = True
+) -> None:
+    """What every query subcommand's parser starts with: the exit codes after its ``--help`` (after
+    ``intro``, when given) and the connection flags."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXIT_CODES_EPILOG if intro is None else intro + "\n\n" + EXIT_CODES_EPILOG
+    add_connection_arguments(parser, namesrv_required=namesrv_required)
+
+
 def add_connection_arguments(parser: argparse.ArgumentParser, *, namesrv_required: bool = True) -> None:
     """``-n`` (defaulting to $NAMESRV_ADDR like mqadmin), timeout and header serialization flags."""
     default = os.environ.get("NAMESRV_ADDR")

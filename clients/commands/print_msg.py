@@ -7,39 +7,33 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
-    add_connection_arguments,
     add_output_arguments,
     report_error,
     run_query,
+    start_query_parser,
 )
 from clients.commands.pull_tools import (
+    add_boolean_argument,
     add_walk_arguments,
-    body_text,
-    java_parse_boolean,
-    json_lines_for,
-    mqadmin_timestamp,
     queue_range,
+    time_range,
     walk,
+    write_messages,
 )
 from clients.errors import ClientError
 from clients.message_queue import PullStatus
-from clients.output import QUEUE_SEPARATOR, json_line, print_msg_line
+from clients.output import QUEUE_SEPARATOR, json_line
 from protocol.errors import ProtocolError
 
 HELP = "print the messages of every queue of a topic (mqadmin printMsg)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic name")
     add_walk_arguments(parser)
-    parser.add_argument(
-        "-d", "--printBody", dest="print_body", metavar="BOOL", help="print bodies: true (default) | false"
-    )
+    add_boolean_argument(parser, "-d", "--printBody", "print_body", "print bodies", default=True)
     add_output_arguments(parser)
 
 
@@ -50,9 +44,7 @@ def run(args: argparse.Namespace) -> int:
 async def _print(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Namespace) -> int:
     topic = args.topic.strip()
     sub_expression = args.sub_expression.strip()
-    print_body = args.print_body is None or java_parse_boolean(args.print_body)
-    begin = mqadmin_timestamp(args.begin) if args.begin is not None else None
-    end = mqadmin_timestamp(args.end) if args.end is not None else None
+    begin, end = time_range(args)
     count = 0
     for mq in await admin.fetch_subscribe_message_queues(topic):
         span = await queue_range(admin, mq, begin, end)
@@ -62,12 +54,7 @@ async def _print(admin: QueryAdmin, out: TextIO, err: TextIO, args: argparse.Nam
             async for result in walk(admin, span, sub_expression):
                 if result.status is PullStatus.FOUND:
                     count += len(result.messages)
-                    if args.json:
-                        out.write(json_lines_for(result, mq.broker_name, args.body))
-                        continue
-                    for msg in result.messages:
-                        text = body_text(msg.body, args.charset) if print_body else "NOT PRINT BODY"
-                        out.write(print_msg_line(msg, mq.broker_name, text))
+                    write_messages(out, result, mq.broker_name, args)
                 elif result.status is PullStatus.NO_MATCHED_MSG:
                     if not args.json:
                         out.write(

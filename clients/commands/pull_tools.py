@@ -15,12 +15,14 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.errors import UsageError
 from clients.java_text import java_utf8_decode
 from clients.message_queue import MessageQueue, PullResult
-from clients.output import json_line, message_record
+from clients.output import json_line, message_record, print_msg_line
+from protocol.custom_headers import java_parse_boolean
 
 #: ``UtilAll.YYYY_MM_DD_HH_MM_SS_SSS``.
 _MQADMIN_TIME = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})#(\d{1,2}):(\d{1,2}):(\d{1,2}):(\d{1,3})")
@@ -47,9 +49,20 @@ def mqadmin_timestamp(text: str) -> int:
     return int(seconds) * 1000 + millis
 
 
-def java_parse_boolean(text: str | None) -> bool:
-    """``Boolean.parseBoolean``."""
-    return text is not None and text.strip().lower() == "true"
+def boolean_arg(text: str) -> bool:
+    """A ``true``/``false`` flag value as mqadmin reads it, ``Boolean.parseBoolean(value.trim())``:
+    anything but ``true`` (any case) is false, never an error."""
+    return java_parse_boolean(text.strip())
+
+
+def add_boolean_argument(
+    parser: argparse.ArgumentParser, short: str, long: str, dest: str, what: str, *, default: bool
+) -> None:
+    """A boolean flag of printMsg/printMsgByQueue (``args.<dest>`` is the bool, ``default`` if absent)."""
+    choices = "true (default) | false" if default else "true | false (default)"
+    parser.add_argument(
+        short, long, dest=dest, type=boolean_arg, default=default, metavar="BOOL", help=f"{what}: {choices}"
+    )
 
 
 def charset_arg(text: str) -> str:
@@ -72,7 +85,7 @@ def body_text(body: bytes, charset: str) -> str:
 
 
 def add_walk_arguments(parser: argparse.ArgumentParser) -> None:
-    """``-c -s -b -e`` of printMsg and printMsgByQueue."""
+    """``-c -s -b -e`` of printMsg and printMsgByQueue (``time_range`` reads ``-b -e``)."""
     parser.add_argument(
         "-c", "--charsetName", dest="charset", type=charset_arg, default="UTF-8", metavar="CHARSET",
         help="charset of the printed bodies (default UTF-8)",
@@ -89,6 +102,13 @@ def add_walk_arguments(parser: argparse.ArgumentParser) -> None:
         "-e", "--endTimestamp", dest="end", metavar="TIME",
         help="end: milliseconds or yyyy-MM-dd#HH:mm:ss:SSS (local time); default the queue's max offset",
     )  # fmt: skip
+
+
+def time_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``-b``/``-e`` as milliseconds (``mqadmin_timestamp``), ``None`` for one not given."""
+    begin = mqadmin_timestamp(args.begin) if args.begin is not None else None
+    end = mqadmin_timestamp(args.end) if args.end is not None else None
+    return begin, end
 
 
 @dataclass(slots=True)
@@ -121,11 +141,14 @@ async def walk(admin: QueryAdmin, span: QueueRange, sub_expression: str) -> Asyn
         yield result
 
 
-def json_lines_for(result: PullResult, broker_name: str, include_body: bool) -> str:
-    """``--json``: one line per pulled message."""
-    lines = []
+def write_messages(out: TextIO, result: PullResult, broker_name: str, args: argparse.Namespace) -> None:
+    """The messages of one pull as printMsg prints them (``-d``, ``-c``), or with ``--json`` one JSON
+    line each (``--body``)."""
     for msg in result.messages:
-        record = message_record(msg, include_body=include_body)
-        record["brokerName"] = broker_name
-        lines.append(json_line(record))
-    return "".join(lines)
+        if args.json:
+            record = message_record(msg, include_body=args.body)
+            record["brokerName"] = broker_name
+            out.write(json_line(record))
+        else:
+            text = body_text(msg.body, args.charset) if args.print_body else "NOT PRINT BODY"
+            out.write(print_msg_line(msg, broker_name, text))

@@ -7,15 +7,14 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin, addr_of
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
     add_body_dir_argument,
-    add_connection_arguments,
     add_output_arguments,
     int_arg,
     print_consumer_trailer,
     report_error,
     run_query,
+    start_query_parser,
     write_body_file,
 )
 from clients.errors import ClientError, UsageError
@@ -27,13 +26,13 @@ HELP = "query a message by offset message id (mqadmin queryMsgById)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = (
-        "The message is read from the broker whose address is inside the offset id. With -t (and a\n"
+    start_query_parser(
+        parser,
+        intro="The message is read from the broker whose address is inside the offset id. With -t (and a\n"
         "name server) a failed lookup falls back to a unique-key query over the last three days\n"
-        "(or since -b), as mqadmin 5.x does.\n\n" + EXIT_CODES_EPILOG
+        "(or since -b), as mqadmin 5.x does.",
+        namesrv_required=False,
     )
-    add_connection_arguments(parser, namesrv_required=False)
     parser.add_argument("-i", "--msgId", dest="msg_id", required=True, help="message id(s), comma separated")
     parser.add_argument("-t", "--topic", help="topic of the message (enables the unique-key fallback)")
     parser.add_argument("-c", "--cluster", help="only ask the brokers of this cluster in the fallback")

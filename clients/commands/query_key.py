@@ -7,13 +7,12 @@ from typing import TextIO
 
 from clients.admin import DEFAULT_KEY_MAX_NUM, LONG_MAX, QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
-    add_connection_arguments,
     add_output_arguments,
     int_arg,
     positive_int_arg,
     run_query,
+    start_query_parser,
 )
 from clients.output import body_as_text, json_line, key_table, message_record
 
@@ -21,9 +20,7 @@ HELP = "query messages by key (mqadmin queryMsgByKey)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic name")
     parser.add_argument("-k", "--msgKey", dest="key", required=True, help="message key")
     parser.add_argument(

@@ -12,15 +12,14 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
     EXIT_NO_RESULT,
     add_body_dir_argument,
-    add_connection_arguments,
     add_output_arguments,
     int_arg,
     print_consumer_trailer,
     run_query,
+    start_query_parser,
     write_body_file,
 )
 from clients.message_queue import MessageQueue, PullStatus
@@ -30,9 +29,7 @@ HELP = "print the message at a queue offset (mqadmin queryMsgByOffset)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic name")
     parser.add_argument("-b", "--brokerName", dest="broker_name", required=True, help="broker name")
     parser.add_argument("-i", "--queueId", dest="queue_id", type=int_arg, required=True, help="queue id")

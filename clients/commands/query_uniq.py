@@ -7,13 +7,12 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
     add_body_dir_argument,
-    add_connection_arguments,
     add_output_arguments,
     print_consumer_trailer,
     run_query,
+    start_query_parser,
     write_body_file,
 )
 from clients.output import body_as_text, json_line, message_detail, message_record
@@ -22,9 +21,7 @@ HELP = "query messages by unique key (mqadmin queryMsgByUniqueKey)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic of the message")
     parser.add_argument("-i", "--msgId", dest="msg_id", required=True, help="unique key (client message id)")
     parser.add_argument(

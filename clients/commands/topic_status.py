@@ -7,10 +7,9 @@ from typing import TextIO
 
 from clients.admin import QueryAdmin
 from clients.commands.common import (
-    EXIT_CODES_EPILOG,
     EXIT_FOUND,
-    add_connection_arguments,
     run_query,
+    start_query_parser,
 )
 from clients.output import json_line, topic_status_table
 
@@ -18,9 +17,7 @@ HELP = "min/max offset and last update of every queue of a topic (mqadmin topicS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXIT_CODES_EPILOG
-    add_connection_arguments(parser)
+    start_query_parser(parser)
     parser.add_argument("-t", "--topic", required=True, help="topic name")
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of mqadmin's table")
 

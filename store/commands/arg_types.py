@@ -11,26 +11,26 @@ import argparse
 import math
 
 
-def positive_int(value: str) -> int:
-    """An integer of at least 1."""
+def _integer_in(value: str, low: int, high: int | None, expected: str) -> int:
+    """``int(value)`` within ``[low, high]`` (no upper bound when ``high`` is None), else the usage
+    error ``expected <expected>, got '<value>'``."""
     try:
         number = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}") from None
+    if number < low or (high is not None and number > high):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
     return number
+
+
+def positive_int(value: str) -> int:
+    """An integer of at least 1."""
+    return _integer_in(value, 1, None, "a positive integer")
 
 
 def port_number(value: str) -> int:
     """A TCP port: 0 (any free port) to 65535."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value!r}") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value!r}")
-    return number
+    return _integer_in(value, 0, 65535, "a port number 0..65535")
 
 
 def _finite(value: str) -> float:

@@ -16,9 +16,6 @@ builder leaves it.
 
 from __future__ import annotations
 
-import mmap
-import sys
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +31,11 @@ from store.consume_queue_builder import (
     dispatch_entry,
     safe_topic_dir,
 )
-from store.log_gaps import CommitLogGapError, Gap
-from store.spark.decode import describe_invalid
-from store.spark.errors import PipelineError, StageFailedError
-from store.spark.failures import describe_failure
-from store.spark.progress import SparkProgress
-from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange, list_files, plan_files_on
-from store.spark.rebuild import decode_plan, find_gaps
-from store.spark.session import open_session
+from store.log_gaps import Gap
+from store.spark.job import commitlog_files, spark_job
+from store.spark.range_walk import walk_range
+from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange
+from store.spark.rebuild import gaps_allowed, ranges_to_decode
 from store.staging import staged_output
 
 if TYPE_CHECKING:
@@ -81,58 +75,28 @@ class CqRebuildResult:
 def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> CqRangeEntries:
     """Walk ``rng`` and collect the consume queue entry of every dispatched record.
 
-    Records are walked as the index's ``decode.decode_range`` walks them: a record that does not
-    check is noted in ``bad`` and skipped by ``record.resync``; the driver decides (``find_gaps``)
-    whether that is a gap to refuse or the end of the log.
+    Records are walked as the index's ``decode.decode_range`` walks them (``range_walk``): a record
+    that does not check is noted in ``bad`` and skipped by ``record.resync``; the driver decides
+    (``find_gaps``) whether that is a gap to refuse or the end of the log. A record the reput would
+    not dispatch (or that does not decode) counts as a record and gives no entry.
     """
-    from store import record
-
     out: list[tuple[tuple[str, int], Entry]] = []
-    records = 0
-    runs: list[tuple[int, int]] = []
-    bad: list[tuple[int, str]] = []
-    file_end: int | None = None
-    base = rng.file_start
-    with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = memoryview(mm)
+    append = out.append
+
+    def visit(view: memoryview, pos: int, size: int) -> bool:
         try:
-            pos = run_start = rng.start - base
-            end = rng.end - base
-            while pos < end:
-                size = (
-                    record.check(view, pos, end, base + pos, check_crc=True)
-                    if pos + 8 <= end
-                    else record.BLANK
-                )
-                if size == record.BLANK and (
-                    pos + 8 > len(mm) or record.check(view, pos, len(mm)) == record.BLANK
-                ):
-                    file_end = base + pos  # an end-of-file marker, or no room left for one
-                    break
-                if size <= 0:
-                    if pos > run_start:
-                        runs.append((base + run_start, base + pos))
-                    bad.append((base + pos, describe_invalid(view, pos, end, base + pos)))
-                    nxt, _scanned = record.resync(view, pos, end, base, last=rng.last)
-                    if nxt is None:
-                        run_start = pos = end
-                        break
-                    run_start = pos = nxt
-                    continue
-                records += 1
-                try:
-                    entry = dispatch_entry(view[pos : pos + size], delays)
-                except (DispatchError, ValueError):
-                    entry = None
-                if entry is not None and safe_topic_dir(entry[0]):
-                    topic, queue_id, queue_offset, code, store_ts = entry
-                    out.append(((topic, queue_id), (base + pos, size, code, queue_offset, store_ts)))
-                pos += size
-            if pos > run_start:
-                runs.append((base + run_start, base + pos))
-        finally:
-            view.release()
-    return CqRangeEntries(rng.index, out, records, rng.end - rng.start, tuple(runs), tuple(bad), file_end)
+            entry = dispatch_entry(view[pos : pos + size], delays)
+        except (DispatchError, ValueError):
+            entry = None
+        if entry is not None and safe_topic_dir(entry[0]):
+            topic, queue_id, queue_offset, code, store_ts = entry
+            append(((topic, queue_id), (rng.file_start + pos, size, code, queue_offset, store_ts)))
+        return True
+
+    walk = walk_range(rng, visit)
+    return CqRangeEntries(
+        rng.index, out, walk.records, rng.end - rng.start, tuple(walk.runs), tuple(walk.bad), walk.file_end
+    )
 
 
 def write_queues(
@@ -174,65 +138,48 @@ def rebuild_consume_queues_spark(
     ``around_gaps``: the gaps are found by the index rebuild's ``find_gaps``, so the rule, the
     message and the entries kept are the sequential builder's (``store.log_gaps``).
     """
-    started = time.monotonic()
-    commitlog_files = list_files(config.store_path_commit_log)
-    if not commitlog_files:
-        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
+    files = commitlog_files(config)
     check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
     delays = delay_level_table(config.message_delay_level)
     file_size = config.consume_queue_file_size
-    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
-    sc = session.sparkContext
-    progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
-    label = "plan ranges"
-    try:
-        with progress.stage(label):
-            plans = plan_files_on(sc, commitlog_files, range_bytes)
-        ranges = decode_plan(plans)
-        if not ranges:
-            raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
-        label = "decode records"
-        with progress.stage(label):
-            decoded = sc.parallelize(ranges, max(len(ranges), 1)).map(lambda r: decode_cq_range(r, delays))
-            decoded.cache()
+    with spark_job(
+        files, master=master, spark=spark, spark_conf=spark_conf, progress_out=progress_out
+    ) as job:
+        sc = job.sc
+        plans = job.plan(range_bytes)
+        ranges = ranges_to_decode(plans, config)
+        with job.stage("decode records"):
+            decoded = job.keep(
+                sc.parallelize(ranges, max(len(ranges), 1)).map(lambda r: decode_cq_range(r, delays)).cache()
+            )
             summaries = sorted(
                 decoded.map(
                     lambda r: CqRangeEntries(r.index, [], r.records, r.bytes_read, r.runs, r.bad, r.file_end)
                 ).collect(),
                 key=lambda r: r.index,
             )
-        gaps, warnings = find_gaps(summaries, ranges, plans, config.mapped_file_size_commit_log)
-        if gaps and not around_gaps:
-            raise CommitLogGapError(gaps[0])
-        label = "write queues"
+        gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
+        job.label = "write queues"
         with staged_output(config.consume_queue_dir) as staging:
             root = str(staging)
             fill = around_gaps
-            with progress.stage(label):
+            with job.stage("write queues"):
                 written = (
                     decoded.flatMap(lambda r: r.entries)
                     .groupByKey(max(2, sc.defaultParallelism))
                     .mapPartitions(lambda groups: write_queues(groups, root, file_size, fill))
                     .collect()
                 )
-            decoded.unpersist()
         last = max(written, key=lambda w: w[1], default=(0, 0, 0))
         checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
         checkpoint.logics_msg_timestamp = last[2]
         checkpoint.write(config.checkpoint_path)
-    except (PipelineError, CommitLogGapError):
-        raise
-    except Exception as exc:
-        raise StageFailedError(label, describe_failure(exc)) from exc
-    finally:
-        if own_session:
-            session.stop()
     return CqRebuildResult(
         queues=len(written),
         entries=sum(w[0] for w in written),
         records=sum(s.records for s in summaries),
-        seconds=time.monotonic() - started,
-        stage_seconds=dict(progress.timings),
+        seconds=job.seconds,
+        stage_seconds=job.stage_seconds,
         warnings=warnings,
         gaps=gaps,
     )

@@ -10,15 +10,13 @@ record that fails is skipped as the walk skips it, and the task reports where an
 
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
-from store import record
 from store.index_builder import KeyHasher, index_keys
-from store.record import describe_invalid
 from store.spark.entries import ENTRY
+from store.spark.range_walk import walk_range
 from store.spark.ranges import CommitLogRange
 
 
@@ -43,60 +41,36 @@ class RangeEntries:
 
 
 def decode_range(rng: CommitLogRange) -> RangeEntries:
-    """Walk ``rng`` record by record and pack every index entry it yields.
+    """Walk ``rng`` record by record (``range_walk``) and pack every index entry it yields.
 
-    A record that does not check is skipped the way the sequential walk skips it (``record.resync``:
-    at ``pos + TOTALSIZE`` when whole records go on there, else, outside the last file holding data,
-    at the next magic code whose record checks at its own offset); the driver decides whether that
-    is a gap to refuse or the end of the log.
+    A record that does not check, or whose fields do not decode, is skipped the way the sequential
+    walk skips it (``record.resync``: at ``pos + TOTALSIZE`` when whole records go on there, else,
+    outside the last file holding data, at the next magic code whose record checks at its own
+    offset); the driver decides whether that is a gap to refuse or the end of the log.
     """
     out = bytearray()
+    extend = out.extend
     pack = ENTRY.pack
-    records = 0
-    runs: list[tuple[int, int]] = []
-    bad: list[tuple[int, str]] = []
-    file_end: int | None = None
-    base = rng.file_start
-    with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = memoryview(mm)
+    fields_of = read_index_fields
+    hasher = KeyHasher()
+
+    def visit(view: memoryview, pos: int, size: int) -> bool:
         try:
-            pos = rng.start - base
-            end = rng.end - base
-            run_start = pos
-            check = record.check
-            fields_of = read_index_fields
-            hasher = KeyHasher()
-            while pos < end:
-                size = check(view, pos, end, base + pos, check_crc=True) if pos + 8 <= end else record.BLANK
-                if size == record.BLANK and (pos + 8 > len(mm) or check(view, pos, len(mm)) == record.BLANK):
-                    file_end = base + pos  # an end-of-file marker, or no room left for one
-                    break
-                fields = None
-                if size > 0:
-                    try:
-                        fields = fields_of(view, pos)
-                    except ProtocolError:
-                        fields = None
-                if fields is None:
-                    reason = describe_invalid(view, pos, end, base + pos)
-                    if pos > run_start:
-                        runs.append((base + run_start, base + pos))
-                    bad.append((base + pos, reason))
-                    nxt, _scanned = record.resync(view, pos, end, base, last=rng.last)
-                    if nxt is None:
-                        run_start = pos = end
-                        break
-                    run_start = pos = nxt
-                    continue
-                topic = fields.topic
-                for key in index_keys(fields):
-                    out += pack(hasher(topic, key), fields.commit_log_offset, fields.store_timestamp)
-                records += 1
-                pos += size
-            if pos > run_start:
-                runs.append((base + run_start, base + pos))
-        finally:
-            view.release()
+            fields = fields_of(view, pos)
+        except ProtocolError:
+            return False
+        topic = fields.topic
+        for key in index_keys(fields):
+            extend(pack(hasher(topic, key), fields.commit_log_offset, fields.store_timestamp))
+        return True
+
+    walk = walk_range(rng, visit)
     return RangeEntries(
-        rng.index, bytes(out), records, rng.end - rng.start, tuple(runs), tuple(bad), file_end
+        rng.index,
+        bytes(out),
+        walk.records,
+        rng.end - rng.start,
+        tuple(walk.runs),
+        tuple(walk.bad),
+        walk.file_end,
     )

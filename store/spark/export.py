@@ -19,22 +19,20 @@ from typing import TYPE_CHECKING, TextIO
 
 from store import record
 from store.config import StoreConfig
-from store.spark.decode import describe_invalid
-from store.spark.errors import PipelineError, StageFailedError
-from store.spark.failures import describe_failure
+from store.record import describe_invalid
+from store.spark.errors import PipelineError
+from store.spark.job import commitlog_files, spark_job
 from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
-from store.spark.progress import SparkProgress, render_bar
+from store.spark.progress import render_bar
 from store.spark.ranges import (
     DEFAULT_RANGE_BYTES,
     SIZE_MAGIC,
     CommitLogRange,
-    list_files,
+    FilePlan,
     plan_file,
-    plan_files_on,
     ranges_from_plans,
 )
 from store.spark.rebuild import check_plans
-from store.spark.session import open_session
 from store.staging import staged_output
 
 if TYPE_CHECKING:
@@ -54,11 +52,9 @@ class ExportResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _local_ranges(config: StoreConfig, range_bytes: int) -> tuple[list[CommitLogRange], list[str]]:
-    files = list_files(config.store_path_commit_log)
-    if not files:
-        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
-    plans = [plan_file(f, range_bytes) for f in files]
+def export_ranges(plans: list[FilePlan]) -> tuple[list[CommitLogRange], list[str]]:
+    """The ranges both engines export (a hole or a damaged file refused, a torn tail left out), and
+    the warnings to print."""
     warnings = check_plans(plans)
     ranges, tail_warnings = without_torn_tail(ranges_from_plans(plans))
     return ranges, warnings + tail_warnings
@@ -116,7 +112,7 @@ def export_keys_local(
         raise PipelineError("the local export engine needs pyarrow: pip install 'rmq-query[spark]'") from exc
     started = time.monotonic()
     stream = progress_out if progress_out is not None else sys.stderr
-    ranges, warnings = _local_ranges(config, range_bytes)
+    ranges, warnings = export_ranges([plan_file(f, range_bytes) for f in commitlog_files(config)])
     schema = _arrow_schema()
     rows = scanned = 0
     with staged_output(Path(out)) as staging:
@@ -156,38 +152,20 @@ def export_keys_spark(
     progress_out: TextIO | None = None,
 ) -> ExportResult:
     """Write the key table on Spark, one Parquet part file per CommitLog range, into ``out``."""
-    started = time.monotonic()
-    files = list_files(config.store_path_commit_log)
-    if not files:
-        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
-    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
-    from pyspark.sql import functions as F
+    files = commitlog_files(config)
+    with spark_job(
+        files, master=master, spark=spark, spark_conf=spark_conf, progress_out=progress_out
+    ) as job:
+        from pyspark.sql import functions as F
 
-    sc = session.sparkContext
-    progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
-    label = "plan ranges"
-    try:
-        with progress.stage(label):
-            plans = plan_files_on(sc, files, range_bytes)
-        warnings = check_plans(plans)
-        ranges, tail_warnings = without_torn_tail(ranges_from_plans(plans))
-        warnings += tail_warnings
-        label = "export keys"
+        ranges, warnings = export_ranges(job.plan(range_bytes))
+        job.label = "export keys"
         with staged_output(Path(out)) as staging:
-            rdd = sc.parallelize(ranges, max(1, len(ranges))).flatMap(range_rows)
-            frame = session.createDataFrame(rdd, _spark_schema()).withColumn(
+            rdd = job.sc.parallelize(ranges, max(1, len(ranges))).flatMap(range_rows)
+            frame = job.session.createDataFrame(rdd, _spark_schema()).withColumn(
                 STORE_TIME, F.timestamp_millis(F.col("store_timestamp"))
             )
-            with progress.stage(label):
+            with job.stage("export keys"):
                 frame.write.mode("overwrite").parquet(str(staging))
-            rows = session.read.parquet(str(staging)).count()
-    except PipelineError:
-        raise
-    except Exception as exc:
-        raise StageFailedError(label, describe_failure(exc)) from exc
-    finally:
-        if own_session:
-            session.stop()
-    return ExportResult(
-        Path(out), rows, sum(r.end - r.start for r in ranges), time.monotonic() - started, warnings
-    )
+            rows = job.session.read.parquet(str(staging)).count()
+    return ExportResult(Path(out), rows, sum(r.end - r.start for r in ranges), job.seconds, warnings)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,10 +31,9 @@ from store.log_gaps import CommitLogGapError, Gap, LogFile, gap_causes
 from store.spark.assign import file_count, per_file, prefix_starts, split_blob
 from store.spark.decode import RangeEntries, decode_range
 from store.spark.entries import ENTRY_SIZE
-from store.spark.errors import CorruptRecordError, PipelineError, StageFailedError
-from store.spark.failures import describe_failure
+from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.index_writer import WrittenFile, write_partition
-from store.spark.progress import SparkProgress
+from store.spark.job import commitlog_files, spark_job
 from store.spark.ranges import (
     DEFAULT_RANGE_BYTES,
     STOP_BLANK,
@@ -46,10 +43,7 @@ from store.spark.ranges import (
     STOP_UNWRITTEN,
     CommitLogRange,
     FilePlan,
-    list_files,
-    plan_files_on,
 )
-from store.spark.session import open_session
 from store.staging import staged_output
 
 if TYPE_CHECKING:
@@ -215,6 +209,29 @@ def _summary(result: RangeEntries) -> tuple[RangeEntries, int]:
     return blobless, len(result.blob) // ENTRY_SIZE
 
 
+def gaps_allowed(
+    decoded: Sequence[DecodedRuns],
+    ranges: list[CommitLogRange],
+    plans: list[FilePlan],
+    config: StoreConfig,
+    around_gaps: bool,
+) -> tuple[list[Gap], list[str]]:
+    """``find_gaps``, refused (``CommitLogGapError`` for the first gap) unless building ``around_gaps``:
+    both rebuilds decide so before writing anything."""
+    gaps, warnings = find_gaps(decoded, ranges, plans, config.mapped_file_size_commit_log)
+    if gaps and not around_gaps:
+        raise CommitLogGapError(gaps[0])
+    return gaps, warnings
+
+
+def ranges_to_decode(plans: list[FilePlan], config: StoreConfig) -> list[CommitLogRange]:
+    """``decode_plan``; ``PipelineError`` when the CommitLog holds no records to rebuild from."""
+    ranges = decode_plan(plans)
+    if not ranges:
+        raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
+    return ranges
+
+
 def rebuild_index_spark(
     config: StoreConfig,
     *,
@@ -231,49 +248,38 @@ def rebuild_index_spark(
     A gap in the CommitLog raises ``CommitLogGapError`` before anything is written, unless
     ``around_gaps``: the rule and the message are the sequential builder's (``store.log_gaps``).
     """
-    started = time.monotonic()
     target = Path(out_dir) if out_dir is not None else config.index_dir
-    commitlog_files = list_files(config.store_path_commit_log)
-    if not commitlog_files:
-        raise PipelineError(f"no CommitLog files in {config.store_path_commit_log}")
+    files = commitlog_files(config)
     keys_per_file = per_file(config.max_index_num)
     slots, index_num = config.max_hash_slot_num, config.max_index_num
-    session, own_session = (spark, False) if spark is not None else open_session(master, spark_conf)
-    from pyspark import StorageLevel
+    with spark_job(
+        files, master=master, spark=spark, spark_conf=spark_conf, progress_out=progress_out
+    ) as job:
+        from pyspark import StorageLevel
 
-    sc = session.sparkContext
-    progress = SparkProgress(sc, progress_out if progress_out is not None else sys.stderr)
-    label = "plan ranges"
-    decoded_rdd = None
-    try:
-        with progress.stage(label):
-            plans = plan_files_on(sc, commitlog_files, range_bytes)
-        ranges = decode_plan(plans)
-        if not ranges:
-            raise PipelineError(f"the CommitLog in {config.store_path_commit_log} holds no records")
+        sc = job.sc
+        plans = job.plan(range_bytes)
+        ranges = ranges_to_decode(plans, config)
 
-        label = "decode records"
-        with progress.stage(label):
-            decoded_rdd = (
+        with job.stage("decode records"):
+            decoded_rdd = job.keep(
                 sc.parallelize(ranges, len(ranges)).map(decode_range).persist(StorageLevel.MEMORY_AND_DISK)
             )
             collected = sorted(decoded_rdd.map(_summary).collect(), key=lambda pair: pair[0].index)
         summaries = [summary for summary, _ in collected]
-        gaps, warnings = find_gaps(summaries, ranges, plans, config.mapped_file_size_commit_log)
-        if gaps and not around_gaps:
-            raise CommitLogGapError(gaps[0])
+        gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
         ordered_counts = [count for _, count in collected]
         starts = prefix_starts(ordered_counts)
         total_keys = sum(ordered_counts)
         n_files = file_count(total_keys, keys_per_file)
 
-        label = "write index files"
+        job.label = "write index files"
         leftovers: list[Path] = []
         with staged_output(target, leftovers=leftovers) as staging:
             if n_files:
                 staging_dir = str(staging)
                 starts_bc = sc.broadcast(starts)
-                with progress.stage(label):
+                with job.stage("write index files"):
                     written = (
                         decoded_rdd.flatMap(
                             lambda r: [
@@ -304,18 +310,6 @@ def rebuild_index_spark(
             problem = update_index_timestamp(config.checkpoint_path, checkpoint_index_timestamp(written))
             if problem:
                 after_swap.append(problem)
-    except (PipelineError, CommitLogGapError):
-        raise
-    except Exception as exc:
-        raise StageFailedError(label, describe_failure(exc)) from exc
-    finally:
-        if decoded_rdd is not None:
-            try:
-                decoded_rdd.unpersist()
-            except Exception:  # the session may already be gone; nothing is left to free
-                pass
-        if own_session:
-            session.stop()
 
     return RebuildResult(
         out_dir=target,
@@ -323,8 +317,8 @@ def rebuild_index_spark(
         keys_indexed=total_keys,
         records=sum(s.records for s in summaries),
         bytes_scanned=sum(s.bytes_read for s in summaries),
-        seconds=time.monotonic() - started,
-        stage_seconds=dict(progress.timings),
+        seconds=job.seconds,
+        stage_seconds=job.stage_seconds,
         warnings=warnings,
         gaps=gaps,
         after_swap=after_swap,

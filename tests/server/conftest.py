@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from server.app import QueryServer, ServerSettings
+from server.write_path import write_path
 from store.config import StoreConfig
 from store.message_store import MessageStore
+from store.writable_store import WritableStore
 from tests.server.harness import Connect, RawClient, StartServer
 
 JAVA_STORE = "java-4.9.7-a"
@@ -110,3 +112,20 @@ async def connect(server: QueryServer) -> AsyncIterator[Connect]:
     yield open_client
     for client in clients:
         await client.close()
+
+
+@pytest.fixture
+async def writable_server(tmp_path: Path) -> AsyncIterator[tuple[QueryServer, WritableStore]]:
+    """``serve --writable`` in process over an empty store (64 KiB CommitLog files, 4 KiB messages,
+    broker ``b1``), on 127.0.0.1 port 0, and its store."""
+    config = StoreConfig.for_store(
+        tmp_path / "store", mapped_file_size_commit_log=64 * 1024, max_message_size=4096, broker_name="b1"
+    )
+    store = WritableStore(config)
+    srv = QueryServer(store.reader, ServerSettings(port=0, broker_name="b1"), configure=write_path(store))
+    await srv.start()
+    try:
+        yield srv, store
+    finally:
+        await srv.stop()
+        store.close()

@@ -1,7 +1,7 @@
 """Expensive key queries run off the event loop, with bounded work, and never hold up other requests.
 
 The store holds key ``hot`` written ``HOT`` times (one chain of exactly that many entries, see
-tests/store/test_query_budget.py); a query for the time range of its first write walks all of it.
+tests/store/hot_key.py); a query for the time range of its first write walks all of it.
 Work is shown by entries visited and by which thread visited them, never by wall time.
 """
 
@@ -21,35 +21,15 @@ from server.processors.query_message import QUERY_NOT_FOUND_REMARK, QueryMessage
 from server.query_pool import DEFAULT_QUERY_THREADS, OVERLOAD_REMARK, QueryPool
 from store.config import StoreConfig
 from store.message_store import MessageStore, QueryMessageResult
-from store.writer import StoreWriter
 from tests.server.harness import RawClient
+from tests.store.hot_key import HOT, T0, write_hot_key_store
 
-HOT = 300
-T0 = 1_700_000_000_000
 MAX = 2**63 - 1
 
 
 @pytest.fixture(scope="module")
 def hot_config(tmp_path_factory: pytest.TempPathFactory) -> StoreConfig:
-    root = tmp_path_factory.mktemp("hot") / "store"
-    config = StoreConfig.for_store(
-        root,
-        broker_ip1="127.0.0.1",
-        max_hash_slot_num=64,
-        max_index_num=1000,
-        mapped_file_size_commit_log=1 << 20,
-    )
-    now = [T0]
-
-    def clock() -> int:
-        value = now[0]
-        now[0] += 10 if value != T0 else 5_000
-        return value
-
-    with StoreWriter(config, clock=clock) as w:
-        for n in range(HOT):
-            w.append("TopicH", f"body-{n}".encode(), keys="hot", unique_key=False)
-    return config
+    return write_hot_key_store(tmp_path_factory.mktemp("hot") / "store")
 
 
 class RecordingStore:

@@ -9,10 +9,7 @@ queryable by key, by unique key and by offset id as soon as its SEND was answere
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from clients.admin import QueryAdmin
 from clients.errors import MQClientError
@@ -29,23 +26,8 @@ from tests.server.harness import RawClient
 MAX = 2**63 - 1
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[tuple[QueryServer, WritableStore]]:
-    config = StoreConfig.for_store(
-        tmp_path / "store", mapped_file_size_commit_log=64 * 1024, max_message_size=4096, broker_name="b1"
-    )
-    store = WritableStore(config)
-    srv = QueryServer(store.reader, ServerSettings(port=0, broker_name="b1"), configure=write_path(store))
-    await srv.start()
-    try:
-        yield srv, store
-    finally:
-        await srv.stop()
-        store.close()
-
-
-async def test_sent_messages_are_queryable_by_key_unique_key_and_offset_id(server) -> None:
-    srv, store = server
+async def test_sent_messages_are_queryable_by_key_unique_key_and_offset_id(writable_server) -> None:
+    srv, store = writable_server
     addr = f"127.0.0.1:{srv.port}"
     store.create_topic("Orders", 2)
     async with Producer(addr) as producer, QueryAdmin(addr) as admin:
@@ -67,8 +49,8 @@ async def test_sent_messages_are_queryable_by_key_unique_key_and_offset_id(serve
         assert len((await admin.query_message("Orders", "all", 64, 0, MAX)).messages) == 40
 
 
-async def test_new_topic_is_created_through_tbw102_and_then_routed(server) -> None:
-    srv, _store = server
+async def test_new_topic_is_created_through_tbw102_and_then_routed(writable_server) -> None:
+    srv, _store = writable_server
     addr = f"127.0.0.1:{srv.port}"
     async with Producer(addr) as producer, QueryAdmin(addr) as admin:
         first = await producer.send("BrandNew", b"x", keys="k1")
@@ -114,8 +96,8 @@ def _v2(topic: str, queue_id: int = 0, props: str = "WAIT\x01true", batch: bool 
     }
 
 
-async def test_refusals_carry_the_brokers_codes_and_store_nothing(server) -> None:
-    srv, store = server
+async def test_refusals_carry_the_brokers_codes_and_store_nothing(writable_server) -> None:
+    srv, store = writable_server
     store.create_topic("T", 2)
     client = await RawClient.connect("127.0.0.1", srv.port)
     try:
@@ -140,8 +122,8 @@ async def test_refusals_carry_the_brokers_codes_and_store_nothing(server) -> Non
     assert len(list(store.reader.commitlog.iter_records())) == 1
 
 
-async def test_batch_oneway_and_delayed_sends(server) -> None:
-    srv, store = server
+async def test_batch_oneway_and_delayed_sends(writable_server) -> None:
+    srv, store = writable_server
     addr = f"127.0.0.1:{srv.port}"
     store.create_topic("B", 1)
     async with Producer(addr) as producer, QueryAdmin(addr) as admin:
@@ -218,14 +200,14 @@ async def test_the_one_liner_for_other_test_suites_prints_the_address(tmp_path: 
             await proc.wait()
 
 
-async def test_a_failed_write_is_answered_and_takes_no_queue_offset(server, monkeypatch) -> None:
+async def test_a_failed_write_is_answered_and_takes_no_queue_offset(writable_server, monkeypatch) -> None:
     """A full disk (or a read-only store): SYSTEM_ERROR with the broker's CREATE_MAPEDFILE_FAILED remark,
     nothing stored, and the next SEND gets the queue offset the failed one would have had."""
     import errno
 
     from store.writer import StoreWriter
 
-    srv, store = server
+    srv, store = writable_server
     store.create_topic("F", 1)
     real = StoreWriter._file_for
     failures = iter([True])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,6 @@ from protocol.command import RemotingCommand
 from protocol.frame import decode_frame, encode_frame
 from protocol.message import decode_message, raw_properties
 from protocol.message_id import decode_offset_msg_id
-from server.app import QueryServer, ServerSettings
-from server.write_path import write_path
-from store.config import StoreConfig
-from store.writable_store import WritableStore
 from tests.server.harness import RawClient
 from tests.server.test_send_replay import check_against_java, expected, replay
 from tests.server.v5_frames import V5_VERSION, v5_send
@@ -78,21 +73,6 @@ def test_5x_send_frames_give_the_brokers_records_and_answers(
     check_against_java(config, exchanges, stores_dir, expected)
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[tuple[QueryServer, WritableStore]]:
-    config = StoreConfig.for_store(
-        tmp_path / "store", mapped_file_size_commit_log=64 * 1024, max_message_size=4096, broker_name="b1"
-    )
-    store = WritableStore(config)
-    srv = QueryServer(store.reader, ServerSettings(port=0, broker_name="b1"), configure=write_path(store))
-    await srv.start()
-    try:
-        yield srv, store
-    finally:
-        await srv.stop()
-        store.close()
-
-
 def _v2_fields(topic: str, properties: str, queue_id: int = 0, **extra: str) -> dict[str, str]:
     """A 5.3.3 V2 header in fast-encode order (``a`` .. ``n``), then any extra extFields."""
     fields = {
@@ -123,8 +103,8 @@ def _request(
 
 
 @pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
-async def test_5x_sends_over_a_socket(server, serialize_type: SerializeType) -> None:
-    srv, store = server
+async def test_5x_sends_over_a_socket(writable_server, serialize_type: SerializeType) -> None:
+    srv, store = writable_server
     store.create_topic("V5", 2)
     uniq = "FD00000000000000000000000000000256DD"
     props = "__SHARDINGKEY\x01group-7\x02INSTANCE_ID\x01ns-1\x02"
@@ -187,10 +167,12 @@ async def test_5x_sends_over_a_socket(server, serialize_type: SerializeType) -> 
 
 
 @pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
-async def test_5x_compressed_send_keeps_its_compression_type(server, serialize_type: SerializeType) -> None:
+async def test_5x_compressed_send_keeps_its_compression_type(
+    writable_server, serialize_type: SerializeType
+) -> None:
     """5.3.3 compresses bodies over 4 KiB with its ``compressType`` (ZLIB by default) and sends
     ``COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE`` (0x1 | 0x3 << 8); the broker stores flag and bytes as sent."""
-    srv, store = server
+    srv, store = writable_server
     store.create_topic("V5z", 1)
     plain = bytes(range(256)) * 20
     packed = zlib.compress(plain, 5)  # Deflater(level 5): a zlib stream
@@ -210,11 +192,11 @@ async def test_5x_compressed_send_keeps_its_compression_type(server, serialize_t
     assert decode_message(raw).body == plain
 
 
-async def test_5x_timer_properties_are_plain_properties_to_the_4_9_7_rules(server) -> None:
+async def test_5x_timer_properties_are_plain_properties_to_the_4_9_7_rules(writable_server) -> None:
     """5.x ``setDelayTimeSec``/``setDeliverTimeMs`` put ``TIMER_DELAY_SEC``/``TIMER_DELIVER_MS``: the
     4.9.7 broker has no timer wheel and only ``DELAY`` schedules, so the message goes to its own topic
     at once with those properties kept (not to ``SCHEDULE_TOPIC_XXXX``)."""
-    srv, store = server
+    srv, store = writable_server
     store.create_topic("V5t", 1)
     props = "TIMER_DELAY_SEC\x0130\x02UNIQ_KEY\x01FD00000000000000000000000000000256BB\x02WAIT\x01true\x02"
     client = await RawClient.connect("127.0.0.1", srv.port)
@@ -244,11 +226,11 @@ def _rocketmq_frame(code: int, opaque: int, pairs: list[tuple[str, str]], body: 
     return struct.pack(">ii", 4 + len(header) + len(body), (1 << 24) | len(header)) + header + body
 
 
-async def test_5x_rocketmq_frame_with_repeated_header_fields(server) -> None:
+async def test_5x_rocketmq_frame_with_repeated_header_fields(writable_server) -> None:
     """With an RPC hook that calls ``makeCustomHeaderToNet`` (the ACL hook signs the sorted fields),
     5.3.3's ``rocketMQProtocolEncode`` writes ``a`` .. ``n`` from the fast encoder and again from the
     extFields map: every key twice. Java's decoder puts them in a ``HashMap`` (the last one wins)."""
-    srv, store = server
+    srv, store = writable_server
     store.create_topic("V5d", 1)
     fields = list(
         _v2_fields("V5d", "UNIQ_KEY\x01FD00000000000000000000000000000256CC\x02WAIT\x01true\x02").items()

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,10 @@ import pytest
 
 from protocol.message_flags import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 from store.config import StoreConfig
+from store.log_gaps import Gap
 from store.message_store import MessageStore
+from store.spark.ranges import CommitLogRange, list_files, plan_file
+from store.spark.rebuild import DecodedRuns, decode_plan, find_gaps
 
 STORE = "java-4.9.7-a"
 FILE_SIZE = 262144
@@ -223,3 +227,13 @@ def run_cli_python(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def spark_gaps_in_process(
+    config: StoreConfig, decode: Callable[[CommitLogRange], DecodedRuns]
+) -> tuple[list[Gap], list[str]]:
+    """A Spark rebuild's plan, ``decode`` and gap stages run in this process (they are plain Python),
+    with small ranges so that damage falls inside, between and across them."""
+    plans = [plan_file(f, 1 << 16) for f in list_files(config.store_path_commit_log)]
+    ranges = decode_plan(plans)
+    return find_gaps([decode(r) for r in ranges], ranges, plans, config.mapped_file_size_commit_log)

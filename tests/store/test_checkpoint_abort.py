@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from store.checkpoint import (
 from store.config import StoreConfig
 from store.errors import CheckpointError
 from store.index_builder import IndexBuilder
+from tests.store.store_copy import writable_copy
 
 
 def test_reads_the_java_checkpoint(golden_stores: list[tuple[StoreConfig, dict]]) -> None:
@@ -58,15 +57,7 @@ def test_after_abnormal_exit_index_files_are_kept_not_destroyed(
 ) -> None:
     config, _ = golden_stores[0]
     root = tmp_path / "s"
-    shutil.copytree(config.store_path_root_dir, root)
-    for p in [root, *root.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    copy = StoreConfig.for_store(
-        root,
-        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
-        max_hash_slot_num=config.max_hash_slot_num,
-        max_index_num=config.max_index_num,
-    )
+    copy = writable_copy(config, root)
     create_abort_marker(root)
     java_names = sorted(p.name for p in config.index_dir.iterdir())
     builder = IndexBuilder(copy)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,20 +10,11 @@ from clients.cli import main
 from store.config import StoreConfig
 from store.fsck import check_store
 from store.index_file import ENTRY
+from tests.store.store_copy import writable_copy
 
 
 def _copy(config: StoreConfig, tmp_path: Path) -> StoreConfig:
-    root = tmp_path / "s"
-    shutil.copytree(config.store_path_root_dir, root)
-    for p in [root, *root.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return StoreConfig.for_store(
-        root,
-        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
-        max_hash_slot_num=config.max_hash_slot_num,
-        max_index_num=config.max_index_num,
-        mapped_file_size_consume_queue=config.mapped_file_size_consume_queue,
-    )
+    return writable_copy(config, tmp_path / "s")
 
 
 def test_java_store_is_clean(

@@ -27,6 +27,7 @@ from store.index_builder import rebuild_index
 from store.index_file import IndexFile
 from store.log_gaps import CommitLogGapError
 from store.writer import StoreWriter
+from tests.store.store_copy import writable_copy
 
 compiled = pytest.importorskip("store._index_range_fast", reason="compiled accelerator not built")
 
@@ -41,15 +42,7 @@ def _index_bytes(index_dir: Path) -> list[bytes]:
 
 
 def _copy(config: StoreConfig, dst: Path) -> StoreConfig:
-    shutil.copytree(config.store_path_root_dir, dst)
-    for p in [dst, *dst.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return StoreConfig.for_store(
-        dst,
-        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
-        max_hash_slot_num=config.max_hash_slot_num,
-        max_index_num=config.max_index_num,
-    )
+    return writable_copy(config, dst)
 
 
 def _build_both(

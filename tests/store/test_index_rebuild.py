@@ -3,7 +3,6 @@ builder resumes after a crash at any point without losing or duplicating an entr
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -14,19 +13,11 @@ from store.config import StoreConfig
 from store.index_builder import IndexBuilder, rebuild_index
 from store.index_file import IndexFile
 from tests.store.index_writes import hook_compiled_writes
+from tests.store.store_copy import writable_copy
 
 
 def _writable_copy(config: StoreConfig, tmp_path: Path) -> StoreConfig:
-    dst = tmp_path / config.store_path_root_dir.name
-    shutil.copytree(config.store_path_root_dir, dst)
-    for p in [dst, *dst.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return StoreConfig.for_store(
-        dst,
-        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
-        max_hash_slot_num=config.max_hash_slot_num,
-        max_index_num=config.max_index_num,
-    )
+    return writable_copy(config, tmp_path / config.store_path_root_dir.name)
 
 
 def _index_bytes(index_dir: Path) -> list[bytes]:

@@ -1,9 +1,10 @@
 """A key query's work is bounded: at most ``budget`` index entries visited, counted.
 
-The store: key ``hot`` written ``HOT`` times into one index file (no unique keys, so its slot's chain
-holds exactly those entries), the first write 5 s before the others. A query whose time range holds
-only the first write visits the whole chain (the broker's walk only stops at an older entry), so
-the counts below follow from how the store was written, not from the code under test.
+The store (tests/store/hot_key.py): key ``hot`` written ``HOT`` times into one index file (no unique
+keys, so its slot's chain holds exactly those entries), the first write 5 s before the others. A
+query whose time range holds only the first write visits the whole chain (the broker's walk only
+stops at an older entry), so the counts below follow from how the store was written, not from the
+code under test.
 """
 
 from __future__ import annotations
@@ -12,34 +13,14 @@ import pytest
 
 from store.config import StoreConfig
 from store.message_store import MessageStore
-from store.writer import StoreWriter
+from tests.store.hot_key import HOT, T0, write_hot_key_store
 
-HOT = 300
 MAX = 2**63 - 1
-T0 = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module")
 def hot_store(tmp_path_factory: pytest.TempPathFactory) -> StoreConfig:
-    root = tmp_path_factory.mktemp("hot") / "store"
-    config = StoreConfig.for_store(
-        root,
-        broker_ip1="127.0.0.1",
-        max_hash_slot_num=64,
-        max_index_num=1000,
-        mapped_file_size_commit_log=1 << 20,
-    )
-    now = [T0]
-
-    def clock() -> int:
-        value = now[0]
-        now[0] += 10 if value != T0 else 5_000
-        return value
-
-    with StoreWriter(config, clock=clock) as w:
-        for n in range(HOT):
-            w.append("TopicH", f"body-{n}".encode(), keys="hot", unique_key=False)
-    return config
+    return write_hot_key_store(tmp_path_factory.mktemp("hot") / "store")
 
 
 def test_a_walk_over_the_whole_chain_visits_every_entry_once(hot_store: StoreConfig) -> None:

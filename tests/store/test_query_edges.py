@@ -4,9 +4,7 @@ offsets, views held across an RSS trim, and a builder following a CommitLog bein
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -15,21 +13,13 @@ from store.config import StoreConfig
 from store.index_builder import IndexBuilder, rebuild_index
 from store.message_store import MessageStore
 from store.writer import StoreWriter
+from tests.store.store_copy import writable_copy
 
 MAX = 2**63 - 1
 
 
 def _copy(config: StoreConfig, tmp_path: Path) -> StoreConfig:
-    root = tmp_path / "s"
-    shutil.copytree(config.store_path_root_dir, root)
-    for p in [root, *root.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return StoreConfig.for_store(
-        root,
-        mapped_file_size_commit_log=config.mapped_file_size_commit_log,
-        max_hash_slot_num=config.max_hash_slot_num,
-        max_index_num=config.max_index_num,
-    )
+    return writable_copy(config, tmp_path / "s")
 
 
 def test_hits_in_deleted_commitlog_files(

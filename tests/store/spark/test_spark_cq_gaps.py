@@ -23,8 +23,6 @@ from store.consume_queue import delay_level_table
 from store.consume_queue_builder import rebuild_consume_queues
 from store.log_gaps import CommitLogGapError
 from store.spark.consume_queue import decode_cq_range, rebuild_consume_queues_spark
-from store.spark.ranges import list_files, plan_file
-from store.spark.rebuild import decode_plan, find_gaps
 from tests.store.gap_damage import (
     DAMAGES,
     STORE,
@@ -35,6 +33,7 @@ from tests.store.gap_damage import (
     leftovers,
     queue_entries,
     remove_middle_file,
+    spark_gaps_in_process,
     tree_bytes,
     truncate_middle_file,
 )
@@ -110,10 +109,7 @@ def test_the_spark_queue_stages_find_the_gap_the_sequential_walk_finds(
     d = DAMAGES[damage](config.store_path_root_dir, expected["messages"])
     with pytest.raises(CommitLogGapError) as sequential:
         rebuild_consume_queues(config)
-    plans = [plan_file(f, 1 << 16) for f in list_files(config.store_path_commit_log)]
-    ranges = decode_plan(plans)
     delays = delay_level_table(config.message_delay_level)
-    decoded = [decode_cq_range(r, delays) for r in ranges]
-    gaps, _warnings = find_gaps(decoded, ranges, plans, config.mapped_file_size_commit_log)
+    gaps, _warnings = spark_gaps_in_process(config, lambda r: decode_cq_range(r, delays))
     assert gaps == [sequential.value.gap]
     assert (gaps[0].start, gaps[0].resume) == (d.start, d.resume)

@@ -22,8 +22,7 @@ from store.config import StoreConfig
 from store.index_builder import rebuild_index
 from store.log_gaps import CommitLogGapError
 from store.spark.decode import decode_range
-from store.spark.ranges import list_files, plan_file
-from store.spark.rebuild import decode_plan, find_gaps, rebuild_index_spark
+from store.spark.rebuild import rebuild_index_spark
 from tests.store.gap_damage import (
     DAMAGES,
     STORE,
@@ -36,6 +35,7 @@ from tests.store.gap_damage import (
     remove_middle_file,
     run_cli,
     run_cli_python,
+    spark_gaps_in_process,
     truncate_middle_file,
 )
 
@@ -102,14 +102,6 @@ def test_both_engines_index_around_the_same_gaps(
     assert leftovers(root) == [] and leftovers(tmp_path) == []
 
 
-def _spark_rule_without_spark(config: StoreConfig) -> tuple[list, list[str]]:
-    """The Spark job's plan, decode and gap stages run in this process (they are plain Python)."""
-    plans = [plan_file(f, 1 << 16) for f in list_files(config.store_path_commit_log)]
-    ranges = decode_plan(plans)
-    decoded = [decode_range(r) for r in ranges]
-    return find_gaps(decoded, ranges, plans, config.mapped_file_size_commit_log)
-
-
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_the_spark_stages_find_the_gap_the_sequential_walk_finds(
     damage: str, stores_dir: Path, tmp_path: Path
@@ -119,7 +111,7 @@ def test_the_spark_stages_find_the_gap_the_sequential_walk_finds(
     d = DAMAGES[damage](config.store_path_root_dir, expected["messages"])
     with pytest.raises(CommitLogGapError) as sequential:
         rebuild_index(config)
-    gaps, _warnings = _spark_rule_without_spark(config)
+    gaps, _warnings = spark_gaps_in_process(config, decode_range)
     assert gaps == [sequential.value.gap]
     assert (gaps[0].start, gaps[0].resume) == (d.start, d.resume)
 
@@ -134,7 +126,7 @@ def test_a_file_created_ahead_and_zeros_after_the_last_record_are_no_gap(
     last = sorted(config.store_path_commit_log.iterdir())[-1]
     ahead = config.store_path_commit_log / f"{int(last.name) + config.mapped_file_size_commit_log:020d}"
     ahead.write_bytes(bytes(config.mapped_file_size_commit_log))
-    assert _spark_rule_without_spark(config) == ([], [])
+    assert spark_gaps_in_process(config, decode_range) == ([], [])
     builder = rebuild_index(config)
     assert builder.gaps == [] and builder.after_swap == []
     assert list(index_bytes(config.store_path_root_dir).values()) == list(java.values())
