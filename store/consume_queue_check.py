@@ -13,6 +13,13 @@ broker reads them (``ConsumeQueue``). Reported, each naming the queue, the offse
   (the broker cleaned those records; their files go later).
 
 A store without a ``consumequeue`` directory gets a note, not a problem (``rebuild-index`` builds it).
+
+The walk crosses CommitLog gaps (``store.log_gaps``: a missing or cut-short middle file, a corrupt
+record) as ``rebuild-index --index-around-gaps`` does, so the entries of the records after a gap are
+checked against them instead of being reported as pointing at no record. A gap the queues were built
+around (they hold entries for records after it and none that points into it: the lost records' queue
+offsets are blank entries) is returned in ``built_around``; the caller reports it as a known gap.
+An entry pointing into a gap, or at a record other than its own, is still a problem.
 """
 
 from __future__ import annotations
@@ -21,14 +28,17 @@ import itertools
 import os
 import re
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, delay_level_table
 from store.consume_queue_builder import DispatchError, check_geometry, dispatch_entry, safe_topic_dir
 from store.errors import StoreError
+from store.log_gaps import Gap, GapWalk
 
-__all__ = ["check_consume_queues"]
+__all__ = ["QueueCheck", "check_consume_queues"]
 
 _NAME = re.compile(r"^\d{20}$")
 #: Lines reported per queue and kind; the rest are counted.
@@ -91,21 +101,35 @@ def _check_files(config: StoreConfig, topic: str, queue_id: int, found: _QueueFi
             found.add("file", f"hole between files {a:020d} and {b:020d}: entries past it cannot be read")
 
 
+@dataclass(slots=True)
+class QueueCheck:
+    """What the check found: problems, notes, and the CommitLog gaps the queues were built around."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    built_around: list[Gap] = field(default_factory=list)
+
+
+def _ignore_gap(_gap: Gap) -> None:
+    """The check reads on after a gap (the CommitLog check reports it)."""
+
+
 def check_consume_queues(
-    config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None
-) -> tuple[list[str], list[str]]:
-    """(problems, notes) of the store's consume queues against ``commitlog``.
+    config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None, gaps: Sequence[Gap] = ()
+) -> QueueCheck:
+    """The store's consume queues against ``commitlog``.
 
     ``recent_ms``: a broker is running; a missing entry of a record stored at or after this time is
-    only counted in a note (its reput thread writes it within milliseconds).
+    only counted in a note (its reput thread writes it within milliseconds). ``gaps``: the CommitLog's
+    gaps (``GapWalk``), of which those the queues were built around are returned in ``built_around``.
     """
     root = config.consume_queue_dir
     if not root.is_dir():
-        return [], [f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"]
+        return QueueCheck(notes=[f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"])
     try:
         check_geometry(root, config.consume_queue_file_size)
     except StoreError as exc:
-        return [f"{exc} (the consume queues were not checked)"], []
+        return QueueCheck(problems=[f"{exc} (the consume queues were not checked)"])
     delays = delay_level_table(config.message_delay_level)
     cl_min = commitlog.min_offset
     queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -127,7 +151,9 @@ def check_consume_queues(
             queue_of(key)
             _check_files(config, key[0], key[1], findings[key])
         records = entries = in_flight = 0
-        for offset, buf in commitlog.iter_records():
+        last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
+        into_gaps: set[int] = set()  # the gaps (by index) some non-blank entry points into
+        for offset, buf in GapWalk(commitlog, _ignore_gap).records(commitlog.min_offset):
             records += 1
             try:
                 entry = dispatch_entry(buf, delays)
@@ -153,6 +179,7 @@ def check_consume_queues(
             got = q.entry(queue_offset)
             want = (offset, len(buf), code)
             claimed[key][queue_offset - q.min_offset] = 1
+            last_claimed = offset
             if got is None or (got.commit_log_offset, got.size, got.tags_code) != want:
                 have = "nothing" if got is None else f"({got.commit_log_offset}, {got.size}, {got.tags_code})"
                 found.add("entry", f"offset {queue_offset} holds {have}, its record says {want}")
@@ -165,6 +192,7 @@ def check_consume_queues(
                 e = q.entry(n)
                 if e is None or e.commit_log_offset < cl_min or e.size == PRE_BLANK_SIZE:
                     continue
+                into_gaps.update(i for i, g in enumerate(gaps) if g.start <= e.commit_log_offset < g.resume)
                 if e.commit_log_offset in commitlog.corrupt:
                     continue  # its record is corrupt: reported with the CommitLog
                 findings[key].add(
@@ -182,7 +210,8 @@ def check_consume_queues(
             notes.append(
                 f"consume queues: {in_flight} records just stored have no entry yet (broker running)"
             )
-        return problems, notes
+        around = [g for i, g in enumerate(gaps) if i not in into_gaps and last_claimed >= g.resume]
+        return QueueCheck(problems, notes, around)
     finally:
         for q in queues.values():
             q.close()

@@ -17,6 +17,13 @@ Every problem names the file, the position and what is wrong, so it can be acted
   indexes them within milliseconds).
 * ConsumeQueues: every entry against its record, none missing or unclaimed (``consume_queue_check``;
   with a running broker, entries of records of the last ``LIVE_INDEX_LAG_MS`` may still be on their way).
+
+CommitLog gaps (``store.log_gaps``: whole records stop and resume later) are walked across, so what
+follows a gap is checked too. A gap is a problem, unless the store was deliberately rebuilt around it
+(``rebuild-index --index-around-gaps``): the consume queues hold entries for records after it and
+none pointing into it, and the index (when the store keeps one) reaches past it. Such a gap is a
+*known gap*: listed on its own line (the records in it are still lost), with the file and record
+problems it explains, and the report stays OK, so a new problem stands out.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from store.errors import CheckpointError, StoreError
 from store.index_builder import KeyHasher, index_keys
 from store.index_file import IndexFile, header_problem
 from store.index_scan import Findings, scan_index_file
+from store.log_gaps import Gap, GapWalk
 
 _ZEROS = bytes(1 << 20)
 #: With a running broker, keyed records stored this recently and not yet indexed are not a problem.
@@ -48,6 +56,8 @@ LIVE_INDEX_LAG_MS = 10_000
 class FsckReport:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Gaps the index and consume queues were built around (``--index-around-gaps``): data lost, known.
+    known_gaps: list[str] = field(default_factory=list)
     records: int = 0
     entries: int = 0
 
@@ -65,7 +75,7 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
         started_ms = int(time.time() * 1000)
         commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
         try:
-            _check_commitlog(commitlog, config, report)
+            gaps = _check_commitlog(commitlog, config, report)
             _check_index(
                 index_files,
                 commitlog,
@@ -73,11 +83,15 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
                 deep=deep,
                 recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
             )
-            cq_problems, cq_notes = check_consume_queues(
-                config, commitlog, recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None
+            queues = check_consume_queues(
+                config,
+                commitlog,
+                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
+                gaps=[g for g, _lines in gaps],
             )
-            report.problems += cq_problems
-            report.notes += cq_notes
+            report.problems += queues.problems
+            report.notes += queues.notes
+            _classify_gaps(config, index_files, queues.built_around, gaps, report)
         finally:
             commitlog.close()
     finally:
@@ -136,31 +150,36 @@ def _check_markers(
         )
 
 
-def _check_commitlog(commitlog: CommitLog, config: StoreConfig, report: FsckReport) -> None:
+def _check_commitlog(
+    commitlog: CommitLog, config: StoreConfig, report: FsckReport
+) -> list[tuple[Gap, list[str]]]:
+    """Check the CommitLog; returns its gaps, each with the file and record problems it explains
+    (reported by ``_classify_gaps``, as problems or under a known gap)."""
     files = commitlog.files
     size = config.mapped_file_size_commit_log
-    for prev, cur in itertools.pairwise(files):
-        if cur.start != prev.start + size:
-            report.problems.append(f"CommitLog gap: {prev.path.name} is followed by {cur.path.name}")
-    for f in files:
-        if f.start % size:
-            report.problems.append(f"CommitLog file {f.path.name} does not start at a multiple of {size}")
-        if f.length != size:
-            report.problems.append(
-                f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}: truncated (the records "
-                "after the cut are lost)"
-                if f.length < size
-                else f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}"
-            )
     last_end = files[0].start if files else 0
-    for offset, buf in commitlog.iter_records():
+    walk = GapWalk(commitlog, _note_gap)
+    for offset, buf in walk.records(commitlog.min_offset):
         report.records += 1
         last_end = offset + len(buf)
+    gaps = walk.gaps
+    explained: dict[int, list[str]] = {i: [] for i in range(len(gaps))}
+
+    def within(start: int, end: int) -> int | None:
+        """The gap that ``[start, end)`` lies in, if any."""
+        return next((i for i, g in enumerate(gaps) if g.start <= start and end <= g.resume), None)
+
+    # File-level problems inside a gap (a missing or short file) are the gap's: reported with it.
+    for line, span in _file_spans(files, size):
+        i = within(*span) if span is not None else None
+        (report.problems if i is None else explained[i]).append(line)
     for bad, resume in sorted(commitlog.corrupt.items()):
-        report.problems.append(
+        line = (
             f"CommitLog record at offset {bad}{_locate(files, bad)} is corrupt (it fails the broker's "
             f"recovery check: lengths or BODYCRC); whole records resume at offset {resume}"
         )
+        i = within(bad, resume)
+        (report.problems if i is None else explained[i]).append(line)
     for start, reason in sorted(commitlog.unreadable.items()):
         report.problems.append(f"CommitLog file {start:020d} cannot be read: {reason}")
     # Files after the last one holding data are pre-created by a running broker: all zeros.
@@ -196,6 +215,70 @@ def _check_commitlog(commitlog: CommitLog, config: StoreConfig, report: FsckRepo
         f"CommitLog: {len(files)} files, {report.records} records, offsets {commitlog.min_offset}"
         f"..{commitlog.max_offset}"
     )
+    return [(g, explained[i]) for i, g in enumerate(gaps)]
+
+
+def _file_spans(files: list[MappedFile], size: int) -> list[tuple[str, tuple[int, int] | None]]:
+    """Problems of the file list (names off the grid, holes, wrong sizes), each with the CommitLog
+    span it loses (None when it loses none)."""
+    out: list[tuple[str, tuple[int, int] | None]] = []
+    for prev, cur in itertools.pairwise(files):
+        if cur.start != prev.start + size:
+            out.append(
+                (
+                    f"CommitLog gap: {prev.path.name} is followed by {cur.path.name}",
+                    (prev.start + size, cur.start),
+                )
+            )
+    for f in files:
+        if f.start % size:
+            out.append((f"CommitLog file {f.path.name} does not start at a multiple of {size}", None))
+        if f.length < size:
+            out.append(
+                (
+                    f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}: truncated (the "
+                    "records after the cut are lost)",
+                    (f.start + f.length, f.start + size),
+                )
+            )
+        elif f.length != size:
+            out.append((f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}", None))
+    return out
+
+
+def _note_gap(_gap: Gap) -> None:
+    """fsck reads on after a gap; ``_classify_gaps`` reports it."""
+
+
+def _classify_gaps(
+    config: StoreConfig,
+    index_files: list[IndexFile],
+    built_around: list[Gap],
+    gaps: list[tuple[Gap, list[str]]],
+    report: FsckReport,
+) -> None:
+    """Report each gap: a known gap when the consume queues (and the index, if the store keeps one)
+    were built around it, else a problem, followed by the file and record problems it explains."""
+    around = {(g.start, g.resume) for g in built_around}
+    index_end = index_files[-1].header.end_phy_offset if index_files else -1
+    problems: list[str] = []
+    for gap, lines in gaps:
+        index_past = not config.message_index_enable or index_end >= gap.resume
+        if (gap.start, gap.resume) in around and index_past:
+            report.known_gaps.append(
+                f"{gap.describe()}: the records in it are lost; the index and consume queues were built "
+                "around it (rebuild-index --index-around-gaps: the lost records' queue offsets are blank "
+                "entries)" + "".join(f"; {line}" for line in lines)
+            )
+        else:
+            # A gap that is one corrupt record is said in full by that record's line.
+            if not any(line.startswith(f"CommitLog record at offset {gap.start} ") for line in lines):
+                problems.append(
+                    f"{gap.describe()}: the records in it are lost, and the index or consume queues were "
+                    "not built around it (restore the data, or rebuild-index --index-around-gaps)"
+                )
+            problems += lines
+    report.problems[:0] = problems
 
 
 def _holds_data(f: MappedFile) -> bool:

@@ -96,6 +96,9 @@ class WritableStore:
         self.writer.mark_in_use()
         try:
             self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
+            # One table: the writer adds a topic as its first record is written, as the broker
+            # creates it at send time, and the send path's creations go to the same object.
+            self.writer.use_topic_table(self.topics)
             self._delay_offsets = read_delay_offsets(self._delay_path)
             self._rearm_scheduled()
         except BaseException:

@@ -53,6 +53,8 @@ from store.config import StoreConfig
 from store.consume_queue_builder import ConsumeQueueBuilder
 from store.errors import StoreError
 from store.index_builder import IndexBuilder
+from store.index_trim import drop_index_files_past
+from store.queue_trim import trim_queues_past
 from store.topic_config import TopicConfig, TopicTable
 
 _BLANK = struct.Struct(">ii")
@@ -141,11 +143,21 @@ class StoreWriter:
         self._position = self._reader.max_offset
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topics: dict[str, int] = {}
+        #: ``config/topics.json``, loaded when a topic is first written; the topics this writer added.
+        self._table: TopicTable | None = None
+        self._created: set[str] = set()
         #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
         self._queues_known = False
         self._fd: int | None = None
         self._fd_start = -1
         self._scrub_torn_tail()
+        # Queue entries pointing at or past the end (the log was cut short or lost its last files)
+        # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
+        # old queue offsets would be handed out again and new records skipped or misnamed.
+        trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
+        drop_index_files_past(
+            config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
+        )
         self._last_store_ts = 0
         self.builder: IndexBuilder | None = (
             IndexBuilder(config, self._reader, now_millis=index_now)
@@ -176,8 +188,8 @@ class StoreWriter:
         (``recoverTopicQueueTable``) instead of reading its CommitLog: a store of many GiB opens in
         the time its queues' last files take to read. Topics are those with a queue, plus those of the
         records read; a topic whose every record is a prepared or rolled-back transaction before
-        ``covered`` (no queue entry) is not among ``topics`` (the topic table written at close keeps
-        what it already lists).
+        ``covered`` (no queue entry) is not among ``topics``, but ``config/topics.json`` has listed
+        it since its first record was written (``_register_topic``, as the broker at send time).
         """
         self._queue_offsets = dict(queue_ends)
         self._topics = {}
@@ -320,7 +332,7 @@ class StoreWriter:
                     queue_offset,
                 )
             )
-            self._note(rec.topic, rec.queue_id, rec.sys_flag)
+            self._note(rec.topic, rec.queue_id, rec.sys_flag, now)
             offset += size
         start = self._position - self._position % self.file_size
         try:
@@ -337,11 +349,42 @@ class StoreWriter:
         if not _skips_queue(sys_flag):
             self._queue_offsets[(topic, queue_id)] -= 1
 
-    def _note(self, topic: str, queue_id: int, sys_flag: int) -> None:
+    def _note(self, topic: str, queue_id: int, sys_flag: int, now: int) -> None:
         if not _skips_queue(sys_flag):
             key = (topic, queue_id)
             self._queue_offsets[key] = self._queue_offsets.get(key, 0) + 1
-        self._topics[topic] = max(self._topics.get(topic, 0), queue_id + 1)
+        queues = self._topics.get(topic, 0)
+        if queue_id >= queues:
+            self._topics[topic] = queue_id + 1
+            self._register_topic(topic, queue_id + 1, now)
+
+    def use_topic_table(self, table: TopicTable) -> None:
+        """Keep topics in ``table`` (the caller's, saved to ``config/topics.json``) instead of a copy
+        of its own, so the two never overwrite each other's topics."""
+        self._table = table
+
+    def _topic_table(self) -> TopicTable:
+        if self._table is None:
+            try:
+                self._table = TopicTable.load(self.config.store_path_root_dir / "config" / "topics.json")
+            except StoreError:
+                self._table = TopicTable(self.config.store_path_root_dir / "config" / "topics.json", {}, 0, 0)
+        return self._table
+
+    def _register_topic(self, topic: str, queues: int, now: int) -> None:
+        """Put a topic the table lacks into ``topics.json`` as its first record is written, as the
+        broker creates a topic's config at send time (``msgCheck`` ->
+        ``createTopicInSendMessageMethod``, persisted at once): it is listed whatever its records are
+        (prepared or rolled-back transactions get no queue entry, so a reopen could not find them
+        from the queues) and whether or not this writer is closed. Queue count: the highest queue id
+        written + 1, at least 4; grown only for topics this writer added."""
+        table = self._topic_table()
+        known = table.get(topic)
+        nums = max(queues, 4)
+        if known is None or (topic in self._created and known.write_queue_nums < nums):
+            table.put(TopicConfig(topic, nums, nums), now)
+            table.save()
+            self._created.add(topic)
 
     def append(
         self,
@@ -434,23 +477,19 @@ class StoreWriter:
         if self.cq_builder is None and self._dispatches:
             checkpoint.logics_msg_timestamp = checkpoint.physic_msg_timestamp
         checkpoint.write(self.config.checkpoint_path)
-        self._write_topics(root / "config" / "topics.json")
+        self._write_topics()
         self._reader.close()
         remove_abort_marker(root)
         _unlock_store(root, self._lock_fd)
 
-    def _write_topics(self, path: Path) -> None:
-        """Add every topic written that the table lacks (queue count: the highest queue id used + 1,
-        at least 4), keeping what the table already says."""
-        try:
-            table = TopicTable.load(path)
-        except StoreError:
-            table = TopicTable(path, {}, 0, 0)
+    def _write_topics(self) -> None:
+        """Add every topic written that the table lacks (those read back at open included), keeping
+        what the table already says."""
         for topic, queues in sorted(self._topics.items()):
-            if table.get(topic) is None:
-                nums = max(queues, 4)
-                table.put(TopicConfig(topic, nums, nums), self._last_store_ts)
-        table.save()
+            self._register_topic(topic, queues, self._last_store_ts)
+        table = self._topic_table()
+        if not table.path.exists():
+            table.save()  # the broker's layout: a store that was written to has its topic table
 
     def __enter__(self) -> StoreWriter:
         return self

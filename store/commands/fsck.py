@@ -30,7 +30,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for note in report.notes:
         print(note)
+    for gap in report.known_gaps:
+        print(f"KNOWN GAP: {gap}")
     for problem in report.problems:
         print(f"PROBLEM: {problem}")
-    print("OK" if report.ok else f"{len(report.problems)} problem(s)")
+    known = (
+        f" ({len(report.known_gaps)} known CommitLog gap(s): data lost, built around)"
+        if report.known_gaps
+        else ""
+    )
+    print(f"OK{known}" if report.ok else f"{len(report.problems)} problem(s){known}")
     return 0 if report.ok else 1
