@@ -14,6 +14,8 @@ ACCELERATORS: list[tuple[str, str]] = [
     # Not an accelerator but the same optional build: turns SIGBUS from a file cut under a map into
     # zero pages (store/sigbus.py says why and what runs without it).
     ("store._sigbus_guard", "store/_sigbus_guard.c"),
+    # Before _frame_fast, whose frame decoder calls its JSON header decoder through a capsule.
+    ("protocol._header_json_fast", "protocol/_header_json_fast.c"),
     ("protocol._frame_fast", "protocol/_frame_fast.c"),
     ("store._query_walk_fast", "store/_query_walk_fast.c"),
     ("protocol._index_key_fast", "protocol/_index_key_fast.c"),

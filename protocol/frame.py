@@ -19,6 +19,7 @@ JSON header of tiny extFields becomes ~140 MB of dict), and no RocketMQ request 
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 
 from protocol.accel import load
 from protocol.codes import SerializeType
@@ -119,6 +120,74 @@ def _decode_payload(buf: memoryview, start: int, end: int) -> RemotingCommand:
     return cmd
 
 
+def _frame_problem(
+    length: int, header_len: int | None, max_frame_length: int, max_header_length: int
+) -> FrameError | None:
+    """What is wrong with a frame's length words, if anything (``header_len`` None: not arrived yet).
+
+    The length is judged as soon as its word has arrived and the header length as soon as its own
+    has, before the rest of the frame is buffered.
+    """
+    if length < 0:
+        return FrameLengthError(f"negative frame length {length}")
+    if length < 4:
+        return FrameLengthError(f"frame length {length} cannot hold the header length word")
+    if length > max_frame_length - 4:
+        return FrameLengthError(
+            f"frame of {length + 4} bytes exceeds the maximum frame length {max_frame_length}"
+        )
+    if header_len is None:
+        return None
+    if header_len > length - 4:
+        return HeaderLengthError(f"header length {header_len} exceeds the frame's {length - 4} bytes")
+    if header_len > max_header_length:
+        return HeaderLengthError(
+            f"header length {header_len} exceeds the maximum header length {max_header_length}"
+        )
+    return None
+
+
+def decode_frames(
+    data: bytes | bytearray | memoryview, max_frame_length: int, max_header_length: int
+) -> tuple[list[RemotingCommand], int]:
+    """The commands of the whole frames at the start of ``data`` (flat bytes) and the position
+    after the last of them (where an incomplete frame starts, if any).
+
+    Raises the ``FrameError`` of the first bad frame, with ``decoded`` holding the commands before
+    it. The compiled twin (``protocol/_frame_fast.c``) runs this loop in C and decodes the common
+    JSON headers there; every other frame goes to ``_decode_payload``, bad length words to
+    ``_frame_problem`` and a buffer that is not flat contiguous bytes to this function, so its
+    commands and errors are this function's.
+    """
+    commands: list[RemotingCommand] = []
+    pos = 0
+    with memoryview(data) as view:
+        if view.ndim != 1 or view.itemsize != 1:
+            raise TypeError("decode_frames() takes a flat byte buffer")
+        size = view.nbytes
+        try:
+            while size - pos >= 4:
+                (length,) = _LENGTH.unpack_from(view, pos)
+                header_len = None
+                if size - pos >= 8:
+                    header_len = _LENGTH.unpack_from(view, pos + 4)[0] & _HEADER_LENGTH_MASK
+                problem = _frame_problem(length, header_len, max_frame_length, max_header_length)
+                if problem is not None:
+                    raise problem
+                end = pos + 4 + length
+                if end > size:
+                    break
+                commands.append(_decode_payload(view, pos + 4, end))
+                pos = end
+        except FrameError as exc:
+            exc.decoded = tuple(commands)
+            raise
+    return commands, pos
+
+
+_reference_decode_frames = decode_frames
+
+
 class FrameDecoder:
     """Incremental frame decoder: ``feed(data)`` returns every command completed by ``data``."""
 
@@ -152,61 +221,32 @@ class FrameDecoder:
             source: bytes | bytearray | memoryview = buffer
         else:
             source = data
-        commands: list[RemotingCommand] = []
-        pos = 0
-        with memoryview(source) as view:
-            if view.ndim != 1 or view.itemsize != 1:
-                raise TypeError("feed() takes a flat byte buffer")
-            size = view.nbytes
-            limit = self.max_frame_length - 4
-            max_header = self.max_header_length
-            unpack_length = _LENGTH.unpack_from
-            try:
-                while size - pos >= 4:
-                    (length,) = unpack_length(view, pos)
-                    if length < 4 or length > limit:
-                        raise self._length_error(length)
-                    if size - pos >= 8:
-                        # Both length words are here: refuse a bad header length before buffering.
-                        header_len = unpack_length(view, pos + 4)[0] & _HEADER_LENGTH_MASK
-                        if header_len > length - 4:
-                            raise HeaderLengthError(
-                                f"header length {header_len} exceeds the frame's {length - 4} bytes"
-                            )
-                        if header_len > max_header:
-                            raise HeaderLengthError(
-                                f"header length {header_len} exceeds the maximum header length {max_header}"
-                            )
-                    end = pos + 4 + length
-                    if end > size:
-                        break
-                    commands.append(_decode_payload(view, pos + 4, end))
-                    pos = end
-            except FrameError as exc:
-                exc.decoded = tuple(commands)
-                # A fresh buffer, not clear(): the traceback may still hold views of the old one.
-                self._error = exc
-                self._buffer = bytearray()
-                raise
-            if source is not buffer and pos < size:
-                buffer += view[pos:]
+        try:
+            commands, pos = decode_frames(source, self.max_frame_length, self.max_header_length)
+        except FrameError as exc:
+            # A fresh buffer, not clear(): the traceback may still hold views of the old one.
+            self._error = exc
+            self._buffer = bytearray()
+            raise
         if source is buffer:
             del buffer[:pos]
+        elif pos < len(source):
+            buffer += memoryview(source)[pos:]
         return commands
 
-    def _length_error(self, length: int) -> FrameLengthError:
-        if length < 0:
-            return FrameLengthError(f"negative frame length {length}")
-        if length < 4:
-            return FrameLengthError(f"frame length {length} cannot hold the header length word")
-        return FrameLengthError(
-            f"frame of {length + 4} bytes exceeds the maximum frame length {self.max_frame_length}"
-        )
+
+def _bind_twin(fast: ModuleType) -> None:
+    """Hand the compiled frame loop the reference pieces it calls back into: the whole reference
+    for an odd buffer, ``_decode_payload`` for every frame it does not decode itself,
+    ``_frame_problem`` for bad length words."""
+    fast.bind(_reference_decode_frames, _decode_payload, _frame_problem, FrameError)
 
 
 _fast = load("protocol._frame_fast")
 if _fast is not None:
     encode_json_head = _fast.encode_json_head  # type: ignore[assignment]
+    _bind_twin(_fast)
+    decode_frames = _fast.decode_frames  # type: ignore[assignment]
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> RemotingCommand:

@@ -19,10 +19,12 @@ booleans become the strings Java would have parsed them into.
 from __future__ import annotations
 
 import re
+from types import ModuleType
 from typing import Annotated, Any
 
 import msgspec
 
+from protocol.accel import load
 from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import CommandEncodeError, HeaderDecodeError
@@ -133,7 +135,13 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 
 
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
-    """A command (without body) from JSON header bytes; ``HeaderDecodeError`` if they are not one."""
+    """A command (without body) from JSON header bytes; ``HeaderDecodeError`` if they are not one.
+
+    The compiled twin (``protocol/_header_json_fast.c``) reads the common shape (what fastjson and
+    the usual clients write: no whitespace, the known keys once each, int32 numbers, string
+    extFields) itself and hands anything else to this function, so its answers and errors are
+    always this function's.
+    """
     try:
         header: _HeaderIn = _DECODER.decode(data)
         ext_fields = header.extFields
@@ -164,6 +172,9 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     )
 
 
+_reference_decode_json_header = decode_json_header
+
+
 def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
     """extFields is a ``HashMap<String, String>`` in Java: a JSON number, boolean, array or object
     becomes its JSON text, and a null value is the same as an absent key."""
@@ -176,3 +187,15 @@ def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
         else:
             result[key] = _ENCODER.encode(value).decode("utf-8")
     return result
+
+
+def _bind_twin(fast: ModuleType) -> None:
+    """Hand the compiled twin what it builds commands from (the same class, language lookup and
+    defaults as above) and the reference it falls back to for anything outside the common shape."""
+    fast.bind(_reference_decode_json_header, RemotingCommand, _LANGUAGE_LOOKUP, _OTHER, _JSON)
+
+
+_fast = load("protocol._header_json_fast")
+if _fast is not None:
+    _bind_twin(_fast)
+    decode_json_header = _fast.decode_json_header  # type: ignore[assignment]
