@@ -53,10 +53,9 @@ def store(stores_dir: Path, tmp_path: Path) -> tuple[StoreConfig, dict[str, byte
     shutil.copytree(stores_dir / NAME, dst)
     for p in [dst, *dst.rglob("*")]:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    java = {
-        str(p.relative_to(dst / "consumequeue")): p.read_bytes() for p in (dst / "consumequeue").rglob("0" * 20)
-    }
-    shutil.rmtree(dst / "consumequeue")
+    cq = dst / "consumequeue"
+    java = {str(p.relative_to(cq)): p.read_bytes() for p in cq.rglob("0" * 20)}
+    shutil.rmtree(cq)
     config = StoreConfig.load(
         stores_dir / f"{NAME}.broker.conf",
         overrides={
