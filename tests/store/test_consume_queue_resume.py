@@ -101,13 +101,20 @@ def test_resume_reads_a_bounded_amount_per_queue_not_the_file(
     assert _files(config) == expected
 
 
+@pytest.mark.parametrize("seek_data", [True, False], ids=["holes-skipped", "no-seek-data"])
 def test_garbage_past_the_end_is_still_cleared(
-    store: tuple[StoreConfig, dict[str, bytes]], caplog: pytest.LogCaptureFixture
+    store: tuple[StoreConfig, dict[str, bytes]],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    seek_data: bool,
 ) -> None:
     """Non-zero bytes past the written end, in the hole far past it, in the last byte, a torn entry
     at the end, or in a file with no holes at all (copied by a tool that fills them): zeroed at
-    resume, so the queues end where their entries do and the files are the expected bytes."""
+    resume, so the queues end where their entries do and the files are the expected bytes. Also
+    where the platform has no ``SEEK_DATA``: then every tail is read whole."""
     config, expected = store
+    if not seek_data:
+        monkeypatch.delattr(os, "SEEK_DATA", raising=False)
     root = config.consume_queue_dir
     paths = sorted(expected)
     # Where each queue's entries end: a size is never 0, so the last non-zero byte is in the last entry.
@@ -134,6 +141,8 @@ def test_garbage_past_the_end_is_still_cleared(
         builder.run_once()
     finally:
         builder.close()
+    if not seek_data:
+        assert builder.resume_bytes_read == sum(FILE_SIZE - ends[p] for p in paths)
     cleared = [r.getMessage() for r in caplog.records if "clearing" in r.getMessage()]
     assert len(cleared) == 4, cleared
     assert builder.entries_written == 0
