@@ -154,3 +154,68 @@ def test_garbage_past_the_end_is_still_cleared(
             assert queue.max_offset * 20 == ends[path]
         finally:
             queue.close()
+
+
+def test_the_end_search_probes_no_entry_past_the_first_hole(
+    store: tuple[StoreConfig, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a queue whose 6 MB file holds a few hundred entries looks only at entries before the
+    file's first hole (each probe past it faults in zero pages and their readahead). Before, the
+    binary search's first probe was entry 150,000, 3 MB into the hole."""
+    config, expected = store
+    if not _holes_supported(config.consume_queue_dir):
+        pytest.skip("this file system does not report holes")
+    import store.consume_queue as cq_module
+
+    probed: list[int] = []
+    real_valid = cq_module._valid
+
+    def valid(view: memoryview, pos: int) -> bool:
+        probed.append(pos)
+        return real_valid(view, pos)
+
+    monkeypatch.setattr(cq_module, "_valid", valid)
+    for path, data in expected.items():
+        topic, qid, _ = path.split("/")
+        probed.clear()
+        queue = ConsumeQueue(config.consume_queue_dir, topic, int(qid), FILE_SIZE)
+        try:
+            assert queue.max_offset * 20 == -(-len(data.rstrip(b"\0")) // 20) * 20
+        finally:
+            queue.close()
+        assert probed and max(probed) < 64 * 1024, (path, max(probed))
+
+
+def test_a_live_tail_grows_past_the_first_hole(tmp_path: Path) -> None:
+    """The hole is only where the search starts: entries written past it later (a live broker's
+    tail) are found by the next refresh, up to the first zero entry."""
+    directory = tmp_path / "T" / "0"
+    directory.mkdir(parents=True)
+    path = directory / ("0" * 20)
+
+    def entries(first: int, count: int) -> bytes:
+        return b"".join(
+            (i * 100).to_bytes(8, "big") + (100).to_bytes(4, "big") + bytes(8)
+            for i in range(first, first + count)
+        )
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.ftruncate(fd, FILE_SIZE)
+        os.pwrite(fd, entries(0, 10), 0)
+        queue = ConsumeQueue(tmp_path, "T", 0, FILE_SIZE)
+        try:
+            assert queue.max_offset == 10
+            os.pwrite(fd, entries(10, 99_990), 200)  # to byte 2,000,000, far past the first hole
+            queue.refresh()
+            assert queue.max_offset == 100_000
+            assert queue.entry(99_999).commit_log_offset == 99_999 * 100
+        finally:
+            queue.close()
+        fresh = ConsumeQueue(tmp_path, "T", 0, FILE_SIZE)
+        try:
+            assert fresh.max_offset == 100_000
+        finally:
+            fresh.close()
+    finally:
+        os.close(fd)
