@@ -22,7 +22,8 @@ What the broker derives from the files, reproduced here:
 
 The maps are read-only; ``refresh()`` follows a live broker (new files, a growing tail, files the
 broker deleted). Validity is found by binary search over the entries (they are append-only: the
-valid ones are a prefix of each file), so opening a store with many queues stays cheap.
+valid ones are a prefix of each file), so opening a store with many queues stays cheap; it probes
+the entries before a file's first hole first (``_written_end``), so it does not fault in zero pages.
 """
 
 from __future__ import annotations
