@@ -16,6 +16,8 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("store._sigbus_guard", "store/_sigbus_guard.c"),
     ("protocol._frame_fast", "protocol/_frame_fast.c"),
     ("store._query_walk_fast", "store/_query_walk_fast.c"),
+    ("protocol._index_key_fast", "protocol/_index_key_fast.c"),
+    ("store._view_read_fast", "store/_view_read_fast.c"),
 ]
 
 setup(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import array
 import sys
 
+from protocol.accel import load
+
 _INT_MASK = 0xFFFFFFFF
 _INT_SIGN = 0x80000000
 _UTF16 = "utf-16-be" if sys.byteorder == "big" else "utf-16-le"
@@ -38,3 +40,12 @@ def index_key_hash(index_key: str) -> int:
     if h == -(1 << 31):
         return 0
     return -h if h < 0 else h
+
+
+#: The pure-Python references, kept reachable after the compiled twins replace the names above.
+REFERENCE = {"java_string_hash": java_string_hash, "index_key_hash": index_key_hash}
+
+_fast = load("protocol._index_key_fast")
+if _fast is not None:
+    java_string_hash = _fast.java_string_hash  # type: ignore[assignment]
+    index_key_hash = _fast.index_key_hash  # type: ignore[assignment]

@@ -187,11 +187,12 @@ def host_port(value: str) -> str:
 
 
 def store_file_count(config: StoreConfig) -> int:
-    """CommitLog and index files in the store: each mapped one holds a descriptor."""
+    """Descriptors the store's files hold: one per mapped CommitLog file, two per index file (the
+    map's own and the one ``IndexFile.fd`` keeps for the query's size check)."""
     count = 0
-    for directory in (config.store_path_commit_log, config.store_path_root_dir / "index"):
+    for directory, each in ((config.store_path_commit_log, 1), (config.store_path_root_dir / "index", 2)):
         try:
-            count += sum(1 for entry in os.scandir(directory) if entry.is_file())
+            count += each * sum(1 for entry in os.scandir(directory) if entry.is_file())
         except OSError:
             continue
     return count

@@ -7,6 +7,9 @@
  *              begin_phy_offset, begin, end, room, budget)
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
+ *   read_checked(maps, views, starts, lengths, max_offset, offsets) -> (records, shrunk)
+ *   query_files(maps, fds, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
+ *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events)
  *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
  * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
@@ -27,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ENTRY_SIZE 20
 #define STOP_END 0
@@ -34,6 +38,11 @@
 #define STOP_BUDGET 2
 #define STOP_OUTSIDE 3
 #define STOP_LOOP 4
+#define EVENT_SHORT 10
+#define EVENT_HEADER 11
+#define EVENT_SLOT 12
+#define EVENT_CHAIN 13
+#define INDEX_HEADER_SIZE 40
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define MAGIC_V2 ((int32_t)0xDAA320AB)
@@ -247,12 +256,14 @@ static Py_ssize_t record_size(const unsigned char *b, Py_ssize_t pos, Py_ssize_t
     return total;
 }
 
-static PyObject *read_records(PyObject *self, PyObject *args) {
-    PyObject *views_in, *starts_in, *lengths_in, *offsets_in;
-    long long max_offset;
-    if (!PyArg_ParseTuple(args, "OOOLO:read_records", &views_in, &starts_in, &lengths_in, &max_offset,
-                          &offsets_in))
-        return NULL;
+static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped);
+
+/* read_records, and with `maps_in` (read_checked) each file's current size checked at its first read,
+ * the files found short appended to `shrunk` as (file, readable length). */
+static PyObject *read_impl(PyObject *views_in, PyObject *starts_in, PyObject *lengths_in, long long max_offset,
+                           PyObject *offsets_in, PyObject *maps_in, PyObject *shrunk) {
+    PyObject *maps = NULL;
+    if (maps_in != NULL && (maps = PySequence_Fast(maps_in, "maps must be a sequence")) == NULL) return NULL;
     PyObject *views = PySequence_Fast(views_in, "views must be a sequence");
     PyObject *starts = views ? PySequence_Fast(starts_in, "starts must be a sequence") : NULL;
     PyObject *lengths = starts ? PySequence_Fast(lengths_in, "lengths must be a sequence") : NULL;
@@ -264,7 +275,8 @@ static PyObject *read_records(PyObject *self, PyObject *args) {
     Py_ssize_t n = 0;
     if (offsets == NULL) goto done;
     n = PySequence_Fast_GET_SIZE(starts);
-    if (PySequence_Fast_GET_SIZE(views) < n || PySequence_Fast_GET_SIZE(lengths) < n) {
+    if (PySequence_Fast_GET_SIZE(views) < n || PySequence_Fast_GET_SIZE(lengths) < n ||
+        (maps != NULL && PySequence_Fast_GET_SIZE(maps) < n)) {
         PyErr_SetString(PyExc_ValueError, "views, starts and lengths must have the same length");
         goto done;
     }
@@ -304,6 +316,22 @@ static PyObject *read_records(PyObject *self, PyObject *args) {
                     if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(views, i), &bufs[i], PyBUF_SIMPLE) < 0)
                         goto fail;
                     got[i] = 1;
+                    if (maps != NULL) {
+                        /* The one size check of this file for this call, before anything of it is read. */
+                        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
+                        long long mapped = length_v[i] > 0 ? length_v[i] : 0;
+                        long long now = mm == Py_None ? 0 : current_size(mm, (Py_ssize_t)mapped);
+                        if (now < 0) goto fail;
+                        if (now < length_v[i]) {
+                            PyObject *t = Py_BuildValue("(nL)", i, now);
+                            if (t == NULL || PyList_Append(shrunk, t) < 0) {
+                                Py_XDECREF(t);
+                                goto fail;
+                            }
+                            Py_DECREF(t);
+                            length_v[i] = now;
+                        }
+                    }
                 }
                 long long pos = offset - start_v[i];
                 long long limit = length_v[i];
@@ -339,12 +367,268 @@ done:
     Py_XDECREF(starts);
     Py_XDECREF(lengths);
     Py_XDECREF(offsets);
+    Py_XDECREF(maps);
     return out;
+}
+
+static PyObject *read_records(PyObject *self, PyObject *args) {
+    PyObject *views_in, *starts_in, *lengths_in, *offsets_in;
+    long long max_offset;
+    if (!PyArg_ParseTuple(args, "OOOLO:read_records", &views_in, &starts_in, &lengths_in, &max_offset,
+                          &offsets_in))
+        return NULL;
+    return read_impl(views_in, starts_in, lengths_in, max_offset, offsets_in, NULL, NULL);
+}
+
+static PyObject *read_checked(PyObject *self, PyObject *args) {
+    PyObject *maps_in, *views_in, *starts_in, *lengths_in, *offsets_in;
+    long long max_offset;
+    if (!PyArg_ParseTuple(args, "OOOOLO:read_checked", &maps_in, &views_in, &starts_in, &lengths_in, &max_offset,
+                          &offsets_in))
+        return NULL;
+    PyObject *shrunk = PyList_New(0);
+    if (shrunk == NULL) return NULL;
+    PyObject *records = read_impl(views_in, starts_in, lengths_in, max_offset, offsets_in, maps_in, shrunk);
+    if (records == NULL) {
+        Py_DECREF(shrunk);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", records, shrunk);
+}
+
+
+/* ----------------------------------------------------------------------------------- query_files */
+
+/* Append (file, kind, detail) to events; detail is a new reference (stolen). */
+static int add_event(PyObject *events, Py_ssize_t file, int kind, PyObject *detail) {
+    if (detail == NULL) return -1;
+    PyObject *t = Py_BuildValue("(niN)", file, kind, detail);
+    if (t == NULL) return -1;
+    int rc = PyList_Append(events, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* store/index_header.py's header_problem(...) is not None. */
+static int header_bad(const long long h[6], long long hash_slot_num, long long index_num, int last) {
+    if (h[0] < 0 || h[1] < 0 || h[2] < 0 || h[3] < 0) return 1;
+    if (h[5] < 0 || h[5] > index_num) return 1;
+    if (h[4] < 0 || h[4] > hash_slot_num) return 1;
+    if (!last && h[5] != index_num) return 1;
+    if (!last && h[0] > h[1]) return 1;
+    return 0;
+}
+
+/* store/index_header.py's is_time_matched. */
+static int time_matched(long long b, long long e, long long begin, long long end) {
+    return (begin < b && end > e) || (b <= begin && begin <= e) || (b <= end && end <= e);
+}
+
+/* The file's readable length now: min(mm.size(), len(mm)), 0 when size() fails (closed, EIO). */
+static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
+    static PyObject *size_name = NULL;
+    if (size_name == NULL && (size_name = PyUnicode_InternFromString("size")) == NULL) return -1;
+    PyObject *v = PyObject_CallMethodNoArgs(mm, size_name);
+    if (v == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_OSError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    Py_ssize_t now = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    if (now == -1 && PyErr_Occurred()) return -1;
+    return now < mapped ? now : mapped;
+}
+
+/* The file's size now by its descriptor (lseek to the end: no stat copy), cut to the map's length;
+ * 0 when the descriptor is bad. */
+static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0) return 0;
+    return end < (off_t)mapped ? (Py_ssize_t)end : mapped;
+}
+
+static PyObject *query_files(PyObject *self, PyObject *args) {
+    PyObject *maps_in, *fds_in, *headers_in;
+    Py_ssize_t size, max_num, budget;
+    long long hash_slot_num, index_num, begin, end;
+    int key_hash;
+    if (!PyArg_ParseTuple(args, "OOOnLLinLLn:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
+                          &index_num, &key_hash, &max_num, &begin, &end, &budget))
+        return NULL;
+    if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
+        size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
+        PyErr_SetString(PyExc_ValueError, "query_files: impossible geometry");
+        return NULL;
+    }
+    PyObject *maps = PySequence_Fast(maps_in, "maps must be a sequence");
+    if (maps == NULL) return NULL;
+    PyObject *fds = PySequence_Fast(fds_in, "fds must be a sequence");
+    if (fds == NULL) {
+        Py_DECREF(maps);
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(fds) < PySequence_Fast_GET_SIZE(maps)) {
+        PyErr_SetString(PyExc_ValueError, "query_files: a descriptor per map");
+        Py_DECREF(maps);
+        Py_DECREF(fds);
+        return NULL;
+    }
+    PyObject *headers = NULL;
+    if (headers_in != Py_None) {
+        headers = PySequence_Fast(headers_in, "headers must be a sequence or None");
+        if (headers == NULL) {
+            Py_DECREF(maps);
+            Py_DECREF(fds);
+            return NULL;
+        }
+        if (PySequence_Fast_GET_SIZE(headers) < PySequence_Fast_GET_SIZE(maps)) {
+            PyErr_SetString(PyExc_ValueError, "query_files: a header (or None) per map");
+            Py_DECREF(maps);
+            Py_DECREF(fds);
+            Py_DECREF(headers);
+            return NULL;
+        }
+    }
+    PyObject *events = PyList_New(0);
+    walk_result all;
+    memset(&all, 0, sizeof all);
+    int exhausted = 0;
+    long long last_ts = 0, last_phy = 0;
+    Py_ssize_t entries_at = (Py_ssize_t)(INDEX_HEADER_SIZE + hash_slot_num * 4);
+    Py_ssize_t slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE + ((uint32_t)key_hash % (uint64_t)hash_slot_num) * 4);
+    if (key_hash < 0) /* Python's % is never negative; a key hash is, but keep the two alike anyway */
+        slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE +
+                                (((long long)key_hash % hash_slot_num + hash_slot_num) % hash_slot_num) * 4);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(maps);
+    Py_ssize_t last = n - 1;
+    if (events == NULL) goto fail;
+    for (Py_ssize_t i = last; i >= 0; i--) {
+        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
+        Py_buffer view;
+        /* The export is taken first and held for the whole file: an exported mmap refuses close(). */
+        if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
+            PyErr_Clear(); /* a closed map: nothing can be read */
+            if (add_event(events, i, EVENT_SHORT, PyLong_FromLong(0)) < 0) goto fail;
+            continue;
+        }
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds, i));
+        if (fd == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&view);
+            goto fail;
+        }
+        /* The map's export is held (taken above): its file cannot be closed, nor its fd reused. */
+        Py_ssize_t now = fd < 0 || fd > INT32_MAX ? 0 : fd_size((int)fd, view.len);
+        if (now < size) {
+            PyBuffer_Release(&view);
+            if (add_event(events, i, EVENT_SHORT, PyLong_FromSsize_t(now)) < 0) goto fail;
+            continue;
+        }
+        const unsigned char *base = view.buf;
+        long long h[6];
+        PyObject *given = headers != NULL ? PySequence_Fast_GET_ITEM(headers, i) : Py_None;
+        if (given != Py_None) {
+            if (!PyArg_ParseTuple(given, "LLLLLL:header", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5])) {
+                PyBuffer_Release(&view);
+                goto fail;
+            }
+        } else {
+            for (int k = 0; k < 4; k++) h[k] = be64(base + 8 * k);
+            h[4] = be32(base + 32);
+            h[5] = be32(base + 36);
+        }
+        if (i == last) {
+            last_ts = h[1];
+            last_phy = h[3];
+        }
+        if (header_bad(h, hash_slot_num, index_num, i == last)) {
+            PyBuffer_Release(&view);
+            if (add_event(events, i, EVENT_HEADER, Py_BuildValue("(LLLLLL)", h[0], h[1], h[2], h[3], h[4], h[5])) < 0)
+                goto fail;
+            continue;
+        }
+        int stop_now = 0;
+        if (time_matched(h[0], h[1], begin, end)) {
+            long long index_count = h[5];
+            long long slot_value = be32(base + slot_pos);
+            if (slot_value <= 0 || slot_value > index_count || index_count <= 1) {
+                if (slot_value > index_count && index_count > 1) {
+                    if (add_event(events, i, EVENT_SLOT, Py_BuildValue("(LL)", slot_value, index_count)) < 0) {
+                        PyBuffer_Release(&view);
+                        goto fail;
+                    }
+                }
+            } else {
+                walk_result r;
+                memset(&r, 0, sizeof r);
+                long long limit = index_count < index_num - 1 ? index_count : index_num - 1;
+                Py_ssize_t length = size < view.len ? size : view.len;
+                Py_BEGIN_ALLOW_THREADS
+                walk(base, length, entries_at, slot_value, (int32_t)key_hash, index_count, limit, h[0], h[2], begin,
+                     end, max_num - all.count, budget - all.visited, &r);
+                Py_END_ALLOW_THREADS
+                PyBuffer_Release(&view);
+                all.visited += r.visited;
+                int failed = r.nomem;
+                for (Py_ssize_t k = 0; k < r.count && !failed; k++)
+                    if (push_offset(&all, r.offsets[k]) < 0) failed = 1;
+                free(r.offsets);
+                if (failed) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                if (r.forward && add_event(events, i, EVENT_CHAIN, PyLong_FromLongLong(r.forward)) < 0) goto fail;
+                if (r.stop == STOP_ZEROED || r.stop == STOP_OUTSIDE) {
+                    if (add_event(events, i, r.stop, PyLong_FromLongLong(r.stop_entry)) < 0) goto fail;
+                } else if (r.stop == STOP_BUDGET) {
+                    exhausted = 1;
+                    break;
+                }
+                stop_now = 1; /* the view is released: check the pruning below */
+            }
+        }
+        if (!stop_now) PyBuffer_Release(&view);
+        if (h[0] < begin || all.count >= max_num) break;
+    }
+    Py_DECREF(maps);
+    Py_DECREF(fds);
+    Py_XDECREF(headers);
+    PyObject *offsets = PyList_New(all.count);
+    if (offsets == NULL) {
+        free(all.offsets);
+        Py_DECREF(events);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < all.count; k++) {
+        PyObject *v = PyLong_FromLongLong(all.offsets[k]);
+        if (v == NULL) {
+            free(all.offsets);
+            Py_DECREF(offsets);
+            Py_DECREF(events);
+            return NULL;
+        }
+        PyList_SET_ITEM(offsets, k, v);
+    }
+    free(all.offsets);
+    return Py_BuildValue("(NnOLLN)", offsets, all.visited, exhausted ? Py_True : Py_False, last_ts, last_phy,
+                         events);
+fail:
+    free(all.offsets);
+    Py_XDECREF(events);
+    Py_DECREF(maps);
+    Py_DECREF(fds);
+    Py_XDECREF(headers);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.query_walk.walk_chain (GIL released)."},
     {"read_records", read_records, METH_VARARGS, "Compiled store.query_walk.read_records."},
+    {"read_checked", read_checked, METH_VARARGS, "Compiled store.query_walk.read_checked."},
+    {"query_files", query_files, METH_VARARGS, "Compiled store.query_walk.query_files."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,9 +23,10 @@ which kills the process (exit 135): Python cannot catch it. So no reader may tou
 ``MappedFile.safe_length()``: the mapped length cut to the file's current size, from ``fstat`` on the
 map's own descriptor (``mmap.size()``, about 0.5 us), so it follows the mapped inode even after a
 rename. Whatever reads the bytes (this module's walks, ``read_record``, or compiled code that
-releases the GIL) gets a buffer plus a length checked at most that long before: ``read_record`` and
-``read_records`` check each file once per call, a walk re-checks at each file and every
-``RECHECK_EVERY`` bytes of progress, ``refresh()`` remaps a shrunk file and re-walks it from its start.
+releases the GIL) gets a buffer plus a length checked at most that long before: ``read_record``,
+``read_record_copy`` (VIEW's, in ``store.view_read``) and ``read_records`` check each file once per
+call, a walk re-checks at each file and every ``RECHECK_EVERY`` bytes of progress, ``refresh()``
+remaps a shrunk file and re-walks it from its start.
 A shrink is logged once per file. The remaining window is the time between the check and the read
 (microseconds for a record; one ``RECHECK_EVERY`` stretch for a walk); under load some read is
 nearly always in it, so ``store.sigbus`` installs a SIGBUS guard that turns such a late read into
@@ -49,6 +50,7 @@ file does not stop following the rest.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import mmap
 import os
@@ -61,13 +63,16 @@ from pathlib import Path
 
 from store import record, sigbus
 from store.errors import CommitLogError
-from store.query_walk import read_records
+from store.query_walk import read_checked
+from store.view_read import copy_record
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
 _I32 = struct.Struct(">i")
 _ZERO8 = bytes(8)
 log = logging.getLogger("store.commitlog")
+#: ``store.view_read.copy_record``'s view of one snapshot: maps, starts, mapped lengths, shrink reporter.
+_CopySnap = tuple[list[mmap.mmap | None], list[int], list[int], Callable[[int, int], None]]
 #: A walk over the CommitLog hands the pages it read back to the kernel every this many bytes.
 RELEASE_EVERY = 64 << 20
 #: A walk re-checks the file's safe length every this many bytes of progress (see the module docstring).
@@ -157,8 +162,11 @@ class CommitLog:
         # (files, starts, views) replaced as one object, so a reader on another thread never pairs
         # one refresh's file list with another's views.
         self._snap: tuple[list[MappedFile], list[int], list[memoryview]] = ([], [], [])
-        #: The mapped length of each file of ``_snap`` (what ``read_records`` may read), per snapshot.
-        self._snap_lengths: tuple[object, list[int]] = (None, [])
+        #: The mapped length and map of each file of ``_snap`` (what ``read_records`` may read), per snapshot.
+        self._snap_lengths: tuple[object, tuple[list[int], list[mmap.mmap | None]]] = (None, ([], []))
+        #: What ``read_record_copy`` needs of ``_snap``, made once per refresh: (maps, starts, mapped
+        #: lengths, the reporter of a file found shorter than its map).
+        self._copy_snap: _CopySnap = ([], [], [], self._shrunk_at([]))
         self._max_offset = 0
         self._settled_end = 0
         #: (offset, size) of the last whole record before ``max_offset``, None when there is none.
@@ -265,6 +273,12 @@ class CommitLog:
             self._starts = [f.start for f in files]
             self._views = [f.view() for f in files]
             self._snap = (self._files, self._starts, self._views)
+            self._copy_snap = (
+                [f.mm for f in files],
+                self._starts,
+                [f.length for f in files],
+                self._shrunk_at(files),
+            )
             if cut is not None and cut <= self._max_offset:
                 self._restart_at(cut)
             self._max_offset = self._find_end()
@@ -489,6 +503,13 @@ class CommitLog:
             "whole records before it",
         )
 
+    def _shrunk_at(self, files: list[MappedFile]) -> Callable[[int, int], None]:
+        """``_shrunk`` for the file at an index of ``files`` (one snapshot's list)."""
+        return functools.partial(self._shrunk_in, files)
+
+    def _shrunk_in(self, files: list[MappedFile], index: int, now: int) -> None:
+        self._shrunk(files[index], now)
+
     def _resync(self, view: memoryview, pos: int, length: int, base: int, *, last: bool) -> int | None:
         """Where whole records resume after the bad one at ``pos``, or None (the data ends here):
         ``record.resync``, the rule the Spark decode applies too, with the bytes it scanned counted."""
@@ -558,6 +579,17 @@ class CommitLog:
         size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
         return view[pos : pos + size] if 0 < size and pos + size <= limit else None
 
+    def read_record_copy(self, offset: int, max_size: int) -> bytes | None:
+        """``read_record``'s record as ``bytes``, or None also for a size over ``max_size``.
+
+        One call (``store.view_read.copy_record``, compiled when built) for what VIEW_MESSAGE_BY_ID
+        needs: the file found, its safe length checked (a shrink logged as ``read_record`` logs it),
+        the size word and bounds checked, the record copied out of the map. ``max_size`` refuses a
+        garbage size word before its bytes are copied.
+        """
+        maps, starts, lengths, shrunk = self._copy_snap
+        return copy_record(maps, starts, lengths, self._max_offset, offset, max_size, shrunk)
+
     def select(self, offset: int, size: int) -> memoryview | None:
         """``size`` bytes at ``offset`` as the broker's ``CommitLog.getMessage(offset, size)`` reads them.
 
@@ -586,28 +618,22 @@ class CommitLog:
     def read_records(self, offsets: Sequence[int]) -> list[memoryview | None]:
         """The whole, checked record at each offset (``record.check``), or None: a query's records.
 
-        One call for a query's offsets (``store.query_walk.read_records``, compiled when built) over
-        one snapshot of the file list. Each file the offsets can fall in is checked once per call
-        (``safe_length``), and that checked length is all the walk may read of it.
+        One call for a query's offsets (``store.query_walk.read_checked``, compiled when built) over
+        one snapshot of the file list. Each file an offset falls in is checked once per call, just
+        before its first record is read (``safe_length``'s rule: ``mmap.size()`` cut to the mapped
+        length), and that checked length is all the walk may read of it.
         """
         files, starts, views = self._snap
-        lengths = self._snap_lengths
-        if lengths[0] is not files:
-            lengths = self._snap_lengths = (files, [f.length for f in files])
-        checked = lengths[1]
-        if offsets and files:
-            # Offsets outside [lo, hi] fall in no file the walk reads (before the first, or not
-            # within a file at all), so only these files need their length checked now.
-            lo = max(bisect.bisect_right(starts, min(offsets)) - 1, 0)
-            hi = max(bisect.bisect_right(starts, max(offsets)) - 1, 0)
-            checked = list(checked)
-            for i in range(lo, hi + 1):
-                f = files[i]
-                now = f.safe_length()
-                if now < f.length:
-                    self._shrunk(f, now)
-                checked[i] = now
-        return read_records(views, starts, checked, self._max_offset, offsets)
+        cache = self._snap_lengths
+        if cache[0] is not files:
+            cache = self._snap_lengths = (files, ([f.length for f in files], [f.mm for f in files]))
+        lengths, maps = cache[1]
+        # Each file an offset falls in gets its size check (fstat) inside the call, just before its
+        # first record is read; the ones found short are reported here.
+        records, shrunk = read_checked(maps, views, starts, lengths, self._max_offset, offsets)
+        for i, now in shrunk:
+            self._shrunk(files[i], now)
+        return records
 
     def iter_records(
         self, start: int | None = None, end: int | None = None
@@ -652,4 +678,5 @@ class CommitLog:
             self._files = []
             self._starts = []
             self._snap = ([], [], [])
+            self._copy_snap = ([], [], [], self._shrunk_at([]))
             self._max_offset = 0

@@ -23,7 +23,8 @@ from protocol.index_key import build_index_key, index_key_hash
 from store import sigbus
 from store.config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
-from store.index_file import UNBOUNDED, IndexFile, header_problem, is_time_matched
+from store.index_file import UNBOUNDED, IndexFile, IndexHeader, header_problem
+from store.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, query_files
 from store.warn_once import WarnOnce
 
 _INDEX_NAME = re.compile(r"^\d+$")
@@ -62,6 +63,8 @@ class IndexService:
         self.index_num = config.max_index_num
         self.max_msgs_num_batch = config.max_msgs_num_batch
         self._files: list[IndexFile] = []
+        #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
+        self._maps: tuple[list[IndexFile] | None, list[object], list[int]] = (None, [], [])
         self._lock = threading.RLock()
         #: Files left out (wrong size) or untrusted (garbage header), each logged once.
         self.warn = WarnOnce(log)
@@ -227,6 +230,7 @@ class IndexService:
                 end_timestamp=end_ts,
             )
             self._files.append(f)
+            self._maps = (None, [], [])  # the list changed in place: its maps are gathered again
             return f
 
     def writable_last_file(self) -> IndexFile:
@@ -258,45 +262,74 @@ class IndexService:
         max_num = min(max_num, self.max_msgs_num_batch)
         if max_num < 0:
             raise QueryArgumentError(f"Illegal Capacity: {max_num}")
-        result = QueryOffsetResult()
         key_hash = index_key_hash(build_index_key(topic, key))
         files = self._files
+        if not files:
+            return QueryOffsetResult()
+        first = files[0]
+        # The per-file loop (size check, header rules, pruning, chain walks) is one call:
+        # store.query_walk.query_files, compiled when built. A writer's files answer with its own
+        # header state, as ``IndexFile.header`` does.
+        maps = self._maps
+        if maps[0] is not files:
+            maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
+        offsets, visited, exhausted, last_ts, last_phy, events = query_files(
+            maps[1],
+            maps[2],
+            [f.header for f in files] if self.writable else None,
+            first.size,
+            self.hash_slot_num,
+            self.index_num,
+            key_hash,
+            max_num,
+            begin,
+            end,
+            budget,
+        )
+        if events:
+            self._report(files, key_hash, events)
+        return QueryOffsetResult(offsets, last_ts, last_phy, visited, exhausted)
+
+    def _report(self, files: list[IndexFile], key_hash: int, events: list[tuple[int, int, object]]) -> None:
+        """Log what a query met in each file (``query_files``' events), once per file and kind."""
         last = len(files) - 1
-        for i in range(last, -1, -1):
+        for i, kind, detail in events:
             f = files[i]
-            if not f.intact():
+            if kind == SHORT:
                 # Cut short under us: reading it could fault (SIGBUS). Left out of this query.
                 f.warn(
                     "short",
                     f"index file {f.path} is shorter than its {f.size} bytes now (truncated, or being "
                     "replaced by cp or >): left out of queries until it is whole again",
                 )
-                continue
-            header = f.header
-            if i == last:
-                result.index_last_update_timestamp = header.end_timestamp
-                result.index_last_update_phyoffset = header.end_phy_offset
-            problem = f.problem(header, last=i == last)
-            if problem is not None:
+            elif kind == HEADER_PROBLEM:
                 # Garbage must neither answer nor prune the walk over the intact older files.
+                header = IndexHeader(*detail)  # type: ignore[misc]
+                problem = f.problem(header, last=i == last)
                 f.warn("header", f"index file {f.path}: {problem}; the file is left out of queries")
-                continue
-            if is_time_matched(header, begin, end):
-                left = budget - result.visited
-                # intact() was checked above: the whole file is the length the walk may read.
-                visited, exhausted = f.walk(
-                    result.phy_offsets, key_hash, max_num, begin, end, header=header, budget=left,
-                    checked_length=f.size,
-                )  # fmt: skip
-                result.visited += visited
-                if exhausted:
-                    result.budget_exhausted = True
-                    break
-            if header.begin_timestamp < begin:
-                break
-            if len(result.phy_offsets) >= max_num:
-                break
-        return result
+            elif kind == SLOT:
+                slot_value, index_count = detail  # type: ignore[misc]
+                f.warn(
+                    "slot",
+                    f"index file {f.path}: slot {key_hash % self.hash_slot_num} points at entry "
+                    f"{slot_value}, beyond indexCount {index_count}; that slot reads as empty",
+                )
+            elif kind == CHAIN:
+                if not f.warn.seen("chain"):
+                    target = f.entry(detail)[3]  # type: ignore[arg-type]
+                    f.warn(
+                        "chain",
+                        f"index file {f.path}: entry {detail} links forward to entry {target} (a corrupt "
+                        "chain); chain walks in this file stop before revisiting an entry",
+                    )
+            elif kind == ZEROED:
+                f.warn("zero", f"index file {f.path}: entry {detail} is zeroed (damaged); chains end there")
+            elif kind == OUTSIDE:
+                f.warn(
+                    "outside",
+                    f"index file {f.path}: a chain points at entry {detail}, outside the mapped file; "
+                    "chains end there",
+                )
 
     def close(self) -> None:
         with self._lock:

@@ -18,12 +18,15 @@ caller should report (a zeroed entry, a forward link) comes back as values; the 
 
 from __future__ import annotations
 
+import bisect
+import os
 import struct
 from collections.abc import Sequence
 
 from protocol.accel import load
 from store import record
-from store.config import INDEX_ENTRY_SIZE
+from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from store.index_header import HEADER, IndexHeader, header_problem, is_time_matched
 
 _ENTRY = struct.Struct(">iqii")
 _I32 = struct.Struct(">i")
@@ -34,6 +37,14 @@ ZEROED = 1  #: an all-zero entry in a file that does not begin at offset 0: dama
 BUDGET = 2  #: ``budget`` entries were visited
 OUTSIDE = 3  #: the next entry lies beyond ``length`` (a file shorter than its geometry)
 LOOP = 4  #: the next entry was visited already (a corrupt chain)
+
+#: What ``query_files`` met in a file, reported as ``(file number, kind, detail)`` for the caller to
+#: log once per file (the details: SHORT the readable length, HEADER the header's six values, SLOT
+#: (slot value, indexCount), CHAIN the entry that links forwards, ZEROED / OUTSIDE the entry).
+SHORT = 10  #: the file is shorter than its geometry now (cut, or being replaced): left out
+HEADER_PROBLEM = 11  #: the header is garbage (``header_problem``): left out, and it prunes nothing
+SLOT = 12  #: the key's slot names an entry beyond indexCount: the slot reads as empty
+CHAIN = 13  #: a chain links forwards (the walk stops before revisiting an entry)
 
 
 def walk_chain(
@@ -134,6 +145,44 @@ def read_records(
     return out
 
 
+def read_checked(
+    maps: Sequence[object],
+    views: Sequence[memoryview],
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    max_offset: int,
+    offsets: Sequence[int],
+) -> tuple[list[memoryview | None], list[tuple[int, int]]]:
+    """``read_records`` over files that may have shrunk since they were mapped: (records, shrunk).
+
+    ``lengths`` are the mapped lengths. Each file an offset falls in is checked once, just before
+    its first record is read: its current size (``maps[i].size()``, an ``fstat`` of the mapped inode;
+    a None map reads as empty) cut to the mapped length is all that may be read of it. ``shrunk``
+    lists ``(file number, readable length)`` of the files found shorter, for the caller to report.
+    Files no offset falls in are not checked (nor read).
+    """
+    n = len(starts)
+    checked = list(lengths)
+    seen: set[int] = set()
+    shrunk: list[tuple[int, int]] = []
+    out: list[memoryview | None] = []
+    for offset in offsets:
+        if 0 <= offset < max_offset and n:
+            i = bisect.bisect_right(starts, offset) - 1
+            if i >= 0 and i not in seen:
+                seen.add(i)
+                mm = maps[i]
+                try:
+                    now = 0 if mm is None else min(mm.size(), max(lengths[i], 0))  # type: ignore[attr-defined]
+                except (OSError, ValueError):
+                    now = 0
+                if now < lengths[i]:
+                    shrunk.append((i, now))
+                    checked[i] = now
+        out.append(_read_one(views, starts, checked, n, max_offset, offset))
+    return out, shrunk
+
+
 def _read_one(
     views: Sequence[memoryview],
     starts: Sequence[int],
@@ -167,8 +216,104 @@ def _read_one(
     return view[pos : pos + size]
 
 
+def query_files(
+    maps: Sequence[object],
+    fds: Sequence[int],
+    headers: Sequence[tuple[int, int, int, int, int, int] | None] | None,
+    size: int,
+    hash_slot_num: int,
+    index_num: int,
+    key_hash: int,
+    max_num: int,
+    begin: int,
+    end: int,
+    budget: int,
+) -> tuple[list[int], int, bool, int, int, list[tuple[int, int, object]]]:
+    """The broker's ``queryOffset`` over a store's IndexFiles (``maps``, oldest first, all mapped
+    whole at ``size`` bytes with one geometry): (offsets, visited, budget_exhausted,
+    last_timestamp, last_phy_offset, events).
+
+    Files are searched newest first with the broker's pruning: a file is walked only if its time
+    span overlaps ``[begin, end]``; the search stops at a file that begins before ``begin``, once
+    ``max_num`` offsets were found, or when the chain walks have read ``budget`` entries in all.
+    ``last_*`` are the newest file's end values (0 when it is cut short).
+
+    Each file's current size is checked just before its header is read: ``lseek(fds[i], 0,
+    SEEK_END)`` on a descriptor of the mapped inode (the size ``mmap.size()`` gives, from an
+    ``fstat`` that costs ~2.5x more), cut to the map's length; a file cut short under the map is
+    left out (reading it could fault). A header that ``header_problem`` rejects is left out too
+    and prunes nothing.
+    ``headers[i]``, when given, is the header to use instead of the file's (a writer's own state).
+    ``events`` says what the walk met, per file, for the caller to log (SHORT, HEADER_PROBLEM,
+    SLOT, CHAIN, ZEROED, OUTSIDE); nothing is logged here.
+    """
+    entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+    if hash_slot_num <= 0 or index_num <= 0 or size < entries_at or hash_slot_num > 1 << 40:
+        raise ValueError("query_files: impossible geometry")
+    offsets: list[int] = []
+    events: list[tuple[int, int, object]] = []
+    visited = 0
+    last_ts = last_phy = 0
+    slot_pos = INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * INDEX_SLOT_SIZE
+    last = len(maps) - 1
+    for i in range(last, -1, -1):
+        mm = maps[i]
+        try:
+            now = min(os.lseek(fds[i], 0, os.SEEK_END), len(mm))  # type: ignore[arg-type]
+        except (OSError, ValueError):
+            now = 0  # a closed map or descriptor: nothing can be read
+        if now < size:
+            events.append((i, SHORT, now))
+            continue
+        given = headers[i] if headers is not None else None
+        header = IndexHeader(*(given if given is not None else HEADER.unpack_from(mm, 0)))  # type: ignore[arg-type]
+        if i == last:
+            last_ts, last_phy = header.end_timestamp, header.end_phy_offset
+        if header_problem(header, hash_slot_num, index_num, last=i == last) is not None:
+            events.append((i, HEADER_PROBLEM, tuple(header)))
+            continue
+        if is_time_matched(header, begin, end):
+            index_count = header.index_count
+            slot_value = _I32.unpack_from(mm, slot_pos)[0]  # type: ignore[call-overload]
+            if slot_value <= 0 or slot_value > index_count or index_count <= 1:
+                if slot_value > index_count > 1:
+                    events.append((i, SLOT, (slot_value, index_count)))
+            else:
+                found, walked, stop, stop_entry, forward = walk_chain(
+                    mm,  # type: ignore[arg-type]
+                    size,
+                    entries_at,
+                    slot_value,
+                    key_hash,
+                    index_count,
+                    min(index_count, index_num - 1),
+                    header.begin_timestamp,
+                    header.begin_phy_offset,
+                    begin,
+                    end,
+                    max_num - len(offsets),
+                    budget - visited,
+                )
+                offsets.extend(found)
+                visited += walked
+                if forward:
+                    events.append((i, CHAIN, forward))
+                if stop == ZEROED or stop == OUTSIDE:
+                    events.append((i, stop, stop_entry))
+                elif stop == BUDGET:
+                    return offsets, visited, True, last_ts, last_phy, events
+        if header.begin_timestamp < begin or len(offsets) >= max_num:
+            break
+    return offsets, visited, False, last_ts, last_phy, events
+
+
 #: The pure-Python references, kept reachable after the compiled twins replace the names below.
-REFERENCE = {"walk_chain": walk_chain, "read_records": read_records}
+REFERENCE = {
+    "walk_chain": walk_chain,
+    "read_records": read_records,
+    "read_checked": read_checked,
+    "query_files": query_files,
+}
 
 _fast = load("store._query_walk_fast")
 #: True when the compiled twins are in use (their walk is ~500x faster and releases the GIL).
@@ -176,3 +321,7 @@ COMPILED = _fast is not None
 if _fast is not None:
     walk_chain = _fast.walk_chain  # type: ignore[assignment]
     read_records = _fast.read_records  # type: ignore[assignment]
+    # A build older than this module lacks it (the reference then answers; the suite's twin tests
+    # fail, asking for a rebuild): an import must not fail on a stale build.
+    query_files = getattr(_fast, "query_files", query_files)
+    read_checked = getattr(_fast, "read_checked", read_checked)

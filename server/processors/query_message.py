@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
+from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, ResponseCode
+from protocol.command import BROKER_VERSION, RemotingCommand
 from protocol.custom_headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
@@ -36,6 +36,9 @@ DEFAULT_QUERY_MAX_NUM = 32
 ILLEGAL_ARGUMENT = "java.lang.IllegalArgumentException"
 
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
+
+_SUCCESS = ResponseCode.SUCCESS
+_JAVA = LanguageCode.JAVA
 
 #: Room kept in a frame for the length words and the response header (a few hundred bytes in practice).
 HEADER_ALLOWANCE = 4096
@@ -153,11 +156,18 @@ class QueryMessageProcessor:
 
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
         offset = ViewMessageRequestHeader.offset_from(request.ext_fields)
-        record = self._store.view_message(offset) if offset >= 0 else None
-        if record is None or record.nbytes > self._body_limit:
-            # Over the frame limit it cannot be a record (the broker's maxMessageSize is 4 MiB): it is
-            # a garbage size word read at an offset inside a record, which could claim up to the
-            # rest of a 1 GiB CommitLog file. Answering it would copy that much and send a frame the
-            # client refuses by closing the connection, so it is answered as no message.
+        # A copy (see _answer), read and copied in one call. Over the frame limit it cannot be a
+        # record (the broker's maxMessageSize is 4 MiB): it is a garbage size word read at an offset
+        # inside a record, which could claim up to the rest of a 1 GiB CommitLog file. Answering it
+        # would copy that much and send a frame the client refuses by closing the connection, so the
+        # store refuses it before copying and it is answered as no message.
+        record = self._store.view_message_copy(offset, self._body_limit)
+        if record is None:
             return system_error(request, view_not_found_remark(offset))
-        return request.make_response(ResponseCode.SUCCESS, body=bytes(record))  # copy: see query_message
+        # ``request.make_response(ResponseCode.SUCCESS, body=record)`` spelled out: the same command
+        # (tests/server/test_processors.py compares them), one Python call fewer per VIEW (5% of its
+        # in-process instructions).
+        return RemotingCommand(
+            _SUCCESS, _JAVA, BROKER_VERSION, request.opaque, RPC_TYPE_RESPONSE, None, None, record,
+            request.serialize_type,
+        )  # fmt: skip

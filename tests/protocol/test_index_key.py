@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
+import random
+from types import ModuleType
 
 import pytest
 
-from protocol.index_key import build_index_key, index_key_hash, java_string_hash
+from protocol.accel import pure_python
+from protocol.index_key import REFERENCE, build_index_key, index_key_hash, java_string_hash
 
 
 def _generated_key(description: str) -> str:
@@ -66,3 +70,53 @@ def test_min_value_maps_to_zero() -> None:
 
 def test_build_index_key() -> None:
     assert build_index_key("TopicA", "k-1") == "TopicA#k-1"
+
+
+# -- the compiled twin (protocol._index_key_fast) against the pure-Python reference --------------------
+
+
+def _fast_hashes() -> ModuleType:
+    try:
+        return importlib.import_module("protocol._index_key_fast")
+    except ImportError:
+        pytest.skip("the compiled accelerator is not built (python setup.py build_ext --inplace)")
+
+
+def test_the_module_uses_the_compiled_twin_unless_pure_python_is_asked() -> None:
+    if pure_python():
+        assert index_key_hash is REFERENCE["index_key_hash"]
+        assert java_string_hash is REFERENCE["java_string_hash"]
+    else:
+        fast = _fast_hashes()
+        assert index_key_hash is fast.index_key_hash and java_string_hash is fast.java_string_hash
+
+
+def test_the_twin_hashes_every_broker_key_like_java(vectors_by_name: dict) -> None:
+    fast = _fast_hashes()
+    for key, item in _items(vectors_by_name):
+        index_key = build_index_key(item["topic"], key)
+        assert fast.java_string_hash(index_key) == item["stringHashCode"], key
+        assert fast.index_key_hash(index_key) == item["indexKeyHash"], key
+    assert fast.index_key_hash("polygenelubricants") == 0
+
+
+def test_the_twin_agrees_with_the_reference_on_random_strings() -> None:
+    fast = _fast_hashes()
+    ref_java, ref_index = REFERENCE["java_string_hash"], REFERENCE["index_key_hash"]
+    rng = random.Random(3)
+    # ASCII, Latin-1, BMP (CJK), lone surrogates (what surrogatepass decoding leaves), astral.
+    alphabets = [(0x20, 0x7F), (0x80, 0xFF), (0x4E00, 0x4FFF), (0xD800, 0xDFFF), (0x10000, 0x10FFFF)]
+    for _ in range(3000):
+        parts = []
+        for _ in range(rng.randrange(0, 60)):
+            lo, hi = rng.choice(alphabets)
+            parts.append(chr(rng.randrange(lo, hi + 1)))
+        s = "".join(parts)
+        assert fast.java_string_hash(s) == ref_java(s), repr(s)
+        assert fast.index_key_hash(s) == ref_index(s), repr(s)
+
+
+def test_the_twin_refuses_what_is_not_a_str() -> None:
+    fast = _fast_hashes()
+    with pytest.raises(TypeError):
+        fast.index_key_hash(b"TopicA#k")

@@ -65,7 +65,7 @@ class _FailingStore:
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", SECRET_PATH)
 
-    def view_message(self, offset: int) -> memoryview | None:
+    def view_message_copy(self, offset: int, max_size: int) -> bytes | None:
         raise OSError(errno.EIO, "Input/output error", SECRET_PATH)
 
     def topics(self) -> set[str]:

@@ -16,10 +16,11 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.custom_headers import QueryMessageResponseHeader
+from protocol.frame import decode_frame, encode_frame
 from server.app import QueryServer
 from server.processors.client_manage import EMPTY_GROUP_LIST
 from server.processors.name_server import topic_not_exist_remark
-from server.processors.query_message import cap_records, response_fields
+from server.processors.query_message import QueryMessageProcessor, cap_records, response_fields
 from tests.server.harness import Connect, RawClient, StartServer
 
 QUERY_FIELDS = {
@@ -237,3 +238,45 @@ def test_response_fields_equal_the_protocol_header(timestamp: int, phyoffset: in
         index_last_update_timestamp=timestamp, index_last_update_phyoffset=phyoffset
     ).to_ext_fields()
     assert list(response_fields(timestamp, phyoffset).items()) == list(expected.items())
+
+
+class _OneRecordStore:
+    """A store holding one record at one offset: the record of the Java broker's captured VIEW answer."""
+
+    def __init__(self, offset: int, record: bytes) -> None:
+        self.offset = offset
+        self.record = record
+
+    def view_message_copy(self, offset: int, max_size: int) -> bytes | None:
+        return self.record if offset == self.offset and len(self.record) <= max_size else None
+
+    def query_message(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("not a key query")
+
+    def topics(self) -> set[str]:
+        return set()
+
+
+@pytest.mark.parametrize("serialization", ["json", "rocketmq"])
+def test_view_answers_are_the_java_brokers_bytes(
+    vectors_dir: Path, vectors_by_name: dict[str, dict], serialization: str
+) -> None:
+    """The success answer is built without ``make_response`` (one call fewer per VIEW): it must be
+    the same command, and encode to the bytes the 4.9.7 broker sent, found or not."""
+    request = decode_frame((vectors_dir / f"view_message_by_id.{serialization}.encode.bin").read_bytes())
+    assert request.ext_fields is not None
+    found = vectors_by_name[f"resp_view_message_success.{serialization}"]
+    record = bytes.fromhex(found["bodyHex"])
+    processor = QueryMessageProcessor(_OneRecordStore(int(request.ext_fields["offset"]), record))  # type: ignore[arg-type]
+    answer = processor.view_message_by_id(request)
+    assert encode_frame(answer) == (vectors_dir / found["file"]).read_bytes()
+    for opaque in (0, 1, -1, 2**31 - 1, -(2**31)):
+        request.opaque = opaque
+        answer = processor.view_message_by_id(request)
+        assert answer == request.make_response(ResponseCode.SUCCESS, body=record)
+        assert encode_frame(answer) == encode_frame(request.make_response(ResponseCode.SUCCESS, body=record))
+    request.opaque = found["opaque"]
+    request.ext_fields = {"offset": "99999999"}
+    missing = processor.view_message_by_id(request)
+    expected = (vectors_dir / f"resp_view_message_not_found.{serialization}.encode.bin").read_bytes()
+    assert encode_frame(missing) == expected

@@ -47,8 +47,8 @@ class RecordingStore:
             assert self.release.wait(10), "the test never let the pool query finish"
         return result
 
-    def view_message(self, offset: int) -> memoryview | None:
-        return self.store.view_message(offset)
+    def view_message_copy(self, offset: int, max_size: int) -> bytes | None:
+        return self.store.view_message_copy(offset, max_size)
 
     def topics(self) -> set[str]:
         return self.store.topics()

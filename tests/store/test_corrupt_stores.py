@@ -18,16 +18,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clients.cli import main
 from protocol.index_key import build_index_key, index_key_hash
-from store import record
+from store import index_service, query_walk, record
 from store.commitlog import CommitLog
 from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
 from store.index_builder import rebuild_index
 from store.index_file import ENTRY, HEADER, SLOT, IndexFile
+from store.index_service import IndexService
 from store.log_gaps import CommitLogGapError
 from store.message_store import MessageStore
 
@@ -87,18 +89,39 @@ def raw_sha(buf: memoryview) -> str:
 
 @pytest.fixture
 def visits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int, int]]]:
-    """(file name, entries visited, indexCount) of every chain walk: the bound on a query's work."""
+    """(file name, entries visited, indexCount) of every chain walk: the bound on a query's work.
+
+    Every query runs both ``query_files``: the one in use (compiled when built) answers and must
+    agree with the pure-Python reference, whose chain walks go through ``walk_chain`` by name and
+    are counted here: every damaged store below is also a twin-against-reference check.
+    """
     seen: list[tuple[str, int, int]] = []
-    original = IndexFile.walk
+    names: dict[int, str] = {}
+    inner = query_walk.walk_chain
+    reference = query_walk.REFERENCE["query_files"]
+    in_use = index_service.query_files
 
-    def counting(
-        self: IndexFile, out: list[int], key_hash: int, *args: object, **kw: object
-    ) -> tuple[int, bool]:
-        visited, exhausted = original(self, out, key_hash, *args, **kw)  # type: ignore[arg-type]
-        seen.append((self.name, visited, self.header.index_count))
-        return visited, exhausted
+    def counting_walk(buf: Any, length: int, entries_at: int, start: int, key_hash: int, index_count: int,
+                      *rest: int) -> Any:  # fmt: skip
+        result = inner(buf, length, entries_at, start, key_hash, index_count, *rest)
+        seen.append((names.get(id(buf), "?"), result[1], index_count))
+        return result
 
-    monkeypatch.setattr(IndexFile, "walk", counting)
+    def both(*args: Any) -> Any:
+        answer = in_use(*args)
+        assert reference(*args) == answer, "the compiled query_files disagrees with the reference"
+        return answer
+
+    real_query = IndexService.query_offsets
+
+    def named_query(self: IndexService, *args: Any, **kw: Any) -> Any:
+        names.clear()
+        names.update({id(f.buffer): f.name for f in self.files})
+        return real_query(self, *args, **kw)
+
+    monkeypatch.setattr(query_walk, "walk_chain", counting_walk)
+    monkeypatch.setattr(index_service, "query_files", both)
+    monkeypatch.setattr(IndexService, "query_offsets", named_query)
     yield seen
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import logging
+import os
 from pathlib import Path
 
 import pytest
 
 from protocol.index_key import index_key_hash
-from store.config import index_file_size
+from store.config import StoreConfig, index_file_size
 from store.errors import IndexGeometryError
 from store.index_file import ENTRY, SLOT, IndexFile, IndexHeader, is_time_matched
+from store.index_service import IndexService
 
 SLOTS = 8
 ENTRIES = 6
@@ -139,3 +143,72 @@ def test_problem_follows_the_header_it_is_asked_about(tmp_path: Path) -> None:
         assert f.problem(good, last=False) is None
     finally:
         f.close()
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def test_the_size_check_descriptor_lives_exactly_as_long_as_the_map(tmp_path: Path) -> None:
+    """``IndexFile.fd`` (the query's size check) names the mapped inode, closes with the map, and
+    stays open while a view keeps the map alive (its number must not be reused while the map can be
+    read); the map's collection closes it then."""
+    f = IndexFile.create(tmp_path / "idx", 4, 8)
+    size = f.size
+    fd = f.fd
+    assert os.lseek(fd, 0, os.SEEK_END) == size and os.fstat(fd).st_ino == f.inode
+    f.close()
+    assert not _is_open(fd)
+
+    g = IndexFile.open(tmp_path / "idx", 4, 8)
+    fd = g.fd
+    view = memoryview(g.buffer)  # the map cannot be closed while this exists
+    g.close()
+    assert _is_open(fd), "the map is still mapped: its descriptor stays"
+    del g, view
+    gc.collect()
+    assert not _is_open(fd), "the map was collected: so is its descriptor"
+
+
+def test_a_cut_file_is_left_out_of_queries_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Through ``IndexService``: the size check (by the descriptor) sees the cut, the file is left
+    out, the warning comes once for many queries, and the other file still answers."""
+    config = StoreConfig(
+        store_path_root_dir=tmp_path,
+        store_path_commit_log=tmp_path / "commitlog",
+        max_hash_slot_num=4,
+        max_index_num=8,
+    )
+    service = IndexService(config, writable=True)
+    older = service.create_file(1_000_000)
+    for n in range(1, 8):
+        older.put_key("T#k", 100 * n, 1_000_000 + n)
+    newer = service.create_file(2_000_000)
+    newer.put_key("T#k", 5000, 2_000_000)
+    reader = IndexService(config)
+    assert sorted(reader.query_offsets("T", "k", 64, 0, 2**63 - 1).phy_offsets) == [
+        100,
+        200,
+        300,
+        400,
+        500,
+        600,
+        700,
+        5000,
+    ]
+    os.truncate(newer.path, 100)
+    with caplog.at_level(logging.WARNING, logger="store.index"):
+        for _ in range(5):
+            answer = reader.query_offsets("T", "k", 64, 0, 2**63 - 1)
+            assert sorted(answer.phy_offsets) == [100, 200, 300, 400, 500, 600, 700]
+            assert (answer.index_last_update_timestamp, answer.index_last_update_phyoffset) == (0, 0)
+    said = [r.getMessage() for r in caplog.records if "shorter than" in r.getMessage()]
+    assert len(said) == 1 and newer.name in said[0]
+    reader.close()
+    service.close()

@@ -9,9 +9,13 @@ implementations directly, so they check the C code whichever way the rest of the
 from __future__ import annotations
 
 import importlib
+import json
+import mmap
+import os
 import random
+import shutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,11 +23,12 @@ from typing import Any
 import pytest
 
 from protocol.accel import pure_python
+from protocol.index_key import build_index_key, index_key_hash
 from store import query_walk
 from store.commitlog import CommitLog
-from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
-from store.index_file import IndexFile
-from store.query_walk import BUDGET, END, LOOP, OUTSIDE, REFERENCE, ZEROED
+from store.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig, index_file_size
+from store.index_file import HEADER, IndexFile, IndexHeader
+from store.query_walk import BUDGET, END, HEADER_PROBLEM, LOOP, OUTSIDE, REFERENCE, SHORT, ZEROED
 
 ENTRY = struct.Struct(">iqii")
 MAX = 2**63 - 1
@@ -48,9 +53,11 @@ def same_records(a: list[memoryview | None], b: list[memoryview | None]) -> bool
 def test_the_module_uses_the_compiled_twin_unless_pure_python_is_asked() -> None:
     if pure_python():
         assert query_walk.walk_chain is PY_WALK and query_walk.read_records is PY_READ
+        assert query_walk.query_files is REFERENCE["query_files"]
     else:
         fast = _fast()
         assert query_walk.walk_chain is fast.walk_chain and query_walk.read_records is fast.read_records
+        assert query_walk.query_files is fast.query_files
 
 
 # -- a hand-built index: 4 slots' worth of header space, entries written by hand ---------------------
@@ -273,3 +280,289 @@ def test_both_record_reads_agree_on_random_bytes(golden: StoreConfig) -> None:
         assert [None if b is None else bytes(b) for b in c] == [None if b is None else bytes(b) for b in py]
         whole += sum(b is not None for b in py)
     assert whole > 200, "the damaged files still hold whole records, read alike by both"
+
+
+# -- query_files: the per-file loop of a key query over a store's IndexFiles ----------------------
+
+PY_QUERY: Callable[..., Any] = REFERENCE["query_files"]
+
+
+class Maps(list[mmap.mmap]):
+    """The maps of some IndexFiles and a descriptor of each (``query_files``' first two arguments)."""
+
+    fds: list[int]
+
+
+_OPENED: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_descriptors() -> Iterator[None]:
+    yield
+    while _OPENED:
+        os.close(_OPENED.pop())
+
+
+def _maps(paths: list[Path]) -> Maps:
+    out = Maps()
+    out.fds = []
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        _OPENED.append(fd)
+        out.append(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+        out.fds.append(fd)
+    return out
+
+
+def query_both(maps: Maps, headers: Any, cfg: StoreConfig, key_hash: int, max_num: int, begin: int,
+               end: int, budget: int) -> Any:  # fmt: skip
+    """The reference's answer, after checking the compiled twin gives the same."""
+    size = index_file_size(cfg.max_hash_slot_num, cfg.max_index_num)
+    args = (maps, maps.fds, headers, size, cfg.max_hash_slot_num, cfg.max_index_num, key_hash, max_num, begin,
+            end, budget)  # fmt: skip
+    expected = PY_QUERY(*args)
+    assert _fast().query_files(*args) == expected, args[2:]
+    return expected
+
+
+@pytest.fixture
+def index_copy(golden: StoreConfig, tmp_path: Path) -> list[Path]:
+    """A copy of the golden store's six IndexFiles, to damage."""
+    paths = []
+    for p in sorted(golden.index_dir.iterdir()):
+        paths.append(tmp_path / p.name)
+        shutil.copyfile(p, paths[-1])
+    return paths
+
+
+def _golden_queries(golden: StoreConfig) -> list[dict[str, Any]]:
+    expected = json.loads((golden.store_path_root_dir.parent / f"{JAVA_STORE}.expected.json").read_text())
+    return [q for q in expected["queries"] if "exception" not in q]
+
+
+def test_query_files_answers_the_java_queries(golden: StoreConfig, index_copy: list[Path]) -> None:
+    """The offsets of every recorded Java answer, and its indexLastUpdate values, by both twins."""
+    maps = _maps(index_copy)
+    for q in _golden_queries(golden):
+        key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
+        offsets, _visited, exhausted, last_ts, last_phy, events = query_both(
+            maps, None, golden, key_hash, min(q["maxNum"], 64), q["begin"], q["end"], 2**62
+        )
+        assert not exhausted and events == []
+        if q["count"]:  # (a query without hits is answered with zeros by the store, not the index)
+            assert (last_ts, last_phy) == (q["indexLastUpdateTimestamp"], q["indexLastUpdatePhyoffset"])
+        # Java's answer is the records whose keys really match among these offsets (hash collisions
+        # and the store's two extra rounds aside): every offset it returned was found here.
+        if q["count"] and q["begin"] == 0 and q["end"] == MAX:
+            assert {r["commitLogOffset"] for r in q["results"]} <= set(offsets), q["label"]
+
+
+def test_query_files_budget_at_every_boundary(golden: StoreConfig, index_copy: list[Path]) -> None:
+    """Budgets 0 .. a walk's whole length: both stop at the same entry, with what was found so far."""
+    maps = _maps(index_copy)
+    checked = 0
+    for q in _golden_queries(golden)[:40]:
+        key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
+        whole = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+        for budget in range(whole[1] + 2):
+            part = query_both(maps, None, golden, key_hash, 64, 0, MAX, budget)
+            assert part[1] == min(budget, whole[1])
+            assert part[2] is (budget < whole[1])
+            assert part[0] == whole[0][: len(part[0])], "a partial walk is a prefix of the whole one"
+            checked += 1
+    assert checked > 200
+
+
+def test_a_cut_file_is_left_out_and_the_others_answer(golden: StoreConfig, index_copy: list[Path]) -> None:
+    maps = _maps(index_copy)
+    q = _golden_queries(golden)[0]
+    key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
+    whole = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    newest = len(maps) - 1
+    os.truncate(index_copy[2], 4096)  # cut under the map: reading past 4096 would fault (SIGBUS)
+    os.truncate(index_copy[newest], 0)
+    offsets, _, _, last_ts, last_phy, events = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    assert events == [(newest, SHORT, 0), (2, SHORT, 4096)]
+    assert (last_ts, last_phy) == (0, 0), "the newest file is cut: no last-update values"
+    assert set(offsets) < set(whole[0])
+    maps[1].close()  # a closed map reads as nothing, too
+    assert (1, SHORT, 0) in query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)[5]
+    maps.fds[0] = -1  # and so does a bad descriptor
+    assert (0, SHORT, 0) in query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)[5]
+
+
+def test_a_garbage_header_is_left_out_and_prunes_nothing(golden: StoreConfig, index_copy: list[Path]) -> None:
+    maps = _maps(index_copy)
+    q = _golden_queries(golden)[0]
+    key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
+    whole = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    data = bytearray(index_copy[3].read_bytes())
+    # beginTimestamp far in the future: were it trusted, the walk would stop at this file.
+    HEADER.pack_into(data, 0, 2**62, 2**62, 5, 5, 10**6, 7)
+    index_copy[3].write_bytes(bytes(data))  # the same inode: the map sees it
+    offsets, _, _, _, _, events = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    assert events == [(3, HEADER_PROBLEM, (2**62, 2**62, 5, 5, 10**6, 7))]
+    older = [o for o in whole[0] if o < IndexHeader(*HEADER.unpack_from(maps[2], 0)).end_phy_offset + 1]
+    assert older and set(older) <= set(offsets), "the files older than the garbage one still answer"
+
+
+def test_a_writers_headers_replace_the_files(golden: StoreConfig, index_copy: list[Path]) -> None:
+    maps = _maps(index_copy)
+    q = _golden_queries(golden)[0]
+    key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
+    headers: list[Any] = [tuple(HEADER.unpack_from(m, 0)) for m in maps]
+    same = query_both(maps, headers, golden, key_hash, 64, 0, MAX, 2**62)
+    assert same == query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    headers[-1] = None  # None: read that file's own header
+    assert query_both(maps, headers, golden, key_hash, 64, 0, MAX, 2**62) == same
+    headers[-1] = (0, 0, 0, 0, 0, 1)  # a writer that has put nothing yet
+    assert query_both(maps, headers, golden, key_hash, 64, 0, MAX, 2**62)[3:5] == (0, 0)
+
+
+def test_both_query_files_agree_on_random_damage(golden: StoreConfig, index_copy: list[Path]) -> None:
+    """Headers, slots, entries and file lengths overwritten at random; every query answered alike."""
+    rng = random.Random(17)
+    queries = _golden_queries(golden)
+    originals = [p.read_bytes() for p in index_copy]
+    slots_end = INDEX_HEADER_SIZE + golden.max_hash_slot_num * 4
+    for _ in range(40):
+        for p, data in zip(index_copy, originals, strict=True):
+            damaged = bytearray(data)
+            for _ in range(rng.choice([0, 0, rng.randrange(1, 60)])):
+                where = rng.choices(["header", "slot", "entry"], [1, 8, 30])[0]
+                if where == "header":
+                    pos = rng.randrange(0, INDEX_HEADER_SIZE - 4)
+                elif where == "slot":
+                    pos = rng.randrange(INDEX_HEADER_SIZE, slots_end - 4)
+                else:
+                    pos = rng.randrange(slots_end, len(data) - 4)
+                value = rng.choice([0, -1, 1, 2**31 - 1, -(2**31), rng.randrange(2**32) - 2**31,
+                                    rng.randrange(1, 2048), rng.randrange(1, 2048)])  # fmt: skip
+                struct.pack_into(">i", damaged, pos, value)
+            for _ in range(rng.choice([0, 300])):  # chains: links forwards, beyond the file, zeroed entries
+                n = rng.randrange(1, golden.max_index_num)
+                pos = slots_end + n * INDEX_ENTRY_SIZE
+                if rng.random() < 0.3:
+                    damaged[pos : pos + INDEX_ENTRY_SIZE] = bytes(INDEX_ENTRY_SIZE)
+                else:
+                    prev = rng.choice([n + 1, n + 7, golden.max_index_num + 3, n, -5])
+                    struct.pack_into(">i", damaged, pos + 16, prev)
+            p.write_bytes(bytes(damaged))
+        maps = _maps(index_copy)
+        for i in rng.sample(range(len(maps)), rng.randrange(0, 3)):
+            os.truncate(index_copy[i], rng.choice([0, 39, 40, 2000, len(originals[i]) - 1]))
+        for _ in range(25):
+            q = rng.choice(queries)
+            key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
+            if rng.random() < 0.2:
+                key_hash = rng.choice([0, 1, 2**31 - 1, rng.randrange(2**31)])
+            query_both(
+                maps,
+                None,
+                golden,
+                key_hash,
+                rng.choice([64, 1, 0, 3]),
+                rng.choice([0, q["begin"], 1795216838000]),
+                rng.choice([MAX, q["end"], 1795216840000, -1]),
+                rng.choice([2**62, 0, 1, 5, 40, 200]),
+            )
+        for m in maps:
+            m.close()
+
+
+# -- read_checked: a query's records, each file's current size checked once, before it is read -------
+
+PY_CHECKED: Callable[..., Any] = REFERENCE["read_checked"]
+
+
+class CountingMap:
+    """Stands in for a file's mmap in ``read_checked``: says a size and counts how often it is asked."""
+
+    def __init__(self, size: int | Exception) -> None:
+        self.answer = size
+        self.asked = 0
+
+    def size(self) -> int:
+        self.asked += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def checked_both(maps: list[Any], views: list[Any], starts: list[int], lengths: list[int], max_offset: int,
+                 offsets: list[int]) -> tuple[list[bytes | None], list[tuple[int, int]]]:  # fmt: skip
+    """The reference's answer (records as bytes), after checking the compiled twin gives the same;
+    each map is asked for its size as often by both."""
+    asked = [m.asked if isinstance(m, CountingMap) else 0 for m in maps]
+    py, py_shrunk = PY_CHECKED(maps, views, starts, lengths, max_offset, offsets)
+    py_asked = [m.asked if isinstance(m, CountingMap) else 0 for m in maps]
+    c, c_shrunk = _fast().read_checked(maps, views, starts, lengths, max_offset, offsets)
+    c_asked = [m.asked if isinstance(m, CountingMap) else 0 for m in maps]
+    as_bytes = [None if b is None else bytes(b) for b in py]
+    assert [None if b is None else bytes(b) for b in c] == as_bytes
+    assert c_shrunk == py_shrunk
+    assert [b - a for a, b in zip(asked, py_asked, strict=True)] == [
+        c - b for b, c in zip(py_asked, c_asked, strict=True)
+    ]
+    return as_bytes, py_shrunk
+
+
+def test_read_checked_checks_each_touched_file_once_before_reading(golden: StoreConfig) -> None:
+    log = CommitLog(golden.store_path_commit_log, golden.mapped_file_size_commit_log)
+    try:
+        records = list(log.iter_records())
+        files, starts, views = log._snap
+        lengths = [f.length for f in files]
+        # Records of files 2 and 5 (several each), and one offset past the written end.
+        wanted = [o for o, _ in records if starts[2] <= o < starts[3] or starts[5] <= o < starts[6]]
+        offsets = [*wanted[::3], log.max_offset + 10]
+        sizes = dict(records)
+        maps = [CountingMap(n) for n in lengths]
+        got, shrunk = checked_both(maps, views, starts, lengths, log.max_offset, offsets)
+        assert [m.asked for m in maps] == [0, 0, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][: len(maps)]
+        assert shrunk == [] and all(b is not None for b in got[:-1]) and got[-1] is None
+        # File 5 is cut (say to 1000 bytes) under the map: only its records before the cut are read.
+        cut = 1000
+        maps[5] = CountingMap(cut)
+        maps[2] = CountingMap(OSError(5, "EIO"))  # size() failing: nothing of it is read
+        got, shrunk = checked_both(maps, views, starts, lengths, log.max_offset, offsets)
+        assert shrunk == [(2, 0), (5, cut)]
+        for offset, rec in zip(offsets, got, strict=True):
+            if starts[2] <= offset < starts[3]:
+                assert rec is None
+            elif starts[5] <= offset < starts[6]:
+                end = offset - starts[5] + len(sizes[offset])
+                assert (rec is not None) == (end <= cut), offset
+        # An unreadable file (no map) reads as empty; a map longer than it was mapped is capped.
+        maps[5] = None  # type: ignore[call-overload]
+        maps[2] = CountingMap(10**12)
+        got, shrunk = checked_both(maps, views, starts, lengths, log.max_offset, offsets)
+        assert shrunk == [(5, 0)]
+        assert all(rec is not None for o, rec in zip(offsets, got, strict=True) if starts[2] <= o < starts[3])
+    finally:
+        log.close()
+
+
+def test_both_read_checked_agree_on_random_cuts(golden: StoreConfig) -> None:
+    log = CommitLog(golden.store_path_commit_log, golden.mapped_file_size_commit_log)
+    try:
+        rng = random.Random(23)
+        all_offsets = [o for o, _ in log.iter_records()]
+        files, starts, views = log._snap
+        lengths = [f.length for f in files]
+        for _ in range(300):
+            maps: list[Any] = [
+                rng.choice(
+                    [f.mm, f.mm, CountingMap(rng.randrange(0, n + 1)), None, CountingMap(ValueError())]
+                )
+                for f, n in zip(files, lengths, strict=True)
+            ]
+            offsets = rng.sample(all_offsets, rng.randrange(0, 70)) + [
+                rng.randrange(-5, 2**40) for _ in range(3)
+            ]
+            if rng.random() < 0.5:
+                offsets.sort()
+            max_offset = rng.choice([log.max_offset, rng.randrange(0, log.max_offset + 1)])
+            checked_both(maps, views, starts, lengths, max_offset, offsets)
+    finally:
+        log.close()

@@ -8,6 +8,7 @@ too, including those of a writable file (``serve --build-index``), whose data mu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,18 @@ def test_resident_file_bytes_reads_the_kernel() -> None:
     assert resident is not None and resident > 0  # the interpreter's own mapped files at least
 
 
+#: The two record reads: the store's view, and the copy the server's VIEW takes (its own accounting).
+READS: dict[str, Callable[[MessageStore, int], object]] = {
+    "view_message": lambda store, offset: store.view_message(offset),
+    "view_message_copy": lambda store, offset: store.view_message_copy(offset, 1 << 24),
+}
+
+
+@pytest.mark.parametrize("read", READS.values(), ids=list(READS))
 def test_small_records_trim_on_measured_residency(
-    small_records: tuple[StoreConfig, list[int]], monkeypatch: pytest.MonkeyPatch
+    small_records: tuple[StoreConfig, list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+    read: Callable[[MessageStore, int], object],
 ) -> None:
     config, offsets = small_records
     trims: list[int] = []
@@ -54,14 +65,44 @@ def test_small_records_trim_on_measured_residency(
     monkeypatch.setattr(message_store_module, "resident_file_bytes", lambda: 1 << 40)
     with MessageStore.open(config) as store:  # the default 128 MiB budget: bytes alone never reach it
         for offset in offsets[: RSS_CHECK_EVERY_RECORDS - 1]:
-            assert store.view_message(offset) is not None
+            assert read(store, offset) is not None
         assert trims == []
-        assert store.view_message(offsets[RSS_CHECK_EVERY_RECORDS - 1]) is not None
+        assert read(store, offsets[RSS_CHECK_EVERY_RECORDS - 1]) is not None
         assert trims == [1], "measured residency past the budget trims"
         monkeypatch.setattr(message_store_module, "resident_file_bytes", lambda: 0)
         for offset in offsets[RSS_CHECK_EVERY_RECORDS : 2 * RSS_CHECK_EVERY_RECORDS]:
-            store.view_message(offset)
+            read(store, offset)
         assert trims == [1], "no trim while residency is within the budget"
+
+
+@pytest.mark.parametrize("read", READS.values(), ids=list(READS))
+def test_served_bytes_past_the_budget_trim(
+    small_records: tuple[StoreConfig, list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+    read: Callable[[MessageStore, int], object],
+) -> None:
+    """Each read counts its record plus a page (4096 + 100 + the record's header here)."""
+    config, offsets = small_records
+    trims: list[int] = []
+    real_release_all = CommitLog.release_all
+
+    def counting_release_all(self: CommitLog) -> None:
+        trims.append(1)
+        real_release_all(self)
+
+    monkeypatch.setattr(CommitLog, "release_all", counting_release_all)
+    monkeypatch.setattr(message_store_module, "resident_file_bytes", lambda: 0)
+    with MessageStore.open(config, rss_trim_bytes=10 * 4096) as store:
+        for offset in offsets[:9]:
+            assert read(store, offset) is not None
+        assert trims == []
+        read(store, offsets[9])  # 10 x (4096 + record) >= 10 pages
+        assert trims == [1]
+        for offset in offsets[10:19]:
+            read(store, offset)
+        assert trims == [1], "the count starts again after a trim"
+        read(store, -1)  # no record still counts its page: 9 x (4096 + record) + 4096
+        assert trims == [1, 1]
 
 
 def test_release_keeps_the_data_of_a_writable_index_file(tmp_path: Path) -> None:
