@@ -22,7 +22,8 @@ What the broker derives from the files, reproduced here:
 
 The maps are read-only; ``refresh()`` follows a live broker (new files, a growing tail, files the
 broker deleted). Validity is found by binary search over the entries (they are append-only: the
-valid ones are a prefix of each file), so opening a store with many queues stays cheap.
+valid ones are a prefix of each file), so opening a store with many queues stays cheap; it probes
+the entries before a file's first hole first (``_written_end``), so it does not fault in zero pages.
 """
 
 from __future__ import annotations
@@ -155,6 +156,11 @@ class _File:
     view: memoryview
     mtime_ms: int
     written: int = 0
+    #: Where the file's first hole began when it was mapped (``SEEK_HOLE``; ``length`` if unknown):
+    #: the entries end before it in a file written in order, so the search for the end probes there
+    #: first instead of faulting in (and reading ahead over) never-written pages. Only a hint: a
+    #: live broker's tail grows past it.
+    data_end: int = -1
 
     def close(self) -> None:
         self.view.release()
@@ -186,6 +192,34 @@ def _valid_prefix(view: memoryview, limit: int, known: int = 0) -> int:
         else:
             hi = mid
     return lo * CQ_STORE_UNIT_SIZE
+
+
+def _first_hole(fd: int, length: int) -> int:
+    """Where the first hole of the file begins (``length`` without hole reporting or without holes)."""
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_hole is None:
+        return length
+    try:
+        return min(os.lseek(fd, 0, seek_hole), length)
+    except OSError:
+        return length
+
+
+def _written_end(f: _File) -> int:
+    """The bytes of whole valid entries at the start of ``f`` (``_valid_prefix`` over the file).
+
+    Searched first among the entries that start before the file's first hole: the end of a file
+    written in order lies there, and probing a 6 MB file's hole faults in pages the kernel zero-fills
+    and reads ahead over (5 CPU-s for 1,000 mostly empty queues opened twice on a cold cache). Only
+    when every entry there is valid does the search go on over the rest of the file, as before.
+    """
+    known = f.written if f.written <= f.length else 0
+    data_end = f.length if f.data_end < 0 else f.data_end
+    limit = min(f.length, -(-data_end // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE)
+    written = _valid_prefix(f.view, limit, known)
+    if written >= limit // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE:
+        written = _valid_prefix(f.view, f.length, written)
+    return written
 
 
 class ConsumeQueue:
@@ -263,6 +297,7 @@ class ConsumeQueue:
                     try:
                         length = min(os.fstat(fd).st_size, self.mapped_file_size)
                         mm = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+                        data_end = _first_hole(fd, length)
                     finally:
                         os.close(fd)
                 except OSError as exc:
@@ -274,7 +309,7 @@ class ConsumeQueue:
                         f"consume queue file {path} has {st.st_size} bytes, not mappedFileSizeConsumeQueue "
                         f"{self.mapped_file_size}: reading the whole entries it holds",
                     )
-                files.append(_File(start, path, length, mm, memoryview(mm), mtime_ms))
+                files.append(_File(start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end))
             for gone in old.values():
                 gone.close()
             self._recover(files)
@@ -288,7 +323,7 @@ class ConsumeQueue:
         kept = len(files)
         for i in range(first, len(files)):
             f = files[i]
-            f.written = _valid_prefix(f.view, f.length, f.written if f.written <= f.length else 0)
+            f.written = _written_end(f)
             if f.written < self.mapped_file_size:
                 kept = i + 1
                 break

@@ -25,6 +25,7 @@ record there is dispatched again and de-duplicated by the rules above. The check
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -69,6 +70,9 @@ _PRE_BLANK = entry_bytes(0, PRE_BLANK_SIZE, 0)
 MAX_OPEN_FILES = 256
 #: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
 _RELEASE_EVERY = 64 << 20
+#: The resume's tail check reads and zeroes past-the-end data in stretches of this many bytes.
+_TAIL_CHUNK = 64 << 10
+_ZERO_CHUNK = bytes(_TAIL_CHUNK)
 
 
 class DispatchError(StoreError):
@@ -178,6 +182,28 @@ def check_geometry(root: Path, file_size: int) -> None:
                         )
 
 
+def _data_stretch(fd: int, pos: int, end: int) -> tuple[int, int]:
+    """``[data, hole)``: the first stretch at or after ``pos`` the file system holds data for, cut at
+    ``end`` (``data >= end``: only holes are left). Without ``SEEK_DATA`` all of it is data."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        return pos, end
+    try:
+        data = os.lseek(fd, pos, seek_data)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data at or past pos
+            return end, end
+        return pos, end  # not supported here: read it all
+    if data >= end:
+        return end, end
+    try:
+        hole = os.lseek(fd, data, seek_hole)
+    except OSError:
+        hole = end
+    return data, min(hole, end)
+
+
 class _QueueAppender:
     """One queue's write side: its last file, where it ends, the end of its last entry's record."""
 
@@ -189,6 +215,7 @@ class _QueueAppender:
         "first_created",
         "last_start",
         "max_physic",
+        "tail_bytes_read",
         "wrote",
     )
 
@@ -205,6 +232,8 @@ class _QueueAppender:
         self.max_physic = -1
         self.first_created = False
         self.fd: int | None = None
+        #: Bytes past the written end read at resume to check they are zero (``_clear_tail``).
+        self.tail_bytes_read = 0
         if not self.directory.is_dir():
             return
         reader = ConsumeQueue(root, topic, queue_id, file_size)
@@ -226,22 +255,53 @@ class _QueueAppender:
         return self.directory / f"{start:020d}"
 
     def _clear_tail(self) -> None:
-        """Zero what lies past the written end of the last file (a torn entry, a dirty next file)."""
+        """Zero what lies past the written end of the last file (a torn entry, a dirty next file).
+
+        New entries go at ``wrote`` one by one, and the readers (ours by binary search, the broker's
+        ``recover`` up to the first invalid entry) take the zero padding for the end: a stale non-zero
+        entry left past the end would be read as written once the entries reach it. Only the stretches
+        the file system holds data for are read (``_nonzero_spans``); every non-zero byte past the end
+        is zeroed, so the file's bytes are what zeroing the whole tail gives.
+        """
         assert self.last_start is not None
         path = self._path(self.last_start)
-        with open(path, "r+b") as f:
-            f.seek(self.wrote)
-            tail = f.read()
-            if tail.strip(b"\0"):
-                log.warning("%s: clearing %d bytes past its last whole entry", path, len(tail))
-                f.seek(self.wrote)
-                f.write(bytes(len(tail)))
-            if len(tail) + self.wrote != self.file_size:
-                f.truncate(self.file_size)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            dirty = list(self._nonzero_spans(fd, self.wrote, size))
+            if dirty:
+                log.warning("%s: clearing %d bytes past its last whole entry", path, size - self.wrote)
+                for start, end in dirty:
+                    os.pwrite(fd, bytes(end - start), start)
+            if size != self.file_size:
+                os.ftruncate(fd, self.file_size)
+        finally:
+            os.close(fd)
         for name in os.listdir(self.directory):
             if name.isdigit() and len(name) == 20 and int(name) > self.last_start:
                 log.warning("%s: removing a file past the queue's written end", self.directory / name)
                 (self.directory / name).unlink()
+
+    def _nonzero_spans(self, fd: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """The ``_TAIL_CHUNK`` stretches of ``[start, end)`` holding a non-zero byte.
+
+        Holes (``SEEK_HOLE``: never written, which is most of a queue's last file, created sparse by
+        the broker and by ``_create``) read as zeros by definition and are skipped; data stretches are
+        read and compared with zeros chunk by chunk. A file system without ``SEEK_DATA`` reports the
+        whole file as data, which is the full read. ``tail_bytes_read`` counts what was read.
+        """
+        pos = start
+        while pos < end:
+            data, hole = _data_stretch(fd, pos, end)
+            if data >= end:
+                return
+            for at in range(data, hole, _TAIL_CHUNK):
+                n = min(_TAIL_CHUNK, hole - at)
+                chunk = os.pread(fd, n, at)
+                self.tail_bytes_read += len(chunk)
+                if chunk != (_ZERO_CHUNK if n == _TAIL_CHUNK else bytes(n)):
+                    yield at, at + n
+            pos = hole
 
     def open_fd(self) -> int:
         if self.fd is None:
@@ -367,6 +427,8 @@ class ConsumeQueueBuilder:
         self._dirty = False
         #: Queues whose file was closed (too many open) since the last flush: synced by ``flush``.
         self._unsynced: set[tuple[str, int]] = set()
+        #: Bytes past the queues' written ends read at start to check them (``_QueueAppender._clear_tail``).
+        self.resume_bytes_read = 0
         self._next_offset = self._resume_point()
 
     # -- where building got to -----------------------------------------------------------------------
@@ -386,7 +448,9 @@ class ConsumeQueueBuilder:
         ]
         check_geometry(self.root, self.file_size)
         for topic, queue_id in queue_dirs:
-            resume = max(resume, self._queue(topic, queue_id).max_physic)
+            queue = self._queue(topic, queue_id)
+            resume = max(resume, queue.max_physic)
+            self.resume_bytes_read += queue.tail_bytes_read
         return max(resume, self.commitlog.min_offset, 0)
 
     @property

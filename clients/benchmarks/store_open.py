@@ -7,6 +7,7 @@ one row per open: CPU seconds, wall seconds and the CommitLog bytes the open wal
 (``CommitLog.bytes_visited``, summed over the CommitLog views the store holds). Pin with ``taskset``.
 
     python -m clients.benchmarks.store_open --store /tmp/big --make-gib 2.5
+    python -m clients.benchmarks.store_open --store /tmp/many --make-gib 0.05 --queues 1000 --rounds 0
     taskset -c 1 python -m clients.benchmarks.store_open --store /tmp/big --mode writable \\
         --repo /tmp/old --repo . --rounds 2
 """
@@ -46,14 +47,15 @@ print(json.dumps({"cpu": cpu, "wall": wall, "walked": walked, "commitlog": end})
 """
 
 
-def make(root: Path, gib: float, body_bytes: int) -> int:
-    """A store of ``gib`` GiB of records in 1 GiB files, then its index and consume queues."""
+def make(root: Path, gib: float, body_bytes: int, queues: int = 8) -> int:
+    """A store of ``gib`` GiB of records in 1 GiB files spread over ``queues`` queues of one topic,
+    then its index and consume queues (one 6 MB file per queue at the broker's default size)."""
     config = StoreConfig.for_store(root, broker_ip1="127.0.0.1")
     body = (bytes(range(256)) * (body_bytes // 256 + 1))[:body_bytes]
     n = 0
     with StoreWriter(config, index=False, consume_queues=False) as writer:
         while writer.position < gib * (1 << 30):
-            writer.append("OpenTopic", body, keys=f"k-{n}", queue_id=n % 8)
+            writer.append("OpenTopic", body, keys=f"k-{n}", queue_id=n % queues)
             n += 1
     subprocess.run([sys.executable, "-m", "clients.cli", "rebuild-index", "--store", str(root)], check=True)
     return n
@@ -64,12 +66,14 @@ def main() -> None:
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--make-gib", type=float, help="generate the store first (it must not exist)")
     parser.add_argument("--body-bytes", type=int, default=600)
+    parser.add_argument("--queues", type=int, default=8, help="queues the generated records go to")
     parser.add_argument("--mode", choices=("read", "writable"), default="read")
     parser.add_argument("--repo", type=Path, action="append", help="code tree to open with (repeat: A B A B)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     if args.make_gib:
-        print(f"generated {make(args.store, args.make_gib, args.body_bytes)} records", flush=True)
+        made = make(args.store, args.make_gib, args.body_bytes, args.queues)
+        print(f"generated {made} records", flush=True)
     repos = args.repo or [Path.cwd()]
     for _ in range(args.rounds):
         for repo in repos:
