@@ -15,7 +15,9 @@ and every measurement alternates Java and this server (A B A B, the order flippe
   QUERY_MESSAGE for ``hot`` with a time range holding only its first write, so every such query walks
   the whole chain: VIEW p99 and VIEW/s, and the chain-walking queries' rate;
 * ``--workers 2`` on both cores against one worker on one core (this server only; the load generator
-  then shares the cores with the servers).
+  then shares the cores with the servers, so the rows also give the generator's CPU and the answers
+  per core left to the server: ``2 - generator`` cores for two workers, core 1 for one;
+  ``--workers-depth`` sets their pipeline depth).
 
 Java needs ``/tmp/rmqjava`` (``../shared/java-harness``); the JVM is warmed up with a few seconds of
 each load before anything is measured. Per row: the median over rounds of each server's figure and
@@ -276,7 +278,7 @@ def ratio_row(
     ]
     j, o, r = statistics.median(java), statistics.median(ours), statistics.median(ratios)
     rs = " ".join(f"{x:.2f}" for x in ratios)
-    fmt = ",.3f" if unit == "ms" else ",.0f"
+    fmt = {"ms": ",.3f", "cores": ".2f"}.get(unit, ",.0f")
     return f"| {label} | {o:{fmt}} {unit} | {j:{fmt}} {unit} | {r:.2f}x ({rs}) |"
 
 
@@ -289,6 +291,12 @@ def main() -> int:
     parser.add_argument("--hot-store", type=Path, help="reuse (or create) the hot-key store here")
     parser.add_argument(
         "--skip", default="", help="comma-separated row groups to skip: golden,isolation,workers"
+    )
+    parser.add_argument(
+        "--workers-depth",
+        type=int,
+        default=8,
+        help="requests in flight per connection in the --workers rows (16 connections; default 8)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
@@ -481,22 +489,36 @@ def main() -> int:
                     for s, n in order:
                         cpu0 = tree_cpu_seconds(s.process.pid)
                         r = blast(
-                            rmqblast, s.port, kind, files, 16, 8, args.seconds, cores="0" if n == 1 else "0,1"
+                            rmqblast,
+                            s.port,
+                            kind,
+                            files,
+                            16,
+                            args.workers_depth,
+                            args.seconds,
+                            cores="0" if n == 1 else "0,1",
                         )
                         cpu = tree_cpu_seconds(s.process.pid) - cpu0
                         wres.setdefault((n, kind), []).append(r["rps"])
+                        # The cores left to the server: one worker has core 1 to itself (the generator
+                        # runs on core 0); two workers share both cores with the generator.
+                        left = 1.0 if n == 1 else max(2.0 - r["cpu"], 0.01)
+                        wres.setdefault((n, kind + "/core"), []).append(r["rps"] / left)
+                        wres.setdefault((n, kind + "/gen"), []).append(r["cpu"])
                         # Answers per CPU-second the server processes used (warm-up and drain included).
                         per_cpu = r["received"] / cpu if cpu > 0 else 0.0
                         wres.setdefault((n, kind + "/cpu"), []).append(per_cpu)
                         print(
                             f"round {rnd} workers {n} {kind} 16x8: {r['rps']:,.0f}/s p50 {r['p50_ms']} ms "
                             f"p99 {r['p99_ms']} ms errors {r['errors']} timeouts {r['timeouts']}; server "
-                            f"CPU {cpu:.2f} s, {per_cpu:,.0f} answers per CPU-second",
+                            f"CPU {cpu:.2f} s, {per_cpu:,.0f} answers per CPU-second; generator "
+                            f"{r['cpu']:.2f} of a core",
                             flush=True,
                         )
+            shape = f"16x{args.workers_depth}"
             for kind, label in (("view", "VIEW_MESSAGE_BY_ID"), ("key", "QUERY_MESSAGE")):
                 row = ratio_row(
-                    f"{label} 16x8, --workers 2 (2 cores) vs 1 (1 core)",
+                    f"{label} {shape}, --workers 2 (2 cores) vs 1 (1 core)",
                     "/s",
                     wres[(1, kind)],
                     wres[(2, kind)],
@@ -508,6 +530,22 @@ def main() -> int:
                         "/cpu-s",
                         wres[(1, kind + "/cpu")],
                         wres[(2, kind + "/cpu")],
+                    )
+                )
+                rows.append(
+                    ratio_row(
+                        f"{label} {shape}: the load generator's CPU (cores), --workers 2 vs 1",
+                        "cores",
+                        wres[(1, kind + "/gen")],
+                        wres[(2, kind + "/gen")],
+                    )
+                )
+                rows.append(
+                    ratio_row(
+                        f"{label} {shape}: answers/s per core left to the server, --workers 2 vs 1",
+                        "/core-s",
+                        wres[(1, kind + "/core")],
+                        wres[(2, kind + "/core")],
                     )
                 )
         print()
