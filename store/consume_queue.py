@@ -205,21 +205,48 @@ def _first_hole(fd: int, length: int) -> int:
         return length
 
 
-def _written_end(f: _File) -> int:
-    """The bytes of whole valid entries at the start of ``f`` (``_valid_prefix`` over the file).
+def first_invalid_entry(view: memoryview, start: int, stop: int) -> int:
+    """The byte position of the first entry at or after ``start`` that is not valid (the broker's
+    ``recover`` test: ``commitLogOffset < 0`` or ``size <= 0``), scanning forward over the whole
+    entries below ``min(stop, len(view))``; that bound, rounded down to whole entries past
+    ``start``, when all of them are valid.
 
-    Searched first among the entries that start before the file's first hole: the end of a file
-    written in order lies there, and probing a 6 MB file's hole faults in pages the kernel zero-fills
-    and reads ahead over (5 CPU-s for 1,000 mostly empty queues opened twice on a cold cache). Only
-    when every entry there is valid does the search go on over the rest of the file, as before.
+    The readable reference of the compiled twin ``store/_consume_queue_fast.c`` (same name, same
+    results). ``start`` must be a non-negative multiple of the entry size.
+    """
+    if start < 0 or start % CQ_STORE_UNIT_SIZE:
+        raise ValueError(f"start {start} is not a non-negative multiple of {CQ_STORE_UNIT_SIZE}")
+    end = min(stop, len(view))
+    pos = start
+    while pos + CQ_STORE_UNIT_SIZE <= end and _valid(view, pos):
+        pos += CQ_STORE_UNIT_SIZE
+    return pos
+
+
+def _written_end(f: _File) -> int:
+    """The bytes of whole valid entries at the start of ``f``, up to the first entry that is not
+    valid: where the broker's linear ``recover`` stops.
+
+    A binary search (``_valid_prefix``) proposes the end cheaply, first among the entries that start
+    before the file's first hole: the end of a file written in order lies there, and probing a 6 MB
+    file's hole faults in pages the kernel zero-fills and reads ahead over (5 CPU-s for 1,000 mostly
+    empty queues opened twice on a cold cache); only when every entry there is valid does the search
+    go on over the rest of the file. The search assumes the valid entries are a prefix, which garbage
+    breaks: a valid-looking entry where it probes (in a copy that filled the holes, or in the block
+    the entries end in) would move the end far past the last written entry. So the entries before
+    the proposed end are then checked linearly (``first_invalid_entry``, compiled): the first
+    invalid one among them, else the proposed end (itself invalid, or the file's end), is the
+    broker's answer. The check reads only entries before the proposed end, which lies at or before
+    the first hole of a file written in order, and only from ``known`` (entries already checked by
+    an earlier refresh of the same map), so a live tail costs its new entries.
     """
     known = f.written if f.written <= f.length else 0
     data_end = f.length if f.data_end < 0 else f.data_end
     limit = min(f.length, -(-data_end // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE)
-    written = _valid_prefix(f.view, limit, known)
-    if written >= limit // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE:
-        written = _valid_prefix(f.view, f.length, written)
-    return written
+    proposed = _valid_prefix(f.view, limit, known)
+    if proposed >= limit // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE:
+        proposed = _valid_prefix(f.view, f.length, proposed)
+    return first_invalid_entry(f.view, known, proposed)
 
 
 class ConsumeQueue:
