@@ -20,6 +20,7 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("store._query_walk_fast", "store/_query_walk_fast.c"),
     ("protocol._index_key_fast", "protocol/_index_key_fast.c"),
     ("store._view_read_fast", "store/_view_read_fast.c"),
+    ("store._consume_queue_fast", "store/_consume_queue_fast.c"),
 ]
 
 setup(

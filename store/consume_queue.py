@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.accel import load
 from protocol.index_key import java_string_hash
 from protocol.message_flags import BORNHOST_V6_FLAG
 from store.commitlog import CommitLog
@@ -221,6 +222,16 @@ def first_invalid_entry(view: memoryview, start: int, stop: int) -> int:
     while pos + CQ_STORE_UNIT_SIZE <= end and _valid(view, pos):
         pos += CQ_STORE_UNIT_SIZE
     return pos
+
+
+#: The pure-Python reference, kept reachable after the compiled twin replaces the name below.
+REFERENCE = {"first_invalid_entry": first_invalid_entry}
+
+_fast = load("store._consume_queue_fast")
+#: True when the compiled twin is in use.
+COMPILED = _fast is not None
+if _fast is not None:
+    first_invalid_entry = _fast.first_invalid_entry  # type: ignore[assignment]
 
 
 def _written_end(f: _File) -> int:
