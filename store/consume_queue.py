@@ -21,9 +21,11 @@ What the broker derives from the files, reproduced here:
   binary search in it with its exact probe order, its tie and equal-timestamp choices.
 
 The maps are read-only; ``refresh()`` follows a live broker (new files, a growing tail, files the
-broker deleted). Validity is found by binary search over the entries (they are append-only: the
-valid ones are a prefix of each file), so opening a store with many queues stays cheap; it probes
-the entries before a file's first hole first (``_written_end``), so it does not fault in zero pages.
+broker deleted). The written end is proposed by a binary search over the entries (append-only, so
+normally a valid prefix), which probes the entries before a file's first hole first and so does not
+fault in zero pages, then confirmed by a forward scan of the entries before it (``_written_end``,
+compiled twin ``first_invalid_entry``): garbage where the search probes cannot move the end past the
+broker's.
 """
 
 from __future__ import annotations
