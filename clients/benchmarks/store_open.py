@@ -10,12 +10,15 @@ one row per open: CPU seconds, wall seconds and the CommitLog bytes the open wal
     python -m clients.benchmarks.store_open --store /tmp/many --make-gib 0.05 --queues 1000 --rounds 0
     taskset -c 1 python -m clients.benchmarks.store_open --store /tmp/big --mode writable \\
         --repo /tmp/old --repo . --rounds 2
+    taskset -c 1 python -m clients.benchmarks.store_open --store /tmp/many --mode writable \\
+        --repo /tmp/old --repo . --rounds 3 --evict-queues
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +64,20 @@ def make(root: Path, gib: float, body_bytes: int, queues: int = 8) -> int:
     return n
 
 
+def evict(directory: Path) -> None:
+    """Drop the page cache of every file under ``directory`` (``POSIX_FADV_DONTNEED``; clean pages
+    only, hence the ``fsync``): the next open reads them from disk, as after a reboot, without
+    dropping the whole machine's cache under the other processes sharing it."""
+    for path in directory.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True)
@@ -70,6 +87,11 @@ def main() -> None:
     parser.add_argument("--mode", choices=("read", "writable"), default="read")
     parser.add_argument("--repo", type=Path, action="append", help="code tree to open with (repeat: A B A B)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--evict-queues",
+        action="store_true",
+        help="drop the consume queue files' cached pages before each open (a cold queue cache)",
+    )
     args = parser.parse_args()
     if args.make_gib:
         made = make(args.store, args.make_gib, args.body_bytes, args.queues)
@@ -77,6 +99,8 @@ def main() -> None:
     repos = args.repo or [Path.cwd()]
     for _ in range(args.rounds):
         for repo in repos:
+            if args.evict_queues:
+                evict(args.store / "consumequeue")
             out = subprocess.run(
                 [sys.executable, "-c", CHILD, str(args.store), args.mode],
                 cwd=repo,
