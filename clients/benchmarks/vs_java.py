@@ -483,6 +483,7 @@ def main() -> int:
             two = start_ours(ostore, oconf, p + 31, work / "ours-w2.log", workers=2, cores="0,1")
             servers.append(two)
             wres: dict[tuple[int, str], list[float]] = {}
+            shape = f"16x{args.workers_depth}"
             for rnd in range(args.rounds):
                 for kind in ("view", "key"):
                     order = ((one, 1), (two, 2)) if rnd % 2 == 0 else ((two, 2), (one, 1))
@@ -509,45 +510,24 @@ def main() -> int:
                         per_cpu = r["received"] / cpu if cpu > 0 else 0.0
                         wres.setdefault((n, kind + "/cpu"), []).append(per_cpu)
                         print(
-                            f"round {rnd} workers {n} {kind} 16x8: {r['rps']:,.0f}/s p50 {r['p50_ms']} ms "
+                            f"round {rnd} workers {n} {kind} {shape}: {r['rps']:,.0f}/s p50 {r['p50_ms']} ms "
                             f"p99 {r['p99_ms']} ms errors {r['errors']} timeouts {r['timeouts']}; server "
                             f"CPU {cpu:.2f} s, {per_cpu:,.0f} answers per CPU-second; generator "
                             f"{r['cpu']:.2f} of a core",
                             flush=True,
                         )
-            shape = f"16x{args.workers_depth}"
+            # (key suffix, row label after the request name, unit): one ratio row each, per request.
+            workers_rows = (
+                ("", f"{shape}, --workers 2 (2 cores) vs 1 (1 core)", "/s"),
+                ("/cpu", "answers per server CPU-second, --workers 2 vs 1", "/cpu-s"),
+                ("/gen", f"{shape}: the load generator's CPU (cores), --workers 2 vs 1", "cores"),
+                ("/core", f"{shape}: answers/s per core left to the server, --workers 2 vs 1", "/core-s"),
+            )
             for kind, label in (("view", "VIEW_MESSAGE_BY_ID"), ("key", "QUERY_MESSAGE")):
-                row = ratio_row(
-                    f"{label} {shape}, --workers 2 (2 cores) vs 1 (1 core)",
-                    "/s",
-                    wres[(1, kind)],
-                    wres[(2, kind)],
-                )
-                rows.append(row)
-                rows.append(
-                    ratio_row(
-                        f"{label} answers per server CPU-second, --workers 2 vs 1",
-                        "/cpu-s",
-                        wres[(1, kind + "/cpu")],
-                        wres[(2, kind + "/cpu")],
+                for suffix, what, unit in workers_rows:
+                    rows.append(
+                        ratio_row(f"{label} {what}", unit, wres[(1, kind + suffix)], wres[(2, kind + suffix)])
                     )
-                )
-                rows.append(
-                    ratio_row(
-                        f"{label} {shape}: the load generator's CPU (cores), --workers 2 vs 1",
-                        "cores",
-                        wres[(1, kind + "/gen")],
-                        wres[(2, kind + "/gen")],
-                    )
-                )
-                rows.append(
-                    ratio_row(
-                        f"{label} {shape}: answers/s per core left to the server, --workers 2 vs 1",
-                        "/core-s",
-                        wres[(1, kind + "/core")],
-                        wres[(2, kind + "/core")],
-                    )
-                )
         print()
         print("| row | this server | Java 4.9.7 (workers: 1 worker) | ratio, median (per round) |")
         print("|---|---:|---:|---:|")
