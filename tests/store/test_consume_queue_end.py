@@ -8,15 +8,14 @@ valid, entry N zeros), not from the code under test."""
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.consume_queue_builder import ConsumeQueueBuilder
+from tests.store.store_copy import queues_rebuilt_in_files_of
 
 FILE_SIZE = 300_000 * 20
 ENTRIES = 72
@@ -133,24 +132,7 @@ def test_the_builder_resumes_at_the_brokers_end_not_after_garbage(stores_dir: Pa
     the files are Java's entries zero padded. Before, it took the end as 150,001 and kept the garbage
     as an entry."""
     dst = tmp_path / NAME
-    shutil.copytree(stores_dir / NAME, dst)
-    for p in [dst, *dst.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    cq = dst / "consumequeue"
-    java = {str(p.relative_to(cq)): p.read_bytes() for p in cq.rglob("0" * 20)}
-    shutil.rmtree(cq)
-    config = StoreConfig.load(
-        stores_dir / f"{NAME}.broker.conf",
-        overrides={
-            "store_path_root_dir": dst,
-            "store_path_commit_log": dst / "commitlog",
-            "mapped_file_size_consume_queue": FILE_SIZE,
-        },
-    )
-    builder = ConsumeQueueBuilder(config)
-    builder.run_once()
-    builder.close()
-    expected = {path: data + bytes(FILE_SIZE - len(data)) for path, data in java.items()}
+    config, expected = queues_rebuilt_in_files_of(stores_dir, NAME, dst, FILE_SIZE)
     target = sorted(expected)[0]
     end = -(-len(expected[target].rstrip(b"\0")) // 20)
     assert end < 150_000

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.consume_queue_builder import ConsumeQueueBuilder
+from tests.store.store_copy import queues_rebuilt_in_files_of
 
 FILE_SIZE = 300_000 * 20
 NAME = "java-4.9.7-a"
@@ -50,24 +50,7 @@ def _holes_supported(directory: Path) -> bool:
 def store(stores_dir: Path, tmp_path: Path) -> tuple[StoreConfig, dict[str, bytes]]:
     """A copy of the Java store whose queues are rebuilt into 6 MB files; and the expected file bytes."""
     dst = tmp_path / NAME
-    shutil.copytree(stores_dir / NAME, dst)
-    for p in [dst, *dst.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    cq = dst / "consumequeue"
-    java = {str(p.relative_to(cq)): p.read_bytes() for p in cq.rglob("0" * 20)}
-    shutil.rmtree(cq)
-    config = StoreConfig.load(
-        stores_dir / f"{NAME}.broker.conf",
-        overrides={
-            "store_path_root_dir": dst,
-            "store_path_commit_log": dst / "commitlog",
-            "mapped_file_size_consume_queue": FILE_SIZE,
-        },
-    )
-    builder = ConsumeQueueBuilder(config)
-    builder.run_once()
-    builder.close()
-    expected = {path: data + bytes(FILE_SIZE - len(data)) for path, data in java.items()}
+    config, expected = queues_rebuilt_in_files_of(stores_dir, NAME, dst, FILE_SIZE)
     assert _files(config) == expected
     return config, expected
 
