@@ -9,22 +9,27 @@ from setuptools import Extension, setup
 
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
 ACCELERATORS: list[tuple[str, str]] = [
-    ("store._index_range_fast", "store/_index_range_fast.c"),
-    ("store._record_fast", "store/_record_fast.c"),
+    ("store.index._index_range_fast", "store/index/_index_range_fast.c"),
+    ("store.commitlog._record_fast", "store/commitlog/_record_fast.c"),
     # Not an accelerator but the same optional build: turns SIGBUS from a file cut under a map into
-    # zero pages (store/sigbus.py says why and what runs without it).
-    ("store._sigbus_guard", "store/_sigbus_guard.c"),
+    # zero pages (store/platform/sigbus.py says why and what runs without it).
+    ("store.platform._sigbus_guard", "store/platform/_sigbus_guard.c"),
     # Before _frame_fast, whose frame decoder calls its JSON header decoder through a capsule.
     ("protocol._header_json_fast", "protocol/_header_json_fast.c"),
     ("protocol._frame_fast", "protocol/_frame_fast.c"),
-    ("store._query_walk_fast", "store/_query_walk_fast.c"),
+    ("store.index._query_walk_fast", "store/index/_query_walk_fast.c"),
     ("protocol._index_key_fast", "protocol/_index_key_fast.c"),
-    ("store._view_read_fast", "store/_view_read_fast.c"),
-    ("store._consume_queue_fast", "store/_consume_queue_fast.c"),
+    ("store.commitlog._view_read_fast", "store/commitlog/_view_read_fast.c"),
+    ("store.consumequeue._consume_queue_fast", "store/consumequeue/_consume_queue_fast.c"),
 ]
+
+#: The shared C headers (the CRC-32, the CommitLog record layout) live beside the Python modules that
+#: state the same rules, in ``protocol/``; every accelerator may include them by name.
+INCLUDE_DIRS = ["protocol"]
 
 setup(
     ext_modules=[
-        Extension(name, [source], optional=True, extra_compile_args=["-O2"]) for name, source in ACCELERATORS
+        Extension(name, [source], include_dirs=INCLUDE_DIRS, optional=True, extra_compile_args=["-O2"])
+        for name, source in ACCELERATORS
     ]
 )

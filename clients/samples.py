@@ -3,7 +3,7 @@
 A benchmark is only honest if it asks for things that exist, spread the way real lookups are: so the
 samples come from the CommitLog itself (every record's offset, every ``topic``/key pair in its KEYS,
 every unique key; rolled-back transactions give offsets only, as the broker never indexes them),
-walked through ``store.commitlog`` and the index fast path of ``protocol.message`` (this package
+walked through ``store.commitlog.mapped_files`` and the index fast path of ``protocol.message`` (this package
 never parses files itself). Operators without the store at hand give a key list (``TOPIC KEY`` per
 line) and/or an id list (offset message ids, one per line).
 """
@@ -23,8 +23,8 @@ from protocol.message_flags import (
     TRANSACTION_TYPE_MASK,
 )
 from protocol.message_id import decode_offset_msg_id
-from store.commitlog import CommitLog
-from store.config import StoreConfig
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
 
 #: Records walked at most when sampling a store (enough variety, bounded start-up time).
 DEFAULT_SAMPLE_LIMIT = 200_000

@@ -1,7 +1,7 @@
 """Compiled accelerators: find the C module beside a pure-Python one, or say once why there is none.
 
 Every hot function has two implementations with the same name: the readable reference in a
-pure-Python module (``store/index_file.py``, say) and a compiled one in a C extension beside it
+pure-Python module (``store/index/index_file.py``, say) and a compiled one in a C extension beside it
 (``store/_index_file_fast.c``), built by ``setup.py`` when the machine has a C compiler. The
 pure-Python module ends by asking ``load("store._index_file_fast")`` and, when it gets a module,
 rebinds its names to the compiled ones. The compiled module is an optimisation, never a requirement:

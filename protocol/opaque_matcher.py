@@ -5,7 +5,7 @@ of requests at once and their answers come back in any order. Whoever sends requ
 keeps the same book: hand out opaques, remember who waits under each, give an answer to its waiter,
 refuse or ignore an answer nobody waits for and a second request under an opaque still waiting,
 and give up on requests whose time ran out. The async client (``clients.client``) and the tests'
-raw client (``tests/server/harness.py``) both keep it here, with no clock and no event loop: the
+raw client (``tests/support/harness.py``) both keep it here, with no clock and no event loop: the
 caller says what time it is.
 
 Opaques count up from ``first`` and wrap to 0 at ``limit`` (2**31 by default, so they stay a

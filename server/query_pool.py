@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from store.query_walk import COMPILED
+from store.index.query_walk import COMPILED
 
 T = TypeVar("T")
 

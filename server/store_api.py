@@ -36,7 +36,7 @@ class QueryStore(Protocol):
 
 
 class GetMessageResult(Protocol):
-    """``store.consume_queue.GetMessageResult``: ``DefaultMessageStore.getMessage``'s answer."""
+    """``store.consumequeue.consume_queue.GetMessageResult``: ``DefaultMessageStore.getMessage``'s answer."""
 
     @property
     def status(self) -> Any: ...  # a GetMessageStatus member: ``.name`` is the broker's remark

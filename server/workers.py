@@ -19,11 +19,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from server.app import ServerSettings
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
 
-#: ``serve(store, settings, refresh_interval)`` from server.command, passed in to avoid a cycle.
+#: ``serve(store, settings, refresh_interval)`` from clients.cli.serve, passed in to avoid a cycle.
 ServeFn = Callable[[Any, ServerSettings, float], Coroutine[Any, Any, None]]
 
 

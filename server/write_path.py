@@ -12,12 +12,12 @@ import logging
 import time
 
 from protocol.codes import RequestCode
+from server.broker.writable_store import WritableStore
 from server.dispatch import Dispatcher
 from server.identity import BrokerIdentity
 from server.processors.name_server import NameServerProcessor
 from server.processors.send_message import SEND_CODES, SendMessageProcessor
 from server.processors.write_routes import WritableRoutes
-from store.writable_store import WritableStore
 
 log = logging.getLogger(__name__)
 

@@ -23,18 +23,18 @@ from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
-from store import record
-from store.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.checkpoint import Checkpoint, abnormal_exit
-from store.commitlog import CommitLog
-from store.config import StoreConfig
-from store.consume_queue import store_time_picker
+from store.commitlog import record
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.consumequeue.consume_queue import store_time_picker
+from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, get_message
+from store.consumequeue.queue_table import QueueTable, read_topics_json
 from store.errors import CheckpointError
-from store.get_message import GetMessageResult, GetMessageStatus, get_message
-from store.index_file import UNBOUNDED
-from store.index_service import IndexService, QueryArgumentError
-from store.queue_table import QueueTable, read_topics_json
-from store.resident import resident_file_bytes
+from store.index.index_file import UNBOUNDED
+from store.index.service import IndexService, QueryArgumentError
+from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
+from store.platform.resident import resident_file_bytes
 from store.warn_once import WarnOnce
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
 #: Budget for resident mapped pages: past it (measured, or by record bytes served plus a page per
 #: record) the mapped pages are handed back to the kernel.
 DEFAULT_RSS_TRIM_BYTES = 128 << 20
-#: Records served between two looks at the process's resident file pages (``store.resident``).
+#: Records served between two looks at the process's resident file pages (``store.platform.resident``).
 RSS_CHECK_EVERY_RECORDS = 256
 log = logging.getLogger("store")
 
@@ -127,8 +127,8 @@ class MessageStore:
             )
             build_index = self.build_index = False
         if build_index:
-            from store.consume_queue_builder import ConsumeQueueBuilder
-            from store.index_builder import IndexBuilder  # the builder writes; plain serving never needs it
+            from store.consumequeue.builder import ConsumeQueueBuilder
+            from store.index.builder import IndexBuilder  # the builder writes; plain serving never needs it
 
             if index_keys:
                 self._builder = IndexBuilder(config, self.commitlog)
@@ -387,7 +387,7 @@ class MessageStore:
         max_msg_nums: int,
         tags_codes: frozenset[int] | None = None,
     ) -> GetMessageResult:
-        """``getMessage`` as a master answers it (``store.get_message`` has the rules)."""
+        """``getMessage`` as a master answers it (``store.consumequeue.get_message`` has the rules)."""
         result = get_message(
             self.config, self.commitlog, self.queues.get(topic, queue_id), offset, max_msg_nums, tags_codes
         )

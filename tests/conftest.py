@@ -1,21 +1,17 @@
 """Shared test fixtures: where the golden data produced by the real Java RocketMQ lives.
 
 The golden data is read in place from ``../shared`` (beside the repository), never copied into the
-repository. ``RMQ_SHARED`` overrides the location.
+repository. ``RMQ_SHARED`` overrides the location (``tests/support/paths.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = Path(os.environ.get("RMQ_SHARED", REPO_ROOT.parent / "shared")).resolve()
-VECTORS_DIR = SHARED_DIR / "vectors"
-STORES_DIR = SHARED_DIR / "stores"
+from tests.support.paths import STORES_DIR, VECTORS_DIR
 
 
 def _require(path: Path) -> Path:

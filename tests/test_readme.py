@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO_ROOT
+
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 CI_RUN = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
 

@@ -16,7 +16,7 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import QueryConsumerOffsetRequestHeader, offset_response_fields, required_string
 from protocol.message import PHYSICAL_OFFSET_POSITION
 from server.store_api import StoreWithCommitLog
-from store.get_message import total_physical_memory
+from store.consumequeue.get_message import total_physical_memory
 
 #: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
 ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40

@@ -3,7 +3,7 @@
 Registered only by ``serve --writable``. The checks run in the broker's order
 (``AbstractSendMessageProcessor.msgCheck``): topic name, topics nobody may send to, the topic's
 config (an unknown topic is created from the request's default topic when auto-create is on, else
-TOPIC_NOT_EXIST), the queue id; then the store's own checks and the append (``store.put_message``).
+TOPIC_NOT_EXIST), the queue id; then the store's own checks and the append (``server.broker.put_message``).
 Every answer carries ``MSG_REGION`` and ``TRACE_ON``; SUCCESS adds the offset msg id(s), the queue
 the client chose and the first queue offset. A oneway SEND is stored and gets no answer (the
 connection drops answers to oneway requests).
@@ -26,12 +26,12 @@ from protocol.send_message import (
     decode_batch_body,
     send_response_fields,
 )
+from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, batch_records, single_record
+from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.peer import CURRENT_PEER
-from store.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, batch_records, single_record
-from store.topic_config import TopicConfig
-from store.writable_store import WritableStore
-from store.writer import Appended
+from store.config.topics import TopicConfig
+from store.write.writer import Appended
 
 log = logging.getLogger(__name__)
 

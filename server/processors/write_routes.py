@@ -15,10 +15,10 @@ import dataclasses
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import GetRouteInfoRequestHeader
+from server.broker.writable_store import WritableStore
 from server.identity import BrokerIdentity
 from server.processors.name_server import NameServerProcessor
 from server.route import topic_route_json
-from store.writable_store import WritableStore
 
 
 class WritableRoutes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
-from store.index_builder import KeyHasher, index_keys
+from store.index.builder import KeyHasher, index_keys
 from store.spark.entries import ENTRY
 from store.spark.range_walk import walk_range
 from store.spark.ranges import CommitLogRange
@@ -28,7 +28,7 @@ class RangeEntries:
     ends before the range does, ``bad`` says why the bytes there are not a record (offset -> reason).
     The driver strings the runs of all ranges together: where one run does not begin where the
     previous ended (or at the next file after an end-of-file marker, ``file_end``), there is a gap
-    (``store.log_gaps``), exactly where the sequential builder's walk finds it.
+    (``store.commitlog.gaps``), exactly where the sequential builder's walk finds it.
     """
 
     index: int

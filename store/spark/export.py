@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from store import record
-from store.config import StoreConfig
-from store.record import describe_invalid
+from store.commitlog import record
+from store.commitlog.record import describe_invalid
+from store.config.store_config import StoreConfig
 from store.spark.errors import PipelineError
 from store.spark.job import commitlog_files, spark_job
 from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.index_file import IndexFile
+from store.index.index_file import IndexFile
 from store.spark.assign import Piece
 from store.spark.entries import ENTRY, entry_at
 from store.spark.errors import PipelineError

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
-from store.config import StoreConfig
-from store.log_gaps import CommitLogGapError
+from store.commitlog.gaps import CommitLogGapError
+from store.config.store_config import StoreConfig
 from store.spark.errors import PipelineError, StageFailedError
 from store.spark.failures import describe_failure
 from store.spark.progress import SparkProgress

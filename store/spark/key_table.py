@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from protocol.errors import ProtocolError
 from protocol.message import decode_message
 from protocol.message_flags import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
-from store import record
-from store.record import describe_invalid
+from store.commitlog import record
+from store.commitlog.record import describe_invalid
 from store.spark.errors import CorruptRecordError
 from store.spark.ranges import CommitLogRange
 

@@ -14,8 +14,8 @@ import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from store import record
-from store.record import describe_invalid
+from store.commitlog import record
+from store.commitlog.record import describe_invalid
 from store.spark.ranges import CommitLogRange
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.message_flags import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
-from store.record import MIN_RECORD_SIZE
+from store.commitlog.record import MIN_RECORD_SIZE
 
 #: TOTALSIZE and MAGICCODE, the first two fields of every record (and of the end-of-file blank).
 SIZE_MAGIC = struct.Struct(">ii")

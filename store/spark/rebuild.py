@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from store.config import StoreConfig
-from store.index_builder import left_behind, update_index_timestamp
-from store.index_service import index_file_name
-from store.log_gaps import CommitLogGapError, Gap, LogFile, gap_causes
+from store.commitlog.gaps import CommitLogGapError, Gap, LogFile, gap_causes
+from store.config.store_config import StoreConfig
+from store.index.builder import left_behind, update_index_timestamp
+from store.index.service import index_file_name
 from store.spark.assign import file_count, per_file, prefix_starts, split_blob
 from store.spark.decode import RangeEntries, decode_range
 from store.spark.entries import ENTRY_SIZE
@@ -143,7 +143,7 @@ def find_gaps(
 ) -> tuple[list[Gap], list[str]]:
     """String the decoded runs of whole records together: the gaps between them, and a torn-tail warning.
 
-    The same rule as the sequential builder's walk (``store.log_gaps.GapWalk``): a run must begin where
+    The same rule as the sequential builder's walk (``store.commitlog.gaps.GapWalk``): a run must begin where
     the previous one ended, or at the next file when the previous file is full-size and complete (an
     end-of-file marker, or no room for one). Bad bytes after the last run end the log (a torn tail,
     zeros not yet written); they are no gap, since no whole record follows.
@@ -246,7 +246,7 @@ def rebuild_index_spark(
     """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir).
 
     A gap in the CommitLog raises ``CommitLogGapError`` before anything is written, unless
-    ``around_gaps``: the rule and the message are the sequential builder's (``store.log_gaps``).
+    ``around_gaps``: the rule and the message are the sequential builder's (``store.commitlog.gaps``).
     """
     target = Path(out_dir) if out_dir is not None else config.index_dir
     files = commitlog_files(config)

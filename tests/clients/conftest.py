@@ -25,7 +25,7 @@ from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, decode_frame, encode_frame
 from protocol.opaque_matcher import OpaqueMatcher
 from server.app import QueryServer, ServerSettings
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 
 Handler = Callable[[RemotingCommand], "RemotingCommand | bytes | None"]

@@ -12,7 +12,7 @@ from clients.admin import QueryAdmin
 from clients.errors import ConnectError
 from clients.producer import Producer
 from clients.response_errors import TopicNotExistError
-from clients.testkit import RmqServer, kit_store_config
+from clients.testkit.server import RmqServer, kit_store_config
 
 
 @pytest.fixture

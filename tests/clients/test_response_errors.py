@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import clients.response_errors as response_errors
-from clients.commands.common import exit_code_for, report_error
+from clients.cli.common import exit_code_for, report_error
 from clients.errors import MQBrokerError, MQClientError, ResponseCodeError
 from clients.response_errors import (
     CLASS_BY_CODE,

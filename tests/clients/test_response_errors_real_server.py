@@ -40,7 +40,7 @@ from clients.response_errors import (
     TopicNotExistError,
     expect_success,
 )
-from clients.testkit import RmqServer, kit_store_config
+from clients.testkit.server import RmqServer, kit_store_config
 from protocol.codes import RequestCode
 from protocol.custom_headers import PULL_SUBSCRIPTION_FLAG, PullMessageRequestHeader
 from protocol.message_id import create_offset_msg_id

@@ -19,7 +19,7 @@ from protocol import frame
 from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame
-from tests.protocol.fast_decode_support import compiled_modules, exact, golden_frames, outcome
+from tests.support.fast_decode import compiled_modules, exact, golden_frames, outcome
 
 REFERENCE = frame._reference_decode_frames
 MASK = 0xFFFFFF

@@ -17,7 +17,7 @@ import pytest
 
 from protocol import header_json
 from protocol.command import RemotingCommand
-from tests.protocol.fast_decode_support import compiled_modules, exact, golden_frames, outcome
+from tests.support.fast_decode import compiled_modules, exact, golden_frames, outcome
 
 REFERENCE = header_json._reference_decode_json_header
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from server.app import QueryServer, ServerSettings
+from server.broker.writable_store import WritableStore
 from server.write_path import write_path
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
-from store.writable_store import WritableStore
-from tests.server.harness import Connect, RawClient, StartServer
+from tests.support.harness import Connect, RawClient, StartServer
 
 JAVA_STORE = "java-4.9.7-a"
 

@@ -26,9 +26,9 @@ from protocol.frame import decode_frame
 from server.acl import AccessValidator, required_resources
 from server.acl_config import GET, PUB, SUB, AclConfig, acl_config_from
 from server.app import QueryServer
-from tests.conftest import REPO_ROOT
-from tests.server.harness import RawClient, StartServer
-from tests.server.serve_process import start_serve
+from tests.support.harness import RawClient, StartServer
+from tests.support.paths import REPO_ROOT
+from tests.support.serve_process import start_serve
 
 ACCESS_KEY = "rocketmq2"
 SECRET_KEY = "12345678"

@@ -18,7 +18,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import encode_frame
 from server.app import QueryServer
 from server.buffer_budget import BufferBudget
-from tests.server.harness import RawClient, StartServer
+from tests.support.harness import RawClient, StartServer
 
 MIB = 1024 * 1024
 BUDGET = 4 * MIB

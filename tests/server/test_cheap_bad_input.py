@@ -17,10 +17,10 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from server.app import QueryServer
 from server.dispatch import failure_remark
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.server.conftest import settings_for
-from tests.server.harness import RawClient, StartServer, key_query_fields
+from tests.support.harness import RawClient, StartServer, key_query_fields
 
 REQUESTS = 300
 

@@ -21,7 +21,7 @@ from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from server.app import QueryServer
 from server.connection import DEFAULT_MAX_HEADER_LENGTH, FLUSH_BYTES
-from tests.server.harness import Connect, RawClient, StartServer
+from tests.support.harness import Connect, RawClient, StartServer
 
 #: A request code no RocketMQ processor uses, given a slow coroutine processor by these tests.
 SLOW_CODE = 9001

@@ -22,9 +22,9 @@ from protocol.command import RemotingCommand
 from server import refusal
 from server.app import QueryServer
 from server.refusal import busy_remark
-from tests.conftest import REPO_ROOT
-from tests.server.harness import RawClient, StartServer
-from tests.server.serve_process import start_serve
+from tests.support.harness import RawClient, StartServer
+from tests.support.paths import REPO_ROOT
+from tests.support.serve_process import start_serve
 
 
 def view(offset: int = 0, **kw: object) -> RemotingCommand:

@@ -20,7 +20,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.topic_stats import decode_topic_stats
-from tests.server.harness import RawClient, StartServer
+from tests.support.harness import RawClient, StartServer
 
 EXPECTED = "java-4.9.7-a.cq-expected.json"
 

@@ -16,7 +16,7 @@ import msgspec
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message import decode_messages
 from server.app import QueryServer
-from tests.server.harness import Connect, RawClient
+from tests.support.harness import Connect, RawClient
 
 
 def _vip(address: str) -> tuple[str, int]:

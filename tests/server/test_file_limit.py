@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from clients.cli.serve import follow_file_limit
 from protocol.codes import RequestCode, ResponseCode
-from server.command import follow_file_limit
 from server.file_budget import ACCEPT_BURST, FileBudget, FileWatch, connections_allowed, plan_connections
-from store.config import StoreConfig
-from store.writer import StoreWriter
-from tests.server.harness import RawClient, StartServer, key_query_fields
-from tests.server.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
+from store.config.store_config import StoreConfig
+from store.write.writer import StoreWriter
+from tests.support.harness import RawClient, StartServer, key_query_fields
+from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
 
 FD_LIMIT = 512
 

@@ -18,7 +18,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.frame import encode_frame
 from server.app import QueryServer
-from tests.server.harness import Connect, RawClient
+from tests.support.harness import Connect, RawClient
 
 SEED = 20261121
 ROUNDS = 60

@@ -19,7 +19,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from server.app import QueryServer
 from server.processors.query_message import QUERY_NOT_FOUND_REMARK, view_not_found_remark
-from tests.server.harness import Connect, RawClient
+from tests.support.harness import Connect, RawClient
 
 SERIALIZATIONS = [SerializeType.JSON, SerializeType.ROCKETMQ]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from protocol.codes import RequestCode, ResponseCode
 from server.app import QueryServer, ServerSettings
 from server.refresh import INDEX_SLICE_RECORDS, refresh_forever
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
-from store.writer import StoreWriter
-from tests.server.harness import RawClient
+from store.write.writer import StoreWriter
+from tests.support.harness import RawClient
 
 REFRESH = 0.05
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from protocol.codes import RequestCode, ResponseCode
-from tests.server.harness import RawClient, key_query_fields
-from tests.server.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
+from tests.support.harness import RawClient, key_query_fields
+from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
 
 JAVA = "java-4.9.7-a"
 LAST_DATA_FILE = 4194304
@@ -119,7 +119,9 @@ async def test_serve_survives_files_cut_and_restored_under_load(stores_dir: Path
     throughout. Size checks alone leave a window between check and read that some request is nearly
     always in (before the guard: SIGBUS within 9-19 rounds of a bench load, RELIABILITY.md); with
     the SIGBUS guard serve lives, and answers Java's hits once the files are whole again."""
-    pytest.importorskip("store._sigbus_guard", reason="the SIGBUS guard is not built (no C compiler)")
+    pytest.importorskip(
+        "store.platform._sigbus_guard", reason="the SIGBUS guard is not built (no C compiler)"
+    )
     expected = json.loads((stores_dir / f"{JAVA}.expected.json").read_text(encoding="utf-8"))
     q = next(q for q in expected["queries"] if q["label"] == "kN" and q["key"] == "k-5")
     java_k5 = [r["commitLogOffset"] for r in q["results"]]

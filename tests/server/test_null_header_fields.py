@@ -24,10 +24,10 @@ from protocol.frame import decode_frame, encode_frame
 from server.app import QueryServer, ServerSettings
 from server.processors.name_server import topic_not_exist_remark
 from server.processors.query_message import QUERY_NOT_FOUND_REMARK
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
-from store.writer import StoreWriter
-from tests.server.harness import JAVA_LONG_MAX, Connect, RawClient, key_query_fields
+from store.write.writer import StoreWriter
+from tests.support.harness import JAVA_LONG_MAX, Connect, RawClient, key_query_fields
 
 JSON, ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ
 ABSENT = None

@@ -21,7 +21,7 @@ from server.app import QueryServer
 from server.processors.client_manage import EMPTY_GROUP_LIST
 from server.processors.name_server import topic_not_exist_remark
 from server.processors.query_message import QueryMessageProcessor, cap_records, response_fields
-from tests.server.harness import Connect, RawClient, StartServer
+from tests.support.harness import Connect, RawClient, StartServer
 
 QUERY_FIELDS = {
     "topic": "TopicA",

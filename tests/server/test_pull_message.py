@@ -18,9 +18,9 @@ from protocol.index_key import java_string_hash
 from server.processors.consumer_manage import ConsumerManageProcessor
 from server.processors.pull_message import PullMessageProcessor, tag_filter
 from server.store_changes import StoreChanges
-from store.get_message import GetMessageResult, GetMessageStatus
-from tests.server.harness import RawClient, StartServer
+from store.consumequeue.get_message import GetMessageResult, GetMessageStatus
 from tests.server.test_consume_queue_golden import pull_fields, records
+from tests.support.harness import RawClient, StartServer
 
 
 def queue_messages(java_expected: dict[str, Any], topic: str, queue_id: int) -> list[dict[str, Any]]:
@@ -231,7 +231,7 @@ async def test_query_consumer_offset_when_the_first_message_is_on_disk(java_stor
 def send_store(stores_dir: Path, tmp_path: Path) -> Any:
     import shutil
 
-    from store.config import StoreConfig
+    from store.config.store_config import StoreConfig
     from store.message_store import MessageStore
 
     shutil.copytree(stores_dir / "java-4.9.7-send", tmp_path / "java-4.9.7-send")

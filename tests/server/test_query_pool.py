@@ -1,7 +1,7 @@
 """Expensive key queries run off the event loop, with bounded work, and never hold up other requests.
 
 The store holds key ``hot`` written ``HOT`` times (one chain of exactly that many entries, see
-tests/store/hot_key.py); a query for the time range of its first write walks all of it.
+tests/support/hot_key.py); a query for the time range of its first write walks all of it.
 Work is shown by entries visited and by which thread visited them, never by wall time.
 """
 
@@ -19,10 +19,10 @@ from protocol.command import RemotingCommand
 from server.app import QueryServer, ServerSettings
 from server.processors.query_message import QUERY_NOT_FOUND_REMARK, QueryMessageProcessor
 from server.query_pool import DEFAULT_QUERY_THREADS, OVERLOAD_REMARK, QueryPool
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore, QueryMessageResult
-from tests.server.harness import RawClient
-from tests.store.hot_key import HOT, T0, write_hot_key_store
+from tests.support.harness import RawClient
+from tests.support.hot_key import HOT, T0, write_hot_key_store
 
 MAX = 2**63 - 1
 

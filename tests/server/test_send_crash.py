@@ -21,12 +21,12 @@ from clients.errors import ClientError
 from clients.producer import Producer
 from protocol.message import decode_message
 from protocol.message_id import decode_offset_msg_id
-from store.commitlog import CommitLog
-from store.config import StoreConfig
-from store.index_builder import rebuild_index
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.index.builder import rebuild_index
 from store.message_store import MessageStore
-from tests.conftest import REPO_ROOT
-from tests.server.serve_process import PROCESS_TIMEOUT
+from tests.support.paths import REPO_ROOT
+from tests.support.serve_process import PROCESS_TIMEOUT
 
 CONF = (
     "brokerName=crash\nbrokerIP1=127.0.0.1\nstorePathRootDir=.\nmappedFileSizeCommitLog=32768\n"

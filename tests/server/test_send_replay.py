@@ -21,9 +21,9 @@ import pytest
 from protocol.codes import RequestCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
+from server.broker.writable_store import WritableStore
 from server.processors.send_message import SendMessageProcessor
-from store.config import StoreConfig
-from store.writable_store import WritableStore
+from store.config.store_config import StoreConfig
 
 SEND_CODES = {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
 

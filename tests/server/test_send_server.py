@@ -17,11 +17,11 @@ from clients.producer import OutgoingMessage, Producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message_id import decode_offset_msg_id
 from server.app import QueryServer, ServerSettings
+from server.broker.writable_store import WritableStore
 from server.write_path import write_path
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
-from store.writable_store import WritableStore
-from tests.server.harness import RawClient
+from tests.support.harness import RawClient
 
 MAX = 2**63 - 1
 
@@ -175,8 +175,8 @@ async def test_the_one_liner_for_other_test_suites_prints_the_address(tmp_path: 
     import subprocess
     import sys
 
-    from tests.conftest import REPO_ROOT
-    from tests.server.serve_process import PROCESS_TIMEOUT
+    from tests.support.paths import REPO_ROOT
+    from tests.support.serve_process import PROCESS_TIMEOUT
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "clients.cli", "serve", "--writable", "--demo", "--store", str(tmp_path / "d"),
@@ -205,7 +205,7 @@ async def test_a_failed_write_is_answered_and_takes_no_queue_offset(writable_ser
     nothing stored, and the next SEND gets the queue offset the failed one would have had."""
     import errno
 
-    from store.writer import StoreWriter
+    from store.write.writer import StoreWriter
 
     srv, store = writable_server
     store.create_topic("F", 1)

@@ -1,4 +1,4 @@
-"""The 5.3.3 client's SEND frames (built from its sources, see ``tests/server/v5_frames.py``).
+"""The 5.3.3 client's SEND frames (built from its sources, see ``tests/support/v5_frames.py``).
 
 The captured 4.9.7 SENDs are rewritten into the 5.3.3 client's form (version 479, properties ending
 with ``\\x02``, the V2 fast-encode field order under ROCKETMQ), put through the wire codec and the
@@ -24,9 +24,9 @@ from protocol.command import RemotingCommand
 from protocol.frame import decode_frame, encode_frame
 from protocol.message import decode_message, raw_properties
 from protocol.message_id import decode_offset_msg_id
-from tests.server.harness import RawClient
 from tests.server.test_send_replay import check_against_java, expected, replay
-from tests.server.v5_frames import V5_VERSION, v5_send
+from tests.support.harness import RawClient
+from tests.support.v5_frames import V5_VERSION, v5_send
 
 __all__ = ["expected"]  # the module-scoped fixture of the 4.9.7 replay, shared
 

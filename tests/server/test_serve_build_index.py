@@ -13,8 +13,8 @@ from pathlib import Path
 
 from protocol.codes import RequestCode, ResponseCode
 from tests.server.conftest import JAVA_STORE
-from tests.server.harness import RawClient, key_query_fields
-from tests.server.serve_process import serving
+from tests.support.harness import RawClient, key_query_fields
+from tests.support.serve_process import serving
 
 
 async def test_serve_build_index_rebuilds_the_java_index(stores_dir: Path, tmp_path: Path) -> None:

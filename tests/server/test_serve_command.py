@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from clients.cli.serve import add_arguments, host_port, load_config, settings_from
+from clients.testkit.demo import make_demo_store
 from protocol.codes import RequestCode, ResponseCode
 from server.app import advertised_address
-from server.command import add_arguments, host_port, load_config, settings_from
-from store.config import StoreConfig
-from store.demo import make_demo_store
-from tests.conftest import REPO_ROOT
-from tests.server.harness import RawClient, key_query_fields
-from tests.server.serve_process import kill_if_running, serving, start_serve
+from store.config.store_config import StoreConfig
+from tests.support.harness import RawClient, key_query_fields
+from tests.support.paths import REPO_ROOT
+from tests.support.serve_process import kill_if_running, serving, start_serve
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -137,7 +137,7 @@ async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store
         await kill_if_running(proc)
 
 
-# (A port outside 0..65535 is a usage error: tests/store/test_flag_checks.py.)
+# (A port outside 0..65535 is a usage error: tests/clients/cli/test_flag_checks.py.)
 @pytest.mark.parametrize("port", ["2", "busy"])
 async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_dir: Path) -> None:
     conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from clients.cli import build_parser, main
+from clients.cli.serve import config_file, load_config
 from protocol.codes import RequestCode, ResponseCode
-from server.command import config_file, load_config
-from store.config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
-from tests.server.harness import RawClient, key_query_fields
-from tests.server.serve_process import serving
+from store.config.store_config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
+from tests.support.harness import RawClient, key_query_fields
+from tests.support.serve_process import serving
 
 
 @pytest.fixture(scope="module")

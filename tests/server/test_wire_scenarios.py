@@ -27,7 +27,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import decode_frame, encode_frame
 from protocol.opaque_matcher import OpaqueMatcher
 from server.processors.name_server import topic_not_exist_remark
-from tests.server.harness import RawClient, StartServer
+from tests.support.harness import RawClient, StartServer
 
 WIRE_SCENARIOS = [
     "dashboard_queryByTopic",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from store import index_range
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
+from store.index import index_range
 
 
 def golden_store_names(stores_dir: Path) -> list[str]:
@@ -48,9 +48,9 @@ def golden_stores(stores_dir: Path) -> list[tuple[StoreConfig, dict]]:
 
 def _compiled_index_range() -> object:
     try:
-        from store import _index_range_fast
+        from store.index import _index_range_fast
     except ImportError:
-        pytest.skip("store._index_range_fast is not built (python setup.py build_ext --inplace)")
+        pytest.skip("store.index._index_range_fast is not built (python setup.py build_ext --inplace)")
     return _index_range_fast.index_range
 
 
@@ -61,5 +61,5 @@ def index_range_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         impl = index_range.index_range_reference
     else:
         impl = _compiled_index_range()
-    monkeypatch.setattr("store.index_builder.index_range", impl)
+    monkeypatch.setattr("store.index.builder.index_range", impl)
     return request.param

@@ -13,10 +13,10 @@ from store.checkpoint import (
     create_abort_marker,
     remove_abort_marker,
 )
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.errors import CheckpointError
-from store.index_builder import IndexBuilder
-from tests.store.store_copy import writable_copy
+from store.index.builder import IndexBuilder
+from tests.support.store_copy import writable_copy
 
 
 def test_reads_the_java_checkpoint(golden_stores: list[tuple[StoreConfig, dict]]) -> None:

@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 from protocol.send_message import SendMessageRequestHeader, client_properties
-from store.config import StoreConfig
+from server.broker.put_message import PutContext, single_record
+from server.broker.writable_store import WritableStore
+from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
-from store.put_message import PutContext, single_record
-from store.writable_store import WritableStore
-from store.writer import StoreWriter
+from store.write.writer import StoreWriter
 
 FILE_SIZE = 64 * 1024
 BODY = b"x" * 700

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from store.config import StoreConfig
-from store.log_gaps import CommitLogGapError, Gap
+from store.commitlog.gaps import CommitLogGapError, Gap
+from store.config.store_config import StoreConfig
 from store.spark.errors import PipelineError, StageFailedError
 from store.spark.job import commitlog_files, spark_job
 from store.spark.ranges import CommitLogFile

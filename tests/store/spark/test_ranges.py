@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import CommitLog
+from store.commitlog.mapped_files import CommitLog
 from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.failures import describe_failure
 from store.spark.ranges import (

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from clients.cli import main
-from store.config import StoreConfig
-from store.consume_queue import delay_level_table
-from store.consume_queue_builder import rebuild_consume_queues
-from store.log_gaps import CommitLogGapError
-from store.spark.consume_queue import decode_cq_range, rebuild_consume_queues_spark
-from tests.store.gap_damage import (
+from store.commitlog.gaps import CommitLogGapError
+from store.config.store_config import StoreConfig
+from store.consumequeue.builder import rebuild_consume_queues
+from store.consumequeue.consume_queue import delay_level_table
+from store.spark.consume_queue_rebuild import decode_cq_range, rebuild_consume_queues_spark
+from tests.support.gap_damage import (
     DAMAGES,
     STORE,
     Damage,

@@ -5,7 +5,8 @@ record whose BODYCRC fails (message 2000, file 6) and a missing file (file 12). 
 with the same message (the first gap) and leave the Java index untouched; with
 ``--index-around-gaps`` both write the same index files and report the same three gaps, and that
 index answers Java's queries minus exactly the destroyed records. Two Spark jobs in all (Spark is slow
-here); the refusal and the per-damage messages are pinned without Spark in tests/store/test_rebuild_gaps.py.
+here); the refusal and the per-damage messages are pinned without Spark in
+tests/store/reput/test_rebuild_gaps.py.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from clients.cli import main
-from store.config import StoreConfig
-from store.index_builder import rebuild_index
-from store.log_gaps import CommitLogGapError
+from store.commitlog.gaps import CommitLogGapError
+from store.config.store_config import StoreConfig
+from store.index.builder import rebuild_index
 from store.spark.decode import decode_range
 from store.spark.rebuild import rebuild_index_spark
-from tests.store.gap_damage import (
+from tests.support.gap_damage import (
     DAMAGES,
     STORE,
     Damage,
@@ -134,7 +135,7 @@ def test_a_file_created_ahead_and_zeros_after_the_last_record_are_no_gap(
 
 _STAGES = """
 import sys
-from store.config import StoreConfig
+from store.config.store_config import StoreConfig
 from store.spark.decode import decode_range
 from store.spark.ranges import list_files, plan_file
 from store.spark.rebuild import decode_plan, find_gaps

@@ -11,10 +11,10 @@ import pytest
 
 from clients.cli import main
 from store.checkpoint import Checkpoint
-from store.commitlog import CommitLog
-from store.config import StoreConfig
-from store.index_builder import IndexBuilder
-from store.log_gaps import CommitLogGapError
+from store.commitlog.gaps import CommitLogGapError
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.index.builder import IndexBuilder
 from store.spark.rebuild import rebuild_index_spark
 from store.spark.synthetic import write_commitlog
 

@@ -1,0 +1,214 @@
+"""Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage.
+
+    python -m benchmarks.request_costs [--store-conf ../shared/stores/java-4.9.7-a.broker.conf]
+
+In-process and single-threaded (no sockets): each stage of the request path is timed on its own over
+the golden store, with the compiled accelerators and with the pure-Python references
+(``RMQ_PURE_PYTHON=1``, run in a child process), best of 5 rounds of CPU time. VIEW is a random
+record of the store; QUERY is a random (topic, key) from its KEYS and UNIQ_KEYs with mqadmin's
+arguments (maxNum 64, whole time range), as ``rmqblast --kind key`` sends them. "through the
+connection" feeds reads of 8 pipelined VIEW frames to ``server.connection.RemotingConnection`` over
+a transport that only counts writes: decode, dispatch, encode and the connection's own bookkeeping.
+What the table leaves out is the event loop and the sockets: compare "whole request" with
+1 / (requests/s) of a 16 x 8 run (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONF = REPO.parent / "shared" / "stores" / "java-4.9.7-a.broker.conf"
+MAX = 2**63 - 1
+
+
+def per_call_us(fn: Callable[[int], object], n: int, rounds: int = 5) -> float:
+    """Best CPU time per call over ``rounds`` rounds of ``n`` calls (``fn(i)`` for i in range(n))."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for i in range(n):
+            fn(i)
+        best = min(best, time.process_time() - t0)
+    return best / n * 1e6
+
+
+#: Requests per read in the "through the connection" stage (rmqblast's depth).
+PIPELINED = 8
+
+
+class _CountingTransport:
+    """Just enough of an ``asyncio.Transport`` for ``RemotingConnection``: counts writes."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def write(self, data: object) -> None:
+        self.writes += 1
+
+    def writelines(self, parts: object) -> None:
+        self.writes += 1
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def through_connection_us(dispatcher: object, chunks: list[bytes]) -> float:
+    """CPU per request of ``data_received`` over reads of ``PIPELINED`` frames (answers written)."""
+    from server.connection import RemotingConnection
+
+    async def run() -> float:
+        transport = _CountingTransport()
+        connection = RemotingConnection(dispatcher, idle_timeout=0)  # type: ignore[arg-type]
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
+        assert transport.writes >= 5 * len(chunks)  # every read was answered
+        return per_read / PIPELINED
+
+    return asyncio.run(run())
+
+
+def measure(conf: Path) -> dict[str, float]:
+    from clients.samples import sample_store
+    from protocol.codes import LanguageCode, RequestCode, SerializeType
+    from protocol.command import RemotingCommand
+    from protocol.custom_headers import QueryMessageRequestHeader, ViewMessageRequestHeader
+    from protocol.frame import FrameDecoder, encode_frame, encode_frame_parts
+    from server.app import ServerSettings, build_dispatcher
+    from server.identity import BrokerIdentity
+    from store.config.store_config import StoreConfig
+    from store.message_store import MessageStore
+
+    config = StoreConfig.load(conf)
+    samples = sample_store(config.store_path_root_dir)
+    rng = random.Random(1)
+    n = 2000
+    offsets = [rng.choice(samples.offsets) for _ in range(n)]
+    keys = [rng.choice(samples.keys + samples.unique_keys) for _ in range(n)]
+
+    def request(code: int, fields: dict[str, str], opaque: int) -> RemotingCommand:
+        return RemotingCommand(
+            code, LanguageCode.JAVA, 407, opaque, 0, None, fields, None, SerializeType.JSON
+        )
+
+    views = [request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(o)}, i) for i, o in enumerate(offsets)]
+    queries = [
+        request(
+            RequestCode.QUERY_MESSAGE,
+            {"topic": t, "key": k, "maxNum": "64", "beginTimestamp": "0", "endTimestamp": str(MAX)},
+            i,
+        )
+        for i, (t, k) in enumerate(keys)
+    ]
+    view_frames = [encode_frame(r) for r in views]
+    query_frames = [encode_frame(r) for r in queries]
+    out: dict[str, float] = {}
+    with MessageStore.open(config) as store:
+        identity = BrokerIdentity(
+            cluster="DefaultCluster", broker_name="broker-a", address="127.0.0.1:1", queue_nums=4
+        )
+        dispatcher = build_dispatcher(store, identity, ServerSettings())
+        records = [store.view_message(o) for o in offsets]
+        view_answers = [dispatcher.dispatch(r) for r in views]
+        query_answers = [dispatcher.dispatch(r) for r in queries]
+        out["view: decode frame (FrameDecoder.feed, JSON header)"] = per_call_us(
+            lambda i: FrameDecoder().feed(view_frames[i]), n
+        )
+        out["view: parse header fields"] = per_call_us(
+            lambda i: ViewMessageRequestHeader.from_ext_fields(views[i].ext_fields), n
+        )
+        out["view: store.view_message (read the record)"] = per_call_us(
+            lambda i: store.view_message(offsets[i]), n
+        )
+        out["view: copy the record (bytes)"] = per_call_us(lambda i: bytes(records[i]), n)  # type: ignore[arg-type]
+        out["view: store.view_message_copy (read + check + copy: what the processor calls)"] = per_call_us(
+            lambda i: store.view_message_copy(offsets[i], 1 << 24), n
+        )
+        out["view: processor (parse + read + copy + make_response)"] = per_call_us(
+            lambda i: dispatcher.dispatch(views[i]), n
+        )
+        out["view: encode answer (encode_frame_parts)"] = per_call_us(
+            lambda i: encode_frame_parts(view_answers[i]), n
+        )  # type: ignore[arg-type]
+        out["view: whole request in-process (decode + dispatch + encode)"] = per_call_us(
+            lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(view_frames[i])[0])),
+            n,  # type: ignore[arg-type]
+        )
+        chunks = [b"".join(view_frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+        out[f"view: through the connection ({PIPELINED} pipelined per read, per request)"] = (
+            through_connection_us(dispatcher, chunks)
+        )
+        headers = [QueryMessageRequestHeader.from_ext_fields(q.ext_fields) for q in queries]
+        offs = [store.index.query_offsets(h.topic, h.key, 64, 0, MAX).phy_offsets for h in headers]
+        for o in offs:
+            o.sort()
+        results = [store.query_message(h.topic, h.key, 64, 0, MAX) for h in headers]
+        out["query: records per answer (mean)"] = sum(len(r.buffers) for r in results) / n
+        out["query: decode frame (FrameDecoder.feed, JSON header)"] = per_call_us(
+            lambda i: FrameDecoder().feed(query_frames[i]), n
+        )
+        out["query: parse header fields"] = per_call_us(
+            lambda i: QueryMessageRequestHeader.from_ext_fields(queries[i].ext_fields), n
+        )
+        out["query: index lookup (query_offsets: hash, files, chain walks)"] = per_call_us(
+            lambda i: store.index.query_offsets(headers[i].topic, headers[i].key, 64, 0, MAX), n
+        )
+        out["query: read and check the records (read_records)"] = per_call_us(
+            lambda i: store.commitlog.read_records(offs[i]), n
+        )
+        out["query: store.query_message (all of the above but decode/parse)"] = per_call_us(
+            lambda i: store.query_message(headers[i].topic, headers[i].key, 64, 0, MAX), n
+        )
+        out["query: join the records into the body"] = per_call_us(lambda i: b"".join(results[i].buffers), n)
+        out["query: processor (parse + store + join + make_response)"] = per_call_us(
+            lambda i: dispatcher.dispatch(queries[i]), n
+        )
+        out["query: encode answer (encode_frame_parts)"] = per_call_us(
+            lambda i: encode_frame_parts(query_answers[i]), n
+        )  # type: ignore[arg-type]
+        out["query: whole request in-process (decode + dispatch + encode)"] = per_call_us(
+            lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(query_frames[i])[0])),
+            n,  # type: ignore[arg-type]
+        )
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store-conf", type=Path, default=DEFAULT_CONF)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.store_conf)))
+        return 0
+    runs = {}
+    for label, env in (("compiled", {"RMQ_PURE_PYTHON": ""}), ("pure Python", {"RMQ_PURE_PYTHON": "1"})):
+        cmd = [sys.executable, "-m", "benchmarks.request_costs", "--child"]
+        cmd += ["--store-conf", str(args.store_conf)]
+        out = subprocess.run(cmd, check=True, capture_output=True, cwd=REPO, env={**os.environ, **env}).stdout
+        runs[label] = json.loads(out)
+    print("| stage | compiled µs | pure Python µs |")
+    print("|---|---:|---:|")
+    for stage in runs["compiled"]:
+        c, p = runs["compiled"][stage], runs["pure Python"][stage]
+        print(f"| {stage} | {c:.2f} | {p:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

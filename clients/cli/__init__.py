@@ -1,0 +1,79 @@
+"""``rmq-query``: one command line that groups every entry point under one help.
+
+Every subcommand is one module of this package, named after it (``serve``, ``query_key``,
+``rebuild_index``, ...); flag types shared by all of them are in ``arg_types`` and the store flags in
+``store_options``. A subcommand module exposes ``HELP``
+(one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the process exit code), and may
+expose ``check_arguments(args) -> str | None``: a combination of flags that cannot work or would be
+ignored, reported as a usage error (exit 2) before anything runs; this module only builds the parser
+tree and dispatches. When the command line names a subcommand, only that
+module is imported (``rmq-query query-key`` never pays for importing the server); the top-level
+``--help`` imports them all for their one-line help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> module path; the order is the order shown in --help.
+SUBCOMMANDS: dict[str, str] = {
+    "serve": "clients.cli.serve",
+    "query-key": "clients.cli.query_key",
+    "query-id": "clients.cli.query_id",
+    "query-uniq": "clients.cli.query_uniq",
+    "query-offset": "clients.cli.query_offset",
+    "print-msg": "clients.cli.print_msg",
+    "print-msg-by-queue": "clients.cli.print_msg_by_queue",
+    "topic-status": "clients.cli.topic_status",
+    "bench": "clients.cli.bench",
+    "demo-store": "clients.cli.demo_store",
+    "make-store": "clients.cli.make_store",
+    "dump-messages": "clients.cli.dump_messages",
+    "rebuild-index": "clients.cli.rebuild_index",
+    "fsck": "clients.cli.fsck",
+    "export-keys": "clients.cli.export_keys",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser tree; with ``only`` (a subcommand name) the other subcommands are left unimported.
+
+    Their parsers still exist (empty), so a later word of the command line can never be taken for
+    another subcommand, but the top-level help they would feed is not printed when ``only`` is given.
+    """
+    parser = argparse.ArgumentParser(
+        prog="rmq-query",
+        description="RocketMQ-protocol query server and tools (queryMsgByKey / queryMsgById compatible).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module_path in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
+        module = importlib.import_module(module_path)
+        sp = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(sp)
+        sp.set_defaults(_run=module.run, _check=getattr(module, "check_arguments", None), _parser=sp)
+    return parser
+
+
+def _named_subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand the command line names (its first word), if it is one."""
+    return argv[0] if argv and argv[0] in SUBCOMMANDS else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=_named_subcommand(words))
+    args = parser.parse_args(words)
+    problem = args._check(args) if args._check is not None else None
+    if problem:
+        args._parser.error(problem)
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 130

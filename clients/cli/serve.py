@@ -1,0 +1,439 @@
+"""``rmq-query serve``: answer RocketMQ message queries from a store directory over TCP.
+
+Defaults follow the broker: the store is ``~/store``, the port 10911 plus the fast port 10909, and
+the identity (cluster, broker name, maxNum defaults) comes from ``--config broker.conf`` when given.
+Only loopback is bound unless ``--host`` says otherwise. SIGINT/SIGTERM stop accepting, let
+in-flight requests finish, and close cleanly. uvloop is used when installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from clients.cli.arg_types import port_number, positive_int, seconds_or_off
+from clients.cli.store_options import add_store_arguments, config_file
+from clients.cli.store_options import config_from_args as load_config
+from clients.testkit.demo import demo_config, make_demo_store
+from server.acl_config import AclConfig, load_acl_config
+from server.acl_errors import AclConfigError
+from server.app import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
+    WILDCARD_HOSTS,
+    QueryServer,
+    ServerSettings,
+    default_advertise_host,
+)
+from server.broker.writable_store import WritableStore
+from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.file_budget import FileBudget, FileWatch, plan_connections
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
+from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
+from server.workers import start_workers, stop_workers
+from server.write_path import write_path
+from store.config.store_config import ConfigError, StoreConfig
+from store.message_store import MessageStore
+
+#: ``--log-level`` values (any case); anything else used to fall back to INFO without a word.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ store over TCP"
+
+log = logging.getLogger("server")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_arguments(
+        parser, store_required=False, store_help="store root directory (default: broker.conf's, else ~/store)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        help=f"listen port (default broker.conf's listenPort, else {DEFAULT_PORT}); +fast port-2",
+    )
+    parser.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        type=host_port,
+        help="address put in routes (default HOST:PORT bound)",
+    )
+    parser.add_argument(
+        "--build-index",
+        action="store_true",
+        help="index the CommitLog ourselves and keep indexing as it grows (writes under the store's index/)",
+    )
+    parser.add_argument(
+        "--writable",
+        action="store_true",
+        help="accept SEND_MESSAGE/SEND_MESSAGE_V2/SEND_BATCH_MESSAGE and append to the store like a broker "
+        "(creates the store if missing; indexes as it writes; prints NAMESRV_ADDR=HOST:PORT on stdout)",
+    )
+    parser.add_argument(
+        "--auto-create-topics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --writable: create unknown topics on their first SEND from TBW102 "
+        "(default: broker.conf's autoCreateTopicEnable, else on)",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a freshly generated demo store (written to --store, else to a temporary directory)",
+    )
+    parser.add_argument(
+        "--refresh-interval",
+        type=seconds_or_off,
+        default=DEFAULT_REFRESH_INTERVAL,
+        help="seconds between picking up new CommitLog/index data; 0 turns it off (default %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=seconds_or_off,
+        default=120.0,
+        help="close connections idle this many seconds; 0 never does (default %(default)s)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="server processes sharing the ports via SO_REUSEPORT (default 1; 2 uses both cores of 2)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="connections served at once per process; one more is answered SYSTEM_BUSY (code 2) and "
+        f"closed (default {DEFAULT_MAX_CONNECTIONS}, lowered to what the open-file limit allows after "
+        "keeping descriptors for the store's files; an explicit N above that is lowered too, with a "
+        "warning)",
+    )
+    parser.add_argument(
+        "--max-buffered-mib",
+        type=positive_int,
+        default=DEFAULT_MAX_BUFFERED_BYTES // (1024 * 1024),
+        metavar="MIB",
+        help="MiB all connections together may hold in unfinished request frames; past it the "
+        "connections holding the most are closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--acl",
+        type=Path,
+        metavar="FILE",
+        help="check RocketMQ ACL signatures and permissions against this plain_acl.yml (default: off, "
+        "like the broker); denied requests get NO_PERMISSION (16)",
+    )
+    parser.add_argument(
+        "--query-threads",
+        type=positive_int,
+        default=DEFAULT_QUERY_THREADS,
+        metavar="N",
+        help="threads per process for key queries too long for the event loop (default %(default)s: "
+        "8 + CPUs, the broker's queryMessageThreadPoolNums)",
+    )
+    parser.add_argument(
+        "--query-budget",
+        type=positive_int,
+        default=DEFAULT_QUERY_BUDGET,
+        metavar="N",
+        help="index entries one key query may visit; a walk cut short answers what it found "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="logging level (default INFO)",
+    )
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """``--demo`` writes and serves its own store: the flags that describe another store would be ignored."""
+    if args.demo:
+        given = [
+            flag
+            for flag, value in (
+                ("--config", args.config),
+                ("--commitlog", args.commitlog),
+                ("--mapped-file-size", args.mapped_file_size),
+                ("--max-hash-slot-num", args.max_hash_slot_num),
+                ("--max-index-num", args.max_index_num),
+            )
+            if value is not None
+        ]
+        if given:
+            ignored = ", ".join(given)
+            return f"argument --demo: writes its own store and broker.conf, so {ignored} would be ignored"
+    return None
+
+
+def host_port(value: str) -> str:
+    """``--advertise``: a ``host:port`` clients can dial (the port is the listen port, not the fast one)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
+def store_file_count(config: StoreConfig) -> int:
+    """Descriptors the store's files hold: one per mapped CommitLog file, two per index file (the
+    map's own and the one ``IndexFile.fd`` keeps for the query's size check)."""
+    count = 0
+    for directory, each in ((config.store_path_commit_log, 1), (config.store_path_root_dir / "index", 2)):
+        try:
+            count += each * sum(1 for entry in os.scandir(directory) if entry.is_file())
+        except OSError:
+            continue
+    return count
+
+
+def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreConfig:
+    """Write the demo store (offset ids pointing at where we will listen) and return its config."""
+    if args.store is not None:
+        root = args.store.expanduser().resolve()
+    else:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmq-demo-"))) / "store"
+    port = args.port or DEFAULT_PORT
+    host = args.advertise.rsplit(":", 1)[0] if args.advertise else default_advertise_host(args.host)
+    summary = make_demo_store(root, config=demo_config(root, broker_ip=host, port=port))
+    log.info("demo store: %d messages written to %s", summary.messages, summary.root)
+    for topic in sorted(summary.sample_keys):
+        log.info("demo: topic %s, keys %s", topic, " ".join(summary.sample_keys[topic]))
+    for topic, unique_key in summary.sample_unique_keys:
+        log.info("demo: unique key %s (topic %s)", unique_key, topic)
+    for msg_id in summary.sample_offset_ids:
+        log.info("demo: offset id %s", msg_id)
+    return StoreConfig.load(root / "broker.conf")
+
+
+def settings_from(
+    args: argparse.Namespace,
+    config: StoreConfig,
+    acl: AclConfig | None = None,
+    budget: FileBudget | None = None,
+) -> ServerSettings:
+    from_conf = args.demo or config_file(args) is not None
+    port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
+    return ServerSettings(
+        host=args.host,
+        port=port,
+        advertise=args.advertise,
+        # Bound to every interface, routes name brokerIP1 as the broker's do (not the loopback
+        # address a host-name lookup often gives, which remote clients cannot dial).
+        advertise_host=config.broker_ip1 if args.host in WILDCARD_HOSTS else None,
+        cluster=config.broker_cluster_name,
+        broker_name=config.broker_name,
+        default_query_max_num=config.default_query_max_num,
+        idle_timeout=args.idle_timeout,
+        max_connections=budget.max_connections
+        if budget is not None
+        else args.max_connections or DEFAULT_MAX_CONNECTIONS,
+        max_waiting=budget.max_waiting if budget is not None else None,
+        max_buffered_bytes=args.max_buffered_mib * 1024 * 1024,
+        acl=acl,
+        query_threads=args.query_threads,
+        query_budget=args.query_budget,
+    )
+
+
+#: Seconds between two checks of the store's file count against the connection limit.
+FILE_CHECK_INTERVAL = 5.0
+
+
+async def follow_file_limit(
+    server: QueryServer,
+    watch: FileWatch,
+    count_files: Callable[[], int],
+    interval: float = FILE_CHECK_INTERVAL,
+) -> None:
+    """Keep the connection limit within the open-file limit while the store gains or loses files."""
+    while True:
+        await asyncio.sleep(interval)
+        files = count_files()
+        limit = watch.limit(files)
+        if limit != server.max_connections:
+            log.log(
+                logging.WARNING if limit < server.max_connections else logging.INFO,
+                "connection limit now %d (was %d): the store has %d files, whose descriptors come out of "
+                "the open-file limit's share for connections",
+                limit,
+                server.max_connections,
+                files,
+            )
+            server.set_max_connections(limit)
+
+
+async def serve(
+    store: MessageStore,
+    settings: ServerSettings,
+    refresh_interval: float,
+    *,
+    workers: int = 0,
+    config: StoreConfig | None = None,
+    writable: WritableStore | None = None,
+    file_watch: FileWatch | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports).
+
+    ``file_watch``: lowers the connection limit as the store gains files (``server.file_budget``).
+    """
+    if workers > 0:
+        settings = dataclasses.replace(settings, reuse_port=True)
+    server = QueryServer(store, settings, configure=write_path(writable) if writable is not None else None)
+    await server.start()
+    children = []
+    if workers > 0 and config is not None:
+        bound = dataclasses.replace(
+            settings, port=server.port, advertise=server.identity.address if server.identity else None
+        )
+        children = start_workers(workers, config, bound, refresh_interval, serve, _loop_factory())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if writable is not None and server.identity is not None:
+        # For test suites in other languages: one line on stdout to read the address from, printed
+        # once a SIGTERM would stop the server cleanly.
+        print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
+    if refresh_interval > 0:
+        server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
+        if file_watch is not None and config is not None:
+            watched = config
+            server.run_in_background(
+                lambda: follow_file_limit(server, file_watch, lambda: store_file_count(watched))
+            )
+    try:
+        await stop.wait()
+        log.info("signal received: finishing in-flight requests and closing")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await server.stop()
+        if children:
+            await stop_workers(children, settings.shutdown_timeout + 5)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    with contextlib.ExitStack() as stack:
+        try:
+            config = make_demo(args, stack) if args.demo else load_config(args)
+        except ConfigError as exc:
+            log.error("bad configuration: %s", exc)
+            return 2
+        except (FileExistsError, OSError) as exc:
+            log.error("cannot write the demo store: %s", exc)
+            return 2
+        return _serve_store(args, config)
+
+
+def _load_acl(args: argparse.Namespace) -> AclConfig | None:
+    if args.acl is None:
+        return None
+    acl = load_acl_config(args.acl)
+    log.info(
+        "access control on (%s): %d account(s), %d global whitelist entr%s; name-server requests unchecked",
+        args.acl,
+        len(acl.accounts),
+        len(acl.global_white),
+        "y" if len(acl.global_white) == 1 else "ies",
+    )
+    return acl
+
+
+def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
+    try:
+        acl = _load_acl(args)
+    except AclConfigError as exc:
+        log.error("bad --acl file: %s", exc)
+        return 2
+    writable: WritableStore | None = None
+    if args.writable:
+        if args.workers > 1:
+            log.error("--writable takes one process (one writer per store): drop --workers")
+            return 2
+        try:
+            writable = WritableStore(config, auto_create_topics=args.auto_create_topics)
+        except (OSError, ValueError) as exc:
+            log.error("cannot open the store at %s for writing: %s", config.store_path_root_dir, exc)
+            return 2
+        store = writable.reader
+    elif not config.store_path_commit_log.is_dir():
+        log.error("no CommitLog directory at %s (is --store the store root?)", config.store_path_commit_log)
+        return 2
+    else:
+        try:
+            # With --build-index and refreshing on, the backlog is indexed in slices after serving
+            # starts (server.refresh); with refreshing off it is indexed here, before serving.
+            store = MessageStore.open(
+                config, build_index=args.build_index, catch_up=args.refresh_interval <= 0
+            )
+        except (OSError, ValueError) as exc:
+            log.error("cannot open the store at %s: %s", config.store_path_root_dir, exc)
+            return 2
+    topics = sorted(store.topics())
+    log.info(
+        "store %s: CommitLog %d..%d, %d topic(s)%s, index %s",
+        config.store_path_root_dir,
+        store.commitlog.min_offset,
+        store.commitlog.max_offset,
+        len(topics),
+        f" ({', '.join(topics[:10])}{', ...' if len(topics) > 10 else ''})" if topics else "",
+        "kept up to date as records are written (--writable)"
+        if writable is not None
+        else "built and kept up to date here (--build-index)"
+        if args.build_index
+        else "read-only",
+    )
+    if not topics and writable is None:
+        log.warning(
+            "no topics found (no consumequeue/ directories or config/topics.json, nothing newly indexed): "
+            "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
+        )
+    budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
+    factory = _loop_factory()
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(
+                serve(
+                    store,
+                    settings_from(args, config, acl, budget),
+                    args.refresh_interval,
+                    workers=max(0, args.workers - 1),
+                    config=config,
+                    writable=writable,
+                    file_watch=FileWatch(budget, lambda: store_file_count(config)),
+                )
+            )
+    except (OSError, ValueError) as exc:
+        log.error("cannot listen: %s", exc)
+        return 1
+    finally:
+        if writable is not None:
+            writable.close()
+        else:
+            store.close()
+    log.info("stopped")
+    return 0

@@ -1,1 +1,0 @@
-"""The ``rmq-query`` subcommands of the clients package: query-key, query-id, query-uniq and bench."""

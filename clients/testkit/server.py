@@ -1,0 +1,209 @@
+"""The test kit's runtime: a writable server on its own thread, a writer and a blocking client for it.
+
+``RmqServer`` runs ``serve --writable`` in-process: a ``WritableStore`` and a ``QueryServer`` on
+127.0.0.1 port 0, with an event loop on a daemon thread, so sync tests, async tests (any loop) and
+tests that start a JVM or Go client can all use it. Everything that touches the store runs on that
+loop, so the writer and the client here never race the server. The pytest fixtures
+(``clients.testkit.pytest_plugin``) are thin wrappers over these classes; they are usable without pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clients.admin import QueryAdmin
+from clients.producer import OutgoingMessage, Producer, SendResult
+from clients.testkit.message_jsonl import MessageReader
+from protocol.message import MessageExt
+from server.app import QueryServer, ServerSettings
+from server.broker.writable_store import WritableStore
+from server.write_path import write_path
+from store.config.store_config import StoreConfig
+from store.write.writer import Appended
+
+T = TypeVar("T")
+
+#: A small geometry, so a fresh store costs a few sparse files: 4 MiB CommitLog files, IndexFiles of
+#: 1000 slots x 4000 entries (84 KB). Queries answer the same as with the broker's defaults.
+TEST_GEOMETRY: dict[str, int] = {
+    "mapped_file_size_commit_log": 4 * 1024 * 1024,
+    "max_hash_slot_num": 1000,
+    "max_index_num": 4000,
+}
+
+
+def kit_store_config(root: Path, **overrides: object) -> StoreConfig:
+    """A ``StoreConfig`` for a test store at ``root``: the small geometry, loopback identity."""
+    values: dict[str, object] = {
+        **TEST_GEOMETRY,
+        "broker_ip1": "127.0.0.1",
+        "broker_name": "broker-a",
+    }
+    values.update(overrides)
+    return StoreConfig.for_store(root, **values)
+
+
+class RmqServer:
+    """``serve --writable`` in this process, on a thread of its own; ``address`` is ``host:port``."""
+
+    def __init__(self, config: StoreConfig, *, auto_create_topics: bool = True) -> None:
+        self.config = config
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rmq-test-server", daemon=True)
+        self._thread.start()
+        self.store: WritableStore | None = None
+        self._server: QueryServer | None = None
+        try:
+            self.run(self._start(auto_create_topics))
+        except BaseException:
+            self.close()
+            raise
+        assert self._server is not None
+        self.port = self._server.port
+        self.address = f"127.0.0.1:{self.port}"
+        self._producer: Producer | None = None
+        self._admin: QueryAdmin | None = None
+
+    async def _start(self, auto_create_topics: bool) -> None:
+        self.store = WritableStore(self.config, auto_create_topics=auto_create_topics)
+        server = QueryServer(
+            self.store.reader,
+            ServerSettings(
+                port=0, cluster=self.config.broker_cluster_name, broker_name=self.config.broker_name
+            ),
+            configure=write_path(self.store),
+        )
+        await server.start()
+        self._server = server
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run ``coro`` on the server's loop and wait for its result (from any thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` on the server's loop (store access is single-threaded there)."""
+
+        async def wrapped() -> Any:
+            return fn(*args, **kwargs)
+
+        return self.run(wrapped())
+
+    # -- the client side -----------------------------------------------------------------------
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(self.address)
+        return self._producer
+
+    @property
+    def admin(self) -> QueryAdmin:
+        if self._admin is None:
+            self._admin = QueryAdmin(self.address)
+        return self._admin
+
+    def close(self) -> None:
+        """Stop the server, close the store (index, checkpoint, topics.json written) and the thread."""
+        if self._loop.is_closed():
+            return
+
+        async def stop() -> None:
+            for closable in (self._producer, self._admin):
+                if closable is not None:
+                    await closable.close()
+            if self._server is not None:
+                await self._server.stop()
+            if self.store is not None:
+                self.store.close()
+
+        try:
+            if self._thread.is_alive():
+                self.run(stop())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+
+
+class RmqWriter:
+    """Adds messages to a running test server's store directly (no SEND): the JSONL message fields."""
+
+    def __init__(self, server: RmqServer) -> None:
+        self.server = server
+        self._reader = MessageReader(
+            cluster=server.config.broker_cluster_name, max_message_size=server.config.max_message_size
+        )
+
+    def add(self, topic: str, body: bytes | str = b"", **fields: Any) -> Appended:
+        """Store one message, e.g. ``add("Orders", "o-1", keys="o-1", tags="new")``; queryable at once.
+
+        ``fields`` are those of a ``make-store`` JSONL line (``keys``, ``tags``, ``properties``,
+        ``queue_id``, ``unique_key``, ``born_host``, ``store_timestamp``, ...).
+        """
+        obj: dict[str, Any] = {"topic": topic, **fields}
+        if isinstance(body, str):
+            obj["body"] = body
+        else:
+            import base64
+
+            obj["body_base64"] = base64.b64encode(body).decode("ascii")
+        store = self.server.store
+        assert store is not None
+
+        def put() -> Appended:
+            message = self._reader.message(obj, 1)
+            (appended,) = store.put([message.record], store_timestamp=fields.get("store_timestamp"))
+            return appended
+
+        return self.server.call(put)
+
+    def create_topic(self, topic: str, queue_nums: int = 4) -> None:
+        """Create a topic with ``queue_nums`` read and write queues (``mqadmin updateTopic``)."""
+        store = self.server.store
+        assert store is not None
+        self.server.call(store.create_topic, topic, queue_nums)
+
+
+class RmqClient:
+    """A blocking Python client for the test server: send, and query like mqadmin."""
+
+    def __init__(self, server: RmqServer) -> None:
+        self.server = server
+        self.address = server.address
+
+    def send(self, topic: str, body: bytes | str, **options: Any) -> SendResult | None:
+        """``Producer.send`` (keys, tags, properties, queue_id, delay_level, oneway)."""
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        return self.server.run(self.server.producer.send(topic, data, **options))
+
+    def send_batch(self, topic: str, bodies: Sequence[bytes | OutgoingMessage]) -> list[SendResult]:
+        messages = [b if isinstance(b, OutgoingMessage) else OutgoingMessage(b) for b in bodies]
+        return self.server.run(self.server.producer.send_batch(topic, messages))
+
+    def query_by_key(self, topic: str, key: str, max_num: int = 64) -> list[MessageExt]:
+        """``mqadmin queryMsgByKey``: the messages of ``topic`` with ``key`` among their KEYS ([] if none)."""
+        from clients.response_errors import NoMessageError, TopicNotExistError
+
+        try:
+            return self.server.run(self.server.admin.query_by_key(topic, key, max_num)).messages
+        except (NoMessageError, TopicNotExistError):  # nothing found, or no such topic yet
+            return []
+
+    def query_by_unique_key(self, topic: str, unique_key: str) -> list[MessageExt]:
+        from clients.response_errors import NoMessageError, TopicNotExistError
+
+        try:
+            return self.server.run(self.server.admin.query_by_unique_key(topic, unique_key))
+        except (NoMessageError, TopicNotExistError):
+            return []
+
+    def view(self, offset_msg_id: str) -> MessageExt:
+        """``mqadmin queryMsgById``: the message an offset msg id points at."""
+        return self.server.run(self.server.admin.view_message(offset_msg_id))
+
+
+__all__ = ["TEST_GEOMETRY", "RmqClient", "RmqServer", "RmqWriter", "kit_store_config"]

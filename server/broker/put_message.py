@@ -1,0 +1,229 @@
+"""What the broker stores for a SEND: the records a request becomes, or the reason it is refused.
+
+This is the part of ``SendMessageProcessor``, ``DefaultMessageStore.putMessage(s)`` and
+``CommitLog.asyncPutMessage(s)`` between the decoded request and the append, with no sockets and no
+files, so that it can be checked against the records the real 4.9.7 broker wrote:
+
+- A single message: the client's properties are parsed into a ``java.util.HashMap``, ``CLUSTER`` is
+  put, ``WAIT`` is taken out while the map is serialized (in HashMap order) and put back.
+- ``DELAY`` (levels 1..18 by default, higher is capped) on a non-transactional or COMMIT message:
+  ``REAL_TOPIC`` and ``REAL_QID`` are put, the map is serialized again (now with ``WAIT``), and the
+  record goes to ``SCHEDULE_TOPIC_XXXX`` queue level - 1. ``delivery_record`` is the record the
+  schedule service writes when the delay is over.
+- ``TRAN_MSG=true`` (a transaction's half message): ``REAL_TOPIC``/``REAL_QID`` are put, the sysFlag's
+  transaction bits cleared, and the record goes to ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0. The second
+  phase (END_TRANSACTION, the check-back) is not implemented.
+- A batch: each message's properties bytes are kept as sent, then ``\\x02`` (unless they already end
+  with it) and the serialized ``HashMap(batch header properties + CLUSTER)``; BODYCRC is computed per
+  message; one store timestamp, consecutive queue offsets.
+
+Refusals raise ``PutRefused`` with the broker's response code and remark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.codes import ResponseCode
+from protocol.java_hashmap import JavaHashMap
+from protocol.message import MessageExt
+from protocol.message_flags import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from protocol.message_properties import properties_to_string, string_to_properties
+from protocol.send_message import BatchItem, SendMessageRequestHeader
+from store.errors import StoreError
+from store.write.writer import StoreRecord
+
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_WAIT = "WAIT"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+
+#: Levels of the default ``messageDelayLevel`` ("1s 5s ... 2h"); ``PutContext.max_delay_level``.
+MAX_DELAY_LEVEL = 18
+
+#: Java reads the properties length as a short and the topic length as a byte.
+_MAX_PROPERTIES_BYTES = 0x7FFF
+_MAX_TOPIC_LENGTH = 127
+
+
+class PutRefused(StoreError):
+    """The broker would not store this request: its response code and remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def message_illegal(max_message_size: int) -> PutRefused:
+    """``MESSAGE_ILLEGAL`` (13) with ``handlePutMessageResult``'s remark."""
+    return PutRefused(
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        f"msg body length limit {max_message_size}B, msg properties length limit 32KB.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PutContext:
+    """Who stores: the cluster name put into ``CLUSTER``, the size limit, and the sender's address."""
+
+    cluster: str
+    max_message_size: int
+    born_host: str
+    born_port: int
+    #: Levels in the store's ``messageDelayLevel`` table: a higher DELAY is capped to it.
+    max_delay_level: int = MAX_DELAY_LEVEL
+
+
+def java_utf8(text: str) -> bytes:
+    """``String.getBytes(UTF_8)``: a lone UTF-16 surrogate (JSON allows ``\\ud800``) becomes ``?``."""
+    return text.encode("utf-8", "replace")
+
+
+def _serialized(props: JavaHashMap) -> bytes:
+    """The map as the broker stores it: ``messageProperties2String`` in HashMap order, UTF-8 bytes."""
+    return java_utf8(properties_to_string(props.ordered()))
+
+
+def _delay_level(props: JavaHashMap) -> int:
+    value = props.get(PROPERTY_DELAY)
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        remark = f'java.lang.NumberFormatException: For input string: "{value}"'
+        raise PutRefused(ResponseCode.SYSTEM_ERROR, remark) from None
+
+
+def _check_record(rec: StoreRecord, ctx: PutContext) -> None:
+    """``checkMessage`` and ``MessageExtEncoder.encode``: topic, properties and body size limits."""
+    props_len = (
+        len(rec.properties.encode("utf-8")) if isinstance(rec.properties, str) else len(rec.properties)
+    )
+    if len(rec.topic) > _MAX_TOPIC_LENGTH or props_len > _MAX_PROPERTIES_BYTES:
+        raise message_illegal(ctx.max_message_size)
+    # The encoder's second limit (whole record > body limit + 64 KiB) cannot be reached once these hold.
+    if len(rec.body) > ctx.max_message_size:
+        raise message_illegal(ctx.max_message_size)
+
+
+def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext) -> StoreRecord:
+    """The record SEND_MESSAGE / SEND_MESSAGE_V2 (not a batch) stores."""
+    props = JavaHashMap(string_to_properties(header.properties or ""))
+    props.put(PROPERTY_CLUSTER, ctx.cluster)
+    wait = props.remove(PROPERTY_WAIT)
+    stored = _serialized(props)
+    if wait is not None:
+        props.put(PROPERTY_WAIT, wait)
+    topic, queue_id, sys_flag = header.topic, header.queue_id, header.sys_flag
+    if (props.get(PROPERTY_TRANSACTION_PREPARED) or "").lower() == "true":
+        # TransactionalMessageBridge.parseHalfMessageInner
+        props.put(PROPERTY_REAL_TOPIC, topic)
+        props.put(PROPERTY_REAL_QID, str(queue_id))
+        sys_flag = (sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_NOT_TYPE
+        topic, queue_id = TRANS_HALF_TOPIC, 0
+        stored = _serialized(props)
+    elif sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+        level = _delay_level(props)
+        if level > 0:
+            level = min(level, ctx.max_delay_level)
+            props.put(PROPERTY_REAL_TOPIC, topic)
+            props.put(PROPERTY_REAL_QID, str(queue_id))
+            stored = _serialized(props)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+    rec = StoreRecord(
+        topic,
+        bytes(body),
+        stored,
+        queue_id=queue_id,
+        flag=header.flag,
+        sys_flag=sys_flag,
+        born_timestamp=header.born_timestamp,
+        born_host=ctx.born_host,
+        born_port=ctx.born_port,
+        reconsume_times=header.reconsume_times or 0,
+    )
+    _check_record(rec, ctx)
+    return rec
+
+
+def batch_records(
+    header: SendMessageRequestHeader, body: bytes, items: list[BatchItem], ctx: PutContext
+) -> list[StoreRecord]:
+    """The records SEND_BATCH_MESSAGE stores (``items`` is the decoded ``body``)."""
+    if len(header.topic) > _MAX_TOPIC_LENGTH:
+        raise PutRefused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(header.topic)}")
+    if len(body) > ctx.max_message_size:
+        raise message_illegal(ctx.max_message_size)
+    props = JavaHashMap(string_to_properties(header.properties or ""))
+    # asyncPutMessages refuses transactions and delays in a batch (the batch header's own properties).
+    if header.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE or _delay_level(props) > 0:
+        raise message_illegal(ctx.max_message_size)
+    props.put(PROPERTY_CLUSTER, ctx.cluster)
+    batch_props = _serialized(props)
+    records: list[StoreRecord] = []
+    for item in items:
+        own = item.properties
+        joined = own
+        if batch_props:
+            sep = b"\x02" if own and not own.endswith(b"\x02") else b""
+            joined = own + sep + batch_props
+        if len(joined) > _MAX_PROPERTIES_BYTES:
+            raise message_illegal(ctx.max_message_size)
+        records.append(
+            StoreRecord(
+                header.topic,
+                item.body,
+                joined,
+                queue_id=header.queue_id,
+                flag=item.flag,
+                sys_flag=header.sys_flag,
+                born_timestamp=header.born_timestamp,
+                born_host=ctx.born_host,
+                born_port=ctx.born_port,
+                reconsume_times=header.reconsume_times or 0,
+            )
+        )
+    if not records:
+        raise message_illegal(ctx.max_message_size)
+    return records
+
+
+def delivery_record(scheduled: MessageExt) -> StoreRecord:
+    """``ScheduleMessageService.messageTimeup``: the record put back into the real topic when due.
+
+    The properties are the stored ones re-serialized from a fresh ``HashMap`` (``DELAY`` and ``WAIT``
+    are changed only after the string is made, so they stay); topic and queue come from
+    ``REAL_TOPIC``/``REAL_QID``; body, flag, sysFlag, born time and host, store host and reconsume
+    times are the scheduled record's.
+    """
+    props = JavaHashMap(scheduled.properties)
+    real_topic = props.get(PROPERTY_REAL_TOPIC)
+    real_qid = props.get(PROPERTY_REAL_QID)
+    if real_topic is None or real_qid is None:
+        raise StoreError(f"scheduled record at {scheduled.commit_log_offset} has no REAL_TOPIC/REAL_QID")
+    return StoreRecord(
+        real_topic,
+        scheduled.stored_body if scheduled.stored_body is not None else scheduled.body,
+        _serialized(props),
+        queue_id=int(real_qid),
+        flag=scheduled.flag,
+        sys_flag=scheduled.sys_flag,
+        born_timestamp=scheduled.born_timestamp,
+        born_host=scheduled.born_host,
+        born_port=scheduled.born_port,
+        reconsume_times=scheduled.reconsume_times,
+        store_host=scheduled.store_host,
+        store_port=scheduled.store_port,
+    )

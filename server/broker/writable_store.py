@@ -1,0 +1,223 @@
+"""The write path's store: one writer, the topic table, dispatch to the index, scheduled deliveries.
+
+``serve --writable`` and the test kit put records through here. After every append the new records
+are dispatched at once, as the broker's reput does: the IndexFiles get their keys (the same index
+builder that ``rebuild-index`` uses, so the bytes are the broker's) and the query side's CommitLog
+view is refreshed, so a message is queryable by key, unique key and offset id as soon as its SEND is
+answered. Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their
+real topic when due by ``deliver_due`` (the caller's timer drives it). How far each level was
+delivered is kept in ``config/delayOffset.json`` as the broker keeps it, so neither a restart here
+nor a Java broker opening the store delivers a message twice, and pending ones are delivered after.
+
+One process writes: the writer holds the store's ``lock`` file for as long as this store is open.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+
+from protocol.message import decode_message
+from server.broker.put_message import (
+    PROPERTY_DELAY,
+    SCHEDULE_TOPIC,
+    delivery_record,
+)
+from store.checkpoint import Checkpoint
+from store.config.delay_offsets import read_delay_offsets, write_delay_offsets
+from store.config.store_config import StoreConfig
+from store.config.topics import TopicConfig, TopicTable, startup_topics
+from store.consumequeue.consume_queue import delay_level_table, deliver_timestamp
+from store.errors import StoreError
+from store.message_store import MessageStore
+from store.write.writer import Appended, StoreRecord, StoreWriter
+
+
+class WritableStore:
+    """A store opened for writing and querying at once."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], int] | None = None,
+        store_host: str | None = None,
+        store_port: int | None = None,
+        auto_create_topics: bool | None = None,
+    ) -> None:
+        self.config = config
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        #: (due time in ms, CommitLog offset, delay level, offset in the level's schedule queue)
+        self._scheduled: list[tuple[int, int, int, int]] = []
+        self._delay_path = config.store_path_root_dir / "config" / "delayOffset.json"
+        self._delay_offsets: dict[int, int] = {}
+        self._delays, self._max_delay_level = delay_level_table(config.message_delay_level)
+        self.closed = False
+        self.auto_create_topics = (
+            config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
+        )
+        config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+        if not config.checkpoint_path.exists():
+            Checkpoint().write(config.checkpoint_path)
+        # The writer takes the store's lock first (a store a broker or another writer holds is
+        # refused before anything is read or written); the store is marked in use only after the
+        # query side has opened, whose index builder must see only a marker a crashed writer left.
+        self.writer = StoreWriter(
+            config,
+            store_host=store_host,
+            store_port=store_port,
+            clock=self._clock,
+            index=False,
+            mark_in_use=False,
+            scan_queues=False,
+        )
+        try:
+            # The query side dispatches every append to the ConsumeQueues and, unless broker.conf
+            # says messageIndexEnable=false, to the IndexFiles: the broker's CommitLogDispatcherBuildIndex
+            # skips a store that does not index (its key queries then find nothing new).
+            # It shares the writer's CommitLog view: the end of the log is found once, not twice.
+            self.reader = MessageStore.open(
+                config,
+                build_index=True,
+                index_keys=config.message_index_enable,
+                commitlog=self.writer.commitlog,
+            )
+            # The next queue offsets come from the consume queues the reader just brought up to date,
+            # as the broker's recoverTopicQueueTable takes them: the CommitLog is not read for them.
+            ends = self.reader.queue_ends()
+            if ends is None:
+                self.writer.resume_queues({}, self.reader.commitlog.min_offset)
+            else:
+                self.writer.resume_queues(*ends)
+        except BaseException:
+            self.writer.close()
+            raise
+        self.writer.mark_in_use()
+        try:
+            self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
+            # One table: the writer adds a topic as its first record is written, as the broker
+            # creates it at send time, and the send path's creations go to the same object.
+            self.writer.use_topic_table(self.topics)
+            self._delay_offsets = read_delay_offsets(self._delay_path)
+            self._rearm_scheduled()
+        except BaseException:
+            self.close()
+            raise
+        if not self.topics.topics:
+            for topic in startup_topics(
+                config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
+            ):
+                self.topics.put(topic, self._clock())
+            self.topics.save()
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def create_topic(self, topic: str, queue_nums: int = 4, perm: int = 6) -> TopicConfig:
+        """Create (or replace) a topic, as ``mqadmin updateTopic`` would; saved at once."""
+        config = TopicConfig(topic, queue_nums, queue_nums, perm)
+        self.topics.put(config, self._clock())
+        self.topics.save()
+        return config
+
+    def create_topic_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int
+    ) -> TopicConfig | None:
+        """A SEND to an unknown topic: create it from ``default_topic`` if that is allowed."""
+        return self.topics.create_in_send(
+            topic, default_topic, client_queue_nums, self._clock(), auto_create=self.auto_create_topics
+        )
+
+    @property
+    def max_delay_level(self) -> int:
+        """The highest delay level of the store's ``messageDelayLevel`` table."""
+        return self._max_delay_level
+
+    def set_store_address(self, host: str, port: int) -> None:
+        """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
+        self.writer.store_host = host
+        self.writer.store_port = port
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def put(self, records: list[StoreRecord], *, store_timestamp: int | None = None) -> list[Appended]:
+        """Append records (one store timestamp, consecutive offsets) and dispatch them at once."""
+        appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
+        self.dispatch()
+        for rec, done in zip(records, appended, strict=True):
+            if rec.topic == SCHEDULE_TOPIC:
+                self._schedule(rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset)
+        return appended
+
+    def _schedule(self, level: int, store_timestamp: int, offset: int, queue_offset: int) -> None:
+        due = deliver_timestamp(level, store_timestamp, self._delays, self._max_delay_level)
+        heapq.heappush(self._scheduled, (due, offset, level, queue_offset))
+
+    def _rearm_scheduled(self) -> None:
+        """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart.
+
+        As the broker's ``ScheduleMessageService`` finds them: each level's queue of
+        ``SCHEDULE_TOPIC_XXXX`` read from its delay offset on (entries, not the whole CommitLog).
+        """
+        queues = self.reader.queues
+        for queue_id in queues.directory_queue_ids().get(SCHEDULE_TOPIC, []):
+            level = queue_id + 1
+            queue = queues.get(SCHEDULE_TOPIC, queue_id)
+            start = max(self._delay_offsets.get(level, 0), queue.min_offset)
+            for queue_offset in range(start, queue.max_offset):
+                entry = queue.entry(queue_offset)
+                if entry is None:
+                    continue
+                buf = self.reader.commitlog.read_record(entry.commit_log_offset)
+                if buf is None:
+                    continue  # a blank entry, or its record is gone: nothing to deliver
+                msg = decode_message(buf, read_body=False)
+                if msg.topic == SCHEDULE_TOPIC and msg.queue_id == queue_id:
+                    self._schedule(level, msg.store_timestamp, entry.commit_log_offset, msg.queue_offset)
+
+    def dispatch(self) -> None:
+        """The reput: bring the index and the query side up to the end of the CommitLog."""
+        self.reader.refresh()
+
+    def next_delivery(self) -> int | None:
+        """When the next scheduled message is due (ms), or None."""
+        return self._scheduled[0][0] if self._scheduled else None
+
+    def deliver_due(self, now_ms: int | None = None) -> list[Appended]:
+        """Deliver every scheduled message due by ``now_ms`` into its real topic."""
+        if self.closed:
+            return []
+        now = self._clock() if now_ms is None else now_ms
+        delivered: list[Appended] = []
+        while self._scheduled and self._scheduled[0][0] <= now:
+            _, offset, level, queue_offset = heapq.heappop(self._scheduled)
+            buf = self.reader.view_message(offset)
+            if buf is None:
+                raise StoreError(f"scheduled record at {offset} is gone")
+            scheduled = decode_message(buf, decompress=False)
+            if PROPERTY_DELAY in scheduled.properties:
+                delivered += self.put([delivery_record(scheduled)])
+            self._delay_offsets[level] = max(self._delay_offsets.get(level, 0), queue_offset + 1)
+            write_delay_offsets(self._delay_path, self._delay_offsets)
+        return delivered
+
+    def close(self) -> None:
+        """Flush the index, then the writer (checkpoint, topic table, abort marker, lock)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._delay_offsets or self._delay_path.exists():
+                write_delay_offsets(self._delay_path, self._delay_offsets)
+            self.reader.close()
+        finally:
+            self.writer.close()
+
+    def __enter__(self) -> WritableStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""fsck: the consistency checks of a whole store, its IndexFiles and its ConsumeQueues."""

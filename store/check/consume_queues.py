@@ -1,0 +1,217 @@
+"""``fsck`` of the ConsumeQueues: every queue against what the broker's reput makes of the CommitLog.
+
+One walk over the CommitLog computes, for every record that gets an entry (``dispatch_entry``), the
+entry its queue must hold at its queue offset, and compares it with the queue's files, read as the
+broker reads them (``ConsumeQueue``). Reported, each naming the queue, the offset and the file:
+
+* files of another size than ``mappedFileSizeConsumeQueue``, names off the file grid, holes between
+  files (the broker cannot read across them);
+* an entry that differs from its record's (CommitLog offset, size, tagsCode);
+* records whose entry is missing (the queue is behind the CommitLog, or lost entries);
+* entries between the min and max offset that no record claims (pointing at no record, or at a
+  record of another queue), except pre-blank entries and entries below the CommitLog's first offset
+  (the broker cleaned those records; their files go later).
+
+A store without a ``consumequeue`` directory gets a note, not a problem (``rebuild-index`` builds it).
+
+The walk crosses CommitLog gaps (``store.commitlog.gaps``: a missing or cut-short middle file, a corrupt
+record) as ``rebuild-index --index-around-gaps`` does, so the entries of the records after a gap are
+checked against them instead of being reported as pointing at no record. A gap the queues were built
+around (they hold entries for records after it and none that points into it: the lost records' queue
+offsets are blank entries) is returned in ``built_around``; the caller reports it as a known gap.
+An entry pointing into a gap, or at a record other than its own, is still a problem.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from store.commitlog.gaps import Gap, GapWalk
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.consumequeue.builder import DispatchError, check_geometry, dispatch_entry, safe_topic_dir
+from store.consumequeue.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, delay_level_table
+from store.errors import StoreError
+
+__all__ = ["QueueCheck", "check_consume_queues"]
+
+_NAME = re.compile(r"^\d{20}$")
+#: Lines reported per queue and kind; the rest are counted.
+_MAX_LINES = 5
+
+
+class _QueueFindings:
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.lines: dict[str, list[str]] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, kind: str, line: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        lines = self.lines.setdefault(kind, [])
+        if len(lines) < _MAX_LINES:
+            lines.append(line)
+
+    def report(self) -> list[str]:
+        out: list[str] = []
+        for kind, lines in self.lines.items():
+            out += [f"consume queue {self.label}: {line}" for line in lines]
+            more = self.counts[kind] - len(lines)
+            if more:
+                out.append(f"consume queue {self.label}: ... and {more} more {kind} problems")
+        return out
+
+
+def _queue_dirs(root: os.PathLike[str] | str) -> list[tuple[str, int]]:
+    out = []
+    try:
+        topics = [e for e in os.scandir(root) if e.is_dir()]
+    except FileNotFoundError:
+        return out
+    for t in sorted(topics, key=lambda e: e.name):
+        for q in os.scandir(t.path):
+            if q.is_dir() and q.name.isdigit():
+                out.append((t.name, int(q.name)))
+    return sorted(out)
+
+
+def _check_files(config: StoreConfig, topic: str, queue_id: int, found: _QueueFindings) -> None:
+    directory = config.consume_queue_dir / topic / str(queue_id)
+    size = config.consume_queue_file_size
+    starts = []
+    for name in sorted(os.listdir(directory)):
+        if not _NAME.match(name):
+            continue
+        start = int(name)
+        length = (directory / name).stat().st_size
+        if start % size:
+            found.add(
+                "file", f"file {name} does not start at a multiple of mappedFileSizeConsumeQueue {size}"
+            )
+        if length != size:
+            found.add("file", f"file {name} has {length} bytes, expected mappedFileSizeConsumeQueue {size}")
+        starts.append(start)
+    for a, b in itertools.pairwise(starts):
+        if b != a + size:
+            found.add("file", f"hole between files {a:020d} and {b:020d}: entries past it cannot be read")
+
+
+@dataclass(slots=True)
+class QueueCheck:
+    """What the check found: problems, notes, and the CommitLog gaps the queues were built around."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    built_around: list[Gap] = field(default_factory=list)
+
+
+def _ignore_gap(_gap: Gap) -> None:
+    """The check reads on after a gap (the CommitLog check reports it)."""
+
+
+def check_consume_queues(
+    config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None, gaps: Sequence[Gap] = ()
+) -> QueueCheck:
+    """The store's consume queues against ``commitlog``.
+
+    ``recent_ms``: a broker is running; a missing entry of a record stored at or after this time is
+    only counted in a note (its reput thread writes it within milliseconds). ``gaps``: the CommitLog's
+    gaps (``GapWalk``), of which those the queues were built around are returned in ``built_around``.
+    """
+    root = config.consume_queue_dir
+    if not root.is_dir():
+        return QueueCheck(notes=[f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"])
+    try:
+        check_geometry(root, config.consume_queue_file_size)
+    except StoreError as exc:
+        return QueueCheck(problems=[f"{exc} (the consume queues were not checked)"])
+    delays = delay_level_table(config.message_delay_level)
+    cl_min = commitlog.min_offset
+    queues: dict[tuple[str, int], ConsumeQueue] = {}
+    findings: dict[tuple[str, int], _QueueFindings] = {}
+    claimed: dict[tuple[str, int], bytearray] = {}
+    problems: list[str] = []
+
+    def queue_of(key: tuple[str, int]) -> ConsumeQueue:
+        q = queues.get(key)
+        if q is None:
+            q = ConsumeQueue(root, key[0], key[1], config.consume_queue_file_size, commitlog)
+            queues[key] = q
+            findings[key] = _QueueFindings(f"{key[0]}/{key[1]}")
+            claimed[key] = bytearray(max(q.max_offset - q.min_offset, 0))
+        return q
+
+    try:
+        for key in _queue_dirs(root):
+            queue_of(key)
+            _check_files(config, key[0], key[1], findings[key])
+        records = entries = in_flight = 0
+        last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
+        into_gaps: set[int] = set()  # the gaps (by index) some non-blank entry points into
+        for offset, buf in GapWalk(commitlog, _ignore_gap).records(commitlog.min_offset):
+            records += 1
+            try:
+                entry = dispatch_entry(buf, delays)
+            except (DispatchError, ValueError, struct.error):
+                continue
+            if entry is None:
+                continue
+            topic, queue_id, queue_offset, code, store_ts = entry
+            entries += 1
+            if not safe_topic_dir(topic):
+                continue  # the builder skips it too (and says so)
+            key = (topic, queue_id)
+            q = queue_of(key)
+            found = findings[key]
+            if queue_offset < q.min_offset:
+                continue
+            if queue_offset >= q.max_offset:
+                if recent_ms is not None and store_ts >= recent_ms:
+                    in_flight += 1
+                    continue
+                found.add("missing", f"no entry at offset {queue_offset} for the record at {offset} (behind)")
+                continue
+            got = q.entry(queue_offset)
+            want = (offset, len(buf), code)
+            claimed[key][queue_offset - q.min_offset] = 1
+            last_claimed = offset
+            if got is None or (got.commit_log_offset, got.size, got.tags_code) != want:
+                have = "nothing" if got is None else f"({got.commit_log_offset}, {got.size}, {got.tags_code})"
+                found.add("entry", f"offset {queue_offset} holds {have}, its record says {want}")
+        for key, q in queues.items():
+            marks = claimed[key]
+            for i, mark in enumerate(marks):
+                if mark:
+                    continue
+                n = q.min_offset + i
+                e = q.entry(n)
+                if e is None or e.commit_log_offset < cl_min or e.size == PRE_BLANK_SIZE:
+                    continue
+                into_gaps.update(i for i, g in enumerate(gaps) if g.start <= e.commit_log_offset < g.resume)
+                if e.commit_log_offset in commitlog.corrupt:
+                    continue  # its record is corrupt: reported with the CommitLog
+                findings[key].add(
+                    "unclaimed",
+                    f"offset {n} points at CommitLog {e.commit_log_offset} (size {e.size}), which is not "
+                    "a record of this queue at this position",
+                )
+        for key in sorted(findings):
+            problems += findings[key].report()
+        notes = [
+            f"consume queues: {len(queues)} queues, {entries} of {records} records get an entry, "
+            f"{sum(q.max_offset - q.min_offset for q in queues.values())} entries between min and max"
+        ]
+        if in_flight:
+            notes.append(
+                f"consume queues: {in_flight} records just stored have no entry yet (broker running)"
+            )
+        around = [g for i, g in enumerate(gaps) if i not in into_gaps and last_claimed >= g.resume]
+        return QueueCheck(problems, notes, around)
+    finally:
+        for q in queues.values():
+            q.close()

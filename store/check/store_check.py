@@ -1,0 +1,382 @@
+"""Consistency checks of a store directory: what ``rmq-query fsck`` reports.
+
+Every problem names the file, the position and what is wrong, so it can be acted on:
+
+* markers: an ``abort`` file left by an unclean shutdown (with a broker running now, holding the
+  store's ``lock``, it is a note: a running broker keeps it), a missing or short
+  checkpoint, a checkpoint ``indexMsgTimestamp`` older than the newest full index file;
+* CommitLog: file names are contiguous multiples of the file size, no file is short (truncated),
+  every record checks (lengths and BODYCRC, as the broker's recovery does) from the first file to
+  the written end, the walk does not stop before the last file, and nothing but zeros follows the
+  last whole record (a corrupt record mid-file would hide everything after it);
+* IndexFiles: size against the configured geometry, a header no writer can leave, the slots and
+  chains agreeing with each other (``store.check.index_files``) and (``deep``) every entry pointing at the
+  start of a record that carries a key with the entry's hash;
+* the index is not behind the CommitLog (records after the last indexed one that have keys; with a
+  running broker, records stored in the last ``LIVE_INDEX_LAG_MS`` are only noted: its reput thread
+  indexes them within milliseconds).
+* ConsumeQueues: every entry against its record, none missing or unclaimed (``consume_queue_check``;
+  with a running broker, entries of records of the last ``LIVE_INDEX_LAG_MS`` may still be on their way).
+
+CommitLog gaps (``store.commitlog.gaps``: whole records stop and resume later) are walked across, so what
+follows a gap is checked too. A gap is a problem, unless the store was deliberately rebuilt around it
+(``rebuild-index --index-around-gaps``): the consume queues hold entries for records after it and
+none pointing into it, and the index (when the store keeps one) reaches past it. Such a gap is a
+*known gap*: listed on its own line (the records in it are still lost), with the file and record
+problems it explains, and the report stays OK, so a new problem stands out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+
+from protocol.errors import ProtocolError
+from protocol.message import read_index_fields
+from store.check.consume_queues import check_consume_queues
+from store.check.index_files import Findings, scan_index_file
+from store.checkpoint import Checkpoint, abnormal_exit
+from store.commitlog import record
+from store.commitlog.gaps import Gap, GapWalk
+from store.commitlog.mapped_files import CommitLog, MappedFile
+from store.config.store_config import StoreConfig
+from store.errors import CheckpointError, StoreError
+from store.index.builder import KeyHasher, index_keys
+from store.index.index_file import IndexFile, header_problem
+from store.platform.broker_lock import broker_lock_holder
+
+_ZEROS = bytes(1 << 20)
+#: With a running broker, keyed records stored this recently and not yet indexed are not a problem.
+LIVE_INDEX_LAG_MS = 10_000
+
+
+@dataclass(slots=True)
+class FsckReport:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: Gaps the index and consume queues were built around (``--index-around-gaps``): data lost, known.
+    known_gaps: list[str] = field(default_factory=list)
+    records: int = 0
+    entries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
+    report = FsckReport()
+    live = broker_lock_holder(config.store_path_root_dir)
+    index_files = _open_index_files(config, report)
+    try:
+        _check_markers(config, index_files, report, live)
+        started_ms = int(time.time() * 1000)
+        commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        try:
+            gaps = _check_commitlog(commitlog, config, report)
+            _check_index(
+                index_files,
+                commitlog,
+                report,
+                deep=deep,
+                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
+            )
+            queues = check_consume_queues(
+                config,
+                commitlog,
+                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
+                gaps=[g for g, _lines in gaps],
+            )
+            report.problems += queues.problems
+            report.notes += queues.notes
+            _classify_gaps(config, index_files, queues.built_around, gaps, report)
+        finally:
+            commitlog.close()
+    finally:
+        for f in index_files:
+            f.close()
+    return report
+
+
+def _open_index_files(config: StoreConfig, report: FsckReport) -> list[IndexFile]:
+    """Every IndexFile that has the configured size; the others are problems."""
+    try:
+        names = sorted(n for n in os.listdir(config.index_dir) if n.isdigit())
+    except FileNotFoundError:
+        report.notes.append(f"no index directory at {config.index_dir}")
+        return []
+    files = []
+    for name in names:
+        try:
+            files.append(
+                IndexFile.open(config.index_dir / name, config.max_hash_slot_num, config.max_index_num)
+            )
+        except StoreError as exc:
+            report.problems.append(str(exc))
+    return files
+
+
+def _check_markers(
+    config: StoreConfig, index_files: list[IndexFile], report: FsckReport, live: int | None
+) -> None:
+    if live is not None:
+        report.notes.append(
+            f"a broker (pid {live}) is running on this store (it holds {config.store_path_root_dir / 'lock'})"
+            + (
+                f": {config.abort_path} is its running marker"
+                if abnormal_exit(config.store_path_root_dir)
+                else ""
+            )
+        )
+    elif abnormal_exit(config.store_path_root_dir):
+        report.problems.append(
+            f"{config.abort_path} exists: the broker did not shut down cleanly (or is running now); a "
+            "broker restarting on it deletes the index files newer than the checkpoint's "
+            "indexMsgTimestamp (rmq-query rebuild-index --follow repairs them instead)"
+        )
+    try:
+        checkpoint = Checkpoint.read(config.checkpoint_path)
+    except CheckpointError as exc:
+        report.problems.append(f"checkpoint: {exc}")
+        return
+    full = [f for f in index_files if f.is_write_full()]
+    if full and checkpoint.index_msg_timestamp < full[-1].header.end_timestamp:
+        report.problems.append(
+            f"checkpoint {config.checkpoint_path}: indexMsgTimestamp {checkpoint.index_msg_timestamp} "
+            f"(byte 16) is older than the end {full[-1].header.end_timestamp} of the full index file "
+            f"{full[-1].name}: a broker restarting after a crash would delete that file"
+        )
+
+
+def _check_commitlog(
+    commitlog: CommitLog, config: StoreConfig, report: FsckReport
+) -> list[tuple[Gap, list[str]]]:
+    """Check the CommitLog; returns its gaps, each with the file and record problems it explains
+    (reported by ``_classify_gaps``, as problems or under a known gap)."""
+    files = commitlog.files
+    size = config.mapped_file_size_commit_log
+    last_end = files[0].start if files else 0
+    walk = GapWalk(commitlog, _note_gap)
+    for offset, buf in walk.records(commitlog.min_offset):
+        report.records += 1
+        last_end = offset + len(buf)
+    gaps = walk.gaps
+    explained: dict[int, list[str]] = {i: [] for i in range(len(gaps))}
+
+    def within(start: int, end: int) -> int | None:
+        """The gap that ``[start, end)`` lies in, if any."""
+        return next((i for i, g in enumerate(gaps) if g.start <= start and end <= g.resume), None)
+
+    # File-level problems inside a gap (a missing or short file) are the gap's: reported with it.
+    for line, span in _file_spans(files, size):
+        i = within(*span) if span is not None else None
+        (report.problems if i is None else explained[i]).append(line)
+    for bad, resume in sorted(commitlog.corrupt.items()):
+        line = (
+            f"CommitLog record at offset {bad}{_locate(files, bad)} is corrupt (it fails the broker's "
+            f"recovery check: lengths or BODYCRC); whole records resume at offset {resume}"
+        )
+        i = within(bad, resume)
+        (report.problems if i is None else explained[i]).append(line)
+    for start, reason in sorted(commitlog.unreadable.items()):
+        report.problems.append(f"CommitLog file {start:020d} cannot be read: {reason}")
+    # Files after the last one holding data are pre-created by a running broker: all zeros.
+    data = len(files)
+    while data > 1 and files[data - 1].error is None and not _holds_data(files[data - 1]):
+        data -= 1
+    for f in files[data:]:
+        stray = _first_nonzero_after(f, f.start)
+        if stray is None:
+            report.notes.append(
+                f"CommitLog file {f.path.name} is pre-created (zeros): the next file to write"
+            )
+        else:
+            report.problems.append(
+                f"CommitLog file {f.path.name} begins with zeros but has non-zero bytes at offset {stray}: "
+                "damaged (a file the broker pre-created holds zeros only)"
+            )
+    last_data = files[data - 1] if files else None
+    if last_data is not None and last_end < last_data.start:
+        where = _locate(files, last_end)
+        report.problems.append(
+            f"CommitLog records stop at offset {last_end}{where}, before the last file holding data "
+            f"{last_data.path.name}: a corrupt or torn record mid-log hides every record after it"
+        )
+    elif last_data is not None:
+        stray = _first_nonzero_after(last_data, last_end)
+        if stray is not None:
+            report.problems.append(
+                f"CommitLog file {last_data.path.name}: non-zero bytes at offset {stray} after the last "
+                f"whole record (which ends at {last_end}): a corrupt record mid-file or a torn tail"
+            )
+    report.notes.append(
+        f"CommitLog: {len(files)} files, {report.records} records, offsets {commitlog.min_offset}"
+        f"..{commitlog.max_offset}"
+    )
+    return [(g, explained[i]) for i, g in enumerate(gaps)]
+
+
+def _file_spans(files: list[MappedFile], size: int) -> list[tuple[str, tuple[int, int] | None]]:
+    """Problems of the file list (names off the grid, holes, wrong sizes), each with the CommitLog
+    span it loses (None when it loses none)."""
+    out: list[tuple[str, tuple[int, int] | None]] = []
+    for prev, cur in itertools.pairwise(files):
+        if cur.start != prev.start + size:
+            out.append(
+                (
+                    f"CommitLog gap: {prev.path.name} is followed by {cur.path.name}",
+                    (prev.start + size, cur.start),
+                )
+            )
+    for f in files:
+        if f.start % size:
+            out.append((f"CommitLog file {f.path.name} does not start at a multiple of {size}", None))
+        if f.length < size:
+            out.append(
+                (
+                    f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}: truncated (the "
+                    "records after the cut are lost)",
+                    (f.start + f.length, f.start + size),
+                )
+            )
+        elif f.length != size:
+            out.append((f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}", None))
+    return out
+
+
+def _note_gap(_gap: Gap) -> None:
+    """fsck reads on after a gap; ``_classify_gaps`` reports it."""
+
+
+def _classify_gaps(
+    config: StoreConfig,
+    index_files: list[IndexFile],
+    built_around: list[Gap],
+    gaps: list[tuple[Gap, list[str]]],
+    report: FsckReport,
+) -> None:
+    """Report each gap: a known gap when the consume queues (and the index, if the store keeps one)
+    were built around it, else a problem, followed by the file and record problems it explains."""
+    around = {(g.start, g.resume) for g in built_around}
+    index_end = index_files[-1].header.end_phy_offset if index_files else -1
+    problems: list[str] = []
+    for gap, lines in gaps:
+        index_past = not config.message_index_enable or index_end >= gap.resume
+        if (gap.start, gap.resume) in around and index_past:
+            report.known_gaps.append(
+                f"{gap.describe()}: the records in it are lost; the index and consume queues were built "
+                "around it (rebuild-index --index-around-gaps: the lost records' queue offsets are blank "
+                "entries)" + "".join(f"; {line}" for line in lines)
+            )
+        else:
+            # A gap that is one corrupt record is said in full by that record's line.
+            if not any(line.startswith(f"CommitLog record at offset {gap.start} ") for line in lines):
+                problems.append(
+                    f"{gap.describe()}: the records in it are lost, and the index or consume queues were "
+                    "not built around it (restore the data, or rebuild-index --index-around-gaps)"
+                )
+            problems += lines
+    report.problems[:0] = problems
+
+
+def _holds_data(f: MappedFile) -> bool:
+    return f.safe_length() >= 8 and f.view()[:8] != bytes(8)
+
+
+def _locate(files: list[MappedFile], offset: int) -> str:
+    for f in files:
+        if f.start <= offset < f.end:
+            return f" (file {f.path.name}, byte {offset - f.start})"
+    return ""
+
+
+def _first_nonzero_after(f: MappedFile, offset: int) -> int | None:
+    """The absolute offset of the first non-zero byte of ``f`` from ``offset``, if any."""
+    view = f.view()
+    length = f.safe_length()
+    pos = max(offset - f.start, 0)
+    # A blank end-of-file marker right after the last record is how a full file ends.
+    if pos + 8 <= length and record.check(view, pos, length) == record.BLANK:
+        return None
+    while pos < length:
+        chunk = view[pos : min(pos + len(_ZEROS), length)]
+        if chunk != _ZEROS[: len(chunk)]:
+            return f.start + pos + next(i for i, b in enumerate(chunk) if b)
+        pos += len(chunk)
+    return None
+
+
+def _check_index(
+    files: list[IndexFile],
+    commitlog: CommitLog,
+    report: FsckReport,
+    *,
+    deep: bool,
+    recent_ms: int | None = None,
+) -> None:
+    hasher = KeyHasher()
+    for i, f in enumerate(files):
+        h = f.header
+        problem = header_problem(h, f.hash_slot_num, f.index_num, last=i == len(files) - 1)
+        if problem is not None:
+            report.problems.append(f"index file {f.name}: header (bytes 0..39): {problem}")
+        report.problems.extend(scan_index_file(f))
+        count = min(max(h.index_count, 1), f.index_num)
+        report.entries += count - 1
+        if count > 1:
+            last = f.entry(count - 1)
+            if last[1] != h.end_phy_offset:
+                report.problems.append(
+                    f"index file {f.name}: endPhyOffset {h.end_phy_offset} (byte 24) but the last entry "
+                    f"points at {last[1]}"
+                )
+        if deep:
+            _check_entries_against_records(f, count, commitlog, hasher, report)
+    report.notes.append(f"index: {len(files)} files, {report.entries} entries")
+    if files and files[-1].header.end_phy_offset >= commitlog.max_offset > 0:
+        report.problems.append(
+            f"index file {files[-1].name}: endPhyOffset {files[-1].header.end_phy_offset} (byte 24) is at "
+            f"or past the CommitLog's end {commitlog.max_offset}: the CommitLog lost records the index "
+            "points at"
+        )
+    behind = recent = 0
+    last_indexed = files[-1].header.end_phy_offset if files else -1
+    for offset, buf in commitlog.iter_records(max(last_indexed, 0), commitlog.max_offset):
+        if offset <= last_indexed:
+            continue
+        try:
+            fields = read_index_fields(buf, 0)
+        except ProtocolError:
+            continue
+        if index_keys(fields):
+            if recent_ms is not None and fields.store_timestamp >= recent_ms:
+                recent += 1
+            else:
+                behind += 1
+    if behind:
+        report.problems.append(f"index is behind the CommitLog: {behind} records with keys are not indexed")
+    if recent:
+        report.notes.append(f"{recent} records with keys stored in the last seconds are not indexed yet")
+
+
+def _check_entries_against_records(
+    f: IndexFile, count: int, commitlog: CommitLog, hasher: KeyHasher, report: FsckReport
+) -> None:
+    found = Findings()
+    for n in range(1, count):
+        key_hash, phy, _diff, _prev = f.entry(n)
+        buf = commitlog.read_record(phy)
+        if buf is None or record.check(buf, 0, len(buf)) <= 0:
+            if phy >= commitlog.min_offset:
+                found.add("record", f"entry {n} points at {phy}, not a record")
+            continue
+        try:
+            fields = read_index_fields(buf, 0)
+        except ProtocolError:
+            found.add("record", f"entry {n} points at {phy}, an undecodable record")
+            continue
+        if key_hash not in {hasher(fields.topic, k) for k in index_keys(fields)}:
+            found.add("key", f"entry {n} hash matches no key of record {phy}")
+    report.problems.extend(found.lines(f.name))

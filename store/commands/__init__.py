@@ -1,1 +1,0 @@
-"""``rmq-query`` subcommands that make, rebuild and check store directories."""

@@ -1,0 +1,136 @@
+/*
+ * store.commitlog._record_fast: the compiled twin of store/commitlog/record.py's check (same name, same answers).
+ *
+ * Is there a whole record at buf[pos] within end: its size; BLANK (0) for the end-of-file marker;
+ * INVALID (-1) for anything else. Same rules as the reference: TOTALSIZE and MAGICCODE, optionally
+ * PHYSICALOFFSET equal to expected_offset, the variable lengths adding up to TOTALSIZE and, with
+ * check_crc, BODYCRC. Every CommitLog walk (opening a store, following a live one, indexing) calls
+ * it once per record, which is why it is compiled. Reads stay inside [pos, end).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_crc32.h"
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7u)
+#define MAGIC_V2 ((int32_t)0xDAA320ABu)
+#define BLANK_MAGIC ((int32_t)0xCBD43194u)
+#define MIN_RECORD_SIZE 91
+#define BORNHOST_V6 0x10
+#define STOREHOST_V6 0x20
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+static long check_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int has_expected, int64_t expected,
+                         int check_crc)
+{
+    if (pos + 8 > end)
+        return -1;
+    const uint8_t *p0 = buf + pos;
+    int64_t total = (int32_t)be32(p0);
+    int32_t magic = (int32_t)be32(p0 + 4);
+    if (magic == BLANK_MAGIC)
+        return 0;
+    if (magic != MAGIC_V1 && magic != MAGIC_V2)
+        return -1;
+    if (total < MIN_RECORD_SIZE || total > (int64_t)(end - pos))
+        return -1;
+    if (has_expected && (int64_t)be64(p0 + 28) != expected)
+        return -1;
+    int32_t sys_flag = (int32_t)be32(p0 + 36);
+    int64_t p = 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
+    p += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8) + 4 + 8;
+    if (p + 4 > total)
+        return -1;
+    int64_t body_len = (int32_t)be32(p0 + p);
+    if (body_len < 0)
+        return -1;
+    p += 4;
+    if (p + body_len > total)
+        return -1;
+    if (check_crc && (crc32_ieee(p0 + p, (size_t)body_len) & 0x7FFFFFFFu) != be32(p0 + 8))
+        return -1;
+    p += body_len;
+    int64_t topic_len;
+    if (magic == MAGIC_V2) {
+        if (p + 2 > total)
+            return -1;
+        topic_len = (int16_t)(((unsigned)p0[p] << 8) | p0[p + 1]);
+        p += 2;
+    } else {
+        if (p + 1 > total)
+            return -1;
+        topic_len = p0[p]; /* unsigned here, as the reference reads it */
+        p += 1;
+    }
+    if (topic_len < 0)
+        return -1;
+    p += topic_len;
+    if (p + 2 > total)
+        return -1;
+    int64_t props_len = (int16_t)(((unsigned)p0[p] << 8) | p0[p + 1]);
+    p += 2;
+    if (props_len > 0)
+        p += props_len;
+    if (p != total)
+        return -1;
+    return (long)total;
+}
+
+static PyObject *check(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *names[] = {"buf", "pos", "end", "expected_offset", "check_crc", NULL};
+    Py_buffer buf;
+    Py_ssize_t pos, end;
+    PyObject *expected = Py_None;
+    int check_crc = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn|O$p:check", names, &buf, &pos, &end, &expected,
+                                     &check_crc))
+        return NULL;
+    int64_t want = 0;
+    int has_expected = expected != Py_None;
+    if (has_expected) {
+        want = PyLong_AsLongLong(expected);
+        if (want == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&buf);
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                return NULL;
+            PyErr_Clear(); /* an offset no record can carry */
+            return PyLong_FromLong(-1);
+        }
+    }
+    if (pos < 0 || end > buf.len) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "check: need 0 <= pos and end <= len(buf)");
+        return NULL;
+    }
+    long result = check_record((const uint8_t *)buf.buf, pos, end, has_expected, want, check_crc);
+    PyBuffer_Release(&buf);
+    return PyLong_FromLong(result);
+}
+
+static PyMethodDef methods[] = {
+    {"check", (PyCFunction)(void (*)(void))check, METH_VARARGS | METH_KEYWORDS,
+     "check(buf, pos, end, expected_offset=None, *, check_crc=False) -> size, 0 (BLANK) or -1 (INVALID)\n"
+     "The compiled store.commitlog.record.check (see that module)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "store.commitlog._record_fast", "Compiled twin of store.commitlog.record.check.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__record_fast(void)
+{
+    crc_init();
+    return PyModule_Create(&module);
+}

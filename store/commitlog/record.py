@@ -1,0 +1,212 @@
+"""Walking a CommitLog: is there a whole record at this position, an end-of-file marker, or neither?
+
+``protocol.message`` decodes records; walking a file needs a different question answered fast and
+without exceptions: TOTALSIZE and MAGICCODE, the blank end-of-file marker, PHYSICALOFFSET equal to
+where the record sits, the variable lengths adding up to TOTALSIZE and (as the broker's recovery
+does) BODYCRC. That is how the written end of a preallocated file, or a torn record a live broker
+is still writing, is told from a whole record. Precompiled ``struct.Struct`` layouts, declared once.
+
+``check`` runs once per record of every walk, so ``store/commitlog/_record_fast.c`` is its compiled twin
+(loaded at the end, see ``protocol.accel``); this module stays the readable reference
+(``check_reference``), and the tests compare the two.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from protocol.accel import load
+from protocol.message_flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    STOREHOST_V6_FLAG,
+)
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_OFF_PHYSICAL = 28
+_OFF_STORE_TS_V4 = 56
+MIN_RECORD_SIZE = 91
+
+_MAGIC_BYTES = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
+
+#: ``check`` results other than a record size.
+BLANK = 0
+INVALID = -1
+
+
+def store_timestamp(buf: bytes | memoryview, pos: int) -> int:
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    return _I64.unpack_from(buf, pos + _OFF_STORE_TS_V4 + (12 if sys_flag & BORNHOST_V6_FLAG else 0))[0]
+
+
+def _layout(
+    buf: bytes | memoryview, pos: int, total: int, magic: int, sys_flag: int, crc: int | None = None
+) -> tuple[int, int, int, int]:
+    """(topic_at, topic_len, props_at, props_len) of a record, or raise ValueError if they do not add
+    up (or, given the stored BODYCRC as ``crc``, if the body does not match it)."""
+    p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    p += 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 4 + 8
+    end = pos + total
+    if p + 4 > end:
+        raise ValueError("short")
+    body_len = _I32.unpack_from(buf, p)[0]
+    if body_len < 0:
+        raise ValueError("body length")
+    p += 4
+    if p + body_len > end:
+        raise ValueError("short")
+    if crc is not None and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+        raise ValueError("body CRC")
+    p += body_len
+    if magic == MAGIC_CODE_V2:
+        if p + 2 > end:
+            raise ValueError("short")
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        if p + 1 > end:
+            raise ValueError("short")
+        topic_len = buf[p]
+        p += 1
+    if topic_len < 0:
+        raise ValueError("topic length")
+    topic_at = p
+    p += topic_len
+    if p + 2 > end:
+        raise ValueError("short")
+    props_len = _I16.unpack_from(buf, p)[0]
+    p += 2
+    props_at = p
+    if props_len > 0:
+        p += props_len
+    if p != end:
+        raise ValueError("lengths do not add up to TOTALSIZE")
+    return topic_at, topic_len, props_at, max(props_len, 0)
+
+
+def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -> str:
+    """Why ``check`` rejects the bytes at ``pos`` (CommitLog offset ``offset``): the first check that fails.
+
+    Error messages name it, so an operator can tell zeros (nothing written) from a torn or damaged record.
+    """
+    if pos + 8 > end:
+        return "fewer than 8 bytes left for a record header"
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if size == 0 and magic == 0:
+        return "zeros where a record header should be"
+    if magic == BLANK_MAGIC_CODE:
+        return "an end-of-file blank record before the end of the range"
+    if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):
+        return f"MAGICCODE {magic & 0xFFFFFFFF:#010x} is not a message magic code"
+    if size < MIN_RECORD_SIZE or pos + size > end:
+        return f"TOTALSIZE {size} does not fit"
+    if check(buf, pos, end) <= 0:
+        return f"field lengths do not add up to TOTALSIZE {size}"
+    if check(buf, pos, end, offset) <= 0:
+        return f"PHYSICALOFFSET {_I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0]} is not the record's position"
+    return "BODYCRC does not match the body"
+
+
+def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) -> tuple[int | None, int]:
+    """Where whole records resume after the bad bytes at ``pos`` of a file (None: the data ends
+    there), and how many bytes the search for them scanned.
+
+    The CommitLog walk's rule, for every walker that must skip a bad record the same way (the
+    sequential walk, the Spark decode tasks): first at ``pos + TOTALSIZE`` (a corrupt body or header
+    field, the size intact), one check, cheap enough for the tail of a live file; unless the file is
+    the last holding data (records never span files, so one before it was complete), also the next
+    magic code whose record checks at exactly its own PHYSICALOFFSET (``base`` is the file's first
+    offset). ``view`` must be a view of the whole file's buffer (``view.obj.find`` searches it).
+    """
+    size = _I32.unpack_from(view, pos)[0] if pos + 4 <= length else 0
+    nxt = pos + size
+    if size >= MIN_RECORD_SIZE and nxt + 8 <= length:
+        if check(view, nxt, length, base + nxt, check_crc=True) > 0:
+            return nxt, 0
+    if last:
+        return None, 0
+    scanned = 0
+    search = pos + 1
+    find = view.obj.find  # type: ignore[union-attr]
+    while search < length:
+        hits = [h for h in (find(m, search, length) for m in _MAGIC_BYTES) if h >= 0]
+        if not hits:
+            return None, scanned + length - search
+        at = min(hits) - 4
+        scanned += min(hits) + 1 - search
+        if at > pos and check(view, at, length, base + at, check_crc=True) > 0:
+            return at, scanned
+        search = min(hits) + 1
+    return None, scanned
+
+
+def check(
+    buf: bytes | memoryview,
+    pos: int,
+    end: int,
+    expected_offset: int | None = None,
+    *,
+    check_crc: bool = False,
+) -> int:
+    """Size of the whole record at ``pos`` (within ``end``), ``BLANK`` for an end-of-file marker,
+    ``INVALID`` for anything else (zeros after the tail, a torn or corrupt record).
+
+    ``check_crc`` also verifies BODYCRC, as the broker's recovery does (``checkCRCOnRecover``)."""
+    if pos + 8 > end:
+        return INVALID
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return BLANK
+    if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
+        return INVALID
+    if total < MIN_RECORD_SIZE or pos + total > end:
+        return INVALID
+    if expected_offset is not None and _I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0] != expected_offset:
+        return INVALID
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    crc = _I32.unpack_from(buf, pos + 8)[0] if check_crc else None
+    try:
+        _layout(buf, pos, total, magic, sys_flag, crc)
+    except (ValueError, IndexError, struct.error):
+        return INVALID
+    return total
+
+
+def looks_complete(buf: bytes | memoryview, pos: int, total: int) -> bool:
+    """Whether a record that ``check``s can also be told fully written, properties included.
+
+    BODYCRC covers only the body, and a preallocated file is zeros where nothing was written yet, so
+    a record whose size, body and lengths are written but whose properties are still arriving checks
+    like a whole one. Writes are in order, so the record is whole once its last byte is written. The
+    properties are ``name 0x01 value`` pairs joined by 0x02 (``MessageDecoder.messageProperties2String``
+    drops the last separator), so they end in the last value's last byte, or 0x01 for an empty value:
+    0 only for a value ending in U+0000, which such a record then waits for its successor to show.
+    A record without properties (PROPERTIES length 0) has no keys to lose. Anything else ending in 0
+    may still be arriving.
+    """
+    if buf[pos + total - 1] != 0:
+        return True
+    return buf[pos + total - 2] == 0 and _props_len(buf, pos, total) == 0
+
+
+def _props_len(buf: bytes | memoryview, pos: int, total: int) -> int:
+    magic = _SIZE_MAGIC.unpack_from(buf, pos)[1]
+    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    try:
+        return _layout(buf, pos, total, magic, sys_flag)[3]
+    except (ValueError, IndexError, struct.error):
+        return -1
+
+
+#: The pure-Python reference under its own name (the tests compare it with the compiled twin).
+check_reference = check
+
+_fast = load("store.commitlog._record_fast")
+if _fast is not None:
+    check = _fast.check  # the compiled twin of the reference above (same answers)

@@ -1,0 +1,1 @@
+"""The ConsumeQueues: their format and reads, getMessage, the queue table, the consume queue dispatcher."""

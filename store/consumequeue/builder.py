@@ -1,0 +1,623 @@
+"""Builds ConsumeQueues from the CommitLog as the broker's reput does (4.9.7), byte for byte.
+
+For every whole record from where building got to (``ReputMessageService`` +
+``CommitLogDispatcherBuildConsumeQueue``): only non-transactional and COMMIT records get an entry
+(PREPARED and ROLLBACK ones stay in the CommitLog only); the entry is ``(offset, size, tagsCode)`` in
+queue ``(topic, QUEUEID)`` at the record's QUEUEOFFSET; tagsCode is ``String.hashCode`` of TAGS,
+except for a ``SCHEDULE_TOPIC_XXXX`` record with a positive DELAY, whose tagsCode is its delivery
+time (store time + the level's delay from ``messageDelayLevel``).
+
+Appending follows ``ConsumeQueue.putMessagePositionInfo``: a record already covered (its end not past
+the queue's last entry's end, or its queue offset below the queue's end) is skipped; the first file of
+a queue is created at the file boundary below the first entry and, when that entry is not at offset 0
+of the queue, filled up to it with blank entries ``(0, Integer.MAX_VALUE, 0)``; a full file rolls to
+the next; an entry whose queue offset is past the queue's end goes at the end anyway (the broker's
+"[BUG]logic queue order maybe wrong" case). Files are zero-filled to ``mappedFileSizeConsumeQueue``.
+
+Crash safety and resuming: every entry is written with one ``pwrite`` as its record is read, in
+CommitLog order, so after a kill at any instant every queue holds exactly the entries of the records
+before some point, plus maybe that record's. Building resumes where the broker's reput would: from
+the largest end (offset + size) of any queue's last entry, at least the CommitLog's first offset; the
+record there is dispatched again and de-duplicated by the rules above. The checkpoint's
+``logicsMsgTimestamp`` is the store time of the last record given an entry, written at ``flush()``
+(after the files are synced), as the broker's checkpoint flush does.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from protocol.index_key import java_string_hash
+from protocol.message_flags import (
+    BORNHOST_V6_FLAG,
+    MAGIC_CODE_V2,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
+)
+from store.checkpoint import Checkpoint
+from store.commitlog.gaps import Gap, GapWalk, index_around, refuse, report_stall
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.consumequeue.consume_queue import (
+    CQ_STORE_UNIT_SIZE,
+    PRE_BLANK_SIZE,
+    ConsumeQueue,
+    delay_level_table,
+    deliver_timestamp,
+    entry_bytes,
+)
+from store.errors import StoreError
+from store.staging import staged_output
+
+__all__ = ["ConsumeQueueBuilder", "dispatch_entry", "rebuild_consume_queues"]
+
+log = logging.getLogger("store.consumequeue.consume_queue")
+_I32 = struct.Struct(">i")
+_TRANSACTION_PREPARED = 0x4
+_TRANSACTION_ROLLBACK = 0xC
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_INT = re.compile(r"[+-]?\d+")
+_PRE_BLANK = entry_bytes(0, PRE_BLANK_SIZE, 0)
+#: Queue files kept open between writes (each queue writes only to its last file).
+MAX_OPEN_FILES = 256
+#: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
+_RELEASE_EVERY = 64 << 20
+#: The resume's tail check reads and zeroes past-the-end data in stretches of this many bytes.
+_TAIL_CHUNK = 64 << 10
+_ZERO_CHUNK = bytes(_TAIL_CHUNK)
+
+
+class DispatchError(StoreError):
+    """A record the broker's reput would not dispatch (its DELAY is not an int)."""
+
+
+def safe_topic_dir(topic: str) -> bool:
+    """A topic that names one directory under ``consumequeue/`` (no path tricks from a bad record)."""
+    return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
+
+
+#: TOTALSIZE, MAGICCODE, (BODYCRC), QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG
+_HEAD = struct.Struct(">ii4xi4xqqi")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_TAGS_NEEDLE = b"\x02TAGS\x01"
+_DELAY_NEEDLE = b"\x02DELAY\x01"
+#: Decoded topics and tag hashes, by their bytes: a CommitLog repeats a few of each many times.
+_TOPICS: dict[bytes, str] = {}
+_TAG_CODES: dict[bytes, int] = {}
+_CACHE_LIMIT = 4096
+
+
+def _last_value(props: bytes, needle: bytes) -> str | None:
+    """The value Java's ``string2messageProperties`` keeps for a property: its last non-empty one."""
+    end = len(props)
+    while (at := props.rfind(needle, 0, end)) >= 0:
+        start = at + len(needle)
+        stop = props.find(b"\x02", start)
+        stop = len(props) if stop < 0 else stop
+        if stop > start:
+            return props[start:stop].decode("utf-8", "replace")
+        end = at
+    return None
+
+
+def dispatch_entry(
+    buf: memoryview | bytes, delays: tuple[dict[int, int], int]
+) -> tuple[str, int, int, int, int] | None:
+    """(topic, queueId, queueOffset, tagsCode, storeTimestamp) of the entry a whole record gets, or
+    None for PREPARED and ROLLBACK records (raises ``DispatchError`` where the broker's parse fails).
+
+    ``buf`` is one whole record as the CommitLog walk checked it (its lengths add up)."""
+    _total, magic, queue_id, queue_offset, _phy, sys_flag = _HEAD.unpack_from(buf, 0)
+    tran = sys_flag & TRANSACTION_TYPE_MASK
+    if tran == _TRANSACTION_PREPARED or tran == _TRANSACTION_ROLLBACK:
+        return None
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_ts = _I64.unpack_from(buf, 48 + born)[0]
+    p = 48 + born + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 12
+    p += 4 + max(_I32.unpack_from(buf, p)[0], 0)
+    if magic == MAGIC_CODE_V2:
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        topic_len = buf[p]
+        p += 1
+    raw_topic = bytes(buf[p : p + topic_len])
+    topic = _TOPICS.get(raw_topic)
+    if topic is None:
+        topic = raw_topic.decode("utf-8", "replace")
+        if len(_TOPICS) < _CACHE_LIMIT:
+            _TOPICS[raw_topic] = topic
+    p += topic_len
+    props_len = _I16.unpack_from(buf, p)[0]
+    if props_len <= 0:
+        return topic, queue_id, queue_offset, 0, store_ts
+    props = b"\x02" + bytes(buf[p + 2 : p + 2 + props_len])
+    code = 0
+    if _TAGS_NEEDLE in props:
+        tags = _last_value(props, _TAGS_NEEDLE)
+        if tags:
+            key = tags.encode()
+            code = _TAG_CODES.get(key, 0) or java_string_hash(tags)
+            if len(_TAG_CODES) < _CACHE_LIMIT:
+                _TAG_CODES[key] = code
+    if topic == SCHEDULE_TOPIC and _DELAY_NEEDLE in props:
+        delay = _last_value(props, _DELAY_NEEDLE)
+        if delay is not None:
+            if not _INT.fullmatch(delay) or not -(2**31) <= int(delay) < 2**31:
+                raise DispatchError(f"DELAY={delay!r} is not an int")
+            due = deliver_timestamp(int(delay), store_ts, *delays)
+            if due != -1:
+                code = due
+    return topic, queue_id, queue_offset, code, store_ts
+
+
+def check_geometry(root: Path, file_size: int) -> None:
+    """Refuse to touch consume queues whose files have another size than ``file_size``: the
+    configuration is not the one the store was written with (a rebuild would change every file)."""
+    try:
+        topics = [e.path for e in os.scandir(root) if e.is_dir()]
+    except FileNotFoundError:
+        return
+    for topic in topics:
+        for queue in os.scandir(topic):
+            if not queue.is_dir():
+                continue
+            for entry in os.scandir(queue.path):
+                if entry.name.isdigit() and len(entry.name) == 20:
+                    size = entry.stat().st_size
+                    if size not in (0, file_size):
+                        raise StoreError(
+                            f"consume queue file {entry.path} has {size} bytes but "
+                            f"mappedFileSizeConsumeQueue gives {file_size}: not the configuration the store "
+                            "was written with (pass the broker's broker.conf with --config): nothing written"
+                        )
+
+
+def _data_stretch(fd: int, pos: int, end: int) -> tuple[int, int]:
+    """``[data, hole)``: the first stretch at or after ``pos`` the file system holds data for, cut at
+    ``end`` (``data >= end``: only holes are left). Without ``SEEK_DATA`` all of it is data."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        return pos, end
+    try:
+        data = os.lseek(fd, pos, seek_data)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data at or past pos
+            return end, end
+        return pos, end  # not supported here: read it all
+    if data >= end:
+        return end, end
+    try:
+        hole = os.lseek(fd, data, seek_hole)
+    except OSError:
+        hole = end
+    return data, min(hole, end)
+
+
+class _QueueAppender:
+    """One queue's write side: its last file, where it ends, the end of its last entry's record."""
+
+    __slots__ = (
+        "directory",
+        "fd",
+        "file_size",
+        "fill_holes",
+        "first_created",
+        "last_start",
+        "max_physic",
+        "tail_bytes_read",
+        "wrote",
+    )
+
+    def __init__(
+        self, root: Path, topic: str, queue_id: int, file_size: int, *, fill_holes: bool = False
+    ) -> None:
+        self.directory = root / topic / str(queue_id)
+        self.file_size = file_size
+        #: Building around CommitLog gaps: queue offsets whose records were lost get the broker's blank
+        #: entry, so the entries after a gap stay at the queue offsets they were stored with.
+        self.fill_holes = fill_holes
+        self.last_start: int | None = None
+        self.wrote = 0
+        self.max_physic = -1
+        self.first_created = False
+        self.fd: int | None = None
+        #: Bytes past the written end read at resume to check they are zero (``_clear_tail``).
+        self.tail_bytes_read = 0
+        if not self.directory.is_dir():
+            return
+        reader = ConsumeQueue(root, topic, queue_id, file_size)
+        try:
+            starts = reader.file_starts
+            if not starts:
+                return
+            self.last_start = starts[-1]
+            end = reader.max_offset
+            self.wrote = end * CQ_STORE_UNIT_SIZE - self.last_start
+            last = reader.entry(end - 1) if end > 0 else None
+            if last is not None:
+                self.max_physic = last.commit_log_offset + last.size
+        finally:
+            reader.close()
+        self._clear_tail()
+
+    def _path(self, start: int) -> Path:
+        return self.directory / f"{start:020d}"
+
+    def _clear_tail(self) -> None:
+        """Zero what lies past the written end of the last file (a torn entry, a dirty next file).
+
+        New entries go at ``wrote`` one by one, and the readers (ours by binary search, the broker's
+        ``recover`` up to the first invalid entry) take the zero padding for the end: a stale non-zero
+        entry left past the end would be read as written once the entries reach it. Only the stretches
+        the file system holds data for are read (``_nonzero_spans``); every non-zero byte past the end
+        is zeroed, so the file's bytes are what zeroing the whole tail gives.
+        """
+        assert self.last_start is not None
+        path = self._path(self.last_start)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            dirty = list(self._nonzero_spans(fd, self.wrote, size))
+            if dirty:
+                log.warning("%s: clearing %d bytes past its last whole entry", path, size - self.wrote)
+                for start, end in dirty:
+                    os.pwrite(fd, bytes(end - start), start)
+            if size != self.file_size:
+                os.ftruncate(fd, self.file_size)
+        finally:
+            os.close(fd)
+        for name in os.listdir(self.directory):
+            if name.isdigit() and len(name) == 20 and int(name) > self.last_start:
+                log.warning("%s: removing a file past the queue's written end", self.directory / name)
+                (self.directory / name).unlink()
+
+    def _nonzero_spans(self, fd: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """The ``_TAIL_CHUNK`` stretches of ``[start, end)`` holding a non-zero byte.
+
+        Holes (``SEEK_HOLE``: never written, which is most of a queue's last file, created sparse by
+        the broker and by ``_create``) read as zeros by definition and are skipped; data stretches are
+        read and compared with zeros chunk by chunk. A file system without ``SEEK_DATA`` reports the
+        whole file as data, which is the full read. ``tail_bytes_read`` counts what was read.
+        """
+        pos = start
+        while pos < end:
+            data, hole = _data_stretch(fd, pos, end)
+            if data >= end:
+                return
+            for at in range(data, hole, _TAIL_CHUNK):
+                n = min(_TAIL_CHUNK, hole - at)
+                chunk = os.pread(fd, n, at)
+                self.tail_bytes_read += len(chunk)
+                if chunk != (_ZERO_CHUNK if n == _TAIL_CHUNK else bytes(n)):
+                    yield at, at + n
+            pos = hole
+
+    def open_fd(self) -> int:
+        if self.fd is None:
+            assert self.last_start is not None
+            self.fd = os.open(self._path(self.last_start), os.O_RDWR)
+        return self.fd
+
+    def close_fd(self, sync: bool = False) -> None:
+        if self.fd is not None:
+            try:
+                if sync:
+                    os.fsync(self.fd)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+    def _create(self, start: int, *, first: bool) -> None:
+        self.close_fd(sync=True)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self._path(start)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.ftruncate(fd, self.file_size)
+        self.fd = fd
+        self.last_start = start
+        self.wrote = 0
+        self.first_created = first
+
+    def put(self, offset: int, size: int, code: int, queue_offset: int) -> bool:
+        """``putMessagePositionInfo``; False when the entry was already there (skipped)."""
+        if offset + size <= self.max_physic:
+            return False
+        expect = queue_offset * CQ_STORE_UNIT_SIZE
+        if self.last_start is None:
+            self._create(expect - expect % self.file_size, first=True)
+        elif self.wrote >= self.file_size:
+            self._create(self.last_start + self.file_size, first=False)
+        assert self.last_start is not None
+        fd = self.open_fd()
+        if self.first_created and queue_offset != 0 and self.wrote == 0:
+            until = expect % self.file_size
+            if until:
+                os.pwrite(fd, _PRE_BLANK * (until // CQ_STORE_UNIT_SIZE), 0)
+                self.wrote = until
+        if queue_offset != 0:
+            current = self.last_start + self.wrote
+            if expect < current:
+                return False
+            if expect != current and self.fill_holes:
+                log.warning(
+                    "%s: queue offsets %d..%d lost in a CommitLog gap: filled with blank entries",
+                    self.directory,
+                    current // CQ_STORE_UNIT_SIZE,
+                    expect // CQ_STORE_UNIT_SIZE - 1,
+                )
+                fd = self._fill_blank(expect - current)
+            elif expect != current:
+                log.warning(
+                    "%s: [BUG]logic queue order maybe wrong, expectLogicOffset %d currentLogicOffset %d "
+                    "(written at the end, as the broker does)",
+                    self.directory,
+                    expect,
+                    current,
+                )
+        self.max_physic = offset + size
+        if self.wrote >= self.file_size:  # a hole just filled ended at a file boundary
+            self._create(self.last_start + self.file_size, first=False)
+            fd = self.open_fd()
+        os.pwrite(fd, entry_bytes(offset, size, code), self.wrote)
+        self.wrote += CQ_STORE_UNIT_SIZE
+        return True
+
+    def _fill_blank(self, length: int) -> int:
+        """Write ``length`` bytes of blank entries from the end, rolling files as the broker would."""
+        assert self.last_start is not None
+        fd = self.open_fd()
+        while length > 0:
+            if self.wrote >= self.file_size:
+                self._create(self.last_start + self.file_size, first=False)
+                fd = self.open_fd()
+            n = min(length, self.file_size - self.wrote)
+            os.pwrite(fd, _PRE_BLANK * (n // CQ_STORE_UNIT_SIZE), self.wrote)
+            self.wrote += n
+            length -= n
+        return fd
+
+
+class ConsumeQueueBuilder:
+    """Builds the ConsumeQueues under ``root`` (the store's ``consumequeue/`` unless told otherwise)."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog | None = None,
+        *,
+        root: Path | None = None,
+        checkpoint_path: Path | None = None,
+        on_gap: Callable[[Gap], None] | None = None,
+    ) -> None:
+        self.config = config
+        #: With ``on_gap`` (a one-shot rebuild) the walk checks that records follow each other, as the
+        #: index rebuild's does (``store.commitlog.gaps``), and hands every gap to it (raise to refuse);
+        #: without (``--follow``), it skips what the CommitLog walk skips.
+        self._on_gap = on_gap
+        self.gaps: list[Gap] = []
+        self._own_commitlog = commitlog is None
+        self.commitlog = commitlog or CommitLog(
+            config.store_path_commit_log, config.mapped_file_size_commit_log
+        )
+        self.root = Path(root) if root is not None else config.consume_queue_dir
+        self.checkpoint_path = checkpoint_path if checkpoint_path is not None else config.checkpoint_path
+        self.file_size = config.consume_queue_file_size
+        self._delays = delay_level_table(config.message_delay_level)
+        self._queues: dict[tuple[str, int], _QueueAppender] = {}
+        self._open: OrderedDict[tuple[str, int], _QueueAppender] = OrderedDict()
+        self._lock = threading.Lock()
+        self.entries_written = 0
+        self.records_read = 0
+        #: What failed after a rebuild's swap (the new queues are in place regardless).
+        self.after_swap: list[str] = []
+        #: The queues this builder added entries to.
+        self.queues_built: set[tuple[str, int]] = set()
+        self._last_store_ts = 0
+        self._dirty = False
+        #: Queues whose file was closed (too many open) since the last flush: synced by ``flush``.
+        self._unsynced: set[tuple[str, int]] = set()
+        #: Bytes past the queues' written ends read at start to check them (``_QueueAppender._clear_tail``).
+        self.resume_bytes_read = 0
+        self._next_offset = self._resume_point()
+
+    # -- where building got to -----------------------------------------------------------------------
+
+    def _resume_point(self) -> int:
+        """Max over the queues of their last entry's record end, at least the CommitLog's start."""
+        resume = -1
+        try:
+            topics = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
+        except FileNotFoundError:
+            topics = []
+        queue_dirs = [
+            (topic, int(entry.name))
+            for topic in topics
+            for entry in os.scandir(self.root / topic)
+            if entry.is_dir() and entry.name.isdigit()
+        ]
+        check_geometry(self.root, self.file_size)
+        for topic, queue_id in queue_dirs:
+            queue = self._queue(topic, queue_id)
+            resume = max(resume, queue.max_physic)
+            self.resume_bytes_read += queue.tail_bytes_read
+        return max(resume, self.commitlog.min_offset, 0)
+
+    @property
+    def next_offset(self) -> int:
+        """The CommitLog offset the next ``run_once`` starts from."""
+        return max(self._next_offset, self.commitlog.min_offset)
+
+    def _queue(self, topic: str, queue_id: int) -> _QueueAppender:
+        key = (topic, queue_id)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = _QueueAppender(
+                self.root, topic, queue_id, self.file_size, fill_holes=self._on_gap is index_around
+            )
+            self._queues[key] = queue
+        return queue
+
+    def queue_ends(self) -> dict[tuple[str, int], int]:
+        """(topic, queue id) -> the queue's written end in entries: the next record's queue offset.
+
+        What the broker's ``recoverTopicQueueTable`` reads at start (each queue's max offset), so a
+        writer resuming a store need not walk the CommitLog for it. Every queue that existed at start
+        or was written since.
+        """
+        with self._lock:
+            return {
+                key: (q.last_start + q.wrote) // CQ_STORE_UNIT_SIZE
+                for key, q in self._queues.items()
+                if q.last_start is not None
+            }
+
+    # -- building ------------------------------------------------------------------------------------
+
+    def _records(self) -> Iterator[tuple[int, memoryview]]:
+        if self._on_gap is None:
+            return self.commitlog.iter_records(self.next_offset)
+        walk = GapWalk(self.commitlog, self._on_gap)
+        walk.gaps = self.gaps
+        return walk.records(self.next_offset)
+
+    def run_once(self, max_records: int | None = None) -> int:
+        """Dispatch every whole record not yet built (at most ``max_records``); returns records read."""
+        with self._lock:
+            return self._run(max_records)
+
+    def _run(self, max_records: int | None) -> int:
+        seen = 0
+        last_offset: int | None = None
+        released = self.next_offset
+        delays = self._delays
+        opened = self._open
+        try:
+            for offset, buf in self._records():
+                if max_records is not None and seen >= max_records:
+                    break
+                seen += 1
+                last_offset = offset
+                try:
+                    entry = dispatch_entry(buf, delays)
+                except (DispatchError, ValueError, struct.error) as exc:
+                    log.warning("CommitLog record at %d gets no consume queue entry: %s", offset, exc)
+                    continue
+                if entry is None:
+                    continue
+                topic, queue_id, queue_offset, code, store_ts = entry
+                if not safe_topic_dir(topic):
+                    log.warning(
+                        "CommitLog record at %d: topic %r cannot name a directory: skipped", offset, topic
+                    )
+                    continue
+                key = (topic, queue_id)
+                queue = self._queues.get(key) or self._queue(topic, queue_id)
+                if queue.put(offset, len(buf), code, queue_offset):
+                    self.entries_written += 1
+                    self.queues_built.add(key)
+                    self._last_store_ts = store_ts
+                    self._dirty = True
+                if key in opened:
+                    opened.move_to_end(key)
+                else:
+                    opened[key] = queue
+                    if len(opened) > MAX_OPEN_FILES:
+                        old_key, old = opened.popitem(last=False)
+                        old.close_fd(sync=False)
+                        self._unsynced.add(old_key)
+                if offset - released >= _RELEASE_EVERY:
+                    self.commitlog.release(released, offset)
+                    released = offset
+        finally:
+            self.records_read += seen
+            if last_offset is not None:
+                self.commitlog.release(released, last_offset)
+                nxt = self.commitlog.next_offset(last_offset)
+                if nxt is not None:
+                    self._next_offset = nxt
+        if self._on_gap is None and (max_records is None or seen < max_records):
+            # Following: a walk that ends before the settled end waits at a gap.
+            report_stall(self.commitlog, self.next_offset, self.commitlog.settled_end)
+        return seen
+
+    def flush(self) -> None:
+        """Sync the written files, then record ``logicsMsgTimestamp`` in the checkpoint."""
+        with self._lock:
+            if not self._dirty and not self._unsynced:
+                return
+            for queue in self._open.values():
+                if queue.fd is not None:
+                    os.fsync(queue.fd)
+            for key in self._unsynced:
+                queue = self._queues.get(key)
+                if queue is not None and queue.fd is None and queue.last_start is not None:
+                    queue.open_fd()
+                    queue.close_fd(sync=True)
+            self._unsynced.clear()
+            if self._dirty and self._last_store_ts:
+                checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+                if checkpoint.logics_msg_timestamp != self._last_store_ts:
+                    checkpoint.logics_msg_timestamp = self._last_store_ts
+                    checkpoint.write(self.checkpoint_path)
+            self._dirty = False
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            for queue in self._open.values():
+                queue.close_fd(sync=False)
+            self._open.clear()
+            self._queues.clear()
+            if self._own_commitlog:
+                self.commitlog.close()
+
+
+def rebuild_consume_queues(config: StoreConfig, *, around_gaps: bool = False) -> ConsumeQueueBuilder:
+    """Rebuild ``<storeRoot>/consumequeue`` from the CommitLog, staged and swapped in whole.
+
+    The new queues are written beside ``consumequeue/`` (``store.staging``); only when complete and
+    synced do they replace it, and the checkpoint's ``logicsMsgTimestamp`` is set. Killed at any
+    point, the old queues stay whole (or are restored by the next run). Returns the closed builder.
+
+    The index rebuild's gap rule (``store.commitlog.gaps``): a gap in the CommitLog raises
+    ``CommitLogGapError`` and nothing is replaced (queues built across it would lack every entry
+    after it), unless ``around_gaps``: then the records on both sides get their entries (at the
+    queue offsets they were stored with) and ``builder.gaps`` lists the gaps.
+    """
+    check_geometry(config.consume_queue_dir, config.consume_queue_file_size)
+    # Read before anything is built: a checkpoint that cannot be read refuses the rebuild up front.
+    if os.path.lexists(config.checkpoint_path):
+        Checkpoint.read(config.checkpoint_path)
+    with staged_output(config.consume_queue_dir) as staging:
+        tmp_checkpoint = staging / "checkpoint.rebuild"  # a file: no broker takes it for a topic
+        builder = ConsumeQueueBuilder(
+            config,
+            root=staging,
+            checkpoint_path=tmp_checkpoint,
+            on_gap=index_around if around_gaps else refuse,
+        )
+        try:
+            builder.run_once()
+        finally:
+            builder.close()
+        logics_ts = Checkpoint.read_or_default(tmp_checkpoint).logics_msg_timestamp
+        tmp_checkpoint.unlink(missing_ok=True)
+    # The new queues are in place: a failure from here on is reported, not raised (``after_swap``).
+    try:
+        checkpoint = Checkpoint.read_or_default(config.checkpoint_path)
+        checkpoint.logics_msg_timestamp = logics_ts
+        checkpoint.write(config.checkpoint_path)
+    except (StoreError, OSError) as exc:
+        builder.after_swap.append(f"the checkpoint's logicsMsgTimestamp was not set to {logics_ts}: {exc}")
+    return builder

@@ -1,0 +1,553 @@
+"""The ConsumeQueue: the broker's per-queue logical offset index, read as 4.9.7 reads it.
+
+Every rule of the format lives here. A queue is ``consumequeue/TOPIC/QID/`` holding files named by
+the 20-digit *byte* offset of their first entry, each ``mappedFileSizeConsumeQueue`` bytes (rounded
+up to whole entries), zero padded. Entry N of the queue (its logical offset N) sits at byte N*20:
+``commitLogOffset(i64) size(i32) tagsCode(i64)``, big endian.
+
+What the broker derives from the files, reproduced here:
+
+- **The written end** (``ConsumeQueue.recover``): from the third-last file on, entries are read
+  until one has ``commitLogOffset < 0`` or ``size <= 0`` (the zero padding, or a torn entry a live
+  broker is writing: its size is not there yet); a file read to its end goes on to the next one.
+  Files before that window count as full; files after the end are dirty (the broker deletes them;
+  we ignore them). ``max_offset`` = end of the last file kept, in entries.
+- **The min offset** (``correctMinOffset``, run at load and after every clean-up): the first entry
+  of the first file that points at or above the CommitLog's first offset; if none does, the value
+  stays 0 as after a broker's ``load()``.
+- **A read at offset N** (``getIndexBuffer``): only within N's file, from N to that file's written
+  end; below the min offset, or without a file covering N, there is nothing.
+- **Offset by time** (``getOffsetInQueueByTime``): one file picked by file mtime, then the broker's
+  binary search in it with its exact probe order, its tie and equal-timestamp choices.
+
+The maps are read-only; ``refresh()`` follows a live broker (new files, a growing tail, files the
+broker deleted). The written end is proposed by a binary search over the entries (append-only, so
+normally a valid prefix), which probes the entries before a file's first hole first and so does not
+fault in zero pages, then confirmed by a forward scan of the entries before it (``_written_end``,
+compiled twin ``first_invalid_entry``): garbage where the search probes cannot move the end past the
+broker's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import mmap
+import os
+import re
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.accel import load
+from protocol.index_key import java_string_hash
+from protocol.message_flags import BORNHOST_V6_FLAG
+from store.commitlog.mapped_files import CommitLog
+from store.warn_once import WarnOnce
+
+__all__ = [
+    "CQ_STORE_UNIT_SIZE",
+    "ConsumeQueue",
+    "CqEntry",
+    "delay_level_table",
+    "deliver_timestamp",
+    "entry_bytes",
+    "is_ext_addr",
+    "store_time_picker",
+    "tags_code",
+]
+
+CQ_STORE_UNIT_SIZE = 20
+_ENTRY = struct.Struct(">qiq")
+_OFFSET_SIZE = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_NAME = re.compile(r"^\d{20}$")
+#: ``ConsumeQueueExt.MAX_ADDR``: tagsCodes at or below it are addresses in a ConsumeQueueExt file.
+_MAX_EXT_ADDR = -(2**31) - 1
+#: Pre-blank entries (``fillPreBlank``) of a queue whose first file starts mid-file.
+PRE_BLANK_SIZE = 2**31 - 1
+log = logging.getLogger("store.consumequeue.consume_queue")
+
+
+@dataclass(frozen=True, slots=True)
+class CqEntry:
+    """One 20-byte entry: where the record is in the CommitLog, its size, its tagsCode."""
+
+    commit_log_offset: int
+    size: int
+    tags_code: int
+
+
+def entry_bytes(commit_log_offset: int, size: int, tags_code: int) -> bytes:
+    """The 20 bytes of an entry as the broker writes them."""
+    return _ENTRY.pack(commit_log_offset, size, tags_code)
+
+
+def tags_code(tags: str | None) -> int:
+    """``tagsString2tagsCode``: ``String.hashCode`` of TAGS (signed 32-bit), 0 without tags."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def is_ext_addr(code: int) -> bool:
+    """``ConsumeQueueExt.isExtAddr``: the broker treats such a tagsCode as unknown (matches any filter)."""
+    return code <= _MAX_EXT_ADDR
+
+
+def delay_level_table(levels: str) -> tuple[dict[int, int], int]:
+    """``ScheduleMessageService.parseDelayLevel``: (level -> delay in ms, max level) from "1s 5s ... 2h".
+
+    As in the broker, a bad item ends the parse: the levels before it keep their delays, and the max
+    level counts the bad one (which then has no delay: its messages are due 1 s after storing).
+    """
+    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    table: dict[int, int] = {}
+    max_level = 0
+    for level, item in enumerate(levels.split(" "), start=1):
+        max_level = max(max_level, level)
+        unit = units.get(item[-1:])
+        number = item[:-1]
+        if unit is None or not re.fullmatch(r"[+-]?\d+", number):
+            log.warning(
+                "messageDelayLevel item %r is not a delay: levels from %d on are unknown", item, level
+            )
+            break
+        table[level] = int(number) * unit
+    return table, max_level
+
+
+def deliver_timestamp(delay_level: int, store_timestamp: int, table: dict[int, int], max_level: int) -> int:
+    """A scheduled record's tagsCode (``computeDeliverTimestamp``), or -1 if the level is not positive.
+
+    The level is clamped to the max level; an unknown level is due 1 s after storing.
+    """
+    level = min(delay_level, max_level)
+    if level <= 0:
+        return -1
+    delay = table.get(level)
+    return store_timestamp + (delay if delay is not None else 1000)
+
+
+def _java_div(a: int, b: int) -> int:
+    """Java's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _wrap64(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def _java_labs(v: int) -> int:
+    """``Math.abs(long)`` of a wrapped 64-bit difference (Long.MIN_VALUE stays negative)."""
+    v = _wrap64(v)
+    return v if v == -(2**63) else abs(v)
+
+
+@dataclass(slots=True)
+class _File:
+    """One consume queue file mapped read-only; ``written`` bytes of it hold entries."""
+
+    start: int
+    path: Path
+    length: int
+    mm: mmap.mmap | None
+    view: memoryview
+    mtime_ms: int
+    written: int = 0
+    #: Where the file's first hole began when it was mapped (``SEEK_HOLE``; ``length`` if unknown):
+    #: the entries end before it in a file written in order, so the search for the end probes there
+    #: first instead of faulting in (and reading ahead over) never-written pages. Only a hint: a
+    #: live broker's tail grows past it.
+    data_end: int = -1
+
+    def close(self) -> None:
+        self.view.release()
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass  # a view handed out earlier still uses it; the GC unmaps it later
+            self.mm = None
+
+
+def _valid(view: memoryview, pos: int) -> bool:
+    offset, size = _OFFSET_SIZE.unpack_from(view, pos)
+    return offset >= 0 and size > 0
+
+
+def _valid_prefix(view: memoryview, limit: int, known: int = 0) -> int:
+    """Bytes of whole valid entries at the start of ``view[:limit]`` (entries are a valid prefix).
+
+    ``known``: bytes already known valid (the last refresh), so a live tail costs a few probes.
+    """
+    units = limit // CQ_STORE_UNIT_SIZE
+    lo = known // CQ_STORE_UNIT_SIZE  # entries [0, lo) valid
+    hi = units  # entries [hi, units) invalid (none yet)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _valid(view, mid * CQ_STORE_UNIT_SIZE):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo * CQ_STORE_UNIT_SIZE
+
+
+def _first_hole(fd: int, length: int) -> int:
+    """Where the first hole of the file begins (``length`` without hole reporting or without holes)."""
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_hole is None:
+        return length
+    try:
+        return min(os.lseek(fd, 0, seek_hole), length)
+    except OSError:
+        return length
+
+
+def first_invalid_entry(view: memoryview, start: int, stop: int) -> int:
+    """The byte position of the first entry at or after ``start`` that is not valid (the broker's
+    ``recover`` test: ``commitLogOffset < 0`` or ``size <= 0``), scanning forward over the whole
+    entries below ``min(stop, len(view))``; that bound, rounded down to whole entries past
+    ``start``, when all of them are valid.
+
+    The readable reference of the compiled twin ``store/consumequeue/_consume_queue_fast.c`` (same name, same
+    results). ``start`` must be a non-negative multiple of the entry size.
+    """
+    if start < 0 or start % CQ_STORE_UNIT_SIZE:
+        raise ValueError(f"start {start} is not a non-negative multiple of {CQ_STORE_UNIT_SIZE}")
+    end = min(stop, len(view))
+    pos = start
+    while pos + CQ_STORE_UNIT_SIZE <= end and _valid(view, pos):
+        pos += CQ_STORE_UNIT_SIZE
+    return pos
+
+
+#: The pure-Python reference, kept reachable after the compiled twin replaces the name below.
+REFERENCE = {"first_invalid_entry": first_invalid_entry}
+
+_fast = load("store.consumequeue._consume_queue_fast")
+#: True when the compiled twin is in use.
+COMPILED = _fast is not None
+if _fast is not None:
+    first_invalid_entry = _fast.first_invalid_entry  # type: ignore[assignment]
+
+
+def _written_end(f: _File) -> int:
+    """The bytes of whole valid entries at the start of ``f``, up to the first entry that is not
+    valid: where the broker's linear ``recover`` stops.
+
+    A binary search (``_valid_prefix``) proposes the end cheaply, first among the entries that start
+    before the file's first hole: the end of a file written in order lies there, and probing a 6 MB
+    file's hole faults in pages the kernel zero-fills and reads ahead over (5 CPU-s for 1,000 mostly
+    empty queues opened twice on a cold cache); only when every entry there is valid does the search
+    go on over the rest of the file. The search assumes the valid entries are a prefix, which garbage
+    breaks: a valid-looking entry where it probes (in a copy that filled the holes, or in the block
+    the entries end in) would move the end far past the last written entry. So the entries before
+    the proposed end are then checked linearly (``first_invalid_entry``, compiled): the first
+    invalid one among them, else the proposed end (itself invalid, or the file's end), is the
+    broker's answer. The check reads only entries before the proposed end, which lies at or before
+    the first hole of a file written in order, and only from ``known`` (entries already checked by
+    an earlier refresh of the same map), so a live tail costs its new entries.
+    """
+    known = f.written if f.written <= f.length else 0
+    data_end = f.length if f.data_end < 0 else f.data_end
+    limit = min(f.length, -(-data_end // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE)
+    proposed = _valid_prefix(f.view, limit, known)
+    if proposed >= limit // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE:
+        proposed = _valid_prefix(f.view, f.length, proposed)
+    return first_invalid_entry(f.view, known, proposed)
+
+
+class ConsumeQueue:
+    """One topic's queue ``queue_id`` under ``root`` (the store's ``consumequeue`` directory).
+
+    ``commitlog`` is what the entries point into: the min offset follows its first offset. Without
+    one (fsck, the builder's resume) the min offset assumes a CommitLog starting at 0. ``root`` None
+    gives the empty in-memory queue the broker makes up for an unknown topic or queue id.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None,
+        topic: str,
+        queue_id: int,
+        mapped_file_size: int,
+        commitlog: CommitLog | None = None,
+    ) -> None:
+        if mapped_file_size <= 0 or mapped_file_size % CQ_STORE_UNIT_SIZE:
+            raise ValueError(f"consume queue file size {mapped_file_size} is not a positive multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.mapped_file_size = mapped_file_size
+        self.directory = None if root is None else Path(root) / topic / str(queue_id)
+        self.commitlog = commitlog
+        self.warn = WarnOnce(log)
+        self._lock = threading.RLock()
+        self._files: list[_File] = []
+        self._starts: list[int] = []
+        self._min_logic_offset = 0
+        self.refresh()
+
+    # -- file queue ----------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read the directory: new files, a grown tail, deleted files, the min offset again."""
+        with self._lock:
+            if self.directory is None:
+                return
+            try:
+                names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
+            except FileNotFoundError:
+                names = []
+            except OSError as exc:
+                self.warn(f"list:{exc}", f"cannot list consume queue {self.directory}: {exc}")
+                names = []
+            old = {f.start: f for f in self._files}
+            files: list[_File] = []
+            for name in names:
+                start = int(name)
+                path = self.directory / name
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                mtime_ms = st.st_mtime_ns // 1_000_000
+                known = old.pop(start, None)
+                if known is not None and known.length == st.st_size:
+                    known.mtime_ms = mtime_ms
+                    files.append(known)
+                    continue
+                if known is not None:
+                    known.close()
+                if st.st_size == 0:
+                    continue  # being created: no entries yet
+                if start % self.mapped_file_size:
+                    self.warn(
+                        f"name:{path}",
+                        f"consume queue file {path} does not start at a multiple of "
+                        f"mappedFileSizeConsumeQueue {self.mapped_file_size}: ignored",
+                    )
+                    continue
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        length = min(os.fstat(fd).st_size, self.mapped_file_size)
+                        mm = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+                        data_end = _first_hole(fd, length)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    self.warn(f"map:{path}", f"cannot map consume queue file {path}: {exc}; ignored")
+                    continue
+                if st.st_size != self.mapped_file_size:
+                    self.warn(
+                        f"size:{path}:{st.st_size}",
+                        f"consume queue file {path} has {st.st_size} bytes, not mappedFileSizeConsumeQueue "
+                        f"{self.mapped_file_size}: reading the whole entries it holds",
+                    )
+                files.append(_File(start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end))
+            for gone in old.values():
+                gone.close()
+            self._recover(files)
+            self._correct_min_offset()
+
+    def _recover(self, files: list[_File]) -> None:
+        """``ConsumeQueue.recover``: the written end, from the third-last file on; later files are dirty."""
+        first = max(0, len(files) - 3)
+        for f in files[:first]:
+            f.written = f.length
+        kept = len(files)
+        for i in range(first, len(files)):
+            f = files[i]
+            f.written = _written_end(f)
+            if f.written < self.mapped_file_size:
+                kept = i + 1
+                break
+        if kept < len(files):
+            for f in files[kept:]:
+                self.warn(
+                    f"dirty:{f.path}",
+                    f"consume queue file {f.path} lies past the queue's written end in "
+                    f"{files[kept - 1].path}: ignored (the broker deletes such files on recovery)",
+                )
+                f.close()
+            files = files[:kept]
+        self._files = files
+        self._starts = [f.start for f in files]
+
+    def _commitlog_min_offset(self) -> int:
+        if self.commitlog is None:
+            return 0
+        files = self.commitlog.files
+        return files[0].start if files else -1
+
+    def _correct_min_offset(self) -> None:
+        """``correctMinOffset``: the first entry of the first file at or past the CommitLog's start."""
+        if not self._files:
+            self._min_logic_offset = 0
+            return
+        f = self._files[0]
+        phy_min = self._commitlog_min_offset()
+        view = f.view
+        # The entries' CommitLog offsets grow (pre-blank entries say 0), so search for the first >= phy_min.
+        lo, hi = 0, f.written // CQ_STORE_UNIT_SIZE
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _I64.unpack_from(view, mid * CQ_STORE_UNIT_SIZE)[0] >= phy_min:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < f.written // CQ_STORE_UNIT_SIZE:
+            self._min_logic_offset = f.start + lo * CQ_STORE_UNIT_SIZE
+        elif self._min_logic_offset < f.start:
+            # No entry qualifies: a loaded broker keeps 0 (the value before any correction).
+            self._min_logic_offset = 0
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        """``getMinOffsetInQueue``, in entries."""
+        return self._min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """``getMaxOffsetInQueue``: the end of the last file's written entries, in entries."""
+        files = self._files
+        if not files:
+            return 0
+        return (files[-1].start + files[-1].written) // CQ_STORE_UNIT_SIZE
+
+    @property
+    def min_logic_offset(self) -> int:
+        """The min offset in bytes (``getMinLogicOffset``)."""
+        return self._min_logic_offset
+
+    @property
+    def file_starts(self) -> list[int]:
+        return list(self._starts)
+
+    def _file_for(self, byte_offset: int) -> _File | None:
+        """``MappedFileQueue.findMappedFileByOffset`` (without the return-first fallback)."""
+        i = bisect.bisect_right(self._starts, byte_offset) - 1
+        if i < 0:
+            return None
+        f = self._files[i]
+        if byte_offset >= f.start + self.mapped_file_size:
+            return None
+        return f
+
+    def index_buffer(self, offset: int) -> memoryview | None:
+        """``getIndexBuffer``: the entries from logical ``offset`` to the written end of its file."""
+        byte_offset = offset * CQ_STORE_UNIT_SIZE
+        if offset < 0 or byte_offset < self._min_logic_offset:
+            return None
+        f = self._file_for(byte_offset)
+        if f is None:
+            return None
+        pos = byte_offset % self.mapped_file_size
+        if pos >= f.written:
+            return None
+        return f.view[pos : f.written]
+
+    def entry(self, offset: int) -> CqEntry | None:
+        """The entry at logical ``offset``, or None where the broker reads nothing."""
+        buf = self.index_buffer(offset)
+        if buf is None:
+            return None
+        return CqEntry(*_ENTRY.unpack_from(buf, 0))
+
+    def entries(self, offset: int, max_count: int) -> list[CqEntry]:
+        """Up to ``max_count`` entries from ``offset``, crossing into the next files."""
+        out: list[CqEntry] = []
+        while len(out) < max_count:
+            buf = self.index_buffer(offset)
+            if buf is None:
+                break
+            n = min(len(buf) // CQ_STORE_UNIT_SIZE, max_count - len(out))
+            out.extend(CqEntry(*e) for e in _ENTRY.iter_unpack(buf[: n * CQ_STORE_UNIT_SIZE]))
+            offset += n
+        return out
+
+    def offset_by_time(self, timestamp: int, store_time: Callable[[int, int], int]) -> int:
+        """``getOffsetInQueueByTime``; ``store_time(offset, size)`` is ``pickupStoreTimestamp``."""
+        files = self._files
+        if not files:
+            return 0
+        f = files[-1]
+        for candidate in files:
+            if candidate.mtime_ms >= timestamp:
+                f = candidate
+                break
+        if f.written <= 0:
+            return 0
+        low = self._min_logic_offset - f.start if self._min_logic_offset > f.start else 0
+        high = f.written - CQ_STORE_UNIT_SIZE
+        target = left = right = -1
+        left_value = right_value = -1
+        min_phy = self._commitlog_min_offset()
+        view = f.view
+        while high >= low:
+            mid = (low + high) // (2 * CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+            phy, size = _OFFSET_SIZE.unpack_from(view, mid)
+            if phy < min_phy:
+                low = mid + CQ_STORE_UNIT_SIZE
+                left = mid
+                continue
+            t = store_time(phy, size)
+            if t < 0:
+                return 0
+            if t == timestamp:
+                target = mid
+                break
+            if t > timestamp:
+                high = mid - CQ_STORE_UNIT_SIZE
+                right = mid
+                right_value = t
+            else:
+                low = mid + CQ_STORE_UNIT_SIZE
+                left = mid
+                left_value = t
+        if target != -1:
+            offset = target
+        elif left_value == -1:
+            offset = right
+        elif right_value == -1:
+            offset = left
+        else:
+            nearer_right = _java_labs(timestamp - left_value) > _java_labs(timestamp - right_value)
+            offset = right if nearer_right else left
+        return _java_div(f.start + offset, CQ_STORE_UNIT_SIZE)
+
+    def roll_next_file(self, offset: int) -> int:
+        """``rollNextFile``: the first logical offset of the file after ``offset``'s."""
+        per_file = self.mapped_file_size // CQ_STORE_UNIT_SIZE
+        return offset + per_file - offset % per_file
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self._files:
+                f.close()
+            self._files = []
+            self._starts = []
+
+
+def store_time_picker(commitlog: CommitLog) -> Callable[[int, int], int]:
+    """``CommitLog.pickupStoreTimestamp`` over our CommitLog: the store time of the record at
+    ``offset`` if ``size`` bytes are readable there (and ``offset`` is not below the first file), else -1."""
+
+    def pick(offset: int, size: int) -> int:
+        files = commitlog.files
+        if not files or offset < files[0].start:
+            return -1
+        buf = commitlog.select(offset, size)
+        if buf is None or len(buf) < 72:
+            return -1
+        sys_flag = _I32.unpack_from(buf, 36)[0]
+        return _I64.unpack_from(buf, 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0))[0]
+
+    return pick

@@ -1,0 +1,130 @@
+"""The store's topics and queues: which exist, how many each has, and their opened ConsumeQueues.
+
+Queue counts come from the store itself, never a constant: ``config/topics.json`` (the broker's
+TopicConfigManager file: ``readQueueNums`` / ``writeQueueNums``), else the ``consumequeue``
+directories (highest queue id + 1, as a broker that registers a topic from its consume queues does).
+
+Like the broker's ``findConsumeQueue``, asking for an unknown topic or queue id gives an empty queue
+(min 0, max 0); unlike it, such a queue is not kept, so lookups of made-up names hold no memory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.consumequeue.consume_queue import ConsumeQueue
+
+__all__ = ["QueueTable", "TopicQueueNums", "read_topics_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicQueueNums:
+    read: int
+    write: int
+
+
+def read_topics_json(path: Path) -> dict[str, TopicQueueNums]:
+    """topic -> queue counts from a broker's ``topics.json`` (empty if missing or unreadable)."""
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return {}
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    out: dict[str, TopicQueueNums] = {}
+    for name, conf in table.items():
+        conf = conf if isinstance(conf, dict) else {}
+        read = conf.get("readQueueNums")
+        write = conf.get("writeQueueNums")
+        # The broker's TopicConfig defaults (16/16) when a field is absent.
+        read = read if isinstance(read, int) and not isinstance(read, bool) else 16
+        write = write if isinstance(write, int) and not isinstance(write, bool) else 16
+        out[str(name)] = TopicQueueNums(read, write)
+    return out
+
+
+class QueueTable:
+    """The ConsumeQueues of a store, opened on first use and refreshed together."""
+
+    def __init__(self, config: StoreConfig, commitlog: CommitLog) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.root = config.consume_queue_dir
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.RLock()
+
+    def directory_queue_ids(self) -> dict[str, list[int]]:
+        """topic -> queue ids present as ``consumequeue/TOPIC/QID`` directories."""
+        out: dict[str, list[int]] = {}
+        try:
+            topics = [e for e in os.scandir(self.root) if e.is_dir()]
+        except OSError:
+            return out
+        for t in topics:
+            try:
+                ids = [int(e.name) for e in os.scandir(t.path) if e.is_dir() and e.name.isdigit()]
+            except OSError:
+                continue
+            if ids:
+                out[t.name] = sorted(ids)
+        return out
+
+    def queue_nums(self) -> dict[str, TopicQueueNums]:
+        """topic -> (read, write) queue counts: topics.json, else highest consumequeue id + 1."""
+        found = {
+            t: TopicQueueNums(max(ids) + 1, max(ids) + 1) for t, ids in self.directory_queue_ids().items()
+        }
+        found.update(read_topics_json(self.config.store_path_root_dir / "config" / "topics.json"))
+        return found
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue (an empty, unkept one when it has no directory)."""
+        key = (topic, queue_id)
+        with self._lock:
+            queue = self._queues.get(key)
+            if queue is not None:
+                return queue
+            exists = queue_id >= 0 and _safe_name(topic) and _is_dir(self.root / topic / str(queue_id))
+            queue = ConsumeQueue(
+                self.root if exists else None,
+                topic,
+                queue_id,
+                self.config.consume_queue_file_size,
+                self.commitlog,
+            )
+            if not exists:
+                return queue
+            self._queues[key] = queue
+            return queue
+
+    def refresh(self) -> None:
+        with self._lock:
+            for queue in self._queues.values():
+                queue.refresh()
+
+    def close(self) -> None:
+        with self._lock:
+            for queue in self._queues.values():
+                queue.close()
+            self._queues.clear()
+
+
+def _is_dir(path: Path) -> bool:
+    """``path.is_dir()``, false also where the name cannot exist (ENAMETOOLONG from a request)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _safe_name(topic: str) -> bool:
+    """A topic usable as one directory name (no path tricks from a request)."""
+    return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic

@@ -1,0 +1,1 @@
+"""The IndexFiles: their format, the broker's IndexService queries, the index dispatcher and builder."""

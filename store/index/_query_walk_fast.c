@@ -1,0 +1,640 @@
+/*
+ * store.index._query_walk_fast: the compiled twin of store/index/query_walk.py (same function names, same
+ * arguments, same results; the Python module is the readable reference and the tests check that
+ * both agree, on the golden store and on hostile bytes).
+ *
+ *   walk_chain(buf, length, entries_at, start, key_hash, index_count, limit, begin_timestamp,
+ *              begin_phy_offset, begin, end, room, budget)
+ *       -> (offsets, visited, stop, stop_entry, forward_entry)
+ *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
+ *   read_checked(maps, views, starts, lengths, max_offset, offsets) -> (records, shrunk)
+ *   query_files(maps, fds, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
+ *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events)
+ *
+ * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
+ * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
+ *   - Only bytes inside `length` (the size the Python layer checked when it mapped the file, also
+ *     capped by the buffer's own length) are ever read. Sizing the map, and re-checking the file
+ *     before handing out that length, is the Python layer's job.
+ *   - Every pointer read from a file is bounds-checked before it is followed: a chain's prevIndex
+ *     (and the starting slot value) must name an entry lying wholly inside `length`; a record's
+ *     TOTALSIZE and its variable-length fields must lie inside the file and the written end.
+ *   - The buffer export (PyObject_GetBuffer) is held for the whole walk, including while the GIL is
+ *     released in walk_chain: an exported mmap refuses close() (BufferError), so a concurrent
+ *     refresh on the event loop cannot unmap memory this code is reading.
+ *   - walk_chain visits at most `budget` entries and never revisits one, so hostile chains end.
+ * No Python object is touched while the GIL is released: offsets are gathered in a C array.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ENTRY_SIZE 20
+#define STOP_END 0
+#define STOP_ZEROED 1
+#define STOP_BUDGET 2
+#define STOP_OUTSIDE 3
+#define STOP_LOOP 4
+#define EVENT_SHORT 10
+#define EVENT_HEADER 11
+#define EVENT_SLOT 12
+#define EVENT_CHAIN 13
+#define INDEX_HEADER_SIZE 40
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
+#define MAGIC_BLANK ((int32_t)0xCBD43194)
+#define BORNHOST_V6 0x10
+#define STOREHOST_V6 0x20
+#define MIN_RECORD_SIZE 91
+
+static inline int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t be16(const unsigned char *p) {
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+static inline int64_t be64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
+}
+
+/* ------------------------------------------------------------------------------------ walk_chain */
+
+typedef struct {
+    int64_t *offsets;
+    Py_ssize_t count, cap;
+    Py_ssize_t visited;
+    int stop;
+    long long stop_entry, forward;
+    int nomem;
+} walk_result;
+
+static int push_offset(walk_result *r, int64_t value) {
+    if (r->count == r->cap) {
+        Py_ssize_t cap = r->cap ? r->cap * 2 : 64;
+        int64_t *grown = realloc(r->offsets, (size_t)cap * sizeof(int64_t));
+        if (grown == NULL) return -1;
+        r->offsets = grown;
+        r->cap = cap;
+    }
+    r->offsets[r->count++] = value;
+    return 0;
+}
+
+/* A set of entry numbers 0..bits-1 (entries that can lie inside the buffer); others are never seen. */
+typedef struct {
+    unsigned char *bits;
+    long long size;
+} seen_set;
+
+static inline int seen_has(const seen_set *s, long long n) {
+    return n >= 0 && n < s->size && (s->bits[n >> 3] >> (n & 7)) & 1;
+}
+
+static inline void seen_add(seen_set *s, long long n) {
+    if (n >= 0 && n < s->size) s->bits[n >> 3] |= (unsigned char)(1u << (n & 7));
+}
+
+static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entries_at, long long start,
+                 int32_t key_hash, long long index_count, long long limit, long long begin_ts,
+                 long long begin_phy, long long begin, long long end, Py_ssize_t room, Py_ssize_t budget,
+                 walk_result *r) {
+    long long current = start;
+    seen_set seen = {NULL, 0};
+    r->stop = STOP_END;
+    r->stop_entry = 0;
+    r->forward = 0;
+    /* Entries wholly inside the buffer: numbers 0 .. fit-1. */
+    long long fit = length > entries_at ? (long long)((length - entries_at) / ENTRY_SIZE) : 0;
+    if (room <= 0) return;
+    for (;;) {
+        if (current > limit) break;
+        if (r->visited >= budget) {
+            r->stop = STOP_BUDGET;
+            r->stop_entry = current;
+            break;
+        }
+        if (current < 0 || current >= fit) {
+            r->stop = STOP_OUTSIDE;
+            r->stop_entry = current;
+            break;
+        }
+        const unsigned char *e = base + entries_at + (Py_ssize_t)current * ENTRY_SIZE;
+        int32_t hash_read = be32(e);
+        int64_t phy_read = be64(e + 4);
+        int32_t time_diff = be32(e + 12);
+        int32_t prev = be32(e + 16);
+        r->visited++;
+        if (phy_read == 0 && prev == 0 && begin_phy > 0 && hash_read == 0) {
+            r->stop = STOP_ZEROED;
+            r->stop_entry = current;
+            break;
+        }
+        if (time_diff < 0) break;
+        __int128 time_read = (__int128)begin_ts + (__int128)time_diff * 1000;
+        if (hash_read == key_hash && (__int128)begin <= time_read && time_read <= (__int128)end) {
+            if (push_offset(r, phy_read) < 0) {
+                r->nomem = 1;
+                break;
+            }
+            if (r->count >= room) break;
+        }
+        if (prev <= 0 || prev > index_count || prev == current || time_read < (__int128)begin) break;
+        if (prev > current || seen.bits != NULL) {
+            if (seen.bits == NULL) {
+                /* First forward link: remember the chain so far, then refuse to revisit. */
+                r->forward = current;
+                seen.size = fit;
+                seen.bits = calloc((size_t)(fit / 8 + 1), 1);
+                if (seen.bits == NULL) {
+                    r->nomem = 1;
+                    break;
+                }
+                long long c = start;
+                for (Py_ssize_t i = 0; i < r->visited; i++) {
+                    seen_add(&seen, c);
+                    /* Every entry of the prefix was read above, so it lies inside the buffer. */
+                    c = be32(base + entries_at + (Py_ssize_t)c * ENTRY_SIZE + 16);
+                }
+            }
+            if (seen_has(&seen, prev)) {
+                r->stop = STOP_LOOP;
+                r->stop_entry = prev;
+                break;
+            }
+            seen_add(&seen, prev);
+        }
+        current = prev;
+    }
+    free(seen.bits);
+}
+
+static PyObject *walk_chain(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t length, entries_at, room, budget;
+    long long start, index_count, limit, begin_ts, begin_phy, begin, end;
+    int key_hash;
+    if (!PyArg_ParseTuple(args, "OnnLiLLLLLLnn:walk_chain", &obj, &length, &entries_at, &start, &key_hash,
+                          &index_count, &limit, &begin_ts, &begin_phy, &begin, &end, &room, &budget))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (length > view.len) length = view.len;
+    if (length < 0) length = 0;
+    if (entries_at < 0) entries_at = length; /* nothing can be read */
+    walk_result r;
+    memset(&r, 0, sizeof r);
+    Py_BEGIN_ALLOW_THREADS
+    walk((const unsigned char *)view.buf, length, entries_at, start, (int32_t)key_hash, index_count, limit,
+         begin_ts, begin_phy, begin, end, room, budget, &r);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (r.nomem) {
+        free(r.offsets);
+        return PyErr_NoMemory();
+    }
+    PyObject *offsets = PyList_New(r.count);
+    if (offsets == NULL) {
+        free(r.offsets);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < r.count; i++) {
+        PyObject *v = PyLong_FromLongLong(r.offsets[i]);
+        if (v == NULL) {
+            free(r.offsets);
+            Py_DECREF(offsets);
+            return NULL;
+        }
+        PyList_SET_ITEM(offsets, i, v);
+    }
+    free(r.offsets);
+    return Py_BuildValue("(NniLL)", offsets, r.visited, r.stop, r.stop_entry, r.forward);
+}
+
+/* ---------------------------------------------------------------------------------- read_records */
+
+/* store/commitlog/record.py's check() without BODYCRC: the record's size when whole, else <= 0. */
+static Py_ssize_t record_size(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end) {
+    if (pos + 8 > end) return -1;
+    int32_t total = be32(b + pos);
+    int32_t magic = be32(b + pos + 4);
+    if (magic == MAGIC_BLANK) return 0;
+    if (magic != MAGIC_V1 && magic != MAGIC_V2) return -1;
+    if (total < MIN_RECORD_SIZE || pos + total > end) return -1;
+    int32_t sys_flag = be32(b + pos + 36);
+    Py_ssize_t p = pos + 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
+    p += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8) + 4 + 8;
+    Py_ssize_t rend = pos + total;
+    if (p + 4 > rend) return -1;
+    int32_t body_len = be32(b + p);
+    if (body_len < 0) return -1;
+    p += 4;
+    if (p + body_len > rend) return -1;
+    p += body_len;
+    Py_ssize_t topic_len;
+    if (magic == MAGIC_V2) {
+        if (p + 2 > rend) return -1;
+        topic_len = be16(b + p);
+        p += 2;
+    } else {
+        if (p + 1 > rend) return -1;
+        topic_len = b[p];
+        p += 1;
+    }
+    if (topic_len < 0) return -1;
+    p += topic_len;
+    if (p + 2 > rend) return -1;
+    int16_t props_len = be16(b + p);
+    p += 2;
+    if (props_len > 0) p += props_len;
+    if (p != rend) return -1;
+    return total;
+}
+
+static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped);
+
+/* read_records, and with `maps_in` (read_checked) each file's current size checked at its first read,
+ * the files found short appended to `shrunk` as (file, readable length). */
+static PyObject *read_impl(PyObject *views_in, PyObject *starts_in, PyObject *lengths_in, long long max_offset,
+                           PyObject *offsets_in, PyObject *maps_in, PyObject *shrunk) {
+    PyObject *maps = NULL;
+    if (maps_in != NULL && (maps = PySequence_Fast(maps_in, "maps must be a sequence")) == NULL) return NULL;
+    PyObject *views = PySequence_Fast(views_in, "views must be a sequence");
+    PyObject *starts = views ? PySequence_Fast(starts_in, "starts must be a sequence") : NULL;
+    PyObject *lengths = starts ? PySequence_Fast(lengths_in, "lengths must be a sequence") : NULL;
+    PyObject *offsets = lengths ? PySequence_Fast(offsets_in, "offsets must be a sequence") : NULL;
+    PyObject *out = NULL;
+    long long *start_v = NULL, *length_v = NULL;
+    Py_buffer *bufs = NULL;
+    char *got = NULL;
+    Py_ssize_t n = 0;
+    if (offsets == NULL) goto done;
+    n = PySequence_Fast_GET_SIZE(starts);
+    if (PySequence_Fast_GET_SIZE(views) < n || PySequence_Fast_GET_SIZE(lengths) < n ||
+        (maps != NULL && PySequence_Fast_GET_SIZE(maps) < n)) {
+        PyErr_SetString(PyExc_ValueError, "views, starts and lengths must have the same length");
+        goto done;
+    }
+    start_v = PyMem_Calloc((size_t)n + 1, sizeof(long long));
+    length_v = PyMem_Calloc((size_t)n + 1, sizeof(long long));
+    bufs = PyMem_Calloc((size_t)n + 1, sizeof(Py_buffer));
+    got = PyMem_Calloc((size_t)n + 1, 1);
+    if (!start_v || !length_v || !bufs || !got) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        start_v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(starts, i));
+        length_v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(lengths, i));
+        if (PyErr_Occurred()) goto done;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(offsets);
+    out = PyList_New(count);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        long long offset = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(offsets, k));
+        if (offset == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) goto fail;
+            PyErr_Clear(); /* beyond a Java long: no record there */
+        }
+        PyObject *item = Py_None;
+        if (offset >= 0 && offset < max_offset && n > 0) {
+            Py_ssize_t lo = 0, hi = n;
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (offset < start_v[mid]) hi = mid;
+                else lo = mid + 1;
+            }
+            Py_ssize_t i = lo - 1;
+            if (i >= 0) {
+                if (!got[i]) {
+                    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(views, i), &bufs[i], PyBUF_SIMPLE) < 0)
+                        goto fail;
+                    got[i] = 1;
+                    if (maps != NULL) {
+                        /* The one size check of this file for this call, before anything of it is read. */
+                        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
+                        long long mapped = length_v[i] > 0 ? length_v[i] : 0;
+                        long long now = mm == Py_None ? 0 : current_size(mm, (Py_ssize_t)mapped);
+                        if (now < 0) goto fail;
+                        if (now < length_v[i]) {
+                            PyObject *t = Py_BuildValue("(nL)", i, now);
+                            if (t == NULL || PyList_Append(shrunk, t) < 0) {
+                                Py_XDECREF(t);
+                                goto fail;
+                            }
+                            Py_DECREF(t);
+                            length_v[i] = now;
+                        }
+                    }
+                }
+                long long pos = offset - start_v[i];
+                long long limit = length_v[i];
+                if (bufs[i].len < limit) limit = bufs[i].len;
+                if (max_offset - start_v[i] < limit) limit = max_offset - start_v[i];
+                const unsigned char *b = bufs[i].buf;
+                if (pos + 4 <= limit) {
+                    int32_t size = be32(b + pos);
+                    if (size > 0 && pos + size <= limit && record_size(b, pos, pos + size) > 0) {
+                        item = PySequence_GetSlice(PySequence_Fast_GET_ITEM(views, i), pos, pos + size);
+                        if (item == NULL) goto fail;
+                        PyList_SET_ITEM(out, k, item);
+                        continue;
+                    }
+                }
+            }
+        }
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(out, k, Py_None);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    if (bufs != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (got[i]) PyBuffer_Release(&bufs[i]);
+    PyMem_Free(bufs);
+    PyMem_Free(got);
+    PyMem_Free(start_v);
+    PyMem_Free(length_v);
+    Py_XDECREF(views);
+    Py_XDECREF(starts);
+    Py_XDECREF(lengths);
+    Py_XDECREF(offsets);
+    Py_XDECREF(maps);
+    return out;
+}
+
+static PyObject *read_records(PyObject *self, PyObject *args) {
+    PyObject *views_in, *starts_in, *lengths_in, *offsets_in;
+    long long max_offset;
+    if (!PyArg_ParseTuple(args, "OOOLO:read_records", &views_in, &starts_in, &lengths_in, &max_offset,
+                          &offsets_in))
+        return NULL;
+    return read_impl(views_in, starts_in, lengths_in, max_offset, offsets_in, NULL, NULL);
+}
+
+static PyObject *read_checked(PyObject *self, PyObject *args) {
+    PyObject *maps_in, *views_in, *starts_in, *lengths_in, *offsets_in;
+    long long max_offset;
+    if (!PyArg_ParseTuple(args, "OOOOLO:read_checked", &maps_in, &views_in, &starts_in, &lengths_in, &max_offset,
+                          &offsets_in))
+        return NULL;
+    PyObject *shrunk = PyList_New(0);
+    if (shrunk == NULL) return NULL;
+    PyObject *records = read_impl(views_in, starts_in, lengths_in, max_offset, offsets_in, maps_in, shrunk);
+    if (records == NULL) {
+        Py_DECREF(shrunk);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", records, shrunk);
+}
+
+
+/* ----------------------------------------------------------------------------------- query_files */
+
+/* Append (file, kind, detail) to events; detail is a new reference (stolen). */
+static int add_event(PyObject *events, Py_ssize_t file, int kind, PyObject *detail) {
+    if (detail == NULL) return -1;
+    PyObject *t = Py_BuildValue("(niN)", file, kind, detail);
+    if (t == NULL) return -1;
+    int rc = PyList_Append(events, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* store/index/header.py's header_problem(...) is not None. */
+static int header_bad(const long long h[6], long long hash_slot_num, long long index_num, int last) {
+    if (h[0] < 0 || h[1] < 0 || h[2] < 0 || h[3] < 0) return 1;
+    if (h[5] < 0 || h[5] > index_num) return 1;
+    if (h[4] < 0 || h[4] > hash_slot_num) return 1;
+    if (!last && h[5] != index_num) return 1;
+    if (!last && h[0] > h[1]) return 1;
+    return 0;
+}
+
+/* store/index/header.py's is_time_matched. */
+static int time_matched(long long b, long long e, long long begin, long long end) {
+    return (begin < b && end > e) || (b <= begin && begin <= e) || (b <= end && end <= e);
+}
+
+/* The file's readable length now: min(mm.size(), len(mm)), 0 when size() fails (closed, EIO). */
+static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
+    static PyObject *size_name = NULL;
+    if (size_name == NULL && (size_name = PyUnicode_InternFromString("size")) == NULL) return -1;
+    PyObject *v = PyObject_CallMethodNoArgs(mm, size_name);
+    if (v == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_OSError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    Py_ssize_t now = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    if (now == -1 && PyErr_Occurred()) return -1;
+    return now < mapped ? now : mapped;
+}
+
+/* The file's size now by its descriptor (lseek to the end: no stat copy), cut to the map's length;
+ * 0 when the descriptor is bad. */
+static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0) return 0;
+    return end < (off_t)mapped ? (Py_ssize_t)end : mapped;
+}
+
+static PyObject *query_files(PyObject *self, PyObject *args) {
+    PyObject *maps_in, *fds_in, *headers_in;
+    Py_ssize_t size, max_num, budget;
+    long long hash_slot_num, index_num, begin, end;
+    int key_hash;
+    if (!PyArg_ParseTuple(args, "OOOnLLinLLn:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
+                          &index_num, &key_hash, &max_num, &begin, &end, &budget))
+        return NULL;
+    if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
+        size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
+        PyErr_SetString(PyExc_ValueError, "query_files: impossible geometry");
+        return NULL;
+    }
+    PyObject *maps = PySequence_Fast(maps_in, "maps must be a sequence");
+    if (maps == NULL) return NULL;
+    PyObject *fds = PySequence_Fast(fds_in, "fds must be a sequence");
+    if (fds == NULL) {
+        Py_DECREF(maps);
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(fds) < PySequence_Fast_GET_SIZE(maps)) {
+        PyErr_SetString(PyExc_ValueError, "query_files: a descriptor per map");
+        Py_DECREF(maps);
+        Py_DECREF(fds);
+        return NULL;
+    }
+    PyObject *headers = NULL;
+    if (headers_in != Py_None) {
+        headers = PySequence_Fast(headers_in, "headers must be a sequence or None");
+        if (headers == NULL) {
+            Py_DECREF(maps);
+            Py_DECREF(fds);
+            return NULL;
+        }
+        if (PySequence_Fast_GET_SIZE(headers) < PySequence_Fast_GET_SIZE(maps)) {
+            PyErr_SetString(PyExc_ValueError, "query_files: a header (or None) per map");
+            Py_DECREF(maps);
+            Py_DECREF(fds);
+            Py_DECREF(headers);
+            return NULL;
+        }
+    }
+    PyObject *events = PyList_New(0);
+    walk_result all;
+    memset(&all, 0, sizeof all);
+    int exhausted = 0;
+    long long last_ts = 0, last_phy = 0;
+    Py_ssize_t entries_at = (Py_ssize_t)(INDEX_HEADER_SIZE + hash_slot_num * 4);
+    Py_ssize_t slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE + ((uint32_t)key_hash % (uint64_t)hash_slot_num) * 4);
+    if (key_hash < 0) /* Python's % is never negative; a key hash is, but keep the two alike anyway */
+        slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE +
+                                (((long long)key_hash % hash_slot_num + hash_slot_num) % hash_slot_num) * 4);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(maps);
+    Py_ssize_t last = n - 1;
+    if (events == NULL) goto fail;
+    for (Py_ssize_t i = last; i >= 0; i--) {
+        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
+        Py_buffer view;
+        /* The export is taken first and held for the whole file: an exported mmap refuses close(). */
+        if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
+            PyErr_Clear(); /* a closed map: nothing can be read */
+            if (add_event(events, i, EVENT_SHORT, PyLong_FromLong(0)) < 0) goto fail;
+            continue;
+        }
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds, i));
+        if (fd == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&view);
+            goto fail;
+        }
+        /* The map's export is held (taken above): its file cannot be closed, nor its fd reused. */
+        Py_ssize_t now = fd < 0 || fd > INT32_MAX ? 0 : fd_size((int)fd, view.len);
+        if (now < size) {
+            PyBuffer_Release(&view);
+            if (add_event(events, i, EVENT_SHORT, PyLong_FromSsize_t(now)) < 0) goto fail;
+            continue;
+        }
+        const unsigned char *base = view.buf;
+        long long h[6];
+        PyObject *given = headers != NULL ? PySequence_Fast_GET_ITEM(headers, i) : Py_None;
+        if (given != Py_None) {
+            if (!PyArg_ParseTuple(given, "LLLLLL:header", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5])) {
+                PyBuffer_Release(&view);
+                goto fail;
+            }
+        } else {
+            for (int k = 0; k < 4; k++) h[k] = be64(base + 8 * k);
+            h[4] = be32(base + 32);
+            h[5] = be32(base + 36);
+        }
+        if (i == last) {
+            last_ts = h[1];
+            last_phy = h[3];
+        }
+        if (header_bad(h, hash_slot_num, index_num, i == last)) {
+            PyBuffer_Release(&view);
+            if (add_event(events, i, EVENT_HEADER, Py_BuildValue("(LLLLLL)", h[0], h[1], h[2], h[3], h[4], h[5])) < 0)
+                goto fail;
+            continue;
+        }
+        int stop_now = 0;
+        if (time_matched(h[0], h[1], begin, end)) {
+            long long index_count = h[5];
+            long long slot_value = be32(base + slot_pos);
+            if (slot_value <= 0 || slot_value > index_count || index_count <= 1) {
+                if (slot_value > index_count && index_count > 1) {
+                    if (add_event(events, i, EVENT_SLOT, Py_BuildValue("(LL)", slot_value, index_count)) < 0) {
+                        PyBuffer_Release(&view);
+                        goto fail;
+                    }
+                }
+            } else {
+                walk_result r;
+                memset(&r, 0, sizeof r);
+                long long limit = index_count < index_num - 1 ? index_count : index_num - 1;
+                Py_ssize_t length = size < view.len ? size : view.len;
+                Py_BEGIN_ALLOW_THREADS
+                walk(base, length, entries_at, slot_value, (int32_t)key_hash, index_count, limit, h[0], h[2], begin,
+                     end, max_num - all.count, budget - all.visited, &r);
+                Py_END_ALLOW_THREADS
+                PyBuffer_Release(&view);
+                all.visited += r.visited;
+                int failed = r.nomem;
+                for (Py_ssize_t k = 0; k < r.count && !failed; k++)
+                    if (push_offset(&all, r.offsets[k]) < 0) failed = 1;
+                free(r.offsets);
+                if (failed) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                if (r.forward && add_event(events, i, EVENT_CHAIN, PyLong_FromLongLong(r.forward)) < 0) goto fail;
+                if (r.stop == STOP_ZEROED || r.stop == STOP_OUTSIDE) {
+                    if (add_event(events, i, r.stop, PyLong_FromLongLong(r.stop_entry)) < 0) goto fail;
+                } else if (r.stop == STOP_BUDGET) {
+                    exhausted = 1;
+                    break;
+                }
+                stop_now = 1; /* the view is released: check the pruning below */
+            }
+        }
+        if (!stop_now) PyBuffer_Release(&view);
+        if (h[0] < begin || all.count >= max_num) break;
+    }
+    Py_DECREF(maps);
+    Py_DECREF(fds);
+    Py_XDECREF(headers);
+    PyObject *offsets = PyList_New(all.count);
+    if (offsets == NULL) {
+        free(all.offsets);
+        Py_DECREF(events);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < all.count; k++) {
+        PyObject *v = PyLong_FromLongLong(all.offsets[k]);
+        if (v == NULL) {
+            free(all.offsets);
+            Py_DECREF(offsets);
+            Py_DECREF(events);
+            return NULL;
+        }
+        PyList_SET_ITEM(offsets, k, v);
+    }
+    free(all.offsets);
+    return Py_BuildValue("(NnOLLN)", offsets, all.visited, exhausted ? Py_True : Py_False, last_ts, last_phy,
+                         events);
+fail:
+    free(all.offsets);
+    Py_XDECREF(events);
+    Py_DECREF(maps);
+    Py_DECREF(fds);
+    Py_XDECREF(headers);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.index.query_walk.walk_chain (GIL released)."},
+    {"read_records", read_records, METH_VARARGS, "Compiled store.index.query_walk.read_records."},
+    {"read_checked", read_checked, METH_VARARGS, "Compiled store.index.query_walk.read_checked."},
+    {"query_files", query_files, METH_VARARGS, "Compiled store.index.query_walk.query_files."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "store.index._query_walk_fast",
+    "Compiled twins of store.index.query_walk (see that module for the reference).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__query_walk_fast(void) { return PyModule_Create(&module); }

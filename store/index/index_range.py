@@ -1,0 +1,127 @@
+"""Index a byte range of whole CommitLog records into one IndexFile: the builder's inner loop.
+
+``index_range`` walks the records of ``view[pos:end]`` (one CommitLog file's map; ``base`` is that
+file's first offset) and, for each, does what the broker's reput + ``buildIndex`` do: skip a
+TRANSACTION_ROLLBACK record, put ``topic#UNIQ_KEY`` and ``topic#token`` for each non-empty KEYS
+token, skip a record already covered by the file (``offset < endPhyOffset``: the broker's
+de-duplication of a re-dispatched record). It returns at the first of:
+
+- ``END``: ``pos`` reached ``end``;
+- ``ROLL``: the record at ``pos`` has keys left to put and ``target`` is None or full; ``skip`` says
+  how many of its keys are already in (the caller creates the next file and calls again);
+- ``OTHER``: ``pos`` holds no plain whole record inside ``[pos, end)``: a blank end-of-file marker,
+  zeros, a torn or corrupt record, one running past ``end``, or one the walk accepts but whose
+  fields the decoder refuses. The caller lets the CommitLog's own walk deal with that one
+  (``CommitLog.iter_records`` skips a blank to the next file and resyncs past corruption);
+- ``BUDGET``: ``budget`` records were completed.
+
+The rules for "a plain whole record" are ``store.commitlog.record.check`` with BODYCRC and the expected
+PHYSICALOFFSET, plus ``protocol.message.read_index_fields`` accepting it. This is the readable
+reference; ``store/index/_index_range_fast.c`` is the same function in C (loaded below, see
+``protocol.accel``) and must give byte-identical index files (``tests/store/index/test_index_range.py``).
+Only bytes inside ``[pos, end)`` are read: ``end`` is where the CommitLog says whole records stop.
+
+The file's header is rewritten after every key, as ``IndexFile.put_hash`` does: a builder killed at
+any instant leaves a file it can repair and resume (``store.index.builder``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from protocol.accel import load
+from protocol.errors import ProtocolError
+from protocol.message import read_index_fields
+from store.commitlog import record
+from store.commitlog.mapped_files import RECHECK_EVERY
+from store.index.index_file import IndexFile
+from store.index.keys import KeyHasher, index_keys
+
+#: Why ``index_range`` returned (the ``stop`` field of its result).
+END = 0
+ROLL = 1
+OTHER = 2
+BUDGET = 3
+
+_HASHER = KeyHasher()
+
+
+class RangeResult(NamedTuple):
+    """What one ``index_range`` call did (the compiled twin returns a plain tuple of the same fields)."""
+
+    stop: int
+    #: Offset in ``view`` of the next record to index (the one that stopped the walk, or ``end``).
+    pos: int
+    #: Keys of the record at ``pos`` already in the index (non-zero only with ``ROLL``).
+    skip: int
+    #: Records completed (indexed, skipped as rollbacks or duplicates, or without keys).
+    seen: int
+    #: Records whose keys were put (``IndexBuilder.records_indexed``).
+    records: int
+    #: Keys put (``IndexBuilder.keys_indexed``).
+    keys: int
+
+
+def index_range(
+    view: memoryview,
+    pos: int,
+    end: int,
+    base: int,
+    target: IndexFile | None,
+    topics: set[str],
+    skip: int,
+    budget: int,
+    safe_length: Callable[[], int] | None = None,
+) -> RangeResult:
+    """Index the whole records of ``view[pos:end]`` into ``target``; see the module docstring.
+
+    ``safe_length`` (the CommitLog file's ``MappedFile.safe_length``) is asked again every
+    ``RECHECK_EVERY`` bytes and cuts ``end`` when the file shrank under the map
+    (``store.commitlog.mapped_files``'s
+    safe-length contract): the walk never touches bytes a truncation removed.
+    """
+    seen = records = keys_put = 0
+    check = record.check
+    recheck_at = pos + RECHECK_EVERY
+    while True:
+        if safe_length is not None and pos >= recheck_at:
+            end = min(end, safe_length())
+            recheck_at = pos + RECHECK_EVERY
+        if pos >= end:
+            return RangeResult(END, pos, skip, seen, records, keys_put)
+        if seen >= budget:
+            return RangeResult(BUDGET, pos, skip, seen, records, keys_put)
+        offset = base + pos
+        size = check(view, pos, end, offset, check_crc=True)
+        if size <= 0:
+            return RangeResult(OTHER, pos, skip, seen, records, keys_put)
+        try:
+            fields = read_index_fields(view[pos : pos + size], 0)
+        except ProtocolError:
+            return RangeResult(OTHER, pos, skip, seen, records, keys_put)
+        topics.add(fields.topic)
+        keys = index_keys(fields)
+        if skip < len(keys):
+            if target is None:
+                return RangeResult(ROLL, pos, skip, seen, records, keys_put)
+            if offset >= target.end_phy_offset:
+                store_ts = fields.store_timestamp
+                topic = fields.topic
+                for key in keys[skip:]:
+                    if not target.put_hash(_HASHER(topic, key), offset, store_ts):
+                        return RangeResult(ROLL, pos, skip, seen, records, keys_put)
+                    skip += 1
+                    keys_put += 1
+                records += 1
+        skip = 0
+        seen += 1
+        pos += size
+
+
+#: The pure-Python reference under its own name (the tests compare it with the compiled twin).
+index_range_reference = index_range
+
+_fast = load("store.index._index_range_fast")
+if _fast is not None:
+    index_range = _fast.index_range  # the compiled twin of the reference above

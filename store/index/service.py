@@ -1,0 +1,338 @@
+"""The IndexFiles of a store, as the broker's ``IndexService`` manages and queries them.
+
+Files live in ``<storeRoot>/index/``, named ``yyyyMMddHHmmssSSS`` by creation time, and are ordered by
+name. Queries walk them newest to oldest with the broker's pruning (a file is searched only if its
+time span overlaps the range; the walk stops once a file begins before ``begin`` or ``max_num``
+offsets were found, ``max_num`` capped at ``maxMsgsNumBatch``). The newest file's end values are
+the ``indexLastUpdateTimestamp/Phyoffset`` a QUERY_MESSAGE response must carry.
+
+``refresh()`` picks up files a live broker (or our own builder in another process) created since.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.index_key import build_index_key, index_key_hash
+from store.config.store_config import StoreConfig
+from store.errors import IndexFileError, IndexGeometryError, StoreError
+from store.index.index_file import UNBOUNDED, IndexFile, IndexHeader, header_problem
+from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, query_files
+from store.platform import sigbus
+from store.warn_once import WarnOnce
+
+_INDEX_NAME = re.compile(r"^\d+$")
+log = logging.getLogger("store.index")
+
+
+class QueryArgumentError(StoreError):
+    """A query argument the broker rejects with an exception (answered as SYSTEM_ERROR)."""
+
+
+@dataclass(slots=True)
+class QueryOffsetResult:
+    phy_offsets: list[int] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+    #: Index entries the chain walks read.
+    visited: int = 0
+    #: True when the walk stopped at its budget: ``phy_offsets`` holds what was found until then.
+    budget_exhausted: bool = False
+
+
+def index_file_name(millis: int) -> str:
+    """The broker's ``UtilAll.timeMillisToHumanString``: local time as ``yyyyMMddHHmmssSSS``."""
+    t = time.localtime(millis // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{millis % 1000:03d}"
+
+
+class IndexService:
+    """The ordered IndexFiles of one store; read-only unless ``writable`` (the index builder)."""
+
+    def __init__(self, config: StoreConfig, *, writable: bool = False, index_dir: Path | None = None) -> None:
+        self.config = config
+        self.writable = writable
+        self.index_dir = Path(index_dir) if index_dir is not None else config.index_dir
+        self.hash_slot_num = config.max_hash_slot_num
+        self.index_num = config.max_index_num
+        self.max_msgs_num_batch = config.max_msgs_num_batch
+        self._files: list[IndexFile] = []
+        #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
+        self._maps: tuple[list[IndexFile] | None, list[object], list[int]] = (None, [], [])
+        self._lock = threading.RLock()
+        #: Files left out (wrong size) or untrusted (garbage header), each logged once.
+        self.warn = WarnOnce(log)
+        self.skipped: dict[str, str] = {}
+        #: indexCount of each read-only file at the last refresh (a count going down is reported).
+        self._seen_count: dict[str, int] = {}
+        sigbus.install()
+        self._faults_seen = sigbus.fault_count()
+        self.refresh()
+
+    # -- file list -----------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Open files that appeared, forget files that were deleted (names sorted ascending).
+
+        A known file that was deleted, cut short (``>``, or ``cp`` over it half-way), replaced by
+        another inode, or whose ``indexCount`` went down (zeroed in place) is said once; a short one
+        is left out until it has its size again, a replaced one is reopened.
+        """
+        with self._lock:
+            try:
+                names = sorted(n for n in os.listdir(self.index_dir) if _INDEX_NAME.match(n))
+            except FileNotFoundError:
+                names = []
+            except OSError as exc:
+                raise IndexFileError(f"cannot list index directory {self.index_dir}: {exc}") from exc
+            known = {f.name: f for f in self._files}
+            faults = sigbus.fault_count()
+            if faults != self._faults_seen and not self.writable:
+                # The SIGBUS guard put zero pages into some map (store.platform.sigbus): reopen every file.
+                self._faults_seen = faults
+                for f in known.values():
+                    f.close()
+                known = {}
+            files: list[IndexFile] = []
+            wrong: list[IndexGeometryError] = []
+            sizes: set[int] = set()
+            for name in names:
+                f = known.pop(name, None)
+                if f is not None and not self.writable and not self._still_good(f):
+                    f.close()
+                    f = None
+                if f is None:
+                    path = self.index_dir / name
+                    try:
+                        size = path.stat().st_size
+                        if size == 0:
+                            continue  # being created by a live broker: it is sized in a moment
+                        f = IndexFile.open(path, self.hash_slot_num, self.index_num, writable=self.writable)
+                    except FileNotFoundError:
+                        continue
+                    except IndexGeometryError as exc:
+                        wrong.append(exc)
+                        sizes.add(size)
+                        self.skipped[name] = str(exc)
+                        continue
+                    except IndexFileError as exc:
+                        self.warn(f"open:{name}", f"{exc}; left out, retried on the next refresh")
+                        continue
+                    self._seen_count[name] = f.read_header().index_count
+                files.append(f)
+            if wrong and not files and len(sizes) == 1:
+                # Every file has the same wrong size: the configuration, not the files, is wrong.
+                raise wrong[0]
+            for exc in wrong:
+                self.warn(str(exc), f"{exc}; left out, the other index files still answer")
+            for gone in known.values():
+                self.warn(
+                    f"deleted:{gone.name}:{gone.inode}",
+                    f"index file {gone.path} was deleted while in use: the keys it held are no longer "
+                    "found (rmq-query rebuild-index rebuilds them)",
+                )
+                self._seen_count.pop(gone.name, None)
+                gone.close()
+            self._files = files
+
+    def _still_good(self, f: IndexFile) -> bool:
+        """Check a known read-only file before it is used again; say what happened to it, once."""
+        if not f.intact():
+            self.warn(
+                f"short:{f.name}:{f.inode}",
+                f"index file {f.path} was cut short to {f.safe_length()} of {f.size} bytes while in "
+                "use (truncated, or replaced by cp or >): left out until it has its size again",
+            )
+            return False
+        try:
+            inode = os.stat(f.path).st_ino
+        except OSError:
+            return True  # deleted just now: the next refresh says so
+        if inode != f.inode:
+            log.info("index file %s was replaced by another file: reopening it", f.path)
+            return False
+        count = f.read_header().index_count
+        before = self._seen_count.get(f.name, count)
+        self._seen_count[f.name] = count
+        if count < before:
+            last = f is self._files[-1] if self._files else False
+            problem = header_problem(f.read_header(), self.hash_slot_num, self.index_num, last=last)
+            consequence = (
+                f"{problem}: left out of queries" if problem is not None else "queries use what it holds now"
+            )
+            self.warn(
+                f"count-down:{f.name}:{f.inode}",
+                f"index file {f.path}: indexCount went down from {before} to {count} while in use (zeroed "
+                f"or overwritten; a writer only adds entries); {consequence}",
+            )
+            f.warn.mark("header")  # said here: the query walk does not say it again
+        return True
+
+    def audit(self) -> None:
+        """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
+        once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost)."""
+        for f in list(self._files):
+            try:
+                inode = os.stat(f.path).st_ino
+            except FileNotFoundError:
+                what = "deleted"
+            except OSError as exc:
+                what = f"unreadable ({exc.strerror})"
+            else:
+                if inode != f.inode:
+                    what = "replaced by another file"
+                elif not f.intact():
+                    what = f"cut short to {f.safe_length()} of {f.size} bytes"
+                elif f.read_header().index_count < f.header.index_count:
+                    what = "zeroed or overwritten (its header's indexCount went down)"
+                else:
+                    continue
+            self.warn(
+                f"audit:{f.name}:{f.inode}",
+                f"index file {f.path} was {what} while this process builds it: the keys it held are "
+                "lost for queries or a restart (rmq-query rebuild-index rebuilds them)",
+            )
+
+    @property
+    def files(self) -> list[IndexFile]:
+        return list(self._files)
+
+    def last_file(self) -> IndexFile | None:
+        files = self._files
+        return files[-1] if files else None
+
+    def create_file(self, now_millis: int | None = None) -> IndexFile:
+        """The broker's ``getAndCreateLastIndexFile`` when the last file is full (or there is none)."""
+        if not self.writable:
+            raise IndexFileError("index service is read-only")
+        with self._lock:
+            prev = self.last_file()
+            end_phy = end_ts = 0
+            if prev is not None:
+                end_phy, end_ts = prev.header.end_phy_offset, prev.header.end_timestamp
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+            millis = int(time.time() * 1000) if now_millis is None else now_millis
+            name = index_file_name(millis)
+            while (self.index_dir / name).exists() or (prev is not None and name <= prev.name):
+                millis += 1  # names must stay unique and ascending, even within one millisecond
+                name = index_file_name(millis)
+            f = IndexFile.create(
+                self.index_dir / name,
+                self.hash_slot_num,
+                self.index_num,
+                end_phy_offset=end_phy,
+                end_timestamp=end_ts,
+            )
+            self._files.append(f)
+            self._maps = (None, [], [])  # the list changed in place: its maps are gathered again
+            return f
+
+    def writable_last_file(self) -> IndexFile:
+        last = self.last_file()
+        if last is None or last.is_write_full():
+            return self.create_file()
+        return last
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    def last_update(self) -> tuple[int, int]:
+        """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset): the newest file's end values."""
+        last = self.last_file()
+        if last is None or not last.intact():
+            return 0, 0
+        h = last.header
+        return h.end_timestamp, h.end_phy_offset
+
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = UNBOUNDED
+    ) -> QueryOffsetResult:
+        """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``.
+
+        The chain walks read at most ``budget`` index entries in all. A walk that runs out is
+        answered the way the broker answers a walk cut short (its ``selectPhyOffset`` and
+        ``queryOffset`` catch, log and return what they hold): the offsets found so far, the
+        last-update values, and no older file searched.
+        """
+        max_num = min(max_num, self.max_msgs_num_batch)
+        if max_num < 0:
+            raise QueryArgumentError(f"Illegal Capacity: {max_num}")
+        key_hash = index_key_hash(build_index_key(topic, key))
+        files = self._files
+        if not files:
+            return QueryOffsetResult()
+        first = files[0]
+        # The per-file loop (size check, header rules, pruning, chain walks) is one call:
+        # store.index.query_walk.query_files, compiled when built. A writer's files answer with its own
+        # header state, as ``IndexFile.header`` does.
+        maps = self._maps
+        if maps[0] is not files:
+            maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
+        offsets, visited, exhausted, last_ts, last_phy, events = query_files(
+            maps[1],
+            maps[2],
+            [f.header for f in files] if self.writable else None,
+            first.size,
+            self.hash_slot_num,
+            self.index_num,
+            key_hash,
+            max_num,
+            begin,
+            end,
+            budget,
+        )
+        if events:
+            self._report(files, key_hash, events)
+        return QueryOffsetResult(offsets, last_ts, last_phy, visited, exhausted)
+
+    def _report(self, files: list[IndexFile], key_hash: int, events: list[tuple[int, int, object]]) -> None:
+        """Log what a query met in each file (``query_files``' events), once per file and kind."""
+        last = len(files) - 1
+        for i, kind, detail in events:
+            f = files[i]
+            if kind == SHORT:
+                # Cut short under us: reading it could fault (SIGBUS). Left out of this query.
+                f.warn(
+                    "short",
+                    f"index file {f.path} is shorter than its {f.size} bytes now (truncated, or being "
+                    "replaced by cp or >): left out of queries until it is whole again",
+                )
+            elif kind == HEADER_PROBLEM:
+                # Garbage must neither answer nor prune the walk over the intact older files.
+                header = IndexHeader(*detail)  # type: ignore[misc]
+                problem = f.problem(header, last=i == last)
+                f.warn("header", f"index file {f.path}: {problem}; the file is left out of queries")
+            elif kind == SLOT:
+                slot_value, index_count = detail  # type: ignore[misc]
+                f.warn(
+                    "slot",
+                    f"index file {f.path}: slot {key_hash % self.hash_slot_num} points at entry "
+                    f"{slot_value}, beyond indexCount {index_count}; that slot reads as empty",
+                )
+            elif kind == CHAIN:
+                if not f.warn.seen("chain"):
+                    target = f.entry(detail)[3]  # type: ignore[arg-type]
+                    f.warn(
+                        "chain",
+                        f"index file {f.path}: entry {detail} links forward to entry {target} (a corrupt "
+                        "chain); chain walks in this file stop before revisiting an entry",
+                    )
+            elif kind == ZEROED:
+                f.warn("zero", f"index file {f.path}: entry {detail} is zeroed (damaged); chains end there")
+            elif kind == OUTSIDE:
+                f.warn(
+                    "outside",
+                    f"index file {f.path}: a chain points at entry {detail}, outside the mapped file; "
+                    "chains end there",
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self._files:
+                f.close()
+            self._files = []

@@ -1,0 +1,1 @@
+"""The CommitLog writer: records and batches appended as the broker appends them."""

@@ -1,0 +1,538 @@
+"""A store writer for tests, the demo and benchmarks: appends records the way the broker does.
+
+Records are encoded by ``protocol.message.encode_message`` with the broker's fields filled in: the
+physical offset, queue offset per (topic, queue), BODYCRC, store host and store timestamp, and a
+``UNIQ_KEY`` generated like the Java client's (``UniqueIdGenerator``) unless one is given.
+CommitLog files are created preallocated to ``mappedFileSizeCommitLog`` and a record that does not
+fit (with room for the 8-byte end marker) ends the file with a blank record, as the broker does.
+``index()`` runs the index builder over what was appended, so the IndexFiles are the broker's too,
+and (unless ``consume_queues=False``) the ConsumeQueue builder, so are the consume queues
+(``index=False``: neither, the caller dispatches). As in the broker, PREPARED and ROLLBACK
+transaction records carry queue offset 0 and take no queue position.
+
+The store directory gets the broker's layout: ``commitlog/``, ``index/``, ``checkpoint``, ``abort``
+while open, and ``config/topics.json`` listing the topics written (the topic table the broker keeps).
+This is not a broker: one writer per store, no flush policy beyond ``close()``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.message import (
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    MessageExt,
+    body_crc,
+    decode_message,
+    encode_message,
+)
+from protocol.message_flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from protocol.message_id import UniqueIdGenerator, create_offset_msg_id, pack_host
+from protocol.message_properties import properties_to_string, string_to_properties
+from store.checkpoint import Checkpoint, create_abort_marker, remove_abort_marker
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.config.topics import TopicConfig, TopicTable
+from store.consumequeue.builder import ConsumeQueueBuilder
+from store.consumequeue.trim import trim_queues_past
+from store.errors import StoreError
+from store.index.builder import IndexBuilder
+from store.index.trim import drop_index_files_past
+
+_BLANK = struct.Struct(">ii")
+#: QUEUEOFFSET and PHYSICALOFFSET, back to back at byte 20 of a record.
+_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where one appended record went and the ids a client would print for it."""
+
+    offset: int
+    size: int
+    offset_msg_id: str
+    unique_key: str | None
+    store_timestamp: int
+    #: The record's offset in its consume queue (0 for a prepared or rolled-back transaction).
+    queue_offset: int = 0
+
+
+@dataclass(slots=True)
+class StoreRecord:
+    """One record as the broker's encoder takes it (``MessageExtBrokerInner``).
+
+    Everything the append itself fills in is left out: the store timestamp, the queue and physical
+    offsets, BODYCRC and the IPv6 bits of ``sys_flag`` (set from the hosts). ``body`` is the body as
+    stored (still compressed when ``sys_flag`` says so) and ``properties`` the exact string stored.
+    ``store_host``/``store_port`` default to the writer's (the broker's ``brokerIP1:listenPort``).
+    """
+
+    topic: str
+    body: bytes
+    properties: str | bytes = ""
+    queue_id: int = 0
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = "127.0.0.1"
+    born_port: int = 0
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    store_host: str | None = None
+    store_port: int | None = None
+
+
+class WriterLockedError(StoreError):
+    """Another process holds the store's ``lock`` file (a broker, or another writer)."""
+
+
+#: Bytes scrubbed per step past the end of the data when a writer opens a store (a torn record).
+_SCRUB_CHUNK = 64 * 1024
+
+
+class StoreWriter:
+    """Appends records to a store directory and keeps its index up to date.
+
+    One writer per store: it holds an exclusive POSIX lock on the store's ``lock`` file, the one a
+    broker takes, so neither a second writer nor a Java broker can open the store while it writes.
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        store_host: str | None = None,
+        store_port: int | None = None,
+        clock: Callable[[], int] | None = None,
+        unique_ids: UniqueIdGenerator | None = None,
+        index_now: Callable[[], int] | None = None,
+        index: bool = True,
+        mark_in_use: bool = True,
+        consume_queues: bool = True,
+        scan_queues: bool = True,
+    ) -> None:
+        self.config = config
+        self.store_host = store_host or config.broker_ip1
+        self.store_port = store_port if store_port is not None else config.listen_port
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._unique_ids = unique_ids or UniqueIdGenerator()
+        self.file_size = config.mapped_file_size_commit_log
+        root = config.store_path_root_dir
+        root.mkdir(parents=True, exist_ok=True)
+        config.store_path_commit_log.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock_store(root)
+        self._reader = CommitLog(config.store_path_commit_log, self.file_size)
+        self._position = self._reader.max_offset
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._topics: dict[str, int] = {}
+        #: ``config/topics.json``, loaded when a topic is first written; the topics this writer added.
+        self._table: TopicTable | None = None
+        self._created: set[str] = set()
+        #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
+        self._queues_known = False
+        self._fd: int | None = None
+        self._fd_start = -1
+        self._scrub_torn_tail()
+        # Queue entries pointing at or past the end (the log was cut short or lost its last files)
+        # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
+        # old queue offsets would be handed out again and new records skipped or misnamed.
+        trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
+        drop_index_files_past(
+            config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
+        )
+        self._last_store_ts = 0
+        self.builder: IndexBuilder | None = (
+            IndexBuilder(config, self._reader, now_millis=index_now)
+            if index and config.message_index_enable
+            else None
+        )
+        self.cq_builder: ConsumeQueueBuilder | None = (
+            ConsumeQueueBuilder(config, self._reader) if index and consume_queues else None
+        )
+        #: False when the caller dispatches the records itself (``WritableStore``: the query side's builders).
+        self._dispatches = index
+        if self.cq_builder is not None:
+            # The queues as the broker recovers its topic queue table: from the consume queues,
+            # brought up to the end of the CommitLog first (only what they lack is read).
+            self.cq_builder.run_once()
+            self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
+        elif scan_queues:
+            self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
+        # Marked in use only now: the builder above must see only a marker a crashed writer left.
+        if mark_in_use:
+            self.mark_in_use()
+
+    def resume_queues(self, queue_ends: Mapping[tuple[str, int], int], covered: int) -> None:
+        """Start from the consume queues' ends (``ConsumeQueueBuilder.queue_ends``), which hold every
+        record before CommitLog offset ``covered``, and read only the records from there on.
+
+        The broker takes its next queue offsets from its consume queues at start
+        (``recoverTopicQueueTable``) instead of reading its CommitLog: a store of many GiB opens in
+        the time its queues' last files take to read. Topics are those with a queue, plus those of the
+        records read; a topic whose every record is a prepared or rolled-back transaction before
+        ``covered`` (no queue entry) is not among ``topics``, but ``config/topics.json`` has listed
+        it since its first record was written (``_register_topic``, as the broker at send time).
+        """
+        self._queue_offsets = dict(queue_ends)
+        self._topics = {}
+        for topic, queue_id in queue_ends:
+            self._topics[topic] = max(self._topics.get(topic, 0), queue_id + 1)
+        for _offset, buf in self._reader.iter_records(covered):
+            msg = decode_message(buf, 0, read_body=False)
+            self._topics[msg.topic] = max(self._topics.get(msg.topic, 0), msg.queue_id + 1)
+            if not _skips_queue(msg.sys_flag):
+                key = (msg.topic, msg.queue_id)
+                self._queue_offsets[key] = max(self._queue_offsets.get(key, 0), msg.queue_offset + 1)
+        self._queues_known = True
+
+    def mark_in_use(self) -> None:
+        """Create the ``abort`` marker (removed by ``close``): until then a crash leaves no trace of
+        this writer, so call it once whatever reads the store's markers at start-up has done so."""
+        create_abort_marker(self.config.store_path_root_dir)
+
+    # -- files ---------------------------------------------------------------------------------------
+
+    def _scrub_torn_tail(self) -> None:
+        """Zero what a writer killed mid-record left past the end of the data, as far as it is dirty.
+
+        The broker's recovery only moves its write position back; zeroing as well means a torn
+        record can never be mistaken for data behind a shorter record written over its start.
+        """
+        pos = self._position
+        start = pos - pos % self.file_size
+        path = self.config.store_path_commit_log / f"{start:020d}"
+        if not path.exists():
+            return
+        fd = self._file_for(start)
+        at = pos - start
+        while at < self.file_size:
+            n = min(_SCRUB_CHUNK, self.file_size - at)
+            chunk = os.pread(fd, n, at)
+            if not chunk.strip(b"\0"):
+                break
+            os.pwrite(fd, bytes(n), at)
+            at += n
+
+    def _file_for(self, start: int) -> int:
+        if self._fd is not None and self._fd_start == start:
+            return self._fd
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        path = self.config.store_path_commit_log / f"{start:020d}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(fd).st_size < self.file_size:
+            os.ftruncate(fd, self.file_size)
+        self._fd, self._fd_start = fd, start
+        return fd
+
+    def _place(self, total: int) -> int:
+        """Where ``total`` bytes of records go: here, or (after a blank end-of-file record) the next file.
+
+        ``doAppend``: records plus the 8-byte blank must fit what is left of the file, else the file
+        is closed with ``[free bytes][BLANK_MAGIC_CODE]`` and the records go to the next one.
+        """
+        if total + 8 > self.file_size:
+            raise StoreError(f"{total} bytes of records cannot fit a {self.file_size}-byte CommitLog file")
+        start = self._position - self._position % self.file_size
+        pos = self._position - start
+        free = self.file_size - pos
+        if total + 8 > free:
+            os.pwrite(self._file_for(start), _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
+            self._position = start + self.file_size
+        return self._position
+
+    # -- appending -----------------------------------------------------------------------------------
+
+    def _encode(self, rec: StoreRecord, store_timestamp: int, physical_offset: int) -> tuple[bytes, int]:
+        """The record's bytes and its queue offset, with every field the append fills in."""
+        store_host = rec.store_host or self.store_host
+        store_port = self.store_port if rec.store_port is None else rec.store_port
+        sys_flag = rec.sys_flag & ~(STOREHOST_V6_FLAG | BORNHOST_V6_FLAG)
+        if len(pack_host(store_host)) == 16:
+            sys_flag |= STOREHOST_V6_FLAG
+        if len(pack_host(rec.born_host)) == 16:
+            sys_flag |= BORNHOST_V6_FLAG
+        queue_offset = 0 if _skips_queue(sys_flag) else self._queue_offsets.get((rec.topic, rec.queue_id), 0)
+        msg = MessageExt(
+            magic=MAGIC_CODE_V2 if len(rec.topic.encode("utf-8")) > 127 else MAGIC_CODE_V1,
+            body_crc=body_crc(rec.body),
+            queue_id=rec.queue_id,
+            flag=rec.flag,
+            queue_offset=queue_offset,
+            commit_log_offset=physical_offset,
+            sys_flag=sys_flag,
+            born_timestamp=rec.born_timestamp,
+            born_host=rec.born_host,
+            born_port=rec.born_port,
+            store_timestamp=store_timestamp,
+            store_host=store_host,
+            store_port=store_port,
+            reconsume_times=rec.reconsume_times,
+            prepared_transaction_offset=rec.prepared_transaction_offset,
+            body=rec.body,
+            stored_body=rec.body if sys_flag & COMPRESSED_FLAG else None,
+            topic=rec.topic,
+        )
+        return encode_message(msg, properties_string=rec.properties), queue_offset
+
+    def put(self, rec: StoreRecord, *, store_timestamp: int | None = None) -> Appended:
+        """Append one record (``CommitLog.asyncPutMessage`` after the broker's checks)."""
+        return self.put_batch([rec], store_timestamp=store_timestamp)[0]
+
+    def put_batch(self, recs: list[StoreRecord], *, store_timestamp: int | None = None) -> list[Appended]:
+        """Append records back to back with one store timestamp (``asyncPutMessages``).
+
+        They land in one file: when the whole batch does not fit what is left, the file is closed
+        with the blank record and the batch goes to the next. Queue offsets are consecutive.
+        """
+        if not recs:
+            return []
+        if not self._queues_known:
+            raise StoreError("the writer's queue offsets are not known yet: call resume_queues first")
+        now = self._clock() if store_timestamp is None else store_timestamp
+        # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
+        # and physical offsets (as doAppend patches the pre-encoded buffer).
+        chunks = [bytearray(self._encode(rec, now, 0)[0]) for rec in recs]
+        offset = self._place(sum(len(c) for c in chunks))
+        out: list[Appended] = []
+        for rec, data in zip(recs, chunks, strict=True):
+            size = len(data)
+            queue_offset = (
+                0 if _skips_queue(rec.sys_flag) else self._queue_offsets.get((rec.topic, rec.queue_id), 0)
+            )
+            _QUEUE_AND_PHYSICAL_OFFSET.pack_into(data, 20, queue_offset, offset)
+            host = rec.store_host or self.store_host
+            port = self.store_port if rec.store_port is None else rec.store_port
+            out.append(
+                Appended(
+                    offset,
+                    size,
+                    create_offset_msg_id(host, port, offset),
+                    _unique_key(rec.properties),
+                    now,
+                    queue_offset,
+                )
+            )
+            self._note(rec.topic, rec.queue_id, rec.sys_flag, now)
+            offset += size
+        start = self._position - self._position % self.file_size
+        try:
+            os.pwrite(self._file_for(start), b"".join(chunks), self._position - start)
+        except OSError:
+            for rec in recs:  # nothing was stored: the queue offsets taken are given back
+                self._unnote(rec.topic, rec.queue_id, rec.sys_flag)
+            raise
+        self._position = offset
+        self._last_store_ts = now
+        return out
+
+    def _unnote(self, topic: str, queue_id: int, sys_flag: int) -> None:
+        if not _skips_queue(sys_flag):
+            self._queue_offsets[(topic, queue_id)] -= 1
+
+    def _note(self, topic: str, queue_id: int, sys_flag: int, now: int) -> None:
+        if not _skips_queue(sys_flag):
+            key = (topic, queue_id)
+            self._queue_offsets[key] = self._queue_offsets.get(key, 0) + 1
+        queues = self._topics.get(topic, 0)
+        if queue_id >= queues:
+            self._topics[topic] = queue_id + 1
+            self._register_topic(topic, queue_id + 1, now)
+
+    def use_topic_table(self, table: TopicTable) -> None:
+        """Keep topics in ``table`` (the caller's, saved to ``config/topics.json``) instead of a copy
+        of its own, so the two never overwrite each other's topics."""
+        self._table = table
+
+    def _topic_table(self) -> TopicTable:
+        if self._table is None:
+            try:
+                self._table = TopicTable.load(self.config.store_path_root_dir / "config" / "topics.json")
+            except StoreError:
+                self._table = TopicTable(self.config.store_path_root_dir / "config" / "topics.json", {}, 0, 0)
+        return self._table
+
+    def _register_topic(self, topic: str, queues: int, now: int) -> None:
+        """Put a topic the table lacks into ``topics.json`` as its first record is written, as the
+        broker creates a topic's config at send time (``msgCheck`` ->
+        ``createTopicInSendMessageMethod``, persisted at once): it is listed whatever its records are
+        (prepared or rolled-back transactions get no queue entry, so a reopen could not find them
+        from the queues) and whether or not this writer is closed. Queue count: the highest queue id
+        written + 1, at least 4; grown only for topics this writer added."""
+        table = self._topic_table()
+        known = table.get(topic)
+        nums = max(queues, 4)
+        if known is None or (topic in self._created and known.write_queue_nums < nums):
+            table.put(TopicConfig(topic, nums, nums), now)
+            table.save()
+            self._created.add(topic)
+
+    def append(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        keys: str | Iterable[str] | None = None,
+        tags: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        unique_key: str | bool = True,
+        queue_id: int = 0,
+        sys_flag: int = 0,
+        flag: int = 0,
+        born_host: str = "127.0.0.1",
+        born_port: int = 50000,
+        born_timestamp: int | None = None,
+        store_timestamp: int | None = None,
+    ) -> Appended:
+        """Append one message; ``unique_key`` True generates one, False omits it, a str sets it.
+
+        A compressed ``sys_flag`` (0x1 plus a codec in bits 8-10) compresses ``body`` with that codec.
+        Properties are stored in the order given (KEYS, TAGS, ``properties``, UNIQ_KEY).
+        """
+        now = self._clock() if store_timestamp is None else store_timestamp
+        props: dict[str, str] = {}
+        if keys is not None:
+            props[PROPERTY_KEYS] = keys if isinstance(keys, str) else " ".join(keys)
+        if tags is not None:
+            props[PROPERTY_TAGS] = tags
+        if properties:
+            props.update(properties)
+        if unique_key is True:
+            props[PROPERTY_UNIQ_KEY] = self._unique_ids.next_id()
+        elif isinstance(unique_key, str):
+            props[PROPERTY_UNIQ_KEY] = unique_key
+        stored = body
+        if sys_flag & COMPRESSED_FLAG:
+            from protocol.compression import compress
+            from protocol.message_flags import compression_type_value
+
+            stored = compress(body, compression_type_value(sys_flag))
+        rec = StoreRecord(
+            topic,
+            stored,
+            properties_to_string(props),
+            queue_id=queue_id,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=now if born_timestamp is None else born_timestamp,
+            born_host=born_host,
+            born_port=born_port,
+        )
+        return self.put(rec, store_timestamp=now)
+
+    @property
+    def commitlog(self) -> CommitLog:
+        """The writer's read view of its CommitLog (open until ``close``), for a query side to share."""
+        return self._reader
+
+    @property
+    def position(self) -> int:
+        """The CommitLog offset the next record will be written at."""
+        return self._position
+
+    @property
+    def topics(self) -> set[str]:
+        return set(self._topics)
+
+    def index(self) -> int:
+        """Index everything appended so far; returns the number of records read."""
+        self._reader.refresh()
+        if self.cq_builder is not None:
+            self.cq_builder.run_once()
+        return self.builder.run_once() if self.builder is not None else 0
+
+    def close(self) -> None:
+        """Index what is left, write the checkpoint and topic table, and remove the abort marker."""
+        self.index()
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+        if self.builder is not None:
+            self.builder.close()
+        if self.cq_builder is not None:
+            self.cq_builder.close()
+        root = self.config.store_path_root_dir
+        checkpoint = Checkpoint.read_or_default(self.config.checkpoint_path)
+        checkpoint.physic_msg_timestamp = max(checkpoint.physic_msg_timestamp, self._last_store_ts)
+        if self.cq_builder is None and self._dispatches:
+            checkpoint.logics_msg_timestamp = checkpoint.physic_msg_timestamp
+        checkpoint.write(self.config.checkpoint_path)
+        self._write_topics()
+        self._reader.close()
+        remove_abort_marker(root)
+        _unlock_store(root, self._lock_fd)
+
+    def _write_topics(self) -> None:
+        """Add every topic written that the table lacks (those read back at open included), keeping
+        what the table already says."""
+        for topic, queues in sorted(self._topics.items()):
+            self._register_topic(topic, queues, self._last_store_ts)
+        table = self._topic_table()
+        if not table.path.exists():
+            table.save()  # the broker's layout: a store that was written to has its topic table
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _skips_queue(sys_flag: int) -> bool:
+    """Prepared and rolled-back transactions get queue offset 0 and no consume-queue entry."""
+    return sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def _unique_key(properties: str | bytes) -> str | None:
+    if isinstance(properties, bytes):
+        properties = properties.decode("utf-8", "replace")
+    return string_to_properties(properties).get(PROPERTY_UNIQ_KEY) if properties else None
+
+
+#: Stores this process holds the lock of: POSIX locks belong to the process, so a second writer in
+#: the same process would get the lock again without this.
+_HELD: set[str] = set()
+
+
+def _lock_store(root: Path) -> int:
+    """Hold ``root/lock`` exclusively (``fcntl.lockf``: the POSIX lock Java's ``FileChannel.tryLock``
+    takes), so a broker and a second writer are kept out while this writer is open."""
+    path = root / "lock"
+    key = str(path.resolve())
+    if key in _HELD:
+        raise WriterLockedError(f"{path} is held by another writer in this process")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        raise WriterLockedError(
+            f"{path} is locked by another process (a running broker or another writer): {exc}"
+        ) from None
+    _HELD.add(key)
+    return fd
+
+
+def _unlock_store(root: Path, fd: int) -> None:
+    _HELD.discard(str((root / "lock").resolve()))
+    os.close(fd)

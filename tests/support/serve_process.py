@@ -1,0 +1,74 @@
+"""``rmq-query serve`` as a child process, for the tests that run the command the way a user does.
+
+``start_serve`` runs ``python -m clients.cli serve ARGS`` from the repository root and waits for its
+"serving on" log line (the ports it bound); ``serving`` wraps it so that a test that ran to the end
+also pins a clean SIGTERM stop (exit status 0), and a process left by a failing test is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from tests.support.paths import REPO_ROOT
+
+SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+) and fast port 127\.0\.0\.1:(\d+)")
+
+#: Seconds a serve process gets to start or to stop before the test fails.
+PROCESS_TIMEOUT = 20
+
+ServeProcess = tuple[asyncio.subprocess.Process, list[str], int, int]
+
+
+async def start_serve(*args: str, preexec_fn: Callable[[], None] | None = None) -> ServeProcess:
+    """Start ``serve ARGS``; returns the process, its log lines so far, the port and the fast port.
+
+    ``preexec_fn`` runs in the child before ``serve`` starts (e.g. to lower its open-file limit).
+    """
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "serve",
+        *args,
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec_fn,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    while True:
+        raw = await asyncio.wait_for(proc.stderr.readline(), PROCESS_TIMEOUT)
+        if not raw:
+            pytest.fail("serve exited early:\n" + "".join(lines))
+        lines.append(raw.decode())
+        match = SERVING.search(lines[-1])
+        if match:
+            return proc, lines, int(match.group(1)), int(match.group(2))
+
+
+async def kill_if_running(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.kill()
+        await proc.wait()
+
+
+@asynccontextmanager
+async def serving(*args: str) -> AsyncIterator[ServeProcess]:
+    """``start_serve`` for the block; after it, SIGTERM must stop the process with exit status 0."""
+    started = await start_serve(*args)
+    proc = started[0]
+    try:
+        yield started
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT) == 0
+    finally:
+        await kill_if_running(proc)
