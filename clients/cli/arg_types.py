@@ -1,5 +1,10 @@
-"""Argument types for the store commands and ``serve``: a value that would be ignored or misread is a
+"""Every command-line argument type of ``rmq-query``: a value that would be ignored or misread is a
 usage error (exit 2, argparse's message naming the flag), never silently accepted.
+
+Two families, each worded as its commands always answered: the store commands and ``serve``
+(``positive_int``, ``port_number``, ``*_seconds``: "expected ..."), and the query commands, which
+read numbers as mqadmin does, Java ``long`` after ``trim()`` (``int_arg``, ``positive_int_arg``,
+``timeout_arg``, the address lists, ``boolean_arg``, ``charset_arg``).
 
 ``float("nan")`` and ``float("inf")`` parse, and negative counts parse as ints: without these checks
 ``--range-mib -3`` or ``--refresh-interval nan`` would run with a meaning nobody asked for.
@@ -8,7 +13,13 @@ usage error (exit 2, argparse's message naming the flag), never silently accepte
 from __future__ import annotations
 
 import argparse
+import codecs
 import math
+
+from clients.client import parse_addr
+from clients.errors import ConnectError
+from clients.load import MAX_SECONDS
+from protocol.custom_headers import java_parse_boolean
 
 
 def _integer_in(value: str, low: int, high: int | None, expected: str) -> int:
@@ -57,3 +68,102 @@ def positive_seconds(value: str) -> float:
     if number <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
     return number
+
+
+#: The longest request timeout accepted: long enough for any real query, short enough never to hang.
+MAX_TIMEOUT = 3600.0
+
+
+def timeout_arg(text: str) -> float:
+    """A request timeout in seconds: finite and in (0, MAX_TIMEOUT], so a request always ends.
+
+    ``nan`` or ``inf`` would make the timer never fire (or the event loop refuse it), a zero or
+    negative one fails every request before it is sent: each is a usage error, not a timeout.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]: {text!r}")
+    return value
+
+
+def addr_arg(text: str) -> str:
+    """One ``host:port`` (IPv6 as ``[v6]:port``), checked now so a typo is a usage error (exit 2)."""
+    try:
+        parse_addr(text)
+    except ConnectError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.reason}: {text!r}") from None
+    return text.strip()
+
+
+def first_addr_arg(text: str) -> str:
+    """The first address of a name server list (``bench`` drives one server), the list checked whole."""
+    namesrv_arg(text)
+    return next(a.strip() for a in text.split(";") if a.strip())
+
+
+def namesrv_arg(text: str) -> str:
+    """A name server list ``h:p;h:p`` (Java's separator), every address checked like ``addr_arg``."""
+    addrs = [a for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise argparse.ArgumentTypeError(f"no address in {text!r} (expected host:port[;host:port...])")
+    for addr in addrs:
+        addr_arg(addr)
+    return text
+
+
+def int_arg(text: str) -> int:
+    """A Java ``long`` given on the command line (surrounding blanks allowed, as after ``trim()``)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not -(1 << 63) <= value < (1 << 63):
+        raise argparse.ArgumentTypeError(f"out of the 64-bit range: {text!r}")
+    return value
+
+
+def positive_int_arg(text: str) -> int:
+    """A positive Java ``int``."""
+    value = int_arg(text)
+    if not 0 < value < (1 << 31):
+        raise argparse.ArgumentTypeError(f"must be between 1 and 2147483647: {text!r}")
+    return value
+
+
+def boolean_arg(text: str) -> bool:
+    """A ``true``/``false`` flag value as mqadmin reads it, ``Boolean.parseBoolean(value.trim())``:
+    anything but ``true`` (any case) is false, never an error."""
+    return java_parse_boolean(text.strip())
+
+
+def charset_arg(text: str) -> str:
+    """A charset name Python knows (``UTF-8``, ``GBK``, ...); an unknown one is a usage error here,
+    where Java would only fail on each message."""
+    name = text.strip()
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown charset: {text!r}") from None
+    return name
+
+
+def duration_arg(text: str) -> float:
+    """``bench --seconds``: a finite run length in (0, MAX_SECONDS]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be in (0, {MAX_SECONDS:g}]: {text!r}")
+    return value
+
+
+def host_port(value: str) -> str:
+    """``--advertise``: a ``host:port`` clients can dial (the port is the listen port, not the fast one)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return value

@@ -9,16 +9,8 @@ import random
 import sys
 from collections.abc import Callable
 
-from clients.cli.common import (
-    EXIT_FOUND,
-    EXIT_SERVER_ERROR,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    first_addr_arg,
-    output_closed,
-    positive_int_arg,
-    timeout_arg,
-)
+from clients.cli.arg_types import duration_arg, first_addr_arg, positive_int_arg, timeout_arg
+from clients.cli.common import EXIT_FOUND, EXIT_SERVER_ERROR, EXIT_UNREACHABLE, EXIT_USAGE, output_closed
 from clients.errors import ClientError
 from clients.load import (
     MAX_CONNECTIONS,
@@ -60,16 +52,6 @@ exit codes:
   141  standard output closed before the report was written"""
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"must be in (0, {MAX_SECONDS:g}]: {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
@@ -91,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     budget = parser.add_mutually_exclusive_group(required=True)
     budget.add_argument("--requests", type=positive_int_arg, metavar="N", help="stop after N requests")
-    budget.add_argument("--seconds", type=_seconds, metavar="S", help="stop after S seconds")
+    budget.add_argument("--seconds", type=duration_arg, metavar="S", help="stop after S seconds")
     parser.add_argument("--store", metavar="DIR", help="store directory to sample offsets and keys from")
     parser.add_argument(
         "--config", metavar="FILE",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import math
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -26,10 +25,10 @@ from typing import Any, TextIO
 
 from clients.acl import AclSigner
 from clients.admin import QueryAdmin
-from clients.client import DEFAULT_TIMEOUT, RemotingClient, parse_addr
+from clients.cli.arg_types import namesrv_arg, timeout_arg
+from clients.client import DEFAULT_TIMEOUT, RemotingClient
 from clients.errors import (
     ClientError,
-    ConnectError,
     MQBrokerError,
     MQClientError,
     TransportError,
@@ -59,48 +58,6 @@ EXIT_CODES_EPILOG = """exit codes:
 
 #: Where mqadmin writes message bodies (``Message Body Path:``).
 DEFAULT_BODY_DIR = "/tmp/rocketmq/msgbodys"
-#: The longest request timeout accepted: long enough for any real query, short enough never to hang.
-MAX_TIMEOUT = 3600.0
-
-
-def timeout_arg(text: str) -> float:
-    """A request timeout in seconds: finite and in (0, MAX_TIMEOUT], so a request always ends.
-
-    ``nan`` or ``inf`` would make the timer never fire (or the event loop refuse it), a zero or
-    negative one fails every request before it is sent: each is a usage error, not a timeout.
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]: {text!r}")
-    return value
-
-
-def addr_arg(text: str) -> str:
-    """One ``host:port`` (IPv6 as ``[v6]:port``), checked now so a typo is a usage error (exit 2)."""
-    try:
-        parse_addr(text)
-    except ConnectError as exc:
-        raise argparse.ArgumentTypeError(f"{exc.reason}: {text!r}") from None
-    return text.strip()
-
-
-def first_addr_arg(text: str) -> str:
-    """The first address of a name server list (``bench`` drives one server), the list checked whole."""
-    namesrv_arg(text)
-    return next(a.strip() for a in text.split(";") if a.strip())
-
-
-def namesrv_arg(text: str) -> str:
-    """A name server list ``h:p;h:p`` (Java's separator), every address checked like ``addr_arg``."""
-    addrs = [a for a in text.split(";") if a.strip()]
-    if not addrs:
-        raise argparse.ArgumentTypeError(f"no address in {text!r} (expected host:port[;host:port...])")
-    for addr in addrs:
-        addr_arg(addr)
-    return text
 
 
 def start_query_parser(
@@ -148,25 +105,6 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     """``--json`` and ``--body``."""
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of mqadmin's text")
     parser.add_argument("--body", action="store_true", help="print message bodies too (text: UTF-8)")
-
-
-def int_arg(text: str) -> int:
-    """A Java ``long`` given on the command line (surrounding blanks allowed, as after ``trim()``)."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not -(1 << 63) <= value < (1 << 63):
-        raise argparse.ArgumentTypeError(f"out of the 64-bit range: {text!r}")
-    return value
-
-
-def positive_int_arg(text: str) -> int:
-    """A positive Java ``int``."""
-    value = int_arg(text)
-    if not 0 < value < (1 << 31):
-        raise argparse.ArgumentTypeError(f"must be between 1 and 2147483647: {text!r}")
-    return value
 
 
 def make_admin(args: argparse.Namespace) -> QueryAdmin:

@@ -9,14 +9,8 @@ import argparse
 from typing import TextIO
 
 from clients.admin import QueryAdmin
-from clients.cli.common import (
-    EXIT_FOUND,
-    add_output_arguments,
-    int_arg,
-    report_error,
-    run_query,
-    start_query_parser,
-)
+from clients.cli.arg_types import int_arg
+from clients.cli.common import EXIT_FOUND, add_output_arguments, report_error, run_query, start_query_parser
 from clients.cli.pull_tools import (
     add_boolean_argument,
     add_walk_arguments,

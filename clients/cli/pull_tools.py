@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from clients.admin import QueryAdmin
+from clients.cli.arg_types import boolean_arg, charset_arg
 from clients.errors import UsageError
 from clients.java_text import java_utf8_decode
 from clients.message_queue import MessageQueue, PullResult
 from clients.output import json_line, message_record, print_msg_line
-from protocol.custom_headers import java_parse_boolean
 
 #: ``UtilAll.YYYY_MM_DD_HH_MM_SS_SSS``.
 _MQADMIN_TIME = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})#(\d{1,2}):(\d{1,2}):(\d{1,2}):(\d{1,3})")
@@ -49,12 +49,6 @@ def mqadmin_timestamp(text: str) -> int:
     return int(seconds) * 1000 + millis
 
 
-def boolean_arg(text: str) -> bool:
-    """A ``true``/``false`` flag value as mqadmin reads it, ``Boolean.parseBoolean(value.trim())``:
-    anything but ``true`` (any case) is false, never an error."""
-    return java_parse_boolean(text.strip())
-
-
 def add_boolean_argument(
     parser: argparse.ArgumentParser, short: str, long: str, dest: str, what: str, *, default: bool
 ) -> None:
@@ -63,17 +57,6 @@ def add_boolean_argument(
     parser.add_argument(
         short, long, dest=dest, type=boolean_arg, default=default, metavar="BOOL", help=f"{what}: {choices}"
     )
-
-
-def charset_arg(text: str) -> str:
-    """A charset name Python knows (``UTF-8``, ``GBK``, ...); an unknown one is a usage error here,
-    where Java would only fail on each message."""
-    name = text.strip()
-    try:
-        codecs.lookup(name)
-    except LookupError:
-        raise argparse.ArgumentTypeError(f"unknown charset: {text!r}") from None
-    return name
 
 
 def body_text(body: bytes, charset: str) -> str:

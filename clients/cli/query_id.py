@@ -6,11 +6,11 @@ import argparse
 from typing import TextIO
 
 from clients.admin import QueryAdmin, addr_of
+from clients.cli.arg_types import int_arg
 from clients.cli.common import (
     EXIT_FOUND,
     add_body_dir_argument,
     add_output_arguments,
-    int_arg,
     print_consumer_trailer,
     report_error,
     run_query,

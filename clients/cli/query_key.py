@@ -6,14 +6,8 @@ import argparse
 from typing import TextIO
 
 from clients.admin import DEFAULT_KEY_MAX_NUM, LONG_MAX, QueryAdmin
-from clients.cli.common import (
-    EXIT_FOUND,
-    add_output_arguments,
-    int_arg,
-    positive_int_arg,
-    run_query,
-    start_query_parser,
-)
+from clients.cli.arg_types import int_arg, positive_int_arg
+from clients.cli.common import EXIT_FOUND, add_output_arguments, run_query, start_query_parser
 from clients.output import body_as_text, json_line, key_table, message_record
 
 HELP = "query messages by key (mqadmin queryMsgByKey)"

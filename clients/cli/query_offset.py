@@ -11,12 +11,12 @@ import argparse
 from typing import TextIO
 
 from clients.admin import QueryAdmin
+from clients.cli.arg_types import int_arg
 from clients.cli.common import (
     EXIT_FOUND,
     EXIT_NO_RESULT,
     add_body_dir_argument,
     add_output_arguments,
-    int_arg,
     print_consumer_trailer,
     run_query,
     start_query_parser,

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from clients.cli.arg_types import port_number, positive_int, seconds_or_off
+from clients.cli.arg_types import host_port, port_number, positive_int, seconds_or_off
 from clients.cli.store_options import add_store_arguments, config_file
 from clients.cli.store_options import config_from_args as load_config
 from clients.testkit.demo import demo_config, make_demo_store
@@ -176,14 +176,6 @@ def check_arguments(args: argparse.Namespace) -> str | None:
             ignored = ", ".join(given)
             return f"argument --demo: writes its own store and broker.conf, so {ignored} would be ignored"
     return None
-
-
-def host_port(value: str) -> str:
-    """``--advertise``: a ``host:port`` clients can dial (the port is the listen port, not the fast one)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
-    return value
 
 
 def store_file_count(config: StoreConfig) -> int:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from clients.cli.serve import add_arguments, host_port, load_config, settings_from
+from clients.cli.arg_types import host_port
+from clients.cli.serve import add_arguments, load_config, settings_from
 from clients.testkit.demo import make_demo_store
 from protocol.codes import RequestCode, ResponseCode
 from server.app import advertised_address

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from clients.cli import main
-from clients.cli.common import addr_arg, namesrv_arg, timeout_arg
+from clients.cli.arg_types import addr_arg, namesrv_arg, timeout_arg
 
 _QUERIES = {
     "query-key": ["-t", "T", "-k", "k"],
