@@ -20,8 +20,8 @@ import sys
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 
 from protocol.codes import RequestCode
-from tests.server.test_consume_queue_golden import pull_fields
 from tests.support.harness import RawClient
+from tests.support.pulls import pull_fields
 
 TOPICS = {"TopicA": 4, "TopicB": 4, "topic_c-1": 4}
 EXPRESSIONS = [
