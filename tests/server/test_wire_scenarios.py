@@ -181,6 +181,7 @@ async def test_scenario_answers_match_the_real_broker(
                 our_table = _runtime_table(
                     bytes(ours.body or b""), str(server.store.config.store_path_commit_log)
                 )
+                # The capturing broker's store was /tmp/rmqcap/store (vectors/README.md): recorded data.
                 their_table = _runtime_table(bytes(theirs.body or b""), "/tmp/rmqcap/store/commitlog")
                 # The key naming the CommitLog path sits where its hash puts it: compare the rest's order.
                 assert sorted(k for k, _ in our_table) == sorted(k for k, _ in their_table)
