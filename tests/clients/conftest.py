@@ -24,9 +24,8 @@ import pytest
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, decode_frame, encode_frame
 from protocol.opaque_matcher import OpaqueMatcher
-from server.app import QueryServer, ServerSettings
-from store.config.store_config import StoreConfig
-from store.message_store import MessageStore
+from server.app import QueryServer
+from tests.support.java_store import JAVA_STORE, open_java_store, server_settings
 
 Handler = Callable[[RemotingCommand], "RemotingCommand | bytes | None"]
 
@@ -229,9 +228,6 @@ def replay(threaded_peer, vectors_dir: Path) -> Callable[..., str]:
     return start
 
 
-JAVA_STORE = "java-4.9.7-a"
-
-
 @pytest.fixture(scope="session")
 def java_store_copy(stores_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private copy of the Java-written store (nothing may ever write under ../shared)."""
@@ -244,20 +240,6 @@ def java_store_copy(stores_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="session")
 def java_expected(stores_dir: Path) -> dict:
     return json.loads((stores_dir / f"{JAVA_STORE}.expected.json").read_text(encoding="utf-8"))
-
-
-def open_java_store(store_dir: Path) -> MessageStore:
-    return MessageStore.open(StoreConfig.load(store_dir.parent / f"{JAVA_STORE}.broker.conf"))
-
-
-def server_settings(store: MessageStore) -> ServerSettings:
-    return ServerSettings(
-        host="127.0.0.1",
-        port=0,
-        cluster=store.config.broker_cluster_name,
-        broker_name=store.config.broker_name,
-        default_query_max_num=store.config.default_query_max_num,
-    )
 
 
 @pytest.fixture

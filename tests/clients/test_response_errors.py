@@ -2,17 +2,19 @@
 families (``MQBrokerError`` / ``MQClientError``) and the command line's exit codes and output.
 
 The expected codes are transcribed from the Java sources (``RemotingSysResponseCode.java`` and
-``ResponseCode.java`` at tag rocketmq-all-4.9.7); where the Java mirror is on this machine, the
-transcription itself is checked against it.
+``ResponseCode.java`` at tag rocketmq-all-4.9.7). The transcription itself is checked against the
+classes compiled from those sources (``rocketmq-all-4.9.7.jar`` of ``../shared/rocketmq-4.9.7-bin``,
+read without a JDK) and, when ``RMQ_JAVA_SOURCES`` names a checkout of apache/rocketmq, against the
+``.java`` files at that tag.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -30,6 +32,8 @@ from clients.response_errors import (
     code_class,
 )
 from protocol.codes import ResponseCode
+from tests.support.java_class import jar_int_constants
+from tests.support.paths import ROCKETMQ_JAR
 
 #: Every constant of RemotingSysResponseCode and ResponseCode in rocketmq-all-4.9.7, as written there.
 JAVA_RESPONSE_CODES = {
@@ -54,11 +58,17 @@ NAME_EXCEPTIONS = {
     "TRANSACTION_STATE_UNKNOW": "TransactionStateUnknownError",  # Java's spelling mended
 }
 
-JAVA_MIRROR = Path("/work/.mirror/apache+rocketmq/repo")
+JAVA_CLASSES = (
+    "org.apache.rocketmq.remoting.protocol.RemotingSysResponseCode",
+    "org.apache.rocketmq.common.protocol.ResponseCode",
+)
 JAVA_FILES = (
     "remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RemotingSysResponseCode.java",
     "common/src/main/java/org/apache/rocketmq/common/protocol/ResponseCode.java",
 )
+JAVA_TAG = "rocketmq-all-4.9.7"
+#: A checkout (or mirror) of apache/rocketmq holding tag rocketmq-all-4.9.7, if this machine has one.
+JAVA_SOURCES = os.environ.get("RMQ_JAVA_SOURCES")
 
 ERROR_CODES = sorted((name, value) for name, value in JAVA_RESPONSE_CODES.items() if name != "SUCCESS")
 
@@ -67,12 +77,26 @@ def expected_class_name(java_name: str) -> str:
     return NAME_EXCEPTIONS.get(java_name) or "".join(w.capitalize() for w in java_name.split("_")) + "Error"
 
 
-@pytest.mark.skipif(not JAVA_MIRROR.is_dir(), reason="no Java RocketMQ mirror on this machine")
 def test_the_transcription_is_the_java_sources() -> None:
+    """Read from the classes javac compiled from those sources: each constant's ``ConstantValue``."""
+    if not ROCKETMQ_JAR.is_file():
+        pytest.fail(f"golden data missing: {ROCKETMQ_JAR} (set RMQ_SHARED to the shared/ directory)")
+    found: dict[str, int] = {}
+    for class_name in JAVA_CLASSES:
+        found.update(jar_int_constants(ROCKETMQ_JAR, class_name))
+    assert found == JAVA_RESPONSE_CODES
+
+
+@pytest.mark.skipif(
+    not JAVA_SOURCES, reason="RMQ_JAVA_SOURCES does not name a checkout of apache/rocketmq (optional)"
+)
+def test_the_transcription_is_a_java_checkouts_sources() -> None:
+    """The ``.java`` files at tag rocketmq-all-4.9.7 of the checkout ``RMQ_JAVA_SOURCES`` names."""
+    assert JAVA_SOURCES is not None
     found: dict[str, int] = {}
     for path in JAVA_FILES:
         text = subprocess.run(
-            ["git", "-C", str(JAVA_MIRROR), "show", f"rocketmq-all-4.9.7:{path}"],
+            ["git", "-C", JAVA_SOURCES, "show", f"{JAVA_TAG}:{path}"],
             check=True,
             capture_output=True,
             text=True,

@@ -46,7 +46,7 @@ from protocol.custom_headers import PULL_SUBSCRIPTION_FLAG, PullMessageRequestHe
 from protocol.message_id import create_offset_msg_id
 from server.acl_config import acl_config_from
 from server.app import QueryServer
-from tests.clients.conftest import open_java_store, server_settings
+from tests.support.java_store import open_java_store, server_settings
 
 StartServer = Callable[..., Awaitable[QueryServer]]
 

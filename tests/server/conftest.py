@@ -21,8 +21,7 @@ from server.write_path import write_path
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.harness import Connect, RawClient, StartServer
-
-JAVA_STORE = "java-4.9.7-a"
+from tests.support.java_store import JAVA_STORE, settings_for
 
 #: Test modules whose every test also runs on uvloop, the loop ``serve`` uses when it is installed.
 BOTH_LOOPS = {"test_connection.py"}
@@ -60,19 +59,6 @@ def java_store(java_store_config: StoreConfig) -> Iterator[MessageStore]:
 @pytest.fixture(scope="session")
 def java_expected(stores_dir: Path) -> dict[str, Any]:
     return json.loads((stores_dir / f"{JAVA_STORE}.expected.json").read_text(encoding="utf-8"))
-
-
-def settings_for(config: StoreConfig, **overrides: Any) -> ServerSettings:
-    """Loopback, port 0, identity from the store's broker.conf."""
-    values: dict[str, Any] = {
-        "host": "127.0.0.1",
-        "port": 0,
-        "cluster": config.broker_cluster_name,
-        "broker_name": config.broker_name,
-        "default_query_max_num": config.default_query_max_num,
-    }
-    values.update(overrides)
-    return ServerSettings(**values)
 
 
 @pytest.fixture

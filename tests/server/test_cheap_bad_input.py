@@ -19,8 +19,8 @@ from server.app import QueryServer
 from server.dispatch import failure_remark
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
-from tests.server.conftest import settings_for
 from tests.support.harness import RawClient, StartServer, key_query_fields
+from tests.support.java_store import settings_for
 
 REQUESTS = 300
 

@@ -21,6 +21,7 @@ from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.topic_stats import decode_topic_stats
 from tests.support.harness import RawClient, StartServer
+from tests.support.pulls import pull_fields, records
 
 EXPECTED = "java-4.9.7-a.cq-expected.json"
 
@@ -38,35 +39,6 @@ SERIALIZATIONS = [SerializeType.JSON, SerializeType.ROCKETMQ]
 @pytest.fixture(scope="module")
 def cq_expected(stores_dir: Path) -> dict[str, Any]:
     return json.loads((stores_dir / EXPECTED).read_text(encoding="utf-8"))
-
-
-def pull_fields(topic: str, queue_id: int, offset: int, max_nums: int) -> dict[str, str]:
-    """What DefaultMQPullConsumer sends (sysFlag 4: subscription only, no commit, no suspend)."""
-    return {
-        "consumerGroup": "TOOLS_CONSUMER",
-        "topic": topic,
-        "queueId": str(queue_id),
-        "queueOffset": str(offset),
-        "maxMsgNums": str(max_nums),
-        "sysFlag": "4",
-        "commitOffset": "0",
-        "suspendTimeoutMillis": "20000",
-        "subscription": "*",
-        "subVersion": "0",
-        "expressionType": "TAG",
-    }
-
-
-def records(body: bytes | None) -> list[bytes]:
-    """A pull body split into its records (each starts with its total size)."""
-    data = bytes(body or b"")
-    out = []
-    position = 0
-    while position < len(data):
-        size = int.from_bytes(data[position : position + 4], "big")
-        out.append(data[position : position + size])
-        position += size
-    return out
 
 
 def request(code: int, fields: dict[str, str], serialize_type: SerializeType) -> RemotingCommand:

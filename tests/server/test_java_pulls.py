@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from protocol.codes import RequestCode
-from tests.server.test_consume_queue_golden import pull_fields
 from tests.support.harness import RawClient, StartServer
+from tests.support.pulls import pull_fields
 
 GOLDEN = Path(__file__).parent / "golden" / "java_pulls.json"
 

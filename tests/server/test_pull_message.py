@@ -19,8 +19,8 @@ from server.processors.consumer_manage import ConsumerManageProcessor
 from server.processors.pull_message import PullMessageProcessor, tag_filter
 from server.store_changes import StoreChanges
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus
-from tests.server.test_consume_queue_golden import pull_fields, records
 from tests.support.harness import RawClient, StartServer
+from tests.support.pulls import pull_fields, records
 
 
 def queue_messages(java_expected: dict[str, Any], topic: str, queue_id: int) -> list[dict[str, Any]]:

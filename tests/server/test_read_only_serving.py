@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 
 from protocol.codes import RequestCode, ResponseCode
-from tests.server.conftest import JAVA_STORE
-from tests.server.test_consume_queue_golden import pull_fields
 from tests.support.harness import RawClient, key_query_fields
+from tests.support.java_store import JAVA_STORE
+from tests.support.pulls import pull_fields
 from tests.support.serve_process import serving
 
 

@@ -24,11 +24,15 @@ from protocol.command import RemotingCommand
 from protocol.frame import decode_frame, encode_frame
 from protocol.message import decode_message, raw_properties
 from protocol.message_id import decode_offset_msg_id
-from tests.server.test_send_replay import check_against_java, expected, replay
 from tests.support.harness import RawClient
+from tests.support.send_replay import check_against_java, replay, send_expected
 from tests.support.v5_frames import V5_VERSION, v5_send
 
-__all__ = ["expected"]  # the module-scoped fixture of the 4.9.7 replay, shared
+
+@pytest.fixture(scope="module")
+def expected(stores_dir: Path) -> dict:
+    """What the 4.9.7 replay expects (``tests/support/send_replay.py``): the same for the 5.x form."""
+    return send_expected(stores_dir)
 
 
 def test_built_json_frames_have_the_5_3_3_clients_layout(vectors_dir: Path) -> None:

@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 from protocol.codes import RequestCode, ResponseCode
-from tests.server.conftest import JAVA_STORE
 from tests.support.harness import RawClient, key_query_fields
+from tests.support.java_store import JAVA_STORE
 from tests.support.serve_process import serving
 
 

@@ -28,6 +28,8 @@ from protocol.frame import decode_frame, encode_frame
 from protocol.opaque_matcher import OpaqueMatcher
 from server.processors.name_server import topic_not_exist_remark
 from tests.support.harness import RawClient, StartServer
+from tests.support.paths import REPO_ROOT
+from tests.support.send_replay import SEND_SCENARIOS
 
 WIRE_SCENARIOS = [
     "dashboard_queryByTopic",
@@ -133,9 +135,10 @@ def test_every_scenario_is_replayed(vectors_dir: Path) -> None:
     """Every capture on disk is replayed below or by the test named in REPLAYED_ELSEWHERE."""
     on_disk = sorted(p.name for p in (vectors_dir / "wire").iterdir() if p.is_dir())
     assert on_disk == sorted(WIRE_SCENARIOS + list(REPLAYED_ELSEWHERE))
-    send_replay = Path(__file__).with_name("test_send_replay.py").read_text(encoding="utf-8")
-    for scenario in REPLAYED_ELSEWHERE:
-        assert f'"{scenario}"' in send_replay, scenario
+    # The replay itself lives in tests/support/send_replay.py; the test named runs it.
+    for scenario, test_file in REPLAYED_ELSEWHERE.items():
+        assert scenario in SEND_SCENARIOS, scenario
+        assert "replay(" in (REPO_ROOT / test_file).read_text(encoding="utf-8"), test_file
 
 
 @pytest.mark.parametrize("scenario", WIRE_SCENARIOS)
@@ -178,6 +181,7 @@ async def test_scenario_answers_match_the_real_broker(
                 our_table = _runtime_table(
                     bytes(ours.body or b""), str(server.store.config.store_path_commit_log)
                 )
+                # The capturing broker's store was /tmp/rmqcap/store (vectors/README.md): recorded data.
                 their_table = _runtime_table(bytes(theirs.body or b""), "/tmp/rmqcap/store/commitlog")
                 # The key naming the CommitLog path sits where its hash puts it: compare the rest's order.
                 assert sorted(k for k, _ in our_table) == sorted(k for k, _ in their_table)

@@ -2,11 +2,12 @@
 
     python tests/server/golden/record_java_pulls.py BROKER_PORT > tests/server/golden/java_pulls.json
 
-The broker (``/tmp/rmqjava/bin/start-broker.sh``) must serve an untouched ``cp -a`` copy of
-``../shared/stores/java-4.9.7-a``. Each request is a PULL_MESSAGE as ``DefaultMQPullConsumer`` sends
-it with one change (subscription, offset, maxMsgNums, queue, topic); the answer is kept as code,
-remark, extFields and the sha256 of its body (the records' raw bytes). The requests are drawn with a
-fixed seed, so a second recording gives the same file. ``test_java_pulls.py`` replays them.
+The broker (``bin/start-broker.sh`` of a copy of ``../shared/rocketmq-4.9.7-bin``, see its README)
+must serve an untouched ``cp -a`` copy of ``../shared/stores/java-4.9.7-a``. Each request is a
+PULL_MESSAGE as ``DefaultMQPullConsumer`` sends it with one change (subscription, offset,
+maxMsgNums, queue, topic); the answer is kept as code, remark, extFields and the sha256 of its body
+(the records' raw bytes). The requests are drawn with a fixed seed, so a second recording gives the
+same file. ``test_java_pulls.py`` replays them.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import sys
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 
 from protocol.codes import RequestCode
-from tests.server.test_consume_queue_golden import pull_fields
 from tests.support.harness import RawClient
+from tests.support.pulls import pull_fields
 
 TOPICS = {"TopicA": 4, "TopicB": 4, "topic_c-1": 4}
 EXPRESSIONS = [

@@ -30,12 +30,12 @@ from tests.support.serve_process import kill_if_running, serving, start_serve
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-async def test_serve_answers_then_stops_on_a_signal(sig: signal.Signals, java_store_dir: Path) -> None:
-    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+async def test_serve_answers_then_stops_on_a_signal(sig: signal.Signals, java_store_copy: Path) -> None:
+    conf = java_store_copy.parent / f"{java_store_copy.name}.broker.conf"
     proc, lines, port, fast_port = await start_serve("--config", str(conf), "--port", "0")
     try:
         assert fast_port == port - 2
-        assert any(str(java_store_dir) in line and "3 topic(s)" in line for line in lines)
+        assert any(str(java_store_copy) in line and "3 topic(s)" in line for line in lines)
         for p in (port, fast_port):
             client = await RawClient.connect("127.0.0.1", p)
             try:
@@ -112,8 +112,8 @@ async def test_serve_reads_the_broker_conf_inside_the_store(tmp_path: Path) -> N
             await client.close()
 
 
-async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store_dir: Path) -> None:
-    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store_copy: Path) -> None:
+    conf = java_store_copy.parent / f"{java_store_copy.name}.broker.conf"
     proc, _, port, _ = await start_serve("--config", str(conf), "--port", "0", "--workers", "2")
     assert proc.stderr is not None
     try:
@@ -140,8 +140,8 @@ async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store
 
 # (A port outside 0..65535 is a usage error: tests/clients/cli/test_flag_checks.py.)
 @pytest.mark.parametrize("port", ["2", "busy"])
-async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_dir: Path) -> None:
-    conf = java_store_dir.parent / f"{java_store_dir.name}.broker.conf"
+async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_copy: Path) -> None:
+    conf = java_store_copy.parent / f"{java_store_copy.name}.broker.conf"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
