@@ -135,6 +135,22 @@ def test_the_server_reads_the_store_only_through_its_facade() -> None:
     assert wrong == []
 
 
+#: Modules that do I/O on sockets or run an event loop: sans-IO layers import none of them.
+IO_MODULES = frozenset({"asyncio", "socket", "selectors", "ssl", "uvloop"})
+
+
+@pytest.mark.parametrize("layer", ["protocol", "server.broker"])
+def test_sans_io_layers_import_no_sockets_and_no_event_loop(layer: str) -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if layer_of(module) == layer
+        for imported, line in imports_of(module)
+        if imported.partition(".")[0] in IO_MODULES
+    ]
+    assert wrong == []
+
+
 def _resolve(imported: str) -> str | None:
     """The module of ``imported`` (the longest known prefix: ``a.b.name`` is ``a.b``)."""
     parts = imported.split(".")
