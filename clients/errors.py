@@ -76,10 +76,8 @@ class MQClientError(ResponseCodeError):
         self.error_message = message
 
     def __reduce__(self) -> tuple[Any, tuple[int, str]]:
-        """Pickled as its arguments, rebuilt as the class of its code (the forms are made at import)."""
-        from clients.response_errors import client_error
-
-        return client_error, (self.code, self.error_message)
+        """Pickled as its arguments (the class of a code pickles as ``client_error``: see there)."""
+        return type(self), (self.code, self.error_message)
 
 
 class MQBrokerError(ResponseCodeError):
@@ -95,7 +93,5 @@ class MQBrokerError(ResponseCodeError):
         self.addr = addr
 
     def __reduce__(self) -> tuple[Any, tuple[int, str | None, str]]:
-        """Pickled as its arguments, rebuilt as the class of its code (the forms are made at import)."""
-        from clients.response_errors import broker_error
-
-        return broker_error, (self.code, self.remark, self.addr)
+        """Pickled as its arguments (the class of a code pickles as ``broker_error``: see there)."""
+        return type(self), (self.code, self.remark, self.addr)

@@ -25,7 +25,7 @@ the plain base class.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from clients.errors import MQBrokerError, MQClientError, ResponseCodeError
 from protocol.codes import ResponseCode
@@ -52,11 +52,25 @@ def code_class(code: ResponseCode) -> Callable[[_Class], _Class]:
         cls.code = code
         CLASS_BY_CODE[code] = cls
         namespace = {"__doc__": cls.__doc__, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
-        _BROKER_FORM[code] = type(cls.__name__, (cls, MQBrokerError), namespace)
-        _CLIENT_FORM[code] = type(cls.__name__, (cls, MQClientError), namespace)
+        # A form is not importable by its name (that is the class of its code), so it pickles as the
+        # call that makes it: unpickling imports this module, which makes the forms again.
+        _BROKER_FORM[code] = type(
+            cls.__name__, (cls, MQBrokerError), {**namespace, "__reduce__": _reduce_broker_form}
+        )
+        _CLIENT_FORM[code] = type(
+            cls.__name__, (cls, MQClientError), {**namespace, "__reduce__": _reduce_client_form}
+        )
         return cls
 
     return register
+
+
+def _reduce_broker_form(self: MQBrokerError) -> tuple[Any, tuple[int, str | None, str]]:
+    return broker_error, (self.code, self.remark, self.addr)
+
+
+def _reduce_client_form(self: MQClientError) -> tuple[Any, tuple[int, str]]:
+    return client_error, (self.code, self.error_message)
 
 
 def broker_error(code: int, remark: str | None, addr: str) -> MQBrokerError:

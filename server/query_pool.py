@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from store.index.query_walk import COMPILED
+from server.store_api import QUERY_WALK_COMPILED
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 #: Index entries a query may visit inline on the event loop before it is handed to the pool: ~10 us
 #: for the compiled walk (~3.5 ns per entry); the pure-Python one (~1.9 us per entry) gets 400, so
 #: that either way no query holds the loop for more than about a millisecond.
-INLINE_BUDGET = 2048 if COMPILED else 400
+INLINE_BUDGET = 2048 if QUERY_WALK_COMPILED else 400
 
 #: Index entries one query may visit in all (``serve --query-budget``). A walk that runs out is
 #: answered with what it found, as the broker answers a walk cut short. About 5 ms for the compiled

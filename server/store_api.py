@@ -1,13 +1,46 @@
-"""What the server needs from the store: the ``store.MessageStore`` facade, as a structural type.
+"""What the server needs from the store, and the one place outside ``server.broker`` that names it.
 
-Processors are written against this Protocol rather than the concrete class so that the server's
-view of the store is exactly four calls (ARCHITECTURE.md) and nothing about file formats leaks in.
+The processors are written against the Protocols below, not against ``store.MessageStore``, so a
+test can stand in any object with the calls a processor makes, and no file format leaks into the
+server (``tests/test_layers.py`` fails on any other ``server`` module importing ``store``). They
+declare, as structural types:
+
+- ``QueryStore``: ``query_message`` (with its ``QueryResult``), ``view_message_copy``, ``topics``;
+- ``ConsumeQueueStore`` adds the consume-queue reads: ``queue_nums``, ``min_offset``,
+  ``max_offset``, ``earliest_message_time``, ``offset_by_time``, ``get_message`` (with its
+  ``GetMessageResult``), ``topic_stats``, ``store_earliest_message_time``;
+- ``StoreWithCommitLog`` adds ``commitlog`` (``CommitLogBounds``: its first and end offsets);
+- ``AppendResult``: what the write path's ``put`` answers per record (the SEND's answer).
+
+``refresh`` is declared where it is called (``server.refresh.Refreshable``); the write path's
+calls are the broker's (``server.broker.writable_store``). Besides the calls, three facts of the
+store the server needs are re-exported here: ``QueryArgumentError`` (what ``query_message`` raises
+where Java's store throws on its arguments), ``QUERY_WALK_COMPILED`` (whether the key query's chain
+walk is the compiled twin, which sizes the query pool's inline budget) and
+``total_physical_memory`` (``StoreUtil``'s RAM figure, for ``checkInDiskByConsumeOffset``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
+
+from store.consumequeue.get_message import total_physical_memory
+from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
+from store.message_store import QueryArgumentError
+
+__all__ = [
+    "QUERY_WALK_COMPILED",
+    "AppendResult",
+    "CommitLogBounds",
+    "ConsumeQueueStore",
+    "GetMessageResult",
+    "QueryArgumentError",
+    "QueryResult",
+    "QueryStore",
+    "StoreWithCommitLog",
+    "total_physical_memory",
+]
 
 
 class QueryResult(Protocol):
@@ -89,3 +122,13 @@ class StoreWithCommitLog(ConsumeQueueStore, Protocol):
     """The store as the runtime-info and consumer-offset answers see it."""
 
     commitlog: CommitLogBounds
+
+
+class AppendResult(Protocol):
+    """``store.write.writer.Appended``: where one record of a SEND went (the SEND's answer)."""
+
+    @property
+    def offset_msg_id(self) -> str: ...
+
+    @property
+    def queue_offset(self) -> int: ...

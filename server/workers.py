@@ -19,28 +19,30 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from server.app import ServerSettings
-from store.config.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
 
 #: ``serve(store, settings, refresh_interval)`` from clients.cli.serve, passed in to avoid a cycle.
 ServeFn = Callable[[Any, ServerSettings, float], Coroutine[Any, Any, None]]
 
+#: Opens the worker's own read-only store (``functools.partial(MessageStore.open, config)``): passed
+#: in by the caller, which knows the store, so the server reaches it only through ``server.store_api``.
+#: Pickled to the worker process, so a module-level function or a partial of one.
+OpenStoreFn = Callable[[], Any]
+
 
 def _worker_main(
-    config: StoreConfig,
+    open_store: OpenStoreFn,
     settings: ServerSettings,
     refresh_interval: float,
     serve: ServeFn,
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None,
     log_level: int,
 ) -> None:
-    from store.message_store import MessageStore
-
     logging.basicConfig(
         level=log_level, format=f"%(asctime)s %(levelname)s worker-{os.getpid()} %(name)s: %(message)s"
     )
-    store = MessageStore.open(config)
+    store = open_store()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(serve(store, settings, refresh_interval))
@@ -50,7 +52,7 @@ def _worker_main(
 
 def start_workers(
     count: int,
-    config: StoreConfig,
+    open_store: OpenStoreFn,
     settings: ServerSettings,
     refresh_interval: float,
     serve: ServeFn,
@@ -63,7 +65,14 @@ def start_workers(
     for _ in range(count):
         process = context.Process(
             target=_worker_main,
-            args=(config, worker_settings, refresh_interval, serve, loop_factory, logging.getLogger().level),
+            args=(
+                open_store,
+                worker_settings,
+                refresh_interval,
+                serve,
+                loop_factory,
+                logging.getLogger().level,
+            ),
             daemon=False,
         )
         process.start()

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -289,7 +290,8 @@ async def serve(
         bound = dataclasses.replace(
             settings, port=server.port, advertise=server.identity.address if server.identity else None
         )
-        children = start_workers(workers, config, bound, refresh_interval, serve, _loop_factory())
+        open_store = functools.partial(MessageStore.open, config)
+        children = start_workers(workers, open_store, bound, refresh_interval, serve, _loop_factory())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

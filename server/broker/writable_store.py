@@ -5,16 +5,14 @@ are dispatched at once, as the broker's reput does: the IndexFiles get their key
 builder that ``rebuild-index`` uses, so the bytes are the broker's) and the query side's CommitLog
 view is refreshed, so a message is queryable by key, unique key and offset id as soon as its SEND is
 answered. Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their
-real topic when due by ``deliver_due`` (the caller's timer drives it). How far each level was
-delivered is kept in ``config/delayOffset.json`` as the broker keeps it, so neither a restart here
-nor a Java broker opening the store delivers a message twice, and pending ones are delivered after.
+real topic when due by ``deliver_due`` (the caller's timer drives it); when each is due and how far
+each level was delivered (``config/delayOffset.json``) is ``scheduled_delivery.DeliverySchedule``'s.
 
 One process writes: the writer holds the store's ``lock`` file for as long as this store is open.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Callable
 
@@ -24,11 +22,10 @@ from server.broker.put_message import (
     SCHEDULE_TOPIC,
     delivery_record,
 )
+from server.broker.scheduled_delivery import DeliverySchedule
 from store.checkpoint import Checkpoint
-from store.config.delay_offsets import read_delay_offsets, write_delay_offsets
 from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig, TopicTable, startup_topics
-from store.consumequeue.consume_queue import delay_level_table, deliver_timestamp
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.write.writer import Appended, StoreRecord, StoreWriter
@@ -48,11 +45,9 @@ class WritableStore:
     ) -> None:
         self.config = config
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
-        #: (due time in ms, CommitLog offset, delay level, offset in the level's schedule queue)
-        self._scheduled: list[tuple[int, int, int, int]] = []
-        self._delay_path = config.store_path_root_dir / "config" / "delayOffset.json"
-        self._delay_offsets: dict[int, int] = {}
-        self._delays, self._max_delay_level = delay_level_table(config.message_delay_level)
+        self._schedule = DeliverySchedule(
+            config.store_path_root_dir / "config" / "delayOffset.json", config.message_delay_level
+        )
         self.closed = False
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
@@ -99,7 +94,7 @@ class WritableStore:
             # One table: the writer adds a topic as its first record is written, as the broker
             # creates it at send time, and the send path's creations go to the same object.
             self.writer.use_topic_table(self.topics)
-            self._delay_offsets = read_delay_offsets(self._delay_path)
+            self._schedule.load()
             self._rearm_scheduled()
         except BaseException:
             self.close()
@@ -134,7 +129,7 @@ class WritableStore:
     @property
     def max_delay_level(self) -> int:
         """The highest delay level of the store's ``messageDelayLevel`` table."""
-        return self._max_delay_level
+        return self._schedule.max_delay_level
 
     def set_store_address(self, host: str, port: int) -> None:
         """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
@@ -149,12 +144,10 @@ class WritableStore:
         self.dispatch()
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:
-                self._schedule(rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset)
+                self._schedule.schedule(
+                    rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
+                )
         return appended
-
-    def _schedule(self, level: int, store_timestamp: int, offset: int, queue_offset: int) -> None:
-        due = deliver_timestamp(level, store_timestamp, self._delays, self._max_delay_level)
-        heapq.heappush(self._scheduled, (due, offset, level, queue_offset))
 
     def _rearm_scheduled(self) -> None:
         """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart.
@@ -166,7 +159,7 @@ class WritableStore:
         for queue_id in queues.directory_queue_ids().get(SCHEDULE_TOPIC, []):
             level = queue_id + 1
             queue = queues.get(SCHEDULE_TOPIC, queue_id)
-            start = max(self._delay_offsets.get(level, 0), queue.min_offset)
+            start = self._schedule.first_pending(level, queue.min_offset)
             for queue_offset in range(start, queue.max_offset):
                 entry = queue.entry(queue_offset)
                 if entry is None:
@@ -176,7 +169,9 @@ class WritableStore:
                     continue  # a blank entry, or its record is gone: nothing to deliver
                 msg = decode_message(buf, read_body=False)
                 if msg.topic == SCHEDULE_TOPIC and msg.queue_id == queue_id:
-                    self._schedule(level, msg.store_timestamp, entry.commit_log_offset, msg.queue_offset)
+                    self._schedule.schedule(
+                        level, msg.store_timestamp, entry.commit_log_offset, msg.queue_offset
+                    )
 
     def dispatch(self) -> None:
         """The reput: bring the index and the query side up to the end of the CommitLog."""
@@ -184,7 +179,7 @@ class WritableStore:
 
     def next_delivery(self) -> int | None:
         """When the next scheduled message is due (ms), or None."""
-        return self._scheduled[0][0] if self._scheduled else None
+        return self._schedule.next_due()
 
     def deliver_due(self, now_ms: int | None = None) -> list[Appended]:
         """Deliver every scheduled message due by ``now_ms`` into its real topic."""
@@ -192,16 +187,15 @@ class WritableStore:
             return []
         now = self._clock() if now_ms is None else now_ms
         delivered: list[Appended] = []
-        while self._scheduled and self._scheduled[0][0] <= now:
-            _, offset, level, queue_offset = heapq.heappop(self._scheduled)
+        while (due := self._schedule.pop_due(now)) is not None:
+            offset, level, queue_offset = due
             buf = self.reader.view_message(offset)
             if buf is None:
                 raise StoreError(f"scheduled record at {offset} is gone")
             scheduled = decode_message(buf, decompress=False)
             if PROPERTY_DELAY in scheduled.properties:
                 delivered += self.put([delivery_record(scheduled)])
-            self._delay_offsets[level] = max(self._delay_offsets.get(level, 0), queue_offset + 1)
-            write_delay_offsets(self._delay_path, self._delay_offsets)
+            self._schedule.delivered(level, queue_offset)
         return delivered
 
     def close(self) -> None:
@@ -210,8 +204,7 @@ class WritableStore:
             return
         self.closed = True
         try:
-            if self._delay_offsets or self._delay_path.exists():
-                write_delay_offsets(self._delay_path, self._delay_offsets)
+            self._schedule.save()
             self.reader.close()
         finally:
             self.writer.close()

@@ -15,8 +15,7 @@ from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import QueryConsumerOffsetRequestHeader, offset_response_fields, required_string
 from protocol.message import PHYSICAL_OFFSET_POSITION
-from server.store_api import StoreWithCommitLog
-from store.consumequeue.get_message import total_physical_memory
+from server.store_api import StoreWithCommitLog, total_physical_memory
 
 #: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
 ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40

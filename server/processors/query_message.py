@@ -26,8 +26,7 @@ from protocol.custom_headers import (
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
 from server.reply import system_error
-from server.store_api import QueryResult, QueryStore
-from store.message_store import QueryArgumentError
+from server.store_api import QueryArgumentError, QueryResult, QueryStore
 
 #: ``MessageStoreConfig.defaultQueryMaxNum``: maxNum of every unique-key query.
 DEFAULT_QUERY_MAX_NUM = 32
