@@ -17,8 +17,8 @@ from clients.acl import AclSigner
 from protocol.acl_signature import UNIQUE_KEY_QUERY, acl_signature
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from server.acl import AccessValidator
-from server.acl_config import acl_config_from
+from server.acl.config import acl_config_from
+from server.acl.validator import AccessValidator
 
 ACCESS_KEY, SECRET_KEY = "rocketmq2", "12345678"
 

@@ -17,7 +17,7 @@ import tracemalloc
 
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder
-from server.connection import DEFAULT_MAX_HEADER_LENGTH
+from server.remoting.connection import DEFAULT_MAX_HEADER_LENGTH
 
 
 def json_frame(fields: int) -> bytes:

@@ -7,7 +7,7 @@ the golden store, with the compiled accelerators and with the pure-Python refere
 (``RMQ_PURE_PYTHON=1``, run in a child process), best of 5 rounds of CPU time. VIEW is a random
 record of the store; QUERY is a random (topic, key) from its KEYS and UNIQ_KEYs with mqadmin's
 arguments (maxNum 64, whole time range), as ``rmqblast --kind key`` sends them. "through the
-connection" feeds reads of 8 pipelined VIEW frames to ``server.connection.RemotingConnection`` over
+connection" feeds reads of 8 pipelined VIEW frames to ``server.remoting.connection.RemotingConnection`` over
 a transport that only counts writes: decode, dispatch, encode and the connection's own bookkeeping.
 What the table leaves out is the event loop and the sockets: compare "whole request" with
 1 / (requests/s) of a 16 x 8 run (BENCHMARKS.md).
@@ -70,7 +70,7 @@ class _CountingTransport:
 
 def through_connection_us(dispatcher: object, chunks: list[bytes]) -> float:
     """CPU per request of ``data_received`` over reads of ``PIPELINED`` frames (answers written)."""
-    from server.connection import RemotingConnection
+    from server.remoting.connection import RemotingConnection
 
     async def run() -> float:
         transport = _CountingTransport()

@@ -4,7 +4,7 @@
 ``SecurityToken``), concatenate every extField value in key order (Java ``String`` order, i.e. UTF-16
 code units; ``Signature`` itself excluded), append the raw body, HMAC-SHA1 with the secret key, Base64
 into ``Signature``. Real brokers with ACL on check it, and so does ``rmq-query serve --acl``
-(``server.acl``); both sides compute it with ``protocol.acl_signature``.
+(``server.acl.validator``); both sides compute it with ``protocol.acl_signature``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The lifecycle of one server connection as one explicit state machine (sans-IO).
 
-The remoting server (``server.connection``) used to carry its lifecycle in six flags (closing,
+The remoting server (``server.remoting.connection``) used to carry its lifecycle in six flags (closing,
 writing paused, draining, frames failed, a closer task, ...), whose combinations had to be read off
 every method. Here it is one state, the events that move it, and an error for an event a state does
 not allow, in the spirit of h11's ``_state.py``: no sockets, no asyncio, testable on its own. The

@@ -8,7 +8,7 @@ port rule still holds. ``stop()`` stops accepting, lets in-flight requests finis
 closes every connection.
 
 At most ``max_connections`` connections (both ports together, per process) are served; one more is
-accepted only to be answered SYSTEM_BUSY and closed (``server.refusal``).
+accepted only to be answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
 """
 
 from __future__ import annotations
@@ -21,27 +21,27 @@ from dataclasses import dataclass
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
-from server.acl import AccessValidator
-from server.acl_config import AclConfig
-from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
-from server.connection import (
+from server.acl.config import AclConfig
+from server.acl.validator import AccessValidator
+from server.file_budget import LISTEN_BACKLOG, max_waiting_for
+from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
+from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
+from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
+from server.remoting.connection import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_HEADER_LENGTH,
     ConnectionLogs,
     RemotingConnection,
 )
-from server.dispatch import Dispatcher
-from server.file_budget import LISTEN_BACKLOG, max_waiting_for
-from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
-from server.processors import client_manage
-from server.processors.consumer_manage import ConsumerManageProcessor
-from server.processors.name_server import NameServerProcessor
-from server.processors.pull_message import PullMessageProcessor
-from server.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
-from server.processors.queue_offsets import QueueOffsetProcessor
-from server.processors.runtime_info import RuntimeInfoProcessor
-from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
-from server.refusal import Refuser
+from server.remoting.dispatch import Dispatcher
+from server.remoting.processors import client_manage
+from server.remoting.processors.consumer_manage import ConsumerManageProcessor
+from server.remoting.processors.name_server import NameServerProcessor
+from server.remoting.processors.pull_message import PullMessageProcessor
+from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
+from server.remoting.processors.queue_offsets import QueueOffsetProcessor
+from server.remoting.processors.runtime_info import RuntimeInfoProcessor
+from server.remoting.refusal import Refuser
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
@@ -59,7 +59,7 @@ _PAIR_ATTEMPTS = 50
 
 #: Default ``--max-connections``: far above what query clients need (each Java client keeps one
 #: connection per broker); ``serve`` lowers it to what the open-file limit allows
-#: (``server.file_budget``), and unfinished frames share one byte budget (``server.buffer_budget``).
+#: (``server.file_budget``), and unfinished frames share one byte budget (``server.remoting.buffer_budget``).
 DEFAULT_MAX_CONNECTIONS = 10_000
 
 
@@ -86,7 +86,8 @@ class ServerSettings:
     #: Refused connections that may wait for their SYSTEM_BUSY answer at once; None = a tenth of
     #: ``max_connections``, at least 16 (``server.file_budget``).
     max_waiting: int | None = None
-    #: Bytes all connections together may hold in unfinished request frames (``server.buffer_budget``).
+    #: Bytes all connections together may hold in unfinished request frames
+    #: (``server.remoting.buffer_budget``).
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     #: ``plain_acl.yml`` in force; None (the default, like the broker's ``aclEnable=false``) = no checks.
     acl: AclConfig | None = None

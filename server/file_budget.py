@@ -5,7 +5,7 @@ duplicate of its file's descriptor), every file a refresh opens, and each connec
 to be refused. When ``RLIMIT_NOFILE`` runs out, ``accept()`` fails (the event loop logs it and
 stops accepting for a while, clients get resets or time out) and so does opening the store's next
 CommitLog or index file: the server stops following the store. So ``--max-connections`` must leave
-the descriptors those need, and the SYSTEM_BUSY refusal (``server.refusal``) must start before the
+the descriptors those need, and the SYSTEM_BUSY refusal (``server.remoting.refusal``) must start before the
 limit does.
 
 The budget, per process (each ``--workers`` process has its own limit):

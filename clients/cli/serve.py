@@ -24,8 +24,8 @@ from clients.cli.arg_types import host_port, port_number, positive_int, seconds_
 from clients.cli.store_options import add_store_arguments, config_file
 from clients.cli.store_options import config_from_args as load_config
 from clients.testkit.demo import demo_config, make_demo_store
-from server.acl_config import AclConfig, load_acl_config
-from server.acl_errors import AclConfigError
+from server.acl.config import AclConfig, load_acl_config
+from server.acl.errors import AclConfigError
 from server.app import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PORT,
@@ -35,12 +35,12 @@ from server.app import (
     default_advertise_host,
 )
 from server.broker.writable_store import WritableStore
-from server.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
 from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
+from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.remoting.write_path import write_path
 from server.workers import start_workers, stop_workers
-from server.write_path import write_path
 from store.config.store_config import ConfigError, StoreConfig
 from store.message_store import MessageStore
 

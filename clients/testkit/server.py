@@ -21,7 +21,7 @@ from clients.testkit.message_jsonl import MessageReader
 from protocol.message import MessageExt
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
-from server.write_path import write_path
+from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
 from store.write.writer import Appended
 

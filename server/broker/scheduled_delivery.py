@@ -11,7 +11,7 @@ twice, and the ones still pending are delivered after.
 It decides; the writable store acts. Reading a due record and appending its delivery
 (``put_message.delivery_record``) and finding the pending records after a restart are
 ``WritableStore``'s, and the event-loop timer that asks ``next_due`` is the server's
-(``server.write_path``). There is no clock here: the caller passes the time.
+(``server.remoting.write_path``). There is no clock here: the caller passes the time.
 """
 
 from __future__ import annotations

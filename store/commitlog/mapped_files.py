@@ -31,7 +31,7 @@ A shrink is logged once per file. The remaining window is the time between the c
 (microseconds for a record; one ``RECHECK_EVERY`` stretch for a walk); under load some read is
 nearly always in it, so ``store.platform.sigbus`` installs a SIGBUS guard that turns such a late read into
 zeros, and ``refresh()`` remaps every file once the guard reports a fault. Answers are copied out
-of the maps before they are queued on a socket (``server.processors.query_message``), so a slow
+of the maps before they are queued on a socket (``server.remoting.processors.query_message``), so a slow
 client never holds a page.
 
 **Settled end.** A live writer appends a record in pieces (a slave receives arbitrary batches,

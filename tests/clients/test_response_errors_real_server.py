@@ -44,7 +44,7 @@ from clients.testkit.server import RmqServer, kit_store_config
 from protocol.codes import RequestCode
 from protocol.custom_headers import PULL_SUBSCRIPTION_FLAG, PullMessageRequestHeader
 from protocol.message_id import create_offset_msg_id
-from server.acl_config import acl_config_from
+from server.acl.config import acl_config_from
 from server.app import QueryServer
 from tests.support.java_store import open_java_store, server_settings
 

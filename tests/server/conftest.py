@@ -17,7 +17,7 @@ import pytest
 
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
-from server.write_path import write_path
+from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.harness import Connect, RawClient, StartServer

@@ -18,7 +18,7 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from server.app import QueryServer
-from server.processors.query_message import QUERY_NOT_FOUND_REMARK, view_not_found_remark
+from server.remoting.processors.query_message import QUERY_NOT_FOUND_REMARK, view_not_found_remark
 from tests.support.harness import Connect, RawClient
 
 SERIALIZATIONS = [SerializeType.JSON, SerializeType.ROCKETMQ]
@@ -69,7 +69,7 @@ async def test_queries_match_the_java_store(
             # The ROCKETMQ header encodes "" as a zero-length string, which 4.9.7 decodes as null; its
             # header decoder only logs the missing key, and the broker looks up "<topic>#null". No
             # message here has the key "null": QUERY_NOT_FOUND, as the real broker answered by hand
-            # (RELIABILITY.md; tests/server/test_null_header_fields.py).
+            # (RELIABILITY.md; tests/server/remoting/test_null_header_fields.py).
             assert answer.code == ResponseCode.QUERY_NOT_FOUND, label
             assert answer.ext_fields == {"indexLastUpdatePhyoffset": "0", "indexLastUpdateTimestamp": "0"}
             continue

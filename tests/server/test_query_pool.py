@@ -17,8 +17,8 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from server.app import QueryServer, ServerSettings
-from server.processors.query_message import QUERY_NOT_FOUND_REMARK, QueryMessageProcessor
 from server.query_pool import DEFAULT_QUERY_THREADS, OVERLOAD_REMARK, QueryPool
+from server.remoting.processors.query_message import QUERY_NOT_FOUND_REMARK, QueryMessageProcessor
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore, QueryMessageResult
 from tests.support.harness import RawClient

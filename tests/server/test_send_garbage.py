@@ -17,8 +17,8 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.send_message import SendMessageRequestHeader, client_properties, encode_batch_body
 from server.broker.writable_store import WritableStore
-from server.dispatch import Dispatcher
-from server.processors.send_message import SEND_CODES, SendMessageProcessor
+from server.remoting.dispatch import Dispatcher
+from server.remoting.processors.send_message import SEND_CODES, SendMessageProcessor
 from store.config.store_config import StoreConfig
 
 VALUES = ["", "-1", "0", "1", "4", "99999999999999999999", "true", "x", "\ud800", "T", "TBW102", "%RETRY%g"]

@@ -26,7 +26,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import decode_frame, encode_frame
 from protocol.opaque_matcher import OpaqueMatcher
-from server.processors.name_server import topic_not_exist_remark
+from server.remoting.processors.name_server import topic_not_exist_remark
 from tests.support.harness import RawClient, StartServer
 from tests.support.paths import REPO_ROOT
 from tests.support.send_replay import SEND_SCENARIOS

@@ -21,7 +21,7 @@ from protocol.codes import RequestCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from server.broker.writable_store import WritableStore
-from server.processors.send_message import SendMessageProcessor
+from server.remoting.processors.send_message import SendMessageProcessor
 from store.config.store_config import StoreConfig
 
 #: The captured scenarios the replay feeds, in the order the broker received them.

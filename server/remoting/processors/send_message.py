@@ -27,7 +27,7 @@ from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, ba
 from server.broker.send_check import check_send, header_to_store
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
-from server.peer import CURRENT_PEER
+from server.remoting.peer import CURRENT_PEER
 from server.store_api import AppendResult
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import GetRouteInfoRequestHeader, java_string
 from protocol.index_key import java_string_hash
 from protocol.java_hashmap import hashmap_order_by_hash, java_hashmap_order
-from server.faq import suggest_todo
 from server.identity import BrokerIdentity
-from server.route import cluster_info_json, topic_list_json, topic_route_json
+from server.remoting.faq import suggest_todo
+from server.remoting.route import cluster_info_json, topic_list_json, topic_route_json
 from server.store_api import ConsumeQueueStore
 from server.topic_table import TopicTable
 

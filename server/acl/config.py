@@ -1,6 +1,6 @@
 """``plain_acl.yml``, read the way RocketMQ's ``PlainPermissionManager`` reads it.
 
-Keys used: ``globalWhiteRemoteAddresses`` (list of patterns, see ``server.acl_address``) and
+Keys used: ``globalWhiteRemoteAddresses`` (list of patterns, see ``server.acl.address``) and
 ``accounts``, each with ``accessKey``, ``secretKey`` (both required and longer than 6 characters, as
 Java checks), ``whiteRemoteAddress``, ``admin``, ``defaultTopicPerm``, ``defaultGroupPerm``,
 ``topicPerms`` and ``groupPerms`` (``["TopicA=SUB", "groupB=PUB|SUB"]``; a group ``g`` is the resource
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.acl_address import AddressPattern, parse_pattern
-from server.acl_errors import AclConfigError
+from server.acl.address import AddressPattern, parse_pattern
+from server.acl.errors import AclConfigError
 
 # Permission bits of ``org.apache.rocketmq.acl.common.Permission``.
 DENY = 1

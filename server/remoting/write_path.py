@@ -13,11 +13,11 @@ import time
 
 from protocol.codes import RequestCode
 from server.broker.writable_store import WritableStore
-from server.dispatch import Dispatcher
 from server.identity import BrokerIdentity
-from server.processors.name_server import NameServerProcessor
-from server.processors.send_message import SEND_CODES, SendMessageProcessor
-from server.processors.write_routes import WritableRoutes
+from server.remoting.dispatch import Dispatcher
+from server.remoting.processors.name_server import NameServerProcessor
+from server.remoting.processors.send_message import SEND_CODES, SendMessageProcessor
+from server.remoting.processors.write_routes import WritableRoutes
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import PullMessageRequestHeader, PullMessageResponseHeader
 from protocol.index_key import java_string_hash
-from server.faq import suggest_todo
+from server.remoting.faq import suggest_todo
 from server.runtime_stats import PullStats
 from server.store_api import ConsumeQueueStore
 from server.store_changes import StoreChanges

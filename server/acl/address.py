@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from server.acl_errors import AclConfigError
+from server.acl.errors import AclConfigError
 
 _ANY = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
 

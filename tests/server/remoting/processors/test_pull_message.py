@@ -15,8 +15,8 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.index_key import java_string_hash
-from server.processors.consumer_manage import ConsumerManageProcessor
-from server.processors.pull_message import PullMessageProcessor, tag_filter
+from server.remoting.processors.consumer_manage import ConsumerManageProcessor
+from server.remoting.processors.pull_message import PullMessageProcessor, tag_filter
 from server.store_changes import StoreChanges
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus
 from tests.support.harness import RawClient, StartServer
@@ -267,7 +267,7 @@ async def test_routes_advertise_the_stores_queue_counts(send_store: Any) -> None
 
 
 def test_the_consumer_address_is_written_as_java_prints_it() -> None:
-    from server.dispatch import java_remote_address
+    from server.remoting.dispatch import java_remote_address
 
     assert java_remote_address("127.0.0.1:39466") == "/127.0.0.1:39466"
     assert java_remote_address("::1:5555") == "/[0:0:0:0:0:0:0:1]:5555"

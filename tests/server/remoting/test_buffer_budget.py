@@ -17,7 +17,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import encode_frame
 from server.app import QueryServer
-from server.buffer_budget import BufferBudget
+from server.remoting.buffer_budget import BufferBudget
 from tests.support.harness import RawClient, StartServer
 
 MIB = 1024 * 1024
@@ -55,7 +55,7 @@ async def test_partial_frames_of_all_connections_stay_within_the_budget(
     holders = [await RawClient.connect("127.0.0.1", server.port) for _ in range(HOLDERS)]
     peak = 0
     try:
-        with caplog.at_level(logging.WARNING, logger="server.buffer_budget"):
+        with caplog.at_level(logging.WARNING, logger="server.remoting.buffer_budget"):
             for client in holders:
                 request = _view()
                 data = encode_frame(request) + _partial_frame()  # type: ignore[arg-type]
@@ -89,7 +89,7 @@ async def test_partial_frames_of_all_connections_stay_within_the_budget(
             except TimeoutError:
                 pass
         assert closed == victims
-        lines = [r for r in caplog.records if r.name == "server.buffer_budget"]
+        lines = [r for r in caplog.records if r.name == "server.remoting.buffer_budget"]
         assert len(lines) == 1 and "budget" in lines[0].getMessage()  # one line per burst
     finally:
         for client in [witness, *holders]:

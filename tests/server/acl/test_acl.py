@@ -23,8 +23,8 @@ from protocol.acl_signature import UNIQUE_KEY_QUERY, acl_signature
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import decode_frame
-from server.acl import AccessValidator, required_resources
-from server.acl_config import GET, PUB, SUB, AclConfig, acl_config_from
+from server.acl.config import GET, PUB, SUB, AclConfig, acl_config_from
+from server.acl.validator import AccessValidator, required_resources
 from server.app import QueryServer
 from tests.support.harness import RawClient, StartServer
 from tests.support.paths import REPO_ROOT

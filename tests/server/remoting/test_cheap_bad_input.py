@@ -16,7 +16,7 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from server.app import QueryServer
-from server.dispatch import failure_remark
+from server.remoting.dispatch import failure_remark
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.harness import RawClient, StartServer, key_query_fields
@@ -94,7 +94,7 @@ async def test_a_failing_store_leaks_no_exception_text_and_logs_one_traceback_pe
     finally:
         await client.close()
         await server.stop()
-    failures = [r for r in caplog.records if r.name == "server.dispatch"]
+    failures = [r for r in caplog.records if r.name == "server.remoting.dispatch"]
     assert len(failures) == 1, [r.getMessage() for r in failures]
     assert failures[0].levelno == logging.ERROR and failures[0].exc_info is not None
     assert f"{REQUESTS}" not in failures[0].getMessage()  # the first of the burst, logged at once

@@ -15,7 +15,7 @@ import msgspec
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from server.reply import system_error
+from server.remoting.reply import system_error
 
 #: ``GroupList`` with no groups, as fastjson writes it.
 EMPTY_GROUP_LIST = b'{"groupList":[]}'

@@ -25,7 +25,7 @@ from protocol.custom_headers import (
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
-from server.reply import system_error
+from server.remoting.reply import system_error
 from server.store_api import QueryArgumentError, QueryResult, QueryStore
 
 #: ``MessageStoreConfig.defaultQueryMaxNum``: maxNum of every unique-key query.
@@ -164,8 +164,8 @@ class QueryMessageProcessor:
         if record is None:
             return system_error(request, view_not_found_remark(offset))
         # ``request.make_response(ResponseCode.SUCCESS, body=record)`` spelled out: the same command
-        # (tests/server/test_processors.py compares them), one Python call fewer per VIEW (5% of its
-        # in-process instructions).
+        # (tests/server/remoting/processors/test_processors.py compares them), one Python call fewer per
+        # VIEW (5% of its in-process instructions).
         return RemotingCommand(
             _SUCCESS, _JAVA, BROKER_VERSION, request.opaque, RPC_TYPE_RESPONSE, None, None, record,
             request.serialize_type,

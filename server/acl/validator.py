@@ -15,7 +15,7 @@ the order of ``PlainPermissionManager.validate`` before its processor runs:
    "No default permission for topic:<t>" (or ``group:<g>``).
 
 Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SUB (or GET, see
-``server.acl_config``) on ``topic``; VIEW_MESSAGE_BY_ID needs the same on ``topic`` when the request
+``server.acl.config``) on ``topic``; VIEW_MESSAGE_BY_ID needs the same on ``topic`` when the request
 names one (5.x; a 4.9.x broker checks only the signature, and mqadmin 4.9's by-offset view sends no
 topic); HEART_BEAT needs SUB on each
 consumer group's retry topic and each subscribed topic in its body; UNREGISTER_CLIENT SUB on
@@ -41,7 +41,7 @@ import msgspec
 from protocol.acl_signature import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, acl_signature
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from server.acl_config import GET, RETRY_PREFIX, SUB, AclConfig, check_permission
+from server.acl.config import GET, RETRY_PREFIX, SUB, AclConfig, check_permission
 
 #: What a message lookup needs on its topic: SUB (plain ACL 1.0) or GET (ACL 2.0), either one.
 LOOKUP = SUB | GET

@@ -10,7 +10,7 @@ Processors are plain functions (store reads are quick mmap reads, so the common 
 synchronous and allocation-light); a processor may also be a coroutine function, and then the
 connection awaits it while other requests keep flowing.
 
-With access control on (``server.acl``), a request for a known code is checked before its processor
+With access control on (``server.acl.validator``), a request for a known code is checked before its processor
 runs and answered NO_PERMISSION when denied, the way the broker's ACL hook runs after its processor
 lookup and before the processor.
 """
@@ -26,10 +26,10 @@ from typing import Any
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
-from server.acl import UNCHECKED_CODES, AccessValidator
+from server.acl.validator import UNCHECKED_CODES, AccessValidator
 from server.burst_log import BurstLog
-from server.processors.not_supported import not_supported
-from server.reply import system_error
+from server.remoting.processors.not_supported import not_supported
+from server.remoting.reply import system_error
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from protocol.command import RemotingCommand
 from protocol.connection_state import State
 from protocol.errors import ConnectionStateError
 from protocol.frame import FrameDecoder, encode_frame
-from server.connection import RemotingConnection
-from server.dispatch import Dispatcher
-from server.peer import CURRENT_PEER
+from server.remoting.connection import RemotingConnection
+from server.remoting.dispatch import Dispatcher
+from server.remoting.peer import CURRENT_PEER
 
 ECHO, SLOW = 9001, 9002
 GARBAGE = struct.pack(">i", -5) + b"\0" * 8

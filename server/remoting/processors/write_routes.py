@@ -17,8 +17,8 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import GetRouteInfoRequestHeader
 from server.broker.writable_store import WritableStore
 from server.identity import BrokerIdentity
-from server.processors.name_server import NameServerProcessor
-from server.route import topic_route_json
+from server.remoting.processors.name_server import NameServerProcessor
+from server.remoting.route import topic_route_json
 
 
 class WritableRoutes:

@@ -18,9 +18,9 @@ from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.custom_headers import QueryMessageResponseHeader
 from protocol.frame import decode_frame, encode_frame
 from server.app import QueryServer
-from server.processors.client_manage import EMPTY_GROUP_LIST
-from server.processors.name_server import topic_not_exist_remark
-from server.processors.query_message import QueryMessageProcessor, cap_records, response_fields
+from server.remoting.processors.client_manage import EMPTY_GROUP_LIST
+from server.remoting.processors.name_server import topic_not_exist_remark
+from server.remoting.processors.query_message import QueryMessageProcessor, cap_records, response_fields
 from tests.support.harness import Connect, RawClient, StartServer
 
 QUERY_FIELDS = {
@@ -32,7 +32,7 @@ QUERY_FIELDS = {
 }
 
 #: Missing numbers only: a missing string field (topic, key, clientID) is null, as 4.9.7 decodes
-#: it, and answered as the broker then answers (tests/server/test_null_header_fields.py).
+#: it, and answered as the broker then answers (tests/server/remoting/test_null_header_fields.py).
 BAD_HEADERS = [
     (RequestCode.QUERY_MESSAGE, {k: v for k, v in QUERY_FIELDS.items() if k != "maxNum"}, "maxNum"),
     (RequestCode.QUERY_MESSAGE, {**QUERY_FIELDS, "maxNum": "many"}, "maxNum"),

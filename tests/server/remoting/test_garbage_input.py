@@ -153,7 +153,7 @@ HOSTILE_REQUESTS: dict[str, tuple[int, dict[str, str] | None, bytes | None, int,
         ResponseCode.SYSTEM_ERROR,
         f"{_FIELD} <endTimestamp>",
     ),
-    "query-topic-absent": (  # 4.9.7 queries "null#k-3" (tests/server/test_null_header_fields.py)
+    "query-topic-absent": (  # 4.9.7 queries "null#k-3" (tests/server/remoting/test_null_header_fields.py)
         RequestCode.QUERY_MESSAGE,
         _query(topic="<absent>"),
         None,
@@ -224,7 +224,7 @@ HOSTILE_REQUESTS: dict[str, tuple[int, dict[str, str] | None, bytes | None, int,
         ResponseCode.SYSTEM_ERROR,
         "HeartbeatData: the request body is missing or is not a JSON object",
     ),
-    "consume-by-who-topic-absent": (  # as the 4.9.7 broker (tests/server/test_null_header_fields.py)
+    "consume-by-who-topic-absent": (  # as the 4.9.7 broker (tests/server/remoting/test_null_header_fields.py)
         RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
         {"group": "g"},
         None,

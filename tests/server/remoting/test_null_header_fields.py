@@ -22,8 +22,8 @@ from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.custom_headers import QueryMessageRequestHeader
 from protocol.frame import decode_frame, encode_frame
 from server.app import QueryServer, ServerSettings
-from server.processors.name_server import topic_not_exist_remark
-from server.processors.query_message import QUERY_NOT_FOUND_REMARK
+from server.remoting.processors.name_server import topic_not_exist_remark
+from server.remoting.processors.query_message import QUERY_NOT_FOUND_REMARK
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import StoreWriter

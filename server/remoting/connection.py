@@ -9,7 +9,7 @@ Robustness is per connection: a malformed frame (bad length, unknown serializati
 header, over the frame limit, a header over ``max_header_length``) closes only this connection, with
 one log line per burst (``ConnectionLogs``); requests that arrived whole before it in the same read
 are still answered first (the connection stops reading, answers them, then closes). The bytes of an
-unfinished frame count against a budget shared by all connections (``server.buffer_budget``); a
+unfinished frame count against a budget shared by all connections (``server.remoting.buffer_budget``); a
 connection closed for it is treated the same way. When the peer stops
 reading and our write buffer passes the high-water mark, both answering and reading stop for this
 peer until the buffer drains (requests already received wait, decoded), so a slow reader throttles
@@ -37,10 +37,10 @@ from protocol.command import Body, RemotingCommand
 from protocol.connection_state import ConnectionState, Event, State
 from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
-from server.buffer_budget import BufferBudget
 from server.burst_log import BurstLog
-from server.dispatch import Dispatcher
-from server.peer import CURRENT_PEER
+from server.remoting.buffer_budget import BufferBudget
+from server.remoting.dispatch import Dispatcher
+from server.remoting.peer import CURRENT_PEER
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,8 @@ class RemotingConnection(asyncio.Protocol):
             self._process_pending()
 
     def _report_held(self) -> None:
-        """Tell the shared budget how much of an unfinished frame we hold (``server.buffer_budget``)."""
+        """Tell the shared budget how much of an unfinished frame we hold
+        (``server.remoting.buffer_budget``)."""
         budget = self._budget
         if budget is None:
             return
@@ -188,7 +189,7 @@ class RemotingConnection(asyncio.Protocol):
         connection is thus bounded by one read chunk plus roughly one flush and one answer.
 
         The hot path of the server: the peer is set once per batch (processors read it through
-        ``server.peer.CURRENT_PEER``; a coroutine processor's task copies it when created), flags
+        ``server.remoting.peer.CURRENT_PEER``; a coroutine processor's task copies it when created), flags
         are tested inline, and whether the transport still takes writes is asked once per flush.
         """
         pending = self._pending
@@ -371,7 +372,7 @@ class RemotingConnection(asyncio.Protocol):
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes of an unfinished request frame held (what ``server.buffer_budget`` counts)."""
+        """Bytes of an unfinished request frame held (what ``server.remoting.buffer_budget`` counts)."""
         return self._decoder.buffered
 
     @property

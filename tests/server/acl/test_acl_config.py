@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from server.acl_address import parse_pattern
-from server.acl_config import (
+from server.acl.address import parse_pattern
+from server.acl.config import (
     ANY,
     DENY,
     GET,
@@ -19,7 +19,7 @@ from server.acl_config import (
     load_acl_config,
     parse_perm,
 )
-from server.acl_errors import AclConfigError
+from server.acl.errors import AclConfigError
 
 #: RocketMQ 4.9's sample conf/plain_acl.yml, with an unquoted numeric secretKey as it ships.
 SAMPLE = """\

@@ -10,7 +10,7 @@ Why those, and why closed: a query, a heartbeat or a route request is well under
 connection holding megabytes of an unfinished frame is either uploading something this server never
 needs or deliberately holding memory; closing the largest holders frees the most memory with the
 fewest victims, and leaves every ordinary client untouched. They are treated exactly like a frame
-over the limit (``server.connection``): the requests they sent whole before are still answered,
+over the limit (``server.remoting.connection``): the requests they sent whole before are still answered,
 nothing more is read, the partial frame is dropped at once and the connection is closed, with one
 log line per burst. A request header is never partly decoded, so nothing half-done is lost.
 """

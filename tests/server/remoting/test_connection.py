@@ -20,7 +20,7 @@ from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, RequestCode, ResponseC
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from server.app import QueryServer
-from server.connection import DEFAULT_MAX_HEADER_LENGTH, FLUSH_BYTES
+from server.remoting.connection import DEFAULT_MAX_HEADER_LENGTH, FLUSH_BYTES
 from tests.support.harness import Connect, RawClient, StartServer
 
 #: A request code no RocketMQ processor uses, given a slow coroutine processor by these tests.
@@ -142,12 +142,14 @@ async def test_a_malformed_frame_closes_only_its_connection(
     bad = await connect()
     before = route_request()
     assert (await good.call(before)).code == ResponseCode.SUCCESS
-    with caplog.at_level(logging.INFO, logger="server.connection"):
+    with caplog.at_level(logging.INFO, logger="server.remoting.connection"):
         assert (await bad.call(view_request(0))).code == ResponseCode.SUCCESS
         await bad.send_bytes(MALFORMED[name])
         assert await bad.closed_by_server()
         assert (await good.call(route_request())).code == ResponseCode.SUCCESS
-    lines = [r for r in caplog.records if r.name == "server.connection" and "malformed" in r.getMessage()]
+    lines = [
+        r for r in caplog.records if r.name == "server.remoting.connection" and "malformed" in r.getMessage()
+    ]
     assert len(lines) == 1
 
 

@@ -19,9 +19,9 @@ import pytest
 
 from protocol.codes import RPC_ONEWAY, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
-from server import refusal
 from server.app import QueryServer
-from server.refusal import busy_remark
+from server.remoting import refusal
+from server.remoting.refusal import busy_remark
 from tests.support.harness import RawClient, StartServer
 from tests.support.paths import REPO_ROOT
 from tests.support.serve_process import start_serve
@@ -116,12 +116,12 @@ async def test_refusals_are_logged_once_per_burst(
     try:
         for client in served:
             assert (await client.call(view())).code == ResponseCode.SUCCESS
-        with caplog.at_level(logging.INFO, logger="server.refusal"):
+        with caplog.at_level(logging.INFO, logger="server.remoting.refusal"):
             for _ in range(8):
                 client = await RawClient.connect("127.0.0.1", limited.port)
                 refused.append(client)
                 assert (await client.call(view())).code == ResponseCode.SYSTEM_BUSY
-        lines = [r.getMessage() for r in caplog.records if r.name == "server.refusal"]
+        lines = [r.getMessage() for r in caplog.records if r.name == "server.remoting.refusal"]
         assert len(lines) == 1, lines
         assert "connection limit 2 reached" in lines[0]
         assert limited.refuser.refused == 8
