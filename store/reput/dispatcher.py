@@ -48,6 +48,10 @@ class Dispatcher(Protocol):
         """Take the records of ``run`` (those it already holds are skipped, ``skip_to``)."""
         ...
 
+    def flush(self) -> None:
+        """Make what it wrote durable: the reput caught up with the CommitLog (``run_forever``)."""
+        ...
+
 
 def record_size(view: memoryview, pos: int) -> int:
     """TOTALSIZE of the (checked) record at ``pos``."""

@@ -78,9 +78,7 @@ class Reput:
             self.commitlog.refresh()
             if self.run_once() == 0:
                 for d in self.dispatchers:
-                    flush = getattr(d, "flush", None)
-                    if flush is not None:
-                        flush()
+                    d.flush()
                 stop.wait(interval)
 
     def _run(self, active: list[Dispatcher], budget: int) -> int:
