@@ -273,32 +273,59 @@ class IndexBuilder:
                 pos = skip_to(run, self._next_offset)
             if base + pos != self._next_offset:
                 skip = 0  # the keys already in belong to a record before this one
+        while pos < end:
+            stop, pos, _seen = self._index(run, pos, skip, _NO_LIMIT, checked=True)
+            if stop != OTHER:
+                break  # END: the run is indexed (or the file shrank under it: the rest is gone)
+            # Whole (the reput checked it), but its fields cannot be read: no keys.
+            offset = base + pos
+            self.commitlog.warn(
+                f"fields:{offset}",
+                f"CommitLog record at offset {offset} passes the CommitLog's checks but its "
+                "fields cannot be read; it is not indexed",
+            )
+            pos += record_size(view, pos)
+            skip = 0
+            self._next_offset, self._skip_keys = base + pos, skip
+
+    def scan(self, run: Run, max_records: int) -> tuple[int, int] | None:
+        """Index the records of ``run``, not checked yet, checking each as the reput would
+        (``index_range`` checks every record it reads): ``(stop, records)``, ``stop`` where the
+        first position that is not a plain whole record (or ``run.end``, or ``max_records``) stopped
+        it. None when the run starts before ``next_offset`` (records it holds are not read here).
+
+        The reput asks this of the index first: checking a record while indexing it costs almost
+        nothing, a separate check pass over the same bytes costs about a tenth of indexing them.
+        """
+        pos = run.pos
+        skip = self._skip_keys
+        if self._next_offset is not None:
+            if run.base + pos < self._next_offset:
+                return None
+            if run.base + pos != self._next_offset:
+                skip = 0
+        _stop, pos, seen = self._index(run, pos, skip, max_records, checked=False)
+        return pos, seen
+
+    def _index(self, run: Run, pos: int, skip: int, budget: int, *, checked: bool) -> tuple[int, int, int]:
+        """``index_range`` over ``run`` from ``pos`` until it stops other than to roll to a new file:
+        (why it stopped, where, records completed)."""
+        view, base, end = run.view, run.base, run.end
         current = self._current
         topics = self.topics_seen
+        seen = 0
         try:
-            while pos < end:
-                stop, at, skip, _done, records, keys = index_range(
-                    view, pos, end, base, current, topics, skip, _NO_LIMIT, run.safe_length
+            while True:
+                stop, pos, skip, done, records, keys = index_range(
+                    view, pos, end, base, current, topics, skip, budget - seen, run.safe_length, checked
                 )
+                seen += done
                 self.records_indexed += records
                 self.keys_indexed += keys
-                pos = at
                 self._next_offset, self._skip_keys = base + pos, skip
-                if stop == ROLL:
-                    current = self._current = self._roll()
-                elif stop == OTHER:
-                    # Whole (the reput checked it), but its fields cannot be read: no keys.
-                    offset = base + pos
-                    self.commitlog.warn(
-                        f"fields:{offset}",
-                        f"CommitLog record at offset {offset} passes the CommitLog's checks but its "
-                        "fields cannot be read; it is not indexed",
-                    )
-                    pos += record_size(view, pos)
-                    skip = 0
-                    self._next_offset, self._skip_keys = base + pos, skip
-                else:
-                    break  # END: the run is indexed (or the file shrank under it: the rest is gone)
+                if stop != ROLL:
+                    return stop, pos, seen
+                current = self._current = self._roll()
         except BaseException:
             # Keys written by an interrupted call are in the files; resume from what they say.
             self._next_offset, self._skip_keys = self._resume_point()

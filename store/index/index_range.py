@@ -17,8 +17,8 @@ de-duplication of a re-dispatched record). It returns at the first of:
 
 The rules for "a plain whole record" are ``store.commitlog.record.check`` with BODYCRC and the expected
 PHYSICALOFFSET, plus the reput's decode of its index fields (``store.reput.decode.index_record``)
-accepting it. The reput hands the index dispatcher runs it checked already; the check here stays
-(cheap on bytes just checked and still cached) so the function keeps its own contract. This is the readable
+accepting it. The reput hands the index dispatcher runs it checked already: ``checked`` skips the
+BODYCRC, the one costly part of the check, which the reput computed for the same bytes. This is the readable
 reference; ``store/index/_index_range_fast.c`` is the same function in C (loaded below, see
 ``protocol.accel``) and must give byte-identical index files (``tests/store/index/test_index_range.py``).
 Only bytes inside ``[pos, end)`` are read: ``end`` is where the CommitLog says whole records stop.
@@ -74,8 +74,12 @@ def index_range(
     skip: int,
     budget: int,
     safe_length: Callable[[], int] | None = None,
+    checked: bool = False,
 ) -> RangeResult:
     """Index the whole records of ``view[pos:end]`` into ``target``; see the module docstring.
+
+    ``checked``: the records' BODYCRC was verified already (the reput's runs, ``record.whole_run``),
+    so it is not computed again; every other rule still applies.
 
     ``safe_length`` (the CommitLog file's ``MappedFile.safe_length``) is asked again every
     ``RECHECK_EVERY`` bytes and cuts ``end`` when the file shrank under the map
@@ -94,7 +98,7 @@ def index_range(
         if seen >= budget:
             return RangeResult(BUDGET, pos, skip, seen, records, keys_put)
         offset = base + pos
-        size = check(view, pos, end, offset, check_crc=True)
+        size = check(view, pos, end, offset, check_crc=not checked)
         if size <= 0:
             return RangeResult(OTHER, pos, skip, seen, records, keys_put)
         rec = index_record(view[pos : pos + size], 0)

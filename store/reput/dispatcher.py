@@ -5,6 +5,10 @@ by the reput (lengths, PHYSICALOFFSET, BODYCRC: ``store.commitlog.record.whole_r
 dispatcher walks a run by TOTALSIZE alone, or hands it whole to a compiled loop (the index's
 ``index_range``). Runs never span CommitLog files and arrive in CommitLog order.
 
+A dispatcher whose own compiled loop checks records as it reads them may also be a ``Scanner``: the
+first one in the list is handed each stretch unchecked and says how far whole records go; the run it
+found goes to the others. One check per record either way, and the index keeps its one fused pass.
+
 One resume point: before each pass the reput asks every dispatcher where it may lack records
 (``resume_offset``) and walks from the least; a dispatcher that already holds the start of a run
 skips it itself (``skip_to``), as the broker's dispatchers de-duplicate a re-dispatched record.
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 _I32 = struct.Struct(">i")
 
@@ -50,6 +54,19 @@ class Dispatcher(Protocol):
 
     def flush(self) -> None:
         """Make what it wrote durable: the reput caught up with the CommitLog (``run_forever``)."""
+        ...
+
+
+@runtime_checkable
+class Scanner(Dispatcher, Protocol):
+    """A dispatcher whose own loop checks every record as it takes it (the index's compiled
+    ``index_range``): the reput lets it find a run instead of checking the run first."""
+
+    def scan(self, run: Run, max_records: int) -> tuple[int, int] | None:
+        """Take the records of ``run`` (NOT checked: ``run.end`` only bounds it), each checked as
+        ``record.whole_run`` checks it, up to ``max_records``: ``(stop, records)`` with ``stop``
+        where whole records stop (it may stop earlier, at a record it cannot take: the reput then
+        walks that one itself). None: not for this run (the reput checks it and calls ``dispatch``)."""
         ...
 
 

@@ -6,8 +6,10 @@ A pass starts at the least of the dispatchers' resume points and goes on, in run
 - the fast path: in the CommitLog file holding the position, the records before the settled end
   (``CommitLog.settled_end``: none still arriving) and within the file's safe length are checked in
   one compiled call per run (``record.whole_run``, at most ``RUN_BYTES`` a run), and the run is
-  handed to every dispatcher in order. Checking once here is what lets each dispatcher trust its
-  runs: the index's compiled ``index_range`` and the consume queues' loop read them directly;
+  handed to every dispatcher in order. Checked once, so each dispatcher trusts its runs: the
+  consume queues' loop reads them by TOTALSIZE. When a dispatcher checks records in its own compiled
+  loop anyway (a ``Scanner``: the index's ``index_range``), it is handed the stretch unchecked
+  instead and the run it took goes to the others: the check stays fused with indexing, one pass;
 - anything else (a blank end-of-file marker, a corrupt record, a missing or unreadable file, a record
   past the settled end) is left to the CommitLog's own walk (``CommitLog.iter_records``, which skips a
   blank to the next file and resyncs past corruption), which yields the next whole record; that
@@ -28,11 +30,13 @@ from collections.abc import Callable, Iterator, Sequence
 from store.commitlog import record
 from store.commitlog.gaps import Gap, GapWalk, report_stall
 from store.commitlog.mapped_files import RELEASE_EVERY, CommitLog, MappedFile
-from store.reput.dispatcher import Dispatcher, Run
+from store.reput.dispatcher import Dispatcher, Run, Scanner
 
-#: The bytes of one run: the dispatchers read a run right after the reput checked it, while it is
+#: The bytes of one run the reput checks itself: the dispatchers read it right after, while it is
 #: still in the CPU's cache.
 RUN_BYTES = 1 << 20
+#: The bytes a scanning dispatcher (``Scanner``) is handed at once.
+SCAN_BYTES = 64 << 20
 _NO_LIMIT = 1 << 62
 
 
@@ -83,9 +87,9 @@ class Reput:
 
     def _run(self, active: list[Dispatcher], budget: int) -> int:
         commitlog = self.commitlog
-        whole_run = record.whole_run
         seen = 0
         pos = released = self.resume_offset(active)
+        scanner = next((d for d in active if isinstance(d, Scanner)), None)
         try:
             while seen < budget:
                 span = self._span(pos)
@@ -93,16 +97,10 @@ class Reput:
                 if span is not None:
                     f, end = span
                     start = pos - f.start
-                    soft_end = min(end, start + RUN_BYTES)
                     with f.view() as view:
-                        stop, n = whole_run(view, start, end, f.start, soft_end, budget - seen)
-                        if n:
-                            run = Run(view, f.start, start, stop, f.safe_length)
-                            for d in active:
-                                d.dispatch(run)
+                        stop, n, at_record = self._fast(active, scanner, view, f, start, end, budget - seen)
                     seen += n
                     pos = f.start + stop
-                    at_record = stop >= soft_end
                 if (span is None or not at_record) and seen < budget:
                     nxt = next(iter(self._records(pos)), None)
                     if nxt is None:
@@ -123,6 +121,39 @@ class Reput:
             self.records_read += seen
             commitlog.release(released, pos)
         return seen
+
+    @staticmethod
+    def _fast(
+        active: list[Dispatcher],
+        scanner: Scanner | None,
+        view: memoryview,
+        f: MappedFile,
+        start: int,
+        end: int,
+        left: int,
+    ) -> tuple[int, int, bool]:
+        """The fast path over ``view[start:end]`` (file ``f``): one run found and dispatched.
+
+        ``(stop, records, at_record)``: ``at_record`` is False when ``stop`` holds something other
+        than a whole record the fast path can take (the CommitLog's own walk looks there)."""
+        if scanner is not None:
+            limit = min(end, start + SCAN_BYTES)
+            found = scanner.scan(Run(view, f.start, start, limit, f.safe_length), left)
+            if found is not None:
+                stop, n = found
+                if n:
+                    run = Run(view, f.start, start, stop, f.safe_length)
+                    for d in active:
+                        if d is not scanner:
+                            d.dispatch(run)
+                return stop, n, stop >= limit
+        soft_end = min(end, start + RUN_BYTES)
+        stop, n = record.whole_run(view, start, end, f.start, soft_end, left)
+        if n:
+            run = Run(view, f.start, start, stop, f.safe_length)
+            for d in active:
+                d.dispatch(run)
+        return stop, n, stop >= soft_end
 
     def _records(self, start: int) -> Iterator[tuple[int, memoryview]]:
         """The CommitLog's own walk from ``start``: settled records only when following; with the gap
