@@ -1,7 +1,9 @@
 """Builds ConsumeQueues from the CommitLog as the broker's reput does (4.9.7), byte for byte.
 
-For every whole record from where building got to (``ReputMessageService`` +
-``CommitLogDispatcherBuildConsumeQueue``): only non-transactional and COMMIT records get an entry
+The reput's consume queue dispatcher: the walk is the reput's (``store.reput``, shared with the
+index), which hands runs of whole, checked records; each record's entry is
+``store.reput.decode.dispatch_entry``. For every whole record from where building got to
+(``CommitLogDispatcherBuildConsumeQueue``): only non-transactional and COMMIT records get an entry
 (PREPARED and ROLLBACK ones stay in the CommitLog only); the entry is ``(offset, size, tagsCode)`` in
 queue ``(topic, QUEUEID)`` at the record's QUEUEOFFSET; tagsCode is ``String.hashCode`` of TAGS,
 except for a ``SCHEDULE_TOPIC_XXXX`` record with a positive DELAY, whose tagsCode is its delivery
@@ -18,9 +20,10 @@ Crash safety and resuming: every entry is written with one ``pwrite`` as its rec
 CommitLog order, so after a kill at any instant every queue holds exactly the entries of the records
 before some point, plus maybe that record's. Building resumes where the broker's reput would: from
 the largest end (offset + size) of any queue's last entry, at least the CommitLog's first offset; the
-record there is dispatched again and de-duplicated by the rules above. The checkpoint's
-``logicsMsgTimestamp`` is the store time of the last record given an entry, written at ``flush()``
-(after the files are synced), as the broker's checkpoint flush does.
+record there is dispatched again and de-duplicated by the rules above. That is this dispatcher's
+resume point; the reput starts at the least of its dispatchers', and records before it are skipped.
+The checkpoint's ``logicsMsgTimestamp`` is the store time of the last record given an entry,
+written at ``flush()`` (after the files are synced), as the broker's checkpoint flush does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
-"""Builds IndexFiles from the CommitLog: the broker's reput loop plus ``IndexService.buildIndex``.
+"""Builds IndexFiles from the CommitLog: the reput's index dispatcher (``CommitLogDispatcherBuildIndex``
+and ``IndexService.buildIndex``).
 
-For every whole record from where indexing got to: skip TRANSACTION_ROLLBACK records; put
+The walk is the reput's (``store.reput``), shared with the consume queues; this dispatcher indexes
+the runs of whole records it is handed with the compiled range loop (``index_range``), and, as a
+``Scanner``, finds its runs itself when it leads the walk, so checking a record and indexing it stay
+one pass. For every whole record from where indexing got to: skip TRANSACTION_ROLLBACK records; put
 ``topic#UNIQ_KEY`` if the record has one, then ``topic#token`` for each non-empty token of KEYS split
 on single spaces; when the last IndexFile is full, create the next one (it inherits the previous
 file's end offset/timestamp as its begin and end) and record that file's end timestamp in the
@@ -10,7 +14,8 @@ IndexFiles byte-identical to the Java broker's (file names aside, which are crea
 Where indexing got to is not stored anywhere else (the broker keeps no such offset either): it is the
 last entry's CommitLog offset. The record at that offset may have been indexed only partly (a crash
 between two of its keys), so its keys already present as trailing entries are counted and skipped;
-no record is ever indexed twice and none is lost, so a restart resumes exactly.
+no record is ever indexed twice and none is lost, so a restart resumes exactly. The reput starts
+at the least resume point of its dispatchers; records before this one's are skipped here.
 
 Before appending, the newest file is repaired to what a clean build would hold (``_repair``): puts
 a crash tore are undone, trailing entries that point at no record with their key (a broker killed

@@ -309,3 +309,66 @@ def test_whole_run_stops_at_the_blank_end_of_file_record(
     assert whole_run(data, 0, len(data), FILE_SIZE, len(data), 1 << 40) == (0, 0)
     # A hard end cutting a record short stops before it.
     assert whole_run(data, 0, first_file[6].offset + 10, 0, len(data), 1 << 40) == (first_file[6].offset, 6)
+
+
+class StoppingScanner(Recorder):
+    """A ``Scanner`` that takes whole records itself but refuses the one at ``refuse`` (as the index
+    refuses a record whose fields do not decode), and declines runs starting before ``decline_until``."""
+
+    def __init__(
+        self, name: str, log: list[tuple[str, int, int]], refuse: int, decline_until: int = 0
+    ) -> None:
+        super().__init__(name, log)
+        self.refuse = refuse
+        self.decline_until = decline_until
+        self.scanned: list[tuple[int, int]] = []
+
+    def scan(self, run: Run, max_records: int) -> tuple[int, int] | None:
+        if run.base + run.pos < self.decline_until:
+            return None
+        end = (
+            run.end if not run.base + run.pos <= self.refuse < run.base + run.end else self.refuse - run.base
+        )
+        stop, n = record.whole_run(run.view, run.pos, end, run.base, end, max_records)
+        if n:
+            self.scanned.append((run.base + run.pos, run.base + stop))
+            self.dispatch(Run(run.view, run.base, run.pos, stop))
+        return stop, n
+
+
+def test_a_scanner_finds_the_runs_and_the_reput_walks_what_it_refuses(
+    store: tuple[StoreConfig, list[Appended]],
+) -> None:
+    config, appended = store
+    log: list[tuple[str, int, int]] = []
+    recorder = Recorder("r", log)
+    scanner = StoppingScanner("s", log, refuse=appended[10].offset)
+    commitlog = _commitlog(config)
+    try:
+        assert Reput(commitlog, [recorder, scanner]).run_once() == RECORDS
+    finally:
+        commitlog.close()
+    assert [(o, s) for n, o, s in log if n == "r"] == _records(appended)
+    assert [(o, s) for n, o, s in log if n == "s"] == _records(appended)
+    assert scanner.scanned and scanner.scanned[0] == (0, appended[10].offset)
+    assert scanner.runs[1] == (appended[10].offset, 0, appended[10].size)  # handed alone, checked
+    # The scanner took each run first: every record reached it before the other dispatcher.
+    assert log.index(("s", appended[3].offset, appended[3].size)) < log.index(
+        ("r", appended[3].offset, appended[3].size)
+    )
+
+
+def test_a_scanner_behind_nobody_declines_and_the_reput_checks_the_run(
+    store: tuple[StoreConfig, list[Appended]],
+) -> None:
+    config, appended = store
+    log: list[tuple[str, int, int]] = []
+    scanner = StoppingScanner("s", log, refuse=-1, decline_until=FILE_SIZE)
+    commitlog = _commitlog(config)
+    try:
+        assert Reput(commitlog, [scanner]).run_once() == RECORDS
+    finally:
+        commitlog.close()
+    assert [(o, s) for _n, o, s in log] == _records(appended)
+    assert all(start >= FILE_SIZE for start, _end in scanner.scanned)
+    assert len(scanner.scanned) < len(scanner.runs)
