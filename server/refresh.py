@@ -1,7 +1,8 @@
 """Keeping up with a store that is still being written: periodic ``MessageStore.refresh()``.
 
 A live broker keeps appending to the CommitLog and rolling new index files; with ``--build-index``
-the store's own index builder indexes whatever the CommitLog gained since the last pass. Both happen
+the store's reput (``store.reput``) feeds whatever the CommitLog gained since the last pass to its
+consume queue and index builders. Both happen
 in ``refresh()``, which is called here on the event loop (store calls are synchronous and the
 store is not shared with other threads, so no locking is needed against the processors). Indexing
 is done in slices of ``INDEX_SLICE_RECORDS`` records with the loop free in between, so a large

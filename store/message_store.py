@@ -10,7 +10,8 @@ Calls are synchronous (memory-mapped reads) and may come from several threads: t
 cheap queries on its event loop and runs a key query whose chain walk exceeds a small budget on a
 thread pool (``server.query_pool``); ``budget`` bounds the index entries one query visits.
 ``refresh()`` picks up what a live broker wrote since (new CommitLog and index files, a growing tail)
-and, when this store builds its own index, indexes the new records.
+and, when this store builds its own index, feeds the new records through one reput
+(``store.reput``) to the consume queue and index builders.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from store.index.index_file import UNBOUNDED
 from store.index.service import IndexService, QueryArgumentError
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.platform.resident import resident_file_bytes
+from store.reput.walk import Reput
 from store.warn_once import WarnOnce
 
 __all__ = [
@@ -113,6 +115,8 @@ class MessageStore:
         self._store_time = store_time_picker(self.commitlog)
         self._builder = None
         self._cq_builder = None
+        #: The reput feeding the builders (``build_index``): one walk of the CommitLog for both.
+        self._reput: Reput | None = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
         if build_index and (mapped := _maintained_by_broker(config, config.index_dir)):
@@ -149,11 +153,12 @@ class MessageStore:
                 )
             else:
                 self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
+            # One walk feeds both, in the broker's order: consume queue, then index.
+            dispatchers = [d for d in (self._cq_builder, self._builder) if d is not None]
+            self._reput = Reput(self.commitlog, dispatchers) if dispatchers else None
             if catch_up:
-                if self._builder is not None:
-                    self._builder.run_once()
-                if self._cq_builder is not None:
-                    self._cq_builder.run_once()
+                if self._reput is not None:
+                    self._reput.run_once()
                 self.queues.refresh()
         else:
             self.index = IndexService(config)
@@ -453,18 +458,14 @@ class MessageStore:
         """
         with self._lock:
             self.commitlog.refresh()
-            if self._builder is not None or self._cq_builder is not None:
-                read = 0
+            if self._reput is not None:
                 if self._builder is not None:
                     self.index.audit()
-                    read = self._builder.run_once(max_records)
                 else:
                     self.index.refresh()
-                if self._cq_builder is not None:
-                    cq_read = self._cq_builder.run_once(max_records)
-                    if cq_read == 0:
-                        self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
-                    read = max(read, cq_read)
+                read = self._reput.run_once(max_records)
+                if self._cq_builder is not None and read == 0:
+                    self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
                 self.queues.refresh()
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():

@@ -41,6 +41,7 @@ from store.consumequeue.builder import ConsumeQueueBuilder, rebuild_consume_queu
 from store.errors import StoreError
 from store.index.builder import IndexBuilder, rebuild_index
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
+from store.reput.walk import Reput
 
 HELP = "rebuild a store's IndexFiles and ConsumeQueues from its CommitLog (byte-identical to the broker's)"
 
@@ -222,19 +223,12 @@ def _follow(config: StoreConfig, interval: float, *, do_index: bool, do_cq: bool
     commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
     builder = IndexBuilder(config, commitlog) if do_index else None
     cq = ConsumeQueueBuilder(config, commitlog) if do_cq else None
+    # One walk feeds both, in the broker's order (consume queue, then index).
+    reput = Reput(commitlog, [d for d in (cq, builder) if d is not None])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        while not stop.is_set():
-            commitlog.refresh()
-            read = builder.run_once() if builder is not None else 0
-            read += cq.run_once() if cq is not None else 0
-            if read == 0:
-                if builder is not None:
-                    builder.flush()
-                if cq is not None:
-                    cq.flush()
-                stop.wait(interval)
+        reput.run_forever(stop, interval)
     except KeyboardInterrupt:
         pass
     finally:

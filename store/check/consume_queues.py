@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from store.commitlog.gaps import Gap, GapWalk
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.consumequeue.builder import DispatchError, check_geometry, dispatch_entry, safe_topic_dir
+from store.consumequeue.builder import check_geometry, safe_topic_dir
 from store.consumequeue.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, delay_level_table
 from store.errors import StoreError
+from store.reput.decode import DispatchError, dispatch_entry
 
 __all__ = ["QueueCheck", "check_consume_queues"]
 

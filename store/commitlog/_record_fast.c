@@ -6,6 +6,9 @@
  * PHYSICALOFFSET equal to expected_offset, the variable lengths adding up to TOTALSIZE and, with
  * check_crc, BODYCRC. Every CommitLog walk (opening a store, following a live one, indexing) calls
  * it once per record, which is why it is compiled. Reads stay inside [pos, end).
+ *
+ * whole_run is the reput's loop over check (store/reput/walk.py): how far whole records go on from
+ * pos, each checked at its own PHYSICALOFFSET with BODYCRC, in one call (GIL released) per run.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -117,7 +120,38 @@ static PyObject *check(PyObject *self, PyObject *args, PyObject *kwargs)
     return PyLong_FromLong(result);
 }
 
+static PyObject *whole_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t pos, end, soft_end, max_records;
+    long long base;
+    if (!PyArg_ParseTuple(args, "y*nnLnn:whole_run", &buf, &pos, &end, &base, &soft_end, &max_records))
+        return NULL;
+    if (pos < 0 || end > buf.len) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "whole_run: need 0 <= pos and end <= len(buf)");
+        return NULL;
+    }
+    Py_ssize_t records = 0;
+    const uint8_t *p = (const uint8_t *)buf.buf;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < soft_end && records < max_records) {
+        long size = check_record(p, pos, end, 1, (int64_t)base + (int64_t)pos, 1);
+        if (size <= 0)
+            break;
+        pos += size;
+        records++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(nn)", pos, records);
+}
+
 static PyMethodDef methods[] = {
+    {"whole_run", whole_run, METH_VARARGS,
+     "whole_run(buf, pos, end, base, soft_end, max_records) -> (pos, records)\n"
+     "The compiled store.commitlog.record.whole_run (see that module)."},
     {"check", (PyCFunction)(void (*)(void))check, METH_VARARGS | METH_KEYWORDS,
      "check(buf, pos, end, expected_offset=None, *, check_crc=False) -> size, 0 (BLANK) or -1 (INVALID)\n"
      "The compiled store.commitlog.record.check (see that module)."},

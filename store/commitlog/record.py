@@ -204,9 +204,34 @@ def _props_len(buf: bytes | memoryview, pos: int, total: int) -> int:
         return -1
 
 
-#: The pure-Python reference under its own name (the tests compare it with the compiled twin).
+def whole_run(
+    buf: bytes | memoryview, pos: int, end: int, base: int, soft_end: int, max_records: int
+) -> tuple[int, int]:
+    """How far whole records go on from ``pos``: ``(stop, records)``.
+
+    Each record is ``check``ed within ``end`` at its own PHYSICALOFFSET (``base + pos``: ``base`` is
+    the file's first offset) with BODYCRC, as every CommitLog walk checks it. The run stops before
+    the first position that is not a whole record (a blank end-of-file marker, zeros, a torn or
+    corrupt record: ``stop`` is that position), once ``stop`` reaches ``soft_end`` (a record that
+    starts before it may run past it, never past ``end``), or after ``max_records`` records. The
+    reput's walk (``store.reput.walk``) finds the runs it hands its dispatchers with it, in one call
+    per run (compiled twin below).
+    """
+    records = 0
+    while pos < soft_end and records < max_records:
+        size = check(buf, pos, end, base + pos, check_crc=True)
+        if size <= 0:
+            break
+        pos += size
+        records += 1
+    return pos, records
+
+
+#: The pure-Python references under their own names (the tests compare them with the compiled twins).
 check_reference = check
+whole_run_reference = whole_run
 
 _fast = load("store.commitlog._record_fast")
 if _fast is not None:
     check = _fast.check  # the compiled twin of the reference above (same answers)
+    whole_run = _fast.whole_run

@@ -1,7 +1,9 @@
 """Builds ConsumeQueues from the CommitLog as the broker's reput does (4.9.7), byte for byte.
 
-For every whole record from where building got to (``ReputMessageService`` +
-``CommitLogDispatcherBuildConsumeQueue``): only non-transactional and COMMIT records get an entry
+The reput's consume queue dispatcher: the walk is the reput's (``store.reput``, shared with the
+index), which hands runs of whole, checked records; each record's entry is
+``store.reput.decode.dispatch_entry``. For every whole record from where building got to
+(``CommitLogDispatcherBuildConsumeQueue``): only non-transactional and COMMIT records get an entry
 (PREPARED and ROLLBACK ones stay in the CommitLog only); the entry is ``(offset, size, tagsCode)`` in
 queue ``(topic, QUEUEID)`` at the record's QUEUEOFFSET; tagsCode is ``String.hashCode`` of TAGS,
 except for a ``SCHEDULE_TOPIC_XXXX`` record with a positive DELAY, whose tagsCode is its delivery
@@ -18,9 +20,10 @@ Crash safety and resuming: every entry is written with one ``pwrite`` as its rec
 CommitLog order, so after a kill at any instant every queue holds exactly the entries of the records
 before some point, plus maybe that record's. Building resumes where the broker's reput would: from
 the largest end (offset + size) of any queue's last entry, at least the CommitLog's first offset; the
-record there is dispatched again and de-duplicated by the rules above. The checkpoint's
-``logicsMsgTimestamp`` is the store time of the last record given an entry, written at ``flush()``
-(after the files are synced), as the broker's checkpoint flush does.
+record there is dispatched again and de-duplicated by the rules above. That is this dispatcher's
+resume point; the reput starts at the least of its dispatchers', and records before it are skipped.
+The checkpoint's ``logicsMsgTimestamp`` is the store time of the last record given an entry,
+written at ``flush()`` (after the files are synced), as the broker's checkpoint flush does.
 """
 
 from __future__ import annotations
@@ -28,22 +31,14 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from protocol.index_key import java_string_hash
-from protocol.message_flags import (
-    BORNHOST_V6_FLAG,
-    MAGIC_CODE_V2,
-    STOREHOST_V6_FLAG,
-    TRANSACTION_TYPE_MASK,
-)
 from store.checkpoint import Checkpoint
-from store.commitlog.gaps import Gap, GapWalk, index_around, refuse, report_stall
+from store.commitlog.gaps import Gap, index_around, refuse
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.consumequeue.consume_queue import (
@@ -51,113 +46,29 @@ from store.consumequeue.consume_queue import (
     PRE_BLANK_SIZE,
     ConsumeQueue,
     delay_level_table,
-    deliver_timestamp,
     entry_bytes,
 )
 from store.errors import StoreError
+from store.reput.decode import DispatchError, dispatch_entry
+from store.reput.dispatcher import Run, skip_to
+from store.reput.walk import Reput
 from store.staging import staged_output
 
-__all__ = ["ConsumeQueueBuilder", "dispatch_entry", "rebuild_consume_queues"]
+__all__ = ["ConsumeQueueBuilder", "rebuild_consume_queues", "safe_topic_dir"]
 
 log = logging.getLogger("store.consumequeue.consume_queue")
 _I32 = struct.Struct(">i")
-_TRANSACTION_PREPARED = 0x4
-_TRANSACTION_ROLLBACK = 0xC
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-_INT = re.compile(r"[+-]?\d+")
 _PRE_BLANK = entry_bytes(0, PRE_BLANK_SIZE, 0)
 #: Queue files kept open between writes (each queue writes only to its last file).
 MAX_OPEN_FILES = 256
-#: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
-_RELEASE_EVERY = 64 << 20
 #: The resume's tail check reads and zeroes past-the-end data in stretches of this many bytes.
 _TAIL_CHUNK = 64 << 10
 _ZERO_CHUNK = bytes(_TAIL_CHUNK)
 
 
-class DispatchError(StoreError):
-    """A record the broker's reput would not dispatch (its DELAY is not an int)."""
-
-
 def safe_topic_dir(topic: str) -> bool:
     """A topic that names one directory under ``consumequeue/`` (no path tricks from a bad record)."""
     return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
-
-
-#: TOTALSIZE, MAGICCODE, (BODYCRC), QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG
-_HEAD = struct.Struct(">ii4xi4xqqi")
-_I16 = struct.Struct(">h")
-_I64 = struct.Struct(">q")
-_TAGS_NEEDLE = b"\x02TAGS\x01"
-_DELAY_NEEDLE = b"\x02DELAY\x01"
-#: Decoded topics and tag hashes, by their bytes: a CommitLog repeats a few of each many times.
-_TOPICS: dict[bytes, str] = {}
-_TAG_CODES: dict[bytes, int] = {}
-_CACHE_LIMIT = 4096
-
-
-def _last_value(props: bytes, needle: bytes) -> str | None:
-    """The value Java's ``string2messageProperties`` keeps for a property: its last non-empty one."""
-    end = len(props)
-    while (at := props.rfind(needle, 0, end)) >= 0:
-        start = at + len(needle)
-        stop = props.find(b"\x02", start)
-        stop = len(props) if stop < 0 else stop
-        if stop > start:
-            return props[start:stop].decode("utf-8", "replace")
-        end = at
-    return None
-
-
-def dispatch_entry(
-    buf: memoryview | bytes, delays: tuple[dict[int, int], int]
-) -> tuple[str, int, int, int, int] | None:
-    """(topic, queueId, queueOffset, tagsCode, storeTimestamp) of the entry a whole record gets, or
-    None for PREPARED and ROLLBACK records (raises ``DispatchError`` where the broker's parse fails).
-
-    ``buf`` is one whole record as the CommitLog walk checked it (its lengths add up)."""
-    _total, magic, queue_id, queue_offset, _phy, sys_flag = _HEAD.unpack_from(buf, 0)
-    tran = sys_flag & TRANSACTION_TYPE_MASK
-    if tran == _TRANSACTION_PREPARED or tran == _TRANSACTION_ROLLBACK:
-        return None
-    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store_ts = _I64.unpack_from(buf, 48 + born)[0]
-    p = 48 + born + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 12
-    p += 4 + max(_I32.unpack_from(buf, p)[0], 0)
-    if magic == MAGIC_CODE_V2:
-        topic_len = _I16.unpack_from(buf, p)[0]
-        p += 2
-    else:
-        topic_len = buf[p]
-        p += 1
-    raw_topic = bytes(buf[p : p + topic_len])
-    topic = _TOPICS.get(raw_topic)
-    if topic is None:
-        topic = raw_topic.decode("utf-8", "replace")
-        if len(_TOPICS) < _CACHE_LIMIT:
-            _TOPICS[raw_topic] = topic
-    p += topic_len
-    props_len = _I16.unpack_from(buf, p)[0]
-    if props_len <= 0:
-        return topic, queue_id, queue_offset, 0, store_ts
-    props = b"\x02" + bytes(buf[p + 2 : p + 2 + props_len])
-    code = 0
-    if _TAGS_NEEDLE in props:
-        tags = _last_value(props, _TAGS_NEEDLE)
-        if tags:
-            key = tags.encode()
-            code = _TAG_CODES.get(key, 0) or java_string_hash(tags)
-            if len(_TAG_CODES) < _CACHE_LIMIT:
-                _TAG_CODES[key] = code
-    if topic == SCHEDULE_TOPIC and _DELAY_NEEDLE in props:
-        delay = _last_value(props, _DELAY_NEEDLE)
-        if delay is not None:
-            if not _INT.fullmatch(delay) or not -(2**31) <= int(delay) < 2**31:
-                raise DispatchError(f"DELAY={delay!r} is not an int")
-            due = deliver_timestamp(int(delay), store_ts, *delays)
-            if due != -1:
-                code = due
-    return topic, queue_id, queue_offset, code, store_ts
 
 
 def check_geometry(root: Path, file_size: int) -> None:
@@ -389,7 +300,11 @@ class _QueueAppender:
 
 
 class ConsumeQueueBuilder:
-    """Builds the ConsumeQueues under ``root`` (the store's ``consumequeue/`` unless told otherwise)."""
+    """Builds the ConsumeQueues under ``root`` (the store's ``consumequeue/`` unless told otherwise).
+
+    A dispatcher of the reput (``store.reput``): ``dispatch`` takes runs of whole records,
+    ``resume_offset`` says where it got to. ``run_once`` feeds it alone through a reput of its own.
+    """
 
     def __init__(
         self,
@@ -398,13 +313,13 @@ class ConsumeQueueBuilder:
         *,
         root: Path | None = None,
         checkpoint_path: Path | None = None,
-        on_gap: Callable[[Gap], None] | None = None,
+        fill_holes: bool = False,
     ) -> None:
         self.config = config
-        #: With ``on_gap`` (a one-shot rebuild) the walk checks that records follow each other, as the
-        #: index rebuild's does (``store.commitlog.gaps``), and hands every gap to it (raise to refuse);
-        #: without (``--follow``), it skips what the CommitLog walk skips.
-        self._on_gap = on_gap
+        #: Building around CommitLog gaps (a rebuild's ``--index-around-gaps``): queue offsets whose
+        #: records were lost get blank entries (``_QueueAppender.fill_holes``).
+        self._fill_holes = fill_holes
+        #: The gaps a rebuild built around (``rebuild_consume_queues`` sets them from its reput).
         self.gaps: list[Gap] = []
         self._own_commitlog = commitlog is None
         self.commitlog = commitlog or CommitLog(
@@ -430,6 +345,7 @@ class ConsumeQueueBuilder:
         #: Bytes past the queues' written ends read at start to check them (``_QueueAppender._clear_tail``).
         self.resume_bytes_read = 0
         self._next_offset = self._resume_point()
+        self._reput: Reput | None = None
 
     # -- where building got to -----------------------------------------------------------------------
 
@@ -455,16 +371,14 @@ class ConsumeQueueBuilder:
 
     @property
     def next_offset(self) -> int:
-        """The CommitLog offset the next ``run_once`` starts from."""
+        """The CommitLog offset from which records may lack their entries (the next pass's start)."""
         return max(self._next_offset, self.commitlog.min_offset)
 
     def _queue(self, topic: str, queue_id: int) -> _QueueAppender:
         key = (topic, queue_id)
         queue = self._queues.get(key)
         if queue is None:
-            queue = _QueueAppender(
-                self.root, topic, queue_id, self.file_size, fill_holes=self._on_gap is index_around
-            )
+            queue = _QueueAppender(self.root, topic, queue_id, self.file_size, fill_holes=self._fill_holes)
             self._queues[key] = queue
         return queue
 
@@ -482,32 +396,44 @@ class ConsumeQueueBuilder:
                 if q.last_start is not None
             }
 
-    # -- building ------------------------------------------------------------------------------------
+    # -- building: the reput's dispatcher -------------------------------------------------------------
 
-    def _records(self) -> Iterator[tuple[int, memoryview]]:
-        if self._on_gap is None:
-            return self.commitlog.iter_records(self.next_offset)
-        walk = GapWalk(self.commitlog, self._on_gap)
-        walk.gaps = self.gaps
-        return walk.records(self.next_offset)
+    def begin(self) -> bool:
+        return True
+
+    def resume_offset(self) -> int:
+        return self.next_offset
 
     def run_once(self, max_records: int | None = None) -> int:
-        """Dispatch every whole record not yet built (at most ``max_records``); returns records read."""
-        with self._lock:
-            return self._run(max_records)
+        """Dispatch every whole record not yet built (at most ``max_records``) through a reput that
+        feeds this builder alone; returns records read."""
+        if self._reput is None:
+            self._reput = Reput(self.commitlog, [self])
+        return self._reput.run_once(max_records)
 
-    def _run(self, max_records: int | None) -> int:
-        seen = 0
-        last_offset: int | None = None
-        released = self.next_offset
+    def dispatch(self, run: Run) -> None:
+        """``CommitLogDispatcherBuildConsumeQueue`` for each record of ``run`` from ``next_offset``."""
+        with self._lock:
+            self._dispatch(run)
+
+    def _dispatch(self, run: Run) -> None:
+        view, base, end = run.view, run.base, run.end
+        pos = run.pos
+        if base + end <= self._next_offset:
+            return  # every record of the run already has its entry
+        if base + pos < self._next_offset:
+            pos = skip_to(run, self._next_offset)
         delays = self._delays
         opened = self._open
+        unpack = _I32.unpack_from
+        seen = 0
         try:
-            for offset, buf in self._records():
-                if max_records is not None and seen >= max_records:
-                    break
+            while pos < end:
+                size = unpack(view, pos)[0]
+                offset = base + pos
+                buf = view[pos : pos + size]
+                pos += size
                 seen += 1
-                last_offset = offset
                 try:
                     entry = dispatch_entry(buf, delays)
                 except (DispatchError, ValueError, struct.error) as exc:
@@ -523,7 +449,7 @@ class ConsumeQueueBuilder:
                     continue
                 key = (topic, queue_id)
                 queue = self._queues.get(key) or self._queue(topic, queue_id)
-                if queue.put(offset, len(buf), code, queue_offset):
+                if queue.put(offset, size, code, queue_offset):
                     self.entries_written += 1
                     self.queues_built.add(key)
                     self._last_store_ts = store_ts
@@ -536,20 +462,10 @@ class ConsumeQueueBuilder:
                         old_key, old = opened.popitem(last=False)
                         old.close_fd(sync=False)
                         self._unsynced.add(old_key)
-                if offset - released >= _RELEASE_EVERY:
-                    self.commitlog.release(released, offset)
-                    released = offset
         finally:
+            # A record whose put failed counts as read, as it did when each builder walked alone.
             self.records_read += seen
-            if last_offset is not None:
-                self.commitlog.release(released, last_offset)
-                nxt = self.commitlog.next_offset(last_offset)
-                if nxt is not None:
-                    self._next_offset = nxt
-        if self._on_gap is None and (max_records is None or seen < max_records):
-            # Following: a walk that ends before the settled end waits at a gap.
-            report_stall(self.commitlog, self.next_offset, self.commitlog.settled_end)
-        return seen
+            self._next_offset = base + pos
 
     def flush(self) -> None:
         """Sync the written files, then record ``logicsMsgTimestamp`` in the checkpoint."""
@@ -602,13 +518,12 @@ def rebuild_consume_queues(config: StoreConfig, *, around_gaps: bool = False) ->
     with staged_output(config.consume_queue_dir) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"  # a file: no broker takes it for a topic
         builder = ConsumeQueueBuilder(
-            config,
-            root=staging,
-            checkpoint_path=tmp_checkpoint,
-            on_gap=index_around if around_gaps else refuse,
+            config, root=staging, checkpoint_path=tmp_checkpoint, fill_holes=around_gaps
         )
+        reput = Reput(builder.commitlog, [builder], on_gap=index_around if around_gaps else refuse)
+        builder.gaps = reput.gaps
         try:
-            builder.run_once()
+            reput.run_once()
         finally:
             builder.close()
         logics_ts = Checkpoint.read_or_default(tmp_checkpoint).logics_msg_timestamp

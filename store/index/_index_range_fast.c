@@ -89,8 +89,10 @@ typedef struct {
 } record_t;
 
 /* 1 when a plain whole record starts at buf[pos] within end (the reference's record.check with
- * BODYCRC and expected offset, and read_index_fields accepting it); 0 for anything else. */
-static int parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t expected, record_t *r)
+ * BODYCRC (unless check_crc is 0: the caller checked it) and expected offset, and read_index_fields
+ * accepting it); 0 for anything else. */
+static int parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t expected, record_t *r,
+                        int check_crc)
 {
     if (end - pos < 8)
         return 0;
@@ -117,7 +119,7 @@ static int parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int6
     if (p + body_len > total)
         return 0;
     /* BODYCRC is stored as a non-negative int: a negative one never matches, as in the reference. */
-    if ((crc32_ieee(p0 + p, (size_t)body_len) & 0x7FFFFFFFu) != stored_crc)
+    if (check_crc && (crc32_ieee(p0 + p, (size_t)body_len) & 0x7FFFFFFFu) != stored_crc)
         return 0;
     p += body_len;
     int64_t topic_len;
@@ -546,8 +548,9 @@ static PyObject *index_range(PyObject *self, PyObject *args)
     Py_ssize_t pos, end, skip;
     long long base, budget;
     PyObject *target, *topics, *safe_length = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnLOOnL|O:index_range", &view, &pos, &end, &base, &target, &topics, &skip,
-                          &budget, &safe_length))
+    int checked = 0;
+    if (!PyArg_ParseTuple(args, "y*nnLOOnL|Op:index_range", &view, &pos, &end, &base, &target, &topics, &skip,
+                          &budget, &safe_length, &checked))
         return NULL;
     if (pos < 0 || end > view.len || pos > end || skip < 0 || !PySet_Check(topics)) {
         PyBuffer_Release(&view);
@@ -591,7 +594,7 @@ static PyObject *index_range(PyObject *self, PyObject *args)
         }
         int64_t offset = (int64_t)base + pos;
         record_t r;
-        if (!parse_record(buf, pos, end, offset, &r)) {
+        if (!parse_record(buf, pos, end, offset, &r, !checked)) {
             stop = STOP_OTHER;
             break;
         }

@@ -1,6 +1,10 @@
-"""Builds IndexFiles from the CommitLog: the broker's reput loop plus ``IndexService.buildIndex``.
+"""Builds IndexFiles from the CommitLog: the reput's index dispatcher (``CommitLogDispatcherBuildIndex``
+and ``IndexService.buildIndex``).
 
-For every whole record from where indexing got to: skip TRANSACTION_ROLLBACK records; put
+The walk is the reput's (``store.reput``), shared with the consume queues; this dispatcher indexes
+the runs of whole records it is handed with the compiled range loop (``index_range``), and, as a
+``Scanner``, finds its runs itself when it leads the walk, so checking a record and indexing it stay
+one pass. For every whole record from where indexing got to: skip TRANSACTION_ROLLBACK records; put
 ``topic#UNIQ_KEY`` if the record has one, then ``topic#token`` for each non-empty token of KEYS split
 on single spaces; when the last IndexFile is full, create the next one (it inherits the previous
 file's end offset/timestamp as its begin and end) and record that file's end timestamp in the
@@ -10,7 +14,8 @@ IndexFiles byte-identical to the Java broker's (file names aside, which are crea
 Where indexing got to is not stored anywhere else (the broker keeps no such offset either): it is the
 last entry's CommitLog offset. The record at that offset may have been indexed only partly (a crash
 between two of its keys), so its keys already present as trailing entries are counted and skipped;
-no record is ever indexed twice and none is lost, so a restart resumes exactly.
+no record is ever indexed twice and none is lost, so a restart resumes exactly. The reput starts
+at the least resume point of its dispatchers; records before this one's are skipped here.
 
 Before appending, the newest file is repaired to what a clean build would hold (``_repair``): puts
 a crash tore are undone, trailing entries that point at no record with their key (a broker killed
@@ -24,27 +29,27 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
-from store.commitlog.gaps import Gap, GapWalk, index_around, refuse, report_stall
-from store.commitlog.mapped_files import CommitLog, MappedFile
+from store.commitlog.gaps import Gap, index_around, refuse
+from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.errors import IndexFileError, StoreError
 from store.index.index_file import IndexFile, header_problem
-from store.index.index_range import END, OTHER, ROLL, index_range
+from store.index.index_range import OTHER, ROLL, index_range
 from store.index.keys import KeyHasher, index_keys
 from store.index.service import IndexService
 from store.platform.broker_lock import broker_lock_holder
+from store.reput.dispatcher import Run, record_size, skip_to
+from store.reput.walk import Reput
 from store.staging import staged_output
 
 log = logging.getLogger("store.index")
-#: The builder hands CommitLog pages it has read back to the kernel every this many bytes.
-_RELEASE_EVERY = 64 << 20
 _NO_LIMIT = 1 << 62
 
 
@@ -59,12 +64,9 @@ class IndexBuilder:
         index_dir: Path | None = None,
         checkpoint_path: Path | None = None,
         now_millis: Callable[[], int] | None = None,
-        on_gap: Callable[[Gap], None] | None = None,
     ) -> None:
         self.config = config
-        #: With ``on_gap`` the walk checks that records follow each other (``store.commitlog.gaps``) and
-        #: hands every gap to it (raise to refuse); without, it skips what the CommitLog walk skips.
-        self._on_gap = on_gap
+        #: The gaps a rebuild indexed around (``rebuild_index`` sets them from its reput).
         self.gaps: list[Gap] = []
         #: After a rebuild's swap: what could not be finished (the new index is in place regardless).
         self.after_swap: list[str] = []
@@ -104,6 +106,9 @@ class IndexBuilder:
                 self.commitlog.close()
             raise
         self._next_offset, self._skip_keys = self._resume_point()
+        #: The file the next key goes to (None: roll first); set by ``begin``.
+        self._current: IndexFile | None = None
+        self._reput: Reput | None = None
 
     # -- repair after a crash ------------------------------------------------------------------------
 
@@ -224,35 +229,31 @@ class IndexBuilder:
 
     @property
     def next_offset(self) -> int:
-        """The CommitLog offset the next ``run_once`` starts from."""
+        """The CommitLog offset of the next record to index (the next pass starts there at the latest)."""
         return self.commitlog.min_offset if self._next_offset is None else self._next_offset
 
-    # -- building ------------------------------------------------------------------------------------
+    # -- building: the reput's dispatcher ------------------------------------------------------------
 
-    def _records(self, start: int) -> Iterator[tuple[int, memoryview]]:
-        # Only settled records: one that may still be arriving could lack keys, and once indexed
-        # past, a record is never read again (``CommitLog.settled_end``). A one-shot rebuild walks
-        # with gap checks (``store.commitlog.gaps``); its CommitLog is not being written.
-        if self._on_gap is None:
-            return self.commitlog.iter_records(start, self.commitlog.settled_end)
-        walk = GapWalk(self.commitlog, self._on_gap)
-        walk.gaps = self.gaps
-        return walk.records(start)
+    def begin(self) -> bool:
+        """Take records in this pass unless the newest file was cut short under us: writing into it
+        would fault (SIGBUS), so indexing stops there (``IndexService.audit`` says why, once)."""
+        current = self.index.last_file()
+        if current is not None and not current.intact():
+            self.index.audit()
+            return False
+        self._current = None if current is None or current.is_write_full() else current
+        return True
 
-    def _span(self, offset: int) -> tuple[MappedFile, int] | None:
-        """The CommitLog file holding ``offset`` and where its settled records end (file-relative).
+    def resume_offset(self) -> int:
+        return self.next_offset
 
-        The compiled range indexer reads only ``[offset, end)``: records before
-        ``CommitLog.settled_end`` (whole, none still arriving) and within the file's safe length (the
-        range call re-checks that every ``RECHECK_EVERY`` bytes). None when ``offset`` is at or past
-        that end: ``_records`` (the CommitLog's own walk) takes it from there.
-        """
-        limit = self.commitlog.settled_end
-        for f in self.commitlog.files:
-            if f.start <= offset < f.end:
-                end = min(f.end, limit, f.start + f.safe_length()) - f.start
-                return (f, end) if offset - f.start < end and f.mm is not None else None
-        return None
+    def run_once(self, max_records: int | None = None) -> int:
+        """Index every whole record not yet indexed (at most ``max_records``) through a reput that
+        feeds this builder alone; returns records read."""
+        if self._reput is None:
+            self._reput = Reput(self.commitlog, [self])
+        with self._lock:
+            return self._reput.run_once(max_records)
 
     def _roll(self) -> IndexFile:
         full = self.index.last_file()
@@ -265,97 +266,80 @@ class IndexBuilder:
             checkpoint.write(self.checkpoint_path)
         return new
 
-    def run_once(self, max_records: int | None = None) -> int:
-        """Index every whole record not yet indexed (at most ``max_records``); returns records read."""
-        with self._lock:
-            return self._run(max_records)
-
-    def _run(self, max_records: int | None) -> int:
-        current = self.index.last_file()
-        if current is not None and not current.intact():
-            # Cut short under us (an operator's truncate or cp): writing into it would fault
-            # (SIGBUS). Indexing stops here; ``IndexService.audit`` said why, once.
-            self.index.audit()
-            return 0
-        if current is None or current.is_write_full():
-            current = None
-        topics = self.topics_seen
-        budget = max_records if max_records is not None else _NO_LIMIT
-        seen = 0
-        pos = released = self.next_offset
+    def dispatch(self, run: Run) -> None:
+        """``CommitLogDispatcherBuildIndex`` for the records of ``run`` from ``next_offset``, by the
+        compiled range loop (``index_range``); a record whose fields cannot be read gets no key."""
+        view, base, pos, end = run.view, run.base, run.pos, run.end
         skip = self._skip_keys
+        if self._next_offset is not None:
+            if base + end <= self._next_offset:
+                return  # every record of the run is indexed
+            if base + pos < self._next_offset:
+                pos = skip_to(run, self._next_offset)
+            if base + pos != self._next_offset:
+                skip = 0  # the keys already in belong to a record before this one
+        while pos < end:
+            stop, pos, _seen = self._index(run, pos, skip, _NO_LIMIT, checked=True)
+            if stop != OTHER:
+                break  # END: the run is indexed (or the file shrank under it: the rest is gone)
+            # Whole (the reput checked it), but its fields cannot be read: no keys.
+            offset = base + pos
+            self.commitlog.warn(
+                f"fields:{offset}",
+                f"CommitLog record at offset {offset} passes the CommitLog's checks but its "
+                "fields cannot be read; it is not indexed",
+            )
+            pos += record_size(view, pos)
+            skip = 0
+            self._next_offset, self._skip_keys = base + pos, skip
+
+    def scan(self, run: Run, max_records: int) -> tuple[int, int] | None:
+        """Index the records of ``run``, not checked yet, checking each as the reput would
+        (``index_range`` checks every record it reads): ``(stop, records)``, ``stop`` where the
+        first position that is not a plain whole record (or ``run.end``, or ``max_records``) stopped
+        it. None when the run starts before ``next_offset`` (records it holds are not read here).
+
+        The reput asks this of the index first: checking a record while indexing it costs almost
+        nothing, a separate check pass over the same bytes costs about a tenth of indexing them.
+        """
+        pos = run.pos
+        skip = self._skip_keys
+        if self._next_offset is not None:
+            if run.base + pos < self._next_offset:
+                return None
+            if run.base + pos != self._next_offset:
+                skip = 0
+        _stop, pos, seen = self._index(run, pos, skip, max_records, checked=False)
+        return pos, seen
+
+    def _index(self, run: Run, pos: int, skip: int, budget: int, *, checked: bool) -> tuple[int, int, int]:
+        """``index_range`` over ``run`` from ``pos`` until it stops other than to roll to a new file:
+        (why it stopped, where, records completed)."""
+        view, base, end = run.view, run.base, run.end
+        current = self._current
+        topics = self.topics_seen
+        seen = 0
         try:
-            while seen < budget:
-                # Whole records of one CommitLog file, at most _RELEASE_EVERY bytes per call.
-                span = self._span(pos)
-                stop = OTHER
-                if span is not None:
-                    f, end = span
-                    start = pos - f.start
-                    with f.view() as view:
-                        limit = min(end, start + _RELEASE_EVERY)
-                        left = budget - seen
-                        stop, at, skip, done, records, keys = index_range(
-                            view, start, limit, f.start, current, topics, skip, left, f.safe_length
-                        )
-                    pos = f.start + at
-                    seen += done
-                    self.records_indexed += records
-                    self.keys_indexed += keys
-                    self._next_offset, self._skip_keys = pos, skip
-                if stop == OTHER and seen < budget:
-                    # Not a plain record here (a blank marker, corruption, the data's end, a record
-                    # past the CommitLog's end): the CommitLog's own walk finds the next one.
-                    nxt = next(iter(self._records(pos)), None)
-                    if nxt is None:
-                        if self._on_gap is None:
-                            # Following: a walk that ends before the settled end waits at a gap.
-                            report_stall(self.commitlog, pos, self.commitlog.settled_end)
-                        break
-                    offset, buf = nxt
-                    if offset != pos:
-                        skip = 0
-                    left = budget - seen
-                    stop, at, skip, done, records, keys = index_range(
-                        buf, 0, len(buf), offset, current, topics, skip, left
-                    )
-                    if stop == OTHER:
-                        self.commitlog.warn(
-                            f"fields:{offset}",
-                            f"CommitLog record at offset {offset} passes the CommitLog's checks but its "
-                            "fields cannot be read; it is not indexed",
-                        )
-                        stop, at, skip, done = END, len(buf), 0, 1
-                    pos = offset + at
-                    seen += done
-                    self.records_indexed += records
-                    self.keys_indexed += keys
-                self._next_offset, self._skip_keys = pos, skip
-                if stop == ROLL:
-                    current = self._roll()
-                if pos - released >= _RELEASE_EVERY:
-                    self.commitlog.release(released, pos)
-                    released = pos
+            while True:
+                stop, pos, skip, done, records, keys = index_range(
+                    view, pos, end, base, current, topics, skip, budget - seen, run.safe_length, checked
+                )
+                seen += done
+                self.records_indexed += records
+                self.keys_indexed += keys
+                self._next_offset, self._skip_keys = base + pos, skip
+                if stop != ROLL:
+                    return stop, pos, seen
+                current = self._current = self._roll()
         except BaseException:
             # Keys written by an interrupted call are in the files; resume from what they say.
             self._next_offset, self._skip_keys = self._resume_point()
             raise
-        finally:
-            self.commitlog.release(released, pos)
-        return seen
 
     def flush(self) -> None:
         last = self.index.last_file()
         if last is not None:
             last.flush()
-
-    def run_forever(self, stop: threading.Event, interval: float = 0.5) -> None:
-        """Follow a live CommitLog: refresh, index what is new, sleep; until ``stop`` is set."""
-        while not stop.is_set():
-            self.commitlog.refresh()
-            if self.run_once() == 0:
-                self.flush()
-                stop.wait(interval)
 
     def close(self) -> None:
         with self._lock:
@@ -385,14 +369,12 @@ def rebuild_index(
     with staged_output(config.index_dir, leftovers=leftovers) as staging:
         tmp_checkpoint = staging / "checkpoint.rebuild"
         builder = IndexBuilder(
-            config,
-            index_dir=staging,
-            checkpoint_path=tmp_checkpoint,
-            now_millis=now_millis,
-            on_gap=index_around if around_gaps else refuse,
+            config, index_dir=staging, checkpoint_path=tmp_checkpoint, now_millis=now_millis
         )
+        reput = Reput(builder.commitlog, [builder], on_gap=index_around if around_gaps else refuse)
+        builder.gaps = reput.gaps
         try:
-            builder.run_once()
+            reput.run_once()
         finally:
             builder.close()
         index_ts = Checkpoint.read_or_default(tmp_checkpoint).index_msg_timestamp

@@ -16,7 +16,9 @@ de-duplication of a re-dispatched record). It returns at the first of:
 - ``BUDGET``: ``budget`` records were completed.
 
 The rules for "a plain whole record" are ``store.commitlog.record.check`` with BODYCRC and the expected
-PHYSICALOFFSET, plus ``protocol.message.read_index_fields`` accepting it. This is the readable
+PHYSICALOFFSET, plus the reput's decode of its index fields (``store.reput.decode.index_record``)
+accepting it. The reput hands the index dispatcher runs it checked already: ``checked`` skips the
+BODYCRC, the one costly part of the check, which the reput computed for the same bytes. This is the readable
 reference; ``store/index/_index_range_fast.c`` is the same function in C (loaded below, see
 ``protocol.accel``) and must give byte-identical index files (``tests/store/index/test_index_range.py``).
 Only bytes inside ``[pos, end)`` are read: ``end`` is where the CommitLog says whole records stop.
@@ -31,12 +33,11 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from protocol.accel import load
-from protocol.errors import ProtocolError
-from protocol.message import read_index_fields
 from store.commitlog import record
 from store.commitlog.mapped_files import RECHECK_EVERY
 from store.index.index_file import IndexFile
-from store.index.keys import KeyHasher, index_keys
+from store.index.keys import KeyHasher
+from store.reput.decode import index_record
 
 #: Why ``index_range`` returned (the ``stop`` field of its result).
 END = 0
@@ -73,8 +74,12 @@ def index_range(
     skip: int,
     budget: int,
     safe_length: Callable[[], int] | None = None,
+    checked: bool = False,
 ) -> RangeResult:
     """Index the whole records of ``view[pos:end]`` into ``target``; see the module docstring.
+
+    ``checked``: the records' BODYCRC was verified already (the reput's runs, ``record.whole_run``),
+    so it is not computed again; every other rule still applies.
 
     ``safe_length`` (the CommitLog file's ``MappedFile.safe_length``) is asked again every
     ``RECHECK_EVERY`` bytes and cuts ``end`` when the file shrank under the map
@@ -93,21 +98,20 @@ def index_range(
         if seen >= budget:
             return RangeResult(BUDGET, pos, skip, seen, records, keys_put)
         offset = base + pos
-        size = check(view, pos, end, offset, check_crc=True)
+        size = check(view, pos, end, offset, check_crc=not checked)
         if size <= 0:
             return RangeResult(OTHER, pos, skip, seen, records, keys_put)
-        try:
-            fields = read_index_fields(view[pos : pos + size], 0)
-        except ProtocolError:
+        rec = index_record(view[pos : pos + size], 0)
+        if rec is None:
             return RangeResult(OTHER, pos, skip, seen, records, keys_put)
-        topics.add(fields.topic)
-        keys = index_keys(fields)
+        topics.add(rec.topic)
+        keys = rec.keys
         if skip < len(keys):
             if target is None:
                 return RangeResult(ROLL, pos, skip, seen, records, keys_put)
             if offset >= target.end_phy_offset:
-                store_ts = fields.store_timestamp
-                topic = fields.topic
+                store_ts = rec.store_timestamp
+                topic = rec.topic
                 for key in keys[skip:]:
                     if not target.put_hash(_HASHER(topic, key), offset, store_ts):
                         return RangeResult(ROLL, pos, skip, seen, records, keys_put)

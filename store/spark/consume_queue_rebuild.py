@@ -4,7 +4,8 @@ Stages (each with a progress bar):
 
 1. plan ranges: as for the index (``ranges``), one task per CommitLog file;
 2. decode records: each range yields the entry of every record the reput dispatches
-   (``consume_queue_builder.dispatch_entry``: the transaction rule, tagsCode, delivery times);
+   (``store.reput.decode.dispatch_entry``, what the reput's consume queue dispatcher gets: the
+   transaction rule, tagsCode, delivery times);
 3. write queues: entries are grouped by queue; each queue is written by one task, its entries in
    CommitLog order through the sequential builder's own appender (``putMessagePositionInfo``'s rules).
    A queue's bytes depend only on its own records in CommitLog order, so the result is the same.
@@ -24,14 +25,9 @@ from typing import TYPE_CHECKING, TextIO
 from store.checkpoint import Checkpoint
 from store.commitlog.gaps import Gap
 from store.config.store_config import StoreConfig
-from store.consumequeue.builder import (
-    DispatchError,
-    _QueueAppender,
-    check_geometry,
-    dispatch_entry,
-    safe_topic_dir,
-)
+from store.consumequeue.builder import _QueueAppender, check_geometry, safe_topic_dir
 from store.consumequeue.consume_queue import delay_level_table
+from store.reput.decode import DispatchError, dispatch_entry
 from store.spark.job import commitlog_files, spark_job
 from store.spark.range_walk import walk_range
 from store.spark.ranges import DEFAULT_RANGE_BYTES, CommitLogRange

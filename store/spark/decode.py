@@ -1,7 +1,8 @@
 """Decode one CommitLog range into packed index entries: the work each decode task does.
 
-Per record this is exactly the broker's ``buildIndex``, through the sequential builder's own
-``index_keys`` and ``KeyHasher``: a transaction rollback is skipped, then ``topic#UNIQ_KEY`` (when
+Per record this is exactly the broker's ``buildIndex``, through the reput's decode of a record
+(``store.reput.decode.index_record``, what the index dispatcher indexes) and the builder's
+``KeyHasher``: a transaction rollback is skipped, then ``topic#UNIQ_KEY`` (when
 the property is present) and each non-empty token of ``KEYS`` split on single spaces become one
 entry each, in that order. Each record is fully checked first, as the sequential walk checks it
 (lengths add up to TOTALSIZE, PHYSICALOFFSET matches its position, BODYCRC matches the body); a
@@ -12,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.errors import ProtocolError
-from protocol.message import read_index_fields
-from store.index.builder import KeyHasher, index_keys
+from store.index.keys import KeyHasher
+from store.reput.decode import index_record
 from store.spark.entries import ENTRY
 from store.spark.range_walk import walk_range
 from store.spark.ranges import CommitLogRange
@@ -51,17 +51,15 @@ def decode_range(rng: CommitLogRange) -> RangeEntries:
     out = bytearray()
     extend = out.extend
     pack = ENTRY.pack
-    fields_of = read_index_fields
     hasher = KeyHasher()
 
     def visit(view: memoryview, pos: int, size: int) -> bool:
-        try:
-            fields = fields_of(view, pos)
-        except ProtocolError:
+        rec = index_record(view, pos)
+        if rec is None:
             return False
-        topic = fields.topic
-        for key in index_keys(fields):
-            extend(pack(hasher(topic, key), fields.commit_log_offset, fields.store_timestamp))
+        topic, offset, store_ts = rec.topic, rec.commit_log_offset, rec.store_timestamp
+        for key in rec.keys:
+            extend(pack(hasher(topic, key), offset, store_ts))
         return True
 
     walk = walk_range(rng, visit)

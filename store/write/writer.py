@@ -5,9 +5,9 @@ physical offset, queue offset per (topic, queue), BODYCRC, store host and store 
 ``UNIQ_KEY`` generated like the Java client's (``UniqueIdGenerator``) unless one is given.
 CommitLog files are created preallocated to ``mappedFileSizeCommitLog`` and a record that does not
 fit (with room for the 8-byte end marker) ends the file with a blank record, as the broker does.
-``index()`` runs the index builder over what was appended, so the IndexFiles are the broker's too,
-and (unless ``consume_queues=False``) the ConsumeQueue builder, so are the consume queues
-(``index=False``: neither, the caller dispatches). As in the broker, PREPARED and ROLLBACK
+``index()`` feeds what was appended through the reput (``store.reput``) to the ConsumeQueue builder
+(unless ``consume_queues=False``) and the index builder, so the consume queues and IndexFiles are
+the broker's too (``index=False``: neither, the caller dispatches). As in the broker, PREPARED and ROLLBACK
 transaction records carry queue offset 0 and take no queue position.
 
 The store directory gets the broker's layout: ``commitlog/``, ``index/``, ``checkpoint``, ``abort``
@@ -56,6 +56,7 @@ from store.consumequeue.trim import trim_queues_past
 from store.errors import StoreError
 from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
+from store.reput.walk import Reput
 
 _BLANK = struct.Struct(">ii")
 #: QUEUEOFFSET and PHYSICALOFFSET, back to back at byte 20 of a record.
@@ -169,10 +170,14 @@ class StoreWriter:
         )
         #: False when the caller dispatches the records itself (``WritableStore``: the query side's builders).
         self._dispatches = index
+        #: One walk of what was appended feeds both builders (``store.reput``), in the broker's order.
+        dispatchers = [d for d in (self.cq_builder, self.builder) if d is not None]
+        self._reput = Reput(self._reader, dispatchers) if dispatchers else None
         if self.cq_builder is not None:
             # The queues as the broker recovers its topic queue table: from the consume queues,
-            # brought up to the end of the CommitLog first (only what they lack is read).
-            self.cq_builder.run_once()
+            # brought up to the end of the CommitLog first (only what they lack is read; the index
+            # is brought up at the first ``index()``).
+            Reput(self._reader, [self.cq_builder]).run_once()
             self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
         elif scan_queues:
             self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
@@ -456,9 +461,7 @@ class StoreWriter:
     def index(self) -> int:
         """Index everything appended so far; returns the number of records read."""
         self._reader.refresh()
-        if self.cq_builder is not None:
-            self.cq_builder.run_once()
-        return self.builder.run_once() if self.builder is not None else 0
+        return self._reput.run_once() if self._reput is not None else 0
 
     def close(self) -> None:
         """Index what is left, write the checkpoint and topic table, and remove the abort marker."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from store.config.store_config import StoreConfig
 from store.index.builder import IndexBuilder, rebuild_index
 from store.message_store import MessageStore
+from store.reput.walk import Reput
 from store.write.writer import StoreWriter
 from tests.support.store_copy import writable_copy
 
@@ -87,7 +88,8 @@ def test_builder_follows_a_live_commitlog(tmp_path: Path) -> None:
     writer.append("F", b"first", keys="a b")
     builder = IndexBuilder(config)
     stop = threading.Event()
-    thread = threading.Thread(target=builder.run_forever, args=(stop, 0.01), daemon=True)
+    reput = Reput(builder.commitlog, [builder])
+    thread = threading.Thread(target=reput.run_forever, args=(stop, 0.01), daemon=True)
     thread.start()
     try:
         for i in range(300):
