@@ -36,11 +36,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from protocol.index_key import java_string_hash
-from protocol.message_flags import (
-    BORNHOST_V6_FLAG,
+from protocol.message_flags import TRANSACTION_TYPE_MASK
+from protocol.record_layout import (
+    BODY_LENGTH_AT,
+    BODY_LENGTH_WIDTH,
+    HOST_KIND_SHIFT,
     MAGIC_CODE_V2,
-    STOREHOST_V6_FLAG,
-    TRANSACTION_TYPE_MASK,
+    PROPERTIES_LENGTH_WIDTH,
+    STORE_TIMESTAMP_AT,
+    TOPIC_LENGTH_WIDTH_V1,
+    TOPIC_LENGTH_WIDTH_V2,
+    head_struct,
 )
 from store.checkpoint import Checkpoint
 from store.commitlog.gaps import Gap, GapWalk, index_around, refuse, report_stall
@@ -84,8 +90,7 @@ def safe_topic_dir(topic: str) -> bool:
     return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
 
 
-#: TOTALSIZE, MAGICCODE, (BODYCRC), QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG
-_HEAD = struct.Struct(">ii4xi4xqqi")
+_HEAD = head_struct("TOTALSIZE", "MAGICCODE", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _TAGS_NEEDLE = b"\x02TAGS\x01"
@@ -120,16 +125,16 @@ def dispatch_entry(
     tran = sys_flag & TRANSACTION_TYPE_MASK
     if tran == _TRANSACTION_PREPARED or tran == _TRANSACTION_ROLLBACK:
         return None
-    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store_ts = _I64.unpack_from(buf, 48 + born)[0]
-    p = 48 + born + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 12
-    p += 4 + max(_I32.unpack_from(buf, p)[0], 0)
+    kind = (sys_flag >> HOST_KIND_SHIFT) & 3
+    store_ts = _I64.unpack_from(buf, STORE_TIMESTAMP_AT[kind])[0]
+    p = BODY_LENGTH_AT[kind]
+    p += BODY_LENGTH_WIDTH + max(_I32.unpack_from(buf, p)[0], 0)
     if magic == MAGIC_CODE_V2:
         topic_len = _I16.unpack_from(buf, p)[0]
-        p += 2
+        p += TOPIC_LENGTH_WIDTH_V2
     else:
         topic_len = buf[p]
-        p += 1
+        p += TOPIC_LENGTH_WIDTH_V1
     raw_topic = bytes(buf[p : p + topic_len])
     topic = _TOPICS.get(raw_topic)
     if topic is None:
@@ -140,7 +145,7 @@ def dispatch_entry(
     props_len = _I16.unpack_from(buf, p)[0]
     if props_len <= 0:
         return topic, queue_id, queue_offset, 0, store_ts
-    props = b"\x02" + bytes(buf[p + 2 : p + 2 + props_len])
+    props = b"\x02" + bytes(buf[p + PROPERTIES_LENGTH_WIDTH : p + PROPERTIES_LENGTH_WIDTH + props_len])
     code = 0
     if _TAGS_NEEDLE in props:
         tags = _last_value(props, _TAGS_NEEDLE)
