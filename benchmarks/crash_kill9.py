@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from protocol.message import read_index_fields
+from protocol.record_layout import PHYSICAL_OFFSET_AT, PHYSICAL_OFFSET_WIDTH
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.index.builder import IndexBuilder, index_keys, rebuild_index
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             sample = written[:: max(1, len(written) // 2000)]  # each query walks every index file
             for key, offset in sample:
                 hits = store.query_message("S", key, 64, 0, 2**63 - 1, exact_key=True).buffers
-                missing += [int.from_bytes(b[28:36], "big") for b in hits] != [offset]
+                at, width = PHYSICAL_OFFSET_AT, PHYSICAL_OFFSET_WIDTH
+                missing += [int.from_bytes(b[at : at + width], "big") for b in hits] != [offset]
         for state, n in states.most_common():
             print(f"  {n:4d}  {state}")
         same = ours == theirs

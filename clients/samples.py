@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.errors import ProtocolError
-from protocol.message import QUEUE_ID_POSITION, QUEUE_OFFSET_POSITION, read_index_fields
+from protocol.message import read_index_fields
 from protocol.message_flags import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from protocol.message_id import decode_offset_msg_id
+from protocol.record_layout import QUEUE_ID_AT, QUEUE_ID_WIDTH, QUEUE_OFFSET_AT, QUEUE_OFFSET_WIDTH
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 
@@ -100,9 +101,9 @@ def sample_store(
             samples.offsets.append(offset)
             transaction = fields.sys_flag & TRANSACTION_TYPE_MASK
             if transaction != TRANSACTION_PREPARED_TYPE and transaction != TRANSACTION_ROLLBACK_TYPE:
-                queue_id = int.from_bytes(record[QUEUE_ID_POSITION : QUEUE_ID_POSITION + 4], "big")
+                queue_id = int.from_bytes(record[QUEUE_ID_AT : QUEUE_ID_AT + QUEUE_ID_WIDTH], "big")
                 queue_offset = int.from_bytes(
-                    record[QUEUE_OFFSET_POSITION : QUEUE_OFFSET_POSITION + 8], "big"
+                    record[QUEUE_OFFSET_AT : QUEUE_OFFSET_AT + QUEUE_OFFSET_WIDTH], "big"
                 )
                 samples.positions.append((fields.topic, queue_id, queue_offset, fields.store_timestamp))
             if transaction == TRANSACTION_ROLLBACK_TYPE:

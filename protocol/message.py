@@ -1,10 +1,7 @@
 """The CommitLog record codec: one message as the broker stores it and as QUERY_MESSAGE returns it.
 
-Layout (big-endian): TOTALSIZE i32, MAGIC i32, BODYCRC i32, QUEUEID i32, FLAG i32, QUEUEOFFSET i64,
-PHYSICALOFFSET i64, SYSFLAG i32, BORNTIMESTAMP i64, BORNHOST (4|16 bytes + port i32),
-STORETIMESTAMP i64, STOREHOST (4|16 bytes + port i32), RECONSUMETIMES i32, PREPARED TX OFFSET i64,
-BODYLEN i32 + BODY, TOPICLEN (i8 for magic V1, i16 for V2) + TOPIC, PROPLEN i16 + PROPERTIES.
-SysFlag bits 0x10 / 0x20 widen the born / store host to IPv6.
+The layout (fields, widths, offsets, the IPv6 host widths, the magic codes, the limits) is
+``protocol.record_layout``'s; this module only reads and writes it.
 
 Decoding is strict where Java's decoder is implicitly strict: the fields must end exactly at
 TOTALSIZE (``MessageDecoder.decodes`` reads records back to back, so a record whose fields do not
@@ -15,7 +12,8 @@ Java's ``new String(bytes, UTF_8)`` does (malformed bytes become U+FFFD), since 
 the broker hashed into its index.
 
 The fixed part of a record is read with one precompiled ``struct.Struct`` per IPv4/IPv6 host
-combination; ``read_index_fields`` is the index builder's path that skips the body and the dict.
+combination (``record_layout.FIXED_PART``); ``read_index_fields`` is the index builder's path that
+skips the body and the dict.
 """
 
 from __future__ import annotations
@@ -29,20 +27,15 @@ from protocol.compression import compress
 from protocol.compression import decompress as inflate
 from protocol.errors import MessageDecodeError, MessageEncodeError, MessageIdError, ProtocolError
 from protocol.message_flags import (
-    BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_MASK,
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
-    MAGIC_CODE_V1,
-    MAGIC_CODE_V2,
     MULTI_TAGS_FLAG,
     NEED_UNWRAP_FLAG,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
-    STOREHOST_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -55,6 +48,26 @@ from protocol.message_flags import (
 )
 from protocol.message_id import host_to_str, offset_msg_id_from_packed, pack_host
 from protocol.message_properties import find_properties, properties_to_string, string_to_properties
+from protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    BODY_LENGTH_WIDTH,
+    BORNHOST_V6_FLAG,
+    FIXED_PART,
+    HOST_KIND_SHIFT,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    PHYSICAL_OFFSET_AT,
+    PROPERTIES_LENGTH_WIDTH,
+    PROPERTIES_MAX_LENGTH,
+    QUEUE_ID_AT,
+    QUEUE_OFFSET_AT,
+    SIZE_MAGIC,
+    STORE_TIMESTAMP_AT,
+    STOREHOST_V6_FLAG,
+    SYS_FLAG_AT,
+    SYS_FLAG_END,
+    TOPIC_MAX_LENGTH,
+)
 
 __all__ = [
     "BLANK_MAGIC_CODE",
@@ -92,36 +105,24 @@ __all__ = [
     "string_to_properties",
 ]
 
-_SIZE_MAGIC = struct.Struct(">ii")
+_SIZE_MAGIC = SIZE_MAGIC
+#: TOPICLEN is read with ``_I8`` for MAGIC_CODE_V1, ``_I16`` for V2; PROPERTIESLEN with ``_I16``.
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
-#: Offsets of fixed fields that do not move with the host widths.
-_SYS_FLAG_AT = 36
-_PHYSICAL_OFFSET_AT = 28
-#: Where a record's PHYSICALOFFSET (its own CommitLog offset, 8 bytes big endian) starts.
-PHYSICAL_OFFSET_POSITION = _PHYSICAL_OFFSET_AT
-#: Where a record's QUEUEID (4 bytes) and QUEUEOFFSET (8 bytes, big endian) start.
-QUEUE_ID_POSITION = 12
-QUEUE_OFFSET_POSITION = 20
-_BORN_HOST_AT = 48
-_HEAD_SIZE = 40  # up to and including SYSFLAG
-_PROPERTIES_MAX = 0x7FFF  # Java reads PROPLEN as a short
-_TOPIC_MAX = {MAGIC_CODE_V1: 0x7F, MAGIC_CODE_V2: 0x7FFF}  # TOPICLEN is a signed byte / short
+#: ``record_layout``'s offsets under the names this module has always exported.
+PHYSICAL_OFFSET_POSITION = PHYSICAL_OFFSET_AT
+QUEUE_ID_POSITION = QUEUE_ID_AT
+QUEUE_OFFSET_POSITION = QUEUE_OFFSET_AT
 
-
-def _fixed_layout(born_ip: int, store_ip: int) -> struct.Struct:
-    return struct.Struct(f">iiiiiqqiq{born_ip}siq{store_ip}siiqi")
-
-
-#: The fixed part (TOTALSIZE .. BODYLEN) by ``(sys_flag >> 4) & 3``: born V6 is bit 0, store V6 bit 1.
-_FIXED = (_fixed_layout(4, 4), _fixed_layout(16, 4), _fixed_layout(4, 16), _fixed_layout(16, 16))
+#: The fixed part (TOTALSIZE .. BODYLEN) by host kind: born V6 is bit 0, store V6 bit 1.
+_FIXED = FIXED_PART
 
 
 def _host_kind(sys_flag: int) -> int:
-    return (sys_flag >> 4) & 3
+    return (sys_flag >> HOST_KIND_SHIFT) & 3
 
 
 def body_crc(data: bytes | memoryview) -> int:
@@ -226,9 +227,9 @@ def _layout(buf: bytes | bytearray | memoryview, offset: int) -> _Layout:
     if offset < 0:
         raise MessageDecodeError(f"negative record offset {offset}")
     available = len(buf) - offset
-    if available < _HEAD_SIZE:
+    if available < SYS_FLAG_END:
         raise MessageDecodeError(
-            f"record at {offset} truncated: {available} bytes, need at least {_HEAD_SIZE}"
+            f"record at {offset} truncated: {available} bytes, need at least {SYS_FLAG_END}"
         )
     store_size, magic = _SIZE_MAGIC.unpack_from(buf, offset)
     if magic == BLANK_MAGIC_CODE:
@@ -239,13 +240,13 @@ def _layout(buf: bytes | bytearray | memoryview, offset: int) -> _Layout:
         raise MessageDecodeError(
             f"record at {offset} truncated: TOTALSIZE {store_size}, {available} bytes left"
         )
-    sys_flag = _I32.unpack_from(buf, offset + _SYS_FLAG_AT)[0]
+    sys_flag = _I32.unpack_from(buf, offset + SYS_FLAG_AT)[0]
     fixed = _FIXED[_host_kind(sys_flag)]
     end = offset + store_size
     pos = offset + fixed.size
     if pos > end:
         raise MessageDecodeError(f"record at {offset}: TOTALSIZE {store_size} is smaller than its fixed part")
-    body_len = _I32.unpack_from(buf, pos - 4)[0]
+    body_len = _I32.unpack_from(buf, pos - BODY_LENGTH_WIDTH)[0]
     if body_len < 0:
         raise MessageDecodeError(f"record at {offset}: negative body length {body_len}")
     body_start = pos
@@ -260,14 +261,14 @@ def _layout(buf: bytes | bytearray | memoryview, offset: int) -> _Layout:
         raise MessageDecodeError(f"record at {offset}: negative topic length {topic_len}")
     topic_start = pos + width.size
     pos = topic_start + topic_len
-    if pos + 2 > end:
+    if pos + PROPERTIES_LENGTH_WIDTH > end:
         raise MessageDecodeError(
             f"record at {offset}: topic length {topic_len} runs past TOTALSIZE {store_size}"
         )
     props_len = _I16.unpack_from(buf, pos)[0]
     if props_len < 0:
         raise MessageDecodeError(f"record at {offset}: negative properties length {props_len}")
-    props_start = pos + 2
+    props_start = pos + PROPERTIES_LENGTH_WIDTH
     if props_start + props_len != end:
         raise MessageDecodeError(
             f"record at {offset}: fields end at {props_start + props_len - offset},"
@@ -408,9 +409,7 @@ def read_index_fields(buf: bytes | bytearray | memoryview, offset: int = 0) -> I
     Same checks and errors as ``decode_message`` (except that the body is never inflated).
     """
     layout = _layout(buf, offset)
-    store_timestamp_at = offset + (
-        _BORN_HOST_AT + 20 if layout.sys_flag & BORNHOST_V6_FLAG else _BORN_HOST_AT + 8
-    )
+    store_timestamp_at = offset + STORE_TIMESTAMP_AT[(layout.sys_flag >> HOST_KIND_SHIFT) & 3]
     keys, unique_key = (
         find_properties(buf[layout.props_start : layout.props_start + layout.props_len], _INDEX_PROPERTIES)
         if layout.props_len
@@ -420,7 +419,7 @@ def read_index_fields(buf: bytes | bytearray | memoryview, offset: int = 0) -> I
         layout.store_size,
         layout.magic,
         layout.sys_flag,
-        _I64.unpack_from(buf, offset + _PHYSICAL_OFFSET_AT)[0],
+        _I64.unpack_from(buf, offset + PHYSICAL_OFFSET_AT)[0],
         _I64.unpack_from(buf, store_timestamp_at)[0],
         _text(buf, layout.topic_start, layout.topic_len),
         keys,
@@ -457,10 +456,10 @@ def encode_message(msg: MessageExt, *, properties_string: str | bytes | None = N
     """
     if not msg.body_read:
         raise MessageEncodeError("the message was decoded without its body; it cannot be re-encoded")
-    if msg.magic not in _TOPIC_MAX:
+    if msg.magic not in TOPIC_MAX_LENGTH:
         raise MessageEncodeError(f"unknown magic code {msg.magic & 0xFFFFFFFF:#010x}")
     topic = _utf8(msg.topic, "topic")
-    if len(topic) > _TOPIC_MAX[msg.magic]:
+    if len(topic) > TOPIC_MAX_LENGTH[msg.magic]:
         raise MessageEncodeError(
             f"topic of {len(topic)} bytes does not fit magic {msg.magic & 0xFFFFFFFF:#010x}"
             " (use MAGIC_CODE_V2)"
@@ -472,8 +471,8 @@ def encode_message(msg: MessageExt, *, properties_string: str | bytes | None = N
             properties_to_string(msg.properties) if properties_string is None else properties_string,
             "properties",
         )
-    if len(props) > _PROPERTIES_MAX:
-        raise MessageEncodeError(f"properties of {len(props)} bytes exceed {_PROPERTIES_MAX}")
+    if len(props) > PROPERTIES_MAX_LENGTH:
+        raise MessageEncodeError(f"properties of {len(props)} bytes exceed {PROPERTIES_MAX_LENGTH}")
     sys_flag = msg.sys_flag
     body = msg.body
     if sys_flag & COMPRESSED_FLAG:
@@ -486,7 +485,7 @@ def encode_message(msg: MessageExt, *, properties_string: str | bytes | None = N
     store = _packed_host(msg.store_host, bool(sys_flag & STOREHOST_V6_FLAG), "store host")
     fixed = _FIXED[_host_kind(sys_flag)]
     topic_width = _I8 if msg.magic == MAGIC_CODE_V1 else _I16
-    store_size = fixed.size + len(body) + topic_width.size + len(topic) + 2 + len(props)
+    store_size = fixed.size + len(body) + topic_width.size + len(topic) + PROPERTIES_LENGTH_WIDTH + len(props)
     try:
         head = fixed.pack(
             store_size,

@@ -1,20 +1,52 @@
-"""The constants of a CommitLog record: magic codes, ``sysFlag`` bits and well-known property names.
+"""The constants of a CommitLog record: ``sysFlag`` bits and well-known property names.
 
 They live apart from the codec because the store, the server and the clients test these bits without
 needing the codec itself. Values are RocketMQ's (``MessageDecoder``, ``MessageSysFlag``,
-``MessageConst``); magic codes are given as the signed int32 Java writes.
+``MessageConst``). The magic codes and the IPv6 bits are ``protocol.record_layout``'s, re-exported.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-#: Record magic, version 1: the topic length is one byte.
-MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
-#: Record magic, version 2 (RocketMQ 5): the topic length is two bytes (topics over 127 chars).
-MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
-#: The 8-byte ``[size][magic]`` marker that pads the end of a CommitLog file.
-BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+# The magic codes and the two IPv6 bits decide where a record's fields lie: they are declared with
+# the layout (``protocol.record_layout``) and named here too, beside the other sysFlag bits.
+from protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    STOREHOST_V6_FLAG,
+)
+
+__all__ = [
+    "BLANK_MAGIC_CODE",
+    "BORNHOST_V6_FLAG",
+    "COMPRESSED_FLAG",
+    "COMPRESSION_TYPE_MASK",
+    "COMPRESSION_TYPE_SHIFT",
+    "INNER_BATCH_FLAG",
+    "KEY_SEPARATOR",
+    "MAGIC_CODE_V1",
+    "MAGIC_CODE_V2",
+    "MULTI_TAGS_FLAG",
+    "NAME_VALUE_SEPARATOR",
+    "NEED_UNWRAP_FLAG",
+    "PROPERTY_KEYS",
+    "PROPERTY_SEPARATOR",
+    "PROPERTY_TAGS",
+    "PROPERTY_UNIQ_KEY",
+    "STOREHOST_V6_FLAG",
+    "TRANSACTION_COMMIT_TYPE",
+    "TRANSACTION_NOT_TYPE",
+    "TRANSACTION_PREPARED_TYPE",
+    "TRANSACTION_ROLLBACK_TYPE",
+    "TRANSACTION_TYPE_MASK",
+    "CompressionType",
+    "TransactionType",
+    "compression_type_value",
+    "transaction_type",
+]
 
 # sysFlag bits (``MessageSysFlag``).
 COMPRESSED_FLAG = 0x1
@@ -24,8 +56,7 @@ TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
 TRANSACTION_TYPE_MASK = 0xC
-BORNHOST_V6_FLAG = 0x10
-STOREHOST_V6_FLAG = 0x20
+# BORNHOST_V6_FLAG = 0x10 and STOREHOST_V6_FLAG = 0x20: imported above.
 NEED_UNWRAP_FLAG = 0x40
 INNER_BATCH_FLAG = 0x80
 

@@ -33,6 +33,7 @@ from protocol.message_flags import (
     TRANSACTION_TYPE_MASK,
 )
 from protocol.message_properties import properties_to_string, string_to_properties
+from protocol.record_layout import PROPERTIES_MAX_LENGTH, TOPIC_MAX_LENGTH_V1
 from protocol.send_message import BatchItem, SendMessageRequestHeader
 from store.errors import StoreError
 from store.write.writer import StoreRecord
@@ -50,9 +51,10 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 #: Levels of the default ``messageDelayLevel`` ("1s 5s ... 2h"); ``PutContext.max_delay_level``.
 MAX_DELAY_LEVEL = 18
 
-#: Java reads the properties length as a short and the topic length as a byte.
-_MAX_PROPERTIES_BYTES = 0x7FFF
-_MAX_TOPIC_LENGTH = 127
+#: Java reads the properties length as a short and the topic length as a byte (``checkMessage``
+#: counts the topic's chars against ``Byte.MAX_VALUE``).
+_MAX_PROPERTIES_BYTES = PROPERTIES_MAX_LENGTH
+_MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH_V1
 
 
 class PutRefused(StoreError):

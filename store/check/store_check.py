@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
+from protocol.record_layout import SIZE_MAGIC_WIDTH
 from store.check.consume_queues import check_consume_queues
 from store.check.index_files import Findings, scan_index_file
 from store.checkpoint import Checkpoint, abnormal_exit
@@ -282,7 +283,8 @@ def _classify_gaps(
 
 
 def _holds_data(f: MappedFile) -> bool:
-    return f.safe_length() >= 8 and f.view()[:8] != bytes(8)
+    """The file's first TOTALSIZE and MAGICCODE are written (a record or a blank): not merely pre-created."""
+    return f.safe_length() >= SIZE_MAGIC_WIDTH and f.view()[:SIZE_MAGIC_WIDTH] != bytes(SIZE_MAGIC_WIDTH)
 
 
 def _locate(files: list[MappedFile], offset: int) -> str:
@@ -298,7 +300,7 @@ def _first_nonzero_after(f: MappedFile, offset: int) -> int | None:
     length = f.safe_length()
     pos = max(offset - f.start, 0)
     # A blank end-of-file marker right after the last record is how a full file ends.
-    if pos + 8 <= length and record.check(view, pos, length) == record.BLANK:
+    if pos + SIZE_MAGIC_WIDTH <= length and record.check(view, pos, length) == record.BLANK:
         return None
     while pos < length:
         chunk = view[pos : min(pos + len(_ZEROS), length)]

@@ -16,13 +16,7 @@
 #include <string.h>
 
 #include "_crc32.h"
-
-#define MAGIC_V1 ((int32_t)0xDAA320A7u)
-#define MAGIC_V2 ((int32_t)0xDAA320ABu)
-#define BLANK_MAGIC ((int32_t)0xCBD43194u)
-#define MIN_RECORD_SIZE 91
-#define BORNHOST_V6 0x10
-#define STOREHOST_V6 0x20
+#include "_record_layout.h"
 
 static inline uint32_t be32(const uint8_t *p)
 {
@@ -34,52 +28,51 @@ static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32)
 static long check_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int has_expected, int64_t expected,
                          int check_crc)
 {
-    if (pos + 8 > end)
+    if (pos + RECORD_SIZE_MAGIC_WIDTH > end)
         return -1;
     const uint8_t *p0 = buf + pos;
-    int64_t total = (int32_t)be32(p0);
-    int32_t magic = (int32_t)be32(p0 + 4);
-    if (magic == BLANK_MAGIC)
+    int64_t total = (int32_t)be32(p0 + RECORD_TOTAL_SIZE_AT);
+    int32_t magic = (int32_t)be32(p0 + RECORD_MAGIC_CODE_AT);
+    if (magic == RECORD_BLANK_MAGIC_CODE)
         return 0;
-    if (magic != MAGIC_V1 && magic != MAGIC_V2)
+    if (magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2)
         return -1;
-    if (total < MIN_RECORD_SIZE || total > (int64_t)(end - pos))
+    if (total < RECORD_MIN_RECORD_SIZE || total > (int64_t)(end - pos))
         return -1;
-    if (has_expected && (int64_t)be64(p0 + 28) != expected)
+    if (has_expected && (int64_t)be64(p0 + RECORD_PHYSICAL_OFFSET_AT) != expected)
         return -1;
-    int32_t sys_flag = (int32_t)be32(p0 + 36);
-    int64_t p = 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
-    p += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8) + 4 + 8;
-    if (p + 4 > total)
+    int32_t sys_flag = (int32_t)be32(p0 + RECORD_SYS_FLAG_AT);
+    int64_t p = record_body_length_at(sys_flag);
+    if (p + RECORD_BODY_LENGTH_WIDTH > total)
         return -1;
     int64_t body_len = (int32_t)be32(p0 + p);
     if (body_len < 0)
         return -1;
-    p += 4;
+    p += RECORD_BODY_LENGTH_WIDTH;
     if (p + body_len > total)
         return -1;
-    if (check_crc && (crc32_ieee(p0 + p, (size_t)body_len) & 0x7FFFFFFFu) != be32(p0 + 8))
+    if (check_crc && (crc32_ieee(p0 + p, (size_t)body_len) & 0x7FFFFFFFu) != be32(p0 + RECORD_BODY_CRC_AT))
         return -1;
     p += body_len;
     int64_t topic_len;
-    if (magic == MAGIC_V2) {
-        if (p + 2 > total)
+    if (magic == RECORD_MAGIC_CODE_V2) {
+        if (p + RECORD_TOPIC_LENGTH_WIDTH_V2 > total)
             return -1;
         topic_len = (int16_t)(((unsigned)p0[p] << 8) | p0[p + 1]);
-        p += 2;
+        p += RECORD_TOPIC_LENGTH_WIDTH_V2;
     } else {
-        if (p + 1 > total)
+        if (p + RECORD_TOPIC_LENGTH_WIDTH_V1 > total)
             return -1;
         topic_len = p0[p]; /* unsigned here, as the reference reads it */
-        p += 1;
+        p += RECORD_TOPIC_LENGTH_WIDTH_V1;
     }
     if (topic_len < 0)
         return -1;
     p += topic_len;
-    if (p + 2 > total)
+    if (p + RECORD_PROPERTIES_LENGTH_WIDTH > total)
         return -1;
     int64_t props_len = (int16_t)(((unsigned)p0[p] << 8) | p0[p + 1]);
-    p += 2;
+    p += RECORD_PROPERTIES_LENGTH_WIDTH;
     if (props_len > 0)
         p += props_len;
     if (p != total)

@@ -21,6 +21,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_record_layout.h"
+
 static PyObject *size_name; /* "size", interned */
 
 static inline int32_t be32(const unsigned char *p)
@@ -137,11 +139,11 @@ static PyObject *copy_record(PyObject *self, PyObject *const *args, Py_ssize_t n
     long long buf_len = have_buf ? (long long)buf.len : 0;
     if (buf_len < limit)
         limit = buf_len;
-    if (pos > limit - 4) {
+    if (pos > limit - RECORD_TOTAL_SIZE_WIDTH) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    int32_t size = be32((const unsigned char *)buf.buf + pos);
+    int32_t size = be32((const unsigned char *)buf.buf + pos + RECORD_TOTAL_SIZE_AT);
     if (size <= 0 || size > limit - pos || size > max_size) {
         result = Py_NewRef(Py_None);
         goto done;

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from protocol.record_layout import BLANK_SIZE, SIZE_MAGIC_WIDTH
 from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
 from store.errors import StoreError
@@ -149,7 +150,7 @@ class GapWalk:
                 if f.length != size or safe != size:
                     return False
                 pos = end - slot
-                return pos + 8 > size or record.check(f.view(), pos, safe) == record.BLANK
+                return pos + BLANK_SIZE > size or record.check(f.view(), pos, safe) == record.BLANK
         return False
 
     def _gap(self, start: int, resume: int) -> None:
@@ -178,7 +179,7 @@ def describe_gap(commitlog: CommitLog, start: int, resume: int) -> Gap:
         pos = start - f.start
         safe = f.safe_length()
         # An end-of-file marker (or no room for one) is where a complete file ends: not the cause.
-        if 0 <= pos and pos + 8 <= safe and record.check(f.view(), pos, safe) != record.BLANK:
+        if 0 <= pos and pos + SIZE_MAGIC_WIDTH <= safe and record.check(f.view(), pos, safe) != record.BLANK:
             reason = record.describe_invalid(f.view(), pos, safe, start)
     size = commitlog.mapped_file_size
     return Gap(start, resume, gap_causes(log_files(commitlog), size, start, resume, reason))

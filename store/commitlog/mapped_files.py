@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.record_layout import BLANK_SIZE, SIZE_MAGIC_WIDTH, TOTAL_SIZE_WIDTH
 from store.commitlog import record
 from store.commitlog.view_read import copy_record
 from store.errors import CommitLogError
@@ -70,7 +71,8 @@ from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
 _I32 = struct.Struct(">i")
-_ZERO8 = bytes(8)
+#: Zeros where a record's (or a blank's) TOTALSIZE and MAGICCODE would be: nothing written there.
+_ZERO8 = bytes(SIZE_MAGIC_WIDTH)
 log = logging.getLogger("store.commitlog.mapped_files")
 #: ``store.commitlog.view_read.copy_record``'s view of one snapshot: maps, starts, mapped lengths,
 #: shrink reporter.
@@ -149,7 +151,7 @@ def _map(path: Path) -> tuple[int, mmap.mmap | None, int]:
 
 def _has_data(view: memoryview, length: int) -> bool:
     """A file whose first 8 bytes are written (a record or a blank marker): not merely pre-created."""
-    return length >= 8 and view[:8] != _ZERO8
+    return length >= SIZE_MAGIC_WIDTH and view[:SIZE_MAGIC_WIDTH] != _ZERO8
 
 
 class CommitLog:
@@ -393,7 +395,8 @@ class CommitLog:
         # has moved on: writes are in order, so the record is whole whatever its last byte.
         after = pos + size
         if after < safe:
-            if view[after : min(after + 8, safe)] != _ZERO8[: min(8, safe - after)]:
+            stop = min(after + SIZE_MAGIC_WIDTH, safe)
+            if view[after:stop] != _ZERO8[: stop - after]:
                 return end
         elif idx + 1 < len(self._files) and self._files[idx + 1].start == f.end:
             nxt = self._files[idx + 1]
@@ -411,7 +414,7 @@ class CommitLog:
         pos = end - f.start
         view = self._views[idx]
         safe = f.safe_length()
-        if pos + 8 <= safe and record.check(view, pos, safe) == record.BLANK:
+        if pos + SIZE_MAGIC_WIDTH <= safe and record.check(view, pos, safe) == record.BLANK:
             return f.end
         return end
 
@@ -459,7 +462,7 @@ class CommitLog:
                         self._shrunk(f, now)
                         length = now
                     recheck = pos + RECHECK_EVERY
-                if pos + 8 > length:
+                if pos + BLANK_SIZE > length:
                     result = record.BLANK  # no room even for a blank marker: the file is full
                 else:
                     result = check(view, pos, length, f.start + pos, check_crc=True)
@@ -468,7 +471,7 @@ class CommitLog:
                     yield f.start + pos, result
                     pos += result
                     continue
-                self.bytes_visited += 8
+                self.bytes_visited += SIZE_MAGIC_WIDTH
                 if result == record.BLANK:
                     if length < f.length:
                         return  # cut short: the "full file" is a truncation, nothing follows it
@@ -575,10 +578,10 @@ class CommitLog:
             self._shrunk(f, now)
         limit = min(now, max_offset - f.start)
         pos = offset - f.start
-        if pos + 4 > limit:
+        if pos + TOTAL_SIZE_WIDTH > limit:
             return None
         view = views[i]
-        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        size = int.from_bytes(view[pos : pos + TOTAL_SIZE_WIDTH], "big", signed=True)  # TOTALSIZE is first
         return view[pos : pos + size] if 0 < size and pos + size <= limit else None
 
     def read_record_copy(self, offset: int, max_size: int) -> bytes | None:

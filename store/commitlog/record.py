@@ -4,7 +4,8 @@
 without exceptions: TOTALSIZE and MAGICCODE, the blank end-of-file marker, PHYSICALOFFSET equal to
 where the record sits, the variable lengths adding up to TOTALSIZE and (as the broker's recovery
 does) BODYCRC. That is how the written end of a preallocated file, or a torn record a live broker
-is still writing, is told from a whole record. Precompiled ``struct.Struct`` layouts, declared once.
+is still writing, is told from a whole record. Offsets, widths and magic codes are
+``protocol.record_layout``'s (the compiled twin's are ``protocol/_record_layout.h``).
 
 ``check`` runs once per record of every walk, so ``store/commitlog/_record_fast.c`` is its compiled twin
 (loaded at the end, see ``protocol.accel``); this module stays the readable reference
@@ -17,23 +18,33 @@ import struct
 import zlib
 
 from protocol.accel import load
-from protocol.message_flags import (
+from protocol.record_layout import (
     BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
+    BODY_CRC_AT,
+    BODY_LENGTH_AT,
+    BODY_LENGTH_WIDTH,
+    HOST_KIND_SHIFT,
     MAGIC_CODE_V1,
     MAGIC_CODE_V2,
-    STOREHOST_V6_FLAG,
+    MAGIC_CODE_WIDTH,
+    MIN_RECORD_SIZE,
+    PHYSICAL_OFFSET_AT,
+    PROPERTIES_LENGTH_WIDTH,
+    SIZE_MAGIC,
+    SIZE_MAGIC_WIDTH,
+    STORE_TIMESTAMP_AT,
+    SYS_FLAG_AT,
+    TOPIC_LENGTH_WIDTH_V1,
+    TOPIC_LENGTH_WIDTH_V2,
+    TOTAL_SIZE_WIDTH,
 )
 
-_SIZE_MAGIC = struct.Struct(">ii")
+_SIZE_MAGIC = SIZE_MAGIC
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_OFF_PHYSICAL = 28
-_OFF_STORE_TS_V4 = 56
-MIN_RECORD_SIZE = 91
 
-_MAGIC_BYTES = tuple(m.to_bytes(4, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
+_MAGIC_BYTES = tuple(m.to_bytes(MAGIC_CODE_WIDTH, "big", signed=True) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
 
 #: ``check`` results other than a record size.
 BLANK = 0
@@ -41,8 +52,8 @@ INVALID = -1
 
 
 def store_timestamp(buf: bytes | memoryview, pos: int) -> int:
-    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
-    return _I64.unpack_from(buf, pos + _OFF_STORE_TS_V4 + (12 if sys_flag & BORNHOST_V6_FLAG else 0))[0]
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_AT)[0]
+    return _I64.unpack_from(buf, pos + STORE_TIMESTAMP_AT[(sys_flag >> HOST_KIND_SHIFT) & 3])[0]
 
 
 def _layout(
@@ -50,38 +61,37 @@ def _layout(
 ) -> tuple[int, int, int, int]:
     """(topic_at, topic_len, props_at, props_len) of a record, or raise ValueError if they do not add
     up (or, given the stored BODYCRC as ``crc``, if the body does not match it)."""
-    p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
-    p += 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 4 + 8
+    p = pos + BODY_LENGTH_AT[(sys_flag >> HOST_KIND_SHIFT) & 3]
     end = pos + total
-    if p + 4 > end:
+    if p + BODY_LENGTH_WIDTH > end:
         raise ValueError("short")
     body_len = _I32.unpack_from(buf, p)[0]
     if body_len < 0:
         raise ValueError("body length")
-    p += 4
+    p += BODY_LENGTH_WIDTH
     if p + body_len > end:
         raise ValueError("short")
     if crc is not None and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
         raise ValueError("body CRC")
     p += body_len
     if magic == MAGIC_CODE_V2:
-        if p + 2 > end:
+        if p + TOPIC_LENGTH_WIDTH_V2 > end:
             raise ValueError("short")
         topic_len = _I16.unpack_from(buf, p)[0]
-        p += 2
+        p += TOPIC_LENGTH_WIDTH_V2
     else:
-        if p + 1 > end:
+        if p + TOPIC_LENGTH_WIDTH_V1 > end:
             raise ValueError("short")
         topic_len = buf[p]
-        p += 1
+        p += TOPIC_LENGTH_WIDTH_V1
     if topic_len < 0:
         raise ValueError("topic length")
     topic_at = p
     p += topic_len
-    if p + 2 > end:
+    if p + PROPERTIES_LENGTH_WIDTH > end:
         raise ValueError("short")
     props_len = _I16.unpack_from(buf, p)[0]
-    p += 2
+    p += PROPERTIES_LENGTH_WIDTH
     props_at = p
     if props_len > 0:
         p += props_len
@@ -95,8 +105,8 @@ def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -
 
     Error messages name it, so an operator can tell zeros (nothing written) from a torn or damaged record.
     """
-    if pos + 8 > end:
-        return "fewer than 8 bytes left for a record header"
+    if pos + SIZE_MAGIC_WIDTH > end:
+        return f"fewer than {SIZE_MAGIC_WIDTH} bytes left for a record header"
     size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if size == 0 and magic == 0:
         return "zeros where a record header should be"
@@ -109,7 +119,8 @@ def describe_invalid(buf: bytes | memoryview, pos: int, end: int, offset: int) -
     if check(buf, pos, end) <= 0:
         return f"field lengths do not add up to TOTALSIZE {size}"
     if check(buf, pos, end, offset) <= 0:
-        return f"PHYSICALOFFSET {_I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0]} is not the record's position"
+        physical = _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_AT)[0]
+        return f"PHYSICALOFFSET {physical} is not the record's position"
     return "BODYCRC does not match the body"
 
 
@@ -124,9 +135,9 @@ def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) ->
     magic code whose record checks at exactly its own PHYSICALOFFSET (``base`` is the file's first
     offset). ``view`` must be a view of the whole file's buffer (``view.obj.find`` searches it).
     """
-    size = _I32.unpack_from(view, pos)[0] if pos + 4 <= length else 0
+    size = _I32.unpack_from(view, pos)[0] if pos + TOTAL_SIZE_WIDTH <= length else 0
     nxt = pos + size
-    if size >= MIN_RECORD_SIZE and nxt + 8 <= length:
+    if size >= MIN_RECORD_SIZE and nxt + SIZE_MAGIC_WIDTH <= length:
         if check(view, nxt, length, base + nxt, check_crc=True) > 0:
             return nxt, 0
     if last:
@@ -138,7 +149,7 @@ def resync(view: memoryview, pos: int, length: int, base: int, *, last: bool) ->
         hits = [h for h in (find(m, search, length) for m in _MAGIC_BYTES) if h >= 0]
         if not hits:
             return None, scanned + length - search
-        at = min(hits) - 4
+        at = min(hits) - TOTAL_SIZE_WIDTH  # the magic code follows TOTALSIZE
         scanned += min(hits) + 1 - search
         if at > pos and check(view, at, length, base + at, check_crc=True) > 0:
             return at, scanned
@@ -158,7 +169,7 @@ def check(
     ``INVALID`` for anything else (zeros after the tail, a torn or corrupt record).
 
     ``check_crc`` also verifies BODYCRC, as the broker's recovery does (``checkCRCOnRecover``)."""
-    if pos + 8 > end:
+    if pos + SIZE_MAGIC_WIDTH > end:
         return INVALID
     total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
@@ -167,10 +178,10 @@ def check(
         return INVALID
     if total < MIN_RECORD_SIZE or pos + total > end:
         return INVALID
-    if expected_offset is not None and _I64.unpack_from(buf, pos + _OFF_PHYSICAL)[0] != expected_offset:
+    if expected_offset is not None and _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_AT)[0] != expected_offset:
         return INVALID
-    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
-    crc = _I32.unpack_from(buf, pos + 8)[0] if check_crc else None
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_AT)[0]
+    crc = _I32.unpack_from(buf, pos + BODY_CRC_AT)[0] if check_crc else None
     try:
         _layout(buf, pos, total, magic, sys_flag, crc)
     except (ValueError, IndexError, struct.error):
@@ -192,12 +203,12 @@ def looks_complete(buf: bytes | memoryview, pos: int, total: int) -> bool:
     """
     if buf[pos + total - 1] != 0:
         return True
-    return buf[pos + total - 2] == 0 and _props_len(buf, pos, total) == 0
+    return buf[pos + total - PROPERTIES_LENGTH_WIDTH] == 0 and _props_len(buf, pos, total) == 0
 
 
 def _props_len(buf: bytes | memoryview, pos: int, total: int) -> int:
     magic = _SIZE_MAGIC.unpack_from(buf, pos)[1]
-    sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_AT)[0]
     try:
         return _layout(buf, pos, total, magic, sys_flag)[3]
     except (ValueError, IndexError, struct.error):

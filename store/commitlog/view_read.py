@@ -30,6 +30,7 @@ import mmap
 from collections.abc import Callable, Sequence
 
 from protocol.accel import load
+from protocol.record_layout import TOTAL_SIZE_WIDTH
 
 
 def current_size(mm: mmap.mmap | None) -> int:
@@ -78,9 +79,9 @@ def copy_record(
     # Never past the map itself either, whatever ``lengths`` claims.
     limit = min(length, max_offset - start, len(mm))
     pos = offset - start
-    if pos + 4 > limit:
+    if pos + TOTAL_SIZE_WIDTH > limit:
         return None
-    size = int.from_bytes(mm[pos : pos + 4], "big", signed=True)
+    size = int.from_bytes(mm[pos : pos + TOTAL_SIZE_WIDTH], "big", signed=True)  # TOTALSIZE is first
     if size <= 0 or pos + size > limit or size > max_size:
         return None
     return mm[pos : pos + size]

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from protocol.accel import load
 from protocol.index_key import java_string_hash
-from protocol.message_flags import BORNHOST_V6_FLAG
+from protocol.record_layout import HOST_KIND_SHIFT, STORE_TIMESTAMP_AT, SYS_FLAG_AT
 from store.commitlog.mapped_files import CommitLog
 from store.warn_once import WarnOnce
 
@@ -547,7 +547,7 @@ def store_time_picker(commitlog: CommitLog) -> Callable[[int, int], int]:
         buf = commitlog.select(offset, size)
         if buf is None or len(buf) < 72:
             return -1
-        sys_flag = _I32.unpack_from(buf, 36)[0]
-        return _I64.unpack_from(buf, 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0))[0]
+        sys_flag = _I32.unpack_from(buf, SYS_FLAG_AT)[0]
+        return _I64.unpack_from(buf, STORE_TIMESTAMP_AT[(sys_flag >> HOST_KIND_SHIFT) & 3])[0]
 
     return pick

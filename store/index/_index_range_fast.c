@@ -21,11 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAGIC_V1 ((int32_t)0xDAA320A7u)
-#define MAGIC_V2 ((int32_t)0xDAA320ABu)
-#define MIN_RECORD_SIZE 91
-#define BORNHOST_V6 0x10
-#define STOREHOST_V6 0x20
+#include "_record_layout.h"
+
 #define TX_MASK 0xC
 #define TX_ROLLBACK 0xC
 
@@ -94,28 +91,27 @@ typedef struct {
 static int parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t expected, record_t *r,
                         int check_crc)
 {
-    if (end - pos < 8)
+    if (end - pos < RECORD_SIZE_MAGIC_WIDTH)
         return 0;
     const uint8_t *p0 = buf + pos;
-    int64_t total = (int32_t)be32(p0);
-    int32_t magic = (int32_t)be32(p0 + 4);
-    if (magic != MAGIC_V1 && magic != MAGIC_V2)
+    int64_t total = (int32_t)be32(p0 + RECORD_TOTAL_SIZE_AT);
+    int32_t magic = (int32_t)be32(p0 + RECORD_MAGIC_CODE_AT);
+    if (magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2)
         return 0; /* also the blank end-of-file marker */
-    if (total < MIN_RECORD_SIZE || total > (int64_t)(end - pos))
+    if (total < RECORD_MIN_RECORD_SIZE || total > (int64_t)(end - pos))
         return 0;
-    if ((int64_t)be64(p0 + 28) != expected)
+    if ((int64_t)be64(p0 + RECORD_PHYSICAL_OFFSET_AT) != expected)
         return 0;
-    int32_t sys_flag = (int32_t)be32(p0 + 36);
-    uint32_t stored_crc = be32(p0 + 8);
-    int64_t p = 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
-    int64_t store_ts_at = p;
-    p += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8) + 4 + 8;
-    if (p + 4 > total)
+    int32_t sys_flag = (int32_t)be32(p0 + RECORD_SYS_FLAG_AT);
+    uint32_t stored_crc = be32(p0 + RECORD_BODY_CRC_AT);
+    int64_t store_ts_at = record_store_timestamp_at(sys_flag);
+    int64_t p = record_body_length_at(sys_flag);
+    if (p + RECORD_BODY_LENGTH_WIDTH > total)
         return 0;
     int64_t body_len = (int32_t)be32(p0 + p);
     if (body_len < 0)
         return 0;
-    p += 4;
+    p += RECORD_BODY_LENGTH_WIDTH;
     if (p + body_len > total)
         return 0;
     /* BODYCRC is stored as a non-negative int: a negative one never matches, as in the reference. */
@@ -123,26 +119,26 @@ static int parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int6
         return 0;
     p += body_len;
     int64_t topic_len;
-    if (magic == MAGIC_V2) {
-        if (p + 2 > total)
+    if (magic == RECORD_MAGIC_CODE_V2) {
+        if (p + RECORD_TOPIC_LENGTH_WIDTH_V2 > total)
             return 0;
         topic_len = (int16_t)be16(p0 + p);
-        p += 2;
+        p += RECORD_TOPIC_LENGTH_WIDTH_V2;
     } else {
-        if (p + 1 > total)
+        if (p + RECORD_TOPIC_LENGTH_WIDTH_V1 > total)
             return 0;
         topic_len = (int8_t)p0[p]; /* the decoder reads a V1 topic length as a signed byte */
-        p += 1;
+        p += RECORD_TOPIC_LENGTH_WIDTH_V1;
     }
     if (topic_len < 0)
         return 0;
     r->topic = p0 + p;
     r->topic_len = (Py_ssize_t)topic_len;
     p += topic_len;
-    if (p + 2 > total)
+    if (p + RECORD_PROPERTIES_LENGTH_WIDTH > total)
         return 0;
     int64_t props_len = (int16_t)be16(p0 + p);
-    p += 2;
+    p += RECORD_PROPERTIES_LENGTH_WIDTH;
     if (props_len < 0)
         return 0; /* the walk accepts it, the decoder does not: the caller decides */
     r->props = p0 + p;

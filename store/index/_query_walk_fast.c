@@ -32,6 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "_record_layout.h"
+
 #define ENTRY_SIZE 20
 #define STOP_END 0
 #define STOP_ZEROED 1
@@ -44,12 +46,6 @@
 #define EVENT_CHAIN 13
 #define INDEX_HEADER_SIZE 40
 
-#define MAGIC_V1 ((int32_t)0xDAA320A7)
-#define MAGIC_V2 ((int32_t)0xDAA320AB)
-#define MAGIC_BLANK ((int32_t)0xCBD43194)
-#define BORNHOST_V6 0x10
-#define STOREHOST_V6 0x20
-#define MIN_RECORD_SIZE 91
 
 static inline int32_t be32(const unsigned char *p) {
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
@@ -220,37 +216,36 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
 
 /* store/commitlog/record.py's check() without BODYCRC: the record's size when whole, else <= 0. */
 static Py_ssize_t record_size(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end) {
-    if (pos + 8 > end) return -1;
-    int32_t total = be32(b + pos);
-    int32_t magic = be32(b + pos + 4);
-    if (magic == MAGIC_BLANK) return 0;
-    if (magic != MAGIC_V1 && magic != MAGIC_V2) return -1;
-    if (total < MIN_RECORD_SIZE || pos + total > end) return -1;
-    int32_t sys_flag = be32(b + pos + 36);
-    Py_ssize_t p = pos + 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
-    p += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8) + 4 + 8;
+    if (pos + RECORD_SIZE_MAGIC_WIDTH > end) return -1;
+    int32_t total = be32(b + pos + RECORD_TOTAL_SIZE_AT);
+    int32_t magic = be32(b + pos + RECORD_MAGIC_CODE_AT);
+    if (magic == RECORD_BLANK_MAGIC_CODE) return 0;
+    if (magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) return -1;
+    if (total < RECORD_MIN_RECORD_SIZE || pos + total > end) return -1;
+    int32_t sys_flag = be32(b + pos + RECORD_SYS_FLAG_AT);
+    Py_ssize_t p = pos + (Py_ssize_t)record_body_length_at(sys_flag);
     Py_ssize_t rend = pos + total;
-    if (p + 4 > rend) return -1;
+    if (p + RECORD_BODY_LENGTH_WIDTH > rend) return -1;
     int32_t body_len = be32(b + p);
     if (body_len < 0) return -1;
-    p += 4;
+    p += RECORD_BODY_LENGTH_WIDTH;
     if (p + body_len > rend) return -1;
     p += body_len;
     Py_ssize_t topic_len;
-    if (magic == MAGIC_V2) {
-        if (p + 2 > rend) return -1;
+    if (magic == RECORD_MAGIC_CODE_V2) {
+        if (p + RECORD_TOPIC_LENGTH_WIDTH_V2 > rend) return -1;
         topic_len = be16(b + p);
-        p += 2;
+        p += RECORD_TOPIC_LENGTH_WIDTH_V2;
     } else {
-        if (p + 1 > rend) return -1;
+        if (p + RECORD_TOPIC_LENGTH_WIDTH_V1 > rend) return -1;
         topic_len = b[p];
-        p += 1;
+        p += RECORD_TOPIC_LENGTH_WIDTH_V1;
     }
     if (topic_len < 0) return -1;
     p += topic_len;
-    if (p + 2 > rend) return -1;
+    if (p + RECORD_PROPERTIES_LENGTH_WIDTH > rend) return -1;
     int16_t props_len = be16(b + p);
-    p += 2;
+    p += RECORD_PROPERTIES_LENGTH_WIDTH;
     if (props_len > 0) p += props_len;
     if (p != rend) return -1;
     return total;
@@ -338,8 +333,8 @@ static PyObject *read_impl(PyObject *views_in, PyObject *starts_in, PyObject *le
                 if (bufs[i].len < limit) limit = bufs[i].len;
                 if (max_offset - start_v[i] < limit) limit = max_offset - start_v[i];
                 const unsigned char *b = bufs[i].buf;
-                if (pos + 4 <= limit) {
-                    int32_t size = be32(b + pos);
+                if (pos + RECORD_TOTAL_SIZE_WIDTH <= limit) {
+                    int32_t size = be32(b + pos + RECORD_TOTAL_SIZE_AT);
                     if (size > 0 && pos + size <= limit && record_size(b, pos, pos + size) > 0) {
                         item = PySequence_GetSlice(PySequence_Fast_GET_ITEM(views, i), pos, pos + size);
                         if (item == NULL) goto fail;

@@ -24,6 +24,7 @@ import struct
 from collections.abc import Sequence
 
 from protocol.accel import load
+from protocol.record_layout import TOTAL_SIZE_WIDTH
 from store.commitlog import record
 from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from store.index.header import HEADER, IndexHeader, header_problem, is_time_matched
@@ -206,9 +207,9 @@ def _read_one(
     view = views[i]
     pos = offset - starts[i]
     limit = min(lengths[i], len(view), max_offset - starts[i])
-    if pos + 4 > limit:
+    if pos + TOTAL_SIZE_WIDTH > limit:
         return None
-    size = _I32.unpack_from(view, pos)[0]
+    size = _I32.unpack_from(view, pos)[0]  # TOTALSIZE, the first field
     if size <= 0 or pos + size > limit:
         return None
     if record.check(view, pos, pos + size) <= 0:

@@ -23,11 +23,17 @@ from typing import NamedTuple
 from protocol.errors import ProtocolError
 from protocol.index_key import java_string_hash
 from protocol.message import read_index_fields
-from protocol.message_flags import (
-    BORNHOST_V6_FLAG,
+from protocol.message_flags import TRANSACTION_TYPE_MASK
+from protocol.record_layout import (
+    BODY_LENGTH_AT,
+    BODY_LENGTH_WIDTH,
+    HOST_KIND_SHIFT,
     MAGIC_CODE_V2,
-    STOREHOST_V6_FLAG,
-    TRANSACTION_TYPE_MASK,
+    PROPERTIES_LENGTH_WIDTH,
+    STORE_TIMESTAMP_AT,
+    TOPIC_LENGTH_WIDTH_V1,
+    TOPIC_LENGTH_WIDTH_V2,
+    head_struct,
 )
 from store.consumequeue.consume_queue import deliver_timestamp
 from store.errors import StoreError
@@ -46,8 +52,7 @@ class DispatchError(StoreError):
     """A record the broker's reput would not dispatch (its DELAY is not an int)."""
 
 
-#: TOTALSIZE, MAGICCODE, (BODYCRC), QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG
-_HEAD = struct.Struct(">ii4xi4xqqi")
+_HEAD = head_struct("TOTALSIZE", "MAGICCODE", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _TAGS_NEEDLE = b"\x02TAGS\x01"
@@ -82,16 +87,16 @@ def dispatch_entry(
     tran = sys_flag & TRANSACTION_TYPE_MASK
     if tran == _TRANSACTION_PREPARED or tran == _TRANSACTION_ROLLBACK:
         return None
-    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store_ts = _I64.unpack_from(buf, 48 + born)[0]
-    p = 48 + born + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8) + 12
-    p += 4 + max(_I32.unpack_from(buf, p)[0], 0)
+    kind = (sys_flag >> HOST_KIND_SHIFT) & 3
+    store_ts = _I64.unpack_from(buf, STORE_TIMESTAMP_AT[kind])[0]
+    p = BODY_LENGTH_AT[kind]
+    p += BODY_LENGTH_WIDTH + max(_I32.unpack_from(buf, p)[0], 0)
     if magic == MAGIC_CODE_V2:
         topic_len = _I16.unpack_from(buf, p)[0]
-        p += 2
+        p += TOPIC_LENGTH_WIDTH_V2
     else:
         topic_len = buf[p]
-        p += 1
+        p += TOPIC_LENGTH_WIDTH_V1
     raw_topic = bytes(buf[p : p + topic_len])
     topic = _TOPICS.get(raw_topic)
     if topic is None:
@@ -102,7 +107,7 @@ def dispatch_entry(
     props_len = _I16.unpack_from(buf, p)[0]
     if props_len <= 0:
         return topic, queue_id, queue_offset, 0, store_ts
-    props = b"\x02" + bytes(buf[p + 2 : p + 2 + props_len])
+    props = b"\x02" + bytes(buf[p + PROPERTIES_LENGTH_WIDTH : p + PROPERTIES_LENGTH_WIDTH + props_len])
     code = 0
     if _TAGS_NEEDLE in props:
         tags = _last_value(props, _TAGS_NEEDLE)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from protocol.record_layout import SIZE_MAGIC
 from store.commitlog import record
 from store.commitlog.record import describe_invalid
 from store.config.store_config import StoreConfig
@@ -26,7 +27,6 @@ from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
 from store.spark.progress import render_bar
 from store.spark.ranges import (
     DEFAULT_RANGE_BYTES,
-    SIZE_MAGIC,
     CommitLogRange,
     FilePlan,
     plan_file,

@@ -14,6 +14,7 @@ import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from protocol.record_layout import BLANK_SIZE, SIZE_MAGIC_WIDTH
 from store.commitlog import record
 from store.commitlog.record import describe_invalid
 from store.spark.ranges import CommitLogRange
@@ -52,8 +53,13 @@ def walk_range(rng: CommitLogRange, visit: Callable[[memoryview, int, int], bool
             pos = run_start = rng.start - base
             end = rng.end - base
             while pos < end:
-                size = check(view, pos, end, base + pos, check_crc=True) if pos + 8 <= end else record.BLANK
-                if size == record.BLANK and (pos + 8 > len(mm) or check(view, pos, len(mm)) == record.BLANK):
+                if pos + SIZE_MAGIC_WIDTH <= end:
+                    size = check(view, pos, end, base + pos, check_crc=True)
+                else:
+                    size = record.BLANK
+                if size == record.BLANK and (
+                    pos + BLANK_SIZE > len(mm) or check(view, pos, len(mm)) == record.BLANK
+                ):
                     walk.file_end = base + pos  # an end-of-file marker, or no room left for one
                     break
                 if size <= 0 or not visit(view, pos, size):

@@ -13,16 +13,18 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.message_flags import BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2
-from store.commitlog.record import MIN_RECORD_SIZE
-
-#: TOTALSIZE and MAGICCODE, the first two fields of every record (and of the end-of-file blank).
-SIZE_MAGIC = struct.Struct(">ii")
+from protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    BLANK_SIZE,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    MIN_RECORD_SIZE,
+    SIZE_MAGIC,
+)
 
 #: Ranges of about this many bytes keep tasks short enough for a visible progress bar and small
 #: enough that one task's entries fit comfortably in an executor's memory.
@@ -98,7 +100,7 @@ def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> F
         cut = 0
         cuts = [file.start]
         while True:
-            if pos + 8 > length:
+            if pos + BLANK_SIZE > length:
                 return FilePlan(file, tuple(cuts), file.start + pos, STOP_FULL, "")
             size, magic = size_and_magic(mm, pos)
             if magic == BLANK_MAGIC_CODE:

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.message import MessageExt, body_crc, encode_message
-from protocol.message_flags import BLANK_MAGIC_CODE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from protocol.message_flags import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from protocol.record_layout import BLANK_MAGIC_CODE, BLANK_SIZE, MAGIC_CODE_WIDTH, TOTAL_SIZE_WIDTH
 
 TOPICS = ("TopicA", "TopicB", "orders-eu", "\u4e3b\u9898")
-#: The end-of-file marker: TOTALSIZE (the free bytes) then BLANK_MAGIC_CODE.
-_BLANK_MIN = 8
 _STORE_HOST = ("127.0.0.1", 10911)
 
 
@@ -108,9 +107,11 @@ def write_commitlog(
             )
             data = encode_message(msg)
             free = file_start + file_size - offset
-            if len(data) + _BLANK_MIN > free:
-                # The broker's end-of-file rule: a blank record, then the message starts the next file.
-                fh.write(free.to_bytes(4, "big") + BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True))
+            if len(data) + BLANK_SIZE > free:
+                # The broker's end-of-file rule: a blank record (TOTALSIZE the free bytes, then
+                # BLANK_MAGIC_CODE), then the message starts the next file.
+                blank_magic = BLANK_MAGIC_CODE.to_bytes(MAGIC_CODE_WIDTH, "big", signed=True)
+                fh.write(free.to_bytes(TOTAL_SIZE_WIDTH, "big") + blank_magic)
                 fh.truncate(file_size)
                 fh.close()
                 file_start += file_size

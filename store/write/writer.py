@@ -26,27 +26,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.message import (
-    MAGIC_CODE_V1,
-    MAGIC_CODE_V2,
     MessageExt,
     body_crc,
     decode_message,
     encode_message,
 )
 from protocol.message_flags import (
-    BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
-    STOREHOST_V6_FLAG,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from protocol.message_id import UniqueIdGenerator, create_offset_msg_id, pack_host
 from protocol.message_properties import properties_to_string, string_to_properties
+from protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    BLANK_SIZE,
+    BORNHOST_V6_FLAG,
+    IPV6_WIDTH,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    PHYSICAL_OFFSET_AT,
+    QUEUE_OFFSET_AT,
+    QUEUE_OFFSET_WIDTH,
+    SIZE_MAGIC,
+    STOREHOST_V6_FLAG,
+    TOPIC_MAX_LENGTH_V1,
+)
 from store.checkpoint import Checkpoint, create_abort_marker, remove_abort_marker
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
@@ -58,9 +67,11 @@ from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
 from store.reput.walk import Reput
 
-_BLANK = struct.Struct(">ii")
-#: QUEUEOFFSET and PHYSICALOFFSET, back to back at byte 20 of a record.
+#: The end-of-file blank: TOTALSIZE (the free bytes) and BLANK_MAGIC_CODE.
+_BLANK = SIZE_MAGIC
+#: QUEUEOFFSET and PHYSICALOFFSET, back to back at QUEUE_OFFSET_AT of a record.
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")
+assert PHYSICAL_OFFSET_AT == QUEUE_OFFSET_AT + QUEUE_OFFSET_WIDTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,12 +266,12 @@ class StoreWriter:
         ``doAppend``: records plus the 8-byte blank must fit what is left of the file, else the file
         is closed with ``[free bytes][BLANK_MAGIC_CODE]`` and the records go to the next one.
         """
-        if total + 8 > self.file_size:
+        if total + BLANK_SIZE > self.file_size:
             raise StoreError(f"{total} bytes of records cannot fit a {self.file_size}-byte CommitLog file")
         start = self._position - self._position % self.file_size
         pos = self._position - start
         free = self.file_size - pos
-        if total + 8 > free:
+        if total + BLANK_SIZE > free:
             os.pwrite(self._file_for(start), _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
             self._position = start + self.file_size
         return self._position
@@ -272,13 +283,13 @@ class StoreWriter:
         store_host = rec.store_host or self.store_host
         store_port = self.store_port if rec.store_port is None else rec.store_port
         sys_flag = rec.sys_flag & ~(STOREHOST_V6_FLAG | BORNHOST_V6_FLAG)
-        if len(pack_host(store_host)) == 16:
+        if len(pack_host(store_host)) == IPV6_WIDTH:
             sys_flag |= STOREHOST_V6_FLAG
-        if len(pack_host(rec.born_host)) == 16:
+        if len(pack_host(rec.born_host)) == IPV6_WIDTH:
             sys_flag |= BORNHOST_V6_FLAG
         queue_offset = 0 if _skips_queue(sys_flag) else self._queue_offsets.get((rec.topic, rec.queue_id), 0)
         msg = MessageExt(
-            magic=MAGIC_CODE_V2 if len(rec.topic.encode("utf-8")) > 127 else MAGIC_CODE_V1,
+            magic=MAGIC_CODE_V2 if len(rec.topic.encode("utf-8")) > TOPIC_MAX_LENGTH_V1 else MAGIC_CODE_V1,
             body_crc=body_crc(rec.body),
             queue_id=rec.queue_id,
             flag=rec.flag,
@@ -324,7 +335,7 @@ class StoreWriter:
             queue_offset = (
                 0 if _skips_queue(rec.sys_flag) else self._queue_offsets.get((rec.topic, rec.queue_id), 0)
             )
-            _QUEUE_AND_PHYSICAL_OFFSET.pack_into(data, 20, queue_offset, offset)
+            _QUEUE_AND_PHYSICAL_OFFSET.pack_into(data, QUEUE_OFFSET_AT, queue_offset, offset)
             host = rec.store_host or self.store_host
             port = self.store_port if rec.store_port is None else rec.store_port
             out.append(

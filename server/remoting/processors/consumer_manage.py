@@ -14,7 +14,7 @@ from __future__ import annotations
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import QueryConsumerOffsetRequestHeader, offset_response_fields, required_string
-from protocol.message import PHYSICAL_OFFSET_POSITION
+from protocol.record_layout import PHYSICAL_OFFSET_AT, PHYSICAL_OFFSET_WIDTH
 from server.store_api import StoreWithCommitLog, total_physical_memory
 
 #: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
@@ -42,7 +42,9 @@ class ConsumerManageProcessor:
         if result.status.name != "FOUND" or not result.buffers:
             return False
         record = result.buffers[0]
-        physical = int.from_bytes(record[PHYSICAL_OFFSET_POSITION : PHYSICAL_OFFSET_POSITION + 8], "big")
+        physical = int.from_bytes(
+            record[PHYSICAL_OFFSET_AT : PHYSICAL_OFFSET_AT + PHYSICAL_OFFSET_WIDTH], "big"
+        )
         in_memory = int(self._memory * (ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO / 100.0))
         return self._store.commitlog.max_offset - physical > in_memory
 
