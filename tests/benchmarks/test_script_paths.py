@@ -1,0 +1,38 @@
+"""The benchmark scripts find the checkout they belong to, and the golden data beside it.
+
+They are not installed and run as ``python -m benchmarks.<name>`` from the checkout; several start a
+server child from ``REPO`` or read ``../shared``. When they moved out of ``clients/benchmarks`` their
+``parents[2]`` pointed above the repository and the child failed to start: every such constant is
+checked here against the repository root.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import benchmarks
+from tests.support.paths import REPO_ROOT
+
+SCRIPTS = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__))
+ROOT_NAMES = ("REPO", "REPO_ROOT")
+
+
+def test_there_are_scripts() -> None:
+    assert "request_costs" in SCRIPTS and "vs_java" in SCRIPTS
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_script_imports_and_its_paths_are_the_checkouts(name: str) -> None:
+    module = importlib.import_module(f"benchmarks.{name}")
+    for attr in ROOT_NAMES:
+        if hasattr(module, attr):
+            assert Path(getattr(module, attr)) == REPO_ROOT, f"{name}.{attr}"
+    if hasattr(module, "SHARED"):
+        assert Path(module.SHARED).resolve().parent == REPO_ROOT.parent, f"{name}.SHARED"
+    if hasattr(module, "DEFAULT_STORE"):
+        shared = REPO_ROOT.parent / "shared"
+        assert shared in Path(module.DEFAULT_STORE).parents, f"{name}.DEFAULT_STORE"
