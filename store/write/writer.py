@@ -17,7 +17,6 @@ This is not a broker: one writer per store, no flush policy beyond ``close()``.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import struct
 import time
@@ -65,6 +64,7 @@ from store.consumequeue.trim import trim_queues_past
 from store.errors import StoreError
 from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
+from store.platform.broker_lock import StoreLockBusy, hold_store_lock, release_store_lock
 from store.reput.walk import Reput
 
 #: The end-of-file blank: TOTALSIZE (the free bytes) and BLANK_MAGIC_CODE.
@@ -113,7 +113,14 @@ class StoreRecord:
 
 
 class WriterLockedError(StoreError):
-    """Another process holds the store's ``lock`` file (a broker, or another writer)."""
+    """Another writer holds the store's ``lock`` file (a broker, a writer of another process or of this one).
+
+    ``holder``: the pid holding it when known (-1: an OFD lock whose process could not be found).
+    """
+
+    def __init__(self, message: str, *, holder: int | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 #: Bytes scrubbed per step past the end of the data when a writer opens a store (a torn record).
@@ -123,8 +130,9 @@ _SCRUB_CHUNK = 64 * 1024
 class StoreWriter:
     """Appends records to a store directory and keeps its index up to date.
 
-    One writer per store: it holds an exclusive POSIX lock on the store's ``lock`` file, the one a
-    broker takes, so neither a second writer nor a Java broker can open the store while it writes.
+    One writer per store: from construction to ``close`` it holds an exclusive lock on byte 0 of the
+    store's ``lock`` file, the byte a broker locks, so neither a second writer nor a Java broker can
+    start on the store while it writes (``WriterLockedError`` for the second writer).
     """
 
     def __init__(
@@ -151,50 +159,61 @@ class StoreWriter:
         root.mkdir(parents=True, exist_ok=True)
         config.store_path_commit_log.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock_store(root)
-        self._reader = CommitLog(config.store_path_commit_log, self.file_size)
-        self._position = self._reader.max_offset
-        self._queue_offsets: dict[tuple[str, int], int] = {}
-        self._topics: dict[str, int] = {}
-        #: ``config/topics.json``, loaded when a topic is first written; the topics this writer added.
-        self._table: TopicTable | None = None
-        self._created: set[str] = set()
-        #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
-        self._queues_known = False
         self._fd: int | None = None
-        self._fd_start = -1
-        self._scrub_torn_tail()
-        # Queue entries pointing at or past the end (the log was cut short or lost its last files)
-        # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
-        # old queue offsets would be handed out again and new records skipped or misnamed.
-        trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
-        drop_index_files_past(
-            config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
-        )
-        self._last_store_ts = 0
-        self.builder: IndexBuilder | None = (
-            IndexBuilder(config, self._reader, now_millis=index_now)
-            if index and config.message_index_enable
-            else None
-        )
-        self.cq_builder: ConsumeQueueBuilder | None = (
-            ConsumeQueueBuilder(config, self._reader) if index and consume_queues else None
-        )
-        #: False when the caller dispatches the records itself (``WritableStore``: the query side's builders).
-        self._dispatches = index
-        #: One walk of what was appended feeds both builders (``store.reput``), in the broker's order.
-        dispatchers = [d for d in (self.cq_builder, self.builder) if d is not None]
-        self._reput = Reput(self._reader, dispatchers) if dispatchers else None
-        if self.cq_builder is not None:
-            # The queues as the broker recovers its topic queue table: from the consume queues,
-            # brought up to the end of the CommitLog first (only what they lack is read; the index
-            # is brought up at the first ``index()``).
-            Reput(self._reader, [self.cq_builder]).run_once()
-            self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
-        elif scan_queues:
-            self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
-        # Marked in use only now: the builder above must see only a marker a crashed writer left.
-        if mark_in_use:
-            self.mark_in_use()
+        # Whatever fails from here on releases the lock again: a writer that never opened must
+        # not keep the store locked for the rest of this process.
+        try:
+            self._reader = CommitLog(config.store_path_commit_log, self.file_size)
+            self._position = self._reader.max_offset
+            self._queue_offsets: dict[tuple[str, int], int] = {}
+            self._topics: dict[str, int] = {}
+            #: ``config/topics.json``, loaded when a topic is first written; the topics this writer added.
+            self._table: TopicTable | None = None
+            self._created: set[str] = set()
+            #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
+            self._queues_known = False
+            self._fd_start = -1
+            self._scrub_torn_tail()
+            # Queue entries pointing at or past the end (the log was cut short or lost its last files)
+            # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
+            # old queue offsets would be handed out again and new records skipped or misnamed.
+            trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
+            drop_index_files_past(
+                config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
+            )
+            self._last_store_ts = 0
+            self.builder: IndexBuilder | None = (
+                IndexBuilder(config, self._reader, now_millis=index_now)
+                if index and config.message_index_enable
+                else None
+            )
+            self.cq_builder: ConsumeQueueBuilder | None = (
+                ConsumeQueueBuilder(config, self._reader) if index and consume_queues else None
+            )
+            #: False when the caller dispatches the records itself (``WritableStore``: the query
+            #: side's builders).
+            self._dispatches = index
+            #: One walk of what was appended feeds both builders (``store.reput``), in the broker's order.
+            dispatchers = [d for d in (self.cq_builder, self.builder) if d is not None]
+            self._reput = Reput(self._reader, dispatchers) if dispatchers else None
+            if self.cq_builder is not None:
+                # The queues as the broker recovers its topic queue table: from the consume queues,
+                # brought up to the end of the CommitLog first (only what they lack is read; the index
+                # is brought up at the first ``index()``).
+                Reput(self._reader, [self.cq_builder]).run_once()
+                self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
+            elif scan_queues:
+                self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
+            # Marked in use only now: the builder above must see only a marker a crashed writer left.
+            if mark_in_use:
+                self.mark_in_use()
+        except BaseException:
+            if self._fd is not None:
+                os.close(self._fd)
+            if hasattr(self, "_reader"):
+                self._reader.close()
+            _unlock_store(root, self._lock_fd)
+            raise
 
     def resume_queues(self, queue_ends: Mapping[tuple[str, int], int], covered: int) -> None:
         """Start from the consume queues' ends (``ConsumeQueueBuilder.queue_ends``), which hold every
@@ -523,30 +542,18 @@ def _unique_key(properties: str | bytes) -> str | None:
     return string_to_properties(properties).get(PROPERTY_UNIQ_KEY) if properties else None
 
 
-#: Stores this process holds the lock of: POSIX locks belong to the process, so a second writer in
-#: the same process would get the lock again without this.
-_HELD: set[str] = set()
-
-
 def _lock_store(root: Path) -> int:
-    """Hold ``root/lock`` exclusively (``fcntl.lockf``: the POSIX lock Java's ``FileChannel.tryLock``
-    takes), so a broker and a second writer are kept out while this writer is open."""
-    path = root / "lock"
-    key = str(path.resolve())
-    if key in _HELD:
-        raise WriterLockedError(f"{path} is held by another writer in this process")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold ``root/lock`` for the writer's whole life (``store.platform.broker_lock.hold_store_lock``:
+    the byte the broker's ``tryLock`` takes, with a lock no other open and close of the file in this
+    process can drop), so a broker and a second writer, in this process or another, are kept out."""
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
+        return hold_store_lock(root)
+    except StoreLockBusy as busy:
         raise WriterLockedError(
-            f"{path} is locked by another process (a running broker or another writer): {exc}"
+            f"{busy.strerror}: the store is in use, refusing to write it",
+            holder=busy.holder,
         ) from None
-    _HELD.add(key)
-    return fd
 
 
 def _unlock_store(root: Path, fd: int) -> None:
-    _HELD.discard(str((root / "lock").resolve()))
-    os.close(fd)
+    release_store_lock(fd)
