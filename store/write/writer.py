@@ -123,6 +123,15 @@ class WriterLockedError(StoreError):
         self.holder = holder
 
 
+class RecordTooLargeError(StoreError):
+    """Records (one message or a whole batch) larger than a CommitLog file can hold with its end
+    marker: refused before anything is written (no blank end-of-file record, no queue offset taken).
+
+    Only a store whose ``mappedFileSizeCommitLog`` is below ``maxMessageSize`` (+ headers) meets it;
+    the send path answers it as the broker answers a message it cannot store as sent.
+    """
+
+
 #: Bytes scrubbed per step past the end of the data when a writer opens a store (a torn record).
 _SCRUB_CHUNK = 64 * 1024
 
@@ -286,7 +295,9 @@ class StoreWriter:
         is closed with ``[free bytes][BLANK_MAGIC_CODE]`` and the records go to the next one.
         """
         if total + BLANK_SIZE > self.file_size:
-            raise StoreError(f"{total} bytes of records cannot fit a {self.file_size}-byte CommitLog file")
+            raise RecordTooLargeError(
+                f"{total} bytes of records cannot fit a {self.file_size}-byte CommitLog file"
+            )
         start = self._position - self._position % self.file_size
         pos = self._position - start
         free = self.file_size - pos

@@ -91,6 +91,8 @@ class SendMessageProcessor:
             return self._answer(request, refused.code, refused.remark)
         try:
             appended = self.store.put(records)
+        except PutRefused as refused:  # the store's own refusal (records no CommitLog file can hold)
+            return self._answer(request, refused.code, refused.remark)
         except OSError as exc:
             # CREATE_MAPEDFILE_FAILED's answer (a full disk, a read-only store): nothing was stored.
             self._write_errors.event("writing the CommitLog failed: %s", exc)
