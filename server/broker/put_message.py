@@ -67,6 +67,22 @@ class PutRefused(StoreError):
         self.remark = remark
 
 
+class StoreUnavailable(PutRefused):
+    """The store cannot take the records now (its disk is full): ``SERVICE_NOT_AVAILABLE``, nothing
+    stored. A condition of the server, not of the request: the processor logs it."""
+
+
+def disk_full(commitlog_ratio: float, consume_queue_ratio: float, index_ratio: float) -> StoreUnavailable:
+    """``SERVICE_NOT_AVAILABLE`` (14) with ``handlePutMessageResult``'s remark and ``diskUtil``'s
+    figures (each ``UtilAll.getDiskPartitionSpaceUsedPercent``, as ``%5.2f``)."""
+    return StoreUnavailable(
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: the broker's disk "
+        f"is full [CL: {commitlog_ratio:5.2f} CQ: {consume_queue_ratio:5.2f} INDEX: {index_ratio:5.2f}], "
+        "messages are put to the slave, message store has been shut down, etc.",
+    )
+
+
 def message_illegal(max_message_size: int) -> PutRefused:
     """``MESSAGE_ILLEGAL`` (13) with ``handlePutMessageResult``'s remark."""
     return PutRefused(

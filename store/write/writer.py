@@ -17,6 +17,7 @@ This is not a broker: one writer per store, no flush policy beyond ``close()``.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import time
@@ -132,6 +133,12 @@ class RecordTooLargeError(StoreError):
     """
 
 
+class CommitLogFullError(OSError):
+    """The disk is full (ENOSPC, EDQUOT): the records were not written, and whatever part of them
+    the kernel took was zeroed again, so the CommitLog still ends at its last whole record.
+    Appending works again once space returns."""
+
+
 #: Bytes scrubbed per step past the end of the data when a writer opens a store (a torn record).
 _SCRUB_CHUNK = 64 * 1024
 
@@ -169,6 +176,8 @@ class StoreWriter:
         config.store_path_commit_log.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock_store(root)
         self._fd: int | None = None
+        #: CommitLog offsets [begin, end) a failed write left torn and not yet zeroed again.
+        self._torn: tuple[int, int] | None = None
         # Whatever fails from here on releases the lock again: a writer that never opened must
         # not keep the store locked for the rest of this process.
         try:
@@ -302,9 +311,56 @@ class StoreWriter:
         pos = self._position - start
         free = self.file_size - pos
         if total + BLANK_SIZE > free:
-            os.pwrite(self._file_for(start), _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
+            self._write(start, _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
             self._position = start + self.file_size
         return self._position
+
+    def _write(self, start: int, data: bytes, at: int) -> None:
+        """Write all of ``data`` at byte ``at`` of the file beginning at CommitLog offset ``start``, or
+        leave the file as it was and raise (``CommitLogFullError`` when the disk is full).
+
+        A full disk shows as a short ``pwrite`` (what fitted) and then ENOSPC. Unchecked, the short
+        write left a torn record after the last acknowledged one, answered SEND_OK, and every later
+        record went after it: a gap fsck reports and the broker's recovery truncates at, losing all
+        of them. The part written is zeroed again (pages already written need no new space), so the
+        data still ends at the last whole record and the next append goes exactly there; if even
+        that fails, ``_clean_torn_write`` zeroes it before the next append.
+        """
+        fd = self._file_for(start)
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(view):
+                n = os.pwrite(fd, view[done:], at + done)
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += n
+        except OSError as exc:
+            if done:
+                self._torn = (start + at, start + at + done)
+                self._clean_torn_write()
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise CommitLogFullError(
+                    exc.errno,
+                    f"{exc.strerror}: {len(view)} bytes at CommitLog offset {start + at} "
+                    f"({done} written and undone)",
+                ) from exc
+            raise
+
+    def _clean_torn_write(self) -> None:
+        """Zero what a failed write left past the end of the data (``_write``), if it is still there."""
+        if self._torn is None:
+            return
+        begin, end = self._torn
+        start = begin - begin % self.file_size
+        try:
+            os.pwrite(self._file_for(start), bytes(end - begin), begin - start)
+        except OSError as exc:
+            raise CommitLogFullError(
+                exc.errno or errno.ENOSPC,
+                f"{exc.strerror}: the torn write at CommitLog offset {begin} cannot be undone yet",
+            ) from exc
+        self._torn = None
 
     # -- appending -----------------------------------------------------------------------------------
 
@@ -355,6 +411,7 @@ class StoreWriter:
         if not self._queues_known:
             raise StoreError("the writer's queue offsets are not known yet: call resume_queues first")
         now = self._clock() if store_timestamp is None else store_timestamp
+        self._clean_torn_write()
         # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
         # and physical offsets (as doAppend patches the pre-encoded buffer).
         chunks = [bytearray(self._encode(rec, now, 0)[0]) for rec in recs]
@@ -382,7 +439,7 @@ class StoreWriter:
             offset += size
         start = self._position - self._position % self.file_size
         try:
-            os.pwrite(self._file_for(start), b"".join(chunks), self._position - start)
+            self._write(start, b"".join(chunks), self._position - start)
         except OSError:
             for rec in recs:  # nothing was stored: the queue offsets taken are given back
                 self._unnote(rec.topic, rec.queue_id, rec.sys_flag)
