@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +18,14 @@ import pytest
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message import decode_message
+from protocol.send_message import SendMessageRequestHeader
 from server.app import QueryServer, ServerSettings
+from server.broker.put_message import PutContext, StoreUnavailable, single_record
 from server.broker.writable_store import WritableStore
 from server.remoting.write_path import write_path
+from store.check.store_check import check_store
 from store.config.store_config import StoreConfig
+from store.message_store import MessageStore
 from store.write.writer import CommitLogFullError, StoreWriter
 from tests.support.harness import RawClient
 
@@ -155,3 +160,74 @@ async def test_a_send_on_a_full_disk_is_service_not_available_and_the_next_lands
         await srv.stop()
         store.close()
     assert [decode_message(buf).body for _, buf in _records(config)] == [b"a" * 500, b"c" * 500]
+
+
+def _mount_tmpfs(where: Path, size: str) -> bool:
+    where.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, timeout=30
+    )
+    return done.returncode == 0
+
+
+def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
+    """The store on a 256 KiB tmpfs filled up by another file: records are put until the disk
+    refuses one, then the file is removed and more are put. Every acknowledged record is in the
+    CommitLog and its queue, in order, with nothing between them; nothing refused is; fsck is clean.
+    (The index is off: IndexFiles are written through maps, which a full disk answers with SIGBUS.)"""
+    mnt = tmp_path / "mnt"
+    if not _mount_tmpfs(mnt, "256k"):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        config = StoreConfig.for_store(
+            mnt / "store",
+            mapped_file_size_commit_log=64 * 1024,
+            broker_ip1="127.0.0.1",
+            message_index_enable=False,
+        )
+        acked: list[bytes] = []
+        refused: list[str] = []
+        with WritableStore(config, clock=lambda: 1_000) as store:
+            store.create_topic("T", 1)
+
+            def put(body: bytes) -> bool:
+                try:
+                    store.put([single_record(_header(), body, _CTX)])
+                except StoreUnavailable as exc:
+                    refused.append(exc.remark)
+                    return False
+                acked.append(body)
+                return True
+
+            assert put(b"first")
+            filler = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                while os.write(filler, bytes(4096)) == 4096:
+                    pass
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+            finally:
+                os.close(filler)
+            for i in range(100):
+                if not put(f"{i:03d}".encode() * 300):  # 900-byte bodies: a page fills in ~4 records
+                    break
+            assert refused, "the disk never filled"
+            assert not put(b"s" * 9000), "still full: a record needing new pages is refused again"
+            (mnt / "filler").unlink()
+            for i in range(5):
+                assert put(f"after {i}".encode())
+        with MessageStore.open(config) as reopened:
+            stored = [decode_message(buf).body for _, buf in reopened.commitlog.iter_records()]
+            queued = [decode_message(buf).body for buf in reopened.get_message("T", 0, 0, 1000).buffers]
+        assert stored == acked and queued == acked
+        assert check_store(config).problems == []
+        assert refused[0].startswith("service not available now. It may be caused by one of the following")
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+_CTX = PutContext("DefaultCluster", 4 * 1024 * 1024, "127.0.0.1", 9)
+
+
+def _header() -> SendMessageRequestHeader:
+    return SendMessageRequestHeader("g", "T", "TBW102", 4, 0, 0, 0, 0, "WAIT\x01true")
