@@ -49,8 +49,10 @@ from typing import Any, Final, TypeVar
 from protocol.errors import HeaderFieldError
 from protocol.java_hashmap import as_java_hashmap
 
-# Java's Character.digit(c, 10) accepts every Unicode decimal digit, as does Python's \d on str.
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+# Java's Character.digit(c, 10) accepts every Unicode decimal digit of the BMP, as does Python's \d
+# on str; parseInt reads UTF-16 chars, so a digit outside the BMP (a surrogate pair, e.g. U+1D7D1)
+# is two non-digits to Java, while \d alone would take it.
+_JAVA_INTEGER = re.compile(r"[+-]?(?:(?![\U00010000-\U0010FFFF])\d)+")
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 _LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
 #: The most plain decimal digits that always fit a Java int (10**9 - 1 < 2**31 - 1).
@@ -132,6 +134,19 @@ def parse_java_integer(
     if not bounds[0] <= number <= bounds[1]:
         raise HeaderFieldError(name, f"is not a valid Java {kind}: {quote_value(value)} is out of range")
     return number
+
+
+def java_parse_int(value: str) -> int | None:
+    """``Integer.parseInt(value)``, or None where Java throws ``NumberFormatException`` (a space, an
+    underscore, a digit outside the BMP, nothing but a sign, out of int range, empty).
+
+    For message properties (``DELAY``, ``REAL_QID``) that the broker reads with ``Integer.parseInt``:
+    Python's ``int`` takes ``" 3"``, ``"1_0"`` and any size, so it must never decide them.
+    """
+    try:
+        return parse_java_integer("", value, "int", _INT_RANGE)
+    except HeaderFieldError:
+        return None
 
 
 # -- one field read from extFields -----------------------------------------------------------------

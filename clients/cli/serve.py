@@ -43,6 +43,11 @@ from server.remoting.write_path import write_path
 from server.workers import start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
 from store.message_store import MessageStore
+from store.write.writer import WriterLockedError
+
+#: Exit status when ``--writable`` finds the store's ``lock`` held (a running broker or another
+#: writer): nothing was read or written. 2 stays "cannot open" (configuration, unreadable files).
+EXIT_STORE_IN_USE = 3
 
 #: ``--log-level`` values (any case); anything else used to fall back to INFO without a word.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -370,6 +375,14 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             return 2
         try:
             writable = WritableStore(config, auto_create_topics=args.auto_create_topics)
+        except WriterLockedError as exc:
+            log.error(
+                "cannot write the store at %s: %s (a broker or another `serve --writable` on it; "
+                "stop that one first)",
+                config.store_path_root_dir,
+                exc,
+            )
+            return EXIT_STORE_IN_USE
         except (OSError, ValueError) as exc:
             log.error("cannot open the store at %s for writing: %s", config.store_path_root_dir, exc)
             return 2

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocol.codes import ResponseCode
+from protocol.custom_header_fields import java_parse_int
 from protocol.java_hashmap import JavaHashMap
 from protocol.message import MessageExt
 from protocol.message_flags import (
@@ -66,6 +67,22 @@ class PutRefused(StoreError):
         self.remark = remark
 
 
+class StoreUnavailable(PutRefused):
+    """The store cannot take the records now (its disk is full): ``SERVICE_NOT_AVAILABLE``, nothing
+    stored. A condition of the server, not of the request: the processor logs it."""
+
+
+def disk_full(commitlog_ratio: float, consume_queue_ratio: float, index_ratio: float) -> StoreUnavailable:
+    """``SERVICE_NOT_AVAILABLE`` (14) with ``handlePutMessageResult``'s remark and ``diskUtil``'s
+    figures (each ``UtilAll.getDiskPartitionSpaceUsedPercent``, as ``%5.2f``)."""
+    return StoreUnavailable(
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: the broker's disk "
+        f"is full [CL: {commitlog_ratio:5.2f} CQ: {consume_queue_ratio:5.2f} INDEX: {index_ratio:5.2f}], "
+        "messages are put to the slave, message store has been shut down, etc.",
+    )
+
+
 def message_illegal(max_message_size: int) -> PutRefused:
     """``MESSAGE_ILLEGAL`` (13) with ``handlePutMessageResult``'s remark."""
     return PutRefused(
@@ -97,15 +114,42 @@ def _serialized(props: JavaHashMap) -> bytes:
     return java_utf8(properties_to_string(props.ordered()))
 
 
+#: The top stack frame ``RemotingHelper.exceptionSimpleDesc`` appends to a ``NumberFormatException``
+#: from ``Integer.parseInt`` (JDK 17, the runtime the 4.9.7 broker here runs on).
+_NUMBER_FORMAT_FRAME = (
+    "java.base/java.lang.NumberFormatException.forInputString(NumberFormatException.java:67)"
+)
+
+
+def number_format_refusal(value: str) -> PutRefused:
+    """What the broker answers when ``Integer.parseInt`` of a property throws while it stores a SEND.
+
+    ``CommitLog.asyncPutMessage`` calls ``msg.getDelayTimeLevel()`` (``Integer.parseInt`` of
+    ``DELAY``) synchronously inside the send processor; nothing there catches the exception, so
+    ``NettyRemotingAbstract.processRequestCommand`` answers ``SYSTEM_ERROR`` with
+    ``RemotingHelper.exceptionSimpleDesc(e)``: the exception and its top frame. Nothing is stored.
+    """
+    return PutRefused(
+        ResponseCode.SYSTEM_ERROR,
+        f'java.lang.NumberFormatException: For input string: "{value}", {_NUMBER_FORMAT_FRAME}',
+    )
+
+
 def _delay_level(props: JavaHashMap) -> int:
+    """``Message.getDelayTimeLevel``: ``Integer.parseInt(DELAY)``, 0 when absent.
+
+    Java's rules, not Python's ``int``: a value ``int`` takes but Java refuses (``" 3"``, ``"1_0"``,
+    ``"2147483648"``) used to be stored in ``SCHEDULE_TOPIC_XXXX`` and answered SEND_OK, while the
+    reput (Java's, and ours) cannot parse it and gives the record no queue entry, so it was never
+    delivered and the schedule queue's offsets no longer matched its records.
+    """
     value = props.get(PROPERTY_DELAY)
     if value is None:
         return 0
-    try:
-        return int(value)
-    except ValueError:
-        remark = f'java.lang.NumberFormatException: For input string: "{value}"'
-        raise PutRefused(ResponseCode.SYSTEM_ERROR, remark) from None
+    level = java_parse_int(value)
+    if level is None:
+        raise number_format_refusal(value)
+    return level
 
 
 def _check_record(rec: StoreRecord, ctx: PutContext) -> None:
@@ -130,7 +174,11 @@ def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext
         props.put(PROPERTY_WAIT, wait)
     topic, queue_id, sys_flag = header.topic, header.queue_id, header.sys_flag
     if (props.get(PROPERTY_TRANSACTION_PREPARED) or "").lower() == "true":
-        # TransactionalMessageBridge.parseHalfMessageInner
+        # TransactionalMessageBridge.parseHalfMessageInner; the half message then goes through
+        # CommitLog.asyncPutMessage as a non-transactional one, which parses DELAY: a value Java
+        # cannot parse refuses it there too. (A valid positive DELAY on a half message is scheduled
+        # by the broker; here it stays in the half topic.)
+        _delay_level(props)
         props.put(PROPERTY_REAL_TOPIC, topic)
         props.put(PROPERTY_REAL_QID, str(queue_id))
         sys_flag = (sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_NOT_TYPE
@@ -215,11 +263,14 @@ def delivery_record(scheduled: MessageExt) -> StoreRecord:
     real_qid = props.get(PROPERTY_REAL_QID)
     if real_topic is None or real_qid is None:
         raise StoreError(f"scheduled record at {scheduled.commit_log_offset} has no REAL_TOPIC/REAL_QID")
+    queue_id = java_parse_int(real_qid)  # messageTimeup: Integer.parseInt(REAL_QID)
+    if queue_id is None:
+        raise StoreError(f"scheduled record at {scheduled.commit_log_offset} has REAL_QID={real_qid!r}")
     return StoreRecord(
         real_topic,
         scheduled.stored_body if scheduled.stored_body is not None else scheduled.body,
         _serialized(props),
-        queue_id=int(real_qid),
+        queue_id=queue_id,
         flag=scheduled.flag,
         sys_flag=scheduled.sys_flag,
         born_timestamp=scheduled.born_timestamp,

@@ -31,6 +31,9 @@ class DeliverySchedule:
         #: (due time in ms, CommitLog offset, delay level, offset in the level's schedule queue)
         self._due: list[tuple[int, int, int, int]] = []
         self._delivered: dict[int, int] = {}
+        #: Whether ``_delivered`` holds what the file said: until ``load`` it holds nothing, and saving
+        #: that would tell the next open that no scheduled message was ever delivered.
+        self._loaded = False
         self._delays, self._max_level = delay_level_table(message_delay_level)
 
     @property
@@ -41,6 +44,7 @@ class DeliverySchedule:
     def load(self) -> None:
         """Read the delivered offsets this store (or a broker on it) saved."""
         self._delivered = read_delay_offsets(self._path)
+        self._loaded = True
 
     def first_pending(self, level: int, queue_min_offset: int) -> int:
         """The first offset of ``level``'s schedule queue not delivered yet."""
@@ -68,6 +72,12 @@ class DeliverySchedule:
         write_delay_offsets(self._path, self._delivered)
 
     def save(self) -> None:
-        """Save the delivered offsets (at close) when there are any, or a file to keep in step."""
+        """Save the delivered offsets (at close) when there are any, or a file to keep in step.
+
+        Nothing is saved unless they were loaded: a store whose open failed before ``load`` (a
+        corrupt topic table) closes through here too, and must leave the file as it found it.
+        """
+        if not self._loaded:
+            return
         if self._delivered or self._path.exists():
             write_delay_offsets(self._path, self._delivered)

@@ -21,6 +21,8 @@ from server.broker.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
     delivery_record,
+    disk_full,
+    message_illegal,
 )
 from server.broker.scheduled_delivery import DeliverySchedule
 from store.checkpoint import Checkpoint
@@ -28,7 +30,14 @@ from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig, TopicTable, startup_topics
 from store.errors import StoreError
 from store.message_store import MessageStore
-from store.write.writer import Appended, StoreRecord, StoreWriter
+from store.platform.disk import disk_used_ratio
+from store.write.writer import (
+    Appended,
+    CommitLogFullError,
+    RecordTooLargeError,
+    StoreRecord,
+    StoreWriter,
+)
 
 
 class WritableStore:
@@ -139,8 +148,27 @@ class WritableStore:
     # -- writing -------------------------------------------------------------------------------------
 
     def put(self, records: list[StoreRecord], *, store_timestamp: int | None = None) -> list[Appended]:
-        """Append records (one store timestamp, consecutive offsets) and dispatch them at once."""
-        appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
+        """Append records (one store timestamp, consecutive offsets) and dispatch them at once.
+
+        Records no CommitLog file can hold (a store whose files are smaller than its message limit)
+        are refused with ``PutRefused``: MESSAGE_ILLEGAL and ``handlePutMessageResult``'s remark, the
+        broker's status for a message it cannot store as sent; nothing is written. A full disk is
+        ``StoreUnavailable`` (SERVICE_NOT_AVAILABLE), nothing written either.
+        """
+        try:
+            appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
+        except RecordTooLargeError:
+            raise message_illegal(self.config.max_message_size) from None
+        except CommitLogFullError as exc:
+            # Nothing was stored and the CommitLog ends at its last whole record (the writer undid
+            # the part the kernel took): the broker's answer when its disk is full. The next append
+            # goes where this one would have, once space returns.
+            config = self.config
+            raise disk_full(
+                disk_used_ratio(config.store_path_commit_log),
+                disk_used_ratio(config.consume_queue_dir),
+                disk_used_ratio(config.index_dir),
+            ) from exc
         self.dispatch()
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:

@@ -2,7 +2,8 @@
 
 Registered on top of the read-only dispatcher, so everything a read-only server answers stays as it
 is; only SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the route lookups change hands.
-Scheduled (delay-level) messages are delivered by a timer on the event loop when they fall due.
+Scheduled (delay-level) messages are delivered by a timer on the event loop when they fall due; it
+is armed when the server starts (for messages pending across a restart) and after every delayed SEND.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class DeliveryTimer:
     def _fire(self) -> None:
         self._handle = None
         self._armed_for = None
+        if self._store.closed:
+            return  # nothing more is delivered, and re-arming for a due message would spin
         try:
             delivered = self._store.deliver_due()
         except Exception:
@@ -82,5 +85,9 @@ def write_path(store: WritableStore, *, region: str = "DefaultRegion", trace_on:
             dispatcher.register(code, sends.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, routes.get_route_info_by_topic)
+        # Scheduled messages the store found pending when it opened (``delayOffset.json`` behind the
+        # schedule queues) are due whether or not a new delayed SEND ever comes: the broker's
+        # ScheduleMessageService starts its timers at start-up, so does this one.
+        timer.arm()
 
     return configure

@@ -16,10 +16,10 @@ dispatcher and by the Spark decode tasks alike, so both engines read a record th
 
 from __future__ import annotations
 
-import re
 import struct
 from typing import NamedTuple
 
+from protocol.custom_header_fields import java_parse_int
 from protocol.errors import ProtocolError
 from protocol.index_key import java_string_hash
 from protocol.message import read_index_fields
@@ -45,7 +45,6 @@ _I32 = struct.Struct(">i")
 _TRANSACTION_PREPARED = 0x4
 _TRANSACTION_ROLLBACK = 0xC
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-_INT = re.compile(r"[+-]?\d+")
 
 
 class DispatchError(StoreError):
@@ -119,9 +118,10 @@ def dispatch_entry(
     if topic == SCHEDULE_TOPIC and _DELAY_NEEDLE in props:
         delay = _last_value(props, _DELAY_NEEDLE)
         if delay is not None:
-            if not _INT.fullmatch(delay) or not -(2**31) <= int(delay) < 2**31:
+            level = java_parse_int(delay)
+            if level is None:
                 raise DispatchError(f"DELAY={delay!r} is not an int")
-            due = deliver_timestamp(int(delay), store_ts, *delays)
+            due = deliver_timestamp(level, store_ts, *delays)
             if due != -1:
                 code = due
     return topic, queue_id, queue_offset, code, store_ts

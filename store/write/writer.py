@@ -17,7 +17,7 @@ This is not a broker: one writer per store, no flush policy beyond ``close()``.
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import os
 import struct
 import time
@@ -65,6 +65,7 @@ from store.consumequeue.trim import trim_queues_past
 from store.errors import StoreError
 from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
+from store.platform.broker_lock import StoreLockBusy, hold_store_lock, release_store_lock
 from store.reput.walk import Reput
 
 #: The end-of-file blank: TOTALSIZE (the free bytes) and BLANK_MAGIC_CODE.
@@ -113,7 +114,29 @@ class StoreRecord:
 
 
 class WriterLockedError(StoreError):
-    """Another process holds the store's ``lock`` file (a broker, or another writer)."""
+    """Another writer holds the store's ``lock`` file (a broker, a writer of another process or of this one).
+
+    ``holder``: the pid holding it when known (-1: an OFD lock whose process could not be found).
+    """
+
+    def __init__(self, message: str, *, holder: int | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class RecordTooLargeError(StoreError):
+    """Records (one message or a whole batch) larger than a CommitLog file can hold with its end
+    marker: refused before anything is written (no blank end-of-file record, no queue offset taken).
+
+    Only a store whose ``mappedFileSizeCommitLog`` is below ``maxMessageSize`` (+ headers) meets it;
+    the send path answers it as the broker answers a message it cannot store as sent.
+    """
+
+
+class CommitLogFullError(OSError):
+    """The disk is full (ENOSPC, EDQUOT): the records were not written, and whatever part of them
+    the kernel took was zeroed again, so the CommitLog still ends at its last whole record.
+    Appending works again once space returns."""
 
 
 #: Bytes scrubbed per step past the end of the data when a writer opens a store (a torn record).
@@ -123,8 +146,9 @@ _SCRUB_CHUNK = 64 * 1024
 class StoreWriter:
     """Appends records to a store directory and keeps its index up to date.
 
-    One writer per store: it holds an exclusive POSIX lock on the store's ``lock`` file, the one a
-    broker takes, so neither a second writer nor a Java broker can open the store while it writes.
+    One writer per store: from construction to ``close`` it holds an exclusive lock on byte 0 of the
+    store's ``lock`` file, the byte a broker locks, so neither a second writer nor a Java broker can
+    start on the store while it writes (``WriterLockedError`` for the second writer).
     """
 
     def __init__(
@@ -151,50 +175,63 @@ class StoreWriter:
         root.mkdir(parents=True, exist_ok=True)
         config.store_path_commit_log.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock_store(root)
-        self._reader = CommitLog(config.store_path_commit_log, self.file_size)
-        self._position = self._reader.max_offset
-        self._queue_offsets: dict[tuple[str, int], int] = {}
-        self._topics: dict[str, int] = {}
-        #: ``config/topics.json``, loaded when a topic is first written; the topics this writer added.
-        self._table: TopicTable | None = None
-        self._created: set[str] = set()
-        #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
-        self._queues_known = False
         self._fd: int | None = None
-        self._fd_start = -1
-        self._scrub_torn_tail()
-        # Queue entries pointing at or past the end (the log was cut short or lost its last files)
-        # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
-        # old queue offsets would be handed out again and new records skipped or misnamed.
-        trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
-        drop_index_files_past(
-            config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
-        )
-        self._last_store_ts = 0
-        self.builder: IndexBuilder | None = (
-            IndexBuilder(config, self._reader, now_millis=index_now)
-            if index and config.message_index_enable
-            else None
-        )
-        self.cq_builder: ConsumeQueueBuilder | None = (
-            ConsumeQueueBuilder(config, self._reader) if index and consume_queues else None
-        )
-        #: False when the caller dispatches the records itself (``WritableStore``: the query side's builders).
-        self._dispatches = index
-        #: One walk of what was appended feeds both builders (``store.reput``), in the broker's order.
-        dispatchers = [d for d in (self.cq_builder, self.builder) if d is not None]
-        self._reput = Reput(self._reader, dispatchers) if dispatchers else None
-        if self.cq_builder is not None:
-            # The queues as the broker recovers its topic queue table: from the consume queues,
-            # brought up to the end of the CommitLog first (only what they lack is read; the index
-            # is brought up at the first ``index()``).
-            Reput(self._reader, [self.cq_builder]).run_once()
-            self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
-        elif scan_queues:
-            self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
-        # Marked in use only now: the builder above must see only a marker a crashed writer left.
-        if mark_in_use:
-            self.mark_in_use()
+        #: CommitLog offsets [begin, end) a failed write left torn and not yet zeroed again.
+        self._torn: tuple[int, int] | None = None
+        # Whatever fails from here on releases the lock again: a writer that never opened must
+        # not keep the store locked for the rest of this process.
+        try:
+            self._reader = CommitLog(config.store_path_commit_log, self.file_size)
+            self._position = self._reader.max_offset
+            self._queue_offsets: dict[tuple[str, int], int] = {}
+            self._topics: dict[str, int] = {}
+            #: ``config/topics.json``, loaded when a topic is first written; the topics this writer added.
+            self._table: TopicTable | None = None
+            self._created: set[str] = set()
+            #: Set by ``resume_queues``: until then the next queue offsets are unknown and nothing is put.
+            self._queues_known = False
+            self._fd_start = -1
+            self._scrub_torn_tail()
+            # Queue entries pointing at or past the end (the log was cut short or lost its last files)
+            # are trimmed before anything reads the queues, as the broker's recovery does: otherwise the
+            # old queue offsets would be handed out again and new records skipped or misnamed.
+            trim_queues_past(config.consume_queue_dir, config.consume_queue_file_size, self._position)
+            drop_index_files_past(
+                config.index_dir, config.max_hash_slot_num, config.max_index_num, self._position
+            )
+            self._last_store_ts = 0
+            self.builder: IndexBuilder | None = (
+                IndexBuilder(config, self._reader, now_millis=index_now)
+                if index and config.message_index_enable
+                else None
+            )
+            self.cq_builder: ConsumeQueueBuilder | None = (
+                ConsumeQueueBuilder(config, self._reader) if index and consume_queues else None
+            )
+            #: False when the caller dispatches the records itself (``WritableStore``: the query
+            #: side's builders).
+            self._dispatches = index
+            #: One walk of what was appended feeds both builders (``store.reput``), in the broker's order.
+            dispatchers = [d for d in (self.cq_builder, self.builder) if d is not None]
+            self._reput = Reput(self._reader, dispatchers) if dispatchers else None
+            if self.cq_builder is not None:
+                # The queues as the broker recovers its topic queue table: from the consume queues,
+                # brought up to the end of the CommitLog first (only what they lack is read; the index
+                # is brought up at the first ``index()``).
+                Reput(self._reader, [self.cq_builder]).run_once()
+                self.resume_queues(self.cq_builder.queue_ends(), self.cq_builder.next_offset)
+            elif scan_queues:
+                self.resume_queues({}, self._reader.min_offset)  # no consume queues kept: every record
+            # Marked in use only now: the builder above must see only a marker a crashed writer left.
+            if mark_in_use:
+                self.mark_in_use()
+        except BaseException:
+            if self._fd is not None:
+                os.close(self._fd)
+            if hasattr(self, "_reader"):
+                self._reader.close()
+            _unlock_store(root, self._lock_fd)
+            raise
 
     def resume_queues(self, queue_ends: Mapping[tuple[str, int], int], covered: int) -> None:
         """Start from the consume queues' ends (``ConsumeQueueBuilder.queue_ends``), which hold every
@@ -267,14 +304,63 @@ class StoreWriter:
         is closed with ``[free bytes][BLANK_MAGIC_CODE]`` and the records go to the next one.
         """
         if total + BLANK_SIZE > self.file_size:
-            raise StoreError(f"{total} bytes of records cannot fit a {self.file_size}-byte CommitLog file")
+            raise RecordTooLargeError(
+                f"{total} bytes of records cannot fit a {self.file_size}-byte CommitLog file"
+            )
         start = self._position - self._position % self.file_size
         pos = self._position - start
         free = self.file_size - pos
         if total + BLANK_SIZE > free:
-            os.pwrite(self._file_for(start), _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
+            self._write(start, _BLANK.pack(free, BLANK_MAGIC_CODE), pos)
             self._position = start + self.file_size
         return self._position
+
+    def _write(self, start: int, data: bytes, at: int) -> None:
+        """Write all of ``data`` at byte ``at`` of the file beginning at CommitLog offset ``start``, or
+        leave the file as it was and raise (``CommitLogFullError`` when the disk is full).
+
+        A full disk shows as a short ``pwrite`` (what fitted) and then ENOSPC. Unchecked, the short
+        write left a torn record after the last acknowledged one, answered SEND_OK, and every later
+        record went after it: a gap fsck reports and the broker's recovery truncates at, losing all
+        of them. The part written is zeroed again (pages already written need no new space), so the
+        data still ends at the last whole record and the next append goes exactly there; if even
+        that fails, ``_clean_torn_write`` zeroes it before the next append.
+        """
+        fd = self._file_for(start)
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(view):
+                n = os.pwrite(fd, view[done:], at + done)
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += n
+        except OSError as exc:
+            if done:
+                self._torn = (start + at, start + at + done)
+                self._clean_torn_write()
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise CommitLogFullError(
+                    exc.errno,
+                    f"{exc.strerror}: {len(view)} bytes at CommitLog offset {start + at} "
+                    f"({done} written and undone)",
+                ) from exc
+            raise
+
+    def _clean_torn_write(self) -> None:
+        """Zero what a failed write left past the end of the data (``_write``), if it is still there."""
+        if self._torn is None:
+            return
+        begin, end = self._torn
+        start = begin - begin % self.file_size
+        try:
+            os.pwrite(self._file_for(start), bytes(end - begin), begin - start)
+        except OSError as exc:
+            raise CommitLogFullError(
+                exc.errno or errno.ENOSPC,
+                f"{exc.strerror}: the torn write at CommitLog offset {begin} cannot be undone yet",
+            ) from exc
+        self._torn = None
 
     # -- appending -----------------------------------------------------------------------------------
 
@@ -325,6 +411,7 @@ class StoreWriter:
         if not self._queues_known:
             raise StoreError("the writer's queue offsets are not known yet: call resume_queues first")
         now = self._clock() if store_timestamp is None else store_timestamp
+        self._clean_torn_write()
         # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
         # and physical offsets (as doAppend patches the pre-encoded buffer).
         chunks = [bytearray(self._encode(rec, now, 0)[0]) for rec in recs]
@@ -352,7 +439,7 @@ class StoreWriter:
             offset += size
         start = self._position - self._position % self.file_size
         try:
-            os.pwrite(self._file_for(start), b"".join(chunks), self._position - start)
+            self._write(start, b"".join(chunks), self._position - start)
         except OSError:
             for rec in recs:  # nothing was stored: the queue offsets taken are given back
                 self._unnote(rec.topic, rec.queue_id, rec.sys_flag)
@@ -523,30 +610,18 @@ def _unique_key(properties: str | bytes) -> str | None:
     return string_to_properties(properties).get(PROPERTY_UNIQ_KEY) if properties else None
 
 
-#: Stores this process holds the lock of: POSIX locks belong to the process, so a second writer in
-#: the same process would get the lock again without this.
-_HELD: set[str] = set()
-
-
 def _lock_store(root: Path) -> int:
-    """Hold ``root/lock`` exclusively (``fcntl.lockf``: the POSIX lock Java's ``FileChannel.tryLock``
-    takes), so a broker and a second writer are kept out while this writer is open."""
-    path = root / "lock"
-    key = str(path.resolve())
-    if key in _HELD:
-        raise WriterLockedError(f"{path} is held by another writer in this process")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold ``root/lock`` for the writer's whole life (``store.platform.broker_lock.hold_store_lock``:
+    the byte the broker's ``tryLock`` takes, with a lock no other open and close of the file in this
+    process can drop), so a broker and a second writer, in this process or another, are kept out."""
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
+        return hold_store_lock(root)
+    except StoreLockBusy as busy:
         raise WriterLockedError(
-            f"{path} is locked by another process (a running broker or another writer): {exc}"
+            f"{busy.strerror}: the store is in use, refusing to write it",
+            holder=busy.holder,
         ) from None
-    _HELD.add(key)
-    return fd
 
 
 def _unlock_store(root: Path, fd: int) -> None:
-    _HELD.discard(str((root / "lock").resolve()))
-    os.close(fd)
+    release_store_lock(fd)

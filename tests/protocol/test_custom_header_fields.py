@@ -16,6 +16,7 @@ from protocol.custom_header_fields import (
     boolean_field,
     custom_header,
     int_field,
+    java_parse_int,
     long_field,
     string_field,
 )
@@ -124,3 +125,33 @@ def test_an_undeclared_field_or_an_own_method_is_refused() -> None:
 
     with pytest.raises(TypeError, match="cannot have a default"):
         long_field("offset", default=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "java"),
+    [
+        # What JDK 17's Integer.parseInt answered for each (run by hand, see RELIABILITY.md).
+        ("7", 7),
+        ("+7", 7),
+        ("-0", 0),
+        ("003", 3),
+        ("\u0663", 3),  # ARABIC-INDIC DIGIT THREE: Character.digit takes it
+        ("2147483647", 2147483647),
+        ("-2147483648", -2147483648),
+        (" 3", None),
+        ("3 ", None),
+        ("1_0", None),
+        ("2147483648", None),
+        ("99999999999", None),
+        ("", None),
+        ("+", None),
+        ("\U0001d7d1", None),  # MATHEMATICAL BOLD DIGIT THREE: two UTF-16 chars, neither a digit
+    ],
+)
+def test_java_parse_int_follows_integer_parse_int(text: str, java: int | None) -> None:
+    assert java_parse_int(text) == java
+
+
+def test_a_header_int_outside_the_bmp_is_refused_as_java_refuses_it() -> None:
+    with pytest.raises(HeaderFieldError, match="count"):
+        Toy.from_ext_fields({"group": "g", "count": "\U0001d7d1", "offset": "1"})

@@ -227,3 +227,56 @@ async def test_a_failed_write_is_answered_and_takes_no_queue_offset(writable_ser
         assert ok.code == ResponseCode.SUCCESS and ok.ext_fields["queueOffset"] == "0"
     finally:
         await client.close()
+
+
+async def test_a_message_no_commitlog_file_can_hold_is_message_illegal(tmp_path: Path, caplog) -> None:
+    """64 KiB CommitLog files, a 128 KiB message limit: a 70,000-byte body passes the size check but
+    fits no file. The broker's answer for a message it cannot store as sent is MESSAGE_ILLEGAL (13)
+    with ``handlePutMessageResult``'s remark; nothing is written (no blank end-of-file record, no
+    queue offset taken) and nothing is logged at ERROR (before: SYSTEM_ERROR and a traceback)."""
+    config = StoreConfig.for_store(
+        tmp_path / "s", mapped_file_size_commit_log=64 * 1024, max_message_size=128 * 1024
+    )
+    store = WritableStore(config)
+    store.create_topic("T", 1)
+    srv = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+    await srv.start()
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        first = await client.call(RawClient.request(RequestCode.SEND_MESSAGE_V2, _v2("T"), b"a" * 100))
+        assert first.code == ResponseCode.SUCCESS
+        for request in (
+            RawClient.request(RequestCode.SEND_MESSAGE_V2, _v2("T"), b"z" * 70_000),
+            RawClient.request(
+                RequestCode.SEND_BATCH_MESSAGE, _v2("T", batch=True), _batch_body([b"y" * 40_000] * 2)
+            ),
+        ):
+            refused = await client.call(request)
+            assert refused.code == ResponseCode.MESSAGE_ILLEGAL
+            assert refused.remark == (
+                "the message is illegal, maybe msg body or properties length not matched. "
+                "msg body length limit 131072B, msg properties length limit 32KB."
+            )
+            assert refused.ext_fields == {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+        after = await client.call(RawClient.request(RequestCode.SEND_MESSAGE_V2, _v2("T"), b"b" * 100))
+        assert after.code == ResponseCode.SUCCESS and after.ext_fields["queueOffset"] == "1"
+    finally:
+        await client.close()
+        await srv.stop()
+        store.close()
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    with MessageStore.open(config) as reopened:
+        sizes = [len(buf) for _, buf in reopened.commitlog.iter_records()]
+    assert len(sizes) == 2 and sum(sizes) < 1024  # the two small ones, back to back in file 0
+
+
+def _batch_body(bodies: list[bytes]) -> bytes:
+    """A SEND_BATCH_MESSAGE body (``MessageDecoder.encodeMessages``): per message TOTALSIZE, MAGICCODE
+    0, BODYCRC 0, FLAG 0, BODY length + bytes, PROPERTIES length (short) + bytes."""
+    import struct
+
+    out = b""
+    for body in bodies:
+        size = 4 + 4 + 4 + 4 + 4 + len(body) + 2
+        out += struct.pack(">iiiii", size, 0, 0, 0, len(body)) + body + struct.pack(">h", 0)
+    return out

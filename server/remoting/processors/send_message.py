@@ -23,7 +23,14 @@ from protocol.send_message import (
     decode_batch_body,
     send_response_fields,
 )
-from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, batch_records, single_record
+from server.broker.put_message import (
+    SCHEDULE_TOPIC,
+    PutContext,
+    PutRefused,
+    StoreUnavailable,
+    batch_records,
+    single_record,
+)
 from server.broker.send_check import check_send, header_to_store
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
@@ -91,6 +98,10 @@ class SendMessageProcessor:
             return self._answer(request, refused.code, refused.remark)
         try:
             appended = self.store.put(records)
+        except PutRefused as refused:  # the store's own refusals: records no file can hold, a full disk
+            if isinstance(refused, StoreUnavailable):
+                self._write_errors.event("writing the CommitLog failed: %s", refused.__cause__ or refused)
+            return self._answer(request, refused.code, refused.remark)
         except OSError as exc:
             # CREATE_MAPEDFILE_FAILED's answer (a full disk, a read-only store): nothing was stored.
             self._write_errors.event("writing the CommitLog failed: %s", exc)

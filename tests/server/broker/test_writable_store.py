@@ -118,3 +118,29 @@ def test_the_write_path_indexes_only_when_broker_conf_says_so(tmp_path: Path, in
         store.put([_keyed("T", "k-2")])
         assert bool(store.reader.query_message("T", "k-2", 32, 0, 2**63 - 1).buffers) is indexing
     assert (sorted(index_dir.iterdir()) if index_dir.exists() else []) == files or indexing
+
+
+def test_a_store_that_fails_to_open_keeps_its_delivered_offsets(tmp_path: Path) -> None:
+    """An open that fails after the lock (a corrupt ``config/topics.json``) must not save delivery
+    offsets it never loaded: its cleanup used to write an empty ``delayOffset.json``, so the next good
+    open delivered every scheduled message again."""
+    config = _config(tmp_path / "s")
+    now = [1_000]
+    with WritableStore(config, clock=lambda: now[0]) as store:
+        store.put([_delayed("T", "d-1", 1)])
+        now[0] = 5_000
+        assert len(store.deliver_due()) == 1
+    offsets = config.store_path_root_dir / "config" / "delayOffset.json"
+    saved = offsets.read_bytes()
+    assert read_delay_offsets(offsets) == {1: 1}
+    topics = config.store_path_root_dir / "config" / "topics.json"
+    good = topics.read_bytes()
+    topics.write_bytes(b'{"topicConfigTable": {')
+    with pytest.raises(ValueError):
+        WritableStore(config, clock=lambda: now[0])
+    assert offsets.read_bytes() == saved
+    topics.write_bytes(good)
+    with WritableStore(config, clock=lambda: now[0]) as store:
+        assert store.next_delivery() is None, "the delivered message must not be due again"
+        assert store.deliver_due() == []
+        assert store.reader.max_offset("T", 0) == 1
