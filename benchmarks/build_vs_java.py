@@ -94,7 +94,7 @@ def _pinned(cpu: int) -> list[str]:
 
 
 def run_ours(store: Path, cpu: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     # Like the Java side: a store whose index was removed (else the timing includes unlinking it).
     shutil.rmtree(store / "index", ignore_errors=True)
     os.sync()
@@ -209,7 +209,7 @@ def run_java(template: Path, work: Path, port: int, cpu: int, keys: int) -> dict
 
 
 def run_spark(store: Path, master: str) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     out = store.parent / "spark-out"
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from protocol.message import decode_message, encode_message, read_index_fields
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SHARED = Path(os.environ.get("RMQ_SHARED", REPO_ROOT.parent / "shared"))
 
 

@@ -38,7 +38,7 @@ from store.index.index_file import IndexFile
 from store.message_store import MessageStore
 from store.write.writer import StoreWriter
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 GEOMETRY = {"mapped_file_size_commit_log": 1 << 20, "max_hash_slot_num": 32, "max_index_num": 100}
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 JAVA = "java-4.9.7-a"
 #: The newest CommitLog file of java-4.9.7-a and where its data ends inside it.
 NEWEST = f"{4194304:020d}"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 TARGETS = ("frame", "json_header", "rocketmq_header", "custom_headers", "message", "ids")
-SHARED = Path(os.environ.get("RMQ_SHARED", Path(__file__).resolve().parents[2].parent / "shared"))
+SHARED = Path(os.environ.get("RMQ_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 
 
 def _seeds(target: str) -> list[bytes]:

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> None:

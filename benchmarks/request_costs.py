@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONF = REPO.parent / "shared" / "stores" / "java-4.9.7-a.broker.conf"
 MAX = 2**63 - 1
 

@@ -42,7 +42,7 @@ from protocol.frame import FrameDecoder, encode_frame
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreWriter
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 JAVA_LONG_MAX = str((1 << 63) - 1)
 SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
 ERROR_SIGNS = ("Too many open files", "out of system resource", "refreshing the store failed", "Traceback")

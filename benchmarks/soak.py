@@ -44,7 +44,7 @@ from protocol.command import RemotingCommand
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, encode_frame
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STORE = REPO_ROOT.parent / "shared" / "stores" / "java-4.9.7-a"
 SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
 

@@ -45,7 +45,7 @@ from clients.samples import sample_store
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreWriter
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("RMQ_SHARED", REPO.parent / "shared")).resolve()
 JAVA_BIN = Path("/tmp/rmqjava/bin")
 GOLDEN = "java-4.9.7-a"
