@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import benchmarks
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT, SHARED_DIR
 
 SCRIPTS = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__))
 ROOT_NAMES = ("REPO", "REPO_ROOT")
@@ -32,7 +32,6 @@ def test_a_script_imports_and_its_paths_are_the_checkouts(name: str) -> None:
         if hasattr(module, attr):
             assert Path(getattr(module, attr)) == REPO_ROOT, f"{name}.{attr}"
     if hasattr(module, "SHARED"):
-        assert Path(module.SHARED).resolve().parent == REPO_ROOT.parent, f"{name}.SHARED"
+        assert Path(module.SHARED).resolve() == SHARED_DIR, f"{name}.SHARED"
     if hasattr(module, "DEFAULT_STORE"):
-        shared = REPO_ROOT.parent / "shared"
-        assert shared in Path(module.DEFAULT_STORE).parents, f"{name}.DEFAULT_STORE"
+        assert SHARED_DIR in Path(module.DEFAULT_STORE).resolve().parents, f"{name}.DEFAULT_STORE"
