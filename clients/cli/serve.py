@@ -39,6 +39,10 @@ from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.remoting.processors.pull_message import (
+    DEFAULT_MAX_HELD_PULLS,
+    DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
+)
 from server.remoting.write_path import write_path
 from server.workers import start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
@@ -131,6 +135,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MIB",
         help="MiB all connections together may hold in unfinished request frames; past it the "
         "connections holding the most are closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-held-pulls",
+        type=positive_int,
+        default=DEFAULT_MAX_HELD_PULLS,
+        metavar="N",
+        help="long-polling pulls held at once per process; one more is answered SYSTEM_BUSY (code 2), "
+        "as the broker answers a pull its thread pool cannot take (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-held-pulls-per-connection",
+        type=positive_int,
+        default=DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
+        metavar="N",
+        help="long-polling pulls one connection may have held at once; one more is answered "
+        "SYSTEM_BUSY (default %(default)s)",
     )
     parser.add_argument(
         "--acl",
@@ -242,6 +262,8 @@ def settings_from(
         acl=acl,
         query_threads=args.query_threads,
         query_budget=args.query_budget,
+        max_held_pulls=args.max_held_pulls,
+        max_held_pulls_per_connection=args.max_held_pulls_per_connection,
     )
 
 

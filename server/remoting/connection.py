@@ -87,11 +87,15 @@ class RemotingConnection(asyncio.Protocol):
         on_close: Callable[[RemotingConnection], None] | None = None,
         logs: ConnectionLogs | None = None,
         budget: BufferBudget | None = None,
+        on_input_ended: Callable[[str], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
+        #: Called with the peer's ``host:port`` at its EOF while requests are in flight (held pulls
+        #: then answer now: ``server.remoting.processors.pull_message.HoldLimits.end``).
+        self._on_input_ended = on_input_ended
         self._logs = logs or ConnectionLogs()
         self._budget = budget
         self._holding = False  # whether the budget counts a partial frame of ours (bookkeeping only)
@@ -272,6 +276,8 @@ class RemotingConnection(asyncio.Protocol):
             return False
         if self._tasks or self._pending:
             self._end_input(pause_reading=False)  # the transport stops reading at EOF itself
+            if self._tasks and self._on_input_ended is not None:
+                self._on_input_ended(self._peer)
             return True
         state.handle(Event.CLOSE)  # nothing to answer: the transport closes itself
         return False
