@@ -47,6 +47,11 @@ from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, Quer
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
 from server.remoting.refusal import Refuser
+from server.remoting.write_budget import (
+    DEFAULT_MAX_QUEUED_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
+    WriteBudget,
+)
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
@@ -104,6 +109,10 @@ class ServerSettings:
     #: SYSTEM_BUSY (``server.remoting.processors.pull_message``).
     max_held_pulls: int = DEFAULT_MAX_HELD_PULLS
     max_held_pulls_per_connection: int = DEFAULT_MAX_HELD_PULLS_PER_CONNECTION
+    #: Bytes of answers queued for peers that are not reading them, in total and per connection;
+    #: past either the largest are cut off (``server.remoting.write_budget``).
+    max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES
+    max_queued_bytes_per_connection: int = DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
 
 
 def build_dispatcher(
@@ -215,6 +224,9 @@ class QueryServer:
         waiting = self.settings.max_waiting
         self.refuser = Refuser(limit, max_waiting=max_waiting_for(limit) if waiting is None else waiting)
         self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
+        self.write_budget = WriteBudget(
+            self.settings.max_queued_bytes, self.settings.max_queued_bytes_per_connection
+        )
         #: Long-polling pulls held now and their bounds (``server.remoting.processors.pull_message``).
         self.held_pulls = HoldLimits(
             self.settings.max_held_pulls, self.settings.max_held_pulls_per_connection
@@ -235,6 +247,7 @@ class QueryServer:
             logs=self._connection_logs,
             budget=self.buffer_budget,
             on_input_ended=self._input_ended,
+            write_budget=self.write_budget,
         )
         self._connections.add(connection)
         return connection

@@ -43,6 +43,7 @@ from server.remoting.processors.pull_message import (
     DEFAULT_MAX_HELD_PULLS,
     DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
 )
+from server.remoting.write_budget import DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
 from server.remoting.write_path import write_path
 from server.workers import start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
@@ -135,6 +136,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MIB",
         help="MiB all connections together may hold in unfinished request frames; past it the "
         "connections holding the most are closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queued-mib",
+        type=positive_int,
+        default=DEFAULT_MAX_QUEUED_BYTES // (1024 * 1024),
+        metavar="MIB",
+        help="MiB of answers all connections together may have queued for peers not reading them; past "
+        "it the connections with the most queued are cut off (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queued-mib-per-connection",
+        type=positive_int,
+        default=DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION // (1024 * 1024),
+        metavar="MIB",
+        help="MiB of answers one connection may have queued and not read; past it the connection is cut "
+        "off (default %(default)s)",
     )
     parser.add_argument(
         "--max-held-pulls",
@@ -264,6 +281,8 @@ def settings_from(
         query_budget=args.query_budget,
         max_held_pulls=args.max_held_pulls,
         max_held_pulls_per_connection=args.max_held_pulls_per_connection,
+        max_queued_bytes=args.max_queued_mib * 1024 * 1024,
+        max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
     )
 
 

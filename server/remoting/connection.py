@@ -41,6 +41,7 @@ from server.burst_log import BurstLog
 from server.remoting.buffer_budget import BufferBudget
 from server.remoting.dispatch import Dispatcher
 from server.remoting.peer import CURRENT_PEER
+from server.remoting.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,14 @@ class ConnectionLogs:
     """The rate-limited log lines a client can cause per connection, shared by a server's connections
     (one line per burst across all of them, ``server.burst_log``)."""
 
-    __slots__ = ("encode_failed", "idle", "malformed", "stalled")
+    __slots__ = ("encode_failed", "idle", "malformed", "stalled", "timed_out")
 
     def __init__(self) -> None:
         self.malformed = BurstLog(log)
         self.encode_failed = BurstLog(log, level=logging.ERROR)
         self.idle = BurstLog(log, level=logging.INFO)
         self.stalled = BurstLog(log)
+        self.timed_out = BurstLog(log)
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -88,6 +90,7 @@ class RemotingConnection(asyncio.Protocol):
         logs: ConnectionLogs | None = None,
         budget: BufferBudget | None = None,
         on_input_ended: Callable[[str], None] | None = None,
+        write_budget: WriteBudget | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
@@ -99,6 +102,8 @@ class RemotingConnection(asyncio.Protocol):
         self._logs = logs or ConnectionLogs()
         self._budget = budget
         self._holding = False  # whether the budget counts a partial frame of ours (bookkeeping only)
+        self._write_budget = write_budget
+        self._queuing = False  # whether the write budget counts queued answers of ours (bookkeeping only)
         self._state = ConnectionState()
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -253,7 +258,27 @@ class RemotingConnection(asyncio.Protocol):
         transport = self._transport
         if self._state.writable and transport is not None and not transport.is_closing():
             transport.writelines(batch)
+            if self._write_budget is not None:
+                self._report_queued(transport)
         batch.clear()
+
+    def _report_queued(self, transport: asyncio.Transport) -> None:
+        """Tell the write budget how many bytes of answers our transport holds
+        (``server.remoting.write_budget``): after each write and when the peer drains them."""
+        queued = transport.get_write_buffer_size()
+        if queued or self._queuing:
+            self._queuing = queued > 0
+            self._write_budget.update(self, queued)  # type: ignore[union-attr]
+
+    def cut_off(self, reason: str) -> None:
+        """Past the write budget: abort now (what is queued is not being read, so it could never
+        flush); the budget logs ``reason``. Like a stalled reader at the idle timeout."""
+        self._queuing = False
+        if self._state.closing:
+            return
+        self._state.handle(Event.CLOSE)
+        if self._transport is not None:
+            self._transport.abort()
 
     def _end_input(self, *, pause_reading: bool = True) -> None:
         """Read nothing more; close once what was already received has been answered."""
@@ -293,6 +318,8 @@ class RemotingConnection(asyncio.Protocol):
         state = self._state
         state.handle(Event.PEER_READING)
         self._last_activity = self._loop.time()  # the peer is reading its answers: not idle
+        if self._write_budget is not None and self._transport is not None:
+            self._report_queued(self._transport)
         if self._answering_now:
             return  # called from inside _process_pending's own write: its loop carries on
         if self._pending and state.answering:
@@ -305,6 +332,9 @@ class RemotingConnection(asyncio.Protocol):
         if self._budget is not None:
             self._holding = False
             self._budget.release(self)
+        if self._write_budget is not None:
+            self._queuing = False
+            self._write_budget.release(self)
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -348,6 +378,8 @@ class RemotingConnection(asyncio.Protocol):
             transport.writelines((head, body))
         else:
             transport.write(head)
+        if self._write_budget is not None:
+            self._report_queued(transport)
 
     def _encode_failed(self, response: RemotingCommand, exc: Exception) -> None:
         self._logs.encode_failed.event(
@@ -401,6 +433,11 @@ class RemotingConnection(asyncio.Protocol):
             return
         now = self._loop.time()
         buffered = self._transport.get_write_buffer_size()
+        if self._write_budget is not None and (buffered or self._queuing):
+            self._queuing = buffered > 0
+            self._write_budget.update(self, buffered)
+            if self._state.closing:
+                return
         # Answers left the buffer since the last check (only activity can add to it in between).
         draining = buffered < self._checked_buffer
         self._checked_buffer = buffered

@@ -242,5 +242,9 @@ def test_the_connection_limits_reach_the_settings(tmp_path: Path, monkeypatch: p
     given = parser.parse_args(["--max-held-pulls", "7", "--max-held-pulls-per-connection", "3"])
     settings = settings_from(given, load_config(given))
     assert (settings.max_held_pulls, settings.max_held_pulls_per_connection) == (7, 3)
+    assert (settings.max_queued_bytes, settings.max_queued_bytes_per_connection) == (256 * 2**20, 64 * 2**20)
+    given = parser.parse_args(["--max-queued-mib", "5", "--max-queued-mib-per-connection", "2"])
+    settings = settings_from(given, load_config(given))
+    assert (settings.max_queued_bytes, settings.max_queued_bytes_per_connection) == (5 * 2**20, 2 * 2**20)
     with pytest.raises(SystemExit):
         parser.parse_args(["--max-held-pulls", "0"])
