@@ -30,6 +30,7 @@ from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudg
 from server.remoting.connection import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_HEADER_LENGTH,
+    DEFAULT_REQUEST_TIMEOUT,
     ConnectionLogs,
     RemotingConnection,
 )
@@ -46,7 +47,7 @@ from server.remoting.processors.pull_message import (
 from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
-from server.remoting.refusal import Refuser
+from server.remoting.refusal import IncompleteRequests, Refuser
 from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES,
     DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
@@ -90,6 +91,9 @@ class ServerSettings:
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
     max_header_length: int = DEFAULT_MAX_HEADER_LENGTH
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    #: Seconds a request may take to arrive whole from its first byte; 0 = no deadline
+    #: (``server.remoting.connection``).
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
     max_connections: int = DEFAULT_MAX_CONNECTIONS
@@ -224,6 +228,8 @@ class QueryServer:
         waiting = self.settings.max_waiting
         self.refuser = Refuser(limit, max_waiting=max_waiting_for(limit) if waiting is None else waiting)
         self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
+        #: Connections without a completed request, oldest first: evicted for new ones at the limit.
+        self.incomplete = IncompleteRequests()
         self.write_budget = WriteBudget(
             self.settings.max_queued_bytes, self.settings.max_queued_bytes_per_connection
         )
@@ -237,7 +243,11 @@ class QueryServer:
     def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
         if len(self._connections) >= self.refuser.limit:
-            return self.refuser.connection()
+            loop = asyncio.get_running_loop()
+            victim = self.incomplete.evict_oldest(loop.time(), self.refuser.limit)
+            if victim is None:
+                return self.refuser.connection()
+            self._connections.discard(victim)  # type: ignore[arg-type]
         connection = RemotingConnection(
             self.dispatcher,
             max_frame_length=self.settings.max_frame_length,
@@ -248,6 +258,8 @@ class QueryServer:
             budget=self.buffer_budget,
             on_input_ended=self._input_ended,
             write_budget=self.write_budget,
+            request_timeout=self.settings.request_timeout,
+            incomplete=self.incomplete,
         )
         self._connections.add(connection)
         return connection

@@ -39,6 +39,7 @@ from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.remoting.connection import DEFAULT_REQUEST_TIMEOUT
 from server.remoting.processors.pull_message import (
     DEFAULT_MAX_HELD_PULLS,
     DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
@@ -112,6 +113,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=seconds_or_off,
         default=120.0,
         help="close connections idle this many seconds; 0 never does (default %(default)s)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=seconds_or_off,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        help="seconds a request may take to arrive whole from its first byte; past it the connection is "
+        "closed (a byte a second no longer holds it past --idle-timeout); 0 never does (default %(default)s)",
     )
     parser.add_argument(
         "--workers",
@@ -271,6 +279,7 @@ def settings_from(
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
+        request_timeout=args.request_timeout,
         max_connections=budget.max_connections
         if budget is not None
         else args.max_connections or DEFAULT_MAX_CONNECTIONS,
