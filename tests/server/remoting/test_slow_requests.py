@@ -18,7 +18,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
-from server.remoting.refusal import EVICTABLE_AFTER
+from server.remoting.refusal import EVICTABLE_AFTER, IncompleteRequests
 from tests.support.harness import RawClient, StartServer
 
 
@@ -102,3 +102,29 @@ async def test_at_the_limit_the_oldest_incomplete_connection_makes_room(
     finally:
         for client in (*slow, *clients):
             await client.close()
+
+
+class _Listed:
+    def __init__(self) -> None:
+        self.evicted_at: int | None = None
+
+    def evict(self, limit: int) -> None:
+        self.evicted_at = limit
+
+
+def test_the_eviction_list_gives_the_oldest_once_it_is_old_enough() -> None:
+    """Order is when each became incomplete (a new request moves a connection to the back), the
+    oldest goes first, and nobody younger than the minimum age is evicted."""
+    incomplete = IncompleteRequests()
+    a, b, c = _Listed(), _Listed(), _Listed()
+    incomplete.begin(a, 0.0)
+    incomplete.begin(b, 1.0)
+    incomplete.begin(c, 2.0)
+    incomplete.begin(a, 3.0)  # a began another request: now the youngest
+    incomplete.end(b)  # b completed its request
+    assert incomplete.evict_oldest(2.5, 7, min_age=1.0) is None  # c is only 0.5 s old
+    assert incomplete.evict_oldest(3.5, 7, min_age=1.0) is c
+    assert (c.evicted_at, incomplete.evicted, len(incomplete)) == (7, 1, 1)
+    assert incomplete.evict_oldest(4.0, 7, min_age=1.0) is a
+    assert incomplete.evict_oldest(9.0, 7, min_age=1.0) is None
+    assert b.evicted_at is None
