@@ -70,11 +70,21 @@ class _CountingTransport:
 
 def through_connection_us(dispatcher: object, chunks: list[bytes]) -> float:
     """CPU per request of ``data_received`` over reads of ``PIPELINED`` frames (answers written)."""
+    from server.remoting.buffer_budget import BufferBudget
     from server.remoting.connection import RemotingConnection
+    from server.remoting.refusal import IncompleteRequests
+    from server.remoting.write_budget import WriteBudget
 
     async def run() -> float:
         transport = _CountingTransport()
-        connection = RemotingConnection(dispatcher, idle_timeout=0)  # type: ignore[arg-type]
+        # With the bookkeeping the server gives every connection (budgets, the request deadline).
+        connection = RemotingConnection(
+            dispatcher,  # type: ignore[arg-type]
+            idle_timeout=0,
+            budget=BufferBudget(),
+            write_budget=WriteBudget(),
+            incomplete=IncompleteRequests(),
+        )
         connection.connection_made(transport)  # type: ignore[arg-type]
         per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
         assert transport.writes >= 5 * len(chunks)  # every read was answered

@@ -12,10 +12,21 @@ drives it with raw remoting frames and prints one JSON line of what happened:
   the server's RSS before and after, and how many it closed.
 * ``big-numbers``: ``--requests`` pipelined QUERY_MESSAGE with a ``--digits``-digit maxNum; rate,
   log growth and the remark.
+* ``held-pulls`` (issue 18, item 4): one connection pipelines ``--requests`` long-polling PULLs at
+  the end of a queue; RSS, the server's CPU seconds, the answers it got within 5 s, and a second
+  client's GET_MAX_OFFSET latency meanwhile.
+* ``unread-answers`` (item 8): ``--holders`` connections each ask a ``--mib`` MB query answer and
+  read nothing; RSS before and after, and how many the server cut off.
+* ``slow-senders`` (item 7): ``--connections`` connections sending a byte a second against
+  ``--max-connections`` = half of them; what 10 fresh clients get, and how many slow ones remain
+  after ``--seconds``.
 
     python -m benchmarks.server_limits files --fd-limit 1024 --connections 1500
     python -m benchmarks.server_limits partial-frames --holders 40 --mib 15
     python -m benchmarks.server_limits big-numbers --requests 5000 --digits 5000
+    python -m benchmarks.server_limits held-pulls --requests 50000
+    python -m benchmarks.server_limits unread-answers --holders 100 --mib 12
+    python -m benchmarks.server_limits slow-senders --connections 200 --seconds 40
 """
 
 from __future__ import annotations
@@ -288,7 +299,178 @@ async def big_numbers(args: argparse.Namespace, work: Path) -> dict[str, object]
     }
 
 
-SCENARIOS = {"files": files, "partial-frames": partial_frames, "big-numbers": big_numbers}
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
+
+
+async def held_pulls(args: argparse.Namespace, work: Path) -> dict[str, object]:
+    store = work / "store"
+    with StoreWriter(StoreConfig.for_store(store, mapped_file_size_commit_log=1 << 20)) as writer:
+        writer.append("T", b"x", keys="k")
+        writer.index()
+    log_path = work / "serve.log"
+    proc, port = _start(args.repo, log_path, ["--store", str(store), "--mapped-file-size", str(1 << 20)])
+    await asyncio.sleep(1)
+    before, cpu_before = _rss_mib(proc.pid), _cpu_seconds(proc.pid)
+    fields = {
+        "consumerGroup": "G",
+        "topic": "T",
+        "queueId": "0",
+        "queueOffset": "1",  # the end of the queue: held
+        "maxMsgNums": "32",
+        "sysFlag": "6",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "600000",
+        "subscription": "*",
+        "subVersion": "0",
+        "expressionType": "TAG",
+    }
+    hog = await Peer.open(port)
+    frame = encode_frame(_request(RequestCode.PULL_MESSAGE, fields))
+    for start in range(0, args.requests, 1000):
+        hog.writer.write(frame * min(1000, args.requests - start))
+        await hog.writer.drain()
+    codes: Counter[int] = Counter()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            answer = await hog.receive(max(0.01, deadline - time.monotonic()))
+        except TimeoutError:
+            break
+        if answer is None:
+            break
+        codes[answer.code] += 1
+    witness = await Peer.open(port)
+    latencies = []
+    for _ in range(20):
+        started = time.monotonic()
+        await witness.ask(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))
+        latencies.append((time.monotonic() - started) * 1000)
+    after, cpu_after = _rss_mib(proc.pid), _cpu_seconds(proc.pid)
+    hog.close()
+    witness.close()
+    exit_code = _stop(proc)
+    return {
+        "pulls": args.requests,
+        "rss_before_mib": before,
+        "rss_after_mib": after,
+        "server_cpu_s": round(cpu_after - cpu_before, 2),
+        "answers_within_5s": dict(codes),
+        "witness_ms_max": round(max(latencies), 2),
+        "witness_ms_median": round(sorted(latencies)[len(latencies) // 2], 2),
+        "exit": exit_code,
+    }
+
+
+async def unread_answers(args: argparse.Namespace, work: Path) -> dict[str, object]:
+    store = work / "store"
+    body = b"x" * (1 << 20)
+    with StoreWriter(StoreConfig.for_store(store, mapped_file_size_commit_log=64 << 20)) as writer:
+        for _ in range(args.mib):
+            writer.append("T", body, keys="big")
+        writer.index()
+    log_path = work / "serve.log"
+    proc, port = _start(
+        args.repo, log_path, ["--store", str(store), "--mapped-file-size", str(64 << 20), *args.serve_arg]
+    )
+    await asyncio.sleep(1)
+    before = _rss_mib(proc.pid)
+    peers = []
+    for _ in range(args.holders):
+        peer = await Peer.open(port)
+        peers.append(peer)
+        peer.writer.write(encode_frame(_query("T", "big")))
+    await asyncio.sleep(5)
+    after = _rss_mib(proc.pid)
+    witness = await Peer.open(port)
+    witness_answer = await witness.ask(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))
+    for peer in peers:
+        peer.close()
+    witness.close()
+    exit_code = _stop(proc)
+    text = log_path.read_text(errors="replace")
+    return {
+        "holders": args.holders,
+        "answer_mib": args.mib,
+        "rss_before_mib": before,
+        "rss_after_mib": after,
+        "cut_off_lines": sum("cutting off" in line for line in text.splitlines()),
+        "witness": witness_answer,
+        "exit": exit_code,
+    }
+
+
+async def slow_senders(args: argparse.Namespace, work: Path) -> dict[str, object]:
+    store = work / "store"
+    with StoreWriter(StoreConfig.for_store(store, mapped_file_size_commit_log=1 << 20)) as writer:
+        writer.append("T", b"x", keys="k")
+        writer.index()
+    log_path = work / "serve.log"
+    limit = max(1, args.connections // 2)
+    proc, port = _start(
+        args.repo,
+        log_path,
+        ["--store", str(store), "--mapped-file-size", str(1 << 20), "--max-connections", str(limit)],
+    )
+    frame = encode_frame(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))
+    slow = [await Peer.open(port) for _ in range(args.connections)]
+
+    async def trickle(peer: Peer) -> None:
+        try:
+            for byte in frame:
+                peer.writer.write(bytes([byte]))
+                await peer.writer.drain()
+                await asyncio.sleep(1)
+        except OSError:
+            pass
+
+    trickles = [asyncio.ensure_future(trickle(peer)) for peer in slow]
+    await asyncio.sleep(3)
+    early: Counter[str] = Counter()
+    for _ in range(10):
+        fresh = await Peer.open(port)
+        early[await fresh.ask(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))] += 1
+        fresh.close()
+    await asyncio.sleep(max(0, args.seconds - 3))
+
+    async def still_open(peer: Peer) -> bool:
+        try:
+            return await asyncio.wait_for(peer.reader.read(1 << 16), 0.5) != b""
+        except TimeoutError:
+            return True
+        except OSError:
+            return False
+
+    open_slow = sum(await asyncio.gather(*(still_open(peer) for peer in slow)))
+    late: Counter[str] = Counter()
+    for _ in range(10):
+        fresh = await Peer.open(port)
+        late[await fresh.ask(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))] += 1
+        fresh.close()
+    for task in trickles:
+        task.cancel()
+    for peer in slow:
+        peer.close()
+    exit_code = _stop(proc)
+    return {
+        "slow": args.connections,
+        "max_connections": limit,
+        "fresh_after_3s": dict(early),
+        f"fresh_after_{args.seconds}s": dict(late),
+        f"slow_still_sending_after_{args.seconds}s": open_slow,
+        "exit": exit_code,
+    }
+
+
+SCENARIOS = {
+    "files": files,
+    "partial-frames": partial_frames,
+    "big-numbers": big_numbers,
+    "held-pulls": held_pulls,
+    "unread-answers": unread_answers,
+    "slow-senders": slow_senders,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,6 +485,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=15)
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--digits", type=int, default=5000)
+    parser.add_argument("--seconds", type=int, default=40)
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="an extra flag for serve (unread-answers; repeatable)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="server-limits-") as tmp:
         result = asyncio.run(SCENARIOS[args.scenario](args, Path(tmp)))

@@ -30,18 +30,29 @@ from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudg
 from server.remoting.connection import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_HEADER_LENGTH,
+    DEFAULT_REQUEST_TIMEOUT,
     ConnectionLogs,
     RemotingConnection,
 )
-from server.remoting.dispatch import Dispatcher
+from server.remoting.dispatch import Dispatcher, java_remote_address
 from server.remoting.processors import client_manage
 from server.remoting.processors.consumer_manage import ConsumerManageProcessor
 from server.remoting.processors.name_server import NameServerProcessor
-from server.remoting.processors.pull_message import PullMessageProcessor
+from server.remoting.processors.pull_message import (
+    DEFAULT_MAX_HELD_PULLS,
+    DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
+    HoldLimits,
+    PullMessageProcessor,
+)
 from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
-from server.remoting.refusal import Refuser
+from server.remoting.refusal import IncompleteRequests, Refuser
+from server.remoting.write_budget import (
+    DEFAULT_MAX_QUEUED_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
+    WriteBudget,
+)
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
@@ -80,6 +91,9 @@ class ServerSettings:
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
     max_header_length: int = DEFAULT_MAX_HEADER_LENGTH
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    #: Seconds a request may take to arrive whole from its first byte; 0 = no deadline
+    #: (``server.remoting.connection``).
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     shutdown_timeout: float = 10.0
     reuse_port: bool = False
     max_connections: int = DEFAULT_MAX_CONNECTIONS
@@ -95,6 +109,14 @@ class ServerSettings:
     query_threads: int = DEFAULT_QUERY_THREADS
     #: Index entries one key query may visit (``server.query_pool``).
     query_budget: int = DEFAULT_QUERY_BUDGET
+    #: Long-polling pulls held at once, in total and per connection; one more is answered
+    #: SYSTEM_BUSY (``server.remoting.processors.pull_message``).
+    max_held_pulls: int = DEFAULT_MAX_HELD_PULLS
+    max_held_pulls_per_connection: int = DEFAULT_MAX_HELD_PULLS_PER_CONNECTION
+    #: Bytes of answers queued for peers that are not reading them, in total and per connection;
+    #: past either the largest are cut off (``server.remoting.write_budget``).
+    max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES
+    max_queued_bytes_per_connection: int = DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
 
 
 def build_dispatcher(
@@ -103,11 +125,13 @@ def build_dispatcher(
     settings: ServerSettings,
     pool: QueryPool | None = None,
     changes: StoreChanges | None = None,
+    holds: HoldLimits | None = None,
 ) -> Dispatcher:
     """Every processor, registered under the request codes the broker and name server answer.
 
     ``pool`` runs key queries off the event loop (``server.query_pool``); ``changes`` wakes held
-    long-polling pulls when the store grows (``server.store_changes``).
+    long-polling pulls when the store grows (``server.store_changes``); ``holds`` bounds how many
+    are held (default: from ``settings``).
     """
     dispatcher = Dispatcher(AccessValidator(settings.acl) if settings.acl is not None else None)
     query = QueryMessageProcessor(
@@ -131,7 +155,11 @@ def build_dispatcher(
     dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset_by_timestamp)
     dispatcher.register(RequestCode.GET_TOPIC_STATS_INFO, offsets.get_topic_stats_info)
     stats = PullStats()
-    pull = PullMessageProcessor(store, changes if changes is not None else StoreChanges(), stats, topics)
+    if holds is None:
+        holds = HoldLimits(settings.max_held_pulls, settings.max_held_pulls_per_connection)
+    pull = PullMessageProcessor(
+        store, changes if changes is not None else StoreChanges(), stats, topics, holds
+    )
     dispatcher.register_with_peer(RequestCode.PULL_MESSAGE, pull.pull_message)
     runtime = RuntimeInfoProcessor(store, stats)
     dispatcher.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime.get_broker_runtime_info)
@@ -200,13 +228,26 @@ class QueryServer:
         waiting = self.settings.max_waiting
         self.refuser = Refuser(limit, max_waiting=max_waiting_for(limit) if waiting is None else waiting)
         self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
+        #: Connections without a completed request, oldest first: evicted for new ones at the limit.
+        self.incomplete = IncompleteRequests()
+        self.write_budget = WriteBudget(
+            self.settings.max_queued_bytes, self.settings.max_queued_bytes_per_connection
+        )
+        #: Long-polling pulls held now and their bounds (``server.remoting.processors.pull_message``).
+        self.held_pulls = HoldLimits(
+            self.settings.max_held_pulls, self.settings.max_held_pulls_per_connection
+        )
 
     # ports ------------------------------------------------------------------------------------
 
     def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
         if len(self._connections) >= self.refuser.limit:
-            return self.refuser.connection()
+            loop = asyncio.get_running_loop()
+            victim = self.incomplete.evict_oldest(loop.time(), self.refuser.limit)
+            if victim is None:
+                return self.refuser.connection()
+            self._connections.discard(victim)  # type: ignore[arg-type]
         connection = RemotingConnection(
             self.dispatcher,
             max_frame_length=self.settings.max_frame_length,
@@ -215,9 +256,18 @@ class QueryServer:
             on_close=self._connections.discard,
             logs=self._connection_logs,
             budget=self.buffer_budget,
+            on_input_ended=self._input_ended,
+            write_budget=self.write_budget,
+            request_timeout=self.settings.request_timeout,
+            incomplete=self.incomplete,
         )
         self._connections.add(connection)
         return connection
+
+    def _input_ended(self, peer: str) -> None:
+        """A peer sent EOF with requests in flight: its held pulls answer now, not at their timeout."""
+        if self.held_pulls.end(java_remote_address(peer)):
+            self.changes.pulse()
 
     async def _listen(self, port: int) -> asyncio.Server:
         loop = asyncio.get_running_loop()
@@ -274,7 +324,7 @@ class QueryServer:
         )
         self.query_pool = QueryPool(self.settings.query_threads)
         self.dispatcher = build_dispatcher(
-            self.store, self.identity, self.settings, self.query_pool, self.changes
+            self.store, self.identity, self.settings, self.query_pool, self.changes, self.held_pulls
         )
         if self._configure is not None:
             self._configure(self.dispatcher, self.identity)

@@ -39,6 +39,12 @@ from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
+from server.remoting.connection import DEFAULT_REQUEST_TIMEOUT
+from server.remoting.processors.pull_message import (
+    DEFAULT_MAX_HELD_PULLS,
+    DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
+)
+from server.remoting.write_budget import DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
 from server.remoting.write_path import write_path
 from server.workers import start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
@@ -109,6 +115,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="close connections idle this many seconds; 0 never does (default %(default)s)",
     )
     parser.add_argument(
+        "--request-timeout",
+        type=seconds_or_off,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        help="seconds a request may take to arrive whole from its first byte; past it the connection is "
+        "closed (a byte a second no longer holds it past --idle-timeout); 0 never does (default %(default)s)",
+    )
+    parser.add_argument(
         "--workers",
         type=positive_int,
         default=1,
@@ -131,6 +144,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MIB",
         help="MiB all connections together may hold in unfinished request frames; past it the "
         "connections holding the most are closed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queued-mib",
+        type=positive_int,
+        default=DEFAULT_MAX_QUEUED_BYTES // (1024 * 1024),
+        metavar="MIB",
+        help="MiB of answers all connections together may have queued for peers not reading them; past "
+        "it the connections with the most queued are cut off (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queued-mib-per-connection",
+        type=positive_int,
+        default=DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION // (1024 * 1024),
+        metavar="MIB",
+        help="MiB of answers one connection may have queued and not read; past it the connection is cut "
+        "off (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-held-pulls",
+        type=positive_int,
+        default=DEFAULT_MAX_HELD_PULLS,
+        metavar="N",
+        help="long-polling pulls held at once per process; one more is answered SYSTEM_BUSY (code 2), "
+        "as the broker answers a pull its thread pool cannot take (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-held-pulls-per-connection",
+        type=positive_int,
+        default=DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
+        metavar="N",
+        help="long-polling pulls one connection may have held at once; one more is answered "
+        "SYSTEM_BUSY (default %(default)s)",
     )
     parser.add_argument(
         "--acl",
@@ -234,6 +279,7 @@ def settings_from(
         broker_name=config.broker_name,
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
+        request_timeout=args.request_timeout,
         max_connections=budget.max_connections
         if budget is not None
         else args.max_connections or DEFAULT_MAX_CONNECTIONS,
@@ -242,6 +288,10 @@ def settings_from(
         acl=acl,
         query_threads=args.query_threads,
         query_budget=args.query_budget,
+        max_held_pulls=args.max_held_pulls,
+        max_held_pulls_per_connection=args.max_held_pulls_per_connection,
+        max_queued_bytes=args.max_queued_mib * 1024 * 1024,
+        max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
     )
 
 

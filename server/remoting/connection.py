@@ -18,6 +18,14 @@ closed, like the broker's all-idle handler (``serverChannelMaxIdleTimeSeconds``,
 received, no processor running and no answer taken by the peer. A peer that stopped reading its
 answers is thus cut off (aborted, since its buffer can never flush) instead of being held forever.
 
+A request must arrive whole within ``request_timeout`` seconds of the read its first byte came in
+(30 s): the idle timeout alone let a peer sending one byte a second hold its connection forever, as
+every byte counts as traffic. Past the deadline the unfinished frame is dropped like a frame over the
+limit (what arrived whole before is answered, then the connection closes). While it has a request
+unfinished, or none completed since it connected, the connection is listed in
+``server.remoting.refusal.IncompleteRequests``, from which the connection limit evicts the oldest.
+Answers queued for a peer that does not read them count against ``server.remoting.write_budget``.
+
 All of this is one explicit state machine, ``protocol.connection_state`` (open, peer not reading,
 draining = answer what arrived then close, closing, closed): each transport callback and each
 decision above is an event, and the transport is driven from the state it lands in, never from
@@ -41,6 +49,8 @@ from server.burst_log import BurstLog
 from server.remoting.buffer_budget import BufferBudget
 from server.remoting.dispatch import Dispatcher
 from server.remoting.peer import CURRENT_PEER
+from server.remoting.refusal import IncompleteRequests
+from server.remoting.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
 
@@ -55,18 +65,25 @@ DEFAULT_IDLE_TIMEOUT = 120.0
 #: Python objects: a 16 MiB header of tiny extFields would cost ~140 MB while it is decoded.
 DEFAULT_MAX_HEADER_LENGTH = 256 * 1024
 
+#: Seconds a request frame may take to arrive whole, from the read its first byte came in. Clients
+#: write a request at once; a 16 MiB frame at 1 MB/s takes 16 s, and Java's request timeouts
+#: (3 s for a SEND, up to 18 s for mqadmin) are over long before this.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
 
 class ConnectionLogs:
     """The rate-limited log lines a client can cause per connection, shared by a server's connections
     (one line per burst across all of them, ``server.burst_log``)."""
 
-    __slots__ = ("encode_failed", "idle", "malformed", "stalled")
+    __slots__ = ("encode_failed", "evicted", "idle", "malformed", "stalled", "timed_out")
 
     def __init__(self) -> None:
         self.malformed = BurstLog(log)
         self.encode_failed = BurstLog(log, level=logging.ERROR)
         self.idle = BurstLog(log, level=logging.INFO)
         self.stalled = BurstLog(log)
+        self.timed_out = BurstLog(log)
+        self.evicted = BurstLog(log)
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -87,14 +104,28 @@ class RemotingConnection(asyncio.Protocol):
         on_close: Callable[[RemotingConnection], None] | None = None,
         logs: ConnectionLogs | None = None,
         budget: BufferBudget | None = None,
+        on_input_ended: Callable[[str], None] | None = None,
+        write_budget: WriteBudget | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        incomplete: IncompleteRequests | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
+        #: Called with the peer's ``host:port`` at its EOF while requests are in flight (held pulls
+        #: then answer now: ``server.remoting.processors.pull_message.HoldLimits.end``).
+        self._on_input_ended = on_input_ended
         self._logs = logs or ConnectionLogs()
         self._budget = budget
         self._holding = False  # whether the budget counts a partial frame of ours (bookkeeping only)
+        self._write_budget = write_budget
+        self._queuing = False  # whether the write budget counts queued answers of ours (bookkeeping only)
+        self._request_timeout = request_timeout
+        self._frame_deadline = 0.0  # when the unfinished frame must be whole; 0 = none unfinished
+        self._frame_timer: asyncio.TimerHandle | None = None
+        self._incomplete = incomplete
+        self._listed = False  # whether ``incomplete`` lists us (bookkeeping only)
         self._state = ConnectionState()
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -122,11 +153,14 @@ class RemotingConnection(asyncio.Protocol):
         self._last_activity = self._loop.time()
         if self._idle_timeout > 0:
             self._idle_handle = self._loop.call_at(self._last_activity + self._idle_timeout, self._check_idle)
+        if self._incomplete is not None:
+            self._incomplete.begin(self, self._last_activity)  # no request completed yet
+            self._listed = True
 
     def data_received(self, data: bytes) -> None:
         if not self._state.takes_input:
             return  # draining or closing: nothing more is read (a transport may still deliver)
-        self._last_activity = self._loop.time()
+        self._last_activity = now = self._loop.time()
         try:
             requests = self._decoder.feed(data)
         except FrameError as exc:
@@ -150,7 +184,13 @@ class RemotingConnection(asyncio.Protocol):
         # After queueing what arrived whole: if this drops our partial frame, those are answered first.
         self._report_held()
         if requests:
+            if self._decoder.buffered:
+                self._frame_begun(now)  # the next frame began in this read
+            elif self._listed or self._frame_deadline:
+                self._frame_done()
             self._process_pending()
+        elif not self._frame_deadline and self._decoder.buffered and self._state.takes_input:
+            self._frame_begun(now)  # the first bytes of a frame
 
     def _report_held(self) -> None:
         """Tell the shared budget how much of an unfinished frame we hold
@@ -162,6 +202,63 @@ class RemotingConnection(asyncio.Protocol):
         if held or self._holding:
             self._holding = held > 0
             budget.update(self, held)
+
+    def _frame_begun(self, now: float) -> None:
+        """A frame began in the read at ``now``: it must be whole by the deadline."""
+        if self._request_timeout > 0:
+            self._frame_deadline = now + self._request_timeout
+            if self._frame_timer is None:
+                self._frame_timer = self._loop.call_at(self._frame_deadline, self._check_frame)
+        if self._incomplete is not None:
+            self._incomplete.begin(self, now)
+            self._listed = True
+
+    def _frame_done(self) -> None:
+        """Every frame that began arrived whole (the timer, if any, finds nothing to do)."""
+        self._frame_deadline = 0.0
+        if self._listed:
+            self._listed = False
+            self._incomplete.end(self)  # type: ignore[union-attr]
+
+    def _check_frame(self) -> None:
+        self._frame_timer = None
+        if self._state.closing or not self._frame_deadline:
+            return
+        if self._loop.time() < self._frame_deadline:  # a later frame began: its own deadline
+            self._frame_timer = self._loop.call_at(self._frame_deadline, self._check_frame)
+            return
+        self._logs.timed_out.event(
+            "closing connection from %s: a request did not arrive whole within %g s of its first byte "
+            "(%d bytes of it received)",
+            self._peer,
+            self._request_timeout,
+            self._decoder.buffered,
+        )
+        self._abandon_frame("request timeout")
+
+    def evict(self, limit: int) -> None:
+        """The connection limit needs our slot for a client with a request to make: we have completed
+        none since connecting, or have one unfinished, for longer than anyone else
+        (``server.remoting.refusal.IncompleteRequests``)."""
+        self._listed = False
+        self._logs.evicted.event(
+            "connection limit %d reached: closing the connection from %s, the longest without a "
+            "completed request (%d bytes of one received), to make room",
+            limit,
+            self._peer,
+            self._decoder.buffered,
+        )
+        self._abandon_frame("evicted")
+
+    def _abandon_frame(self, reason: str) -> None:
+        """Drop the unfinished frame as the shared buffer budget does, answer what came whole, close."""
+        self._frame_deadline = 0.0
+        if self._budget is not None:
+            self._budget.release(self)
+        if self._listed:
+            self._listed = False
+            self._incomplete.end(self)  # type: ignore[union-attr]
+        self.drop_partial_frame(reason)
 
     def drop_partial_frame(self, reason: str) -> None:
         """Over the shared budget: drop the unfinished frame now, answer what arrived whole, close.
@@ -249,7 +346,27 @@ class RemotingConnection(asyncio.Protocol):
         transport = self._transport
         if self._state.writable and transport is not None and not transport.is_closing():
             transport.writelines(batch)
+            if self._write_budget is not None:
+                self._report_queued(transport)
         batch.clear()
+
+    def _report_queued(self, transport: asyncio.Transport) -> None:
+        """Tell the write budget how many bytes of answers our transport holds
+        (``server.remoting.write_budget``): after each write and when the peer drains them."""
+        queued = transport.get_write_buffer_size()
+        if queued or self._queuing:
+            self._queuing = queued > 0
+            self._write_budget.update(self, queued)  # type: ignore[union-attr]
+
+    def cut_off(self, reason: str) -> None:
+        """Past the write budget: abort now (what is queued is not being read, so it could never
+        flush); the budget logs ``reason``. Like a stalled reader at the idle timeout."""
+        self._queuing = False
+        if self._state.closing:
+            return
+        self._state.handle(Event.CLOSE)
+        if self._transport is not None:
+            self._transport.abort()
 
     def _end_input(self, *, pause_reading: bool = True) -> None:
         """Read nothing more; close once what was already received has been answered."""
@@ -272,6 +389,8 @@ class RemotingConnection(asyncio.Protocol):
             return False
         if self._tasks or self._pending:
             self._end_input(pause_reading=False)  # the transport stops reading at EOF itself
+            if self._tasks and self._on_input_ended is not None:
+                self._on_input_ended(self._peer)
             return True
         state.handle(Event.CLOSE)  # nothing to answer: the transport closes itself
         return False
@@ -287,6 +406,8 @@ class RemotingConnection(asyncio.Protocol):
         state = self._state
         state.handle(Event.PEER_READING)
         self._last_activity = self._loop.time()  # the peer is reading its answers: not idle
+        if self._write_budget is not None and self._transport is not None:
+            self._report_queued(self._transport)
         if self._answering_now:
             return  # called from inside _process_pending's own write: its loop carries on
         if self._pending and state.answering:
@@ -299,9 +420,18 @@ class RemotingConnection(asyncio.Protocol):
         if self._budget is not None:
             self._holding = False
             self._budget.release(self)
+        if self._write_budget is not None:
+            self._queuing = False
+            self._write_budget.release(self)
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
+        if self._frame_timer is not None:
+            self._frame_timer.cancel()
+            self._frame_timer = None
+        if self._listed:
+            self._listed = False
+            self._incomplete.end(self)  # type: ignore[union-attr]
         for task in self._tasks:
             task.cancel()
         if exc is not None:
@@ -342,6 +472,8 @@ class RemotingConnection(asyncio.Protocol):
             transport.writelines((head, body))
         else:
             transport.write(head)
+        if self._write_budget is not None:
+            self._report_queued(transport)
 
     def _encode_failed(self, response: RemotingCommand, exc: Exception) -> None:
         self._logs.encode_failed.event(
@@ -395,6 +527,11 @@ class RemotingConnection(asyncio.Protocol):
             return
         now = self._loop.time()
         buffered = self._transport.get_write_buffer_size()
+        if self._write_budget is not None and (buffered or self._queuing):
+            self._queuing = buffered > 0
+            self._write_budget.update(self, buffered)
+            if self._state.closing:
+                return
         # Answers left the buffer since the last check (only activity can add to it in between).
         draining = buffered < self._checked_buffer
         self._checked_buffer = buffered

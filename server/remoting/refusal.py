@@ -11,13 +11,20 @@ A refused connection costs little and briefly: its first frame is read with smal
 it gets one answer and is closed; one that sends nothing is closed after ``REFUSAL_GRACE`` seconds;
 once ``max_waiting`` refused connections are already waiting, further ones are closed at once. The
 refusals are logged as one line per burst (``server.burst_log``), not one line per connection.
+
+Before refusing, the limit keeps room for clients that finish their requests (``IncompleteRequests``):
+a connection that has not completed a request since it connected, or is in the middle of one, for at
+least ``EVICTABLE_AFTER`` seconds is closed, oldest first, to make room for the new one. Without
+this, 10,000 connections sending a byte a second (each byte reset the idle timeout) held every slot
+and every real client got SYSTEM_BUSY for the whole attack; a real client sends a whole request at
+once, so it is in that list for microseconds, while a slow sender stays at its front.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import cast
+from typing import Protocol, cast
 
 from protocol.codes import ResponseCode
 from protocol.errors import FrameError
@@ -34,6 +41,52 @@ LOG_EVERY = 10.0
 
 #: The largest first frame a refused connection may send (a query or heartbeat is far smaller).
 REFUSED_FRAME_LIMIT = 64 * 1024
+
+
+#: Seconds a connection must have been without a completed request before it may be evicted for a
+#: new one: a real client sends its first request at once, so only a silent or slow peer is this old.
+EVICTABLE_AFTER = 1.0
+
+
+class Incomplete(Protocol):
+    """A connection as the eviction list sees it."""
+
+    def evict(self, limit: int) -> None: ...
+
+
+class IncompleteRequests:
+    """Connections without a completed request since they connected or since their current request
+    began, in the order they became so (an ordered dict: O(1) to add, remove and find the oldest)."""
+
+    __slots__ = ("_since", "evicted")
+
+    def __init__(self) -> None:
+        self._since: dict[Incomplete, float] = {}
+        #: Connections evicted to make room (a counter, for tests and reports).
+        self.evicted = 0
+
+    def begin(self, connection: Incomplete, now: float) -> None:
+        """``connection`` started a request (or connected) at ``now`` and has not finished it."""
+        self._since.pop(connection, None)
+        self._since[connection] = now
+
+    def end(self, connection: Incomplete) -> None:
+        """``connection`` completed its request (or is gone)."""
+        self._since.pop(connection, None)
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+    def evict_oldest(self, now: float, limit: int, min_age: float = EVICTABLE_AFTER) -> Incomplete | None:
+        """Evict the connection incomplete the longest if it has been so ``min_age`` seconds; return it."""
+        for connection, since in self._since.items():
+            if now - since < min_age:
+                return None
+            del self._since[connection]
+            self.evicted += 1
+            connection.evict(limit)
+            return connection
+        return None
 
 
 def busy_remark(limit: int) -> str:

@@ -229,3 +229,25 @@ def test_serve_refuses_a_bad_advertise_address() -> None:
     )
     assert result.returncode == 2
     assert "expected HOST:PORT" in result.stderr
+
+
+def test_the_connection_limits_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18's bounds (held pulls, queued answers, request deadline): defaults, then each flag."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    bare = parser.parse_args([])
+    settings = settings_from(bare, load_config(bare))
+    assert (settings.max_held_pulls, settings.max_held_pulls_per_connection) == (10_000, 1_000)
+    given = parser.parse_args(["--max-held-pulls", "7", "--max-held-pulls-per-connection", "3"])
+    settings = settings_from(given, load_config(given))
+    assert (settings.max_held_pulls, settings.max_held_pulls_per_connection) == (7, 3)
+    assert (settings.max_queued_bytes, settings.max_queued_bytes_per_connection) == (256 * 2**20, 64 * 2**20)
+    given = parser.parse_args(["--max-queued-mib", "5", "--max-queued-mib-per-connection", "2"])
+    settings = settings_from(given, load_config(given))
+    assert (settings.max_queued_bytes, settings.max_queued_bytes_per_connection) == (5 * 2**20, 2 * 2**20)
+    assert settings.request_timeout == 30.0
+    given = parser.parse_args(["--request-timeout", "0"])
+    assert settings_from(given, load_config(given)).request_timeout == 0.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--max-held-pulls", "0"])
