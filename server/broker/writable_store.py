@@ -13,6 +13,7 @@ One process writes: the writer holds the store's ``lock`` file for as long as th
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ from server.broker.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
     delivery_record,
+    StoreUnavailable,
     disk_full,
     message_illegal,
 )
@@ -33,11 +35,14 @@ from store.message_store import MessageStore
 from store.platform.disk import disk_used_ratio
 from store.write.writer import (
     Appended,
+    CommitLogCutError,
     CommitLogFullError,
     RecordTooLargeError,
     StoreRecord,
     StoreWriter,
 )
+
+log = logging.getLogger(__name__)
 
 
 class WritableStore:
@@ -58,6 +63,8 @@ class WritableStore:
             config.store_path_root_dir / "config" / "delayOffset.json", config.message_delay_level
         )
         self.closed = False
+        #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
+        self.not_writable: str | None = None
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
         )
@@ -154,9 +161,20 @@ class WritableStore:
         are refused with ``PutRefused``: MESSAGE_ILLEGAL and ``handlePutMessageResult``'s remark, the
         broker's status for a message it cannot store as sent; nothing is written. A full disk is
         ``StoreUnavailable`` (SERVICE_NOT_AVAILABLE), nothing written either.
+
+        A CommitLog cut under the store (``CommitLogCutError``, or records the reput cannot reach after
+        the append) makes it stop taking records until it is reopened: ``StoreUnavailable`` for this
+        put and every later one, as the broker's ``checkStoreStatus`` refuses every put once its
+        dispatch failed (``ConsumeQueue.putMessagePositionInfoWrapper`` -> ``makeLogicsQueueError``).
+        Records past a cut could never be served, and the next start's recovery truncates them.
         """
+        if self.not_writable is not None:
+            raise self._unavailable()
         try:
             appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
+        except CommitLogCutError as exc:
+            self._stop_writing(str(exc))
+            raise self._unavailable() from exc
         except RecordTooLargeError:
             raise message_illegal(self.config.max_message_size) from None
         except CommitLogFullError as exc:
@@ -170,12 +188,41 @@ class WritableStore:
                 disk_used_ratio(config.index_dir),
             ) from exc
         self.dispatch()
+        readable_end = self.reader.commitlog.max_offset
+        if readable_end < self.writer.position:
+            # Written, but not where a walk of the CommitLog reaches (the file was cut between the
+            # writer's check and its write): never acknowledged, and never dispatched either.
+            self._stop_writing(
+                f"the CommitLog reads to offset {readable_end} only, below the {self.writer.position} "
+                "just written (a file was cut under the writer): those records cannot be dispatched"
+            )
+            raise self._unavailable()
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:
                 self._schedule.schedule(
                     rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
                 )
         return appended
+
+    def _stop_writing(self, why: str) -> None:
+        """Take no more records until reopened; said once, at ERROR (nothing is dispatched any more)."""
+        if self.not_writable is None:
+            self.not_writable = why
+            log.error(
+                "the store stops taking messages: %s; every SEND is answered SERVICE_NOT_AVAILABLE "
+                "until the server is restarted on it (its recovery truncates the CommitLog at the "
+                "last whole record and trims the queues and index past it)",
+                why,
+            )
+
+    def _unavailable(self) -> StoreUnavailable:
+        """The broker's answer to a put while its store is not writable (``SERVICE_NOT_AVAILABLE``)."""
+        config = self.config
+        return disk_full(
+            disk_used_ratio(config.store_path_commit_log),
+            disk_used_ratio(config.consume_queue_dir),
+            disk_used_ratio(config.index_dir),
+        )
 
     def _rearm_scheduled(self) -> None:
         """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart.
