@@ -16,20 +16,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from protocol.message import decode_message
 from server.broker.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
-    delivery_record,
     StoreUnavailable,
+    delivery_record,
     disk_full,
     message_illegal,
 )
 from server.broker.scheduled_delivery import DeliverySchedule
 from store.checkpoint import Checkpoint
 from store.config.store_config import StoreConfig
-from store.config.topics import TopicConfig, TopicTable, startup_topics
+from store.config.topics import TopicConfig, TopicPersister, TopicTable, startup_topics
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.platform.disk import disk_used_ratio
@@ -63,6 +64,7 @@ class WritableStore:
             config.store_path_root_dir / "config" / "delayOffset.json", config.message_delay_level
         )
         self.closed = False
+        self._persister: TopicPersister | None = None
         #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
         self.not_writable: str | None = None
         self.auto_create_topics = (
@@ -107,6 +109,7 @@ class WritableStore:
         self.writer.mark_in_use()
         try:
             self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
+            listed = self.topics.path.exists()
             # One table: the writer adds a topic as its first record is written, as the broker
             # creates it at send time, and the send path's creations go to the same object.
             self.writer.use_topic_table(self.topics)
@@ -115,12 +118,30 @@ class WritableStore:
         except BaseException:
             self.close()
             raise
-        if not self.topics.topics:
-            for topic in startup_topics(
-                config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
-            ):
-                self.topics.put(topic, self._clock())
-            self.topics.save()
+        try:
+            if not self.topics.topics:
+                for topic in startup_topics(
+                    config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
+                ):
+                    self.topics.put(topic, self._clock())
+                self.topics.save()
+            # Topics whose creation a kill -9 kept out of topics.json (it is saved off the event
+            # loop) have records: put them back, as they were created at send time.
+            missing = self.writer.register_missing_topics(self._clock())
+        except BaseException:
+            self.close()
+            raise
+        if missing:
+            log.log(
+                logging.WARNING if listed else logging.INFO,
+                "config/topics.json lacked %d topic(s) with records (created after its last save, then "
+                "the process was killed, or never listed): added from the consume queues and the "
+                "CommitLog: %s",
+                len(missing),
+                ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else ""),
+            )
+        # From here on topic creations are written off the caller's thread (the event loop), batched.
+        self._persister = TopicPersister(self.topics)
 
     # -- topics --------------------------------------------------------------------------------------
 
@@ -133,6 +154,20 @@ class WritableStore:
         self.topics.put(config, self._clock())
         self.topics.save()
         return config
+
+    def topic_changes(self) -> int:
+        """How many changes of the topic table were handed to its persister so far."""
+        persister = self._persister
+        return persister.requested if persister is not None else 0
+
+    def topics_saved(self, change: int) -> Future[None]:
+        """Done once topic-table change ``change`` is in ``config/topics.json`` (``topic_changes``)."""
+        persister = self._persister
+        if persister is None:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+        return persister.saved(change)
 
     def create_topic_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int
@@ -282,7 +317,11 @@ class WritableStore:
             self._schedule.save()
             self.reader.close()
         finally:
-            self.writer.close()
+            try:
+                self.writer.close()
+            finally:
+                if self._persister is not None:
+                    self._persister.close()  # whatever the thread has not written yet, written now
 
     def __enter__(self) -> WritableStore:
         return self

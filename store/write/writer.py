@@ -517,20 +517,43 @@ class StoreWriter:
                 self._table = TopicTable(self.config.store_path_root_dir / "config" / "topics.json", {}, 0, 0)
         return self._table
 
-    def _register_topic(self, topic: str, queues: int, now: int) -> None:
+    def register_missing_topics(self, now: int) -> list[str]:
+        """Put every topic with records that the table lacks into it, saved once; returns them.
+
+        A table saved off the event loop (``TopicPersister``) whose write failed lags the CommitLog:
+        topics created by SENDs have records and queue entries but no line in ``topics.json``.
+        Called when a writable store opens, this brings them back as they were created at send time
+        (``_register_topic``'s queue count and perm), as ``close`` always did.
+        """
+        added = [
+            topic
+            for topic, queues in sorted(self._topics.items())
+            if self._register_topic(topic, queues, now, save=False)
+        ]
+        if added:
+            self._topic_table().save()
+        return added
+
+    def _register_topic(self, topic: str, queues: int, now: int, *, save: bool = True) -> bool:
         """Put a topic the table lacks into ``topics.json`` as its first record is written, as the
         broker creates a topic's config at send time (``msgCheck`` ->
         ``createTopicInSendMessageMethod``, persisted at once): it is listed whatever its records are
         (prepared or rolled-back transactions get no queue entry, so a reopen could not find them
         from the queues) and whether or not this writer is closed. Queue count: the highest queue id
-        written + 1, at least 4; grown only for topics this writer added."""
+        written + 1, at least 4; grown only for topics this writer added. True when it was added.
+
+        Saved at once: on the send path the topic was created (and saved) by the SEND's check, so
+        only records put directly (the test kit, ``make-store``) get here."""
         table = self._topic_table()
         known = table.get(topic)
         nums = max(queues, 4)
         if known is None or (topic in self._created and known.write_queue_nums < nums):
             table.put(TopicConfig(topic, nums, nums), now)
-            table.save()
+            if save:
+                table.save()
             self._created.add(topic)
+            return True
+        return False
 
     def append(
         self,
