@@ -13,13 +13,16 @@ One process writes: the writer holds the store's ``lock`` file for as long as th
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from protocol.message import decode_message
 from server.broker.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
+    StoreUnavailable,
     delivery_record,
     disk_full,
     message_illegal,
@@ -27,17 +30,20 @@ from server.broker.put_message import (
 from server.broker.scheduled_delivery import DeliverySchedule
 from store.checkpoint import Checkpoint
 from store.config.store_config import StoreConfig
-from store.config.topics import TopicConfig, TopicTable, startup_topics
+from store.config.topics import TopicConfig, TopicPersister, TopicTable, startup_topics
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.platform.disk import disk_used_ratio
 from store.write.writer import (
     Appended,
+    CommitLogCutError,
     CommitLogFullError,
     RecordTooLargeError,
     StoreRecord,
     StoreWriter,
 )
+
+log = logging.getLogger(__name__)
 
 
 class WritableStore:
@@ -58,6 +64,9 @@ class WritableStore:
             config.store_path_root_dir / "config" / "delayOffset.json", config.message_delay_level
         )
         self.closed = False
+        self._persister: TopicPersister | None = None
+        #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
+        self.not_writable: str | None = None
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
         )
@@ -100,6 +109,7 @@ class WritableStore:
         self.writer.mark_in_use()
         try:
             self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
+            listed = self.topics.path.exists()
             # One table: the writer adds a topic as its first record is written, as the broker
             # creates it at send time, and the send path's creations go to the same object.
             self.writer.use_topic_table(self.topics)
@@ -108,12 +118,30 @@ class WritableStore:
         except BaseException:
             self.close()
             raise
-        if not self.topics.topics:
-            for topic in startup_topics(
-                config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
-            ):
-                self.topics.put(topic, self._clock())
-            self.topics.save()
+        try:
+            if not self.topics.topics:
+                for topic in startup_topics(
+                    config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
+                ):
+                    self.topics.put(topic, self._clock())
+                self.topics.save()
+            # Topics whose creation a kill -9 kept out of topics.json (it is saved off the event
+            # loop) have records: put them back, as they were created at send time.
+            missing = self.writer.register_missing_topics(self._clock())
+        except BaseException:
+            self.close()
+            raise
+        if missing:
+            log.log(
+                logging.WARNING if listed else logging.INFO,
+                "config/topics.json lacked %d topic(s) with records (created after its last save, then "
+                "the process was killed, or never listed): added from the consume queues and the "
+                "CommitLog: %s",
+                len(missing),
+                ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else ""),
+            )
+        # From here on topic creations are written off the caller's thread (the event loop), batched.
+        self._persister = TopicPersister(self.topics)
 
     # -- topics --------------------------------------------------------------------------------------
 
@@ -126,6 +154,20 @@ class WritableStore:
         self.topics.put(config, self._clock())
         self.topics.save()
         return config
+
+    def topic_changes(self) -> int:
+        """How many changes of the topic table were handed to its persister so far."""
+        persister = self._persister
+        return persister.requested if persister is not None else 0
+
+    def topics_saved(self, change: int) -> Future[None]:
+        """Done once topic-table change ``change`` is in ``config/topics.json`` (``topic_changes``)."""
+        persister = self._persister
+        if persister is None:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+        return persister.saved(change)
 
     def create_topic_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int
@@ -154,9 +196,20 @@ class WritableStore:
         are refused with ``PutRefused``: MESSAGE_ILLEGAL and ``handlePutMessageResult``'s remark, the
         broker's status for a message it cannot store as sent; nothing is written. A full disk is
         ``StoreUnavailable`` (SERVICE_NOT_AVAILABLE), nothing written either.
+
+        A CommitLog cut under the store (``CommitLogCutError``, or records the reput cannot reach after
+        the append) makes it stop taking records until it is reopened: ``StoreUnavailable`` for this
+        put and every later one, as the broker's ``checkStoreStatus`` refuses every put once its
+        dispatch failed (``ConsumeQueue.putMessagePositionInfoWrapper`` -> ``makeLogicsQueueError``).
+        Records past a cut could never be served, and the next start's recovery truncates them.
         """
+        if self.not_writable is not None:
+            raise self._unavailable()
         try:
             appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
+        except CommitLogCutError as exc:
+            self._stop_writing(str(exc))
+            raise self._unavailable() from exc
         except RecordTooLargeError:
             raise message_illegal(self.config.max_message_size) from None
         except CommitLogFullError as exc:
@@ -170,12 +223,41 @@ class WritableStore:
                 disk_used_ratio(config.index_dir),
             ) from exc
         self.dispatch()
+        readable_end = self.reader.commitlog.max_offset
+        if readable_end < self.writer.position:
+            # Written, but not where a walk of the CommitLog reaches (the file was cut between the
+            # writer's check and its write): never acknowledged, and never dispatched either.
+            self._stop_writing(
+                f"the CommitLog reads to offset {readable_end} only, below the {self.writer.position} "
+                "just written (a file was cut under the writer): those records cannot be dispatched"
+            )
+            raise self._unavailable()
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:
                 self._schedule.schedule(
                     rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
                 )
         return appended
+
+    def _stop_writing(self, why: str) -> None:
+        """Take no more records until reopened; said once, at ERROR (nothing is dispatched any more)."""
+        if self.not_writable is None:
+            self.not_writable = why
+            log.error(
+                "the store stops taking messages: %s; every SEND is answered SERVICE_NOT_AVAILABLE "
+                "until the server is restarted on it (its recovery truncates the CommitLog at the "
+                "last whole record and trims the queues and index past it)",
+                why,
+            )
+
+    def _unavailable(self) -> StoreUnavailable:
+        """The broker's answer to a put while its store is not writable (``SERVICE_NOT_AVAILABLE``)."""
+        config = self.config
+        return disk_full(
+            disk_used_ratio(config.store_path_commit_log),
+            disk_used_ratio(config.consume_queue_dir),
+            disk_used_ratio(config.index_dir),
+        )
 
     def _rearm_scheduled(self) -> None:
         """Scheduled records not yet delivered (by ``delayOffset.json``) are due again after a restart.
@@ -235,7 +317,11 @@ class WritableStore:
             self._schedule.save()
             self.reader.close()
         finally:
-            self.writer.close()
+            try:
+                self.writer.close()
+            finally:
+                if self._persister is not None:
+                    self._persister.close()  # whatever the thread has not written yet, written now
 
     def __enter__(self) -> WritableStore:
         return self

@@ -42,7 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.accel import load
+from protocol.errors import ProtocolError
 from protocol.index_key import java_string_hash
+from protocol.message import decode_message
 from protocol.record_layout import HOST_KIND_SHIFT, STORE_TIMESTAMP_AT, SYS_FLAG_AT
 from store.commitlog.mapped_files import CommitLog
 from store.warn_once import WarnOnce
@@ -164,6 +166,8 @@ class _File:
     #: first instead of faulting in (and reading ahead over) never-written pages. Only a hint: a
     #: live broker's tail grows past it.
     data_end: int = -1
+    #: The mapped inode: a file of the same name with another one was replaced under us.
+    inode: int = 0
 
     def close(self) -> None:
         self.view.release()
@@ -290,6 +294,8 @@ class ConsumeQueue:
         self._files: list[_File] = []
         self._starts: list[int] = []
         self._min_logic_offset = 0
+        #: Files replaced by bytes that are not this queue's: start -> the rejected inode.
+        self._rejected: dict[int, int] = {}
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
@@ -317,8 +323,11 @@ class ConsumeQueue:
                     continue
                 mtime_ms = st.st_mtime_ns // 1_000_000
                 known = old.pop(start, None)
-                if known is not None and known.length == st.st_size:
+                if known is not None and known.length == st.st_size and known.inode == st.st_ino:
                     known.mtime_ms = mtime_ms
+                    files.append(known)
+                    continue
+                if known is not None and known.inode != st.st_ino and self._keep_over(known, path, st.st_ino):
                     files.append(known)
                     continue
                 if known is not None:
@@ -349,11 +358,99 @@ class ConsumeQueue:
                         f"consume queue file {path} has {st.st_size} bytes, not mappedFileSizeConsumeQueue "
                         f"{self.mapped_file_size}: reading the whole entries it holds",
                     )
-                files.append(_File(start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end))
+                files.append(
+                    _File(
+                        start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end, inode=st.st_ino
+                    )
+                )
+            kept = [gone for gone in old.values() if self._keep_deleted(gone)]
             for gone in old.values():
-                gone.close()
+                if gone not in kept:
+                    gone.close()
+            if kept:
+                files = sorted(files + kept, key=lambda f: f.start)
             self._recover(files)
             self._correct_min_offset()
+
+    # -- damage under a running reader (issue 18, item 11): said once, answered from what is intact --
+
+    def _keep_deleted(self, gone: _File) -> bool:
+        """A known file no longer listed: keep answering from its map when it was damage, not the
+        broker's own doing; say so once.
+
+        The broker deletes consume queue files only when their records are gone: expired with the
+        CommitLog files before them (``deleteExpiredFile``), or past the end its recovery truncated
+        to (``truncateDirtyLogicFiles``). A file whose entries still name records of the CommitLog
+        was deleted by something else; this process still maps its bytes, so the queue keeps
+        pulling what it held (until a restart, or a rebuild with ``rmq-query rebuild-index``).
+        """
+        if self.commitlog is None or gone.written < CQ_STORE_UNIT_SIZE:
+            return False
+        first = _I64.unpack_from(gone.view, 0)[0]
+        last = _I64.unpack_from(gone.view, gone.written - CQ_STORE_UNIT_SIZE)[0]
+        files = self.commitlog.files
+        if not files or last < files[0].start or first >= self.commitlog.max_offset:
+            return False  # expired with its records, or past the recovered end: the broker's own doing
+        self.warn(
+            f"deleted:{gone.path}:{gone.inode}",
+            f"consume queue file {gone.path} was deleted while in use, though its entries still name "
+            "records of the CommitLog: answering from the copy this process still maps until it is "
+            "restarted (rmq-query rebuild-index rebuilds the queue)",
+        )
+        return True
+
+    def _keep_over(self, known: _File, path: Path, inode: int) -> bool:
+        """A known file replaced by another inode: keep the old map unless the new bytes are this
+        queue's (a rebuild swapped in, a copy restored); say a replacement by other bytes once.
+
+        This queue's entries at ``start`` name records of this topic and queue at queue offsets
+        ``start / 20`` onward; the new file's first and last entries are checked against the
+        CommitLog (two record reads, once per replacement).
+        """
+        if self.commitlog is None:
+            return False
+        if self._rejected.get(known.start) != inode:
+            if self._names_own_records(path, known.start):
+                return False
+            self._rejected[known.start] = inode  # checked once: later refreshes keep the old map
+        self.warn(
+            f"replaced:{path}:{inode}",
+            f"consume queue file {path} was replaced by another file whose entries are not this "
+            f"queue's ({self.topic}/{self.queue_id} from queue offset {known.start // CQ_STORE_UNIT_SIZE}): "
+            "answering from the file as it was, which this process still maps, until it is restored "
+            "or rebuilt (rmq-query rebuild-index)",
+        )
+        return True
+
+    def _names_own_records(self, path: Path, start: int) -> bool:
+        """Do the first and last valid entries of the file at ``path`` name this queue's records?"""
+        try:
+            with open(path, "rb") as f:
+                data = f.read(self.mapped_file_size)
+        except OSError:
+            return True  # unreadable now: the map of the new file reports it as usual
+        view = memoryview(data)
+        end = _valid_prefix(view, len(data) - len(data) % CQ_STORE_UNIT_SIZE)
+        if end == 0:
+            return True  # no entries yet (a queue being rebuilt): nothing to contradict
+        for pos in sorted({0, end - CQ_STORE_UNIT_SIZE}):
+            offset, size = _OFFSET_SIZE.unpack_from(view, pos)
+            if size == PRE_BLANK_SIZE:
+                continue
+            buf = self.commitlog.read_record(offset) if self.commitlog is not None else None
+            if buf is None:
+                return False
+            try:
+                msg = decode_message(buf, read_body=False)
+            except ProtocolError:
+                return False
+            if (msg.topic, msg.queue_id, msg.queue_offset) != (
+                self.topic,
+                self.queue_id,
+                (start + pos) // CQ_STORE_UNIT_SIZE,
+            ):
+                return False
+        return True
 
     def _recover(self, files: list[_File]) -> None:
         """``ConsumeQueue.recover``: the written end, from the third-last file on; later files are dirty."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from protocol.index_key import build_index_key, index_key_hash
 from store.config.store_config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
-from store.index.index_file import UNBOUNDED, IndexFile, IndexHeader, header_problem
+from store.index.index_file import HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
 from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, query_files
 from store.platform import sigbus
 from store.warn_once import WarnOnce
@@ -44,6 +44,24 @@ class QueryOffsetResult:
     visited: int = 0
     #: True when the walk stopped at its budget: ``phy_offsets`` holds what was found until then.
     budget_exhausted: bool = False
+
+
+def _read_header(path: Path) -> IndexHeader | None:
+    """The header of the file now at ``path`` (None when it cannot be read whole)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER.size)
+    except OSError:
+        return None
+    return IndexHeader(*HEADER.unpack(raw)) if len(raw) == HEADER.size else None
+
+
+def _begins_differ(ours: IndexHeader, on_disk: IndexHeader) -> bool:
+    """Both headers' begin values set, and different: the file holds another file's bytes."""
+    return bool(ours.begin_timestamp and on_disk.begin_timestamp) and (
+        ours.begin_timestamp,
+        ours.begin_phy_offset,
+    ) != (on_disk.begin_timestamp, on_disk.begin_phy_offset)
 
 
 def index_file_name(millis: int) -> str:
@@ -71,6 +89,9 @@ class IndexService:
         self.skipped: dict[str, str] = {}
         #: indexCount of each read-only file at the last refresh (a count going down is reported).
         self._seen_count: dict[str, int] = {}
+        #: (beginTimestamp, beginPhyOffset) of each file once set: a writer never changes them, so a
+        #: file of that name with others holds another file's bytes.
+        self._begins: dict[str, tuple[int, int]] = {}
         sigbus.install()
         self._faults_seen = sigbus.fault_count()
         self.refresh()
@@ -124,7 +145,12 @@ class IndexService:
                     except IndexFileError as exc:
                         self.warn(f"open:{name}", f"{exc}; left out, retried on the next refresh")
                         continue
-                    self._seen_count[name] = f.read_header().index_count
+                    header = f.read_header()
+                    if self._other_bytes(name, header):
+                        self._say_replaced(f.path, f.inode, header, "left out of queries")
+                        f.close()
+                        continue
+                    self._seen_count[name] = header.index_count
                 files.append(f)
             if wrong and not files and len(sizes) == 1:
                 # Every file has the same wrong size: the configuration, not the files, is wrong.
@@ -155,9 +181,21 @@ class IndexService:
         except OSError:
             return True  # deleted just now: the next refresh says so
         if inode != f.inode:
+            header = _read_header(f.path)
+            if header is not None and self._other_bytes(f.name, header):
+                # The old inode is still mapped here, with the keys this name held: answer from it.
+                self._say_replaced(
+                    f.path, inode, header, "answering from the file as it was, which this process still maps"
+                )
+                return True
             log.info("index file %s was replaced by another file: reopening it", f.path)
             return False
-        count = f.read_header().index_count
+        header = f.read_header()
+        if self._other_bytes(f.name, header):
+            # Overwritten in place (cp over it): nothing of the old bytes is left to answer from.
+            self._say_replaced(f.path, inode, header, "left out of queries")
+            return False
+        count = header.index_count
         before = self._seen_count.get(f.name, count)
         self._seen_count[f.name] = count
         if count < before:
@@ -173,6 +211,25 @@ class IndexService:
             )
             f.warn.mark("header")  # said here: the query walk does not say it again
         return True
+
+    def _other_bytes(self, name: str, header: IndexHeader) -> bool:
+        """Does ``header`` name another span than file ``name`` had? Records its begin values the
+        first time they are set (a new file's are 0 until its first key)."""
+        if header.begin_timestamp == 0:
+            return False
+        begins = (header.begin_timestamp, header.begin_phy_offset)
+        known = self._begins.setdefault(name, begins)
+        return known != begins
+
+    def _say_replaced(self, path: Path, inode: int, header: IndexHeader, consequence: str) -> None:
+        begin_ts, begin_phy = self._begins[path.name]
+        self.warn(
+            f"replaced:{path.name}:{inode}",
+            f"index file {path} was replaced by another file's bytes while in use (its header begins "
+            f"at timestamp {header.begin_timestamp}, CommitLog offset {header.begin_phy_offset}; this "
+            f"file began at {begin_ts}, {begin_phy}): {consequence} until it is restored or rebuilt "
+            "(rmq-query rebuild-index)",
+        )
 
     def audit(self) -> None:
         """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
@@ -191,6 +248,8 @@ class IndexService:
                     what = f"cut short to {f.safe_length()} of {f.size} bytes"
                 elif f.read_header().index_count < f.header.index_count:
                     what = "zeroed or overwritten (its header's indexCount went down)"
+                elif _begins_differ(f.header, f.read_header()):
+                    what = "overwritten with another file's bytes (its header's begin values changed)"
                 else:
                     continue
             self.warn(

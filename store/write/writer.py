@@ -139,6 +139,18 @@ class CommitLogFullError(OSError):
     Appending works again once space returns."""
 
 
+class CommitLogCutError(StoreError):
+    """The CommitLog file being appended to lost bytes the writer had written (cut short, deleted or
+    replaced under it): nothing was written now.
+
+    Records appended after such a cut lie behind a hole no walk crosses, so the reput would never
+    dispatch them and the broker's recovery would truncate them away at the next start
+    (``recoverAbnormally`` -> ``truncateDirtyFiles``). The writer cannot serve them, so it must not
+    take them; reopening the store recovers (the open walks to the last whole record and trims the
+    queues and IndexFiles past it, as the broker's recovery does).
+    """
+
+
 #: Bytes scrubbed per step past the end of the data when a writer opens a store (a torn record).
 _SCRUB_CHUNK = 64 * 1024
 
@@ -347,6 +359,36 @@ class StoreWriter:
                 ) from exc
             raise
 
+    def _check_not_cut(self) -> None:
+        """Raise ``CommitLogCutError`` when the file the next record goes to no longer holds what this
+        writer wrote into it: shorter than the writer's position in it, or unlinked (deleted, or
+        replaced by a rename). One ``fstat`` per append.
+
+        Unchecked, ``pwrite`` past the new end silently re-extends the file with a hole in the middle,
+        and every record after it was acknowledged but never dispatched (issue 18, item 6).
+        """
+        at = self._position % self.file_size
+        if at == 0:
+            return  # the next record starts a file: nothing of this file was written yet
+        start = self._position - at
+        if self._fd is not None and self._fd_start == start:
+            st = os.fstat(self._fd)
+            gone = st.st_nlink == 0
+        else:
+            try:
+                st = os.stat(self.config.store_path_commit_log / f"{start:020d}")
+                gone = False
+            except FileNotFoundError:
+                st, gone = None, True
+        if gone or st is None or st.st_size < at:
+            size = "gone" if gone or st is None else f"{st.st_size} bytes"
+            raise CommitLogCutError(
+                f"CommitLog file {start:020d} was cut under the writer ({size}; it had written {at} "
+                f"bytes into it): records appended now would lie behind a hole and never be "
+                "dispatched; refusing to append until the store is reopened (its recovery truncates "
+                "at the last whole record, as the broker's does)"
+            )
+
     def _clean_torn_write(self) -> None:
         """Zero what a failed write left past the end of the data (``_write``), if it is still there."""
         if self._torn is None:
@@ -411,6 +453,7 @@ class StoreWriter:
         if not self._queues_known:
             raise StoreError("the writer's queue offsets are not known yet: call resume_queues first")
         now = self._clock() if store_timestamp is None else store_timestamp
+        self._check_not_cut()
         self._clean_torn_write()
         # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
         # and physical offsets (as doAppend patches the pre-encoded buffer).
@@ -474,20 +517,43 @@ class StoreWriter:
                 self._table = TopicTable(self.config.store_path_root_dir / "config" / "topics.json", {}, 0, 0)
         return self._table
 
-    def _register_topic(self, topic: str, queues: int, now: int) -> None:
+    def register_missing_topics(self, now: int) -> list[str]:
+        """Put every topic with records that the table lacks into it, saved once; returns them.
+
+        A table saved off the event loop (``TopicPersister``) whose write failed lags the CommitLog:
+        topics created by SENDs have records and queue entries but no line in ``topics.json``.
+        Called when a writable store opens, this brings them back as they were created at send time
+        (``_register_topic``'s queue count and perm), as ``close`` always did.
+        """
+        added = [
+            topic
+            for topic, queues in sorted(self._topics.items())
+            if self._register_topic(topic, queues, now, save=False)
+        ]
+        if added:
+            self._topic_table().save()
+        return added
+
+    def _register_topic(self, topic: str, queues: int, now: int, *, save: bool = True) -> bool:
         """Put a topic the table lacks into ``topics.json`` as its first record is written, as the
         broker creates a topic's config at send time (``msgCheck`` ->
         ``createTopicInSendMessageMethod``, persisted at once): it is listed whatever its records are
         (prepared or rolled-back transactions get no queue entry, so a reopen could not find them
         from the queues) and whether or not this writer is closed. Queue count: the highest queue id
-        written + 1, at least 4; grown only for topics this writer added."""
+        written + 1, at least 4; grown only for topics this writer added. True when it was added.
+
+        Saved at once: on the send path the topic was created (and saved) by the SEND's check, so
+        only records put directly (the test kit, ``make-store``) get here."""
         table = self._topic_table()
         known = table.get(topic)
         nums = max(queues, 4)
         if known is None or (topic in self._created and known.write_queue_nums < nums):
             table.put(TopicConfig(topic, nums, nums), now)
-            table.save()
+            if save:
+                table.save()
             self._created.add(topic)
+            return True
+        return False
 
     def append(
         self,

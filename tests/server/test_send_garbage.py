@@ -7,6 +7,7 @@ connection would hand them over.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from pathlib import Path
@@ -75,6 +76,9 @@ def test_garbage_sends_are_answered_without_tracebacks(
                     code=code, opaque=i, ext_fields=_header(rng, batch), body=_body(rng, batch)
                 )
                 answer = dispatcher.dispatch(request)
+                if answer is not None and not isinstance(answer, RemotingCommand):
+                    # A SEND that created a topic is answered once topics.json holds it.
+                    answer = asyncio.run(answer)
                 assert isinstance(answer, RemotingCommand)
                 codes.add(answer.code)
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text[:2000]

@@ -11,8 +11,10 @@ connection drops answers to oneway requests).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -64,9 +66,24 @@ class SendMessageProcessor:
         self.on_scheduled = on_scheduled
         self._write_errors = BurstLog(log)
 
-    def process(self, request: RemotingCommand) -> RemotingCommand:
-        """The dispatcher's entry: the sender's address comes from the connection."""
-        return self.handle(request, CURRENT_PEER.get() or ("127.0.0.1", 0))
+    def process(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The dispatcher's entry: the sender's address comes from the connection.
+
+        A SEND that created a topic is answered once ``config/topics.json`` holds it, as the broker
+        persists before answering; the file is written on the table's own thread, so meanwhile the
+        loop serves everyone else.
+        """
+        before = self.store.topic_changes()
+        answer = self.handle(request, CURRENT_PEER.get() or ("127.0.0.1", 0))
+        after = self.store.topic_changes()
+        if after == before:
+            return answer
+        return self._when_saved(self.store.topics_saved(after), answer)
+
+    @staticmethod
+    async def _when_saved(saved: Future[None], answer: RemotingCommand) -> RemotingCommand:
+        await asyncio.wrap_future(saved)
+        return answer
 
     def _answer(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return request.make_response(

@@ -1,0 +1,63 @@
+"""``TopicPersister``: ``config/topics.json`` written on its own thread, batched, failures survived.
+
+What the send path relies on: ``saved(n)`` completes only once a write holding change ``n`` is on
+disk; changes made while a write is under way go out together; a failed write is said once, does
+not hang the SENDs waiting on it, and is made good at ``close``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from store.config.topics import TopicConfig, TopicPersister, TopicTable
+
+
+def test_changes_made_during_a_write_go_out_together_and_saved_waits_for_them(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "topics.json"
+    table = TopicTable(path, {}, 0, 0)
+    gate = threading.Event()
+    real_write = table._write
+
+    def slow_write(*args: object) -> None:
+        gate.wait(10)  # the first write is held until the test has made more changes
+        real_write(*args)  # type: ignore[arg-type]
+
+    table._write = slow_write  # type: ignore[method-assign]
+    persister = TopicPersister(table)
+    try:
+        table.put(TopicConfig("A", 4, 4, 6), 1)
+        first = persister.saved(persister.request())
+        for name in "BCDE":
+            table.put(TopicConfig(name, 4, 4, 6), 2)
+            last = persister.request()
+        later = persister.saved(last)
+        assert not first.done() and not later.done()
+        gate.set()
+        later.result(timeout=10)
+        assert set(TopicTable.load(path).topics) == set("ABCDE")
+        assert persister.writes <= 2  # 5 changes, at most 2 writes: the four made meanwhile batched
+    finally:
+        gate.set()
+        persister.close()
+    assert table.persister is None
+
+
+def test_a_failed_write_is_said_once_releases_its_waiters_and_is_made_good_at_close(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "config"
+    blocker.write_text("not a directory", encoding="utf-8")  # the table's directory cannot be made
+    table = TopicTable(blocker / "topics.json", {}, 0, 0)
+    persister = TopicPersister(table)
+    with caplog.at_level(logging.ERROR):
+        for name in "AB":
+            table.put(TopicConfig(name, 4, 4, 6), 1)
+            persister.saved(persister.request()).result(timeout=10)  # completes despite the failure
+    assert sum("cannot write" in r.getMessage() for r in caplog.records) == 1
+    blocker.unlink()
+    persister.close()
+    assert set(TopicTable.load(blocker / "topics.json").topics) == {"A", "B"}
