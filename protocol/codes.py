@@ -46,6 +46,10 @@ class RequestCode(IntEnum):
     QUERY_BROKER_OFFSET = 13
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
+    #: Admin codes (``Permission.ADMIN_CODE``): not served here, but plain ACL refuses them to
+    #: non-admin accounts before answering 'not supported', as the broker does.
+    UPDATE_AND_CREATE_TOPIC = 17
+    UPDATE_BROKER_CONFIG = 25
     GET_BROKER_RUNTIME_INFO = 28
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
@@ -54,16 +58,20 @@ class RequestCode(IntEnum):
     VIEW_MESSAGE_BY_ID = 33
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
     GET_CONSUMER_LIST_BY_GROUP = 38
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
     GET_TOPIC_STATS_INFO = 202
     #: mqadmin's ``queryMsgById`` track step asks it for each consuming group (none here: answered as
     #: not supported, since QUERY_TOPIC_CONSUME_BY_WHO reports no groups).
     GET_CONSUMER_CONNECTION_LIST = 203
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207
+    DELETE_TOPIC_IN_BROKER = 215
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320

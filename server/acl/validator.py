@@ -14,19 +14,29 @@ the order of ``PlainPermissionManager.validate`` before its processor runs:
    default topic/group permission; an admin account without any entries may do anything. Otherwise
    "No default permission for topic:<t>" (or ``group:<g>``).
 
-Resources, as ``PlainAccessResource.parse`` derives them: QUERY_MESSAGE needs SUB (or GET, see
-``server.acl.config``) on ``topic``; VIEW_MESSAGE_BY_ID needs the same on ``topic`` when the request
-names one (5.x; a 4.9.x broker checks only the signature, and mqadmin 4.9's by-offset view sends no
-topic); HEART_BEAT needs SUB on each
-consumer group's retry topic and each subscribed topic in its body; UNREGISTER_CLIENT SUB on
-``%RETRY%<consumerGroup>``; PULL_MESSAGE SUB on ``topic`` and on ``%RETRY%<consumerGroup>``;
-GET_CONSUMER_LIST_BY_GROUP SUB on ``%RETRY%<consumerGroup>``; QUERY_TOPIC_CONSUME_BY_WHO, the offset
-reads (GET_MIN/MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
-QUERY_CONSUMER_OFFSET), GET_TOPIC_STATS_INFO and GET_BROKER_RUNTIME_INFO only the signature.
+Resources, as 4.9.7's ``PlainAccessValidator.parse`` derives them: SEND_MESSAGE needs PUB on
+``topic``, SEND_MESSAGE_V2 PUB on ``b`` (its abbreviated topic); a send to a ``%RETRY%`` topic needs
+SUB on the group instead (``group``, which 4.9.7 clients never fill, so nothing; V2's ``a``);
+SEND_BATCH_MESSAGE only the signature (4.9.7 has no case for it; 5.x added one); CONSUMER_SEND_MSG_BACK
+SUB on ``%RETRY%<group>``; UPDATE_CONSUMER_OFFSET SUB on ``%RETRY%<consumerGroup>`` and on ``topic``;
+QUERY_MESSAGE needs SUB (or GET, see ``server.acl.config``) on ``topic``; VIEW_MESSAGE_BY_ID needs
+the same on ``topic`` when the request names one (5.x; a 4.9.x broker checks only the signature, and
+mqadmin 4.9's by-offset view sends no topic); HEART_BEAT needs SUB on each consumer group's retry
+topic and each subscribed topic in its body (decoded within ``protocol.heartbeat``'s bounds);
+UNREGISTER_CLIENT SUB on ``%RETRY%<consumerGroup>``; PULL_MESSAGE SUB on ``topic`` and on
+``%RETRY%<consumerGroup>``; GET_CONSUMER_LIST_BY_GROUP SUB on ``%RETRY%<consumerGroup>``;
+QUERY_TOPIC_CONSUME_BY_WHO, the offset reads (GET_MIN/MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME, QUERY_CONSUMER_OFFSET), GET_TOPIC_STATS_INFO and GET_BROKER_RUNTIME_INFO
+only the signature. Two rules of ``PlainPermissionManager`` come before the resources: a request
+needing exactly PUB on ``RMQ_SYS_TRACE_TOPIC`` passes (message traces), and the admin codes
+(``ADMIN_CODES``) need an ``admin: true`` account ("Need admin permission for request code=<c>, but
+accessKey=<ak> is not"). Every verdict for SENDs, retry topics, the trace topic, an admin code and
+an unknown code was checked against the real 4.9.7 broker (``tests/server/acl/test_acl_send.py``).
 
 A denial is answered NO_PERMISSION (16) with Java's message as the remark (the 5.x broker's code; a
-4.9.x broker answered SYSTEM_ERROR with the same text). Unknown request codes are answered
-REQUEST_CODE_NOT_SUPPORTED before any check, as Java looks the processor up first. The name-server
+4.9.x broker answers SYSTEM_ERROR with ``AclException: <message>, <first stack frame>``). Every
+other code, unknown ones included, is checked before its processor is looked up, as the broker's ACL
+hook runs before its default processor answers REQUEST_CODE_NOT_SUPPORTED. The name-server
 codes (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER) are never
 checked: RocketMQ's name server has no plain ACL, so clients reach it unsigned, and routes reveal
 only topic names and this address.
@@ -36,12 +46,11 @@ from __future__ import annotations
 
 import hmac
 
-import msgspec
-
 from protocol.acl_signature import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, acl_signature
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from server.acl.config import GET, RETRY_PREFIX, SUB, AclConfig, check_permission
+from protocol.heartbeat import HeartbeatBodyError, HeartbeatData, decode_heartbeat
+from server.acl.config import GET, PUB, RETRY_PREFIX, SUB, AclConfig, check_permission
 
 #: What a message lookup needs on its topic: SUB (plain ACL 1.0) or GET (ACL 2.0), either one.
 LOOKUP = SUB | GET
@@ -55,21 +64,20 @@ UNCHECKED_CODES = frozenset(
     }
 )
 
+#: ``Permission.ADMIN_CODE``: codes only an ``admin: true`` account may send, whatever its perms.
+ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    }
+)
 
-class _Subscription(msgspec.Struct):
-    topic: str | None = None
-
-
-class _ConsumerData(msgspec.Struct):
-    groupName: str | None = None
-    subscriptionDataSet: list[_Subscription] | None = None
-
-
-class _Heartbeat(msgspec.Struct):
-    consumerDataSet: list[_ConsumerData] | None = None
-
-
-_HEARTBEAT = msgspec.json.Decoder(_Heartbeat)
+#: ``TopicValidator.RMQ_SYS_TRACE_TOPIC``: a request needing exactly PUB on it skips the resource
+#: checks (``PlainPermissionManager.validate``), so message traces reach the default trace topic.
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 
 class DeniedError(Exception):
@@ -81,14 +89,35 @@ def required_resources(request: RemotingCommand) -> dict[str, int]:
     fields = request.ext_fields or {}
     code = request.code
     needed: dict[str, int] = {}
-    if code == RequestCode.QUERY_MESSAGE or code == RequestCode.VIEW_MESSAGE_BY_ID:
+
+    def add(resource: str | None, perm: int) -> None:
+        if resource is not None:  # ``addResourceAndPerm`` ignores a null resource
+            needed[resource] = perm
+
+    if code == RequestCode.SEND_MESSAGE or code == RequestCode.SEND_MESSAGE_V2:
+        # V2 abbreviates the header: ``b`` is the topic, ``a`` the producer group. A send to a retry
+        # topic (a consumer sending back) needs SUB on the group instead; SEND_MESSAGE reads the
+        # group from ``group``, a field 4.9.7 clients never fill (they send ``producerGroup``), so
+        # such a send needs nothing, as on the broker.
+        v2 = code == RequestCode.SEND_MESSAGE_V2
+        topic = fields.get("b" if v2 else "topic")
+        if topic is not None and topic.startswith(RETRY_PREFIX):
+            add(_retry(fields.get("a" if v2 else "group")), SUB)
+        else:
+            add(topic, PUB)
+    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+        add(_retry(fields.get("group")), SUB)
+    elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
+        add(_retry(fields.get("consumerGroup")), SUB)
+        add(fields.get("topic"), SUB)
+    elif code == RequestCode.QUERY_MESSAGE or code == RequestCode.VIEW_MESSAGE_BY_ID:
         topic = fields.get("topic")
         if topic is not None:
             needed[topic] = LOOKUP
     elif code == RequestCode.HEART_BEAT:
         try:
-            heartbeat = _HEARTBEAT.decode(request.body or b"")
-        except (msgspec.DecodeError, RecursionError):
+            heartbeat = decode_heartbeat(request.body, HeartbeatData)
+        except HeartbeatBodyError:
             raise DeniedError(
                 "HeartbeatData cannot be decoded, so its permissions cannot be checked"
             ) from None
@@ -110,6 +139,11 @@ def required_resources(request: RemotingCommand) -> dict[str, int]:
         if group is not None:
             needed[RETRY_PREFIX + group] = SUB
     return needed
+
+
+def _retry(group: str | None) -> str | None:
+    """``PlainAccessResource.getRetryTopic``: null stays null."""
+    return None if group is None else RETRY_PREFIX + group
 
 
 class AccessValidator:
@@ -145,6 +179,12 @@ class AccessValidator:
         if not _signature_matches(request, fields, account.secret_key):
             raise DeniedError(f"Check signature failed for accessKey={access_key}")
         needed = required_resources(request)
+        if needed.get(TRACE_TOPIC) == PUB:
+            return
+        if request.code in ADMIN_CODES and not account.admin:
+            raise DeniedError(
+                f"Need admin permission for request code={request.code}, but accessKey={access_key} is not"
+            )
         if not needed or (account.admin and not account.resource_perms):
             return
         for resource, perm in needed.items():

@@ -10,9 +10,12 @@ Processors are plain functions (store reads are quick mmap reads, so the common 
 synchronous and allocation-light); a processor may also be a coroutine function, and then the
 connection awaits it while other requests keep flowing.
 
-With access control on (``server.acl.validator``), a request for a known code is checked before its processor
-runs and answered NO_PERMISSION when denied, the way the broker's ACL hook runs after its processor
-lookup and before the processor.
+With access control on (``server.acl.validator``), every request but the name-server codes is checked
+before anything else and answered NO_PERMISSION when denied, unknown codes included: the broker's
+processor lookup never fails (its AdminBrokerProcessor is the default and answers unknown codes
+REQUEST_CODE_NOT_SUPPORTED itself), and its ACL hook runs before that processor (checked against the
+real 4.9.7 broker: an unsigned unknown code is refused "No accessKey is configured", a signed one is
+REQUEST_CODE_NOT_SUPPORTED).
 """
 
 from __future__ import annotations
@@ -102,18 +105,23 @@ class Dispatcher:
         its whitelists; ``peer`` its ``ip:port`` (for the processors that name it in a remark).
         """
         code = request.code
-        processor = self._sync.get(code)
-        async_processor = self._async.get(code) if processor is None else None
-        peer_processor = self._peer.get(code) if processor is None and async_processor is None else None
-        if processor is None and async_processor is None and peer_processor is None:
-            return not_supported(request)
+        # The broker's ACL hook runs before any processor, its default (AdminBrokerProcessor,
+        # which answers unknown codes) included: an unknown code is checked too.
         if self._access is not None and code not in UNCHECKED_CODES:
-            remark = self._access.denial(request, remote_host)
+            try:
+                remark = self._access.denial(request, remote_host)
+            except Exception as exc:  # a check that fails refuses nothing silently: one answer, as Java
+                return self._failure(request, exc)
             if remark is not None:
                 self._denials.event(
                     "access denied (NO_PERMISSION): %s, code %d, from %s", remark, code, remote_host
                 )
                 return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
+        processor = self._sync.get(code)
+        async_processor = self._async.get(code) if processor is None else None
+        peer_processor = self._peer.get(code) if processor is None and async_processor is None else None
+        if processor is None and async_processor is None and peer_processor is None:
+            return not_supported(request)
         if processor is not None:
             try:
                 result = processor(request)

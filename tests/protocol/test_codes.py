@@ -25,6 +25,12 @@ from protocol.codes import (
         (RequestCode.GET_BROKER_CLUSTER_INFO, 106),
         (RequestCode.GET_CONSUMER_CONNECTION_LIST, 203),
         (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, 300),
+        (RequestCode.UPDATE_AND_CREATE_TOPIC, 17),
+        (RequestCode.UPDATE_BROKER_CONFIG, 25),
+        (RequestCode.CONSUMER_SEND_MSG_BACK, 36),
+        (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 200),
+        (RequestCode.DELETE_SUBSCRIPTIONGROUP, 207),
+        (RequestCode.DELETE_TOPIC_IN_BROKER, 215),
     ],
 )
 def test_request_codes_are_javas(code: RequestCode, value: int) -> None:
