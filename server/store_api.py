@@ -13,11 +13,12 @@ declare, as structural types:
 - ``AppendResult``: what the write path's ``put`` answers per record (the SEND's answer).
 
 ``refresh`` is declared where it is called (``server.refresh.Refreshable``); the write path's
-calls are the broker's (``server.broker.writable_store``). Besides the calls, three facts of the
+calls are the broker's (``server.broker.writable_store``). Besides the calls, four facts of the
 store the server needs are re-exported here: ``QueryArgumentError`` (what ``query_message`` raises
 where Java's store throws on its arguments), ``QUERY_WALK_COMPILED`` (whether the key query's chain
-walk is the compiled twin, which sizes the query pool's inline budget) and
-``total_physical_memory`` (``StoreUtil``'s RAM figure, for ``checkInDiskByConsumeOffset``).
+walk is the compiled twin, which sizes the query pool's inline budget),
+``total_physical_memory`` (``StoreUtil``'s RAM figure, for ``checkInDiskByConsumeOffset``) and
+``disk_used_ratio`` (``UtilAll.getDiskPartitionSpaceUsedPercent``, for the runtime info's disk ratios).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 from store.consumequeue.get_message import total_physical_memory
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.message_store import QueryArgumentError
+from store.platform.disk import disk_used_ratio
 
 __all__ = [
     "QUERY_WALK_COMPILED",
@@ -39,6 +41,7 @@ __all__ = [
     "QueryResult",
     "QueryStore",
     "StoreWithCommitLog",
+    "disk_used_ratio",
     "total_physical_memory",
 ]
 

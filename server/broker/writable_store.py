@@ -216,12 +216,7 @@ class WritableStore:
             # Nothing was stored and the CommitLog ends at its last whole record (the writer undid
             # the part the kernel took): the broker's answer when its disk is full. The next append
             # goes where this one would have, once space returns.
-            config = self.config
-            raise disk_full(
-                disk_used_ratio(config.store_path_commit_log),
-                disk_used_ratio(config.consume_queue_dir),
-                disk_used_ratio(config.index_dir),
-            ) from exc
+            raise self._unavailable() from exc
         self.dispatch()
         readable_end = self.reader.commitlog.max_offset
         if readable_end < self.writer.position:
@@ -251,7 +246,8 @@ class WritableStore:
             )
 
     def _unavailable(self) -> StoreUnavailable:
-        """The broker's answer to a put while its store is not writable (``SERVICE_NOT_AVAILABLE``)."""
+        """The broker's answer to a put its store cannot take (``SERVICE_NOT_AVAILABLE`` with the disk
+        ratios): a full disk, or a store that stopped taking records."""
         config = self.config
         return disk_full(
             disk_used_ratio(config.store_path_commit_log),

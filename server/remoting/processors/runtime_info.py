@@ -28,7 +28,7 @@ from protocol.codes import ResponseCode
 from protocol.command import BROKER_VERSION, RemotingCommand
 from protocol.java_hashmap import as_java_hashmap
 from server.runtime_stats import PullStats
-from server.store_api import StoreWithCommitLog
+from server.store_api import StoreWithCommitLog, disk_used_ratio
 
 #: ``MQVersion.getVersionDesc(CURRENT_VERSION)`` for the version we answer as.
 BROKER_VERSION_DESC = "V4_9_7"
@@ -41,23 +41,6 @@ END_TRANSACTION_POOL_QUEUE_CAPACITY = 100000
 JAVA_INTEGER_MAX = 2**31 - 1
 
 _encode = msgspec.json.Encoder().encode
-
-
-def disk_used_ratio(path: Path) -> float:
-    """``UtilAll.getDiskPartitionSpaceUsedPercent``: used / (used + usable), rounded up to 1/100."""
-    try:
-        stat = os.statvfs(path)
-    except OSError:
-        return -1.0
-    total = stat.f_blocks * stat.f_frsize
-    if total <= 0:
-        return -1.0
-    used = total - stat.f_bfree * stat.f_frsize
-    entire = used + stat.f_bavail * stat.f_frsize
-    if entire <= 0:
-        return -1.0
-    round_up = 1 if used * 100 % entire else 0
-    return (used * 100 // entire + round_up) / 100.0
 
 
 def human_readable_bytes(count: int) -> str:
