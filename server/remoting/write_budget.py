@@ -7,7 +7,8 @@ answers queue, but not what one answer or the coroutine processors' answers brin
 each asking a 12 MB query answer and never reading it held 1.2 GB of answers (RSS 80 MB -> 1.28 GB).
 Every connection reports its transport's queued bytes after each write and when the peer drains
 (``resume_writing``); a connection past ``per_connection`` is cut off, and when the total passes
-``total`` the connections with the most queued are cut off, largest first, until it fits.
+``total`` the connections with the most queued are cut off, largest first, until it fits
+(``server.remoting.byte_budget``, shared with the unfinished frames' budget).
 
 Why cut off (abort), not close: what is queued is what the peer is not reading, so a close could
 never flush it and would keep the memory; and why the largest: they free the most with the fewest
@@ -18,10 +19,9 @@ line per burst (``server.burst_log``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Protocol
 
-from server.burst_log import BurstLog
+from server.remoting.byte_budget import ByteBudget
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,10 @@ class Queuer(Protocol):
     def cut_off(self, reason: str) -> None: ...
 
 
-class WriteBudget:
+class WriteBudget(ByteBudget[Queuer]):
     """Bytes queued for writing per connection and in total, and the limits on both."""
 
-    __slots__ = ("_log", "_queued", "per_connection", "total", "total_limit", "victims")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -58,52 +58,29 @@ class WriteBudget:
             raise ValueError(
                 f"queued-bytes limits must be at least 1 byte, got {total_limit}, {per_connection}"
             )
-        self.total_limit = total_limit
-        self.per_connection = per_connection
-        self.total = 0
-        #: Connections cut off to stay within the limits (a counter, for tests and reports).
-        self.victims = 0
-        self._queued: dict[Queuer, int] = {}
-        self._log = BurstLog(log)
+        super().__init__(total_limit, per_connection, log)
+
+    @property
+    def total_limit(self) -> int:
+        """The limit on the answers queued for all connections together."""
+        return self.limit
+
+    @property
+    def per_connection(self) -> int:
+        """One connection's limit."""
+        return self.per_holder  # type: ignore[return-value]
 
     def queued(self, queuer: Queuer) -> int:
         """Bytes ``queuer`` was last reported to have queued."""
-        return self._queued.get(queuer, 0)
+        return self.held(queuer)
 
-    def update(self, queuer: Queuer, queued: int) -> None:
-        """``queuer``'s transport now holds ``queued`` bytes of answers; enforce the limits."""
-        before = self._queued.get(queuer, 0)
-        if queued == before:
-            return
-        if queued:
-            self._queued[queuer] = queued
-        else:
-            del self._queued[queuer]
-        self.total += queued - before
-        if queued > self.per_connection:
-            self._cut(
-                queuer, f"its {queued} bytes of unread answers passed the {self.per_connection}-byte limit"
+    def _evict(self, queuer: Queuer, count: int, over_total: bool) -> None:
+        if over_total:
+            why = (
+                f"it had {count} bytes of unread answers while the answers queued for all "
+                f"connections passed the {self.limit}-byte limit"
             )
-        if self.total > self.total_limit:
-            self._shed()
-
-    def release(self, queuer: Queuer) -> None:
-        """``queuer`` is gone: nothing of it is queued any more."""
-        self.total -= self._queued.pop(queuer, 0)
-
-    def _cut(self, queuer: Queuer, why: str) -> None:
-        self.release(queuer)
-        self.victims += 1
+        else:
+            why = f"its {count} bytes of unread answers passed the {self.per_holder}-byte limit"
         self._log.event("cutting off connection from %s: %s", queuer.peer, why)
         queuer.cut_off(why)
-
-    def _shed(self) -> None:
-        largest: Callable[[Queuer], int] = self._queued.__getitem__
-        for queuer in sorted(self._queued, key=largest, reverse=True):
-            if self.total <= self.total_limit:
-                return
-            self._cut(
-                queuer,
-                f"it had {self._queued[queuer]} bytes of unread answers while the answers queued for all "
-                f"connections passed the {self.total_limit}-byte limit",
-            )
