@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from store.checkpoint import Checkpoint
-from store.commitlog.gaps import Gap, index_around, refuse
+from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.consumequeue.consume_queue import (
@@ -51,7 +51,7 @@ from store.consumequeue.consume_queue import (
 from store.errors import StoreError
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run, skip_to
-from store.reput.walk import Reput
+from store.reput.walk import Reput, run_to_end
 from store.staging import staged_output
 
 __all__ = ["ConsumeQueueBuilder", "rebuild_consume_queues", "safe_topic_dir"]
@@ -520,10 +520,8 @@ def rebuild_consume_queues(config: StoreConfig, *, around_gaps: bool = False) ->
         builder = ConsumeQueueBuilder(
             config, root=staging, checkpoint_path=tmp_checkpoint, fill_holes=around_gaps
         )
-        reput = Reput(builder.commitlog, [builder], on_gap=index_around if around_gaps else refuse)
-        builder.gaps = reput.gaps
         try:
-            reput.run_once()
+            builder.gaps = run_to_end(builder.commitlog, builder, around_gaps=around_gaps)
         finally:
             builder.close()
         logics_ts = Checkpoint.read_or_default(tmp_checkpoint).logics_msg_timestamp

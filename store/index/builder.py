@@ -36,7 +36,7 @@ from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
-from store.commitlog.gaps import Gap, index_around, refuse
+from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.errors import IndexFileError, StoreError
@@ -46,7 +46,7 @@ from store.index.keys import KeyHasher, index_keys
 from store.index.service import IndexService
 from store.platform.broker_lock import broker_lock_holder
 from store.reput.dispatcher import Run, record_size, skip_to
-from store.reput.walk import Reput
+from store.reput.walk import Reput, run_to_end
 from store.staging import staged_output
 
 log = logging.getLogger("store.index")
@@ -371,10 +371,8 @@ def rebuild_index(
         builder = IndexBuilder(
             config, index_dir=staging, checkpoint_path=tmp_checkpoint, now_millis=now_millis
         )
-        reput = Reput(builder.commitlog, [builder], on_gap=index_around if around_gaps else refuse)
-        builder.gaps = reput.gaps
         try:
-            reput.run_once()
+            builder.gaps = run_to_end(builder.commitlog, builder, around_gaps=around_gaps)
         finally:
             builder.close()
         index_ts = Checkpoint.read_or_default(tmp_checkpoint).index_msg_timestamp

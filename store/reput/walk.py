@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from store.commitlog import record
-from store.commitlog.gaps import Gap, GapWalk, report_stall
+from store.commitlog.gaps import Gap, GapWalk, index_around, refuse, report_stall
 from store.commitlog.mapped_files import RELEASE_EVERY, CommitLog, MappedFile
 from store.reput.dispatcher import Dispatcher, Run, Scanner
 
@@ -177,3 +177,12 @@ class Reput:
                 end = min(f.end, limit, f.start + f.safe_length()) - f.start
                 return (f, end) if offset - f.start < end and f.mm is not None else None
         return None
+
+
+def run_to_end(commitlog: CommitLog, dispatcher: Dispatcher, *, around_gaps: bool) -> list[Gap]:
+    """A one-shot rebuild's pass: ``dispatcher`` fed every whole record from its resume point to the
+    CommitLog's end. A gap raises ``CommitLogGapError`` (``refuse``) unless ``around_gaps``: then the
+    records on both sides are dispatched (``index_around``) and the gaps gone around are returned."""
+    reput = Reput(commitlog, [dispatcher], on_gap=index_around if around_gaps else refuse)
+    reput.run_once()
+    return reput.gaps
