@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from clients.errors import ClientError
@@ -25,25 +23,12 @@ from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.index.builder import rebuild_index
 from store.message_store import MessageStore
-from tests.support.paths import REPO_ROOT
-from tests.support.serve_process import PROCESS_TIMEOUT
+from tests.support.serve_process import PROCESS_TIMEOUT, start_writable
 
 CONF = (
     "brokerName=crash\nbrokerIP1=127.0.0.1\nstorePathRootDir=.\nmappedFileSizeCommitLog=32768\n"
     "maxHashSlotNum=64\nmaxIndexNum=256\n"
 )
-
-
-async def _start(store: Path) -> tuple[asyncio.subprocess.Process, int]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    # NAMESRV_ADDR is printed once serving, with the SIGTERM handler in place.
-    line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()
-    assert line.startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {line!r}"
-    return proc, int(line.strip().rsplit(":", 1)[1])
 
 
 async def _send_until_killed(port: int, acked: dict[str, str], prefix: str, connections: int = 4) -> None:
@@ -68,14 +53,14 @@ async def test_kill_9_while_sending_loses_nothing_acknowledged(tmp_path: Path) -
     rng = random.Random(13)
     acked: dict[str, str] = {}
     for round_ in range(2):
-        proc, port = await _start(store)
+        proc, port = await start_writable(store)
         sender = asyncio.ensure_future(_send_until_killed(port, acked, f"r{round_}"))
         await asyncio.sleep(rng.uniform(0.6, 1.2))
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
         await asyncio.wait_for(sender, PROCESS_TIMEOUT)
         assert (store / "abort").exists()
-    proc, _port = await _start(store)
+    proc, _port = await start_writable(store)
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT) == 0
     assert len(acked) > 50, "the sender must have got answers before the kills"

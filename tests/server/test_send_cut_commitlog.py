@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,23 +24,10 @@ from clients.message_queue import MessageQueue
 from clients.producer import Producer
 from clients.response_errors import ServiceNotAvailableError
 from protocol.message_id import decode_offset_msg_id
-from tests.support.paths import REPO_ROOT
-from tests.support.serve_process import PROCESS_TIMEOUT
+from tests.support.serve_process import PROCESS_TIMEOUT, start_writable
 
 CONF = "brokerName=cut\nbrokerIP1=127.0.0.1\nstorePathRootDir=.\nmappedFileSizeCommitLog=1048576\n"
 TOPIC = "Cut"
-
-
-async def _start(store: Path, log: Path) -> tuple[asyncio.subprocess.Process, int]:
-    with open(log, "ab") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
-            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err,
-        )  # fmt: skip
-    assert proc.stdout is not None
-    line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()
-    assert line.startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {line!r}"
-    return proc, int(line.strip().rsplit(":", 1)[1])
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
@@ -96,7 +81,7 @@ async def test_sends_after_a_cut_are_refused_or_served_and_a_restart_takes_them_
     store.mkdir()
     (store / "broker.conf").write_text(CONF, encoding="utf-8")
     log = tmp_path / "serve.log"
-    proc, port = await _start(store, log)
+    proc, port = await start_writable(store, log=log)
     try:
         before: list[str] = []
         offsets: list[int] = []
@@ -124,7 +109,7 @@ async def test_sends_after_a_cut_are_refused_or_served_and_a_restart_takes_them_
             await proc.wait()
     # The restart recovers, as the broker's does: the log ends at the last whole record, and SENDs
     # are taken, found and pulled again, the queue going on at offset 10.
-    proc, port = await _start(store, log)
+    proc, port = await start_writable(store, log=log)
     try:
         # Every SEND_OK of before the restart is still served after it.
         found, pulled = await _served(port, acked)

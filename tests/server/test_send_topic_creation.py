@@ -14,8 +14,6 @@ import asyncio
 import logging
 import signal
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,8 +26,7 @@ from server.broker.writable_store import WritableStore
 from store.config.store_config import StoreConfig
 from store.config.topics import AUTO_CREATE_TOPIC, TopicConfig, TopicTable, startup_topics
 from store.write.writer import StoreRecord
-from tests.support.paths import REPO_ROOT
-from tests.support.serve_process import PROCESS_TIMEOUT
+from tests.support.serve_process import PROCESS_TIMEOUT, start_writable
 
 #: Topics already in the table, the size at which the issue measured its stalls.
 EXISTING = 3000
@@ -69,17 +66,6 @@ def test_creating_a_topic_in_a_send_does_not_write_the_table_on_the_callers_thre
         assert len(on_disk) == EXISTING + len(startup_topics("DefaultCluster", "topics")) + 40
 
 
-async def _start(store: Path) -> tuple[asyncio.subprocess.Process, int]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()
-    assert line.startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {line!r}"
-    return proc, int(line.strip().rsplit(":", 1)[1])
-
-
 async def _create_topics(port: int, prefix: str, count: int, acked: list[str]) -> None:
     async with Producer(f"127.0.0.1:{port}", timeout=5.0) as producer:
         for i in range(count):
@@ -93,7 +79,7 @@ async def test_other_clients_are_not_held_up_while_sends_create_topics(tmp_path:
     # slowest answer used to wait behind the creations' file writes on the loop.
     root = tmp_path / "s"
     _store_with_topics(root)
-    proc, port = await _start(root)
+    proc, port = await start_writable(root)
     try:
         async with QueryAdmin(f"127.0.0.1:{port}", timeout=5.0) as admin:
             mq = MessageQueue("Existing00000", "topics", 0)
@@ -125,7 +111,7 @@ async def test_a_kill_9_right_after_send_ok_loses_no_created_topic(tmp_path: Pat
     # list every topic whose SEND was acknowledged. A restart then serves each one's message.
     root = tmp_path / "s"
     _store_with_topics(root)
-    proc, port = await _start(root)
+    proc, port = await start_writable(root)
     acked: list[str] = []
     try:
         creators = asyncio.gather(
@@ -144,7 +130,7 @@ async def test_a_kill_9_right_after_send_ok_loses_no_created_topic(tmp_path: Pat
     on_disk = set(TopicTable.load(root / "config" / "topics.json").topics)
     missing = [t for t in acked if t not in on_disk]
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged topic creations not in topics.json"
-    proc, port = await _start(root)
+    proc, port = await start_writable(root)
     try:
         async with QueryAdmin(f"127.0.0.1:{port}", timeout=5.0) as admin:
             for topic in acked:

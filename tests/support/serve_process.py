@@ -3,6 +3,10 @@
 ``start_serve`` runs ``python -m clients.cli serve ARGS`` from the repository root and waits for its
 "serving on" log line (the ports it bound); ``serving`` wraps it so that a test that ran to the end
 also pins a clean SIGTERM stop (exit status 0), and a process left by a failing test is killed.
+``start_writable`` starts ``serve --writable`` on a store for the kill -9 and damage tests: it waits
+for the ``NAMESRV_ADDR=`` line on standard output, printed once serving with the SIGTERM handler in
+place, and leaves the log where the test says (nowhere by default: an undrained pipe could stall a
+server logging under load).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +58,21 @@ async def start_serve(*args: str, preexec_fn: Callable[[], None] | None = None) 
         match = SERVING.search(lines[-1])
         if match:
             return proc, lines, int(match.group(1)), int(match.group(2))
+
+
+async def start_writable(store: Path, *, log: Path | None = None) -> tuple[asyncio.subprocess.Process, int]:
+    """``serve --writable --store STORE --port 0``; returns the process and its port once serving.
+
+    ``log``: a file the server's log is appended to (default: discarded)."""
+    with open(log if log is not None else "/dev/null", "ab") as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
+            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err,
+        )  # fmt: skip
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()
+    assert line.startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {line!r}"
+    return proc, int(line.strip().rsplit(":", 1)[1])
 
 
 async def kill_if_running(proc: asyncio.subprocess.Process) -> None:
