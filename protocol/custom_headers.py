@@ -42,6 +42,8 @@ __all__ = [
     "QueryMessageResponseHeader",
     "QueueRequestHeader",
     "SearchOffsetRequestHeader",
+    "UnregisterClientRequestHeader",
+    "UpdateConsumerOffsetRequestHeader",
     "ViewMessageRequestHeader",
     "is_unique_key_query",
     "java_boolean",
@@ -215,3 +217,24 @@ class QueryConsumerOffsetRequestHeader:
     consumer_group: str = string_field("consumerGroup", required=True)
     topic: str = string_field("topic", required=True)
     queue_id: int = int_field("queueId")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class UpdateConsumerOffsetRequestHeader:
+    """UPDATE_CONSUMER_OFFSET (15) request: group, topic, queue and the offset, all ``@CFNotNull``."""
+
+    consumer_group: str = string_field("consumerGroup", required=True)
+    topic: str = string_field("topic", required=True)
+    queue_id: int = int_field("queueId")
+    commit_offset: int = long_field("commitOffset")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class UnregisterClientRequestHeader:
+    """UNREGISTER_CLIENT (35) request: the client and the one producer or consumer group it leaves."""
+
+    client_id: str | None = string_field("clientID", default=None)
+    producer_group: str | None = string_field("producerGroup", default=None)
+    consumer_group: str | None = string_field("consumerGroup", default=None)

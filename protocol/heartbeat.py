@@ -90,3 +90,47 @@ def decode_heartbeat(body: bytes | bytearray | memoryview | None, kind: type[T])
             return decoder.decode(data.decode("utf-8", "replace"))
     except (msgspec.DecodeError, RecursionError):  # RecursionError: JSON nested ~1000 levels deep
         raise HeartbeatBodyError(MALFORMED) from None
+
+
+# The whole HeartbeatData, as the broker registers it (``ClientManageProcessor.heartBeat``) ----------
+#
+# fastjson writes a Java client's heartbeat from its getters: enums by name, ``tagsSet`` and
+# ``codeSet`` as arrays, ``filterClassSource`` never. Fields a client leaves out take the Java
+# defaults, so an old or foreign client's heartbeat still registers.
+
+
+class ClientSubscription(msgspec.Struct):
+    """``SubscriptionData``: one topic a consumer group subscribes, with its filter expression."""
+
+    topic: str | None = None
+    subString: str | None = None
+    tagsSet: list[str] | None = None
+    codeSet: list[int] | None = None
+    subVersion: int = 0
+    expressionType: str | None = "TAG"
+    classFilterMode: bool | None = False
+
+
+class ClientConsumerData(msgspec.Struct):
+    """``ConsumerData``: one consumer group of the client, its model and subscriptions."""
+
+    groupName: str | None = None
+    consumeType: str | None = None
+    messageModel: str | None = None
+    consumeFromWhere: str | None = None
+    subscriptionDataSet: list[ClientSubscription] | None = None
+    unitMode: bool | None = False
+
+
+class ClientProducerData(msgspec.Struct):
+    """``ProducerData``: one producer group of the client."""
+
+    groupName: str | None = None
+
+
+class ClientHeartbeat(msgspec.Struct):
+    """``HeartbeatData`` whole: the client's id, its producer groups and its consumer groups."""
+
+    clientID: str | None = None
+    producerDataSet: list[ClientProducerData] | None = None
+    consumerDataSet: list[ClientConsumerData] | None = None

@@ -126,6 +126,7 @@ def build_dispatcher(
     pool: QueryPool | None = None,
     changes: StoreChanges | None = None,
     holds: HoldLimits | None = None,
+    stats: PullStats | None = None,
 ) -> Dispatcher:
     """Every processor, registered under the request codes the broker and name server answer.
 
@@ -154,7 +155,8 @@ def build_dispatcher(
     dispatcher.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.get_earliest_msg_storetime)
     dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset_by_timestamp)
     dispatcher.register(RequestCode.GET_TOPIC_STATS_INFO, offsets.get_topic_stats_info)
-    stats = PullStats()
+    if stats is None:
+        stats = PullStats()
     if holds is None:
         holds = HoldLimits(settings.max_held_pulls, settings.max_held_pulls_per_connection)
     pull = PullMessageProcessor(
@@ -204,13 +206,14 @@ class QueryServer:
         store: StoreWithCommitLog,
         settings: ServerSettings | None = None,
         *,
-        configure: Callable[[Dispatcher, BrokerIdentity], None] | None = None,
+        configure: Callable[[QueryServer], None] | None = None,
     ) -> None:
         self.store = store
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
         self.changes = StoreChanges()
         self.settings = settings or ServerSettings()
-        #: Called with the dispatcher once built (the write path registers its processors here).
+        #: Called with this server once its dispatcher is built, before it serves (the write path
+        #: registers its processors here, and its background work).
         self._configure = configure
         self.dispatcher: Dispatcher | None = None
         self.identity: BrokerIdentity | None = None
@@ -233,6 +236,8 @@ class QueryServer:
         self.write_budget = WriteBudget(
             self.settings.max_queued_bytes, self.settings.max_queued_bytes_per_connection
         )
+        #: What pulls found, for GET_BROKER_RUNTIME_INFO (shared by every pull processor).
+        self.pull_stats = PullStats()
         #: Long-polling pulls held now and their bounds (``server.remoting.processors.pull_message``).
         self.held_pulls = HoldLimits(
             self.settings.max_held_pulls, self.settings.max_held_pulls_per_connection
@@ -324,10 +329,16 @@ class QueryServer:
         )
         self.query_pool = QueryPool(self.settings.query_threads)
         self.dispatcher = build_dispatcher(
-            self.store, self.identity, self.settings, self.query_pool, self.changes, self.held_pulls
+            self.store,
+            self.identity,
+            self.settings,
+            self.query_pool,
+            self.changes,
+            self.held_pulls,
+            self.pull_stats,
         )
         if self._configure is not None:
-            self._configure(self.dispatcher, self.identity)
+            self._configure(self)
         for server in self._servers:
             await server.start_serving()
         log.info(

@@ -5,6 +5,11 @@ A long-polling PULL_MESSAGE (suspend flag) that finds nothing new is held, as th
 The broker learns of new messages from its reput; here the store learns of them in
 ``MessageStore.refresh()`` (``server.refresh``), which pulses this signal so that every held request
 looks at its queue again. Waiting is an ``asyncio.Event`` wait: nothing blocks the event loop.
+
+Under ``serve --writable`` a SEND tells exactly which queue grew (``notify_queue``), as the broker's
+``NotifyMessageArrivingListener`` wakes only the pulls held on that queue: a held pull waits on its
+own queue's event (``wait_queue``), so a SEND wakes the few pulls it concerns, not every held one.
+A ``pulse`` (a refresh of a store another process writes) still wakes them all.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ import asyncio
 class StoreChanges:
     """Wakes every waiter when the store may have grown, and for good when the server stops."""
 
-    __slots__ = ("_closed", "_event")
+    __slots__ = ("_closed", "_event", "_queues")
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self._closed = False
+        #: (topic, queue id) -> the event its held pulls wait on, until the queue grows.
+        self._queues: dict[tuple[str, int], asyncio.Event] = {}
 
     @property
     def closed(self) -> bool:
@@ -30,11 +37,36 @@ class StoreChanges:
         self._event.set()
         if not self._closed:
             self._event = asyncio.Event()
+        queues, self._queues = self._queues, {}
+        for event in queues.values():
+            event.set()
+
+    def notify_queue(self, topic: str, queue_id: int) -> None:
+        """New messages in one queue: wake the pulls held on it."""
+        event = self._queues.pop((topic, queue_id), None)
+        if event is not None:
+            event.set()
 
     def close(self) -> None:
         """The server is stopping: wake everyone, now and from now on."""
         self._closed = True
         self._event.set()
+        queues, self._queues = self._queues, {}
+        for event in queues.values():
+            event.set()
+
+    async def wait_queue(self, topic: str, queue_id: int, timeout: float) -> None:
+        """Until the queue grows (``notify_queue``), a ``pulse``, ``close()`` or ``timeout`` seconds."""
+        if self._closed or timeout <= 0:
+            return
+        key = (topic, queue_id)
+        event = self._queues.get(key)
+        if event is None:
+            event = self._queues[key] = asyncio.Event()
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
 
     async def wait(self, timeout: float) -> None:
         """Until the next pulse, ``close()`` or ``timeout`` seconds, whichever comes first."""

@@ -65,6 +65,9 @@ class WritableStore:
         )
         self.closed = False
         self._persister: TopicPersister | None = None
+        #: Called with (topic, queue id) of each queue a put added to, once it is readable (the
+        #: broker's ``NotifyMessageArrivingListener``: held pulls on that queue answer at once).
+        self.arrived: Callable[[str, int], None] | None = None
         #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
         self.not_writable: str | None = None
         self.auto_create_topics = (
@@ -227,6 +230,10 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
+        arrived = self.arrived
+        if arrived is not None:
+            for topic, queue_id in {(rec.topic, rec.queue_id) for rec in records}:
+                arrived(topic, queue_id)
         for rec, done in zip(records, appended, strict=True):
             if rec.topic == SCHEDULE_TOPIC:
                 self._schedule.schedule(

@@ -47,6 +47,7 @@ from protocol.errors import FrameError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_parts
 from server.burst_log import BurstLog
 from server.remoting.buffer_budget import BufferBudget
+from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.dispatch import Dispatcher
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.refusal import IncompleteRequests
@@ -139,6 +140,8 @@ class RemotingConnection(asyncio.Protocol):
         self._answering_now = False  # inside _process_pending (a transport callback may re-enter)
         self._pending: deque[RemotingCommand] = deque()
         self.closed: asyncio.Future[None] = self._loop.create_future()
+        #: The broker's handle on this connection (``server.remoting.channel``).
+        self.channel = RemotingChannel("?", self._send_request, self.close)
 
     # asyncio.Protocol -------------------------------------------------------------------------
 
@@ -150,6 +153,7 @@ class RemotingConnection(asyncio.Protocol):
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._remote_host = str(peer[0]) if isinstance(peer, tuple) else None
         self._peer_address = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
+        self.channel.client_address = self._peer
         self._last_activity = self._loop.time()
         if self._idle_timeout > 0:
             self._idle_handle = self._loop.call_at(self._last_activity + self._idle_timeout, self._check_idle)
@@ -300,6 +304,7 @@ class RemotingConnection(asyncio.Protocol):
         size = 0
         self._answering_now = True
         token = CURRENT_PEER.set(self._peer_address)
+        channel_token = CURRENT_CHANNEL.set(self.channel)
         try:
             # The state can only stop answering inside a write (pause_writing): it is tested before
             # the loop and after each flush rather than per request.
@@ -307,8 +312,9 @@ class RemotingConnection(asyncio.Protocol):
                 request = pending.popleft()
                 flag = request.flag
                 if flag & RPC_TYPE_RESPONSE:
-                    # This server never sends requests, so a response has nobody waiting for it.
-                    log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, peer)
+                    # The answer to a request the broker sent this client (``server.remoting.channel``).
+                    if not self.channel.answered(request):
+                        log.debug("ignoring a response frame (opaque %d) from %s", request.opaque, peer)
                     continue
                 result = dispatch(request, host, peer)
                 if result is None:
@@ -334,6 +340,7 @@ class RemotingConnection(asyncio.Protocol):
                     continue
                 self._start(result, oneway=bool(flag & RPC_ONEWAY))
         finally:
+            CURRENT_CHANNEL.reset(channel_token)
             CURRENT_PEER.reset(token)
             self._answering_now = False
             if batch:
@@ -438,6 +445,7 @@ class RemotingConnection(asyncio.Protocol):
             log.debug("connection from %s lost: %s", self._peer, exc)
         if not self.closed.done():
             self.closed.set_result(None)
+        self.channel.closed()
         if self._on_close is not None:
             self._on_close(self)
 
@@ -460,20 +468,25 @@ class RemotingConnection(asyncio.Protocol):
 
     def _send(self, response: RemotingCommand) -> None:
         """Write one answer that finished outside ``_process_pending`` (a coroutine processor's)."""
+        self._send_request(response)
+
+    def _send_request(self, request: RemotingCommand) -> bool:
+        """Write one frame (an answer, or a request of the broker's); False if no writes are taken."""
         transport = self._transport
         if not self._state.writable or transport is None or transport.is_closing():
-            return
+            return False
         try:
-            head, body = encode_frame_parts(response)
+            head, body = encode_frame_parts(request)
         except Exception as exc:
-            self._encode_failed(response, exc)
-            return
+            self._encode_failed(request, exc)
+            return False
         if body:
             transport.writelines((head, body))
         else:
             transport.write(head)
         if self._write_budget is not None:
             self._report_queued(transport)
+        return True
 
     def _encode_failed(self, response: RemotingCommand, exc: Exception) -> None:
         self._logs.encode_failed.event(

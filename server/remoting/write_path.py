@@ -1,7 +1,9 @@
-"""``serve --writable``: the SEND processors, the topic-table routes and the delivery timer.
+"""``serve --writable``: the SEND processors, the topic-table routes, the delivery timer, the consume side.
 
 Registered on top of the read-only dispatcher, so everything a read-only server answers stays as it
-is; only SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the route lookups change hands.
+is; SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the route lookups change hands, and so do
+the consume side's codes (heartbeats, offsets, pulls, queue locks), which here are served by a
+``BrokerController`` that registers clients and keeps their groups' offsets.
 Scheduled (delay-level) messages are delivered by a timer on the event loop when they fall due; it
 is armed when the server starts (for messages pending across a restart) and after every delayed SEND.
 """
@@ -11,14 +13,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from protocol.codes import RequestCode
+from server.broker.client_channel import Channel
+from server.broker.controller import HOUSEKEEPING_MS, OFFSET_FLUSH_MS, BrokerController, ConsumeSettings
 from server.broker.writable_store import WritableStore
-from server.identity import BrokerIdentity
+from server.remoting.channel import RemotingChannel
 from server.remoting.dispatch import Dispatcher
+from server.remoting.processors.client_manage import ClientManageProcessor
+from server.remoting.processors.consumer_manage import ConsumerOffsetProcessor
 from server.remoting.processors.name_server import NameServerProcessor
+from server.remoting.processors.pull_message import PullMessageProcessor
+from server.remoting.processors.rebalance_lock import RebalanceLockProcessor
 from server.remoting.processors.send_message import SEND_CODES, SendMessageProcessor
 from server.remoting.processors.write_routes import WritableRoutes
+
+if TYPE_CHECKING:
+    from server.app import QueryServer
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +76,30 @@ class DeliveryTimer:
             self._handle = None
 
 
-def write_path(store: WritableStore, *, region: str = "DefaultRegion", trace_on: bool = True):
-    """A ``QueryServer(configure=...)`` hook registering the write path over ``store``."""
+class WritePath:
+    """A ``QueryServer(configure=...)`` hook: the write path and the consume side over ``store``.
 
-    def configure(dispatcher: Dispatcher, identity: BrokerIdentity) -> None:
+    ``broker`` is the consume side's state (groups, offsets, locks), built with the hook so that
+    whoever starts the server can reach it.
+    """
+
+    def __init__(
+        self,
+        store: WritableStore,
+        *,
+        region: str = "DefaultRegion",
+        trace_on: bool = True,
+        consume: ConsumeSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.region = region
+        self.trace_on = trace_on
+        self.broker = BrokerController(store, settings=consume, ids_changed=notify_consumer_ids_changed)
+
+    def __call__(self, server: QueryServer) -> None:
+        dispatcher, identity = server.dispatcher, server.identity
+        assert dispatcher is not None and identity is not None
+        store = self.store
         # The store host of new records (and so their offset msg ids) is the address clients are
         # routed to, as a broker's is brokerIP1:listenPort: a tool given such an id dials it.
         host, _, port = identity.address.rpartition(":")
@@ -77,17 +109,74 @@ def write_path(store: WritableStore, *, region: str = "DefaultRegion", trace_on:
             store,
             cluster=identity.cluster,
             max_message_size=store.config.max_message_size,
-            region=region,
-            trace_on=trace_on,
+            region=self.region,
+            trace_on=self.trace_on,
             on_scheduled=timer.arm,
         )
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, routes.get_route_info_by_topic)
+        self._register_consume_side(server, dispatcher)
         # Scheduled messages the store found pending when it opened (``delayOffset.json`` behind the
         # schedule queues) are due whether or not a new delayed SEND ever comes: the broker's
         # ScheduleMessageService starts its timers at start-up, so does this one.
         timer.arm()
 
-    return configure
+    def _register_consume_side(self, server: QueryServer, dispatcher: Dispatcher) -> None:
+        broker = self.broker
+        # A SEND wakes the pulls held on the queues it added to, at once.
+        self.store.arrived = server.changes.notify_queue
+        clients = ClientManageProcessor(broker)
+        dispatcher.register(RequestCode.HEART_BEAT, clients.heart_beat)
+        dispatcher.register(RequestCode.UNREGISTER_CLIENT, clients.unregister_client)
+        dispatcher.register(RequestCode.CHECK_CLIENT_CONFIG, clients.check_client_config)
+        dispatcher.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, clients.query_topic_consume_by_who)
+        offsets = ConsumerOffsetProcessor(broker)
+        dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, offsets.query_consumer_offset)
+        dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, offsets.update_consumer_offset)
+        dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, offsets.get_consumer_list_by_group)
+        pulls = PullMessageProcessor(
+            self.store.reader, server.changes, server.pull_stats, holds=server.held_pulls, broker=broker
+        )
+        dispatcher.register_with_peer(RequestCode.PULL_MESSAGE, pulls.pull_message)
+        locks = RebalanceLockProcessor(broker)
+        dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
+        dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)
+        server.run_in_background(self._housekeeping)
+
+    async def _housekeeping(self) -> None:
+        """The broker's periodic work: offsets saved every 5 s, silent clients dropped every 10 s;
+        offsets saved once more when the server stops."""
+        broker = self.broker
+        loop = asyncio.get_running_loop()
+        next_expiry = loop.time() + HOUSEKEEPING_MS / 1000
+        try:
+            while True:
+                await asyncio.sleep(OFFSET_FLUSH_MS / 1000)
+                if broker.offsets.dirty:
+                    await loop.run_in_executor(None, broker.flush)
+                if loop.time() >= next_expiry:
+                    next_expiry = loop.time() + HOUSEKEEPING_MS / 1000
+                    broker.expire_silent()
+        finally:
+            broker.close()
+
+
+def notify_consumer_ids_changed(group: str, channels: list[Channel]) -> None:
+    """``Broker2Client.notifyConsumerIdsChanged``: a oneway NOTIFY_CONSUMER_IDS_CHANGED to each member."""
+    for channel in channels:
+        channel.send_oneway(
+            RemotingChannel.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+        )
+
+
+def write_path(
+    store: WritableStore,
+    *,
+    region: str = "DefaultRegion",
+    trace_on: bool = True,
+    consume: ConsumeSettings | None = None,
+) -> WritePath:
+    """A ``QueryServer(configure=...)`` hook registering the write path over ``store``."""
+    return WritePath(store, region=region, trace_on=trace_on, consume=consume)

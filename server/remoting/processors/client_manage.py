@@ -1,4 +1,7 @@
-"""Client bookkeeping the broker answers but this read-only server has no use for.
+"""Client bookkeeping: HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG, QUERY_TOPIC_CONSUME_BY_WHO.
+
+Read-only (the functions below), the server answers them as the broker does but keeps nothing;
+under ``serve --writable`` ``ClientManageProcessor`` registers clients in the broker's groups.
 
 Java clients heartbeat every broker in their routes, unregister on shutdown, and ``mqadmin
 queryMsgById`` asks who consumes the topic. The answers mirror the 4.9.7 broker's: SUCCESS for a
@@ -13,9 +16,20 @@ without them too (checked against the real broker, over JSON and ROCKETMQ: RELIA
 
 from __future__ import annotations
 
-from protocol.codes import ResponseCode
+import msgspec
+
+from protocol.codes import LanguageCode, ResponseCode
 from protocol.command import RemotingCommand
-from protocol.heartbeat import AnyObject, HeartbeatBodyError, decode_heartbeat
+from protocol.custom_headers import UnregisterClientRequestHeader
+from protocol.heartbeat import (
+    AnyObject,
+    ClientHeartbeat,
+    ClientSubscription,
+    HeartbeatBodyError,
+    decode_heartbeat,
+)
+from server.broker.controller import BrokerController
+from server.remoting.channel import CURRENT_CHANNEL
 from server.remoting.reply import system_error
 
 #: ``GroupList`` with no groups, as fastjson writes it.
@@ -41,3 +55,74 @@ def unregister_client(request: RemotingCommand) -> RemotingCommand:
 
 def query_topic_consume_by_who(request: RemotingCommand) -> RemotingCommand:
     return request.make_response(ResponseCode.SUCCESS, body=EMPTY_GROUP_LIST)
+
+
+class CheckClientBody(msgspec.Struct):
+    """``CheckClientRequestBody``: the subscription a consumer is about to use."""
+
+    subscriptionData: ClientSubscription | None = None
+
+
+def _language_name(language: int | LanguageCode) -> str:
+    try:
+        return LanguageCode(language).name
+    except ValueError:
+        return str(language)
+
+
+def property_filter_refused(expression_type: str) -> str:
+    return f"The broker does not support consumer to filter message by {expression_type}"
+
+
+class ClientManageProcessor:
+    """``ClientManageProcessor`` for a broker that registers clients (``serve --writable``).
+
+    A heartbeat registers the client's producer and consumer groups on the connection it came over
+    (``server.broker.controller.BrokerController.heartbeat``); UNREGISTER_CLIENT removes it from the
+    groups it names; CHECK_CLIENT_CONFIG accepts tag subscriptions and refuses SQL92 ones as a broker
+    without ``enablePropertyFilter`` does. QUERY_TOPIC_CONSUME_BY_WHO lists the groups subscribed to a
+    topic now or holding an offset in it.
+    """
+
+    def __init__(self, broker: BrokerController) -> None:
+        self._broker = broker
+
+    def heart_beat(self, request: RemotingCommand) -> RemotingCommand:
+        try:
+            heartbeat = decode_heartbeat(request.body, ClientHeartbeat)
+        except HeartbeatBodyError as exc:
+            return system_error(request, str(exc))
+        channel = CURRENT_CHANNEL.get()
+        if channel is None:
+            return system_error(request, "HEART_BEAT outside a connection")
+        self._broker.heartbeat(channel, heartbeat, _language_name(request.language), request.version)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, request: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        channel = CURRENT_CHANNEL.get()
+        if channel is not None:
+            self._broker.unregister(channel, header.producer_group, header.consumer_group)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={})
+
+    def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        subscription = None
+        if request.body:
+            try:
+                subscription = msgspec.json.decode(bytes(request.body), type=CheckClientBody).subscriptionData
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                return system_error(request, "CheckClientRequestBody: the request body is not a JSON object")
+        if subscription is not None and subscription.expressionType not in (None, "", "TAG"):
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=property_filter_refused(subscription.expressionType)
+            )
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def query_topic_consume_by_who(self, request: RemotingCommand) -> RemotingCommand:
+        topic = (request.ext_fields or {}).get("topic") or ""
+        groups = set(self._broker.consumers.groups_of_topic(topic)) | self._broker.offsets.groups_of_topic(
+            topic
+        )
+        return request.make_response(
+            ResponseCode.SUCCESS, body=msgspec.json.encode({"groupList": sorted(groups)}), ext_fields={}
+        )

@@ -1,6 +1,8 @@
-"""ConsumerManageProcessor's reads, answered as a broker that knows no consumer group.
+"""ConsumerManageProcessor: consumer offsets and group members.
 
-This server keeps no consumer offsets and registers no consumers (it is read-only), so:
+``ConsumerOffsetProcessor`` serves ``serve --writable``, which keeps groups and offsets as the broker
+does. Read-only, ``ConsumerManageProcessor`` answers as a broker that knows no consumer group: this
+server then keeps no consumer offsets and registers no consumers (it is read-only), so:
 QUERY_CONSUMER_OFFSET (14) takes the broker's path for a group with nothing committed - SUCCESS with
 offset 0 when the queue starts at 0 and its first message is still "in memory" (its CommitLog
 offset is within ``accessMessageInMemoryMaxRatio`` (40) % of physical memory of the CommitLog's
@@ -11,10 +13,18 @@ carry the empty response header the broker's ``createResponseCommand`` gives the
 
 from __future__ import annotations
 
+import msgspec
+
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import QueryConsumerOffsetRequestHeader, offset_response_fields, required_string
+from protocol.custom_headers import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    offset_response_fields,
+    required_string,
+)
 from protocol.record_layout import PHYSICAL_OFFSET_AT, PHYSICAL_OFFSET_WIDTH
+from server.broker.controller import BrokerController
 from server.store_api import StoreWithCommitLog, total_physical_memory
 
 #: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
@@ -59,6 +69,43 @@ class ConsumerManageProcessor:
 
     def get_consumer_list_by_group(self, request: RemotingCommand) -> RemotingCommand:
         group = required_string(request.ext_fields, "consumerGroup")
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, remark=no_consumer_remark(group), ext_fields={}
+        )
+
+
+class ConsumerOffsetProcessor(ConsumerManageProcessor):
+    """``ConsumerManageProcessor`` for a broker that knows its groups (``serve --writable``).
+
+    QUERY_CONSUMER_OFFSET answers the group's committed offset when it has one, else the broker's
+    fallback above; UPDATE_CONSUMER_OFFSET commits (saved with the others every few seconds);
+    GET_CONSUMER_LIST_BY_GROUP lists the client ids of the group's live members.
+    """
+
+    __slots__ = ("_broker",)
+
+    def __init__(self, broker: BrokerController, physical_memory: int | None = None) -> None:
+        super().__init__(broker.store.reader, physical_memory)
+        self._broker = broker
+
+    def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self._broker.query_offset(header.consumer_group, header.topic, header.queue_id)
+        if offset >= 0:
+            return request.make_response(ResponseCode.SUCCESS, ext_fields=offset_response_fields(offset))
+        return super().query_consumer_offset(request)
+
+    def update_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self._broker.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={})
+
+    def get_consumer_list_by_group(self, request: RemotingCommand) -> RemotingCommand:
+        group = required_string(request.ext_fields, "consumerGroup")
+        consumer_group = self._broker.consumers.get(group)
+        if consumer_group is not None and consumer_group.members:
+            body = msgspec.json.encode({"consumerIdList": consumer_group.client_ids()})
+            return request.make_response(ResponseCode.SUCCESS, body=body, ext_fields={})
         return request.make_response(
             ResponseCode.SYSTEM_ERROR, remark=no_consumer_remark(group), ext_fields={}
         )

@@ -11,9 +11,14 @@ NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING → 20, an empty queue → 21 unless t
 offset 0 (then 19). ``suggestWhichBrokerId`` is always the master (0), as on a broker without
 ``slaveReadEnable``. The body is the records' raw bytes, concatenated.
 
-What this server does not do, being read-only: it never commits the consumer's offset (the
-commit-offset flag is ignored) and, on PULL_OFFSET_MOVED, never writes the OFFSET_MOVED_EVENT
-message a master broker would append to its own store.
+Read-only, it commits no offset (the commit-offset flag is ignored) and knows no consumer group.
+Under ``serve --writable`` it is given the ``BrokerController`` and pulls as the broker's do for
+registered consumers: the group's config is looked up (and auto-created) first, a pull without the
+subscription flag (a push consumer's, by default) is filtered by the subscription the group's
+heartbeat declared, and the commit-offset flag commits the consumer's offset on the pull's first
+pass (not when a held pull runs again). On PULL_OFFSET_MOVED it never writes the
+OFFSET_MOVED_EVENT message a master broker appends to its own store (a statistics topic no client
+reads).
 
 Long polling: a 19 answer to a request with the suspend flag is held (the broker's
 ``PullRequestHoldService``) until the queue's max offset passes the requested offset - then the pull
@@ -37,8 +42,13 @@ import time
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import PullMessageRequestHeader, PullMessageResponseHeader
+from protocol.custom_headers import (
+    PULL_COMMIT_OFFSET_FLAG,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
 from protocol.index_key import java_string_hash
+from server.broker.controller import BrokerController
 from server.burst_log import BurstLog
 from server.remoting.faq import suggest_todo
 from server.runtime_stats import PullStats
@@ -126,6 +136,14 @@ def tag_filter(subscription: str | None, expression_type: str | None) -> frozens
     return frozenset(codes)
 
 
+def declared_filter(sub_string: str | None, code_set: list[int] | None) -> frozenset[int] | None:
+    """The tagsCodes a subscription declared in a heartbeat accepts (``ExpressionMessageFilter``):
+    every message for ``*`` (or no expression), else the client's own ``codeSet``."""
+    if sub_string is None or sub_string == SUB_ALL:
+        return None
+    return frozenset(code_set or ())
+
+
 def illegal_queue_remark(queue_id: int, topic: str, read_queue_nums: int, peer: str) -> str:
     """The broker's remark for a queue id outside ``[0, readQueueNums)``."""
     return (
@@ -142,6 +160,24 @@ def topic_not_exist_remark(topic: str) -> str:
 #: Remarks of the early refusals, as the broker words them.
 SUBSCRIPTION_PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
 GROUP_INFO_NOT_EXIST_REMARK = "the consumer's group info not exist" + suggest_todo()
+SUBSCRIPTION_NOT_EXIST_REMARK = "the consumer's subscription not exist" + suggest_todo()
+SUBSCRIPTION_NOT_LATEST_REMARK = "the consumer's subscription not latest"
+
+
+def group_not_exist_remark(group: str) -> str:
+    return f"subscription group [{group}] does not exist, {suggest_todo()}"
+
+
+def group_no_permission_remark(group: str) -> str:
+    return f"subscription group no permission, {group}"
+
+
+def no_broadcast_remark(group: str) -> str:
+    return f"the consumer group[{group}] can not consume by broadcast way"
+
+
+def topic_not_readable_remark(topic: str) -> str:
+    return f"the topic[{topic}] pulling message is forbidden"
 
 
 def negative_capacity_remark(max_msg_nums: int) -> str:
@@ -235,7 +271,7 @@ class HoldLimits:
 class PullMessageProcessor:
     """PULL_MESSAGE over the store's consume queues, with long polling."""
 
-    __slots__ = ("_changes", "_stats", "_store", "_topics", "holds")
+    __slots__ = ("_broker", "_changes", "_stats", "_store", "_topics", "holds")
 
     def __init__(
         self,
@@ -244,8 +280,11 @@ class PullMessageProcessor:
         stats: PullStats | None = None,
         topics: TopicTable | None = None,
         holds: HoldLimits | None = None,
+        broker: BrokerController | None = None,
     ) -> None:
         self._store = store
+        #: The consume side's state under ``serve --writable``; None read-only.
+        self._broker = broker
         self._changes = changes
         self._stats = stats if stats is not None else PullStats()
         self._topics = topics if topics is not None else TopicTable(store)
@@ -259,9 +298,11 @@ class PullMessageProcessor:
         deadline = loop_time() + hold
         allow_suspend = True
         holding = False
+        first = True
         try:
             while True:
-                response = self.pull_once(request, header, peer)
+                response = self.pull_once(request, header, peer, commit=first)
+                first = False
                 if not (
                     allow_suspend and header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND
                 ):
@@ -276,7 +317,9 @@ class PullMessageProcessor:
                     if remaining <= 0 or self._changes.closed or self.holds.ended(peer):
                         allow_suspend = False  # the broker's timeout path: run once more, answer anything
                         break
-                    await self._changes.wait(min(remaining, HOLD_RECHECK_SECONDS))
+                    await self._changes.wait_queue(
+                        header.topic, header.queue_id, min(remaining, HOLD_RECHECK_SECONDS)
+                    )
                     if self.holds.ended(peer):
                         allow_suspend = False
                         break
@@ -287,9 +330,16 @@ class PullMessageProcessor:
                 self.holds.give_back(peer)
 
     def pull_once(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str
+        self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str, *, commit: bool = True
     ) -> RemotingCommand:
-        """One pass of the broker's ``processRequest``: an answer, never a wait."""
+        """One pass of the broker's ``processRequest``: an answer, never a wait.
+
+        ``commit``: whether this pass may commit the consumer's offset (the first pass of a pull,
+        the broker's ``brokerAllowSuspend``).
+        """
+        broker = self._broker
+        if broker is not None:
+            return self._pull_registered(request, header, peer, broker, commit)
         read_queue_nums = self._topics.queue_nums().get(header.topic)
         if read_queue_nums is None:
             return request.make_response(
@@ -324,6 +374,93 @@ class PullMessageProcessor:
             return request.make_response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=SUBSCRIPTION_PARSE_FAILED_REMARK, ext_fields={}
             )
+        return self._read(request, header, tags_codes)
+
+    def _pull_registered(
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        peer: str,
+        broker: BrokerController,
+        commit: bool,
+    ) -> RemotingCommand:
+        """The broker's checks in its order, for a server that knows consumer groups."""
+        group = header.consumer_group
+        config = broker.find_group(group)
+        if config is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=group_not_exist_remark(group), ext_fields={}
+            )
+        if not config.consume_enable:
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, remark=group_no_permission_remark(group), ext_fields={}
+            )
+        topic_config = broker.store.topic_config(header.topic)
+        if topic_config is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(header.topic), ext_fields={}
+            )
+        if not topic_config.perm & 4:  # PermName.PERM_READ
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, remark=topic_not_readable_remark(header.topic), ext_fields={}
+            )
+        if not 0 <= header.queue_id < topic_config.read_queue_nums:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=illegal_queue_remark(
+                    header.queue_id, header.topic, topic_config.read_queue_nums, peer
+                ),
+                ext_fields={},
+            )
+        tags_codes: frozenset[int] | None = None
+        if header.has_subscription_flag:
+            expression_type = header.expression_type
+            subscription = header.subscription
+            try:
+                if expression_type is None or expression_type in (TAG, ""):
+                    tags_codes = tag_filter(subscription, expression_type)
+                elif not subscription:
+                    raise SubscriptionParseError("no expression")
+            except SubscriptionParseError:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    remark=SUBSCRIPTION_PARSE_FAILED_REMARK,
+                    ext_fields={},
+                )
+        else:
+            consumer_group = broker.consumers.get(group)
+            if consumer_group is None:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, remark=GROUP_INFO_NOT_EXIST_REMARK, ext_fields={}
+                )
+            if not config.consume_broadcast_enable and consumer_group.message_model == "BROADCASTING":
+                return request.make_response(
+                    ResponseCode.NO_PERMISSION, remark=no_broadcast_remark(group), ext_fields={}
+                )
+            declared = consumer_group.subscriptions.get(header.topic)
+            if declared is None:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, remark=SUBSCRIPTION_NOT_EXIST_REMARK, ext_fields={}
+                )
+            if declared.subVersion < header.sub_version:
+                return request.make_response(
+                    ResponseCode.SUBSCRIPTION_NOT_LATEST, remark=SUBSCRIPTION_NOT_LATEST_REMARK, ext_fields={}
+                )
+            expression_type = declared.expressionType
+            tags_codes = declared_filter(declared.subString, declared.codeSet)
+        if expression_type is not None and expression_type not in (TAG, ""):
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=property_filter_remark(expression_type), ext_fields={}
+            )
+        response = self._read(request, header, tags_codes)
+        if commit and header.sys_flag & PULL_COMMIT_OFFSET_FLAG:
+            broker.commit_offset(group, header.topic, header.queue_id, header.commit_offset)
+        return response
+
+    def _read(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, tags_codes: frozenset[int] | None
+    ) -> RemotingCommand:
+        """The store read and its answer, once the request passed every check."""
         if header.max_msg_nums < 0 and (
             self._store.min_offset(header.topic, header.queue_id)
             <= header.queue_offset

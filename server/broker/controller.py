@@ -1,0 +1,190 @@
+"""The broker's consume-side state in one place, shared by every front door (``BrokerController``).
+
+Consumer groups, producer groups, subscription-group configs, committed offsets and queue locks are
+one broker's, whichever protocol a client speaks: the remoting processors (and the gRPC activities)
+all take this object. It holds no sockets: it is driven by calls (a heartbeat, a channel closing, a
+``tick`` of the clock) and talks back through the ``Channel``s it was given.
+
+Persistence follows the broker: subscription groups are saved on every change, committed offsets
+every ``OFFSET_FLUSH_MS`` (``flushConsumerOffsetInterval``) and at ``close``; both files are the
+broker's own, so the real broker opened on the store afterwards resumes every group where it stood.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.heartbeat import ClientHeartbeat
+from server.broker.client_channel import Channel, ClientChannelInfo
+from server.broker.consumer_groups import ConsumerGroups, IdsChanged
+from server.broker.producer_groups import ProducerGroups
+from server.broker.rebalance_locks import RebalanceLocks
+from server.broker.writable_store import WritableStore
+from store.config.consumer_offsets import ConsumerOffsetTable
+from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
+from store.config.topics import PERM_READ, PERM_WRITE, TopicConfig
+
+log = logging.getLogger(__name__)
+
+#: ``flushConsumerOffsetInterval``: committed offsets are written this often (ms).
+OFFSET_FLUSH_MS = 5_000
+#: ``ClientHousekeepingService``: how often silent clients are looked for (ms).
+HOUSEKEEPING_MS = 10_000
+
+#: ``MixAll`` prefixes of a group's retry and dead-letter topics.
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+@dataclass(slots=True)
+class ConsumeSettings:
+    """The broker options of the consume side (``BrokerConfig``)."""
+
+    #: ``autoCreateSubscriptionGroup``.
+    auto_create_subscription_group: bool = True
+    #: ``notifyConsumerIdsChangedEnable``: tell a group's members when it changes.
+    notify_consumer_ids_changed: bool = True
+
+
+class BrokerController:
+    """Consumer and producer groups, group configs, offsets and locks over one writable store."""
+
+    def __init__(
+        self,
+        store: WritableStore,
+        *,
+        settings: ConsumeSettings | None = None,
+        ids_changed: IdsChanged | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or ConsumeSettings()
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        config_dir = store.config.store_path_root_dir / "config"
+        self._ids_changed = ids_changed
+        self.consumers = ConsumerGroups(self._notify_ids_changed)
+        self.producers = ProducerGroups()
+        self.groups = SubscriptionGroupTable.load(config_dir / "subscriptionGroup.json")
+        self.offsets = ConsumerOffsetTable.load(config_dir / "consumerOffset.json")
+        self.locks = RebalanceLocks()
+        self._watched: set[int] = set()
+        self.closed = False
+
+    # -- notifications --------------------------------------------------------------------------
+
+    def set_ids_changed(self, ids_changed: IdsChanged) -> None:
+        """Who tells a group's members that it changed (the front door's NOTIFY_CONSUMER_IDS_CHANGED)."""
+        self._ids_changed = ids_changed
+
+    def _notify_ids_changed(self, group: str, channels: list[Channel]) -> None:
+        if self.settings.notify_consumer_ids_changed and self._ids_changed is not None:
+            self._ids_changed(group, channels)
+
+    # -- subscription groups --------------------------------------------------------------------
+
+    def find_group(self, group: str) -> SubscriptionGroupConfig | None:
+        """``findSubscriptionGroupConfig``: created when missing if auto-creation allows it."""
+        return self.groups.find(group, auto_create=self.settings.auto_create_subscription_group)
+
+    def create_retry_topic(self, group: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig:
+        """``createTopicInSendMessageBackMethod``: the group's ``%RETRY%`` topic, created if missing."""
+        topic = retry_topic(group)
+        existing = self.store.topic_config(topic)
+        if existing is not None:
+            return existing
+        config = TopicConfig(topic, queue_nums, queue_nums, PERM_READ | PERM_WRITE, topic_sys_flag=sys_flag)
+        self.store.topics.put(config, self.clock())
+        self.store.topics.save_soon()
+        return config
+
+    # -- clients --------------------------------------------------------------------------------
+
+    def _watch(self, channel: Channel) -> None:
+        if channel.id not in self._watched:
+            self._watched.add(channel.id)
+            channel.on_close(self.channel_closed)
+
+    def heartbeat(self, channel: Channel, heartbeat: ClientHeartbeat, language: str, version: int) -> None:
+        """``ClientManageProcessor.heartBeat``: register the client's consumer and producer groups."""
+        now = self.clock()
+        client_id = heartbeat.clientID or ""
+        self._watch(channel)
+        for data in heartbeat.consumerDataSet or ():
+            group = data.groupName
+            if group is None:
+                continue
+            config = self.find_group(group)
+            notify = True
+            if config is not None:
+                notify = config.notify_consumer_ids_changed_enable
+                # ``TopicSysFlag.buildSysFlag(false, true)`` for a unit-mode consumer.
+                self.create_retry_topic(group, config.retry_queue_nums, 2 if data.unitMode else 0)
+            info = ClientChannelInfo(channel, client_id, language, version, now)
+            self.consumers.register(
+                group,
+                info,
+                data.consumeType,
+                data.messageModel,
+                data.consumeFromWhere,
+                list(data.subscriptionDataSet or ()),
+                notify=notify,
+            )
+        for producer in heartbeat.producerDataSet or ():
+            if producer.groupName is not None:
+                self.producers.register(
+                    producer.groupName, ClientChannelInfo(channel, client_id, language, version, now)
+                )
+
+    def unregister(self, channel: Channel, producer_group: str | None, consumer_group: str | None) -> None:
+        """UNREGISTER_CLIENT: the client leaves the named groups."""
+        if producer_group is not None:
+            self.producers.unregister(producer_group, channel)
+        if consumer_group is not None:
+            config = self.groups.get(consumer_group)
+            notify = True if config is None else config.notify_consumer_ids_changed_enable
+            self.consumers.unregister(consumer_group, channel, notify=notify)
+
+    def channel_closed(self, channel: Channel) -> None:
+        """The connection closed: the client leaves every group it was in."""
+        self._watched.discard(channel.id)
+        self.consumers.channel_closed(channel)
+        self.producers.channel_closed(channel)
+
+    def expire_silent(self) -> None:
+        """``scanNotActiveChannel``: clients silent for 120 s are dropped and their channels closed."""
+        now = self.clock()
+        for info in self.consumers.expire(now) + self.producers.expire(now):
+            info.channel.close()
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.offsets.commit(group, topic, queue_id, offset)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        return self.offsets.query(group, topic, queue_id)
+
+    def flush(self) -> None:
+        """Write committed offsets if they changed (the broker's periodic persist)."""
+        try:
+            self.offsets.save()
+        except OSError as exc:
+            log.error("cannot write %s (retried at the next flush): %s", self.offsets.path, exc)
+
+    def close(self) -> None:
+        """Write what is unsaved; the store itself is closed by its owner."""
+        if self.closed:
+            return
+        self.closed = True
+        self.flush()

@@ -1,0 +1,126 @@
+"""``config/consumerOffset.json``: each consumer group's committed offset per queue.
+
+The broker's ``ConsumerOffsetManager`` keeps ``topic@group`` -> queue id -> the next offset the
+group will consume, and saves it every ``flushConsumerOffsetInterval`` (5 s) and at shutdown. A
+consumer commits by UPDATE_CONSUMER_OFFSET or with a pull's commit-offset flag; a restarted consumer
+asks QUERY_CONSUMER_OFFSET and goes on from there. The file is kept as the broker writes it (fastjson,
+tab-indented, queue ids as bare integer keys) so that a real broker opened on this store resumes every
+group where it stood, and the other way round.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from protocol.java_hashmap import java_hashmap_order
+from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
+from store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+#: ``MixAll``'s separator between topic and group in the table's keys.
+TOPIC_GROUP_SEPARATOR = "@"
+
+
+class ConsumerOffsetTable:
+    """``topic@group`` -> {queue id: offset}, loaded from and saved to ``consumerOffset.json``."""
+
+    def __init__(self, path: Path, offsets: dict[str, dict[int, int]] | None = None) -> None:
+        self.path = path
+        self.offsets: dict[str, dict[int, int]] = offsets if offsets is not None else {}
+        #: Bumped by every change; ``save`` notes which change it wrote.
+        self.changes = 0
+        self._saved = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: Path) -> ConsumerOffsetTable:
+        text = read_config_text(path)
+        if text is None:
+            return cls(path)
+        try:
+            data = relaxed_json(text)
+        except StoreError as exc:
+            raise StoreError(f"{path}: {exc}") from exc
+        table = data.get("offsetTable") if isinstance(data, dict) else None
+        if not isinstance(table, dict):
+            raise StoreError(f"{path} has no offsetTable object")
+        offsets: dict[str, dict[int, int]] = {}
+        for key, queues in table.items():
+            if isinstance(queues, dict):
+                offsets[str(key)] = {int(q): int(o) for q, o in queues.items() if isinstance(o, int)}
+        return cls(path, offsets)
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, -1 when the group committed none for that queue."""
+        queues = self.offsets.get(self.key(topic, group))
+        if queues is None:
+            return -1
+        return queues.get(queue_id, -1)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        with self._lock:
+            self.offsets.setdefault(self.key(topic, group), {})[queue_id] = offset
+            self.changes += 1
+
+    def queues(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.offsets.get(self.key(topic, group), {}))
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """Groups that committed an offset in ``topic`` (``whichGroupByTopic``)."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        return {key[len(prefix) :] for key in self.offsets if key.startswith(prefix)}
+
+    def topics_of_group(self, group: str) -> set[str]:
+        """Topics ``group`` committed offsets in (``whichTopicByConsumer``)."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        return {key[: -len(suffix)] for key in self.offsets if key.endswith(suffix)}
+
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            suffix = TOPIC_GROUP_SEPARATOR + group
+            for key in [k for k in self.offsets if k.endswith(suffix)]:
+                del self.offsets[key]
+            self.changes += 1
+
+    def remove_topic(self, topic: str) -> None:
+        with self._lock:
+            prefix = topic + TOPIC_GROUP_SEPARATOR
+            for key in [k for k in self.offsets if k.startswith(prefix)]:
+                del self.offsets[key]
+            self.changes += 1
+
+    @property
+    def dirty(self) -> bool:
+        return self.changes != self._saved
+
+    def text(self) -> str:
+        """The file's text, as fastjson pretty-prints the manager."""
+        with self._lock:
+            snapshot = {key: sorted(queues.items()) for key, queues in self.offsets.items()}
+        # The broker's maps are ConcurrentHashMaps: small integer keys iterate in order, string keys
+        # in hash-bucket order (as a HashMap's, which ``java_hashmap_order`` computes).
+        entries = [
+            (key, ",".join(f"{q}:{o}" for q, o in snapshot[key])) for key in java_hashmap_order(snapshot)
+        ]
+        if not entries:
+            return '{\n\t"offsetTable":{}\n}'
+        body = ",".join(
+            f"\n\t\t{json_text(key)}:" + (f"{{{queues}\n\t\t}}" if queues else "{}")
+            for key, queues in entries
+        )
+        return '{\n\t"offsetTable":{' + body + "\n\t}\n}"
+
+    def save(self) -> None:
+        """Write the table if it changed since the last save (the broker's periodic persist)."""
+        upto = self.changes
+        if upto == self._saved:
+            return
+        write_config_text(self.path, self.text())
+        self._saved = upto

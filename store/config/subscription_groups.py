@@ -1,0 +1,194 @@
+"""``config/subscriptionGroup.json``: the broker's consumer-group settings (``SubscriptionGroupManager``).
+
+A group's config says whether it may consume at all, by broadcast, how many retry queues its
+``%RETRY%`` topic gets and after how many redeliveries a message goes to its ``%DLQ%`` topic. The
+broker creates one on first sight of a group (``autoCreateSubscriptionGroup``, on by default; system
+groups always), starts with its fixed system groups, bumps a data version per change and saves the
+whole table on every change. Kept here as the broker writes it (fastjson, tab-indented, fields
+sorted), so that a real broker started on this store sees the same groups.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.java_hashmap import java_hashmap_order
+from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
+from store.errors import StoreError
+
+#: ``MixAll``'s system consumer groups, which the broker always has (``SubscriptionGroupManager.init``).
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
+SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
+ONS_HTTP_PROXY_GROUP = "CID_ONS-HTTP-PROXY"
+CID_ONSAPI_PULL_GROUP = "CID_ONSAPI_PULL"
+CID_ONSAPI_PERMISSION_GROUP = "CID_ONSAPI_PERMISSION"
+CID_ONSAPI_OWNER_GROUP = "CID_ONSAPI_OWNER"
+SYSTEM_GROUPS = (
+    TOOLS_CONSUMER_GROUP,
+    FILTERSRV_CONSUMER_GROUP,
+    SELF_TEST_CONSUMER_GROUP,
+    ONS_HTTP_PROXY_GROUP,
+    CID_ONSAPI_PULL_GROUP,
+    CID_ONSAPI_PERMISSION_GROUP,
+    CID_ONSAPI_OWNER_GROUP,
+)
+#: ``MixAll.CID_RMQ_SYS_PREFIX``: groups under it count as system groups (created even without
+#: auto-creation).
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+
+
+@dataclass(slots=True)
+class SubscriptionGroupConfig:
+    """``SubscriptionGroupConfig`` with the broker's defaults."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    #: JSON field name -> attribute, in fastjson's (sorted) order.
+    FIELDS = (
+        ("brokerId", "broker_id"),
+        ("consumeBroadcastEnable", "consume_broadcast_enable"),
+        ("consumeEnable", "consume_enable"),
+        ("consumeFromMinEnable", "consume_from_min_enable"),
+        ("groupName", "group_name"),
+        ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable"),
+        ("retryMaxTimes", "retry_max_times"),
+        ("retryQueueNums", "retry_queue_nums"),
+        ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly"),
+    )
+
+    def to_json(self) -> dict[str, object]:
+        return {name: getattr(self, attr) for name, attr in self.FIELDS}
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, object]) -> SubscriptionGroupConfig:
+        """A config from its JSON object; fields missing or of the wrong type keep the default."""
+        config = cls(name)
+        for json_name, attr in cls.FIELDS:
+            value = data.get(json_name)
+            default = getattr(config, attr)
+            if attr == "group_name":
+                if isinstance(value, str) and value:
+                    config.group_name = value
+            elif isinstance(default, bool):
+                if isinstance(value, bool):
+                    setattr(config, attr, value)
+            elif isinstance(value, int) and not isinstance(value, bool):
+                setattr(config, attr, value)
+        return config
+
+
+def is_system_group(group: str) -> bool:
+    """``MixAll.isSysConsumerGroup``."""
+    return group.startswith(SYSTEM_GROUP_PREFIX)
+
+
+def _startup_groups() -> dict[str, SubscriptionGroupConfig]:
+    return {name: SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS}
+
+
+class SubscriptionGroupTable:
+    """The groups, their data version, and the file they are saved to."""
+
+    def __init__(
+        self, path: Path, groups: dict[str, SubscriptionGroupConfig], counter: int = 0, timestamp: int = 0
+    ) -> None:
+        self.path = path
+        self.groups = groups
+        self.counter = counter
+        self.timestamp = timestamp
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: Path) -> SubscriptionGroupTable:
+        """The table at ``path`` over the system groups (the broker's start-up set, then the file)."""
+        groups = _startup_groups()
+        text = read_config_text(path)
+        if text is None:
+            return cls(path, groups)
+        try:
+            data = relaxed_json(text)
+        except StoreError as exc:
+            raise StoreError(f"{path}: {exc}") from exc
+        table = data.get("subscriptionGroupTable") if isinstance(data, dict) else None
+        if not isinstance(table, dict):
+            raise StoreError(f"{path} has no subscriptionGroupTable object")
+        for name, entry in table.items():
+            if isinstance(entry, dict):
+                groups[str(name)] = SubscriptionGroupConfig.from_json(str(name), entry)
+        version = data.get("dataVersion") if isinstance(data.get("dataVersion"), dict) else {}
+        counter = version.get("counter", 0)
+        timestamp = version.get("timestamp", 0)
+        return cls(
+            path,
+            groups,
+            counter if isinstance(counter, int) else 0,
+            timestamp if isinstance(timestamp, int) else 0,
+        )
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self.groups.get(group)
+
+    def _bump(self) -> None:
+        self.counter += 1
+        self.timestamp = time.time_ns() // 1_000_000
+
+    def find(self, group: str, *, auto_create: bool) -> SubscriptionGroupConfig | None:
+        """``findSubscriptionGroupConfig``: the group's config, created (and saved) when missing and
+        auto-creation is on or the group is a system group; None otherwise."""
+        config = self.groups.get(group)
+        if config is None and (auto_create or is_system_group(group)):
+            with self._lock:
+                config = self.groups[group] = SubscriptionGroupConfig(group)
+                self._bump()
+            self.save()
+        return config
+
+    def put(self, config: SubscriptionGroupConfig) -> None:
+        """``updateSubscriptionGroupConfig``: add or replace, then save."""
+        with self._lock:
+            self.groups[config.group_name] = config
+            self._bump()
+        self.save()
+
+    def delete(self, group: str) -> bool:
+        """``deleteSubscriptionGroupConfig``: True if it existed (then saved)."""
+        with self._lock:
+            if self.groups.pop(group, None) is None:
+                return False
+            self._bump()
+        self.save()
+        return True
+
+    def text(self) -> str:
+        with self._lock:
+            counter, timestamp = self.counter, self.timestamp
+            groups = dict(self.groups)
+        entries = []
+        # A ConcurrentHashMap in the broker: its iteration order is its keys' hash buckets.
+        for name in java_hashmap_order(groups):
+            config = groups[name]
+            fields = ",\n".join(f"\t\t\t{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
+            entries.append(f"\t\t{json_text(name)}:{{\n{fields}\n\t\t}}")
+        return (
+            "{\n"
+            '\t"dataVersion":{\n'
+            f'\t\t"counter":{counter},\n'
+            f'\t\t"timestamp":{timestamp}\n'
+            "\t},\n"
+            '\t"subscriptionGroupTable":{\n' + ",\n".join(entries) + "\n\t}\n}"
+        )
+
+    def save(self) -> None:
+        write_config_text(self.path, self.text())
