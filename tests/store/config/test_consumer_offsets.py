@@ -1,0 +1,79 @@
+"""``config/consumerOffset.json`` read and written as the 4.9.7 broker does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store.config.consumer_offsets import ConsumerOffsetTable
+from store.errors import StoreError
+from tests.support.paths import STORES_DIR
+
+#: As fastjson pretty-prints the broker's ConcurrentHashMap<String, ConcurrentHashMap<Integer, Long>>:
+#: integer keys bare, no line break between them, one before the closing brace.
+BROKER_TEXT = (
+    '{\n\t"offsetTable":{\n\t\t"%RETRY%g@g":{0:0\n\t\t},\n\t\t"T@g":{0:12,1:13,2:13,3:12\n\t\t}\n\t}\n}'
+)
+
+
+def test_the_empty_table_the_real_broker_wrote_is_read() -> None:
+    path = STORES_DIR / "java-4.9.7-send" / "config" / "consumerOffset.json"
+    table = ConsumerOffsetTable.load(path)
+    assert table.offsets == {}
+    assert path.read_text(encoding="utf-8") == table.text()
+
+
+def test_the_broker_layout_is_read_and_written_back_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    path.write_text(BROKER_TEXT, encoding="utf-8")
+    table = ConsumerOffsetTable.load(path)
+    assert table.offsets == {"%RETRY%g@g": {0: 0}, "T@g": {0: 12, 1: 13, 2: 13, 3: 12}}
+    assert table.query("g", "T", 1) == 13
+    assert table.query("g", "T", 9) == -1 and table.query("other", "T", 0) == -1
+    assert table.text() == BROKER_TEXT
+
+
+def test_commits_are_saved_only_when_something_changed_and_keep_a_bak(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "consumerOffset.json"
+    table = ConsumerOffsetTable.load(path)
+    table.save()
+    assert not path.exists()  # nothing committed, nothing written
+    table.commit("g", "T", 3, 7)
+    table.commit("g", "T", 0, 5)
+    assert table.dirty
+    table.save()
+    assert not table.dirty
+    assert path.read_text(encoding="utf-8") == '{\n\t"offsetTable":{\n\t\t"T@g":{0:5,3:7\n\t\t}\n\t}\n}'
+    table.commit("g", "T", 0, 6)
+    table.save()
+    assert (tmp_path / "config" / "consumerOffset.json.bak").read_text(encoding="utf-8").count("0:5") == 1
+    assert ConsumerOffsetTable.load(path).query("g", "T", 0) == 6
+
+
+def test_a_missing_or_empty_file_falls_back_to_its_bak(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    (tmp_path / "consumerOffset.json.bak").write_text('{"offsetTable":{"T@g":{"2":9}}}', encoding="utf-8")
+    assert ConsumerOffsetTable.load(path).query("g", "T", 2) == 9
+    path.write_text("", encoding="utf-8")
+    assert ConsumerOffsetTable.load(path).query("g", "T", 2) == 9
+
+
+def test_a_file_that_is_not_json_is_refused_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    path.write_text("{oops", encoding="utf-8")
+    with pytest.raises(StoreError, match=r"consumerOffset\.json"):
+        ConsumerOffsetTable.load(path)
+
+
+def test_groups_and_topics_are_found_and_removed(tmp_path: Path) -> None:
+    table = ConsumerOffsetTable(tmp_path / "c.json")
+    table.commit("g", "T", 0, 1)
+    table.commit("h", "T", 0, 1)
+    table.commit("g", "U", 0, 1)
+    assert table.groups_of_topic("T") == {"g", "h"}
+    assert table.topics_of_group("g") == {"T", "U"}
+    table.remove_group("g")
+    assert table.groups_of_topic("T") == {"h"} and table.topics_of_group("g") == set()
+    table.remove_topic("T")
+    assert table.offsets == {}

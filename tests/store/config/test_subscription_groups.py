@@ -1,0 +1,68 @@
+"""``config/subscriptionGroup.json``: the broker's system groups, auto-creation, its file layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from store.config.subscription_groups import SYSTEM_GROUPS, SubscriptionGroupConfig, SubscriptionGroupTable
+
+#: One group as fastjson pretty-prints a SubscriptionGroupConfig (fields sorted, tab-indented).
+ONE_GROUP = """\t\t"G":{
+\t\t\t"brokerId":0,
+\t\t\t"consumeBroadcastEnable":true,
+\t\t\t"consumeEnable":true,
+\t\t\t"consumeFromMinEnable":true,
+\t\t\t"groupName":"G",
+\t\t\t"notifyConsumerIdsChangedEnable":true,
+\t\t\t"retryMaxTimes":16,
+\t\t\t"retryQueueNums":1,
+\t\t\t"whichBrokerWhenConsumeSlowly":1
+\t\t}"""
+
+
+def test_a_new_table_has_the_brokers_seven_system_groups(tmp_path: Path) -> None:
+    table = SubscriptionGroupTable.load(tmp_path / "subscriptionGroup.json")
+    assert set(table.groups) == {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PULL",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+    }
+    assert len(SYSTEM_GROUPS) == 7
+
+
+def test_a_group_is_created_on_first_sight_only_when_auto_creation_is_on(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "subscriptionGroup.json"
+    table = SubscriptionGroupTable.load(path)
+    assert table.find("G", auto_create=False) is None
+    assert not path.exists()
+    # System groups (CID_RMQ_SYS_ prefix) are created whatever the setting.
+    assert table.find("CID_RMQ_SYS_TRANS", auto_create=False) is not None
+    config = table.find("G", auto_create=True)
+    assert config == SubscriptionGroupConfig("G")
+    assert table.counter == 2
+    text = path.read_text(encoding="utf-8")
+    assert ONE_GROUP in text
+    assert text.startswith('{\n\t"dataVersion":{\n\t\t"counter":2,\n\t\t"timestamp":')
+    again = SubscriptionGroupTable.load(path)
+    assert again.get("G") == config and again.counter == 2
+
+
+def test_settings_survive_a_round_trip_and_bad_fields_keep_their_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "subscriptionGroup.json"
+    path.write_text(
+        '{"subscriptionGroupTable":{"G":{"groupName":"G","retryMaxTimes":2,"consumeEnable":false,'
+        '"retryQueueNums":"x","consumeBroadcastEnable":1}},"dataVersion":{"counter":5,"timestamp":9}}',
+        encoding="utf-8",
+    )
+    table = SubscriptionGroupTable.load(path)
+    config = table.get("G")
+    assert config is not None
+    assert (config.retry_max_times, config.consume_enable) == (2, False)
+    assert (config.retry_queue_nums, config.consume_broadcast_enable) == (1, True)
+    assert (table.counter, table.timestamp) == (5, 9)
+    assert table.delete("G") and not table.delete("G")
+    assert SubscriptionGroupTable.load(path).get("G") is None
