@@ -120,7 +120,7 @@ def test_a_queue_write_failure_acknowledges_the_record_refuses_later_puts_and_re
         queue_disk.room = None  # space returns
         (after,) = store.put([_record(b"r2", "k2")])
         assert after.queue_offset == 2, "the refused puts took no queue offset"
-        assert _bodies(store) == [b"r0", b"r1", b"r2"], "r1's entry written from the CommitLog, nothing shifted"
+        assert _bodies(store) == [b"r0", b"r1", b"r2"], "r1 written from the CommitLog, nothing shifted"
         assert [q.queue_offset for q in (first, stored, after)] == [0, 1, 2]
         hits = store.reader.query_message("T", "k1", 32, 0, 2**63 - 1).buffers
         assert [decode_message(h).body for h in hits] == [b"r1"]
