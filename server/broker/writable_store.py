@@ -211,6 +211,13 @@ class WritableStore:
         put and every later one, as the broker's ``checkStoreStatus`` refuses every put once its
         dispatch failed (``ConsumeQueue.putMessagePositionInfoWrapper`` -> ``makeLogicsQueueError``).
         Records past a cut could never be served, and the next start's recovery truncates them.
+
+        Two more refusals, both ``StoreUnavailable`` with nothing written: while the CommitLog's disk
+        is fuller than ``diskSpaceWarningLevelRatio`` (``DiskSpaceCheck``, measured every 10 s), and
+        after a consume queue or index entry could not be written (a full disk between the CommitLog
+        append and the reput). That put's records are stored and acknowledged; their entries are
+        written from the CommitLog by the first dispatch that succeeds (tried again by every put, by
+        the server's refresh, and by the next start), and puts are taken again from then on.
         """
         if self.not_writable is not None:
             raise self._unavailable()
