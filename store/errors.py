@@ -29,3 +29,21 @@ class CheckpointError(StoreError):
 
 class CommitLogError(StoreError):
     """The CommitLog directory is unusable (unreadable files, inconsistent names or sizes)."""
+
+
+class DispatchWriteError(StoreError):
+    """A consume queue or IndexFile write failed (a full disk) after its record was stored.
+
+    Nothing of the failed entry is left half-written and the dispatcher's resume point stays at that
+    record, so the reput dispatches it again on its next pass: the entries are repaired once space
+    returns (or at the next start). The write path refuses SENDs meanwhile, as the broker's
+    ``RunningFlags`` do after a consume queue or index write error.
+    """
+
+
+class IndexWriteError(IndexFileError, DispatchWriteError):
+    """The blocks an IndexFile write needs could not be reserved (``posix_fallocate``): nothing written."""
+
+
+class ConsumeQueueWriteError(DispatchWriteError):
+    """A consume queue entry could not be written: the queue ends at its last whole entry."""

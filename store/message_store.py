@@ -31,7 +31,7 @@ from store.config.store_config import StoreConfig
 from store.consumequeue.consume_queue import store_time_picker
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, get_message
 from store.consumequeue.queue_table import QueueTable, read_topics_json
-from store.errors import CheckpointError
+from store.errors import CheckpointError, DispatchWriteError
 from store.index.index_file import UNBOUNDED
 from store.index.service import IndexService, QueryArgumentError
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
@@ -117,6 +117,8 @@ class MessageStore:
         self._cq_builder = None
         #: The reput feeding the builders (``build_index``): one walk of the CommitLog for both.
         self._reput: Reput | None = None
+        #: Why the last pass of the reput could not write an entry (a full disk), None when it could.
+        self.dispatch_error: str | None = None
         # ``build_index`` is an explicit request, so it holds even when broker.conf says
         # messageIndexEnable=false: that store's broker never indexed it, which is why we are asked to.
         if build_index and (mapped := _maintained_by_broker(config, config.index_dir)):
@@ -158,7 +160,13 @@ class MessageStore:
             self._reput = Reput(self.commitlog, dispatchers) if dispatchers else None
             if catch_up:
                 if self._reput is not None:
-                    self._reput.run_once()
+                    try:
+                        self._reput.run_once()
+                    except DispatchWriteError as exc:
+                        # A full disk at start: the store opens and serves what is built; the
+                        # entries are written by a later refresh (the writer refuses SENDs until then).
+                        self.dispatch_error = str(exc)
+                        log.error("the consume queues or index cannot be brought up to date now: %s", exc)
                 self.queues.refresh()
         else:
             self.index = IndexService(config)
@@ -463,7 +471,15 @@ class MessageStore:
                     self.index.audit()
                 else:
                     self.index.refresh()
-                read = self._reput.run_once(max_records)
+                try:
+                    read = self._reput.run_once(max_records)
+                except DispatchWriteError as exc:
+                    # The entries written before the failure are served; the failed one is retried
+                    # by the next pass (the builders' resume points stay at its record).
+                    self.dispatch_error = str(exc)
+                    self.queues.refresh()
+                    raise
+                self.dispatch_error = None
                 if self._cq_builder is not None and read == 0:
                     self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
                 self.queues.refresh()

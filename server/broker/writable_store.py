@@ -31,9 +31,9 @@ from server.broker.scheduled_delivery import DeliverySchedule
 from store.checkpoint import Checkpoint
 from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig, TopicPersister, TopicTable, startup_topics
-from store.errors import StoreError
+from store.errors import DispatchWriteError, StoreError
 from store.message_store import MessageStore
-from store.platform.disk import disk_used_ratio
+from store.write.disk_space import DiskSpaceCheck
 from store.write.writer import (
     Appended,
     CommitLogCutError,
@@ -57,8 +57,15 @@ class WritableStore:
         store_host: str | None = None,
         store_port: int | None = None,
         auto_create_topics: bool | None = None,
+        disk_check: DiskSpaceCheck | None = None,
     ) -> None:
         self.config = config
+        #: The broker's periodic disk check of the CommitLog (``DiskSpaceCheck``): puts are refused
+        #: while its disk is fuller than ``diskSpaceWarningLevelRatio``.
+        self.disk = disk_check or DiskSpaceCheck(config.store_path_commit_log)
+        #: Why the last dispatch could not write a consume queue or index entry (a full disk), None
+        #: while every stored record has its entries: puts are refused until a dispatch succeeds.
+        self.dispatch_failed: str | None = None
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._schedule = DeliverySchedule(
             config.store_path_root_dir / "config" / "delayOffset.json", config.message_delay_level
@@ -101,6 +108,8 @@ class WritableStore:
             )
             # The next queue offsets come from the consume queues the reader just brought up to date,
             # as the broker's recoverTopicQueueTable takes them: the CommitLog is not read for them.
+            if self.reader.dispatch_error is not None:
+                self._dispatch_failed(self.reader.dispatch_error)
             ends = self.reader.queue_ends()
             if ends is None:
                 self.writer.resume_queues({}, self.reader.commitlog.min_offset)
@@ -205,8 +214,19 @@ class WritableStore:
         put and every later one, as the broker's ``checkStoreStatus`` refuses every put once its
         dispatch failed (``ConsumeQueue.putMessagePositionInfoWrapper`` -> ``makeLogicsQueueError``).
         Records past a cut could never be served, and the next start's recovery truncates them.
+
+        Two more refusals, both ``StoreUnavailable`` with nothing written: while the CommitLog's disk
+        is fuller than ``diskSpaceWarningLevelRatio`` (``DiskSpaceCheck``, measured every 10 s), and
+        after a consume queue or index entry could not be written (a full disk between the CommitLog
+        append and the reput). That put's records are stored and acknowledged; their entries are
+        written from the CommitLog by the first dispatch that succeeds (tried again by every put, by
+        the server's refresh, and by the next start), and puts are taken again from then on.
         """
         if self.not_writable is not None:
+            raise self._unavailable()
+        if self.dispatch_failed is not None:
+            self._repair_dispatch()
+        if self.disk.full():
             raise self._unavailable()
         try:
             appended = self.writer.put_batch(records, store_timestamp=store_timestamp)
@@ -220,7 +240,13 @@ class WritableStore:
             # the part the kernel took): the broker's answer when its disk is full. The next append
             # goes where this one would have, once space returns.
             raise self._unavailable() from exc
-        self.dispatch()
+        try:
+            self.dispatch()
+        except DispatchWriteError as exc:
+            # The records are in the CommitLog, so they are acknowledged (the broker answers after
+            # its CommitLog put; its reput writes the queues later). Their entries are written from
+            # the CommitLog by the next dispatch that succeeds; until then no more records are taken.
+            self._dispatch_failed(str(exc))
         readable_end = self.reader.commitlog.max_offset
         if readable_end < self.writer.position:
             # Written, but not where a walk of the CommitLog reaches (the file was cut between the
@@ -241,6 +267,34 @@ class WritableStore:
                 )
         return appended
 
+    def _dispatch_failed(self, why: str) -> None:
+        """A consume queue or index entry could not be written: refuse puts until it is (said once)."""
+        if self.dispatch_failed is None:
+            log.error(
+                "the store stops taking messages until the consume queues and index have every stored "
+                "record again: %s; every SEND is answered SERVICE_NOT_AVAILABLE meanwhile",
+                why,
+            )
+        self.dispatch_failed = why
+
+    def _repair_dispatch(self) -> None:
+        """Write the entries a failed dispatch left out, from the CommitLog; ``StoreUnavailable`` if
+        the disk still refuses them.
+
+        The broker keeps its logic-queue error bit until a restart and skips the record it could not
+        dispatch; here the failed record stays the builders' next one, so once a pass writes it (and
+        everything after it) nothing is missing and nothing shifted, and puts are taken again."""
+        try:
+            self.dispatch()
+        except DispatchWriteError as exc:
+            self.dispatch_failed = str(exc)
+            raise self._unavailable() from exc
+        log.warning(
+            "the consume queues and index have every stored record again (written from the CommitLog): "
+            "taking messages again"
+        )
+        self.dispatch_failed = None
+
     def _stop_writing(self, why: str) -> None:
         """Take no more records until reopened; said once, at ERROR (nothing is dispatched any more)."""
         if self.not_writable is None:
@@ -256,10 +310,11 @@ class WritableStore:
         """The broker's answer to a put its store cannot take (``SERVICE_NOT_AVAILABLE`` with the disk
         ratios): a full disk, or a store that stopped taking records."""
         config = self.config
+        ratio = self.disk.used_ratio
         return disk_full(
-            disk_used_ratio(config.store_path_commit_log),
-            disk_used_ratio(config.consume_queue_dir),
-            disk_used_ratio(config.index_dir),
+            ratio(config.store_path_commit_log),
+            ratio(config.consume_queue_dir),
+            ratio(config.index_dir),
         )
 
     def _rearm_scheduled(self) -> None:

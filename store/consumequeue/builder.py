@@ -48,7 +48,7 @@ from store.consumequeue.consume_queue import (
     delay_level_table,
     entry_bytes,
 )
-from store.errors import StoreError
+from store.errors import ConsumeQueueWriteError, StoreError
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run, skip_to
 from store.reput.walk import Reput, run_to_end
@@ -113,6 +113,28 @@ def _data_stretch(fd: int, pos: int, end: int) -> tuple[int, int]:
     except OSError:
         hole = end
     return data, min(hole, end)
+
+
+def _write_all(fd: int, data: bytes, at: int) -> None:
+    """Write all of ``data`` at ``at``, or undo what was written and raise.
+
+    On a full disk ``pwrite`` takes what fits (a 20-byte entry can straddle a page the disk cannot
+    back) and then fails: a part left behind would read as a torn entry past the queue's end, so it
+    is zeroed again (its page is allocated: rewriting it needs no new space)."""
+    done = 0
+    try:
+        while done < len(data):
+            n = os.pwrite(fd, data[done:], at + done)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += n
+    except OSError:
+        if done:
+            try:
+                os.pwrite(fd, bytes(done), at)
+            except OSError:
+                pass  # left past the written end: the next entry written there covers it
+        raise
 
 
 class _QueueAppender:
@@ -234,7 +256,11 @@ class _QueueAppender:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(start)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.ftruncate(fd, self.file_size)
+        try:
+            os.ftruncate(fd, self.file_size)
+        except BaseException:
+            os.close(fd)
+            raise
         self.fd = fd
         self.last_start = start
         self.wrote = 0
@@ -254,7 +280,7 @@ class _QueueAppender:
         if self.first_created and queue_offset != 0 and self.wrote == 0:
             until = expect % self.file_size
             if until:
-                os.pwrite(fd, _PRE_BLANK * (until // CQ_STORE_UNIT_SIZE), 0)
+                _write_all(fd, _PRE_BLANK * (until // CQ_STORE_UNIT_SIZE), 0)
                 self.wrote = until
         if queue_offset != 0:
             current = self.last_start + self.wrote
@@ -276,11 +302,13 @@ class _QueueAppender:
                     expect,
                     current,
                 )
-        self.max_physic = offset + size
         if self.wrote >= self.file_size:  # a hole just filled ended at a file boundary
             self._create(self.last_start + self.file_size, first=False)
             fd = self.open_fd()
-        os.pwrite(fd, entry_bytes(offset, size, code), self.wrote)
+        # Only a whole entry moves the queue's end: a failed write (a full disk) leaves the queue as
+        # it was, and the same record is put again by the next pass.
+        _write_all(fd, entry_bytes(offset, size, code), self.wrote)
+        self.max_physic = offset + size
         self.wrote += CQ_STORE_UNIT_SIZE
         return True
 
@@ -293,7 +321,7 @@ class _QueueAppender:
                 self._create(self.last_start + self.file_size, first=False)
                 fd = self.open_fd()
             n = min(length, self.file_size - self.wrote)
-            os.pwrite(fd, _PRE_BLANK * (n // CQ_STORE_UNIT_SIZE), self.wrote)
+            _write_all(fd, _PRE_BLANK * (n // CQ_STORE_UNIT_SIZE), self.wrote)
             self.wrote += n
             length -= n
         return fd
@@ -448,8 +476,22 @@ class ConsumeQueueBuilder:
                     )
                     continue
                 key = (topic, queue_id)
-                queue = self._queues.get(key) or self._queue(topic, queue_id)
-                if queue.put(offset, size, code, queue_offset):
+                try:
+                    queue = self._queues.get(key) or self._queue(topic, queue_id)
+                    put = queue.put(offset, size, code, queue_offset)
+                except OSError as exc:
+                    # The record stays the next to dispatch (``next_offset``): its entry is written
+                    # by the next pass, at its own queue offset, once the disk takes it. Skipping it
+                    # would shift every later entry of the queue (the broker's "[BUG]logic queue
+                    # order maybe wrong").
+                    pos -= size
+                    seen -= 1
+                    raise ConsumeQueueWriteError(
+                        f"consume queue {topic}/{queue_id}: the entry of the CommitLog record at {offset} "
+                        f"(queue offset {queue_offset}) cannot be written: {exc.strerror or exc}; it is "
+                        "written again from the CommitLog by the next pass"
+                    ) from exc
+                if put:
                     self.entries_written += 1
                     self.queues_built.add(key)
                     self._last_store_ts = store_ts

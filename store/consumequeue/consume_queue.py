@@ -66,6 +66,8 @@ _ENTRY = struct.Struct(">qiq")
 _OFFSET_SIZE = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+#: Bytes up to the end of SYSFLAG: fewer cannot say where STORETIMESTAMP is.
+_SYS_FLAG_END = SYS_FLAG_AT + _I32.size
 _NAME = re.compile(r"^\d{20}$")
 #: ``ConsumeQueueExt.MAX_ADDR``: tagsCodes at or below it are addresses in a ConsumeQueueExt file.
 _MAX_EXT_ADDR = -(2**31) - 1
@@ -635,16 +637,24 @@ class ConsumeQueue:
 
 def store_time_picker(commitlog: CommitLog) -> Callable[[int, int], int]:
     """``CommitLog.pickupStoreTimestamp`` over our CommitLog: the store time of the record at
-    ``offset`` if ``size`` bytes are readable there (and ``offset`` is not below the first file), else -1."""
+    ``offset`` if ``size`` bytes are readable there (and ``offset`` is not below the first file), else -1.
+
+    STORETIMESTAMP follows BORNHOST, which is 8 bytes or, when the sysflag says the born host is
+    IPv6, 20: the ``size`` bytes (a consume-queue entry's, which a damaged queue can make anything)
+    must hold the field where this record's sysflag puts it. The broker reads it from any buffer
+    long enough and throws on a shorter one; a buffer too short here answers -1."""
 
     def pick(offset: int, size: int) -> int:
         files = commitlog.files
         if not files or offset < files[0].start:
             return -1
         buf = commitlog.select(offset, size)
-        if buf is None or len(buf) < 72:
+        if buf is None or len(buf) < _SYS_FLAG_END:
             return -1
         sys_flag = _I32.unpack_from(buf, SYS_FLAG_AT)[0]
-        return _I64.unpack_from(buf, STORE_TIMESTAMP_AT[(sys_flag >> HOST_KIND_SHIFT) & 3])[0]
+        at = STORE_TIMESTAMP_AT[(sys_flag >> HOST_KIND_SHIFT) & 3]
+        if len(buf) < at + _I64.size:
+            return -1
+        return _I64.unpack_from(buf, at)[0]
 
     return pick

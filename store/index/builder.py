@@ -186,6 +186,7 @@ class IndexBuilder:
                 self._repair_checkpoint(files)
                 return
         begin = self._entry_is_sound(last, 1) if problem is not None and keep > 1 else None
+        last.reserve(0)  # the rollback rewrites the slots: their blocks first (a sparse file)
         gone = last.rollback(keep, *end_values, begin=begin)
         last.flush()
         log.warning(
@@ -321,6 +322,10 @@ class IndexBuilder:
         seen = 0
         try:
             while True:
+                if current is not None:
+                    # The compiled loop writes through the map: the blocks the run's keys may need
+                    # are reserved first (a record of n bytes holds fewer than n / 2 keys).
+                    current.reserve((end - pos) // 2 + 1)
                 stop, pos, skip, done, records, keys = index_range(
                     view, pos, end, base, current, topics, skip, budget - seen, run.safe_length, checked
                 )

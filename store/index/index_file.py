@@ -37,7 +37,7 @@ from pathlib import Path
 
 from protocol.index_key import index_key_hash
 from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, index_file_size
-from store.errors import IndexFileError, IndexGeometryError
+from store.errors import IndexFileError, IndexGeometryError, IndexWriteError
 from store.index.header import HEADER, IndexHeader, header_problem, is_time_matched
 from store.index.query_walk import BUDGET, OUTSIDE, ZEROED, walk_chain
 from store.platform import sigbus
@@ -70,6 +70,10 @@ _OFF_INDEX_COUNT = 36
 _INT_MAX = 2**31 - 1
 #: A walk budget that never runs out (a chain visits each entry at most once).
 UNBOUNDED = 2**62
+#: Bytes of a writable file whose blocks are reserved at once, at least (``reserve``): one
+#: ``posix_fallocate`` per step, not per key, and never the whole 420 MB of a default file for a
+#: few keys.
+RESERVE_STEP = 1 << 20
 
 
 class IndexFile:
@@ -133,6 +137,8 @@ class IndexFile:
         self._end_phy = h.end_phy_offset
         self._slot_count = h.hash_slot_count
         self._index_count = 1 if _fresh or h.index_count <= 0 else h.index_count
+        #: Bytes from the start of the file whose blocks this writer reserved (``reserve``).
+        self._reserved = 0
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -153,12 +159,22 @@ class IndexFile:
     ) -> IndexFile:
         """Create a zero-filled, full-size file; a successor takes the previous end values as begin/end."""
         size = index_file_size(hash_slot_num, index_num)
+        # The header, the slots and a first step of entries get their blocks before the file is
+        # mapped (on a full tmpfs even reading a hole through the map faults); a file that cannot
+        # have them is removed, and created again by the next pass once there is room.
+        first = min(size, INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + RESERVE_STEP)
         try:
             with open(path, "xb") as fh:
-                fh.truncate(size)
+                try:
+                    fh.truncate(size)
+                    _reserve(fh.fileno(), path, 0, first)
+                except BaseException:
+                    path.unlink(missing_ok=True)
+                    raise
         except OSError as exc:
             raise IndexFileError(f"cannot create index file {path}: {exc}") from exc
         f = cls(path, hash_slot_num, index_num, writable=True, _fresh=True)
+        f._reserved = first
         if end_phy_offset > 0:
             f._begin_phy = f._end_phy = end_phy_offset
             f._put_i64(_OFF_BEGIN_PHY, end_phy_offset)
@@ -356,6 +372,24 @@ class IndexFile:
     def _put_i32(self, pos: int, value: int) -> None:
         _I32.pack_into(self._mm, pos, value)
 
+    def reserve(self, entries: int) -> None:
+        """Reserve the blocks of the header, the slots and the next ``entries`` entries (at least a
+        ``RESERVE_STEP`` more of the file, at most all of it) before they are written.
+
+        Writes go through a shared map of a sparse file (the broker creates its IndexFiles so, and so
+        does ``create``): a store into a page without blocks allocates one at the fault, and on a
+        full disk that fault is SIGBUS, which kills the process. ``posix_fallocate`` asks for the
+        blocks while a refusal is still an error: ``IndexWriteError``, nothing written. Data already
+        in the file is untouched (only holes get blocks)."""
+        want = self._entries_at + (self._index_count + entries) * INDEX_ENTRY_SIZE
+        if want <= self._reserved:
+            return
+        want = min(self.size, max(want, self._reserved + RESERVE_STEP))
+        if want <= self._reserved:
+            return  # the whole file is reserved: a full file rolls, it is not written past its end
+        _reserve(self.fd, self.path, self._reserved, want)
+        self._reserved = want
+
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """The broker's ``putKey``; False when the file is full (the caller rolls to a new file)."""
         return self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
@@ -367,6 +401,9 @@ class IndexFile:
         index_count = self._index_count
         if index_count >= self.index_num:
             return False
+        entry_pos = self._entries_at + index_count * INDEX_ENTRY_SIZE
+        if entry_pos + INDEX_ENTRY_SIZE > self._reserved:
+            self.reserve(1)  # before the slot is read: on a full tmpfs even reading a hole faults
         mm = self._mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         slot_value = SLOT.unpack_from(mm, slot_pos)[0]
@@ -384,7 +421,6 @@ class IndexFile:
                 time_diff = _INT_MAX
             elif time_diff < 0:
                 time_diff = 0
-        entry_pos = self._entries_at + index_count * INDEX_ENTRY_SIZE
         ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
         SLOT.pack_into(mm, slot_pos, index_count)
         if index_count <= 1:
@@ -530,3 +566,14 @@ class IndexFile:
 
     def __repr__(self) -> str:
         return f"IndexFile({self.path!s}, {self.header})"
+
+
+def _reserve(fd: int, path: Path, start: int, end: int) -> None:
+    """``posix_fallocate`` bytes ``[start, end)`` of an IndexFile, or ``IndexWriteError``."""
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as exc:
+        raise IndexWriteError(
+            f"index file {path}: cannot reserve bytes {start}..{end} for new keys: "
+            f"{exc.strerror or exc}; nothing written, the keys are indexed once there is room"
+        ) from exc

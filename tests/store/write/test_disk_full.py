@@ -170,11 +170,15 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
     return done.returncode == 0
 
 
-def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("index", [False, True], ids=["index-off", "index-on"])
+def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path, index: bool) -> None:
     """The store on a 256 KiB tmpfs filled up by another file: records are put until the disk
     refuses one, then the file is removed and more are put. Every acknowledged record is in the
     CommitLog and its queue, in order, with nothing between them; nothing refused is; fsck is clean.
-    (The index is off: IndexFiles are written through maps, which a full disk answers with SIGBUS.)"""
+    With the index on (small IndexFiles: 64 slots, 1024 entries; 151 keys a record, so the entries
+    of the records put on the full disk go to pages never written before), every acknowledged record
+    is also found by key (IndexFiles are written through maps; their blocks are reserved before they are
+    written, else the full disk answered that write with SIGBUS)."""
     mnt = tmp_path / "mnt"
     if not _mount_tmpfs(mnt, "256k"):
         pytest.skip("cannot mount a tmpfs here (needs root)")
@@ -183,7 +187,9 @@ def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
             mnt / "store",
             mapped_file_size_commit_log=64 * 1024,
             broker_ip1="127.0.0.1",
-            message_index_enable=False,
+            message_index_enable=index,
+            max_hash_slot_num=64,
+            max_index_num=1024,
         )
         acked: list[bytes] = []
         refused: list[str] = []
@@ -192,7 +198,8 @@ def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
 
             def put(body: bytes) -> bool:
                 try:
-                    store.put([single_record(_header(), body, _CTX)])
+                    keys = " ".join([f"k{len(acked)}"] + [f"x{len(acked)}-{j}" for j in range(150)])
+                    store.put([single_record(_header(keys if index else None), body, _CTX)])
                 except StoreUnavailable as exc:
                     refused.append(exc.remark)
                     return False
@@ -219,6 +226,10 @@ def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
         with MessageStore.open(config) as reopened:
             stored = [decode_message(buf).body for _, buf in reopened.commitlog.iter_records()]
             queued = [decode_message(buf).body for buf in reopened.get_message("T", 0, 0, 1000).buffers]
+            if index:
+                for n, body in enumerate(acked):
+                    hits = reopened.query_message("T", f"k{n}", 32, 0, 2**63 - 1).buffers
+                    assert [decode_message(h).body for h in hits] == [body]
         assert stored == acked and queued == acked
         assert check_store(config).problems == []
         assert refused[0].startswith("service not available now. It may be caused by one of the following")
@@ -229,5 +240,6 @@ def test_a_real_full_disk_loses_no_acknowledged_record(tmp_path: Path) -> None:
 _CTX = PutContext("DefaultCluster", 4 * 1024 * 1024, "127.0.0.1", 9)
 
 
-def _header() -> SendMessageRequestHeader:
-    return SendMessageRequestHeader("g", "T", "TBW102", 4, 0, 0, 0, 0, "WAIT\x01true")
+def _header(key: str | None = None) -> SendMessageRequestHeader:
+    props = "WAIT\x01true" if key is None else f"KEYS\x01{key}\x02WAIT\x01true"
+    return SendMessageRequestHeader("g", "T", "TBW102", 4, 0, 0, 0, 0, props)
