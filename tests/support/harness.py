@@ -45,6 +45,8 @@ class RawClient:
         self.writer = writer
         self._decoder = FrameDecoder()
         self._ready: list[RemotingCommand] = []
+        #: Requests from the server that arrived while ``call`` waited for an answer.
+        self.server_requests: list[RemotingCommand] = []
 
     @classmethod
     async def connect(cls, host: str, port: int) -> RawClient:
@@ -96,8 +98,14 @@ class RawClient:
         return prefix + rest
 
     async def call(self, command: RemotingCommand) -> RemotingCommand:
+        """Send ``command`` and return its answer; requests the server sends meanwhile (it calls its
+        clients back: NOTIFY_CONSUMER_IDS_CHANGED, ...) are kept in ``server_requests``."""
         await self.send(command)
-        response = await self.receive()
+        while True:
+            response = await self.receive()
+            if response.is_response:
+                break
+            self.server_requests.append(response)
         assert response.opaque == command.opaque
         return response
 
