@@ -14,11 +14,15 @@ import logging
 import threading
 from pathlib import Path
 
-from protocol.java_hashmap import java_hashmap_order
+from protocol.index_key import java_string_hash
+from protocol.java_hashmap import hashmap_order_by_hash
 from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
 from store.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+#: Buckets of the broker's offset table (``new ConcurrentHashMap(512)`` sizes its table to 1024).
+OFFSET_TABLE_BUCKETS = 1024
 
 #: ``MixAll``'s separator between topic and group in the table's keys.
 TOPIC_GROUP_SEPARATOR = "@"
@@ -104,11 +108,10 @@ class ConsumerOffsetTable:
         """The file's text, as fastjson pretty-prints the manager."""
         with self._lock:
             snapshot = {key: sorted(queues.items()) for key, queues in self.offsets.items()}
-        # The broker's maps are ConcurrentHashMaps: small integer keys iterate in order, string keys
-        # in hash-bucket order (as a HashMap's, which ``java_hashmap_order`` computes).
-        entries = [
-            (key, ",".join(f"{q}:{o}" for q, o in snapshot[key])) for key in java_hashmap_order(snapshot)
-        ]
+        # The broker's maps are ConcurrentHashMaps: queue ids (a 64-bucket map each) iterate in
+        # order, the ``topic@group`` keys in the bucket order of its 1024-bucket table.
+        order = hashmap_order_by_hash(snapshot, java_string_hash, OFFSET_TABLE_BUCKETS)
+        entries = [(key, ",".join(f"{q}:{o}" for q, o in snapshot[key])) for key in order]
         if not entries:
             return '{\n\t"offsetTable":{}\n}'
         body = ",".join(

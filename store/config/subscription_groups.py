@@ -15,9 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.java_hashmap import java_hashmap_order
+from protocol.index_key import java_string_hash
+from protocol.java_hashmap import hashmap_order_by_hash
 from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
 from store.errors import StoreError
+
+#: Buckets of the broker's group table (``new ConcurrentHashMap(1024)`` sizes its table to 2048).
+GROUP_TABLE_BUCKETS = 2048
 
 #: ``MixAll``'s system consumer groups, which the broker always has (``SubscriptionGroupManager.init``).
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -177,7 +181,7 @@ class SubscriptionGroupTable:
             groups = dict(self.groups)
         entries = []
         # A ConcurrentHashMap in the broker: its iteration order is its keys' hash buckets.
-        for name in java_hashmap_order(groups):
+        for name in hashmap_order_by_hash(groups, java_string_hash, GROUP_TABLE_BUCKETS):
             config = groups[name]
             fields = ",\n".join(f"\t\t\t{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
             entries.append(f"\t\t{json_text(name)}:{{\n{fields}\n\t\t}}")
