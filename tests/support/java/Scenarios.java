@@ -129,6 +129,7 @@ public class Scenarios {
     <P extends DefaultMQProducer> P producer(P p) throws Exception {
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance());
+        p.setSendMsgTimeout(10000); // JVMs and the server share two cores in CI
         p.start();
         closers.add(p::shutdown);
         return p;
