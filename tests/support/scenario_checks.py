@@ -60,7 +60,9 @@ def retry(obs: Obs, golden: Obs) -> None:
 
 def dlq(obs: Obs, golden: Obs) -> None:
     _no_error(obs)
-    _same(obs, golden, "deliveryReconsumeTimes", "deliveriesAfterWait", "dlqTopic", "dlqMessages", "dlqMessage")
+    _same(
+        obs, golden, "deliveryReconsumeTimes", "deliveriesAfterWait", "dlqTopic", "dlqMessages", "dlqMessage"
+    )
     _same(obs, golden, "dlqRoute")
 
 

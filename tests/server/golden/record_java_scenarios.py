@@ -38,7 +38,9 @@ def record() -> dict[str, dict]:
         try:
             with ThreadPoolExecutor(CONCURRENT) as pool:
                 futures = {
-                    row: pool.submit(run_row, kit, broker.namesrv, broker.broker, row, f"g{uuid.uuid4().hex[:8]}")
+                    row: pool.submit(
+                        run_row, kit, broker.namesrv, broker.broker, row, f"g{uuid.uuid4().hex[:8]}"
+                    )
                     for row in ROWS
                 }
                 observed = {row: future.result() for row, future in futures.items()}
