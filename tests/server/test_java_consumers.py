@@ -127,33 +127,28 @@ def observed(rows: dict[str, Future[dict[str, Any]]], row: str) -> dict[str, Any
     return rows[row].result(timeout=ROW_TIMEOUT)
 
 
-@xfail("HEART_BEAT registers no consumer, so the client's rebalance takes no queue")
 def test_push_consumer_receives_every_message(rows: dict, golden: dict) -> None:
     check("push", observed(rows, "push"), golden["push"])
 
 
-@xfail("no consumer registry and no committed offsets (UPDATE_CONSUMER_OFFSET refused)")
 def test_a_restarted_group_gets_only_what_it_had_not_consumed(rows: dict, golden: dict) -> None:
     check("committed", observed(rows, "committed"), golden["committed"])
 
 
-@xfail("no consumer registry; CONSUMER_SEND_MSG_BACK and %RETRY% topics missing")
 def test_reconsume_later_redelivers_through_the_retry_topic(rows: dict, golden: dict) -> None:
     # slow: delay level 3 is 10 s
     check("retry", observed(rows, "retry"), golden["retry"])
 
 
-@xfail("no consumer registry; CONSUMER_SEND_MSG_BACK and %DLQ% topics missing")
+@xfail("CONSUMER_SEND_MSG_BACK and %DLQ% topics missing")
 def test_past_max_reconsume_times_the_message_is_in_the_dlq(rows: dict, golden: dict) -> None:
     check("dlq", observed(rows, "dlq"), golden["dlq"])
 
 
-@xfail("no consumer registry; LOCK_BATCH_MQ missing")
 def test_orderly_consumer_gets_each_keys_messages_in_order(rows: dict, golden: dict) -> None:
     check("orderly", observed(rows, "orderly"), golden["orderly"])
 
 
-@xfail("no consumer registry, so no pull is made")
 def test_delay_level_2_is_delivered_after_about_5_s(rows: dict, golden: dict) -> None:
     check("delay", observed(rows, "delay"), golden["delay"])
 
@@ -164,32 +159,27 @@ def test_transactions_commit_rollback_and_check_back(rows: dict, golden: dict) -
     check("transaction", observed(rows, "transaction"), golden["transaction"])
 
 
-@xfail("no consumer registry, so no pull is made")
 def test_batch_async_and_oneway_sends_are_all_consumed(rows: dict, golden: dict) -> None:
     check("sendkinds", observed(rows, "sendkinds"), golden["sendkinds"])
 
 
-@xfail("no consumer registry, so no pull is made")
 def test_tag_filter_gets_only_its_tags(rows: dict, golden: dict) -> None:
     check("tags", observed(rows, "tags"), golden["tags"])
 
 
-@xfail("no consumer registry, so no pull is made")
 def test_two_broadcasting_consumers_each_get_everything(rows: dict, golden: dict) -> None:
     check("broadcast", observed(rows, "broadcast"), golden["broadcast"])
 
 
-@xfail("no consumer registry, so the lite pull consumer takes no queue")
 def test_lite_pull_consumer_subscribe_and_poll(rows: dict, golden: dict) -> None:
     check("litepull", observed(rows, "litepull"), golden["litepull"])
 
 
-@xfail("no consumer registry, and no RMQ_SYS_TRACE_TOPIC for the traces")
 def test_message_trace_shows_pub_and_sub(rows: dict, golden: dict) -> None:
     check("trace", observed(rows, "trace"), golden["trace"])
 
 
-@xfail("no committed offsets and no GET_CONSUME_STATS for consumerProgress")
+@xfail("no GET_CONSUME_STATS for consumerProgress")
 def test_mqadmin_consumer_progress(rows: dict, golden: dict) -> None:
     consumer_progress(observed(rows, "admin"), golden["admin"])
 
@@ -199,7 +189,6 @@ def test_mqadmin_update_topic_to_8_queues_then_topic_route(rows: dict, golden: d
     update_topic(observed(rows, "admin"), golden["admin"])
 
 
-@xfail("no consumer registry and no committed offsets")
 def test_rows_1_and_2_pass_again_after_a_restart_on_the_same_store(rows: dict, golden: dict) -> None:
     # slow: two rounds of two rows and a restart
     rounds = observed(rows, "restart")
