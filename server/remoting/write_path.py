@@ -94,7 +94,8 @@ class WritePath:
         self.store = store
         self.region = region
         self.trace_on = trace_on
-        self.broker = BrokerController(store, settings=consume, ids_changed=notify_consumer_ids_changed)
+        self.notifier = ConsumerIdsNotifier()
+        self.broker = BrokerController(store, settings=consume, ids_changed=self.notifier)
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -163,12 +164,40 @@ class WritePath:
             broker.close()
 
 
-def notify_consumer_ids_changed(group: str, channels: list[Channel]) -> None:
-    """``Broker2Client.notifyConsumerIdsChanged``: a oneway NOTIFY_CONSUMER_IDS_CHANGED to each member."""
-    for channel in channels:
-        channel.send_oneway(
-            RemotingChannel.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
-        )
+#: How long changes of one group are gathered before its members are told (seconds).
+NOTIFY_DELAY = 0.05
+
+
+class ConsumerIdsNotifier:
+    """``Broker2Client.notifyConsumerIdsChanged``: a oneway NOTIFY_CONSUMER_IDS_CHANGED to each member.
+
+    The broker tells every member on every change, so a group of n members that all join costs n²
+    notifications: 10,000 members joining would queue 10^8 frames and stall the loop. Here the
+    changes of one group within ``NOTIFY_DELAY`` are told once, to whoever is a member then: every
+    member still hears of every change after it happened (it rebalances from the group as it is),
+    in O(members) per burst of changes.
+    """
+
+    def __init__(self, delay: float = NOTIFY_DELAY) -> None:
+        self.delay = delay
+        self._pending: dict[str, list[Channel]] = {}
+        #: Notifications sent (a counter, for tests and reports).
+        self.sent = 0
+
+    def __call__(self, group: str, channels: list[Channel]) -> None:
+        first = group not in self._pending
+        self._pending[group] = channels
+        if first:
+            asyncio.get_running_loop().call_later(self.delay, self._fire, group)
+
+    def _fire(self, group: str) -> None:
+        channels = self._pending.pop(group, [])
+        for channel in channels:
+            if channel.active:
+                channel.send_oneway(
+                    RemotingChannel.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+                )
+                self.sent += 1
 
 
 def write_path(
