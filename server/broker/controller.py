@@ -24,6 +24,7 @@ from server.broker.producer_groups import ProducerGroups
 from server.broker.rebalance_locks import RebalanceLocks
 from server.broker.writable_store import WritableStore
 from store.config.consumer_offsets import ConsumerOffsetTable
+from store.config.persister import ConfigPersister
 from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
 from store.config.topics import PERM_READ, PERM_WRITE, TopicConfig
 
@@ -76,6 +77,7 @@ class BrokerController:
         self.consumers = ConsumerGroups(self._notify_ids_changed)
         self.producers = ProducerGroups()
         self.groups = SubscriptionGroupTable.load(config_dir / "subscriptionGroup.json")
+        self._group_persister = ConfigPersister(self.groups)
         self.offsets = ConsumerOffsetTable.load(config_dir / "consumerOffset.json")
         self.locks = RebalanceLocks()
         self._watched: set[int] = set()
@@ -187,4 +189,7 @@ class BrokerController:
         if self.closed:
             return
         self.closed = True
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self._group_persister.close()  # whatever it has not written yet, written now

@@ -18,6 +18,7 @@ from pathlib import Path
 from protocol.index_key import java_string_hash
 from protocol.java_hashmap import hashmap_order_by_hash
 from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
+from store.config.persister import ConfigPersister
 from store.errors import StoreError
 
 #: Buckets of the broker's group table (``new ConcurrentHashMap(1024)`` sizes its table to 2048).
@@ -113,6 +114,8 @@ class SubscriptionGroupTable:
         self.counter = counter
         self.timestamp = timestamp
         self._lock = threading.Lock()
+        #: Set while a ``ConfigPersister`` saves this table: changes are then saved on its thread.
+        self.persister: ConfigPersister | None = None
 
     @classmethod
     def load(cls, path: Path) -> SubscriptionGroupTable:
@@ -156,7 +159,7 @@ class SubscriptionGroupTable:
             with self._lock:
                 config = self.groups[group] = SubscriptionGroupConfig(group)
                 self._bump()
-            self.save()
+            self.save_soon()
         return config
 
     def put(self, config: SubscriptionGroupConfig) -> None:
@@ -164,7 +167,7 @@ class SubscriptionGroupTable:
         with self._lock:
             self.groups[config.group_name] = config
             self._bump()
-        self.save()
+        self.save_soon()
 
     def delete(self, group: str) -> bool:
         """``deleteSubscriptionGroupConfig``: True if it existed (then saved)."""
@@ -172,7 +175,7 @@ class SubscriptionGroupTable:
             if self.groups.pop(group, None) is None:
                 return False
             self._bump()
-        self.save()
+        self.save_soon()
         return True
 
     def text(self) -> str:
@@ -193,6 +196,14 @@ class SubscriptionGroupTable:
             "\t},\n"
             '\t"subscriptionGroupTable":{\n' + ",\n".join(entries) + "\n\t}\n}"
         )
+
+    def save_soon(self) -> None:
+        """Save the table: by its persister when it has one (batched, off the caller's thread), else now."""
+        persister = self.persister
+        if persister is not None:
+            persister.request()
+        else:
+            self.save()
 
     def save(self) -> None:
         write_config_text(self.path, self.text())

@@ -1,0 +1,112 @@
+"""Saving a ``config/*.json`` table off the event loop, batching the changes that pile up meanwhile.
+
+The broker rewrites a config file whole on every change, on the thread that changed it. Here
+changes come on the event loop, where a rewrite and fsync per change (10-50 ms for a big table)
+would stall every client, so a table with a ``ConfigPersister`` is saved on the persister's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Protocol
+
+from store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class Persistable(Protocol):
+    """A table the persister saves: whole, atomically, from any thread."""
+
+    path: Path
+    persister: ConfigPersister | None
+
+    def save(self) -> None: ...
+
+
+class ConfigPersister:
+    """Saves a config table on a thread of its own whenever it changed (``request``), so a SEND that
+    creates a topic (or a heartbeat that creates a group) costs the event loop a dict insert, not a
+    rewrite and fsync of the whole file.
+
+    Changes that arrive while a write is under way are written together by the next one (the whole
+    table each time, as the broker's ``persist`` writes it). Each change has a number (``request``'s
+    answer); ``saved(n)`` is a future done once a write holding change ``n`` is on disk, so a SEND
+    that created a topic is answered only then, as the broker answers after its ``persist``, while
+    the loop serves others. A failed write is logged once, completes the futures waiting on it (the
+    records are stored; the table is rebuilt from them when the store opens) and is retried at the
+    next change and at ``close``, which writes whatever is still unsaved before it returns.
+    """
+
+    def __init__(self, table: Persistable) -> None:
+        self.table = table
+        self._cond = threading.Condition()
+        #: Changes requested, and the highest change a finished write covered.
+        self.requested = 0
+        self._written = 0
+        self._waiters: list[tuple[int, Future[None]]] = []
+        self._stopping = False
+        #: A write failed and nothing has been written since.
+        self._unsaved = False
+        #: Whole-file writes done (a measure of the batching, for tests and benchmarks).
+        self.writes = 0
+        self._thread = threading.Thread(target=self._run, name=table.path.name, daemon=True)
+        table.persister = self
+        self._thread.start()
+
+    def request(self) -> int:
+        """The table changed: write it soon (returns at once); the change's number for ``saved``."""
+        with self._cond:
+            self.requested += 1
+            self._cond.notify()
+            return self.requested
+
+    def saved(self, change: int) -> Future[None]:
+        """A future done once change ``change`` was written (or its write failed)."""
+        done: Future[None] = Future()
+        with self._cond:
+            if change <= self._written:
+                done.set_result(None)
+            else:
+                self._waiters.append((change, done))
+        return done
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._written == self.requested and not self._stopping:
+                    self._cond.wait()
+                if self._written == self.requested:
+                    return
+                upto = self.requested
+            try:
+                self.table.save()
+            except (OSError, StoreError) as exc:
+                if not self._unsaved:
+                    log.error("cannot write %s (retried at the next change): %s", self.table.path, exc)
+                self._unsaved = True
+            else:
+                self.writes += 1
+                if self._unsaved:
+                    log.info("%s written again", self.table.path)
+                self._unsaved = False
+            with self._cond:
+                self._written = upto
+                ready = [f for n, f in self._waiters if n <= upto]
+                self._waiters = [(n, f) for n, f in self._waiters if n > upto]
+            for f in ready:
+                f.set_result(None)
+
+    def close(self) -> None:
+        """Stop the thread, then write synchronously whatever it has not written yet."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+        self.table.persister = None
+        if self._unsaved:
+            self._unsaved = False
+            self.table.save()
