@@ -36,6 +36,7 @@ from server.broker.put_message import (
     SCHEDULE_TOPIC,
     java_utf8,
 )
+from store.config.topics import PERM_WRITE, TopicConfig
 from store.write.writer import StoreRecord
 
 #: ``MessageConst`` names the send-back sets.
@@ -71,6 +72,11 @@ def max_reconsume_times(header_value: int | None, request_version: int, group_re
     if request_version >= VERSION_V3_4_9 and header_value is not None:
         return header_value
     return group_retry_max_times
+
+
+def is_writeable(topic: TopicConfig) -> bool:
+    """``PermName.isWriteable``: a retry topic made read-only refuses send-backs (NO_PERMISSION)."""
+    return bool(topic.perm & PERM_WRITE)
 
 
 def is_dead_letter(reconsume_times: int, max_times: int, delay_level: int) -> bool:

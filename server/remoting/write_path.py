@@ -114,6 +114,7 @@ class WritePath:
             region=self.region,
             trace_on=self.trace_on,
             on_scheduled=timer.arm,
+            broker=self.broker,
         )
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)

@@ -31,12 +31,12 @@ from server.broker.send_back import (
     Destination,
     SendBackRefused,
     destination,
+    is_writeable,
     max_reconsume_times,
     send_back_record,
 )
 from server.burst_log import BurstLog
 from server.remoting.faq import suggest_todo
-from store.config.topics import PERM_WRITE
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class ConsumerSendBackProcessor:
             return request.make_response(ResponseCode.SUCCESS)
         sys_flag = UNIT_SUB_SYS_FLAG if header.unit_mode else 0
         retry = broker.create_retry_topic(header.group, group.retry_queue_nums, sys_flag)
-        if not retry.perm & PERM_WRITE:
+        if not is_writeable(retry):
             return request.make_response(
                 ResponseCode.NO_PERMISSION, remark=topic_forbidden_remark(retry.topic_name)
             )

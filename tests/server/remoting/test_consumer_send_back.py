@@ -288,3 +288,54 @@ async def test_no_header_at_all(writable_server, client) -> None:
         ResponseCode.SYSTEM_ERROR,
         f"{COMMAND_EXCEPTION}: the custom field <offset> is null",
     )
+
+
+def _retry_send_fields(reconsume_times: int, max_times: int | None = None) -> dict[str, str]:
+    """What the Java client's fallback sends when CONSUMER_SEND_MSG_BACK failed: the message to
+    ``%RETRY%G`` with DELAY 3 + reconsumeTimes, its reconsume and max reconsume times."""
+    fields = _send_fields(
+        "%RETRY%G", f"DELAY\x01{3 + reconsume_times - 1}\x02RETRY_TOPIC\x01T\x02WAIT\x01true"
+    )
+    fields["j"] = str(reconsume_times)
+    if max_times is not None:
+        fields["l"] = str(max_times)
+    return fields
+
+
+async def test_client_fallback_send_to_retry_topic_past_max_is_a_dead_letter(writable_server, client) -> None:
+    """``handleRetryAndDLQ``: the topic and queue become the DLQ's; the client's DELAY stays (4.9.7
+    overwrites its own DELAY=0 with the request's properties), so it is scheduled into ``%DLQ%G``."""
+    _srv, store = writable_server
+    answer = await client.call(
+        RawClient.request(RequestCode.SEND_MESSAGE_V2, _retry_send_fields(1, max_times=1), b"body")
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert store.topic_config("%DLQ%G") is not None
+    [scheduled] = _queue(store, "SCHEDULE_TOPIC_XXXX", 2)
+    assert (scheduled.properties["REAL_TOPIC"], scheduled.properties["REAL_QID"]) == ("%DLQ%G", "0")
+    store.deliver_due(now_ms=scheduled.store_timestamp + 60_000)
+    assert [m.reconsume_times for m in _queue(store, "%DLQ%G", 0)] == [1]
+
+
+async def test_client_fallback_send_below_max_stays_a_retry(writable_server, client) -> None:
+    _srv, store = writable_server
+    answer = await client.call(
+        RawClient.request(RequestCode.SEND_MESSAGE_V2, _retry_send_fields(1, max_times=2), b"body")
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    [scheduled] = _queue(store, "SCHEDULE_TOPIC_XXXX", 2)
+    assert scheduled.properties["REAL_TOPIC"] == "%RETRY%G"
+    assert store.topic_config("%DLQ%G") is None
+
+
+async def test_client_fallback_send_for_an_unknown_group(writable_server, client) -> None:
+    srv, store = writable_server
+    _broker(srv).settings.auto_create_subscription_group = False
+    store.create_topic("%RETRY%G", 1)
+    end = store.writer.position
+    answer = await client.call(RawClient.request(RequestCode.SEND_MESSAGE_V2, _retry_send_fields(1), b"body"))
+    assert (answer.code, answer.remark) == (
+        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+        f"subscription group not exist, G {FAQ}",
+    )
+    assert store.writer.position == end
