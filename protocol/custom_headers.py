@@ -34,6 +34,7 @@ __all__ = [
     "PULL_SUSPEND_FLAG",
     "QUOTED_CHARACTERS",
     "UNIQUE_KEY_QUERY",
+    "ConsumerSendMsgBackRequestHeader",
     "GetRouteInfoRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
@@ -238,3 +239,22 @@ class UnregisterClientRequestHeader:
     client_id: str | None = string_field("clientID", default=None)
     producer_group: str | None = string_field("producerGroup", default=None)
     consumer_group: str | None = string_field("consumerGroup", default=None)
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class ConsumerSendMsgBackRequestHeader:
+    """CONSUMER_SEND_MSG_BACK (36) request: a consumer hands back a message it failed to consume.
+
+    ``offset`` (the record's CommitLog offset), ``group`` and ``delayLevel`` are ``@CFNotNull``;
+    ``originMsgId`` and ``originTopic`` only feed the broker's consume hooks; ``maxReconsumeTimes``
+    is honoured from clients of V3_4_9 on (``send_back.max_reconsume_times``).
+    """
+
+    offset: int = long_field("offset")
+    group: str = string_field("group", required=True)
+    delay_level: int = int_field("delayLevel")
+    origin_msg_id: str | None = string_field("originMsgId", default=None)
+    origin_topic: str | None = string_field("originTopic", default=None)
+    unit_mode: bool = boolean_field("unitMode", default=False)
+    max_reconsume_times: int | None = int_field("maxReconsumeTimes", required=False, default=None)

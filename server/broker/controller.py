@@ -99,9 +99,9 @@ class BrokerController:
         """``findSubscriptionGroupConfig``: created when missing if auto-creation allows it."""
         return self.groups.find(group, auto_create=self.settings.auto_create_subscription_group)
 
-    def create_retry_topic(self, group: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig:
-        """``createTopicInSendMessageBackMethod``: the group's ``%RETRY%`` topic, created if missing."""
-        topic = retry_topic(group)
+    def create_topic_in_send_back(self, topic: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig:
+        """``createTopicInSendMessageBackMethod``: ``topic`` as it is, else created readable and
+        writable with ``queue_nums`` queues (saved off the loop: ``store.topic_changes``)."""
         existing = self.store.topic_config(topic)
         if existing is not None:
             return existing
@@ -109,6 +109,10 @@ class BrokerController:
         self.store.topics.put(config, self.clock())
         self.store.topics.save_soon()
         return config
+
+    def create_retry_topic(self, group: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig:
+        """The group's ``%RETRY%`` topic, created if missing."""
+        return self.create_topic_in_send_back(retry_topic(group), queue_nums, sys_flag)
 
     # -- clients --------------------------------------------------------------------------------
 

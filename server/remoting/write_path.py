@@ -2,8 +2,9 @@
 
 Registered on top of the read-only dispatcher, so everything a read-only server answers stays as it
 is; SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the route lookups change hands, and so do
-the consume side's codes (heartbeats, offsets, pulls, queue locks), which here are served by a
-``BrokerController`` that registers clients and keeps their groups' offsets.
+the consume side's codes (heartbeats, offsets, pulls, queue locks, send-backs into the retry and
+dead-letter topics), which here are served by a ``BrokerController`` that registers clients and
+keeps their groups' offsets.
 Scheduled (delay-level) messages are delivered by a timer on the event loop when they fall due; it
 is armed when the server starts (for messages pending across a restart) and after every delayed SEND.
 """
@@ -23,6 +24,7 @@ from server.remoting.channel import RemotingChannel
 from server.remoting.dispatch import Dispatcher
 from server.remoting.processors.client_manage import ClientManageProcessor
 from server.remoting.processors.consumer_manage import ConsumerOffsetProcessor
+from server.remoting.processors.consumer_send_back import ConsumerSendBackProcessor
 from server.remoting.processors.name_server import NameServerProcessor
 from server.remoting.processors.pull_message import PullMessageProcessor
 from server.remoting.processors.rebalance_lock import RebalanceLockProcessor
@@ -113,18 +115,21 @@ class WritePath:
             region=self.region,
             trace_on=self.trace_on,
             on_scheduled=timer.arm,
+            broker=self.broker,
         )
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, routes.get_route_info_by_topic)
-        self._register_consume_side(server, dispatcher)
+        self._register_consume_side(server, dispatcher, timer)
         # Scheduled messages the store found pending when it opened (``delayOffset.json`` behind the
         # schedule queues) are due whether or not a new delayed SEND ever comes: the broker's
         # ScheduleMessageService starts its timers at start-up, so does this one.
         timer.arm()
 
-    def _register_consume_side(self, server: QueryServer, dispatcher: Dispatcher) -> None:
+    def _register_consume_side(
+        self, server: QueryServer, dispatcher: Dispatcher, timer: DeliveryTimer
+    ) -> None:
         broker = self.broker
         # A SEND wakes the pulls held on the queues it added to, at once.
         self.store.arrived = server.changes.notify_queue
@@ -144,6 +149,8 @@ class WritePath:
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)
+        send_back = ConsumerSendBackProcessor(broker, on_scheduled=timer.arm)
+        dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, send_back.consumer_send_msg_back)
         server.run_in_background(self._housekeeping)
 
     async def _housekeeping(self) -> None:

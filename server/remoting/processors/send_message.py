@@ -12,6 +12,7 @@ connection drops answers to oneway requests).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -25,6 +26,7 @@ from protocol.send_message import (
     decode_batch_body,
     send_response_fields,
 )
+from server.broker.controller import RETRY_GROUP_TOPIC_PREFIX, BrokerController, dlq_topic
 from server.broker.put_message import (
     SCHEDULE_TOPIC,
     PutContext,
@@ -33,10 +35,12 @@ from server.broker.put_message import (
     batch_records,
     single_record,
 )
+from server.broker.send_back import DLQ_QUEUE_NUMS, max_reconsume_times
 from server.broker.send_check import check_send, header_to_store
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.remoting.peer import CURRENT_PEER
+from server.remoting.processors.consumer_send_back import group_not_exist_remark
 from server.store_api import AppendResult
 
 log = logging.getLogger(__name__)
@@ -56,8 +60,12 @@ class SendMessageProcessor:
         region: str = "DefaultRegion",
         trace_on: bool = True,
         on_scheduled: Callable[[], None] | None = None,
+        broker: BrokerController | None = None,
     ) -> None:
         self.store = store
+        #: The consume side's groups: a SEND to a ``%RETRY%`` topic past its reconsume times becomes
+        #: a dead letter (without it, such SENDs are stored as sent).
+        self.broker = broker
         self.cluster = cluster
         self.max_message_size = max_message_size
         self.region = region
@@ -100,6 +108,12 @@ class SendMessageProcessor:
         except PutRefused as refused:
             return self._answer(request, refused.code, refused.remark)
         header = header_to_store(header, config)
+        answered_queue = header.queue_id
+        if self.broker is not None and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not header.batch:
+            try:
+                header = self._retry_or_dead_letter(header, request.version)
+            except PutRefused as refused:
+                return self._answer(request, refused.code, refused.remark)
         body = bytes(request.body) if request.body is not None else b""
         ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1], self.store.max_delay_level)
         try:
@@ -127,7 +141,27 @@ class SendMessageProcessor:
             )
         if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
             self.on_scheduled()
-        return self._success(request, appended, header.queue_id)
+        return self._success(request, appended, answered_queue)
+
+    def _retry_or_dead_letter(
+        self, header: SendMessageRequestHeader, version: int
+    ) -> SendMessageRequestHeader:
+        """``handleRetryAndDLQ``: a consumer's own retry (the Java client's fallback when
+        CONSUMER_SEND_MSG_BACK failed) goes to the group's ``%DLQ%`` topic once it carries the max
+        reconsume times. Only topic and queue change: the client's ``DELAY`` stays, so the dead
+        letter goes through the schedule as on 4.9.7 (its ``setDelayTimeLevel(0)`` is overwritten
+        by the request's properties)."""
+        assert self.broker is not None
+        group_name = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group = self.broker.find_group(group_name)
+        if group is None:
+            raise PutRefused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, group_not_exist_remark(group_name))
+        max_times = max_reconsume_times(header.max_reconsume_times, version, group.retry_max_times)
+        if (header.reconsume_times or 0) < max_times:
+            return header
+        dlq = dlq_topic(group_name)
+        self.broker.create_topic_in_send_back(dlq, DLQ_QUEUE_NUMS)
+        return dataclasses.replace(header, topic=dlq, queue_id=0)
 
     def _success(
         self, request: RemotingCommand, appended: Sequence[AppendResult], queue_id: int
