@@ -32,6 +32,7 @@ from protocol.message_id import decode_offset_msg_id
 from server.broker.controller import BrokerController
 from server.broker.offset_reset import V3_0_7_SNAPSHOT, ResetRefused, not_online_remark, reset_offsets
 from server.remoting.channel import RemotingChannel
+from server.remoting.processors.topic_admin import NOT_SET_REMARK
 from server.remoting.reply import system_error
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,10 @@ class ClientRelayProcessor:
                 RemotingChannel.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, body)
             )
             log.info("[reset-offset] topic=%s group=%s sent to client %s", topic, group, info.client_id)
-        return request.make_response(ResponseCode.SUCCESS, body=encode_reset_offset_body(table))
+        # ``Broker2Client`` sets only the code and body on its default response, whose remark stays.
+        return request.make_response(
+            ResponseCode.SUCCESS, remark=NOT_SET_REMARK, body=encode_reset_offset_body(table)
+        )
 
     # -- calls to one client ---------------------------------------------------------------------
 

@@ -29,6 +29,9 @@ from server.remoting.reply import system_error
 
 log = logging.getLogger(__name__)
 
+#: ``createResponseCommand``'s default remark, left on answers whose code alone the broker sets.
+NOT_SET_REMARK = "not set any response code"
+
 
 class TopicAdminProcessor:
     """The topic table's admin requests over the broker's writable store."""
@@ -66,7 +69,8 @@ class TopicAdminProcessor:
             config.java_string(),
         )
         await self._saved()
-        return request.make_response(ResponseCode.SUCCESS)
+        # The broker sets only the code on its default response, whose remark stays.
+        return request.make_response(ResponseCode.SUCCESS, remark=NOT_SET_REMARK)
 
     async def delete_topic_in_broker(self, request: RemotingCommand) -> RemotingCommand:
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
