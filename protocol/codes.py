@@ -84,6 +84,8 @@ class RequestCode(IntEnum):
     DELETE_SUBSCRIPTIONGROUP = 207
     GET_CONSUME_STATS = 208
     DELETE_TOPIC_IN_BROKER = 215
+    #: A name server's: forget a topic's routes (``mqadmin deleteTopic``'s second step).
+    DELETE_TOPIC_IN_NAMESRV = 216
     #: Sent by the broker to a consumer: move your offsets (after INVOKE_BROKER_TO_RESET_OFFSET).
     RESET_CONSUMER_CLIENT_OFFSET = 220
     GET_CONSUMER_STATUS_FROM_CLIENT = 221

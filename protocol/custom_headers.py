@@ -34,7 +34,15 @@ __all__ = [
     "PULL_SUSPEND_FLAG",
     "QUOTED_CHARACTERS",
     "UNIQUE_KEY_QUERY",
+    "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
+    "CreateTopicRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
+    "DeleteTopicRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
+    "GetProducerConnectionListRequestHeader",
     "GetRouteInfoRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
@@ -42,6 +50,7 @@ __all__ = [
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
     "QueueRequestHeader",
+    "ResetOffsetRequestHeader",
     "SearchOffsetRequestHeader",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
@@ -258,3 +267,100 @@ class ConsumerSendMsgBackRequestHeader:
     origin_topic: str | None = string_field("originTopic", default=None)
     unit_mode: bool = boolean_field("unitMode", default=False)
     max_reconsume_times: int | None = int_field("maxReconsumeTimes", required=False, default=None)
+
+
+# -- admin requests (``AdminBrokerProcessor``) ------------------------------------------------------
+# The broker's decoder logs a missing ``@CFNotNull`` String and carries on with null, so the String
+# fields below are optional and the processors answer a null as the broker's code then does (a blank
+# topic, a group "null"); a missing or malformed number is SYSTEM_ERROR naming the field, as the
+# broker's unboxing of a null Integer fails.
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class CreateTopicRequestHeader:
+    """UPDATE_AND_CREATE_TOPIC (17) request: the topic's config as ``mqadmin updateTopic`` sends it."""
+
+    topic: str | None = string_field("topic")
+    default_topic: str | None = string_field("defaultTopic")
+    read_queue_nums: int = int_field("readQueueNums")
+    write_queue_nums: int = int_field("writeQueueNums")
+    perm: int = int_field("perm")
+    topic_filter_type: str | None = string_field("topicFilterType")
+    topic_sys_flag: int | None = int_field("topicSysFlag", required=False, default=None)
+    order: bool = boolean_field("order", default=False)
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class DeleteTopicRequestHeader:
+    """DELETE_TOPIC_IN_BROKER (215) and DELETE_TOPIC_IN_NAMESRV (216) request."""
+
+    topic: str | None = string_field("topic")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class DeleteSubscriptionGroupRequestHeader:
+    """DELETE_SUBSCRIPTIONGROUP (207) request: the group, and whether its offsets go too."""
+
+    group_name: str | None = string_field("groupName")
+    remove_offset: bool = boolean_field("removeOffset", default=False)
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class GetConsumerConnectionListRequestHeader:
+    """GET_CONSUMER_CONNECTION_LIST (203) request."""
+
+    consumer_group: str | None = string_field("consumerGroup")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class GetProducerConnectionListRequestHeader:
+    """GET_PRODUCER_CONNECTION_LIST (204) request."""
+
+    producer_group: str | None = string_field("producerGroup")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class GetConsumeStatsRequestHeader:
+    """GET_CONSUME_STATS (208) request: a blank ``topic`` means every topic the group has offsets in."""
+
+    consumer_group: str | None = string_field("consumerGroup")
+    topic: str | None = string_field("topic")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class ResetOffsetRequestHeader:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) request, and the RESET_CONSUMER_CLIENT_OFFSET (220) the
+    broker sends each consumer (``timestamp`` -1 means "the end of each queue")."""
+
+    topic: str | None = string_field("topic")
+    group: str | None = string_field("group")
+    timestamp: int = long_field("timestamp")
+    is_force: bool = boolean_field("isForce", default=False)
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class ConsumeMessageDirectlyResultRequestHeader:
+    """CONSUME_MESSAGE_DIRECTLY (309) request: which client of which group consumes which message."""
+
+    consumer_group: str | None = string_field("consumerGroup")
+    client_id: str | None = string_field("clientId")
+    msg_id: str | None = string_field("msgId")
+    broker_name: str | None = string_field("brokerName")
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class GetConsumerRunningInfoRequestHeader:
+    """GET_CONSUMER_RUNNING_INFO (307) request."""
+
+    consumer_group: str | None = string_field("consumerGroup")
+    client_id: str | None = string_field("clientId")
+    jstack_enable: bool = boolean_field("jstackEnable", default=False)

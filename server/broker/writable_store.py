@@ -75,6 +75,9 @@ class WritableStore:
         #: Called with (topic, queue id) of each queue a put added to, once it is readable (the
         #: broker's ``NotifyMessageArrivingListener``: held pulls on that queue answer at once).
         self.arrived: Callable[[str, int], None] | None = None
+        #: Topics deleted since the store opened (DELETE_TOPIC_IN_BROKER): no longer routed even
+        #: though their consume queues stay, until created again.
+        self.deleted_topics: set[str] = set()
         #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
         self.not_writable: str | None = None
         self.auto_create_topics = (
@@ -166,6 +169,25 @@ class WritableStore:
         self.topics.put(config, self._clock())
         self.topics.save()
         return config
+
+    def delete_topic(self, topic: str) -> TopicConfig | None:
+        """``deleteTopicConfig``: the topic leaves the table (saved soon, off the caller's thread;
+        ``topic_changes``/``topics_saved`` say when); the removed config, or None.
+
+        Its consume queues and records stay. The broker destroys a deleted topic's queues
+        (``cleanUnusedTopic``) and its checkpoint tells recovery where dispatch stood; here the
+        consume queue builder resumes after the last entry of any queue, so removing the queue that
+        held the newest entry would make the next start dispatch the records after the remaining
+        newest entry again, the deleted topic's among them, and the read side maps the files a pull
+        may be reading. So its queues keep answering offsets, a topic created again under the name
+        continues its queue offsets, and a restart lists it again (``register_missing_topics``).
+        """
+        old = self.topics.remove(topic, self._clock())
+        if old is not None:
+            self.deleted_topics.add(topic)
+            self.writer.forget_topic(topic)
+            self.topics.save_soon()
+        return old
 
     def topic_changes(self) -> int:
         """How many changes of the topic table were handed to its persister so far."""

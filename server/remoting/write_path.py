@@ -23,12 +23,16 @@ from server.broker.writable_store import WritableStore
 from server.remoting.channel import RemotingChannel
 from server.remoting.dispatch import Dispatcher
 from server.remoting.processors.client_manage import ClientManageProcessor
+from server.remoting.processors.client_relay import ClientRelayProcessor
+from server.remoting.processors.consume_stats import ConsumeStatsProcessor
 from server.remoting.processors.consumer_manage import ConsumerOffsetProcessor
 from server.remoting.processors.consumer_send_back import ConsumerSendBackProcessor
+from server.remoting.processors.group_admin import GroupAdminProcessor
 from server.remoting.processors.name_server import NameServerProcessor
 from server.remoting.processors.pull_message import PullMessageProcessor
 from server.remoting.processors.rebalance_lock import RebalanceLockProcessor
 from server.remoting.processors.send_message import SEND_CODES, SendMessageProcessor
+from server.remoting.processors.topic_admin import TopicAdminProcessor
 from server.remoting.processors.write_routes import WritableRoutes
 
 if TYPE_CHECKING:
@@ -151,7 +155,33 @@ class WritePath:
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)
         send_back = ConsumerSendBackProcessor(broker, on_scheduled=timer.arm)
         dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, send_back.consumer_send_msg_back)
+        self._register_admin(dispatcher)
         server.run_in_background(self._housekeeping)
+
+    def _register_admin(self, dispatcher: Dispatcher) -> None:
+        """``AdminBrokerProcessor``'s topic, group, progress and relay requests (mqadmin's)."""
+        broker = self.broker
+        topics = TopicAdminProcessor(broker)
+        dispatcher.register(RequestCode.UPDATE_AND_CREATE_TOPIC, topics.update_and_create_topic)
+        dispatcher.register(RequestCode.DELETE_TOPIC_IN_BROKER, topics.delete_topic_in_broker)
+        dispatcher.register(RequestCode.GET_ALL_TOPIC_CONFIG, topics.get_all_topic_config)
+        dispatcher.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, topics.delete_topic_in_namesrv)
+        groups = GroupAdminProcessor(broker)
+        dispatcher.register(
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, groups.update_and_create_subscription_group
+        )
+        dispatcher.register(
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups.get_all_subscription_group_config
+        )
+        dispatcher.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, groups.delete_subscription_group)
+        stats = ConsumeStatsProcessor(broker)
+        dispatcher.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, stats.get_consumer_connection_list)
+        dispatcher.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, stats.get_producer_connection_list)
+        dispatcher.register(RequestCode.GET_CONSUME_STATS, stats.get_consume_stats)
+        relay = ClientRelayProcessor(broker)
+        dispatcher.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, relay.invoke_broker_to_reset_offset)
+        dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, relay.get_consumer_running_info)
+        dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, relay.consume_message_directly)
 
     async def _housekeeping(self) -> None:
         """The broker's periodic work: offsets saved every 5 s, silent clients dropped every 10 s;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,6 +205,15 @@ class SubscriptionGroupTable:
             persister.request()
         else:
             self.save()
+
+    def saved(self) -> Future[None]:
+        """Done once every change so far is on disk (at once without a persister: saved already)."""
+        persister = self.persister
+        if persister is None:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+        return persister.saved(persister.requested)
 
     def save(self) -> None:
         write_config_text(self.path, self.text())

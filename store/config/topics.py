@@ -168,6 +168,16 @@ class TopicTable:
             self.counter += 1
             self.timestamp = now_ms
 
+    def remove(self, topic: str, now_ms: int) -> TopicConfig | None:
+        """``deleteTopicConfig``: drop a topic and bump the data version (saved by the caller); the
+        removed config, or None when there was none (then nothing changes)."""
+        with self._lock:
+            old = self.topics.pop(topic, None)
+            if old is not None:
+                self.counter += 1
+                self.timestamp = now_ms
+            return old
+
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, now_ms: int, *, auto_create: bool
     ) -> TopicConfig | None:

@@ -517,6 +517,13 @@ class StoreWriter:
                 self._table = TopicTable(self.config.store_path_root_dir / "config" / "topics.json", {}, 0, 0)
         return self._table
 
+    def forget_topic(self, topic: str) -> None:
+        """The topic was deleted from the table: stop putting it back (at ``close`` and as its next
+        record is written, which registers it anew). Its queue offsets go on where they were, since
+        its consume queues stay (``WritableStore.delete_topic`` says why)."""
+        self._topics.pop(topic, None)
+        self._created.discard(topic)
+
     def register_missing_topics(self, now: int) -> list[str]:
         """Put every topic with records that the table lacks into it, saved once; returns them.
 

@@ -14,10 +14,10 @@ import dataclasses
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.custom_headers import GetRouteInfoRequestHeader
+from protocol.custom_headers import GetRouteInfoRequestHeader, java_string
 from server.broker.writable_store import WritableStore
 from server.identity import BrokerIdentity
-from server.remoting.processors.name_server import NameServerProcessor
+from server.remoting.processors.name_server import NameServerProcessor, topic_not_exist_remark
 from server.remoting.route import topic_route_json
 
 
@@ -35,6 +35,11 @@ class WritableRoutes:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
         config = self._store.topic_config(header.topic)
         if config is None:
+            if header.topic in self._store.deleted_topics:
+                # Deleted by DELETE_TOPIC_IN_BROKER: gone from the name server too, though its queues stay.
+                return request.make_response(
+                    ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(java_string(header.topic))
+                )
             return self._fallback.get_route_info_by_topic(request)
         identity = dataclasses.replace(self._identity, perm=config.perm)
         body = topic_route_json(identity, config.read_queue_nums, config.write_queue_nums)

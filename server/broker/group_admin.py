@@ -1,0 +1,57 @@
+"""Subscription-group configs as the admin requests change and report them.
+
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP takes a ``SubscriptionGroupConfig`` JSON body (fields missing
+keep the broker's defaults, as fastjson leaves them) and puts it; the broker checks nothing else.
+DELETE_SUBSCRIPTIONGROUP removes the config and, when the request says ``removeOffset``, the group's
+committed offsets. GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers the manager as ``encode()`` writes it:
+compact fastjson, ``dataVersion`` then ``subscriptionGroupTable``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from protocol.java_hashmap import java_hashmap_order
+from server.broker.controller import BrokerController
+from store.config.config_file import json_text
+from store.config.subscription_groups import SubscriptionGroupConfig
+
+#: The SYSTEM_ERROR remark for a body that is not a ``SubscriptionGroupConfig`` with a name.
+BAD_BODY_REMARK = "SubscriptionGroupConfig: the request body is not a JSON object with a groupName"
+
+
+def decode_group_config(body: bytes | bytearray | memoryview | None) -> SubscriptionGroupConfig | None:
+    """The config a request body describes; None when it is not JSON or names no group."""
+    if not body:
+        return None
+    try:
+        data = msgspec.json.decode(bytes(body))
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    name = data.get("groupName")
+    if not isinstance(name, str) or not name:
+        return None
+    return SubscriptionGroupConfig.from_json(name, data)
+
+
+def delete_group(broker: BrokerController, group: str, remove_offset: bool) -> None:
+    """``deleteSubscriptionGroupConfig`` (+ ``removeOffset`` when asked)."""
+    broker.groups.delete(group)
+    if remove_offset:
+        broker.offsets.remove_group(group)
+
+
+def all_groups_json(broker: BrokerController) -> bytes:
+    """``SubscriptionGroupManager.encode()``: the GET_ALL_SUBSCRIPTIONGROUP_CONFIG body."""
+    table = broker.groups
+    groups = dict(table.groups)
+    entries = []
+    for name in java_hashmap_order(groups):
+        fields = ",".join(f"{json_text(k)}:{json_text(v)}" for k, v in groups[name].to_json().items())
+        entries.append(f"{json_text(name)}:{{{fields}}}")
+    return (
+        f'{{"dataVersion":{{"counter":{table.counter},"timestamp":{table.timestamp}}},'
+        f'"subscriptionGroupTable":{{{",".join(entries)}}}}}'
+    ).encode()

@@ -1,0 +1,80 @@
+"""The topic table as the admin requests change and report it (``AdminBrokerProcessor``'s topic part).
+
+UPDATE_AND_CREATE_TOPIC puts the config the request describes (read and write queue counts, perm,
+filter type, sys flag; the request's ``order`` is not kept, as the broker does not keep it: ordered
+topics are a name-server setting) after the name checks of ``topic_validator``; routes follow the
+table at once. DELETE_TOPIC_IN_BROKER removes the config (``WritableStore.delete_topic`` says what
+stays). GET_ALL_TOPIC_CONFIG answers ``TopicConfigSerializeWrapper`` as ``TopicConfigManager.encode()``
+writes it: compact fastjson, ``dataVersion`` then ``topicConfigTable`` in the ``ConcurrentHashMap``'s
+order, each config's fields sorted.
+"""
+
+from __future__ import annotations
+
+from protocol.java_hashmap import java_hashmap_order
+from server.broker.topic_validator import admin_topic_refusal, startup_system_topics
+from server.broker.writable_store import WritableStore
+from store.config.config_file import json_text
+from store.config.topics import TopicConfig
+
+#: ``TopicFilterType``'s names.
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+
+def filter_type_remark(value: str | None) -> str:
+    """The broker's ``TopicFilterType.valueOf`` failure, as its remoting layer reports it."""
+    if value is None:
+        return "NullPointerException: Name is null"
+    return f"IllegalArgumentException: No enum constant org.apache.rocketmq.common.TopicFilterType.{value}"
+
+
+def system_topics(store: WritableStore) -> frozenset[str]:
+    return startup_system_topics(store.config.broker_cluster_name, store.config.broker_name)
+
+
+def update_topic_refusal(store: WritableStore, topic: str | None, filter_type: str | None) -> str | None:
+    """Why UPDATE_AND_CREATE_TOPIC is refused (SYSTEM_ERROR), in the broker's order, or None."""
+    remark = admin_topic_refusal(topic, system_topics(store))
+    if remark is not None:
+        return remark
+    if filter_type not in TOPIC_FILTER_TYPES:
+        return filter_type_remark(filter_type)
+    return None
+
+
+def update_topic(
+    store: WritableStore,
+    topic: str,
+    read_queue_nums: int,
+    write_queue_nums: int,
+    perm: int,
+    filter_type: str,
+    sys_flag: int | None,
+    now_ms: int,
+) -> TopicConfig:
+    """``updateTopicConfig``: put the topic's config (saved soon: ``store.topics_saved``)."""
+    config = TopicConfig(
+        topic,
+        read_queue_nums,
+        write_queue_nums,
+        perm,
+        topic_filter_type=filter_type,
+        topic_sys_flag=0 if sys_flag is None else sys_flag,
+    )
+    store.topics.put(config, now_ms)
+    store.topics.save_soon()
+    return config
+
+
+def topic_config_wrapper_json(store: WritableStore) -> bytes:
+    """``TopicConfigManager.encode()``: the GET_ALL_TOPIC_CONFIG body."""
+    table = store.topics
+    topics = dict(table.topics)
+    entries = []
+    for name in java_hashmap_order(topics):
+        fields = ",".join(f"{json_text(k)}:{json_text(v)}" for k, v in topics[name].to_json().items())
+        entries.append(f"{json_text(name)}:{{{fields}}}")
+    return (
+        f'{{"dataVersion":{{"counter":{table.counter},"timestamp":{table.timestamp}}},'
+        f'"topicConfigTable":{{{",".join(entries)}}}}}'
+    ).encode()
