@@ -39,7 +39,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -207,8 +207,9 @@ class _Queue:
 class PullConsumer(NamesrvClient):
     """A consumer group member that takes every queue of its topics (see the module docstring).
 
-    ``subscribe`` the topics, ``await start()``, then ``await receive(count, timeout)`` as often as
-    needed, and ``await close()`` (or use ``async with``, which starts and closes it).
+    ``subscribe`` the topics (or give ``subscriptions``, topic → tag expression), ``await start()``,
+    then ``await receive(count, timeout)`` as often as needed, and ``await close()`` (or use
+    ``async with``, which starts and closes it).
     """
 
     def __init__(
@@ -221,6 +222,7 @@ class PullConsumer(NamesrvClient):
         suspend_millis: int = BROKER_SUSPEND_MAX_TIME_MILLIS,
         batch_size: int = PULL_BATCH_SIZE,
         threshold_per_queue: int = PULL_THRESHOLD_FOR_QUEUE,
+        subscriptions: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(namesrv, client, timeout=timeout)
         if not group:
@@ -239,6 +241,8 @@ class PullConsumer(NamesrvClient):
         self._housekeeping: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
+        for topic, expression in (subscriptions or {}).items():
+            self.subscribe(topic, expression)
 
     async def __aenter__(self) -> PullConsumer:
         await self.start()
