@@ -22,12 +22,14 @@ import pytest
 
 from clients.client import RemotingClient
 from clients.consumer import PullConsumer, ReceiveTimeoutError, Subscription
-from clients.errors import UsageError
+from clients.errors import MQBrokerError, UsageError
 from clients.message_queue import MessageQueue
 from clients.producer import Producer
+from clients.response_errors import NoPermissionError
 from clients.testkit.server import RmqServer, kit_store_config
 from protocol.codes import RequestCode, ResponseCode
-from protocol.message import MessageExt
+from protocol.command import RemotingCommand
+from protocol.message import MessageExt, encode_message
 
 
 @pytest.fixture
@@ -264,3 +266,102 @@ def test_heartbeat_body_is_the_java_clients_shape() -> None:
     assert sub["codeSet"] == [2598919, 2598920] and sub["tagsSet"] == ["TagA", "TagB"]
     assert sub["expressionType"] == "TAG" and sub["subString"] == "TagA || TagB"
     assert abs(sub["subVersion"] - time.time() * 1000) < 60_000
+
+
+# -- against a scripted broker: what only a misbehaving or refusing broker shows -------------------
+
+
+def scripted_broker(addr_ref: list[str], pulls: list[RemotingCommand | None], queries: list[RemotingCommand]):
+    """A name server and broker in one: one topic ``T`` with one queue, heartbeats accepted, the pulls
+    and consumer-offset queries answered in turn from the lists (a pull answered None is held; once
+    the queries are used up, the last offset committed is answered)."""
+    committed: list[str] = []
+    route = (
+        '{"brokerDatas":[{"brokerName":"b","cluster":"c","brokerAddrs":{0:"ADDR"}}],'
+        '"queueDatas":[{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,"perm":6}]}'
+    )
+
+    def handle(request: RemotingCommand) -> RemotingCommand | None:
+        response: RemotingCommand | None = answer(ResponseCode.SUCCESS, ext_fields={})
+        if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            response = answer(ResponseCode.SUCCESS, body=route.replace("ADDR", addr_ref[0]).encode())
+        elif request.code == RequestCode.PULL_MESSAGE:
+            response = pulls.pop(0) if pulls else None
+        elif request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
+            committed.append((request.ext_fields or {})["commitOffset"])
+        elif request.code == RequestCode.QUERY_CONSUMER_OFFSET:
+            if queries:
+                response = queries.pop(0)
+            elif committed:
+                response = answer(ResponseCode.SUCCESS, ext_fields={"offset": committed[-1]})
+            else:
+                response = answer(ResponseCode.QUERY_NOT_FOUND)
+        if response is not None:
+            response.flag = 1  # a response
+        return response
+
+    return handle
+
+
+def answer(code: int, **kwargs: object) -> RemotingCommand:
+    return RemotingCommand(code=code, flag=1, **kwargs)  # type: ignore[arg-type]
+
+
+def found(*bodies: bytes) -> RemotingCommand:
+    records = b"".join(
+        encode_message(MessageExt(topic="T", queue_offset=i, body=b, properties={"TAGS": "a"}))
+        for i, b in enumerate(bodies)
+    )
+    fields = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(len(bodies)), "minOffset": "0"}
+    return answer(ResponseCode.SUCCESS, ext_fields={**fields, "maxOffset": str(len(bodies))}, body=records)
+
+
+async def test_a_refused_pull_is_raised_as_its_error_class(fake_peer) -> None:
+    addr_ref = [""]
+    refused = answer(ResponseCode.NO_PERMISSION, remark="the topic[T] pulling message is forbidden")
+    queries = [answer(ResponseCode.QUERY_NOT_FOUND)]
+    peer = await fake_peer(scripted_broker(addr_ref, [refused], queries))
+    addr_ref[0] = peer.addr
+    async with PullConsumer(peer.addr, "g", subscriptions={"T": "*"}) as consumer:
+        with pytest.raises(NoPermissionError) as caught:
+            await consumer.receive(1, timeout=5)
+        assert isinstance(caught.value, MQBrokerError)
+        assert caught.value.remark == "the topic[T] pulling message is forbidden"
+    assert RequestCode.UNREGISTER_CLIENT in [r.code for r in peer.requests]
+
+
+async def test_close_commits_again_when_the_broker_reads_back_less(fake_peer) -> None:
+    """A pull carrying an older offset with its commit flag may be applied after the close's commit:
+    the close reads the offset back and commits again until the broker holds what was taken."""
+    addr_ref = [""]
+    ok = {"offset": "2"}
+    queries = [
+        answer(ResponseCode.QUERY_NOT_FOUND),  # at start: nothing committed, start at 0
+        answer(ResponseCode.SUCCESS, ext_fields={"offset": "1"}),  # read back: behind
+        answer(ResponseCode.SUCCESS, ext_fields=ok),
+    ]
+    peer = await fake_peer(scripted_broker(addr_ref, [found(b"x0", b"x1")], queries))
+    addr_ref[0] = peer.addr
+    # Room for two waiting messages: the second pull goes out once they are taken.
+    consumer = PullConsumer(peer.addr, "g", subscriptions={"T": "*"}, threshold_per_queue=2)
+    await consumer.start()
+    assert bodies(await consumer.receive(2, timeout=5)) == ["x0", "x1"]
+    for _ in range(50):
+        if sum(r.code == RequestCode.PULL_MESSAGE for r in peer.requests) == 2:
+            break
+        await asyncio.sleep(0.1)
+    await consumer.close()
+    updates = [
+        r.ext_fields["commitOffset"] for r in peer.requests if r.code == RequestCode.UPDATE_CONSUMER_OFFSET
+    ]
+    assert updates == ["2", "2"]
+    heartbeat = next(r for r in peer.requests if r.code == RequestCode.HEART_BEAT)
+    assert json.loads(heartbeat.body)["consumerDataSet"][0]["groupName"] == "g"
+    # As the push consumer pulls: suspend flag (2), and once something was consumed, the commit
+    # flag (1) with the consumed offset; no subscription in the pull (the heartbeat's is used).
+    pulls = [r.ext_fields for r in peer.requests if r.code == RequestCode.PULL_MESSAGE]
+    assert [(p["sysFlag"], p["queueOffset"], p["commitOffset"]) for p in pulls] == [
+        ("2", "0", "0"),
+        ("3", "2", "2"),
+    ]
+    assert "subscription" not in pulls[0] and pulls[0]["expressionType"] == "TAG"
