@@ -69,6 +69,7 @@ from protocol.custom_headers import (
     UpdateConsumerOffsetRequestHeader,
     read_offset,
 )
+from protocol.errors import ProtocolError
 from protocol.index_key import java_string_hash
 from protocol.java_hashmap import hashmap_order_by_hash
 from protocol.message import MessageExt
@@ -237,7 +238,7 @@ class PullConsumer(NamesrvClient):
         self._brokers: set[str] = set()
         self._ready: deque[tuple[_Queue, MessageExt]] = deque()
         self._arrived = asyncio.Event()
-        self._failure: ClientError | None = None
+        self._failure: ClientError | ProtocolError | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
@@ -446,7 +447,7 @@ class PullConsumer(NamesrvClient):
             except (TransportError, SystemBusyError) as exc:
                 log.info("consumer %s, %s: %s; pulling again", self.group, queue.mq, exc)
                 await asyncio.sleep(RETRY_DELAY)
-            except ClientError as exc:
+            except (ClientError, ProtocolError) as exc:  # ProtocolError: an answer that does not decode
                 log.warning("consumer %s, %s: %s; this queue is no longer pulled", self.group, queue.mq, exc)
                 self._failure = exc
                 self._arrived.set()
