@@ -13,19 +13,23 @@ for one of these fixtures, so suites that never use them pay nothing.
 - ``rmq_writer``: ``rmq_writer.add(topic, body, keys=..., tags=...)`` stores a message directly
   (the ``make-store`` JSONL fields), queryable at once; ``rmq_writer.create_topic(topic, queues)``.
 - ``rmq_client``: a blocking Python client (``send``, ``send_batch``, ``query_by_key``,
-  ``query_by_unique_key``, ``view``).
+  ``query_by_unique_key``, ``view``, ``receive``).
+- ``rmq_consumer``: makes consumers, ``rmq_consumer("Orders", group=..., tags="new")``, each pulling
+  through the server's consume side from the moment it is made; ``.receive(count, timeout=...)``
+  returns the next ``count`` messages or raises ``TimeoutError`` naming what came. Closed (offsets
+  committed, group left) when the test ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from clients.testkit.server import RmqClient, RmqServer, RmqWriter
+    from clients.testkit.server import RmqClient, RmqConsumer, RmqServer, RmqWriter
     from store.config.store_config import StoreConfig
 
 
@@ -64,3 +68,23 @@ def rmq_client(rmq_server: RmqServer) -> RmqClient:
     from clients.testkit.server import RmqClient
 
     return RmqClient(rmq_server)
+
+
+@pytest.fixture
+def rmq_consumer(rmq_server: RmqServer) -> Iterator[Callable[..., RmqConsumer]]:
+    """``rmq_consumer(topic, group=None, tags="*")``: a blocking consumer of the running server,
+    closed when the test ends (before the server stops)."""
+    from clients.testkit.server import RmqConsumer
+
+    made: list[RmqConsumer] = []
+
+    def make(topic: str, *, group: str | None = None, tags: str = "*") -> RmqConsumer:
+        consumer = RmqConsumer(rmq_server, topic, group=group, tags=tags)
+        made.append(consumer)
+        return consumer
+
+    try:
+        yield make
+    finally:
+        for consumer in made:
+            consumer.close()

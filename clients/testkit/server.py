@@ -10,12 +10,14 @@ loop, so the writer and the client here never race the server. The pytest fixtur
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from clients.admin import QueryAdmin
+from clients.consumer import PullConsumer
 from clients.producer import OutgoingMessage, Producer, SendResult
 from clients.testkit.message_jsonl import MessageReader
 from protocol.message import MessageExt
@@ -25,7 +27,14 @@ from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
 from store.write.writer import Appended
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
+
+#: The consumer group ``RmqClient.receive`` and ``RmqConsumer`` use when the test names none.
+DEFAULT_CONSUMER_GROUP = "rmq_test_consumer"
+#: How much longer than a receive's own timeout the test thread waits for the server's loop.
+_LOOP_MARGIN = 15.0
 
 #: A small geometry, so a fresh store costs a few sparse files: 4 MiB CommitLog files, IndexFiles of
 #: 1000 slots x 4000 entries (84 KB). Queries answer the same as with the broker's defaults.
@@ -67,6 +76,8 @@ class RmqServer:
         self.address = f"127.0.0.1:{self.port}"
         self._producer: Producer | None = None
         self._admin: QueryAdmin | None = None
+        #: Consumers still open, closed (offsets committed) before the server stops.
+        self.consumers: set[PullConsumer] = set()
 
     async def _start(self, auto_create_topics: bool) -> None:
         self.store = WritableStore(self.config, auto_create_topics=auto_create_topics)
@@ -112,6 +123,12 @@ class RmqServer:
             return
 
         async def stop() -> None:
+            for consumer in list(self.consumers):
+                try:
+                    await consumer.close()
+                except Exception:  # the server stops anyway; the test saw what it received
+                    log.exception("closing consumer %s", consumer.group)
+            self.consumers.clear()
             for closable in (self._producer, self._admin):
                 if closable is not None:
                     await closable.close()
@@ -205,5 +222,65 @@ class RmqClient:
         """``mqadmin queryMsgById``: the message an offset msg id points at."""
         return self.server.run(self.server.admin.view_message(offset_msg_id))
 
+    def receive(
+        self, topic: str, count: int, *, group: str | None = None, tags: str = "*", timeout: float = 10.0
+    ) -> list[MessageExt]:
+        """The next ``count`` messages of ``topic`` for ``group``, consumed (their offsets committed).
 
-__all__ = ["TEST_GEOMETRY", "RmqClient", "RmqServer", "RmqWriter", "kit_store_config"]
+        A consumer joins the group, takes what the group has not consumed yet (from the first offset
+        for a new group), and leaves once it has ``count`` messages, so calls with the same group
+        continue where the last one stopped. Fewer than ``count`` within ``timeout`` seconds raise
+        ``TimeoutError`` (``clients.consumer.ReceiveTimeoutError``) naming those that came, which
+        stay unconsumed. ``tags``: ``*`` or ``TagA || TagB``.
+        """
+        consumer = RmqConsumer(self.server, topic, group=group, tags=tags)
+        try:
+            return consumer.receive(count, timeout=timeout)
+        finally:
+            consumer.close()
+
+
+class RmqConsumer:
+    """A blocking consumer of one topic for the test server (``clients.consumer.PullConsumer``).
+
+    It goes through the server's consume side as an official client's consumer does (heartbeat,
+    committed offsets, long-polling pulls) and pulls from the moment it is made, so messages sent
+    after it started arrive as promptly as those sent before. ``receive`` takes them in queue order
+    per queue; ``close`` (or the server's) commits what was taken.
+    """
+
+    def __init__(self, server: RmqServer, topic: str, *, group: str | None = None, tags: str = "*") -> None:
+        self.server = server
+        self.topic = topic
+        self.group = group or DEFAULT_CONSUMER_GROUP
+
+        async def start() -> PullConsumer:
+            consumer = PullConsumer(server.address, self.group)
+            consumer.subscribe(topic, tags)
+            await consumer.start()
+            return consumer
+
+        self._consumer = server.run(start())
+        server.consumers.add(self._consumer)
+
+    def receive(self, count: int = 1, *, timeout: float = 10.0) -> list[MessageExt]:
+        """The next ``count`` messages, waiting at most ``timeout`` seconds (``TimeoutError`` naming
+        what came when fewer did; those stay for the next call)."""
+        return self.server.run(self._consumer.receive(count, timeout), timeout + _LOOP_MARGIN)
+
+    def close(self) -> None:
+        """Commit what was taken and leave the group (done by the server's close otherwise)."""
+        if self._consumer in self.server.consumers:
+            self.server.consumers.discard(self._consumer)
+            self.server.run(self._consumer.close())
+
+
+__all__ = [
+    "DEFAULT_CONSUMER_GROUP",
+    "TEST_GEOMETRY",
+    "RmqClient",
+    "RmqConsumer",
+    "RmqServer",
+    "RmqWriter",
+    "kit_store_config",
+]

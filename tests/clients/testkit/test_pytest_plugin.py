@@ -60,7 +60,7 @@ def test_readme_example_tests_pass_with_the_plugin(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
         timeout=120,
     )
-    assert "3 passed" in done.stdout, done.stdout + done.stderr
+    assert "5 passed" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_fresh_server_writes_only_a_handful_of_small_files(tmp_path: Path) -> None:
