@@ -1,9 +1,12 @@
 """Writing and reading the broker's ``config/*.json`` files as its ``ConfigManager`` does.
 
 The broker writes each file whole: the new text to ``<name>.tmp``, the current file copied to
-``<name>.bak``, then the temporary file renamed over it; it reads the file and, when that is missing
-or unreadable, the ``.bak``. Doing the same here means a crash mid-write leaves the old file or the
-new one, and a store moved between this server and a real broker keeps its fallback copy.
+``<name>.bak``, then the temporary file renamed over it; it reads the file and, when that is missing,
+empty or does not decode, the ``.bak`` (``ConfigManager.load`` and ``loadBak``). Doing the same here
+means a crash mid-write leaves the old file or the new one, a store moved between this server and a
+real broker keeps its fallback copy, and a file the broker would start from is one this server
+starts from too. One difference, on purpose: when neither copy decodes the broker starts with an
+empty table (offsets and groups silently gone); here that is an error, so nothing is overwritten.
 
 fastjson, which writes them, prints a map with integer keys unquoted (``{0:12,1:3}``), which is not
 JSON; ``relaxed_json`` quotes such keys so a standard decoder reads them.
@@ -11,17 +14,37 @@ JSON; ``relaxed_json`` quotes such keys so a standard decoder reads them.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
+from protocol.index_key import java_string_hash
+from protocol.java_hashmap import hashmap_order_by_hash
 from store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: An unquoted integer object key, after ``{`` or ``,`` (fastjson's ``Map<Integer, ...>``).
 _BARE_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
+
+
+def concurrent_map_order(keys: Iterable[str], initial_buckets: int) -> list[str]:
+    """``keys`` (in insertion order) as the broker's ``ConcurrentHashMap`` of ``initial_buckets``
+    buckets iterates them: by hash bucket, the table doubling each time it reaches three quarters
+    full, as the map resizes (``sizeCtl``). fastjson writes the broker's tables in this order."""
+    key_list = list(keys)
+    buckets = initial_buckets
+    while len(key_list) >= buckets - (buckets >> 2):
+        buckets <<= 1
+    return hashmap_order_by_hash(key_list, java_string_hash, buckets)
 
 
 def relaxed_json(text: str) -> object:
@@ -43,6 +66,38 @@ def read_config_text(path: Path) -> str | None:
             raise StoreError(f"cannot read {candidate}: {exc}") from exc
         if text.strip():
             return text
+    return None
+
+
+def load_config(path: Path, parse: Callable[[object], _T]) -> _T | None:
+    """``parse`` of the file's JSON, else of its ``.bak``'s, as the broker loads a config file.
+
+    A copy that is missing or empty is skipped; one that is not JSON, or that ``parse`` refuses
+    (``StoreError``), is logged and the ``.bak`` tried. None when neither copy has any text;
+    ``StoreError`` naming both when text was found but none of it could be read.
+    """
+    failures: list[str] = []
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            failures.append(f"cannot read {candidate}: {exc}")
+            continue
+        if not text.strip():
+            continue
+        try:
+            value = parse(relaxed_json(text))
+        except StoreError as exc:
+            failures.append(f"{candidate}: {exc}")
+            log.warning("cannot load %s: %s", candidate, exc)
+            continue
+        if failures:
+            log.warning("loaded %s instead", candidate)
+        return value
+    if failures:
+        raise StoreError("; ".join(failures))
     return None
 
 

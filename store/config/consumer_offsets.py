@@ -14,9 +14,7 @@ import logging
 import threading
 from pathlib import Path
 
-from protocol.index_key import java_string_hash
-from protocol.java_hashmap import hashmap_order_by_hash
-from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
+from store.config.config_file import concurrent_map_order, json_text, load_config, write_config_text
 from store.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -26,6 +24,20 @@ OFFSET_TABLE_BUCKETS = 1024
 
 #: ``MixAll``'s separator between topic and group in the table's keys.
 TOPIC_GROUP_SEPARATOR = "@"
+
+
+def _parse_offsets(data: object) -> dict[str, dict[int, int]]:
+    table = data.get("offsetTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise StoreError("no offsetTable object")
+    offsets: dict[str, dict[int, int]] = {}
+    try:
+        for key, queues in table.items():
+            if isinstance(queues, dict):
+                offsets[str(key)] = {int(q): o for q, o in queues.items() if isinstance(o, int)}
+    except ValueError as exc:
+        raise StoreError(f"a queue id that is not a number: {exc}") from exc
+    return offsets
 
 
 class ConsumerOffsetTable:
@@ -41,21 +53,9 @@ class ConsumerOffsetTable:
 
     @classmethod
     def load(cls, path: Path) -> ConsumerOffsetTable:
-        text = read_config_text(path)
-        if text is None:
-            return cls(path)
-        try:
-            data = relaxed_json(text)
-        except StoreError as exc:
-            raise StoreError(f"{path}: {exc}") from exc
-        table = data.get("offsetTable") if isinstance(data, dict) else None
-        if not isinstance(table, dict):
-            raise StoreError(f"{path} has no offsetTable object")
-        offsets: dict[str, dict[int, int]] = {}
-        for key, queues in table.items():
-            if isinstance(queues, dict):
-                offsets[str(key)] = {int(q): int(o) for q, o in queues.items() if isinstance(o, int)}
-        return cls(path, offsets)
+        """The table at ``path`` (or its ``.bak``, as the broker falls back); empty when neither exists."""
+        offsets = load_config(path, _parse_offsets)
+        return cls(path, offsets if offsets is not None else {})
 
     @staticmethod
     def key(topic: str, group: str) -> str:
@@ -110,7 +110,7 @@ class ConsumerOffsetTable:
             snapshot = {key: sorted(queues.items()) for key, queues in self.offsets.items()}
         # The broker's maps are ConcurrentHashMaps: queue ids (a 64-bucket map each) iterate in
         # order, the ``topic@group`` keys in the bucket order of its 1024-bucket table.
-        order = hashmap_order_by_hash(snapshot, java_string_hash, OFFSET_TABLE_BUCKETS)
+        order = concurrent_map_order(snapshot, OFFSET_TABLE_BUCKETS)
         entries = [(key, ",".join(f"{q}:{o}" for q, o in snapshot[key])) for key in order]
         if not entries:
             return '{\n\t"offsetTable":{}\n}'

@@ -16,9 +16,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.index_key import java_string_hash
-from protocol.java_hashmap import hashmap_order_by_hash
-from store.config.config_file import json_text, read_config_text, relaxed_json, write_config_text
+from store.config.config_file import (
+    concurrent_map_order,
+    json_text,
+    load_config,
+    write_config_text,
+)
 from store.config.persister import ConfigPersister
 from store.errors import StoreError
 
@@ -104,6 +107,31 @@ def _startup_groups() -> dict[str, SubscriptionGroupConfig]:
     return {name: SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS}
 
 
+def _parse_groups(data: object) -> tuple[dict[str, SubscriptionGroupConfig], int, int]:
+    """The file's groups and data version (counter, timestamp)."""
+    table = data.get("subscriptionGroupTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise StoreError("no subscriptionGroupTable object")
+    groups = {
+        str(name): SubscriptionGroupConfig.from_json(str(name), entry)
+        for name, entry in table.items()
+        if isinstance(entry, dict)
+    }
+    counter, timestamp = _data_version(data)
+    return groups, counter, timestamp
+
+
+def _data_version(data: dict[str, object]) -> tuple[int, int]:
+    version = data.get("dataVersion")
+    version = version if isinstance(version, dict) else {}
+    counter = version.get("counter", 0)
+    timestamp = version.get("timestamp", 0)
+    return (
+        counter if isinstance(counter, int) else 0,
+        timestamp if isinstance(timestamp, int) else 0,
+    )
+
+
 class SubscriptionGroupTable:
     """The groups, their data version, and the file they are saved to."""
 
@@ -122,28 +150,12 @@ class SubscriptionGroupTable:
     def load(cls, path: Path) -> SubscriptionGroupTable:
         """The table at ``path`` over the system groups (the broker's start-up set, then the file)."""
         groups = _startup_groups()
-        text = read_config_text(path)
-        if text is None:
+        loaded = load_config(path, _parse_groups)
+        if loaded is None:
             return cls(path, groups)
-        try:
-            data = relaxed_json(text)
-        except StoreError as exc:
-            raise StoreError(f"{path}: {exc}") from exc
-        table = data.get("subscriptionGroupTable") if isinstance(data, dict) else None
-        if not isinstance(table, dict):
-            raise StoreError(f"{path} has no subscriptionGroupTable object")
-        for name, entry in table.items():
-            if isinstance(entry, dict):
-                groups[str(name)] = SubscriptionGroupConfig.from_json(str(name), entry)
-        version = data.get("dataVersion") if isinstance(data.get("dataVersion"), dict) else {}
-        counter = version.get("counter", 0)
-        timestamp = version.get("timestamp", 0)
-        return cls(
-            path,
-            groups,
-            counter if isinstance(counter, int) else 0,
-            timestamp if isinstance(timestamp, int) else 0,
-        )
+        table, counter, timestamp = loaded
+        groups.update(table)
+        return cls(path, groups, counter, timestamp)
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self.groups.get(group)
@@ -185,7 +197,7 @@ class SubscriptionGroupTable:
             groups = dict(self.groups)
         entries = []
         # A ConcurrentHashMap in the broker: its iteration order is its keys' hash buckets.
-        for name in hashmap_order_by_hash(groups, java_string_hash, GROUP_TABLE_BUCKETS):
+        for name in concurrent_map_order(groups, GROUP_TABLE_BUCKETS):
             config = groups[name]
             fields = ",\n".join(f"\t\t\t{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
             entries.append(f"\t\t{json_text(name)}:{{\n{fields}\n\t\t}}")

@@ -23,13 +23,13 @@ through a temporary file and a rename, so a crash leaves the old table or the ne
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
+from store.config.config_file import concurrent_map_order, load_config, write_config_text
 from store.config.persister import ConfigPersister
 from store.errors import StoreError
 
@@ -41,6 +41,9 @@ PERM_WRITE = 2
 PERM_READ = 4
 
 AUTO_CREATE_TOPIC = "TBW102"
+
+#: Buckets of the broker's topic table (``new ConcurrentHashMap(1024)`` sizes its table to 2048).
+TOPIC_TABLE_BUCKETS = 2048
 
 log = logging.getLogger(__name__)
 
@@ -136,27 +139,12 @@ class TopicTable:
 
     @classmethod
     def load(cls, path: Path) -> TopicTable:
-        """The table at ``path``; an empty one if the file does not exist."""
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+        """The table at ``path`` (or its ``.bak``, as the broker falls back); empty when neither exists."""
+        loaded = load_config(path, _parse_topics)
+        if loaded is None:
             return cls(path, {}, 0, 0)
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc}") from exc
-        try:
-            data = msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise StoreError(f"{path} is not JSON: {exc}") from exc
-        table = data.get("topicConfigTable") if isinstance(data, dict) else None
-        if not isinstance(table, dict):
-            raise StoreError(f"{path} has no topicConfigTable object")
-        version = data.get("dataVersion") if isinstance(data.get("dataVersion"), dict) else {}
-        topics = {
-            str(name): TopicConfig.from_json(str(name), entry)
-            for name, entry in table.items()
-            if isinstance(entry, dict)
-        }
-        return cls(path, topics, int(version.get("counter", 0) or 0), int(version.get("timestamp", 0) or 0))
+        topics, counter, timestamp = loaded
+        return cls(path, topics, counter, timestamp)
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -225,18 +213,34 @@ class TopicTable:
         lines.append("\t},")
         lines.append('\t"topicConfigTable":{')
         entries = []
-        for name, config in topics:
-            body = ",\n".join(f"\t\t\t{_json(k)}:{_json(v)}" for k, v in config.to_json().items())
+        # The broker's table is a ``ConcurrentHashMap(1024)``: fastjson writes it in bucket order.
+        configs = dict(topics)
+        for name in concurrent_map_order(configs, TOPIC_TABLE_BUCKETS):
+            body = ",\n".join(f"\t\t\t{_json(k)}:{_json(v)}" for k, v in configs[name].to_json().items())
             entries.append(f"\t\t{_json(name)}:{{\n{body}\n\t\t}}")
         lines.append(",\n".join(entries))
         lines += ["\t}", "}"]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
+        write_config_text(self.path, "\n".join(lines))
+
+
+def _parse_topics(data: object) -> tuple[dict[str, TopicConfig], int, int]:
+    """The file's topics and data version (counter, timestamp)."""
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise StoreError("no topicConfigTable object")
+    topics = {
+        str(name): TopicConfig.from_json(str(name), entry)
+        for name, entry in table.items()
+        if isinstance(entry, dict)
+    }
+    version = data.get("dataVersion")
+    version = version if isinstance(version, dict) else {}
+    counter, timestamp = version.get("counter", 0), version.get("timestamp", 0)
+    return (
+        topics,
+        counter if isinstance(counter, int) and not isinstance(counter, bool) else 0,
+        timestamp if isinstance(timestamp, int) and not isinstance(timestamp, bool) else 0,
+    )
 
 
 def _json(value: object) -> str:

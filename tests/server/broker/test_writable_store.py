@@ -134,12 +134,15 @@ def test_a_store_that_fails_to_open_keeps_its_delivered_offsets(tmp_path: Path) 
     saved = offsets.read_bytes()
     assert read_delay_offsets(offsets) == {1: 1}
     topics = config.store_path_root_dir / "config" / "topics.json"
-    good = topics.read_bytes()
+    backup = topics.with_name("topics.json.bak")  # read instead of a corrupt file, as the broker does
+    good, good_backup = topics.read_bytes(), backup.read_bytes()
     topics.write_bytes(b'{"topicConfigTable": {')
+    backup.write_bytes(b'{"topicConfigTable": {')
     with pytest.raises(ValueError):
         WritableStore(config, clock=lambda: now[0])
     assert offsets.read_bytes() == saved
     topics.write_bytes(good)
+    backup.write_bytes(good_backup)
     with WritableStore(config, clock=lambda: now[0]) as store:
         assert store.next_delivery() is None, "the delivered message must not be due again"
         assert store.deliver_due() == []
