@@ -64,15 +64,26 @@ class DeliveryTimer:
             self._handle = None
 
 
-def write_path(store: WritableStore, *, region: str = "DefaultRegion", trace_on: bool = True):
-    """A ``QueryServer(configure=...)`` hook registering the write path over ``store``."""
+def write_path(
+    store: WritableStore,
+    *,
+    region: str = "DefaultRegion",
+    trace_on: bool = True,
+    timer: DeliveryTimer | None = None,
+):
+    """A ``QueryServer(configure=...)`` hook registering the write path over ``store``.
+
+    ``timer``: the delivery timer to arm, when another front door (the gRPC port's SendMessage)
+    shares it; by default one of its own."""
 
     def configure(dispatcher: Dispatcher, identity: BrokerIdentity) -> None:
+        nonlocal timer
         # The store host of new records (and so their offset msg ids) is the address clients are
         # routed to, as a broker's is brokerIP1:listenPort: a tool given such an id dials it.
         host, _, port = identity.address.rpartition(":")
         store.set_store_address(host, int(port))
-        timer = DeliveryTimer(store)
+        if timer is None:
+            timer = DeliveryTimer(store)
         sends = SendMessageProcessor(
             store,
             cluster=identity.cluster,
