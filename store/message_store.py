@@ -28,9 +28,9 @@ from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
+from store.config.topics import read_topic_attributes
 from store.consumequeue.consume_queue import store_time_picker
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, get_message
-from store.config.topics import read_topic_attributes
 from store.consumequeue.queue_table import QueueTable, read_topics_json
 from store.errors import CheckpointError
 from store.index.index_file import UNBOUNDED

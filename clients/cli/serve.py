@@ -35,9 +35,9 @@ from server.app import (
     default_advertise_host,
 )
 from server.broker.writable_store import WritableStore
+from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.grpc.sending import GrpcWriter
 from server.grpc.server import DEFAULT_GRPC_PORT
-from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
