@@ -7,6 +7,10 @@ broker it is routed to. Binding with port 0 (tests) picks a free pair P and P âˆ
 port rule still holds. ``stop()`` stops accepting, lets in-flight requests finish and flush, then
 closes every connection.
 
+With ``grpc_port`` set (``serve --grpc-port``, the Proxy's 8081 by default there), a third port
+serves RocketMQ 5 clients over gRPC (``server.grpc``) on the same event loop and store; it is bound
+before the remoting ports start serving, so a port in use fails the start as a whole.
+
 At most ``max_connections`` connections (both ports together, per process) are served; one more is
 accepted only to be answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
 """
@@ -24,6 +28,10 @@ from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
+from server.grpc.sending import GrpcWriter
+from server.grpc.server import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS, GrpcServer
+from server.grpc.service import MessagingService
+from server.grpc.topics import GrpcTopics
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
@@ -67,6 +75,9 @@ DEFAULT_PORT = 10911
 FAST_PORT_OFFSET = 2
 
 _PAIR_ATTEMPTS = 50
+
+#: Seconds gRPC calls in flight get to finish when the server stops.
+GRPC_STOP_GRACE = 2.0
 
 #: Default ``--max-connections``: far above what query clients need (each Java client keeps one
 #: connection per broker); ``serve`` lowers it to what the open-file limit allows
@@ -117,6 +128,13 @@ class ServerSettings:
     #: past either the largest are cut off (``server.remoting.write_budget``).
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES
     max_queued_bytes_per_connection: int = DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
+    #: The gRPC port for RocketMQ 5 clients (``server.grpc``); 0 picks one; None (the default for
+    #: a server built in code) = none. ``serve`` defaults to the Proxy's 8081.
+    grpc_port: int | None = None
+    #: Streams one gRPC connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).
+    grpc_max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
+    #: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.
+    grpc_max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_RPCS
 
 
 def build_dispatcher(
@@ -207,8 +225,14 @@ class QueryServer:
         settings: ServerSettings | None = None,
         *,
         configure: Callable[[QueryServer], None] | None = None,
+        grpc_writer: GrpcWriter | None = None,
     ) -> None:
         self.store = store
+        #: SendMessage's way into the writable store (``serve --writable``); None: read-only gRPC.
+        self._grpc_writer = grpc_writer
+        self._grpc: GrpcServer | None = None
+        #: The bound gRPC port (0 while there is none).
+        self.grpc_port = 0
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
         self.changes = StoreChanges()
         self.settings = settings or ServerSettings()
@@ -339,18 +363,53 @@ class QueryServer:
         )
         if self._configure is not None:
             self._configure(self)
+        if self.settings.grpc_port is not None:
+            try:
+                await self._start_grpc(self.identity)
+            except BaseException:
+                for server in self._servers:
+                    server.close()
+                self._servers = []
+                self.query_pool.close()
+                raise
         for server in self._servers:
             await server.start_serving()
         log.info(
-            "serving on %s:%d and fast port %s:%d, advertised as %s (cluster %s, broker %s)",
+            "serving on %s:%d and fast port %s:%d%s, advertised as %s (cluster %s, broker %s)",
             self.settings.host,
             self.port,
             self.settings.host,
             self.fast_port,
+            f", gRPC on {self.settings.host}:{self.grpc_port}" if self._grpc is not None else "",
             advertise,
             self.identity.cluster,
             self.identity.broker_name,
         )
+
+    async def _start_grpc(self, identity: BrokerIdentity) -> None:
+        """Bind the gRPC port; clients are routed to the advertised host with the bound port."""
+        writer = self._grpc_writer
+        topics = GrpcTopics(self.store, identity.perm, writer.store if writer is not None else None)  # type: ignore[arg-type]
+        host = identity.address.rpartition(":")[0].strip("[]")
+        service = MessagingService(
+            topics,
+            broker_name=identity.broker_name,
+            endpoint=lambda: (host, self.grpc_port),
+            writer=writer,
+            acl_on=self.settings.acl is not None,
+        )
+        assert self.settings.grpc_port is not None
+        grpc_server = GrpcServer(
+            service,
+            self.settings.host,
+            self.settings.grpc_port,
+            max_message_length=self.settings.max_frame_length,
+            max_concurrent_streams=self.settings.grpc_max_concurrent_streams,
+            max_concurrent_rpcs=self.settings.grpc_max_concurrent_calls,
+            idle_timeout=self.settings.idle_timeout,
+        )
+        self.grpc_port = await grpc_server.start()
+        self._grpc = grpc_server
 
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""
@@ -379,6 +438,11 @@ class QueryServer:
         self.changes.close()  # held pulls answer now instead of at their timeout
         for server in self._servers:
             server.close()
+        if self._grpc is not None:
+            # Unary calls finish at once; Telemetry streams stay open as long as their clients do,
+            # so they get a short grace, not the whole shutdown timeout.
+            await self._grpc.stop(min(self.settings.shutdown_timeout, GRPC_STOP_GRACE))
+            self._grpc = None
         self.refuser.close_all()
         for task in self._background:
             task.cancel()

@@ -28,6 +28,7 @@ from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
+from store.config.topics import read_topic_attributes
 from store.consumequeue.consume_queue import store_time_picker
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, get_message
 from store.consumequeue.queue_table import QueueTable, read_topics_json
@@ -434,6 +435,11 @@ class MessageStore:
         files = self.commitlog.files
         first = files[0].start if files else -1
         return self._store_time(first, 2 * self.config.max_message_size)
+
+    def topic_attributes(self) -> dict[str, dict[str, str]]:
+        """topic -> its 5.x attributes in ``config/topics.json`` (``message.type``, ...), topics with
+        none left out: what the gRPC route's accepted message types are read from."""
+        return read_topic_attributes(self.config.store_path_root_dir / "config" / "topics.json")
 
     def topics(self) -> set[str]:
         """Topics present in the store: consumequeue directories, config/topics.json, indexed topics."""

@@ -151,6 +151,40 @@ def test_sans_io_layers_import_no_sockets_and_no_event_loop(layer: str) -> None:
     assert wrong == []
 
 
+#: The gRPC front door's rules (conversion, checks, routes, settings): sans-IO inside ``server``, so
+#: they are tested and reused (by the receive half) without a port, a loop or grpc's runtime.
+GRPC_SANS_IO = (
+    "server.grpc.conversion",
+    "server.grpc.validation",
+    "server.grpc.route",
+    "server.grpc.client_settings",
+)
+
+
+@pytest.mark.parametrize("module", GRPC_SANS_IO)
+def test_the_grpc_rules_are_sans_io(module: str) -> None:
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for imported, line in imports_of(module)
+        if imported.partition(".")[0] in IO_MODULES | {"grpc"}
+        or imported in ("server.grpc.service", "server.grpc.server")
+    ]
+    assert wrong == []
+
+
+def test_the_grpc_front_door_names_no_store_module() -> None:
+    """``server.grpc`` reaches the store through ``server.broker`` and the facade, never directly."""
+    wrong = [
+        f"{module}:{line} imports {imported}"
+        for module in modules()
+        if module == "server.grpc" or module.startswith("server.grpc.")
+        for imported, line in imports_of(module)
+        if layer_of(imported) == "store"
+    ]
+    assert [m for m in modules() if m.startswith("server.grpc.")] != []
+    assert wrong == []
+
+
 def _resolve(imported: str) -> str | None:
     """The module of ``imported`` (the longest known prefix: ``a.b.name`` is ``a.b``)."""
     parts = imported.split(".")

@@ -36,6 +36,8 @@ from server.app import (
 )
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
+from server.grpc.sending import GrpcWriter
+from server.grpc.server import DEFAULT_GRPC_PORT
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
@@ -45,7 +47,7 @@ from server.remoting.processors.pull_message import (
     DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
 )
 from server.remoting.write_budget import DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
-from server.remoting.write_path import write_path
+from server.remoting.write_path import DeliveryTimer, write_path
 from server.workers import start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
 from store.message_store import MessageStore
@@ -72,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=port_number,
         help=f"listen port (default broker.conf's listenPort, else {DEFAULT_PORT}); +fast port-2",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=port_number,
+        help=f"gRPC port for RocketMQ 5 clients (the Proxy's MessagingService; default {DEFAULT_GRPC_PORT} "
+        "as the Proxy's, or 0 with --port 0); 0 picks a free one, printed on the start-up line",
     )
     parser.add_argument(
         "--advertise",
@@ -292,7 +300,16 @@ def settings_from(
         max_held_pulls_per_connection=args.max_held_pulls_per_connection,
         max_queued_bytes=args.max_queued_mib * 1024 * 1024,
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
+        grpc_port=grpc_port_of(args.grpc_port, port),
     )
+
+
+def grpc_port_of(given: int | None, port: int) -> int:
+    """``--grpc-port``, else the Proxy's 8081; with ``--port 0`` (tests, several servers on one
+    machine) 0 too, so that asking for free ports never collides on a fixed one."""
+    if given is not None:
+        return given
+    return 0 if port == 0 else DEFAULT_GRPC_PORT
 
 
 #: Seconds between two checks of the store's file count against the connection limit.
@@ -338,12 +355,24 @@ async def serve(
     """
     if workers > 0:
         settings = dataclasses.replace(settings, reuse_port=True)
-    server = QueryServer(store, settings, configure=write_path(writable) if writable is not None else None)
+    timer = DeliveryTimer(writable) if writable is not None else None
+    server = QueryServer(
+        store,
+        settings,
+        configure=write_path(writable, timer=timer) if writable is not None else None,
+        grpc_writer=GrpcWriter(writable, cluster=settings.cluster, on_scheduled=timer.arm)
+        if writable is not None and timer is not None
+        else None,
+    )
     await server.start()
     children = []
     if workers > 0 and config is not None:
+        # The gRPC port is the first process's only (its clients hold few connections).
         bound = dataclasses.replace(
-            settings, port=server.port, advertise=server.identity.address if server.identity else None
+            settings,
+            port=server.port,
+            advertise=server.identity.address if server.identity else None,
+            grpc_port=None,
         )
         open_store = functools.partial(MessageStore.open, config)
         children = start_workers(workers, open_store, bound, refresh_interval, serve, _loop_factory())
@@ -355,6 +384,9 @@ async def serve(
         # For test suites in other languages: one line on stdout to read the address from, printed
         # once a SIGTERM would stop the server cleanly.
         print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
+        if server.grpc_port:
+            host = server.identity.address.rpartition(":")[0]
+            print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:

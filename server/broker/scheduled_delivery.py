@@ -41,6 +41,11 @@ class DeliverySchedule:
         """The highest delay level of the ``messageDelayLevel`` table."""
         return self._max_level
 
+    @property
+    def delays(self) -> dict[int, int]:
+        """level -> its delay in ms (the ``messageDelayLevel`` table; a copy)."""
+        return dict(self._delays)
+
     def load(self) -> None:
         """Read the delivered offsets this store (or a broker on it) saved."""
         self._delivered = read_delay_offsets(self._path)

@@ -216,6 +216,12 @@ class WritableStore:
         """The highest delay level of the store's ``messageDelayLevel`` table."""
         return self._schedule.max_delay_level
 
+    @property
+    def delay_levels(self) -> dict[int, int]:
+        """level -> delay in ms of the store's ``messageDelayLevel`` table (a gRPC delivery time is
+        turned into the level whose delay first exceeds it, as the Proxy's ``computeDelayLevel``)."""
+        return self._schedule.delays
+
     def set_store_address(self, host: str, port: int) -> None:
         """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
         self.writer.store_host = host

@@ -96,10 +96,13 @@ class WritePath:
         region: str = "DefaultRegion",
         trace_on: bool = True,
         consume: ConsumeSettings | None = None,
+        timer: DeliveryTimer | None = None,
     ) -> None:
         self.store = store
         self.region = region
         self.trace_on = trace_on
+        #: The delivery timer to arm; another front door (the gRPC port's SendMessage) may share it.
+        self.timer = timer
         self.notifier = ConsumerIdsNotifier()
         self.broker = BrokerController(store, settings=consume, ids_changed=self.notifier)
 
@@ -111,7 +114,9 @@ class WritePath:
         # routed to, as a broker's is brokerIP1:listenPort: a tool given such an id dials it.
         host, _, port = identity.address.rpartition(":")
         store.set_store_address(host, int(port))
-        timer = DeliveryTimer(store)
+        if self.timer is None:
+            self.timer = DeliveryTimer(store)
+        timer = self.timer
         sends = SendMessageProcessor(
             store,
             cluster=identity.cluster,
@@ -243,6 +248,10 @@ def write_path(
     region: str = "DefaultRegion",
     trace_on: bool = True,
     consume: ConsumeSettings | None = None,
+    timer: DeliveryTimer | None = None,
 ) -> WritePath:
-    """A ``QueryServer(configure=...)`` hook registering the write path over ``store``."""
-    return WritePath(store, region=region, trace_on=trace_on, consume=consume)
+    """A ``QueryServer(configure=...)`` hook registering the write path over ``store``.
+
+    ``timer``: the delivery timer to arm, when another front door (the gRPC port's SendMessage)
+    shares it; by default one of its own."""
+    return WritePath(store, region=region, trace_on=trace_on, consume=consume, timer=timer)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -59,9 +59,13 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    #: A 5.x broker's topic attributes (``"message.type": "FIFO"``, ...), kept as read so that a
+    #: table written here does not lose them; a 4.9.7 table has none and is written without the key.
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
-        return {
+        fields: dict[str, object] = {"attributes": dict(self.attributes)} if self.attributes else {}
+        return fields | {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -85,6 +89,7 @@ class TopicConfig:
             topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=num("topicSysFlag", 0),
             order=bool(data.get("order", False)),
+            attributes=topic_attributes(data),
         )
 
     def java_string(self) -> str:
@@ -101,6 +106,28 @@ class TopicConfig:
             f"writeQueueNums={self.write_queue_nums}, perm={perm}, topicFilterType={self.topic_filter_type}, "
             f"topicSysFlag={self.topic_sys_flag}, order={'true' if self.order else 'false'}]"
         )
+
+
+def topic_attributes(entry: dict[str, object]) -> dict[str, str]:
+    """A topics.json entry's ``attributes`` as strings (a 5.x broker's; empty when absent or not a map)."""
+    raw = entry.get("attributes")
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v) for k, v in raw.items() if isinstance(v, str | int | bool)}
+
+
+def read_topic_attributes(path: Path) -> dict[str, dict[str, str]]:
+    """topic -> its attributes, for the topics of ``config/topics.json`` that have any (empty if the
+    file is missing or unreadable: the read side then treats every topic as a 4.9.7 one)."""
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return {}
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    found = {str(name): topic_attributes(entry) for name, entry in table.items() if isinstance(entry, dict)}
+    return {name: attrs for name, attrs in found.items() if attrs}
 
 
 def startup_topics(cluster: str, broker_name: str, *, auto_create: bool = True) -> list[TopicConfig]:

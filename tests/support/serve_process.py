@@ -75,6 +75,20 @@ async def start_writable(store: Path, *, log: Path | None = None) -> tuple[async
     return proc, int(line.strip().rsplit(":", 1)[1])
 
 
+async def start_writable_grpc(store: Path) -> tuple[asyncio.subprocess.Process, int, int]:
+    """``serve --writable --store STORE --port 0`` (gRPC on a free port too); returns the process,
+    its remoting port and its gRPC port, read from the ``NAMESRV_ADDR=`` and ``GRPC_ENDPOINTS=`` lines."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines = [(await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode() for _ in range(2)]
+    assert lines[0].startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {lines!r}"
+    assert lines[1].startswith("GRPC_ENDPOINTS=127.0.0.1:"), f"no gRPC port announced: {lines!r}"
+    return proc, int(lines[0].strip().rsplit(":", 1)[1]), int(lines[1].strip().rsplit(":", 1)[1])
+
+
 async def kill_if_running(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         proc.kill()

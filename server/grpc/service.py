@@ -1,0 +1,326 @@
+"""``apache.rocketmq.v2.MessagingService``: the calls a 5.x Proxy answers, over this broker.
+
+Served: QueryRoute (the topic's queues on this server's gRPC endpoint), Heartbeat, Telemetry (the
+client's Settings kept by client id and answered with the Proxy's, ``client_settings``),
+NotifyClientTermination and SendMessage (``conversion`` then ``sending``; read-only serving answers
+FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). Every other call is
+answered with NOT_IMPLEMENTED in its response's status, a server stream with one response carrying
+it, as the Proxy answers what its version does not serve: never a dropped stream.
+
+Like the Proxy (``GrpcMessagingApplication.validateContext``), every call needs the
+``x-mq-client-id`` metadata (CLIENT_ID_REQUIRED). A refused input is answered with the Proxy's
+status code and message (``validation``); a failure of ours with INTERNAL_SERVER_ERROR and a fixed
+message (never exception text), logged once per burst. Telemetry follows the Proxy in ending the
+stream with gRPC's INVALID_ARGUMENT for Settings without publishing or subscription, or with a bad
+topic or group, which the clients read as a failed settings sync.
+
+With ``serve --acl`` the remoting port checks signatures; this port does not yet, so every call is
+answered UNAUTHORIZED rather than served unchecked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from server.burst_log import BurstLog
+from server.grpc import client_settings
+from server.grpc.conversion import SendLimits, check_message_type, group_queue, to_broker_message
+from server.grpc.route import PERM_WRITE, broker, message_queues
+from server.grpc.sending import GrpcWriter
+from server.grpc.topics import GrpcTopics
+from server.grpc.v2 import ClientType, Code, definition, service, service_grpc
+from server.grpc.validation import GrpcStatusError, validate_consumer_group, validate_topic
+
+log = logging.getLogger(__name__)
+
+#: Client settings kept at once (by client id); the least recently updated goes first past it.
+MAX_CLIENTS = 10_000
+
+CLIENT_ID_KEY = "x-mq-client-id"
+
+
+def status(code: int, message: str | None = None) -> definition.Status:
+    """``ResponseBuilder.buildStatus``: the code and a message, the code's name when none."""
+    return definition.Status(code=code, message=message if message is not None else Code.Name(code))
+
+
+OK = status(Code.OK)
+
+
+def parse_peer(peer: str) -> tuple[str, int]:
+    """grpc's ``ipv4:127.0.0.1:5000`` / ``ipv6:[::1]:5000`` as (host, port); ("127.0.0.1", 0) else."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return "127.0.0.1", 0
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    return (host, int(port)) if port.isdigit() and host else ("127.0.0.1", 0)
+
+
+class MessagingService(service_grpc.MessagingServiceServicer):
+    """The servicer registered on the gRPC server (``server.grpc.server``)."""
+
+    def __init__(
+        self,
+        topics: GrpcTopics,
+        *,
+        broker_name: str,
+        endpoint: Callable[[], tuple[str, int]],
+        writer: GrpcWriter | None = None,
+        max_body_size: int = SendLimits().max_body_size,
+        acl_on: bool = False,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.topics = topics
+        self.broker_name = broker_name
+        #: The (host, port) clients dial for this gRPC port (advertised host, bound port).
+        self._endpoint = endpoint
+        self.writer = writer
+        self.limits = SendLimits(max_body_size=writer.max_message_size if writer else max_body_size)
+        self.acl_on = acl_on
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.settings: OrderedDict[str, definition.Settings] = OrderedDict()
+        self._round_robin = itertools.count()
+        self._failures = BurstLog(log)
+
+    # -- the common frame of every call ----------------------------------------------------------
+
+    @staticmethod
+    def _client_id(context: Any) -> str:
+        for key, value in context.invocation_metadata() or ():
+            if key == CLIENT_ID_KEY:
+                return str(value)
+        return ""
+
+    def _context_check(self, context: Any) -> str:
+        """The client id, or the status the Proxy answers before looking at the request."""
+        if self.acl_on:
+            raise GrpcStatusError(Code.UNAUTHORIZED, "access control is not served on the gRPC port yet")
+        client_id = self._client_id(context)
+        if not client_id.strip():
+            raise GrpcStatusError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
+        return client_id
+
+    async def _unary(self, response_type: type, context: Any, handler: Callable[[str], Any]) -> Any:
+        try:
+            client_id = self._context_check(context)
+            return handler(client_id)
+        except GrpcStatusError as refused:
+            return response_type(status=status(refused.code, refused.message))
+        except Exception as exc:
+            self._failures.event("a gRPC %s failed", response_type.__name__, exc_info=exc)
+            return response_type(status=status(Code.INTERNAL_SERVER_ERROR, "internal server error"))
+
+    # -- routes -------------------------------------------------------------------------------------
+
+    async def QueryRoute(
+        self, request: service.QueryRouteRequest, context: Any
+    ) -> service.QueryRouteResponse:
+        return await self._unary(service.QueryRouteResponse, context, lambda _: self._query_route(request))
+
+    def _query_route(self, request: service.QueryRouteRequest) -> service.QueryRouteResponse:
+        name = request.topic.name
+        validate_topic(name)
+        config = self.topics.get(name)
+        if config is None:
+            raise GrpcStatusError(
+                Code.TOPIC_NOT_FOUND, f"No topic route info in name server for the topic: {name}"
+            )
+        host, port = self._endpoint()
+        # The Proxy answers the host the client dialed with its own gRPC port (useEndpointPortFromRequest
+        # off); a client that named no address gets the advertised host.
+        if request.endpoints.addresses:
+            host = request.endpoints.addresses[0].host
+        queues = message_queues(request.topic, config, broker(self.broker_name, host, port))
+        return service.QueryRouteResponse(status=OK, message_queues=queues)
+
+    # -- clients ------------------------------------------------------------------------------------
+
+    def _keep_settings(self, client_id: str, settings: definition.Settings) -> None:
+        self.settings[client_id] = settings
+        self.settings.move_to_end(client_id)
+        while len(self.settings) > MAX_CLIENTS:
+            self.settings.popitem(last=False)
+
+    def _answered_settings(self, raw: definition.Settings) -> definition.Settings:
+        if raw.HasField("publishing"):
+            return client_settings.producer_settings(raw, self.limits.max_body_size)
+        return client_settings.consumer_settings(raw, None)
+
+    async def Heartbeat(self, request: service.HeartbeatRequest, context: Any) -> service.HeartbeatResponse:
+        return await self._unary(
+            service.HeartbeatResponse, context, lambda cid: self._heartbeat(cid, request)
+        )
+
+    def _heartbeat(self, client_id: str, request: service.HeartbeatRequest) -> service.HeartbeatResponse:
+        settings = self.settings.get(client_id)
+        if settings is None:
+            raise GrpcStatusError(
+                Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"
+            )
+        kind = settings.client_type
+        if kind in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
+            validate_consumer_group(request.group.name)
+        elif kind != ClientType.PRODUCER:
+            raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, ClientType.Name(kind))
+        return service.HeartbeatResponse(status=OK)
+
+    async def NotifyClientTermination(
+        self, request: service.NotifyClientTerminationRequest, context: Any
+    ) -> service.NotifyClientTerminationResponse:
+        return await self._unary(
+            service.NotifyClientTerminationResponse, context, lambda cid: self._terminated(cid, request)
+        )
+
+    def _terminated(
+        self, client_id: str, request: service.NotifyClientTerminationRequest
+    ) -> service.NotifyClientTerminationResponse:
+        settings = self.settings.pop(client_id, None)
+        if settings is None:
+            raise GrpcStatusError(
+                Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"
+            )
+        kind = settings.client_type
+        if kind in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
+            validate_consumer_group(request.group.name)
+        elif kind != ClientType.PRODUCER:
+            raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, ClientType.Name(kind))
+        return service.NotifyClientTerminationResponse(status=OK)
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[service.TelemetryCommand], context: Any
+    ) -> AsyncIterator[service.TelemetryCommand]:
+        """The client's Settings in, the Proxy's Settings out, for as long as the client keeps it open."""
+        try:
+            client_id = self._context_check(context)
+        except GrpcStatusError as refused:
+            yield service.TelemetryCommand(status=status(refused.code, refused.message))
+            return
+        async for command in request_iterator:
+            if command.WhichOneof("command") != "settings":
+                continue  # thread stack traces and verify results answer nothing we asked
+            settings = command.settings
+            try:
+                pubsub = settings.WhichOneof("pub_sub")
+                if pubsub == "publishing":
+                    for topic in settings.publishing.topics:
+                        validate_topic(topic.name)
+                elif pubsub == "subscription":
+                    validate_consumer_group(settings.subscription.group.name)
+                else:
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "there is no publishing or subscription data in settings",
+                    )
+            except GrpcStatusError as refused:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"process client telemetryCommand failed. {refused.message}",
+                )
+            raw = settings
+            if pubsub == "subscription":
+                raw = client_settings.consumer_settings(settings, None)
+            self._keep_settings(client_id, raw)
+            yield service.TelemetryCommand(status=OK, settings=self._answered_settings(raw))
+
+    # -- sending ------------------------------------------------------------------------------------
+
+    async def SendMessage(
+        self, request: service.SendMessageRequest, context: Any
+    ) -> service.SendMessageResponse:
+        born = parse_peer(context.peer() or "")
+        return await self._unary(service.SendMessageResponse, context, lambda _: self._send(request, born))
+
+    def _send(
+        self, request: service.SendMessageRequest, born: tuple[str, int]
+    ) -> service.SendMessageResponse:
+        if not request.messages:
+            raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "no message to send")
+        first = request.messages[0]
+        validate_topic(first.topic.name)
+        now = self._clock()
+        delays = self.writer.delay_levels if self.writer is not None else {1: 1000}
+        converted = []
+        for message in request.messages:
+            if message.topic != first.topic:
+                raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            converted.append(
+                to_broker_message(
+                    message, peer_host=f"{born[0]}:{born[1]}", now_ms=now, delays=delays, limits=self.limits
+                )
+            )
+        topic = first.topic.name
+        config = self.topics.get(topic)
+        if config is None:
+            raise GrpcStatusError(
+                Code.TOPIC_NOT_FOUND, f"No topic route info in name server for the topic: {topic}"
+            )
+        check_message_type(config.message_type, converted[0].message_type)
+        writable_queues = config.write_queue_nums if config.perm & PERM_WRITE else 0
+        if self.writer is None or writable_queues <= 0:
+            raise GrpcStatusError(Code.FORBIDDEN, "no writable queue")
+        group = converted[0].message_group if len(converted) == 1 else None
+        queue_id = group_queue(group, writable_queues) if group else next(self._round_robin) % writable_queues
+        stored = self.writer.send(converted, queue_id, born)
+        entries = [
+            service.SendResultEntry(status=OK, message_id=m.message_id, offset=s.queue_offset)
+            for m, s in zip(converted, stored, strict=True)
+        ]
+        return service.SendMessageResponse(status=OK, entries=entries)
+
+    # -- what this half does not serve ----------------------------------------------------------------
+
+    async def _not_implemented(self, response_type: type, context: Any, call: str) -> Any:
+        def refuse(_: str) -> Any:
+            raise GrpcStatusError(Code.NOT_IMPLEMENTED, f"{call} is not served by this server yet")
+
+        return await self._unary(response_type, context, refuse)
+
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.QueryAssignmentResponse, context, "QueryAssignment")
+
+    async def AckMessage(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.AckMessageResponse, context, "AckMessage")
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(
+            service.ForwardMessageToDeadLetterQueueResponse, context, "ForwardMessageToDeadLetterQueue"
+        )
+
+    async def UpdateOffset(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.UpdateOffsetResponse, context, "UpdateOffset")
+
+    async def GetOffset(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.GetOffsetResponse, context, "GetOffset")
+
+    async def QueryOffset(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.QueryOffsetResponse, context, "QueryOffset")
+
+    async def EndTransaction(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.EndTransactionResponse, context, "EndTransaction")
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(
+            service.ChangeInvisibleDurationResponse, context, "ChangeInvisibleDuration"
+        )
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(service.RecallMessageResponse, context, "RecallMessage")
+
+    async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
+        return await self._not_implemented(
+            service.SyncLiteSubscriptionResponse, context, "SyncLiteSubscription"
+        )
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        yield await self._not_implemented(service.ReceiveMessageResponse, context, "ReceiveMessage")
+
+    async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        yield await self._not_implemented(service.PullMessageResponse, context, "PullMessage")
