@@ -180,7 +180,7 @@ def build_dispatcher(
     pull = PullMessageProcessor(
         store, changes if changes is not None else StoreChanges(), stats, topics, holds
     )
-    dispatcher.register_with_peer(RequestCode.PULL_MESSAGE, pull.pull_message)
+    dispatcher.register(RequestCode.PULL_MESSAGE, pull.process)
     runtime = RuntimeInfoProcessor(store, stats)
     dispatcher.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime.get_broker_runtime_info)
     consumers = ConsumerManageProcessor(store)

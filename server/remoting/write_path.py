@@ -154,7 +154,7 @@ class WritePath:
         pulls = PullMessageProcessor(
             self.store.reader, server.changes, server.pull_stats, holds=server.held_pulls, broker=broker
         )
-        dispatcher.register_with_peer(RequestCode.PULL_MESSAGE, pulls.pull_message)
+        dispatcher.register(RequestCode.PULL_MESSAGE, pulls.process)
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)

@@ -140,7 +140,6 @@ def test_reconsume_later_redelivers_through_the_retry_topic(rows: dict, golden: 
     check("retry", observed(rows, "retry"), golden["retry"])
 
 
-@xfail("CONSUMER_SEND_MSG_BACK and %DLQ% topics missing")
 def test_past_max_reconsume_times_the_message_is_in_the_dlq(rows: dict, golden: dict) -> None:
     check("dlq", observed(rows, "dlq"), golden["dlq"])
 
@@ -179,12 +178,10 @@ def test_message_trace_shows_pub_and_sub(rows: dict, golden: dict) -> None:
     check("trace", observed(rows, "trace"), golden["trace"])
 
 
-@xfail("no GET_CONSUME_STATS for consumerProgress")
 def test_mqadmin_consumer_progress(rows: dict, golden: dict) -> None:
     consumer_progress(observed(rows, "admin"), golden["admin"])
 
 
-@xfail("UPDATE_AND_CREATE_TOPIC refused")
 def test_mqadmin_update_topic_to_8_queues_then_topic_route(rows: dict, golden: dict) -> None:
     update_topic(observed(rows, "admin"), golden["admin"])
 

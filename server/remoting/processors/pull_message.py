@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -50,7 +51,9 @@ from protocol.custom_headers import (
 from protocol.index_key import java_string_hash
 from server.broker.controller import BrokerController
 from server.burst_log import BurstLog
+from server.remoting.dispatch import java_remote_address
 from server.remoting.faq import suggest_todo
+from server.remoting.peer import CURRENT_PEER
 from server.runtime_stats import PullStats
 from server.store_api import ConsumeQueueStore
 from server.store_changes import StoreChanges
@@ -291,26 +294,44 @@ class PullMessageProcessor:
         #: The bounds on held pulls and how many are held now.
         self.holds = holds if holds is not None else HoldLimits()
 
-    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
+    def process(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """PULL_MESSAGE as the dispatcher calls it: the first pass runs now, so its offset commit
+        lands in the order the connection's requests came (a client's UPDATE_CONSUMER_OFFSET sent
+        after a pull must not be overwritten by the pull's older commit offset); only a pull to be
+        held returns a coroutine."""
+        peer_address = CURRENT_PEER.get()
+        peer = java_remote_address(f"{peer_address[0]}:{peer_address[1]}") if peer_address else "/?"
+        if self._broker is None:
+            # Read-only, a pull commits nothing: it runs as a task, its answer written when done
+            # (and counted by the write budget as such).
+            return self.pull_message(request, peer)
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        response = self.pull_once(request, header, peer, commit=True)
+        if not (header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND):
+            return response
+        return self._hold(request, header, peer)
+
+    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
+        """The whole pull, held or not, for a caller that names the peer itself."""
+        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        response = self.pull_once(request, header, peer, commit=True)
+        if not (header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND):
+            return response
+        return await self._hold(request, header, peer)
+
+    async def _hold(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str
+    ) -> RemotingCommand:
+        """Hold a pull that found nothing until its queue grows or its suspend timeout runs out,
+        then answer what a pass finds (re-held while the queue has still nothing past it)."""
         loop_time = asyncio.get_running_loop().time
         hold = min(max(header.suspend_timeout_millis, 0) / 1000.0, MAX_HOLD_SECONDS)
         deadline = loop_time() + hold
-        allow_suspend = True
-        holding = False
-        first = True
+        if not self.holds.take(peer):
+            return request.make_response(ResponseCode.SYSTEM_BUSY, remark=BUSY_REMARK)
         try:
             while True:
-                response = self.pull_once(request, header, peer, commit=first)
-                first = False
-                if not (
-                    allow_suspend and header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND
-                ):
-                    return response
-                if not holding:
-                    if not self.holds.take(peer):
-                        return request.make_response(ResponseCode.SYSTEM_BUSY, remark=BUSY_REMARK)
-                    holding = True
+                allow_suspend = True
                 # Held: wait for the queue to pass the requested offset, or for the timeout.
                 while True:
                     remaining = deadline - loop_time()
@@ -325,9 +346,11 @@ class PullMessageProcessor:
                         break
                     if self._store.max_offset(header.topic, header.queue_id) > header.queue_offset:
                         break
+                response = self.pull_once(request, header, peer, commit=False)
+                if not (allow_suspend and response.code == ResponseCode.PULL_NOT_FOUND):
+                    return response
         finally:
-            if holding:
-                self.holds.give_back(peer)
+            self.holds.give_back(peer)
 
     def pull_once(
         self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str, *, commit: bool = True
