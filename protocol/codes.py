@@ -49,6 +49,7 @@ class RequestCode(IntEnum):
     #: Admin codes (``Permission.ADMIN_CODE``): not served here, but plain ACL refuses them to
     #: non-admin accounts before answering 'not supported', as the broker does.
     UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
     UPDATE_BROKER_CONFIG = 25
     GET_BROKER_RUNTIME_INFO = 28
     SEARCH_OFFSET_BY_TIMESTAMP = 29
@@ -59,20 +60,36 @@ class RequestCode(IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
     GET_CONSUMER_LIST_BY_GROUP = 38
+    #: Broker → client requests on a client's own connection (the broker is the caller).
+    CHECK_TRANSACTION_STATE = 39
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    CHECK_CLIENT_CONFIG = 46
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_TOPIC_STATS_INFO = 202
     #: mqadmin's ``queryMsgById`` track step asks it for each consuming group (none here: answered as
     #: not supported, since QUERY_TOPIC_CONSUME_BY_WHO reports no groups).
     GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_SUBSCRIPTIONGROUP = 207
+    GET_CONSUME_STATS = 208
     DELETE_TOPIC_IN_BROKER = 215
+    #: Broker → client: the offsets INVOKE_BROKER_TO_RESET_OFFSET computed.
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    #: Relayed by the broker to the named client's connection (and answered by it).
+    GET_CONSUMER_RUNNING_INFO = 307
+    CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
 
