@@ -1,18 +1,18 @@
 """Record what the real 4.9.7 broker answers to the consume-side request codes of issue #19 (run by hand).
 
-    python tests/server/golden/record_consume_side.py            # writes the two outputs below
-    python tests/server/golden/record_consume_side.py --check    # records again, compares, writes nothing
+    python tests/server/golden/record_consume_side.py          # writes the two outputs below
+    python tests/server/golden/record_consume_side.py --check  # record again, compare, write nothing
 
-It copies ``../shared/rocketmq-4.9.7-bin`` to a temp dir, starts its ``bin/start-broker.sh`` on a
-fresh temp store (``broker.conf``: short ``transactionCheckInterval`` / ``transactionTimeOut`` so a
-check-back comes within seconds; half messages carry the real born time, since the check-back
-immunity (``transactionTimeOut``) counts from it, no name server: ``127.0.0.1:1``) and plays one scripted sequence
-per serialization (JSON, then ROCKETMQ headers; each with its own topic, groups and client ids so the
-two do not see each other's state). Every request and answer is kept (code, ext fields in wire order,
-remark, body), and so is every request the broker sends to our connections (NOTIFY_CONSUMER_IDS_CHANGED,
-CHECK_TRANSACTION_STATE, RESET_CONSUMER_CLIENT_OFFSET, relayed CONSUME_MESSAGE_DIRECTLY and
-GET_CONSUMER_RUNNING_INFO, which our fake consumer answers). Values that differ between runs are
-normalised (see ``NORMALISED``), so a second recording gives the same file.
+It copies ``../shared/rocketmq-4.9.7-bin`` to a temp dir, starts its ``bin/start-broker.sh`` on a fresh
+temp store (``broker.conf``: a short ``transactionCheckInterval`` so a check-back comes within seconds;
+half messages carry the real born time, since the check-back immunity, ``transactionTimeOut``, counts
+from it; no name server: ``127.0.0.1:1``) and plays one scripted sequence per serialization (JSON, then
+ROCKETMQ headers; each with its own topic, groups and client ids so the two do not see each other's
+state). Every request and answer is kept (code, ext fields in wire order, remark, body), and so is every
+request the broker sends to our connections (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
+RESET_CONSUMER_CLIENT_OFFSET, relayed CONSUME_MESSAGE_DIRECTLY and GET_CONSUMER_RUNNING_INFO, which our
+fake consumer answers). Values that differ between runs are normalised (see ``NORMALISED``), so a second
+recording gives the same file.
 
 Outputs: ``consume_side_broker_4.9.7.json`` and, after a clean stop (SIGTERM), the broker's own
 ``config/{topics,subscriptionGroup,consumerOffset}.json`` (+ ``.bak``) verbatim in
@@ -71,7 +71,8 @@ NORMALISED = (
     "127.0.0.1:<ephemeral port> of one of our connections; offset message ids (store host + port + "
     "commit log offset) keep their offset part, the host/port prefix becomes '<storehost>'; "
     "'<timestamp>' = any millisecond time the broker took (an integer > 1e12 other than the "
-    "times we send: 1700000000000, 1700000000001, 1800000000000), in JSON bodies, ext fields and fastjson text; consumeTps -> '<tps>'; "
+    "times we send: 1700000000000, 1700000000001, 1800000000000), in JSON bodies, ext fields and "
+    "fastjson text; consumeTps -> '<tps>'; "
     "born/store ports of decoded messages -> '<port>'; elements of Java sets (connectionSet, "
     "consumerIdList, groupList, lockOKMQSet, mqSet, subscriptionDataSet) are sorted. Ext fields keep "
     "the order they had on the wire. A body is {'json': ...} when it parses as JSON, {'fastjson': "
@@ -100,7 +101,7 @@ class Conn:
         self.checks: list[RemotingCommand] = []
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._task = asyncio.ensure_future(self._read())
-        self.local = "127.0.0.1:%d" % client.writer.get_extra_info("sockname")[1]
+        self.local = f"127.0.0.1:{client.writer.get_extra_info('sockname')[1]}"
 
     @classmethod
     async def open(cls, name: str, port: int) -> Conn:
@@ -140,7 +141,7 @@ class Conn:
         self.client.writer.write(encode_frame(request))
         try:
             return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._waiting.pop(request.opaque, None)
             return None
 
@@ -708,7 +709,7 @@ class Recorder:
 
         # transactions
         halves = []
-        for i, what in enumerate(("commit", "rollback", "unknown")):
+        for what in ("commit", "rollback", "unknown"):
             fields, uniq = self.send_fields(
                 T,
                 2,
@@ -806,9 +807,12 @@ class Recorder:
             )
 
         # locks
-        lock = lambda cid, qs: json.dumps(
-            {"consumerGroup": G, "clientId": cid, "onlyThisBroker": False, "mqSet": [mq(T, q) for q in qs]}
-        ).encode()  # noqa: E731
+        def lock(cid: str, qs: list[int]) -> bytes:
+            mqs = [mq(T, q) for q in qs]
+            return json.dumps(
+                {"consumerGroup": G, "clientId": cid, "onlyThisBroker": False, "mqSet": mqs}
+            ).encode()
+
         await self.ask("lock: A takes q0,q1", R.LOCK_BATCH_MQ, None, lock(cid_a, [0, 1]), via="A")
         await self.ask(
             "lock: B asks q1,q2 (q1 held by A)", R.LOCK_BATCH_MQ, None, lock(cid_b, [1, 2]), via="B"
@@ -1159,7 +1163,6 @@ def record(work: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     root = work / "rmq"
     shutil.copytree(BIN, root, symlinks=True)
     port = free_port()
-    n = Normaliser(port)
     store = work / "main" / "store"
     store.parent.mkdir(parents=True)
     (store.parent / "broker.conf").write_text(BROKER_CONF)
@@ -1201,7 +1204,8 @@ def record(work: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
             }
         )
     doc = {
-        "recordedFrom": "Apache RocketMQ 4.9.7 broker (JDK 17, ../shared/rocketmq-4.9.7-bin), fresh store, no name server",
+        "recordedFrom": "Apache RocketMQ 4.9.7 broker (JDK 17, ../shared/rocketmq-4.9.7-bin), fresh store, "
+        "no name server",
         "recorder": "tests/server/golden/record_consume_side.py",
         "brokerConf": BROKER_CONF,
         "header": NORMALISED,
