@@ -74,7 +74,8 @@ NORMALISED = (
     "times we send: 1700000000000, 1700000000001, 1800000000000), in JSON bodies, ext fields and "
     "fastjson text; consumeTps -> '<tps>'; "
     "born/store ports of decoded messages -> '<port>'; elements of Java sets (connectionSet, "
-    "consumerIdList, groupList, lockOKMQSet, mqSet, subscriptionDataSet) are sorted. Ext fields keep "
+    "consumerIdList, groupList, lockOKMQSet, mqSet, subscriptionDataSet) are sorted, and so are the "
+    "requests the broker sent to one connection during one step. Ext fields keep "
     "the order they had on the wire. A body is {'json': ...} when it parses as JSON, {'fastjson': "
     "text} (normalised) when it is fastjson output that is not strict JSON (unquoted integer or "
     "object map keys), {'messages': [...]} when it is stored message records (decoded), else "
@@ -360,10 +361,13 @@ class Recorder:
         for name in sorted(self.conns):
             got = self.conns[name].take_pushed()
             if got:
-                out[name] = [
+                recorded = [
                     self.n.command(c, c.code in (R.CHECK_TRANSACTION_STATE, R.CONSUME_MESSAGE_DIRECTLY))
                     for c in got
                 ]
+                # one step can make the broker send several requests to a connection (one
+                # NOTIFY_CONSUMER_IDS_CHANGED per group of a heartbeat, in Java HashSet order)
+                out[name] = sorted(recorded, key=lambda c: json.dumps(c, sort_keys=True))
         return out
 
     def send_fields(
