@@ -4,6 +4,8 @@ Registered on top of the read-only dispatcher, so everything a read-only server 
 is; SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the route lookups change hands, and so do
 the consume side's codes (heartbeats, offsets, pulls, queue locks), which here are served by a
 ``BrokerController`` that registers clients and keeps their groups' offsets.
+Transactions: END_TRANSACTION commits or rolls back a half message, and the check-back asks a
+producer about those left undecided, every ``transactionCheckInterval``, in its own background task.
 Scheduled (delay-level) messages are delivered by a timer on the event loop when they fall due; it
 is armed when the server starts (for messages pending across a restart) and after every delayed SEND.
 """
@@ -18,11 +20,14 @@ from typing import TYPE_CHECKING
 from protocol.codes import RequestCode
 from server.broker.client_channel import Channel
 from server.broker.controller import HOUSEKEEPING_MS, OFFSET_FLUSH_MS, BrokerController, ConsumeSettings
+from server.broker.transaction_check import TransactionChecker
+from server.broker.transactions import CheckBack
 from server.broker.writable_store import WritableStore
 from server.remoting.channel import RemotingChannel
 from server.remoting.dispatch import Dispatcher
 from server.remoting.processors.client_manage import ClientManageProcessor
 from server.remoting.processors.consumer_manage import ConsumerOffsetProcessor
+from server.remoting.processors.end_transaction import EndTransactionProcessor
 from server.remoting.processors.name_server import NameServerProcessor
 from server.remoting.processors.pull_message import PullMessageProcessor
 from server.remoting.processors.rebalance_lock import RebalanceLockProcessor
@@ -33,6 +38,9 @@ if TYPE_CHECKING:
     from server.app import QueryServer
 
 log = logging.getLogger(__name__)
+
+#: Half messages the check-back handles before it lets the event loop serve others.
+CHECK_STEPS_PER_TURN = 16
 
 
 class DeliveryTimer:
@@ -95,6 +103,7 @@ class WritePath:
         self.region = region
         self.trace_on = trace_on
         self.broker = BrokerController(store, settings=consume, ids_changed=notify_consumer_ids_changed)
+        self.checker = TransactionChecker(self.broker, self.broker.settings.transactions, send_check_back)
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -112,6 +121,8 @@ class WritePath:
             region=self.region,
             trace_on=self.trace_on,
             on_scheduled=timer.arm,
+            reject_transactions=self.broker.settings.transactions.reject_transaction_message,
+            broker_ip=host,
         )
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)
@@ -143,7 +154,27 @@ class WritePath:
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)
+        transactions = EndTransactionProcessor(broker)
+        dispatcher.register(RequestCode.END_TRANSACTION, transactions.end_transaction)
         server.run_in_background(self._housekeeping)
+        server.run_in_background(self._check_transactions)
+
+    async def _check_transactions(self) -> None:
+        """``TransactionalMessageCheckService``: a pass over the half queues every check interval,
+        a few messages per turn of the event loop; a failed pass is logged and the next one runs."""
+        interval = self.broker.settings.transactions.check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if self.store.closed or self.store.not_writable is not None:
+                continue
+            try:
+                for steps, _ in enumerate(self.checker.check(), 1):
+                    if steps % CHECK_STEPS_PER_TURN == 0:
+                        await asyncio.sleep(0)
+                        if self.store.closed:
+                            break
+            except Exception:
+                log.exception("the transaction check-back failed (it runs again in %.3f s)", interval)
 
     async def _housekeeping(self) -> None:
         """The broker's periodic work: offsets saved every 5 s, silent clients dropped every 10 s;
@@ -161,6 +192,13 @@ class WritePath:
                     broker.expire_silent()
         finally:
             broker.close()
+
+
+def send_check_back(channel: Channel, check: CheckBack) -> None:
+    """``Broker2Client.checkProducerTransactionState``: a oneway CHECK_TRANSACTION_STATE."""
+    channel.send_oneway(
+        RemotingChannel.request(RequestCode.CHECK_TRANSACTION_STATE, check.ext_fields, check.body)
+    )
 
 
 def notify_consumer_ids_changed(group: str, channels: list[Channel]) -> None:
