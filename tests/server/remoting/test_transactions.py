@@ -34,7 +34,7 @@ GROUP = "TxProducer"
 RPC_ONEWAY = 2
 
 
-def half_send(tag: str, unique: str, body: bytes) -> RemotingCommand:
+def half_send(tag: str, unique: str, body: bytes, born: int | None = None) -> RemotingCommand:
     """SEND_MESSAGE of a half message as the Java TransactionMQProducer sends it (golden step 55),
     born now (a half message born over 72 h ago is discarded, not checked)."""
     properties = (
@@ -49,7 +49,7 @@ def half_send(tag: str, unique: str, body: bytes) -> RemotingCommand:
             "defaultTopicQueueNums": "4",
             "queueId": "2",
             "sysFlag": "4",
-            "bornTimestamp": str(int(time.time() * 1000)),
+            "bornTimestamp": str(int(time.time() * 1000) if born is None else born),
             "flag": "0",
             "properties": properties,
             "reconsumeTimes": "0",
@@ -303,3 +303,18 @@ async def test_no_producer_online_costs_nothing(start: Start, client_of) -> None
     assert store.reader.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) >= 3
     beat = producer_heartbeat()
     assert (await client.call(beat)).code == ResponseCode.SUCCESS
+
+
+async def test_a_half_message_older_than_the_store_keeps_files_is_discarded_unasked(
+    start: Start, client_of
+) -> None:  # type: ignore[no-untyped-def]
+    """``needSkip``: born more than ``fileReservedTime`` (72 h) ago: moved, never checked back."""
+    srv, store = await start(check_interval_ms=100, timeout_ms=0)
+    producer = await client_of(srv)
+    await producer.call(producer_heartbeat())
+    old = int(time.time() * 1000) - 73 * 3600 * 1000
+    await producer.call(half_send("T", "C0FFEE00000000000000000000000008", b"old", born=old))
+    with pytest.raises(TimeoutError):
+        await producer.receive(0.6)
+    moved = store.reader.get_message("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 32)
+    assert [decode_message(b).body for b in moved.buffers] == [b"old"]
