@@ -34,11 +34,13 @@ __all__ = [
     "PULL_SUSPEND_FLAG",
     "QUOTED_CHARACTERS",
     "UNIQUE_KEY_QUERY",
+    "CheckTransactionStateRequestHeader",
     "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicRequestHeader",
+    "EndTransactionRequestHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetConsumerRunningInfoRequestHeader",
@@ -326,6 +328,23 @@ class GetProducerConnectionListRequestHeader:
 
 @custom_header
 @dataclass(slots=True, frozen=True)
+class EndTransactionRequestHeader:
+    """END_TRANSACTION (37) request: a producer's decision on one half message, found by its CommitLog
+    offset and checked against its queue offset (``tranStateTableOffset``) and producer group.
+    ``commitOrRollback`` is a ``MessageSysFlag`` transaction type (0 unknown, 8 commit, 12 rollback);
+    its own check (``checkFields``) is the processor's, since Java runs it after the decode."""
+
+    producer_group: str | None = string_field("producerGroup")
+    tran_state_table_offset: int = long_field("tranStateTableOffset")
+    commit_log_offset: int = long_field("commitLogOffset")
+    commit_or_rollback: int | None = int_field("commitOrRollback", required=False, default=None)
+    from_transaction_check: bool = boolean_field("fromTransactionCheck", default=False)
+    msg_id: str | None = string_field("msgId", default=None)
+    transaction_id: str | None = string_field("transactionId", default=None)
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
 class GetConsumeStatsRequestHeader:
     """GET_CONSUME_STATS (208) request: a blank ``topic`` means every topic the group has offsets in."""
 
@@ -364,3 +383,16 @@ class GetConsumerRunningInfoRequestHeader:
     consumer_group: str | None = string_field("consumerGroup")
     client_id: str | None = string_field("clientId")
     jstack_enable: bool = boolean_field("jstackEnable", default=False)
+
+
+@custom_header
+@dataclass(slots=True, frozen=True)
+class CheckTransactionStateRequestHeader:
+    """CHECK_TRANSACTION_STATE (39), the broker's oneway question to a producer about a half message it
+    left undecided: where the half message now is (its re-put copy) and its ids."""
+
+    tran_state_table_offset: int = long_field("tranStateTableOffset")
+    commit_log_offset: int = long_field("commitLogOffset")
+    msg_id: str | None = string_field("msgId", default=None)
+    transaction_id: str | None = string_field("transactionId", default=None)
+    offset_msg_id: str | None = string_field("offsetMsgId", default=None)

@@ -39,6 +39,11 @@ def positive_int(value: str) -> int:
     return _integer_in(value, 1, None, "a positive integer")
 
 
+def non_negative_int(value: str) -> int:
+    """An integer of at least 0 (and below 2**62, so it is any clock's offset)."""
+    return _integer_in(value, 0, (1 << 62) - 1, "a non-negative integer")
+
+
 def port_number(value: str) -> int:
     """A TCP port: 0 (any free port) to 65535."""
     return _integer_in(value, 0, 65535, "a port number 0..65535")

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from clients.cli.arg_types import host_port, port_number, positive_int, seconds_or_off
+from clients.cli.arg_types import host_port, non_negative_int, port_number, positive_int, seconds_or_off
 from clients.cli.store_options import add_store_arguments, config_file
 from clients.cli.store_options import config_from_args as load_config
 from clients.testkit.demo import demo_config, make_demo_store
@@ -33,6 +33,13 @@ from server.app import (
     QueryServer,
     ServerSettings,
     default_advertise_host,
+)
+from server.broker.controller import ConsumeSettings
+from server.broker.transactions import (
+    DEFAULT_CHECK_INTERVAL_MS,
+    DEFAULT_CHECK_MAX,
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    TransactionSettings,
 )
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
@@ -63,6 +70,17 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ store over TCP"
 
 log = logging.getLogger("server")
+
+
+def consume_settings(args: argparse.Namespace) -> ConsumeSettings:
+    """The broker options of ``--writable``'s consume side from the command line."""
+    return ConsumeSettings(
+        transactions=TransactionSettings(
+            check_interval_ms=args.transaction_check_interval_ms,
+            timeout_ms=args.transaction_timeout_ms,
+            check_max=args.transaction_check_max,
+        )
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +122,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --writable: create unknown topics on their first SEND from TBW102 "
         "(default: broker.conf's autoCreateTopicEnable, else on)",
+    )
+    parser.add_argument(
+        "--transaction-check-interval-ms",
+        type=positive_int,
+        default=DEFAULT_CHECK_INTERVAL_MS,
+        help="with --writable: how often undecided half (transactional) messages are checked back with "
+        "their producer (the broker's transactionCheckInterval; default %(default)s)",
+    )
+    parser.add_argument(
+        "--transaction-timeout-ms",
+        type=non_negative_int,
+        default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+        help="with --writable: a half message younger than this is not checked back yet "
+        "(transactionTimeOut; default %(default)s)",
+    )
+    parser.add_argument(
+        "--transaction-check-max",
+        type=positive_int,
+        default=DEFAULT_CHECK_MAX,
+        help="with --writable: check-backs of one half message before it is discarded to "
+        "TRANS_CHECK_MAX_TIME_TOPIC (transactionCheckMax; default %(default)s)",
     )
     parser.add_argument(
         "--demo",
@@ -348,6 +387,7 @@ async def serve(
     config: StoreConfig | None = None,
     writable: WritableStore | None = None,
     file_watch: FileWatch | None = None,
+    consume: ConsumeSettings | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM, then stop gracefully (``workers`` extra processes share the ports).
 
@@ -359,7 +399,7 @@ async def serve(
     server = QueryServer(
         store,
         settings,
-        configure=write_path(writable, timer=timer) if writable is not None else None,
+        configure=write_path(writable, timer=timer, consume=consume) if writable is not None else None,
         grpc_writer=GrpcWriter(writable, cluster=settings.cluster, on_scheduled=timer.arm)
         if writable is not None and timer is not None
         else None,
@@ -514,6 +554,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
                     config=config,
                     writable=writable,
                     file_watch=FileWatch(budget, lambda: store_file_count(config)),
+                    consume=consume_settings(args),
                 )
             )
     except (OSError, ValueError) as exc:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from protocol.heartbeat import ClientHeartbeat
 from server.broker.client_channel import Channel, ClientChannelInfo
 from server.broker.consumer_groups import ConsumerGroups, IdsChanged
 from server.broker.producer_groups import ProducerGroups
 from server.broker.rebalance_locks import RebalanceLocks
+from server.broker.transactions import TransactionSettings
 from server.broker.writable_store import WritableStore
 from store.config.consumer_offsets import ConsumerOffsetTable
 from store.config.persister import ConfigPersister
@@ -56,6 +57,9 @@ class ConsumeSettings:
     auto_create_subscription_group: bool = True
     #: ``notifyConsumerIdsChangedEnable``: tell a group's members when it changes.
     notify_consumer_ids_changed: bool = True
+    #: ``transactionCheckInterval``, ``transactionTimeOut``, ``transactionCheckMax``,
+    #: ``rejectTransactionMessage``.
+    transactions: TransactionSettings = field(default_factory=TransactionSettings)
 
 
 class BrokerController:

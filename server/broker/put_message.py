@@ -164,6 +164,12 @@ def _check_record(rec: StoreRecord, ctx: PutContext) -> None:
         raise message_illegal(ctx.max_message_size)
 
 
+def is_half_message(header: SendMessageRequestHeader) -> bool:
+    """Whether a SEND is a transaction's half message: ``Boolean.parseBoolean(TRAN_MSG)``."""
+    props = string_to_properties(header.properties or "")
+    return (props.get(PROPERTY_TRANSACTION_PREPARED) or "").lower() == "true"
+
+
 def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext) -> StoreRecord:
     """The record SEND_MESSAGE / SEND_MESSAGE_V2 (not a batch) stores."""
     props = JavaHashMap(string_to_properties(header.properties or ""))

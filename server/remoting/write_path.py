@@ -5,6 +5,8 @@ is; SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the route lookups chan
 the consume side's codes (heartbeats, offsets, pulls, queue locks, send-backs into the retry and
 dead-letter topics), which here are served by a ``BrokerController`` that registers clients and
 keeps their groups' offsets.
+Transactions: END_TRANSACTION commits or rolls back a half message, and the check-back asks a
+producer about those left undecided, every ``transactionCheckInterval``, in its own background task.
 Scheduled (delay-level) messages are delivered by a timer on the event loop when they fall due; it
 is armed when the server starts (for messages pending across a restart) and after every delayed SEND.
 """
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 from protocol.codes import RequestCode
 from server.broker.client_channel import Channel
 from server.broker.controller import HOUSEKEEPING_MS, OFFSET_FLUSH_MS, BrokerController, ConsumeSettings
+from server.broker.transaction_check import TransactionChecker
+from server.broker.transactions import CheckBack
 from server.broker.writable_store import WritableStore
 from server.remoting.channel import RemotingChannel
 from server.remoting.dispatch import Dispatcher
@@ -27,6 +31,7 @@ from server.remoting.processors.client_relay import ClientRelayProcessor
 from server.remoting.processors.consume_stats import ConsumeStatsProcessor
 from server.remoting.processors.consumer_manage import ConsumerOffsetProcessor
 from server.remoting.processors.consumer_send_back import ConsumerSendBackProcessor
+from server.remoting.processors.end_transaction import EndTransactionProcessor
 from server.remoting.processors.group_admin import GroupAdminProcessor
 from server.remoting.processors.name_server import NameServerProcessor
 from server.remoting.processors.pull_message import PullMessageProcessor
@@ -39,6 +44,9 @@ if TYPE_CHECKING:
     from server.app import QueryServer
 
 log = logging.getLogger(__name__)
+
+#: Half messages the check-back handles before it lets the event loop serve others.
+CHECK_STEPS_PER_TURN = 16
 
 
 class DeliveryTimer:
@@ -105,6 +113,7 @@ class WritePath:
         self.timer = timer
         self.notifier = ConsumerIdsNotifier()
         self.broker = BrokerController(store, settings=consume, ids_changed=self.notifier)
+        self.checker = TransactionChecker(self.broker, self.broker.settings.transactions, send_check_back)
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -125,6 +134,8 @@ class WritePath:
             trace_on=self.trace_on,
             on_scheduled=timer.arm,
             broker=self.broker,
+            reject_transactions=self.broker.settings.transactions.reject_transaction_message,
+            broker_ip=host,
         )
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)
@@ -161,7 +172,27 @@ class WritePath:
         send_back = ConsumerSendBackProcessor(broker, on_scheduled=timer.arm)
         dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, send_back.consumer_send_msg_back)
         self._register_admin(dispatcher)
+        transactions = EndTransactionProcessor(broker)
+        dispatcher.register(RequestCode.END_TRANSACTION, transactions.end_transaction)
         server.run_in_background(self._housekeeping)
+        server.run_in_background(self._check_transactions)
+
+    async def _check_transactions(self) -> None:
+        """``TransactionalMessageCheckService``: a pass over the half queues every check interval,
+        a few messages per turn of the event loop; a failed pass is logged and the next one runs."""
+        interval = self.broker.settings.transactions.check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if self.store.closed or self.store.not_writable is not None:
+                continue
+            try:
+                for steps, _ in enumerate(self.checker.check(), 1):
+                    if steps % CHECK_STEPS_PER_TURN == 0:
+                        await asyncio.sleep(0)
+                        if self.store.closed:
+                            break
+            except Exception:
+                log.exception("the transaction check-back failed (it runs again in %.3f s)", interval)
 
     def _register_admin(self, dispatcher: Dispatcher) -> None:
         """``AdminBrokerProcessor``'s topic, group, progress and relay requests (mqadmin's)."""
@@ -240,6 +271,13 @@ class ConsumerIdsNotifier:
                     RemotingChannel.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
                 )
                 self.sent += 1
+
+
+def send_check_back(channel: Channel, check: CheckBack) -> None:
+    """``Broker2Client.checkProducerTransactionState``: a oneway CHECK_TRANSACTION_STATE."""
+    channel.send_oneway(
+        RemotingChannel.request(RequestCode.CHECK_TRANSACTION_STATE, check.ext_fields, check.body)
+    )
 
 
 def write_path(

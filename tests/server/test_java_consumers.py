@@ -15,10 +15,7 @@ restart row (rows 1 and 2 run, the server restarted on the same store, rows 1 an
 group committed before the restart resumes after it). Slow rows when they pass: retry (10 s delay
 level 3, up to 40 s when the client's first route lookup missed the retry topic), transaction (the
 broker checks a half message only after 6 s), restart (two rounds); the module takes about a
-minute when every row passes, and about two while rows still wait out their bounds.
-
-A row marked xfail fails today because the server lacks what the reason names; it flips (strict)
-when the feature lands.
+minute.
 """
 
 from __future__ import annotations
@@ -42,10 +39,6 @@ GOLDEN = Path(__file__).parent / "golden" / "java_scenarios_4.9.7.json"
 TRANSACTION_CHECK_INTERVAL_MS = "3000"
 #: Seconds a test waits for its row: a round of the restart row is two scenarios, plus the restart.
 ROW_TIMEOUT = 3 * RUN_TIMEOUT
-
-
-def xfail(missing: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"issue 19: {missing}")
 
 
 def run_id() -> str:
@@ -152,7 +145,6 @@ def test_delay_level_2_is_delivered_after_about_5_s(rows: dict, golden: dict) ->
     check("delay", observed(rows, "delay"), golden["delay"])
 
 
-@xfail("END_TRANSACTION, the check-back and --transaction-check-interval-ms missing")
 def test_transactions_commit_rollback_and_check_back(rows: dict, golden: dict) -> None:
     # slow: the broker checks a half message only after 6 s
     check("transaction", observed(rows, "transaction"), golden["transaction"])

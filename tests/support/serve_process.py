@@ -60,14 +60,16 @@ async def start_serve(*args: str, preexec_fn: Callable[[], None] | None = None) 
             return proc, lines, int(match.group(1)), int(match.group(2))
 
 
-async def start_writable(store: Path, *, log: Path | None = None) -> tuple[asyncio.subprocess.Process, int]:
-    """``serve --writable --store STORE --port 0``; returns the process and its port once serving.
+async def start_writable(
+    store: Path, *, log: Path | None = None, args: tuple[str, ...] = ()
+) -> tuple[asyncio.subprocess.Process, int]:
+    """``serve --writable --store STORE --port 0 ARGS``; returns the process and its port once serving.
 
     ``log``: a file the server's log is appended to (default: discarded)."""
     with open(log if log is not None else "/dev/null", "ab") as err:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
-            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err,
+            *args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err,
         )  # fmt: skip
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 
@@ -29,14 +30,17 @@ from protocol.send_message import (
 from server.broker.controller import RETRY_GROUP_TOPIC_PREFIX, BrokerController, dlq_topic
 from server.broker.put_message import (
     SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
     PutContext,
     PutRefused,
     StoreUnavailable,
     batch_records,
+    is_half_message,
     single_record,
 )
 from server.broker.send_back import DLQ_QUEUE_NUMS, max_reconsume_times
 from server.broker.send_check import check_send, header_to_store
+from server.broker.transactions import reject_remark, system_topic
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.remoting.peer import CURRENT_PEER
@@ -61,6 +65,8 @@ class SendMessageProcessor:
         trace_on: bool = True,
         on_scheduled: Callable[[], None] | None = None,
         broker: BrokerController | None = None,
+        reject_transactions: bool = False,
+        broker_ip: str = "127.0.0.1",
     ) -> None:
         self.store = store
         #: The consume side's groups: a SEND to a ``%RETRY%`` topic past its reconsume times becomes
@@ -72,6 +78,9 @@ class SendMessageProcessor:
         self.trace_on = trace_on
         #: Called after a record went to the schedule topic (the server arms its delivery timer).
         self.on_scheduled = on_scheduled
+        #: ``rejectTransactionMessage``: half messages are refused NO_PERMISSION naming ``broker_ip``.
+        self.reject_transactions = reject_transactions
+        self.broker_ip = broker_ip
         self._write_errors = BurstLog(log)
 
     def process(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
@@ -124,7 +133,11 @@ class SendMessageProcessor:
                     return self._answer(request, ResponseCode.SYSTEM_ERROR, f"bad batch body: {exc}")
                 records = batch_records(header, body, items, ctx)
             else:
+                if self.reject_transactions and is_half_message(header):
+                    return self._answer(request, ResponseCode.NO_PERMISSION, reject_remark(self.broker_ip))
                 records = [single_record(header, body, ctx)]
+                if records[0].topic == TRANS_HALF_TOPIC:
+                    system_topic(self.store, TRANS_HALF_TOPIC, int(time.time() * 1000))
         except PutRefused as refused:
             return self._answer(request, refused.code, refused.remark)
         try:
