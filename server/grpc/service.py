@@ -3,7 +3,10 @@
 Served: QueryRoute (the topic's queues on this server's gRPC endpoint), Heartbeat, Telemetry (the
 client's Settings kept by client id and answered with the Proxy's, ``client_settings``),
 NotifyClientTermination and SendMessage (``conversion`` then ``sending``; read-only serving answers
-FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). Every other call is
+FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). With ``--writable``
+the SimpleConsumer calls too (QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue: ``receiving``, over the remoting port's consume side; read-only
+serving answers them NOT_IMPLEMENTED, having no committed offsets to keep). Every other call is
 answered with NOT_IMPLEMENTED in its response's status, a server stream with one response carrying
 it, as the Proxy answers what its version does not serve: never a dropped stream.
 
@@ -31,7 +34,9 @@ import grpc
 
 from server.burst_log import BurstLog
 from server.grpc import client_settings
+from server.grpc.client_settings import SubscriptionDefaults
 from server.grpc.conversion import SendLimits, check_message_type, group_queue, to_broker_message
+from server.grpc.receiving import GrpcConsumers
 from server.grpc.route import PERM_WRITE, broker, message_queues
 from server.grpc.sending import GrpcWriter
 from server.grpc.topics import GrpcTopics
@@ -77,6 +82,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         max_body_size: int = SendLimits().max_body_size,
         acl_on: bool = False,
         clock: Callable[[], int] | None = None,
+        consumers: GrpcConsumers | None = None,
     ) -> None:
         self.topics = topics
         self.broker_name = broker_name
@@ -89,6 +95,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self.settings: OrderedDict[str, definition.Settings] = OrderedDict()
         self._round_robin = itertools.count()
         self._failures = BurstLog(log)
+        #: The SimpleConsumer calls (``receiving``); None when serving read-only.
+        self.consumers = consumers
 
     # -- the common frame of every call ----------------------------------------------------------
 
@@ -152,7 +160,16 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     def _answered_settings(self, raw: definition.Settings) -> definition.Settings:
         if raw.HasField("publishing"):
             return client_settings.producer_settings(raw, self.limits.max_body_size)
-        return client_settings.consumer_settings(raw, None)
+        return client_settings.consumer_settings(raw, self._group_defaults(raw.subscription.group.name))
+
+    def _group_defaults(self, group: str) -> SubscriptionDefaults | None:
+        """The group's ``SubscriptionGroupConfig`` as the Proxy merges it into a consumer's settings."""
+        if self.consumers is None:
+            return None
+        config = self.consumers.broker.find_group(group)
+        if config is None:
+            return None
+        return SubscriptionDefaults(retry_max_times=config.retry_max_times)
 
     async def Heartbeat(self, request: service.HeartbeatRequest, context: Any) -> service.HeartbeatResponse:
         return await self._unary(
@@ -168,6 +185,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         kind = settings.client_type
         if kind in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
             validate_consumer_group(request.group.name)
+            if self.consumers is not None:
+                # The group's subscription config, auto-created as a remoting heartbeat creates it.
+                self.consumers.broker.find_group(request.group.name)
         elif kind != ClientType.PRODUCER:
             raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, ClientType.Name(kind))
         return service.HeartbeatResponse(status=OK)
@@ -226,7 +246,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 )
             raw = settings
             if pubsub == "subscription":
-                raw = client_settings.consumer_settings(settings, None)
+                raw = client_settings.consumer_settings(
+                    settings, self._group_defaults(settings.subscription.group.name)
+                )
             self._keep_settings(client_id, raw)
             yield service.TelemetryCommand(status=OK, settings=self._answered_settings(raw))
 
@@ -275,6 +297,74 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         ]
         return service.SendMessageResponse(status=OK, entries=entries)
 
+    # -- consuming (SimpleConsumer) ----------------------------------------------------------------
+
+    def _consumers(self) -> GrpcConsumers:
+        if self.consumers is None:
+            # Receipt handles and committed offsets need the writable consume side.
+            raise GrpcStatusError(Code.NOT_IMPLEMENTED, "consuming is served with serve --writable only")
+        return self.consumers
+
+    async def QueryAssignment(
+        self, request: service.QueryAssignmentRequest, context: Any
+    ) -> service.QueryAssignmentResponse:
+        def answer(client_id: str) -> service.QueryAssignmentResponse:
+            host, port = self._endpoint()
+            if request.endpoints.addresses:
+                host = request.endpoints.addresses[0].host
+            settings = self.settings.get(client_id)
+            fifo = settings is not None and settings.subscription.fifo
+            return self._consumers().query_assignment(request, broker(self.broker_name, host, port), fifo)
+
+        return await self._unary(service.QueryAssignmentResponse, context, answer)
+
+    async def ReceiveMessage(
+        self, request: service.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[service.ReceiveMessageResponse]:
+        try:
+            client_id = self._context_check(context)
+            consumers = self._consumers()
+            remaining = context.time_remaining()
+            responses = consumers.receive(
+                request,
+                self.settings.get(client_id),
+                None if remaining is None else int(remaining * 1000),
+            )
+            async for response in responses:
+                yield response
+        except GrpcStatusError as refused:
+            yield service.ReceiveMessageResponse(status=status(refused.code, refused.message))
+        except Exception as exc:
+            self._failures.event("a gRPC ReceiveMessage failed", exc_info=exc)
+            yield service.ReceiveMessageResponse(
+                status=status(Code.INTERNAL_SERVER_ERROR, "internal server error")
+            )
+
+    async def AckMessage(
+        self, request: service.AckMessageRequest, context: Any
+    ) -> service.AckMessageResponse:
+        return await self._unary(
+            service.AckMessageResponse, context, lambda _: self._consumers().ack(request)
+        )
+
+    async def ChangeInvisibleDuration(
+        self, request: service.ChangeInvisibleDurationRequest, context: Any
+    ) -> service.ChangeInvisibleDurationResponse:
+        return await self._unary(
+            service.ChangeInvisibleDurationResponse,
+            context,
+            lambda _: self._consumers().change_invisible(request),
+        )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: service.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> service.ForwardMessageToDeadLetterQueueResponse:
+        return await self._unary(
+            service.ForwardMessageToDeadLetterQueueResponse,
+            context,
+            lambda _: self._consumers().forward_to_dead_letter(request),
+        )
+
     # -- what this half does not serve ----------------------------------------------------------------
 
     async def _not_implemented(self, response_type: type, context: Any, call: str) -> Any:
@@ -282,17 +372,6 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             raise GrpcStatusError(Code.NOT_IMPLEMENTED, f"{call} is not served by this server yet")
 
         return await self._unary(response_type, context, refuse)
-
-    async def QueryAssignment(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.QueryAssignmentResponse, context, "QueryAssignment")
-
-    async def AckMessage(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.AckMessageResponse, context, "AckMessage")
-
-    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(
-            service.ForwardMessageToDeadLetterQueueResponse, context, "ForwardMessageToDeadLetterQueue"
-        )
 
     async def UpdateOffset(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.UpdateOffsetResponse, context, "UpdateOffset")
@@ -306,11 +385,6 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.EndTransactionResponse, context, "EndTransaction")
 
-    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(
-            service.ChangeInvisibleDurationResponse, context, "ChangeInvisibleDuration"
-        )
-
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.RecallMessageResponse, context, "RecallMessage")
 
@@ -318,9 +392,6 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         return await self._not_implemented(
             service.SyncLiteSubscriptionResponse, context, "SyncLiteSubscription"
         )
-
-    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield await self._not_implemented(service.ReceiveMessageResponse, context, "ReceiveMessage")
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         yield await self._not_implemented(service.PullMessageResponse, context, "PullMessage")
