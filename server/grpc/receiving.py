@@ -58,8 +58,8 @@ MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 #: ``ProxyConfig.defaultInvisibleTimeMills``: what an auto-renew receive is leased for.
 DEFAULT_INVISIBLE_MS = 60_000
-#: A waiting receive looks again at least this often (a store grown by another path, a clock step).
-RECHECK_SECONDS = 1.0
+#: The shortest wait of a held receive between two looks.
+MIN_WAIT_SECONDS = 0.05
 #: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
 _MESSAGE_TYPES = {
     "NORMAL": MessageType.NORMAL,
@@ -256,9 +256,12 @@ class GrpcConsumers:
                 yield service.ReceiveMessageResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
                 return
             due = self.leases.next_deadline(group, topic)
-            wait = min(left, RECHECK_SECONDS)
+            # Every write of a writable store tells its queue (``WritableStore.arrived``): no periodic
+            # look is needed, only the next lease falling due.
+            wait = left
             if due is not None:
-                wait = min(wait, max(0.0, (due - now) / 1000))
+                # at least a moment: a lease on a queue no longer readable must not spin the loop
+                wait = min(wait, max(MIN_WAIT_SECONDS, (due - now) / 1000))
             await self._wait_queues(topic, order, wait)
 
     async def _wait_queues(self, topic: str, queue_ids: list[int], timeout: float) -> None:
