@@ -34,6 +34,7 @@ import grpc
 
 from server.burst_log import BurstLog
 from server.grpc import client_settings
+from server.grpc.channels import GrpcClients
 from server.grpc.client_settings import SubscriptionDefaults
 from server.grpc.conversion import SendLimits, check_message_type, group_queue, to_broker_message
 from server.grpc.receiving import GrpcConsumers
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 MAX_CLIENTS = 10_000
 
 CLIENT_ID_KEY = "x-mq-client-id"
+#: The client's ``LanguageCode`` name (``x-mq-language``), recorded with its group membership.
+LANGUAGE_KEY = "x-mq-language"
 
 
 def status(code: int, message: str | None = None) -> definition.Status:
@@ -97,15 +100,21 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self._failures = BurstLog(log)
         #: The SimpleConsumer calls (``receiving``); None when serving read-only.
         self.consumers = consumers
+        #: Consumers as members of the broker's consumer groups (``channels``).
+        self.clients = GrpcClients(consumers.broker) if consumers is not None else None
 
     # -- the common frame of every call ----------------------------------------------------------
 
     @staticmethod
-    def _client_id(context: Any) -> str:
+    def _metadata(context: Any, name: str) -> str:
         for key, value in context.invocation_metadata() or ():
-            if key == CLIENT_ID_KEY:
+            if key == name:
                 return str(value)
         return ""
+
+    @classmethod
+    def _client_id(cls, context: Any) -> str:
+        return cls._metadata(context, CLIENT_ID_KEY)
 
     def _context_check(self, context: Any) -> str:
         """The client id, or the status the Proxy answers before looking at the request."""
@@ -172,11 +181,17 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         return SubscriptionDefaults(retry_max_times=config.retry_max_times)
 
     async def Heartbeat(self, request: service.HeartbeatRequest, context: Any) -> service.HeartbeatResponse:
+        peer = parse_peer(context.peer() or "")
+        language = self._metadata(context, LANGUAGE_KEY) or "JAVA"
         return await self._unary(
-            service.HeartbeatResponse, context, lambda cid: self._heartbeat(cid, request)
+            service.HeartbeatResponse,
+            context,
+            lambda cid: self._heartbeat(cid, request, f"{peer[0]}:{peer[1]}", language),
         )
 
-    def _heartbeat(self, client_id: str, request: service.HeartbeatRequest) -> service.HeartbeatResponse:
+    def _heartbeat(
+        self, client_id: str, request: service.HeartbeatRequest, peer: str = "", language: str = "JAVA"
+    ) -> service.HeartbeatResponse:
         settings = self.settings.get(client_id)
         if settings is None:
             raise GrpcStatusError(
@@ -185,9 +200,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         kind = settings.client_type
         if kind in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
             validate_consumer_group(request.group.name)
-            if self.consumers is not None:
-                # The group's subscription config, auto-created as a remoting heartbeat creates it.
-                self.consumers.broker.find_group(request.group.name)
+            if self.clients is not None:
+                # A member of the group as the Proxy registers it (its config auto-created).
+                self.clients.heartbeat(client_id, peer, request.group.name, settings, language)
         elif kind != ClientType.PRODUCER:
             raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, ClientType.Name(kind))
         return service.HeartbeatResponse(status=OK)
@@ -203,6 +218,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self, client_id: str, request: service.NotifyClientTerminationRequest
     ) -> service.NotifyClientTerminationResponse:
         settings = self.settings.pop(client_id, None)
+        if self.clients is not None:
+            self.clients.terminated(client_id)
         if settings is None:
             raise GrpcStatusError(
                 Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"

@@ -178,3 +178,51 @@ async def test_forward_to_dead_letter_queue_stores_it_and_commits_past_it(served
         timeout=5,
     )
     assert changed.status.code == Code.INVALID_RECEIPT_HANDLE
+
+
+async def test_a_consumers_heartbeat_makes_it_a_member_of_the_group_until_it_terminates(
+    served: Served, stub
+) -> None:
+    settings = definition.Settings(client_type=definition.ClientType.SIMPLE_CONSUMER)
+    settings.subscription.group.CopyFrom(GROUP)
+    entry = settings.subscription.subscriptions.add()
+    entry.topic.CopyFrom(TOPIC)
+    entry.expression.CopyFrom(
+        definition.FilterExpression(type=definition.FilterType.TAG, expression="A || B")
+    )
+    meta = (*META, ("x-mq-language", "PYTHON"))
+    commands: asyncio.Queue[service.TelemetryCommand | None] = asyncio.Queue()
+    await commands.put(service.TelemetryCommand(settings=settings))
+
+    async def outgoing() -> AsyncIterator[service.TelemetryCommand]:
+        while (command := await commands.get()) is not None:
+            yield command
+
+    telemetry = stub.Telemetry(outgoing(), metadata=meta)
+    try:
+        answered = await asyncio.wait_for(telemetry.read(), 5)
+        assert answered.status.code == Code.OK
+        beat = await stub.Heartbeat(
+            service.HeartbeatRequest(group=GROUP, client_type=definition.ClientType.SIMPLE_CONSUMER),
+            metadata=meta,
+            timeout=5,
+        )
+        assert beat.status.code == Code.OK
+        group = served.broker.consumers.get("RawGroup")
+        assert group is not None and group.client_ids() == ["raw-test-client"]
+        assert (group.consume_type, group.message_model) == ("CONSUME_ACTIVELY", "CLUSTERING")
+        (member,) = group.members.values()
+        assert member.language == "PYTHON"
+        subscription = group.subscriptions["Plain"]
+        assert subscription.subString == "A || B" and subscription.tagsSet == ["A", "B"]
+        ended = await stub.NotifyClientTermination(
+            service.NotifyClientTerminationRequest(group=GROUP), metadata=meta, timeout=5
+        )
+        assert ended.status.code == Code.OK
+        assert (
+            served.broker.consumers.get("RawGroup") is None
+            or not served.broker.consumers.get("RawGroup").members
+        )
+    finally:
+        await commands.put(None)
+        telemetry.cancel()
