@@ -420,7 +420,10 @@ class QueryServer:
         if writer is None or writer.broker is None:
             return None
         leases = store_leases(writer.broker, identity.broker_name)
-        return GrpcConsumers(writer.broker, leases, topics, self.changes, clock=writer.broker.clock)
+        host = identity.address.rpartition(":")[0]
+        return GrpcConsumers(
+            writer.broker, leases, topics, self.changes, clock=writer.broker.clock, host=host
+        )
 
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""

@@ -58,6 +58,8 @@ MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 #: ``ProxyConfig.defaultInvisibleTimeMills``: what an auto-renew receive is leased for.
 DEFAULT_INVISIBLE_MS = 60_000
+#: ``PopMessageProcessor``: a pop asks for at most 32 messages.
+MAX_BATCH = 32
 #: The shortest wait of a held receive between two looks.
 MIN_WAIT_SECONDS = 0.05
 #: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
@@ -134,8 +136,11 @@ class GrpcConsumers:
         changes: StoreChanges,
         *,
         clock: Callable[[], int],
+        host: str = "",
     ) -> None:
         self.broker = broker
+        #: The broker's address host (``brokerIP1``), named in the broker's own refusals.
+        self.host = host
         self.leases = leases
         self.topics = topics
         self.changes = changes
@@ -226,6 +231,12 @@ class GrpcConsumers:
             raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
         if request.batch_size <= 0:
             raise GrpcStatusError(Code.BAD_REQUEST, "batch size must be > 0")
+        if request.batch_size > MAX_BATCH:
+            # ``PopMessageProcessor``'s SYSTEM_ERROR, which the Proxy answers INTERNAL_SERVER_ERROR.
+            raise GrpcStatusError(
+                Code.INTERNAL_SERVER_ERROR,
+                f"the broker[{self.host}] pop message's num is greater than {MAX_BATCH}",
+            )
         readable = self._readable(topic)
         if readable <= 0:
             raise GrpcStatusError(Code.FORBIDDEN, "no readable queue")

@@ -106,6 +106,11 @@ async def test_refusals_are_one_status_response(stub) -> None:
         (receive_request(expression="||"), Code.ILLEGAL_FILTER_EXPRESSION),
     ):
         assert [r.status.code for r in await receive(stub, request)] == [code]
+    too_many = receive_request()
+    too_many.batch_size = 33
+    (answer,) = await receive(stub, too_many)
+    assert answer.status.code == Code.INTERNAL_SERVER_ERROR
+    assert answer.status.message == "the broker[127.0.0.1] pop message's num is greater than 32"
     bad = await stub.AckMessage(
         service.AckMessageRequest(
             group=GROUP,
