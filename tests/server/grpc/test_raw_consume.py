@@ -231,3 +231,53 @@ async def test_a_consumers_heartbeat_makes_it_a_member_of_the_group_until_it_ter
     finally:
         await commands.put(None)
         telemetry.cancel()
+
+
+async def test_unacked_leases_are_lost_on_restart_and_the_message_handed_out_again(tmp_path: Path) -> None:
+    """Leases live in memory (the broker keeps pop checkpoints we do not): a restart forgets them,
+    the committed offset is where the next receive starts, and the unacked message comes back."""
+
+    async def run(action):
+        config = StoreConfig.for_store(tmp_path / "store", max_message_size=4096, broker_name="b1")
+        store = WritableStore(config)
+        if store.topic_config("Plain") is None:
+            store.create_topic("Plain", 1)
+        timer = DeliveryTimer(store)
+        path = write_path(store, timer=timer)
+        srv = QueryServer(
+            store.reader,
+            ServerSettings(port=0, broker_name="b1", grpc_port=0),
+            configure=path,
+            grpc_writer=GrpcWriter(
+                store, cluster="DefaultCluster", on_scheduled=timer.arm, broker=path.broker
+            ),
+        )
+        await srv.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.grpc_port}") as channel:
+                return await action(service_grpc.MessagingServiceStub(channel))
+        finally:
+            await srv.stop()
+            store.close()
+
+    async def first(stub) -> list[int]:
+        for body in (b"acked", b"unacked"):
+            assert (
+                await stub.SendMessage(send_request(body=body), metadata=META, timeout=5)
+            ).status.code == Code.OK
+        (_, *got) = await receive(stub, receive_request(invisible_s=3600))
+        acked = next(r.message for r in got if r.message.body == b"acked")
+        ack = service.AckMessageEntry(receipt_handle=acked.system_properties.receipt_handle)
+        answer = await stub.AckMessage(
+            service.AckMessageRequest(group=GROUP, topic=TOPIC, entries=[ack]), metadata=META, timeout=5
+        )
+        assert answer.status.code == Code.OK
+        return [r.message.system_properties.delivery_attempt for r in got]
+
+    async def second(stub) -> list[tuple[bytes, int]]:
+        (_, *got) = await receive(stub, receive_request(invisible_s=3600))
+        return [(r.message.body, r.message.system_properties.delivery_attempt) for r in got]
+
+    assert await run(first) == [1, 1]
+    # the restart comes long before the hour's invisible time: only the unacked one is handed out
+    assert await run(second) == [(b"unacked", 1)]
