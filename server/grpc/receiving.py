@@ -11,8 +11,8 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
   with queue id -1, every readable queue of the topic is looked at, starting from the request's
   queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
   lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
-  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``; the
-  5.1.4 writer sends no delivery-timestamp response).
+  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``);
+  the service ends every stream with a delivery-timestamp response, as the 5.3 Proxy does.
 - AckMessage (``AckMessageActivity``): one result per entry; the response's status is the entry's
   when there is one entry, OK when all are OK, else MULTIPLE_RESULTS.
 - ChangeInvisibleDuration: a new receipt handle; ForwardMessageToDeadLetterQueue: the message to

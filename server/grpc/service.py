@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from server.burst_log import BurstLog
 from server.grpc import client_settings
@@ -356,6 +357,11 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             yield service.ReceiveMessageResponse(
                 status=status(Code.INTERNAL_SERVER_ERROR, "internal server error")
             )
+        # ``ReceiveMessageResponseStreamWriter.onComplete`` (Proxy 5.3): every stream ends with the
+        # time of delivery, which the clients stamp on the messages they got.
+        stamp = Timestamp()
+        stamp.FromMilliseconds(self._clock())
+        yield service.ReceiveMessageResponse(delivery_timestamp=stamp)
 
     async def AckMessage(
         self, request: service.AckMessageRequest, context: Any

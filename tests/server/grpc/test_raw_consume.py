@@ -78,7 +78,11 @@ def receive_request(
 
 
 async def receive(stub, request: service.ReceiveMessageRequest) -> list[service.ReceiveMessageResponse]:
-    return [r async for r in stub.ReceiveMessage(request, metadata=META, timeout=30)]
+    """The stream's responses but the last, which must be the delivery timestamp (Proxy 5.3)."""
+    responses = [r async for r in stub.ReceiveMessage(request, metadata=META, timeout=30)]
+    assert responses[-1].WhichOneof("content") == "delivery_timestamp"
+    assert abs(responses[-1].delivery_timestamp.seconds - time.time()) < 60
+    return responses[:-1]
 
 
 async def test_query_assignment_is_the_whole_topic_as_queue_minus_one(served: Served, stub) -> None:
