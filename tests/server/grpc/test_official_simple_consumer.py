@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from clients.producer import Producer
+from protocol.message import decode_message
 from store.config.consumer_offsets import ConsumerOffsetTable
+from store.config.store_config import StoreConfig
+from store.message_store import MessageStore
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 
 rocketmq = pytest.importorskip("rocketmq")
@@ -59,9 +62,9 @@ def produce(grpc_port: int, topic: str, count: int) -> list[str]:
         producer.shutdown()
 
 
-def simple_consumer(grpc_port: int, topic: str) -> object:
+def simple_consumer(grpc_port: int, topic: str, group: str = GROUP) -> object:
     consumer = rocketmq.SimpleConsumer(
-        config(grpc_port), GROUP, {topic: rocketmq.FilterExpression("*")}, await_duration=AWAIT
+        config(grpc_port), group, {topic: rocketmq.FilterExpression("*")}, await_duration=AWAIT
     )
     consumer.startup()
     return consumer
@@ -165,3 +168,38 @@ async def test_unacked_comes_back_with_attempt_2_and_change_invisible_keeps_one_
         assert "40013" in str(result["stale"])  # INVALID_RECEIPT_HANDLE: redelivered since
     finally:
         await stop(proc)
+
+
+async def test_past_the_groups_max_attempts_the_message_goes_to_its_dead_letter_queue(tmp_path: Path) -> None:
+    """A group with ``retryMaxTimes`` 0 allows one delivery: the next receive, once the lease is
+    over, stores the message in ``%DLQ%group`` instead of handing it out again."""
+    store = tmp_path / "store"
+    write_topics(store, "GrpcDead")
+    groups = {"subscriptionGroupTable": {"OneShot": {"groupName": "OneShot", "retryMaxTimes": 0}}}
+    (store / "config" / "subscriptionGroup.json").write_text(json.dumps(groups))
+    proc, _, grpc_port = await start_writable_grpc(store)
+    try:
+        (sent_id,) = await asyncio.wait_for(asyncio.to_thread(produce, grpc_port, "GrpcDead", 1), 30)
+
+        def consume() -> tuple[list, list]:
+            consumer = simple_consumer(grpc_port, "GrpcDead", "OneShot")
+            try:
+                first = receive_until(consumer, 1, 10, time.monotonic() + 15)
+                time.sleep(10.2)  # the lease runs out unacked
+                return first, consumer.receive(16, 10) or []
+            finally:
+                consumer.shutdown()
+
+        first, after = await asyncio.wait_for(asyncio.to_thread(consume), 40)
+        assert [m.message_id for m in first] == [sent_id] and after == []
+    finally:
+        await stop(proc)
+    reader = MessageStore.open(StoreConfig.for_store(store))
+    try:
+        (dead,) = [decode_message(bytes(b)) for b in reader.get_message("%DLQ%OneShot", 0, 0, 8).buffers]
+    finally:
+        reader.close()
+    assert dead.properties["UNIQ_KEY"] == sent_id and dead.body == b"v5 body 0"
+    assert dead.properties["RETRY_TOPIC"] == "GrpcDead"
+    offsets = ConsumerOffsetTable.load(store / "config" / "consumerOffset.json")
+    assert sum(offsets.queues("OneShot", "GrpcDead").values()) == 1
