@@ -3,7 +3,8 @@
 Messages sent by the 5.x Producer (gRPC) and by the 4.x remoting producer (``clients.producer``) are
 received, acked and never handed out again; a message not acked comes back once its invisible
 duration is over, with delivery attempt 2, while one whose invisible duration was extended
-(ChangeInvisibleDuration) stays away and is acked with its new receipt handle. The Proxy's minimum
+(ChangeInvisibleDuration) stays away and is acked with its new receipt handle; past the group's
+max attempts a message goes to its dead-letter topic. The Proxy's minimum
 invisible duration for a receive is 10 s and its minimum long polling 5 s, which bound how fast
 these can go.
 """
