@@ -27,7 +27,9 @@ from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
+from server.broker.receive_store import store_leases
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
+from server.grpc.receiving import GrpcConsumers
 from server.grpc.sending import GrpcWriter
 from server.grpc.server import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS, GrpcServer
 from server.grpc.service import MessagingService
@@ -397,6 +399,7 @@ class QueryServer:
             endpoint=lambda: (host, self.grpc_port),
             writer=writer,
             acl_on=self.settings.acl is not None,
+            consumers=self._grpc_consumers(topics, identity),
         )
         assert self.settings.grpc_port is not None
         grpc_server = GrpcServer(
@@ -410,6 +413,17 @@ class QueryServer:
         )
         self.grpc_port = await grpc_server.start()
         self._grpc = grpc_server
+
+    def _grpc_consumers(self, topics: GrpcTopics, identity: BrokerIdentity) -> GrpcConsumers | None:
+        """SimpleConsumer calls over the remoting port's consume side, when there is one to share."""
+        writer = self._grpc_writer
+        if writer is None or writer.broker is None:
+            return None
+        leases = store_leases(writer.broker, identity.broker_name)
+        host = identity.address.rpartition(":")[0]
+        return GrpcConsumers(
+            writer.broker, leases, topics, self.changes, clock=writer.broker.clock, host=host
+        )
 
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""

@@ -396,12 +396,14 @@ async def serve(
     if workers > 0:
         settings = dataclasses.replace(settings, reuse_port=True)
     timer = DeliveryTimer(writable) if writable is not None else None
+    path = write_path(writable, timer=timer, consume=consume) if writable is not None else None
     server = QueryServer(
         store,
         settings,
-        configure=write_path(writable, timer=timer, consume=consume) if writable is not None else None,
-        grpc_writer=GrpcWriter(writable, cluster=settings.cluster, on_scheduled=timer.arm)
-        if writable is not None and timer is not None
+        configure=path,
+        # The gRPC port shares the write path's consume side (groups, committed offsets).
+        grpc_writer=GrpcWriter(writable, cluster=settings.cluster, on_scheduled=timer.arm, broker=path.broker)
+        if writable is not None and timer is not None and path is not None
         else None,
     )
     await server.start()

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol.codes import ResponseCode
+from server.broker.controller import BrokerController
 from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, StoreUnavailable, single_record
 from server.broker.send_check import check_send, header_to_store
 from server.broker.writable_store import WritableStore
@@ -55,9 +56,17 @@ class GrpcWriter:
     """The writable store as SendMessage uses it; ``on_scheduled`` arms the delivery timer."""
 
     def __init__(
-        self, store: WritableStore, *, cluster: str, on_scheduled: Callable[[], None] | None = None
+        self,
+        store: WritableStore,
+        *,
+        cluster: str,
+        on_scheduled: Callable[[], None] | None = None,
+        broker: BrokerController | None = None,
     ) -> None:
         self.store = store
+        #: The consume side the remoting port shares (groups, committed offsets): with it the gRPC
+        #: port serves SimpleConsumers (``receiving``).
+        self.broker = broker
         self.cluster = cluster
         self.on_scheduled = on_scheduled
         self._write_errors = BurstLog(log)

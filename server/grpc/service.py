@@ -3,7 +3,10 @@
 Served: QueryRoute (the topic's queues on this server's gRPC endpoint), Heartbeat, Telemetry (the
 client's Settings kept by client id and answered with the Proxy's, ``client_settings``),
 NotifyClientTermination and SendMessage (``conversion`` then ``sending``; read-only serving answers
-FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). Every other call is
+FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). With ``--writable``
+the SimpleConsumer calls too (QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue: ``receiving``, over the remoting port's consume side; read-only
+serving answers them NOT_IMPLEMENTED, having no committed offsets to keep). Every other call is
 answered with NOT_IMPLEMENTED in its response's status, a server stream with one response carrying
 it, as the Proxy answers what its version does not serve: never a dropped stream.
 
@@ -28,10 +31,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from server.burst_log import BurstLog
 from server.grpc import client_settings
+from server.grpc.channels import GrpcClients
+from server.grpc.client_settings import SubscriptionDefaults
 from server.grpc.conversion import SendLimits, check_message_type, group_queue, to_broker_message
+from server.grpc.receiving import GrpcConsumers
 from server.grpc.route import PERM_WRITE, broker, message_queues
 from server.grpc.sending import GrpcWriter
 from server.grpc.topics import GrpcTopics
@@ -44,6 +51,8 @@ log = logging.getLogger(__name__)
 MAX_CLIENTS = 10_000
 
 CLIENT_ID_KEY = "x-mq-client-id"
+#: The client's ``LanguageCode`` name (``x-mq-language``), recorded with its group membership.
+LANGUAGE_KEY = "x-mq-language"
 
 
 def status(code: int, message: str | None = None) -> definition.Status:
@@ -77,6 +86,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         max_body_size: int = SendLimits().max_body_size,
         acl_on: bool = False,
         clock: Callable[[], int] | None = None,
+        consumers: GrpcConsumers | None = None,
     ) -> None:
         self.topics = topics
         self.broker_name = broker_name
@@ -89,15 +99,23 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self.settings: OrderedDict[str, definition.Settings] = OrderedDict()
         self._round_robin = itertools.count()
         self._failures = BurstLog(log)
+        #: The SimpleConsumer calls (``receiving``); None when serving read-only.
+        self.consumers = consumers
+        #: Consumers as members of the broker's consumer groups (``channels``).
+        self.clients = GrpcClients(consumers.broker) if consumers is not None else None
 
     # -- the common frame of every call ----------------------------------------------------------
 
     @staticmethod
-    def _client_id(context: Any) -> str:
+    def _metadata(context: Any, name: str) -> str:
         for key, value in context.invocation_metadata() or ():
-            if key == CLIENT_ID_KEY:
+            if key == name:
                 return str(value)
         return ""
+
+    @classmethod
+    def _client_id(cls, context: Any) -> str:
+        return cls._metadata(context, CLIENT_ID_KEY)
 
     def _context_check(self, context: Any) -> str:
         """The client id, or the status the Proxy answers before looking at the request."""
@@ -152,14 +170,29 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     def _answered_settings(self, raw: definition.Settings) -> definition.Settings:
         if raw.HasField("publishing"):
             return client_settings.producer_settings(raw, self.limits.max_body_size)
-        return client_settings.consumer_settings(raw, None)
+        return client_settings.consumer_settings(raw, self._group_defaults(raw.subscription.group.name))
+
+    def _group_defaults(self, group: str) -> SubscriptionDefaults | None:
+        """The group's ``SubscriptionGroupConfig`` as the Proxy merges it into a consumer's settings."""
+        if self.consumers is None:
+            return None
+        config = self.consumers.broker.find_group(group)
+        if config is None:
+            return None
+        return SubscriptionDefaults(retry_max_times=config.retry_max_times)
 
     async def Heartbeat(self, request: service.HeartbeatRequest, context: Any) -> service.HeartbeatResponse:
+        peer = parse_peer(context.peer() or "")
+        language = self._metadata(context, LANGUAGE_KEY) or "JAVA"
         return await self._unary(
-            service.HeartbeatResponse, context, lambda cid: self._heartbeat(cid, request)
+            service.HeartbeatResponse,
+            context,
+            lambda cid: self._heartbeat(cid, request, f"{peer[0]}:{peer[1]}", language),
         )
 
-    def _heartbeat(self, client_id: str, request: service.HeartbeatRequest) -> service.HeartbeatResponse:
+    def _heartbeat(
+        self, client_id: str, request: service.HeartbeatRequest, peer: str = "", language: str = "JAVA"
+    ) -> service.HeartbeatResponse:
         settings = self.settings.get(client_id)
         if settings is None:
             raise GrpcStatusError(
@@ -168,6 +201,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         kind = settings.client_type
         if kind in (ClientType.PUSH_CONSUMER, ClientType.SIMPLE_CONSUMER):
             validate_consumer_group(request.group.name)
+            if self.clients is not None:
+                # A member of the group as the Proxy registers it (its config auto-created).
+                self.clients.heartbeat(client_id, peer, request.group.name, settings, language)
         elif kind != ClientType.PRODUCER:
             raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, ClientType.Name(kind))
         return service.HeartbeatResponse(status=OK)
@@ -183,6 +219,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self, client_id: str, request: service.NotifyClientTerminationRequest
     ) -> service.NotifyClientTerminationResponse:
         settings = self.settings.pop(client_id, None)
+        if self.clients is not None:
+            self.clients.terminated(client_id)
         if settings is None:
             raise GrpcStatusError(
                 Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"
@@ -226,7 +264,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 )
             raw = settings
             if pubsub == "subscription":
-                raw = client_settings.consumer_settings(settings, None)
+                raw = client_settings.consumer_settings(
+                    settings, self._group_defaults(settings.subscription.group.name)
+                )
             self._keep_settings(client_id, raw)
             yield service.TelemetryCommand(status=OK, settings=self._answered_settings(raw))
 
@@ -275,6 +315,79 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         ]
         return service.SendMessageResponse(status=OK, entries=entries)
 
+    # -- consuming (SimpleConsumer) ----------------------------------------------------------------
+
+    def _consumers(self) -> GrpcConsumers:
+        if self.consumers is None:
+            # Receipt handles and committed offsets need the writable consume side.
+            raise GrpcStatusError(Code.NOT_IMPLEMENTED, "consuming is served with serve --writable only")
+        return self.consumers
+
+    async def QueryAssignment(
+        self, request: service.QueryAssignmentRequest, context: Any
+    ) -> service.QueryAssignmentResponse:
+        def answer(client_id: str) -> service.QueryAssignmentResponse:
+            host, port = self._endpoint()
+            if request.endpoints.addresses:
+                host = request.endpoints.addresses[0].host
+            settings = self.settings.get(client_id)
+            fifo = settings is not None and settings.subscription.fifo
+            return self._consumers().query_assignment(request, broker(self.broker_name, host, port), fifo)
+
+        return await self._unary(service.QueryAssignmentResponse, context, answer)
+
+    async def ReceiveMessage(
+        self, request: service.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[service.ReceiveMessageResponse]:
+        try:
+            client_id = self._context_check(context)
+            consumers = self._consumers()
+            remaining = context.time_remaining()
+            responses = consumers.receive(
+                request,
+                self.settings.get(client_id),
+                None if remaining is None else int(remaining * 1000),
+            )
+            async for response in responses:
+                yield response
+        except GrpcStatusError as refused:
+            yield service.ReceiveMessageResponse(status=status(refused.code, refused.message))
+        except Exception as exc:
+            self._failures.event("a gRPC ReceiveMessage failed", exc_info=exc)
+            yield service.ReceiveMessageResponse(
+                status=status(Code.INTERNAL_SERVER_ERROR, "internal server error")
+            )
+        # ``ReceiveMessageResponseStreamWriter.onComplete`` (Proxy 5.3): every stream ends with the
+        # time of delivery, which the clients stamp on the messages they got.
+        stamp = Timestamp()
+        stamp.FromMilliseconds(self._clock())
+        yield service.ReceiveMessageResponse(delivery_timestamp=stamp)
+
+    async def AckMessage(
+        self, request: service.AckMessageRequest, context: Any
+    ) -> service.AckMessageResponse:
+        return await self._unary(
+            service.AckMessageResponse, context, lambda _: self._consumers().ack(request)
+        )
+
+    async def ChangeInvisibleDuration(
+        self, request: service.ChangeInvisibleDurationRequest, context: Any
+    ) -> service.ChangeInvisibleDurationResponse:
+        return await self._unary(
+            service.ChangeInvisibleDurationResponse,
+            context,
+            lambda _: self._consumers().change_invisible(request),
+        )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: service.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> service.ForwardMessageToDeadLetterQueueResponse:
+        return await self._unary(
+            service.ForwardMessageToDeadLetterQueueResponse,
+            context,
+            lambda _: self._consumers().forward_to_dead_letter(request),
+        )
+
     # -- what this half does not serve ----------------------------------------------------------------
 
     async def _not_implemented(self, response_type: type, context: Any, call: str) -> Any:
@@ -282,17 +395,6 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             raise GrpcStatusError(Code.NOT_IMPLEMENTED, f"{call} is not served by this server yet")
 
         return await self._unary(response_type, context, refuse)
-
-    async def QueryAssignment(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.QueryAssignmentResponse, context, "QueryAssignment")
-
-    async def AckMessage(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.AckMessageResponse, context, "AckMessage")
-
-    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(
-            service.ForwardMessageToDeadLetterQueueResponse, context, "ForwardMessageToDeadLetterQueue"
-        )
 
     async def UpdateOffset(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.UpdateOffsetResponse, context, "UpdateOffset")
@@ -306,11 +408,6 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.EndTransactionResponse, context, "EndTransaction")
 
-    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(
-            service.ChangeInvisibleDurationResponse, context, "ChangeInvisibleDuration"
-        )
-
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.RecallMessageResponse, context, "RecallMessage")
 
@@ -318,9 +415,6 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         return await self._not_implemented(
             service.SyncLiteSubscriptionResponse, context, "SyncLiteSubscription"
         )
-
-    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield await self._not_implemented(service.ReceiveMessageResponse, context, "ReceiveMessage")
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         yield await self._not_implemented(service.PullMessageResponse, context, "PullMessage")

@@ -108,7 +108,8 @@ async def test_unserved_calls_answer_not_implemented(stub) -> None:
             service.ReceiveMessageRequest(group=group), metadata=META, timeout=5
         )
     ]
-    assert [r.status.code for r in streamed] == [Code.NOT_IMPLEMENTED]
+    assert [r.WhichOneof("content") for r in streamed] == ["status", "delivery_timestamp"]
+    assert streamed[0].status.code == Code.NOT_IMPLEMENTED
 
 
 async def test_bad_input_gets_the_proxys_status(stub) -> None:

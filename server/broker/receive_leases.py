@@ -1,0 +1,318 @@
+"""What a SimpleConsumer has received and not yet acked: the leases of the 5.x ``pop`` consumption.
+
+A 5.x broker serves ReceiveMessage by ``pop``: a message handed out stays invisible to the group for
+the request's invisible duration; acked, it is done; not acked in time, the broker revives it and it
+is handed out again with its delivery attempt one higher. This table keeps that state for one
+broker, sans-IO (no files, no sockets): the store is read through a ``Reader`` and dead letters are
+written through a ``DeadLetterWriter``, both given by the caller.
+
+Per (group, topic, queue): a cursor (the first offset never handed out) and the outstanding leases
+(offset -> lease). The group's committed offset (``BrokerController.commit_offset``, the same
+``consumerOffset.json`` the remoting side uses) is the lowest outstanding offset, or the cursor when
+nothing is outstanding: it only moves over an acked prefix. A queue seen for the first time starts
+at the committed offset; a group that committed none starts at the queue's start while the queue
+was never trimmed (min offset 0), else at its end: the broker's ``ConsumeInitMode.MAX`` with
+``initPopOffsetByCheckMsgInMem`` (a new queue's first message still in memory), as the Proxy asks.
+
+Leases live in memory only, as the broker keeps pop checkpoints in its revive topic we do not have:
+after a restart every unacked message is handed out again from the committed offset, with the
+delivery attempt counted again from the record (at-least-once, never lost; a redelivery may come
+sooner than its invisible time said).
+
+Rules taken from the Proxy 5.1.4:
+- the delivery attempt is the record's ``reconsumeTimes`` + 1, + 1 for each redelivery here
+  (``GrpcConverter.buildSystemProperties``);
+- a message whose next delivery would exceed the group's max attempts (``retryMaxTimes`` + 1, the
+  backoff policy the Proxy answers a consumer with) goes to ``%DLQ%group`` and is acked instead
+  (``PopMessageResultFilterImpl`` and ``ConsumerProcessor``'s TO_DLQ path);
+- a receipt handle has ``ReceiptHandle.encode``'s nine space-separated fields (start offset,
+  retrieve time, invisible time, revive queue id - here the lease id -, topic type, broker name,
+  queue id, offset, commit log offset); one that does not decode, or whose lease was redelivered or
+  acked since, is INVALID_RECEIPT_HANDLE; ChangeInvisibleDuration with an expired handle too
+  (``ReceiptHandle.isExpired``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from protocol.message import MessageExt
+
+#: ``ReceiptHandle``'s topic types: a normal topic's handle is "N".
+NORMAL_TOPIC = "N"
+#: The separator of ``ReceiptHandle.encode`` (``MessageConst.KEY_SEPARATOR``).
+SEPARATOR = " "
+
+
+class Reader(Protocol):
+    """The store as the table reads it: up to ``n`` messages of a queue from ``offset``."""
+
+    def read(
+        self, topic: str, queue_id: int, offset: int, n: int, tags_codes: frozenset[int] | None
+    ) -> tuple[list[MessageExt], int]:
+        """The messages found (tag-filtered) and the offset after the last one looked at."""
+        ...
+
+    def bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """The queue's (min offset, max offset)."""
+        ...
+
+
+#: Stores a message in the group's dead-letter topic (``send_back``'s record).
+DeadLetterWriter = Callable[[str, MessageExt], None]
+
+
+class InvalidReceiptHandle(Exception):
+    """A receipt handle that does not decode or names no current lease."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptHandle:
+    """``ReceiptHandle``'s fields; ``lease_id`` sits where the broker puts its revive queue id."""
+
+    start_offset: int
+    retrieve_time: int
+    invisible_time: int
+    lease_id: int
+    topic_type: str
+    broker_name: str
+    queue_id: int
+    offset: int
+    commit_log_offset: int
+
+    def encode(self) -> str:
+        return SEPARATOR.join(
+            str(v)
+            for v in (
+                self.start_offset,
+                self.retrieve_time,
+                self.invisible_time,
+                self.lease_id,
+                self.topic_type,
+                self.broker_name,
+                self.queue_id,
+                self.offset,
+                self.commit_log_offset,
+            )
+        )
+
+    @property
+    def deadline(self) -> int:
+        return self.retrieve_time + self.invisible_time
+
+    @classmethod
+    def decode(cls, text: str) -> ReceiptHandle:
+        parts = text.split(SEPARATOR)
+        if len(parts) != 9:
+            raise InvalidReceiptHandle("parse failed")
+        try:
+            return cls(
+                int(parts[0]),
+                int(parts[1]),
+                int(parts[2]),
+                int(parts[3]),
+                parts[4],
+                parts[5],
+                int(parts[6]),
+                int(parts[7]),
+                int(parts[8]),
+            )
+        except ValueError:
+            raise InvalidReceiptHandle("parse failed") from None
+
+
+@dataclass(slots=True)
+class Lease:
+    """One message handed out and not acked: its current lease and how often it was delivered."""
+
+    lease_id: int
+    deadline: int
+    #: The delivery attempt of the current lease (what the client was told).
+    attempt: int
+
+
+@dataclass(slots=True)
+class QueueState:
+    """One (group, topic, queue): the first offset never handed out, and the outstanding leases."""
+
+    cursor: int
+    leases: dict[int, Lease] = field(default_factory=dict)
+
+    def committed(self) -> int:
+        return min(self.leases) if self.leases else self.cursor
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message handed out: the record, its receipt handle and delivery attempt."""
+
+    message: MessageExt
+    handle: str
+    attempt: int
+    deadline: int
+
+
+class ReceiveLeases:
+    """Every group's leases on this broker; driven by calls with the time passed in (ms)."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        *,
+        broker_name: str,
+        commit: Callable[[str, str, int, int], None],
+        committed: Callable[[str, str, int], int],
+        dead_letter: DeadLetterWriter,
+    ) -> None:
+        self._reader = reader
+        self.broker_name = broker_name
+        self._commit = commit
+        self._committed = committed
+        self._dead_letter = dead_letter
+        self._queues: dict[tuple[str, str, int], QueueState] = {}
+        self._ids = itertools.count(1)
+
+    def _state(self, group: str, topic: str, queue_id: int) -> QueueState:
+        key = (group, topic, queue_id)
+        state = self._queues.get(key)
+        if state is None:
+            start = self._committed(group, topic, queue_id)
+            low, high = self._reader.bounds(topic, queue_id)
+            if start < 0:
+                start = low if low == 0 else high
+            state = self._queues[key] = QueueState(max(start, low))
+        return state
+
+    def _advance(self, group: str, topic: str, queue_id: int, state: QueueState) -> None:
+        committed = state.committed()
+        if committed != self._committed(group, topic, queue_id):
+            self._commit(group, topic, queue_id, committed)
+
+    def next_deadline(self, group: str, topic: str) -> int | None:
+        """The earliest lease deadline of the group on the topic (when a redelivery becomes due)."""
+        deadlines = [
+            lease.deadline
+            for (g, t, _), state in self._queues.items()
+            if g == group and t == topic
+            for lease in state.leases.values()
+        ]
+        return min(deadlines) if deadlines else None
+
+    def _lease(
+        self, message: MessageExt, queue_id: int, attempt: int, invisible_ms: int, now: int
+    ) -> tuple[Lease, Delivery]:
+        lease = Lease(next(self._ids), now + invisible_ms, attempt)
+        handle = ReceiptHandle(
+            message.queue_offset,
+            now,
+            invisible_ms,
+            lease.lease_id,
+            NORMAL_TOPIC,
+            self.broker_name,
+            queue_id,
+            message.queue_offset,
+            message.commit_log_offset,
+        )
+        return lease, Delivery(message, handle.encode(), attempt, lease.deadline)
+
+    def receive(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: Sequence[int],
+        n: int,
+        invisible_ms: int,
+        now: int,
+        *,
+        max_attempts: int,
+        tags_codes: frozenset[int] | None = None,
+    ) -> list[Delivery]:
+        """Up to ``n`` messages of the queues (in the order given): expired leases first, then new.
+
+        A message due again past ``max_attempts`` is written to the dead-letter topic and acked
+        instead of handed out."""
+        out: list[Delivery] = []
+        for queue_id in queue_ids:
+            if len(out) >= n:
+                break
+            state = self._state(group, topic, queue_id)
+            for offset in sorted(o for o, lease in state.leases.items() if lease.deadline <= now):
+                if len(out) >= n:
+                    break
+                lease = state.leases[offset]
+                found, _ = self._reader.read(topic, queue_id, offset, 1, None)
+                if not found or found[0].queue_offset != offset:
+                    del state.leases[offset]  # gone from the store (trimmed): nothing to deliver
+                    continue
+                attempt = lease.attempt + 1
+                if attempt > max_attempts:
+                    self._dead_letter(group, found[0])
+                    del state.leases[offset]
+                    continue
+                state.leases[offset], delivery = self._lease(found[0], queue_id, attempt, invisible_ms, now)
+                out.append(delivery)
+            while len(out) < n:
+                found, next_offset = self._reader.read(
+                    topic, queue_id, state.cursor, n - len(out), tags_codes
+                )
+                for message in found:
+                    attempt = message.reconsume_times + 1
+                    if attempt > max_attempts:
+                        self._dead_letter(group, message)
+                        continue
+                    lease, delivery = self._lease(message, queue_id, attempt, invisible_ms, now)
+                    state.leases[message.queue_offset] = lease
+                    out.append(delivery)
+                if next_offset <= state.cursor:
+                    break
+                state.cursor = next_offset
+            self._advance(group, topic, queue_id, state)
+        return out
+
+    def _find(self, group: str, topic: str, handle: str) -> tuple[ReceiptHandle, QueueState, Lease]:
+        decoded = ReceiptHandle.decode(handle)
+        state = self._queues.get((group, topic, decoded.queue_id))
+        lease = state.leases.get(decoded.offset) if state is not None else None
+        if state is None or lease is None or lease.lease_id != decoded.lease_id:
+            raise InvalidReceiptHandle("the receipt handle names no message received and not acked")
+        return decoded, state, lease
+
+    def ack(self, group: str, topic: str, handle: str) -> None:
+        """Done: the message is never handed out again; the committed offset moves over what is done.
+
+        An expired lease not yet handed out again may still be acked (the broker's revive has not
+        run); one handed out again has a new handle and the old one is refused."""
+        decoded, state, _ = self._find(group, topic, handle)
+        del state.leases[decoded.offset]
+        self._advance(group, topic, decoded.queue_id, state)
+
+    def change_invisible(
+        self, group: str, topic: str, handle: str, invisible_ms: int, now: int
+    ) -> Delivery | None:
+        """A new lease of ``invisible_ms`` from ``now`` for the handle's message; its new handle.
+
+        None when the message is no longer in the store (the lease is dropped)."""
+        decoded, state, lease = self._find(group, topic, handle)
+        if lease.deadline <= now:
+            raise InvalidReceiptHandle("receipt handle is expired")
+        found, _ = self._reader.read(topic, decoded.queue_id, decoded.offset, 1, None)
+        if not found or found[0].queue_offset != decoded.offset:
+            del state.leases[decoded.offset]
+            self._advance(group, topic, decoded.queue_id, state)
+            return None
+        state.leases[decoded.offset], delivery = self._lease(
+            found[0], decoded.queue_id, lease.attempt, invisible_ms, now
+        )
+        return delivery
+
+    def dead_letter(self, group: str, topic: str, handle: str) -> None:
+        """ForwardMessageToDeadLetterQueue: the message to ``%DLQ%group``, then acked."""
+        decoded, state, _ = self._find(group, topic, handle)
+        found, _ = self._reader.read(topic, decoded.queue_id, decoded.offset, 1, None)
+        if found and found[0].queue_offset == decoded.offset:
+            self._dead_letter(group, found[0])
+        del state.leases[decoded.offset]
+        self._advance(group, topic, decoded.queue_id, state)

@@ -1,0 +1,356 @@
+"""The SimpleConsumer calls over the broker's lease table: QueryAssignment, ReceiveMessage, AckMessage,
+ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 answers them.
+
+- QueryAssignment (``RouteActivity.queryAssignment``): a readable topic is one assignment, queue id
+  -1 ("any queue of this broker"), or one per read queue for a FIFO group; none readable is
+  FORBIDDEN "no readable queue".
+- ReceiveMessage (``ReceiveMessageActivity``): the polling time is the request's long polling
+  timeout clamped to 5..20 s (``grpcClientConsumer{Min,Max}LongPollingTimeoutMillis``) and to the
+  call's deadline; the invisible duration must be 10 s..12 h (ILLEGAL_INVISIBLE_TIME); a bad tag
+  expression is ILLEGAL_FILTER_EXPRESSION, SQL92 unsupported as on the remoting port. Like a pop
+  with queue id -1, every readable queue of the topic is looked at, starting from the request's
+  queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
+  lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
+  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``);
+  the service ends every stream with a delivery-timestamp response, as the 5.3 Proxy does.
+- AckMessage (``AckMessageActivity``): one result per entry; the response's status is the entry's
+  when there is one entry, OK when all are OK, else MULTIPLE_RESULTS.
+- ChangeInvisibleDuration: a new receipt handle; ForwardMessageToDeadLetterQueue: the message to
+  ``%DLQ%group`` and acked.
+
+Messages are built as ``GrpcConverter.buildMessage`` builds them, with one difference: a compressed
+record's body is sent inflated with IDENTITY encoding (the Proxy sends the stored bytes as GZIP, but
+a 4.x producer's bodies are zlib, which a client's gzip decoder would refuse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Callable
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from protocol.message import MessageExt
+from server.broker.controller import BrokerController
+from server.broker.receive_leases import Delivery, InvalidReceiptHandle, ReceiveLeases
+from server.grpc.conversion import (
+    PROPERTY_BORN_HOST,
+    PROPERTY_KEYS,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    PROPERTY_TRACE_CONTEXT,
+    PROPERTY_UNIQ_KEY,
+    SYSTEM_PROPERTY_NAMES,
+    message_type_of,
+)
+from server.grpc.route import PERM_READ, permission_of
+from server.grpc.topics import GrpcTopics
+from server.grpc.v2 import Code, Encoding, MessageType, definition, service
+from server.grpc.validation import GrpcStatusError, validate_consumer_group, validate_topic
+from server.remoting.processors.pull_message import SubscriptionParseError, tag_filter
+from server.store_changes import StoreChanges
+
+MIN_POLLING_MS = 5_000
+MAX_POLLING_MS = 20_000
+MIN_INVISIBLE_MS = 10_000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+#: ``ProxyConfig.defaultInvisibleTimeMills``: what an auto-renew receive is leased for.
+DEFAULT_INVISIBLE_MS = 60_000
+#: ``PopMessageProcessor``: a pop asks for at most 32 messages.
+MAX_BATCH = 32
+#: The shortest wait of a held receive between two looks.
+MIN_WAIT_SECONDS = 0.05
+#: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
+_MESSAGE_TYPES = {
+    "NORMAL": MessageType.NORMAL,
+    "FIFO": MessageType.FIFO,
+    "DELAY": MessageType.DELAY,
+    "TRANSACTION": MessageType.TRANSACTION,
+}
+
+
+def duration_ms(value: Duration) -> int:
+    return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
+
+
+def _timestamp(ms: int) -> Timestamp:
+    ts = Timestamp()
+    ts.FromMilliseconds(ms)
+    return ts
+
+
+def to_v2_message(delivery: Delivery, invisible_ms: int) -> definition.Message:
+    """``GrpcConverter.buildMessage`` for a received message (with its receipt handle)."""
+    message: MessageExt = delivery.message
+    props = message.properties
+    system = definition.SystemProperties(
+        message_id=props.get(PROPERTY_UNIQ_KEY) or message.offset_msg_id,
+        body_digest=definition.Digest(
+            type=definition.DigestType.MD5, checksum=hashlib.md5(message.body).hexdigest().upper()
+        ),
+        body_encoding=Encoding.IDENTITY,
+        message_type=_MESSAGE_TYPES[message_type_of(props)],
+        born_timestamp=_timestamp(message.born_timestamp),
+        born_host=props.get(PROPERTY_BORN_HOST) or message.born_host,
+        store_timestamp=_timestamp(message.store_timestamp),
+        store_host=f"{message.store_host}:{message.store_port}",
+        receipt_handle=delivery.handle,
+        queue_id=message.queue_id,
+        queue_offset=message.queue_offset,
+        invisible_duration=Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000),
+        delivery_attempt=delivery.attempt,
+    )
+    if PROPERTY_TAGS in props:
+        system.tag = props[PROPERTY_TAGS]
+    if props.get(PROPERTY_KEYS) is not None:
+        system.keys.extend(props[PROPERTY_KEYS].split(" "))
+    if "TIMER_DELIVER_MS" in props and props["TIMER_DELIVER_MS"].lstrip("-").isdigit():
+        system.delivery_timestamp.CopyFrom(_timestamp(int(props["TIMER_DELIVER_MS"])))
+    if PROPERTY_SHARDING_KEY in props:
+        system.message_group = props[PROPERTY_SHARDING_KEY]
+    if PROPERTY_TRACE_CONTEXT in props:
+        system.trace_context = props[PROPERTY_TRACE_CONTEXT]
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES}
+    return definition.Message(
+        topic=definition.Resource(name=message.topic),
+        user_properties=user,
+        system_properties=system,
+        body=message.body,
+    )
+
+
+def _status(code: int, message: str | None = None) -> definition.Status:
+    return definition.Status(code=code, message=message if message is not None else Code.Name(code))
+
+
+class GrpcConsumers:
+    """The consume-side calls of one gRPC port (``serve --writable`` only)."""
+
+    def __init__(
+        self,
+        broker: BrokerController,
+        leases: ReceiveLeases,
+        topics: GrpcTopics,
+        changes: StoreChanges,
+        *,
+        clock: Callable[[], int],
+        host: str = "",
+    ) -> None:
+        self.broker = broker
+        #: The broker's address host (``brokerIP1``), named in the broker's own refusals.
+        self.host = host
+        self.leases = leases
+        self.topics = topics
+        self.changes = changes
+        self._clock = clock
+
+    def max_attempts(self, group: str, settings: definition.Settings | None) -> int:
+        """The backoff policy's max attempts the client was answered, else the group's."""
+        if settings is not None and settings.backoff_policy.max_attempts > 0:
+            return int(settings.backoff_policy.max_attempts)
+        config = self.broker.find_group(group)
+        return (config.retry_max_times if config is not None else 16) + 1
+
+    def _readable(self, topic: str) -> int:
+        config = self.topics.get(topic)
+        if config is None:
+            raise GrpcStatusError(
+                Code.TOPIC_NOT_FOUND, f"No topic route info in name server for the topic: {topic}"
+            )
+        return config.read_queue_nums if config.perm & PERM_READ else 0
+
+    def _group(self, name: str) -> None:
+        validate_consumer_group(name)
+        if self.broker.find_group(name) is None:
+            raise GrpcStatusError(Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
+
+    # -- QueryAssignment --------------------------------------------------------------------------
+
+    def query_assignment(
+        self, request: service.QueryAssignmentRequest, to: definition.Broker, fifo: bool
+    ) -> service.QueryAssignmentResponse:
+        validate_topic(request.topic.name)
+        self._group(request.group.name)
+        config = self.topics.get(request.topic.name)
+        if config is None:
+            raise GrpcStatusError(
+                Code.TOPIC_NOT_FOUND,
+                f"No topic route info in name server for the topic: {request.topic.name}",
+            )
+        if not (config.perm & PERM_READ) or config.read_queue_nums <= 0:
+            raise GrpcStatusError(Code.FORBIDDEN, "no readable queue")
+        ids = range(config.read_queue_nums) if fifo else [-1]
+        assignments = [
+            definition.Assignment(
+                message_queue=definition.MessageQueue(
+                    topic=request.topic, id=i, permission=permission_of(config.perm), broker=to
+                )
+            )
+            for i in ids
+        ]
+        return service.QueryAssignmentResponse(status=_status(Code.OK), assignments=assignments)
+
+    # -- ReceiveMessage ---------------------------------------------------------------------------
+
+    async def receive(
+        self,
+        request: service.ReceiveMessageRequest,
+        settings: definition.Settings | None,
+        time_remaining_ms: int | None,
+    ) -> AsyncIterator[service.ReceiveMessageResponse]:
+        """The responses of one ReceiveMessage call; raises ``GrpcStatusError`` before the first."""
+        polling = (
+            duration_ms(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else MAX_POLLING_MS
+        )
+        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+        if time_remaining_ms is not None and polling > time_remaining_ms:
+            if time_remaining_ms < MIN_POLLING_MS:
+                raise GrpcStatusError(
+                    Code.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check network condition",
+                )
+            polling = time_remaining_ms
+        topic, group = request.message_queue.topic.name, request.group.name
+        validate_topic(topic)
+        self._group(group)
+        if request.auto_renew:
+            invisible = DEFAULT_INVISIBLE_MS
+        else:
+            invisible = duration_ms(request.invisible_duration)
+            _check_invisible(invisible, MIN_INVISIBLE_MS)
+        expression = request.filter_expression
+        if expression.type == definition.FilterType.SQL:
+            raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filtering is not supported")
+        try:
+            tags = tag_filter(expression.expression or "*", "TAG")
+        except SubscriptionParseError as exc:
+            raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+        if request.batch_size <= 0:
+            raise GrpcStatusError(Code.BAD_REQUEST, "batch size must be > 0")
+        if request.batch_size > MAX_BATCH:
+            # ``PopMessageProcessor``'s SYSTEM_ERROR, which the Proxy answers INTERNAL_SERVER_ERROR.
+            raise GrpcStatusError(
+                Code.INTERNAL_SERVER_ERROR,
+                f"the broker[{self.host}] pop message's num is greater than {MAX_BATCH}",
+            )
+        readable = self._readable(topic)
+        if readable <= 0:
+            raise GrpcStatusError(Code.FORBIDDEN, "no readable queue")
+        first = request.message_queue.id % readable if request.message_queue.id >= 0 else 0
+        order = [(first + i) % readable for i in range(readable)]
+        max_attempts = self.max_attempts(group, settings)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + polling / 1000
+        while True:
+            now = self._clock()
+            found = self.leases.receive(
+                group,
+                topic,
+                order,
+                request.batch_size,
+                invisible,
+                now,
+                max_attempts=max_attempts,
+                tags_codes=tags,
+            )
+            if found:
+                yield service.ReceiveMessageResponse(status=_status(Code.OK))
+                for delivery in found:
+                    yield service.ReceiveMessageResponse(message=to_v2_message(delivery, invisible))
+                return
+            left = until - loop.time()
+            if left <= 0 or self.changes.closed:
+                yield service.ReceiveMessageResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
+                return
+            due = self.leases.next_deadline(group, topic)
+            # Every write of a writable store tells its queue (``WritableStore.arrived``): no periodic
+            # look is needed, only the next lease falling due.
+            wait = left
+            if due is not None:
+                # at least a moment: a lease on a queue no longer readable must not spin the loop
+                wait = min(wait, max(MIN_WAIT_SECONDS, (due - now) / 1000))
+            await self._wait_queues(topic, order, wait)
+
+    async def _wait_queues(self, topic: str, queue_ids: list[int], timeout: float) -> None:
+        """Until a SEND to one of the queues (or the server stops), at most ``timeout`` seconds."""
+        waits = [asyncio.ensure_future(self.changes.wait_queue(topic, q, timeout)) for q in queue_ids]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+    # -- AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue ----------------------
+
+    def ack(self, request: service.AckMessageRequest) -> service.AckMessageResponse:
+        validate_topic(request.topic.name)
+        self._group(request.group.name)
+        if not request.entries:
+            raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
+        results = []
+        for entry in request.entries:
+            try:
+                self.leases.ack(request.group.name, request.topic.name, entry.receipt_handle)
+                code, text = Code.OK, Code.Name(Code.OK)
+            except InvalidReceiptHandle as exc:
+                code, text = Code.INVALID_RECEIPT_HANDLE, str(exc)
+            results.append(
+                service.AckMessageResultEntry(
+                    message_id=entry.message_id,
+                    receipt_handle=entry.receipt_handle,
+                    status=_status(code, text),
+                )
+            )
+        if len(results) == 1:
+            overall = results[0].status
+        elif all(r.status.code == Code.OK for r in results):
+            overall = _status(Code.OK)
+        else:
+            overall = _status(Code.MULTIPLE_RESULTS, "ack has multiple results")
+        return service.AckMessageResponse(status=overall, entries=results)
+
+    def change_invisible(
+        self, request: service.ChangeInvisibleDurationRequest
+    ) -> service.ChangeInvisibleDurationResponse:
+        validate_topic(request.topic.name)
+        self._group(request.group.name)
+        invisible = duration_ms(request.invisible_duration)
+        _check_invisible(invisible, 0)
+        try:
+            delivery = self.leases.change_invisible(
+                request.group.name, request.topic.name, request.receipt_handle, invisible, self._clock()
+            )
+        except InvalidReceiptHandle as exc:
+            raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
+        if delivery is None:
+            raise GrpcStatusError(Code.MESSAGE_NOT_FOUND, "the message is no longer in the store")
+        return service.ChangeInvisibleDurationResponse(
+            status=_status(Code.OK), receipt_handle=delivery.handle
+        )
+
+    def forward_to_dead_letter(
+        self, request: service.ForwardMessageToDeadLetterQueueRequest
+    ) -> service.ForwardMessageToDeadLetterQueueResponse:
+        validate_topic(request.topic.name)
+        self._group(request.group.name)
+        try:
+            self.leases.dead_letter(request.group.name, request.topic.name, request.receipt_handle)
+        except InvalidReceiptHandle as exc:
+            raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
+        return service.ForwardMessageToDeadLetterQueueResponse(status=_status(Code.OK))
+
+
+def _check_invisible(invisible_ms: int, minimum: int) -> None:
+    """``GrpcValidator.validateInvisibleTime``."""
+    if invisible_ms < minimum:
+        raise GrpcStatusError(
+            Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {minimum}"
+        )
+    if invisible_ms > MAX_INVISIBLE_MS:
+        raise GrpcStatusError(
+            Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
+        )

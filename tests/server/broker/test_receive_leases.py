@@ -1,0 +1,191 @@
+"""The SimpleConsumer lease table without a store or sockets: a list of messages per queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.message import MessageExt
+from server.broker.receive_leases import InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
+
+TOPIC = "T"
+GROUP = "G"
+
+
+class FakeQueues:
+    """Queues of messages, each message's tag code its position's parity (for filtering)."""
+
+    def __init__(self, counts: dict[int, int], start: int = 0) -> None:
+        self.messages = {
+            q: [
+                MessageExt(topic=TOPIC, queue_id=q, queue_offset=start + i, commit_log_offset=1000 * q + i)
+                for i in range(n)
+            ]
+            for q, n in counts.items()
+        }
+        self.start = start
+
+    def add(self, queue_id: int) -> None:
+        queue = self.messages[queue_id]
+        offset = self.start + len(queue)
+        queue.append(MessageExt(topic=TOPIC, queue_id=queue_id, queue_offset=offset))
+
+    def read(self, topic, queue_id, offset, n, tags_codes):
+        queue = self.messages.get(queue_id, [])
+        found, position = [], max(offset, self.start)
+        while position < self.start + len(queue) and len(found) < n:
+            message = queue[position - self.start]
+            if tags_codes is None or (position % 2) in tags_codes:
+                found.append(message)
+            position += 1
+        return found, position
+
+    def bounds(self, topic, queue_id):
+        return self.start, self.start + len(self.messages.get(queue_id, []))
+
+
+def make(queues: FakeQueues, offsets: dict | None = None):
+    offsets = {} if offsets is None else offsets
+    dead: list[MessageExt] = []
+    leases = ReceiveLeases(
+        queues,
+        broker_name="b",
+        commit=lambda g, t, q, o: offsets.__setitem__((g, t, q), o),
+        committed=lambda g, t, q: offsets.get((g, t, q), -1),
+        dead_letter=lambda g, m: dead.append(m),
+    )
+    return leases, offsets, dead
+
+
+def test_receive_ack_moves_committed_offset_over_acked_prefix_only() -> None:
+    leases, offsets, _ = make(FakeQueues({0: 3}))
+    got = leases.receive(GROUP, TOPIC, [0], 3, 30_000, 1000, max_attempts=17)
+    assert [d.message.queue_offset for d in got] == [0, 1, 2]
+    assert [d.attempt for d in got] == [1, 1, 1]
+    assert offsets[(GROUP, TOPIC, 0)] == 0
+    leases.ack(GROUP, TOPIC, got[1].handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 0  # offset 0 still out
+    leases.ack(GROUP, TOPIC, got[0].handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 2
+    leases.ack(GROUP, TOPIC, got[2].handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 3
+    assert leases.receive(GROUP, TOPIC, [0], 3, 30_000, 10**9, max_attempts=17) == []
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, TOPIC, got[2].handle)  # acked twice
+
+
+def test_leased_messages_are_invisible_until_the_lease_expires_then_redelivered_with_attempt_2() -> None:
+    leases, _, _ = make(FakeQueues({0: 2}))
+    first = leases.receive(GROUP, TOPIC, [0], 1, 5_000, 1000, max_attempts=17)
+    assert [d.message.queue_offset for d in first] == [0]
+    second = leases.receive(GROUP, TOPIC, [0], 5, 5_000, 2000, max_attempts=17)
+    assert [d.message.queue_offset for d in second] == [1]  # offset 0 is still invisible
+    again = leases.receive(GROUP, TOPIC, [0], 5, 5_000, 6000, max_attempts=17)
+    assert [(d.message.queue_offset, d.attempt) for d in again] == [(0, 2)]
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, TOPIC, first[0].handle)  # redelivered: the old handle is stale
+    leases.ack(GROUP, TOPIC, again[0].handle)
+
+
+def test_expired_lease_not_yet_redelivered_can_still_be_acked() -> None:
+    leases, offsets, _ = make(FakeQueues({0: 1}))
+    got = leases.receive(GROUP, TOPIC, [0], 1, 1_000, 0, max_attempts=17)
+    leases.ack(GROUP, TOPIC, got[0].handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 1
+    assert leases.receive(GROUP, TOPIC, [0], 1, 1_000, 50_000, max_attempts=17) == []
+
+
+def test_change_invisible_gives_a_new_handle_and_deadline_and_refuses_expired_ones() -> None:
+    leases, _, _ = make(FakeQueues({0: 1}))
+    got = leases.receive(GROUP, TOPIC, [0], 1, 1_000, 0, max_attempts=17)[0]
+    changed = leases.change_invisible(GROUP, TOPIC, got.handle, 10_000, 500)
+    assert changed is not None and changed.handle != got.handle and changed.deadline == 10_500
+    assert changed.attempt == 1
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, TOPIC, got.handle)
+    assert leases.receive(GROUP, TOPIC, [0], 1, 1_000, 5_000, max_attempts=17) == []  # not due yet
+    with pytest.raises(InvalidReceiptHandle, match="expired"):
+        leases.change_invisible(GROUP, TOPIC, changed.handle, 1_000, 10_500)
+    assert [d.attempt for d in leases.receive(GROUP, TOPIC, [0], 1, 1_000, 10_500, max_attempts=17)] == [2]
+
+
+def test_past_max_attempts_goes_to_the_dead_letter_queue_and_is_acked() -> None:
+    leases, offsets, dead = make(FakeQueues({0: 1}))
+    now = 0
+    attempts = []
+    for _ in range(3):
+        got = leases.receive(GROUP, TOPIC, [0], 1, 1_000, now, max_attempts=3)
+        attempts += [d.attempt for d in got]
+        now += 1_000
+    assert attempts == [1, 2, 3]
+    assert leases.receive(GROUP, TOPIC, [0], 1, 1_000, now, max_attempts=3) == []
+    assert [m.queue_offset for m in dead] == [0]
+    assert offsets[(GROUP, TOPIC, 0)] == 1
+
+
+def test_record_reconsume_times_count_in_the_attempt() -> None:
+    queues = FakeQueues({0: 1})
+    queues.messages[0][0].reconsume_times = 4
+    leases, _, _ = make(queues)
+    assert [d.attempt for d in leases.receive(GROUP, TOPIC, [0], 1, 1_000, 0, max_attempts=17)] == [5]
+    leases2, _, dead2 = make(queues)
+    assert leases2.receive(GROUP, TOPIC, [0], 1, 1_000, 0, max_attempts=4) == []
+    assert len(dead2) == 1
+
+
+def test_starts_at_committed_offset_and_groups_are_independent() -> None:
+    queues = FakeQueues({0: 5})
+    leases, _, _ = make(queues, {(GROUP, TOPIC, 0): 3})
+    assert [
+        d.message.queue_offset for d in leases.receive(GROUP, TOPIC, [0], 9, 1_000, 0, max_attempts=17)
+    ] == [3, 4]
+    assert len(leases.receive("other", TOPIC, [0], 9, 1_000, 0, max_attempts=17)) == 5
+
+
+def test_a_new_group_on_a_trimmed_queue_starts_at_its_end() -> None:
+    queues = FakeQueues({0: 2}, start=10)
+    leases, _, _ = make(queues)
+    assert leases.receive(GROUP, TOPIC, [0], 9, 1_000, 0, max_attempts=17) == []
+    queues.add(0)
+    assert [
+        d.message.queue_offset for d in leases.receive(GROUP, TOPIC, [0], 9, 1_000, 0, max_attempts=17)
+    ] == [12]
+
+
+def test_filtered_out_offsets_do_not_hold_back_the_committed_offset() -> None:
+    leases, offsets, _ = make(FakeQueues({0: 4}))
+    got = leases.receive(GROUP, TOPIC, [0], 9, 1_000, 0, max_attempts=17, tags_codes=frozenset({1}))
+    assert [d.message.queue_offset for d in got] == [1, 3]
+    for d in got:
+        leases.ack(GROUP, TOPIC, d.handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 4
+
+
+def test_receive_spans_queues_in_the_order_given_up_to_n() -> None:
+    leases, _, _ = make(FakeQueues({0: 2, 1: 2}))
+    got = leases.receive(GROUP, TOPIC, [1, 0], 3, 1_000, 0, max_attempts=17)
+    assert [(d.message.queue_id, d.message.queue_offset) for d in got] == [(1, 0), (1, 1), (0, 0)]
+
+
+def test_receipt_handle_has_the_proxy_fields_and_garbage_is_refused() -> None:
+    leases, _, _ = make(FakeQueues({2: 1}))
+    got = leases.receive(GROUP, TOPIC, [2], 1, 7_000, 100, max_attempts=17)[0]
+    handle = ReceiptHandle.decode(got.handle)
+    assert (
+        handle.retrieve_time,
+        handle.invisible_time,
+        handle.broker_name,
+        handle.queue_id,
+        handle.offset,
+    ) == (
+        100,
+        7_000,
+        "b",
+        2,
+        0,
+    )
+    assert handle.commit_log_offset == 2000 and handle.encode() == got.handle
+    for bad in ("", "x", "1 2 3 4 N b 2 0", "a b c d N b 2 0 0"):
+        with pytest.raises(InvalidReceiptHandle):
+            leases.ack(GROUP, TOPIC, bad)
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack("other", TOPIC, got.handle)
