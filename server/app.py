@@ -418,6 +418,11 @@ class QueryServer:
             return ""
         return f"http://{url_host(self.settings.host)}:{self.http_port}/"
 
+    @property
+    def http_app(self) -> HttpServer | None:
+        """The HTTP port's server (None while there is none)."""
+        return self._http
+
     def offset_source(self) -> OffsetSource:
         """Committed offsets for the HTTP side: the write path's live table under ``--writable``,
         else ``config/consumerOffset.json`` (re-read when a broker beside us rewrites it)."""

@@ -401,7 +401,7 @@ class HttpApi:
         route = resource.canonical if resource is not None else "unmatched"
         try:
             if route != "/":
-                request["account"] = self.access.account(request)
+                self.access.account(request)  # 401 before any work (handlers ask again: cheap)
             response = await handler(request)
         except ApiError as exc:
             response = json_response(exc.body(), exc.status)
@@ -451,13 +451,13 @@ class HttpApi:
 
     def _known_topic(self, request: web.Request, name: str = "topic") -> str:
         topic = request.match_info[name]
-        self.access.require(request["account"], topic)
+        self.access.require(self.access.account(request), topic)
         if topic not in self.store.topics() and topic not in self.store.queue_nums():
             raise not_found(f"no topic {topic!r} in this store")
         return topic
 
     async def topics(self, request: web.Request) -> web.Response:
-        account = request["account"]
+        account = self.access.account(request)
         names = [t for t in self.lookups.topic_names() if self.access.may_read(account, t)]
         return json_response({"topics": [self.lookups.topic_json(t) for t in names]})
 
@@ -521,7 +521,7 @@ class HttpApi:
         msg_id = request.match_info["id"]
         if not msg_id or len(msg_id) > 128:
             raise bad_parameter("id", "must be 1 to 128 characters")
-        account = request["account"]
+        account = self.access.account(request)
         direct = self.lookups.by_offset_id(msg_id)
         unique = direct.unique_key if direct is not None and direct.unique_key else msg_id
         topics = [t for t in self.store.topics() if self.access.may_read(account, t)]
@@ -555,7 +555,7 @@ class HttpApi:
         if not msg_id or len(msg_id) > 128:
             raise bad_parameter("id", "must be 1 to 128 characters")
         trace_topic = request.query.get("traceTopic", TRACE_TOPIC) or TRACE_TOPIC
-        self.access.require(request["account"], trace_topic)
+        self.access.require(self.access.account(request), trace_topic)
         direct = self.lookups.by_offset_id(msg_id)
         ids = {msg_id} | ({direct.msg_id} if direct is not None else set())
         events: list[dict[str, Any]] = []
@@ -568,7 +568,7 @@ class HttpApi:
     # -- groups --------------------------------------------------------------------------------------
 
     async def groups(self, request: web.Request) -> web.Response:
-        account = request["account"]
+        account = self.access.account(request)
         table = self.offsets.table()
         out = []
         for group in group_names(table):
@@ -581,7 +581,7 @@ class HttpApi:
 
     async def group(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
-        self.access.require(request["account"], RETRY_PREFIX + group)
+        self.access.require(self.access.account(request), RETRY_PREFIX + group)
         info = group_json(self.store, self.offsets.table(), group, self.offsets.online(group))
         if info is None:
             raise not_found(f"no committed offsets of consumer group {group!r}")
@@ -589,7 +589,7 @@ class HttpApi:
 
     async def group_dlq(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
-        self.access.require(request["account"], RETRY_PREFIX + group)
+        self.access.require(self.access.account(request), RETRY_PREFIX + group)
         fmt = format_param(request)
         limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
         cursor = parse_cursor(request.query.get("cursor"))

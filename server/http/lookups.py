@@ -210,10 +210,11 @@ class Lookups:
     # -- queue walks -------------------------------------------------------------------------------
 
     def _walk_queue(
-        self, topic: str, queue_id: int, offset: int, count: int, end: int | None
+        self, topic: str, queue_id: int, offset: int, count: int, end: int | None, begin: int = 0
     ) -> tuple[list[MessageExt], int | None]:
-        """Up to ``count`` messages of one queue from ``offset`` (stopping at the first stored after
-        ``end``); and the offset to go on from, or None when the queue (or the range) is done."""
+        """Up to ``count`` messages of one queue from ``offset`` (skipping any stored before ``begin``,
+        stopping at the first stored after ``end``); and the offset to go on from, or None when the
+        queue (or the range) is done. Skipped records do not count: a page is full only of matches."""
         store = self.store
         found: list[MessageExt] = []
         max_offset = store.max_offset(topic, queue_id)
@@ -229,8 +230,10 @@ class Lookups:
                 msg = decode_record(buf)
                 if end is not None and msg.store_timestamp > end:
                     return found, None
-                found.append(msg)
                 offset = msg.queue_offset + 1
+                if msg.store_timestamp < begin:
+                    continue
+                found.append(msg)
                 if len(found) >= count:
                     break
             if result.next_begin_offset > offset and len(found) < count:
@@ -253,8 +256,8 @@ class Lookups:
                 if queue_id == start_queue and start_offset >= 0
                 else self.store.offset_by_time(topic, queue_id, begin)
             )
-            found, resume = self._walk_queue(topic, queue_id, offset, limit - len(page.messages), end)
-            page.messages.extend(m for m in found if m.store_timestamp >= begin)
+            found, resume = self._walk_queue(topic, queue_id, offset, limit - len(page.messages), end, begin)
+            page.messages.extend(found)
             if len(page.messages) >= limit:
                 if resume is not None:
                     page.next_cursor = f"{queue_id}:{resume}"

@@ -40,6 +40,10 @@ class HttpServer:
                 break
         return self.port
 
+    @property
+    def app(self) -> web.Application:
+        return self._runner.app
+
     async def stop(self) -> None:
         await self._runner.cleanup()
 
