@@ -11,6 +11,10 @@ With ``grpc_port`` set (``serve --grpc-port``, the Proxy's 8081 by default there
 serves RocketMQ 5 clients over gRPC (``server.grpc``) on the same event loop and store; it is bound
 before the remoting ports start serving, so a port in use fails the start as a whole.
 
+With ``http_port`` set (``serve --http``, the listen port + 2 by default there), one more port serves
+the HTTP JSON API, its OpenAPI description and Prometheus ``/metrics`` (``server.http``), also on
+the same loop and store, bound like the gRPC port before the remoting ports serve.
+
 At most ``max_connections`` connections (both ports together, per process) are served; one more is
 accepted only to be answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
 """
@@ -22,6 +26,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
@@ -34,6 +39,10 @@ from server.grpc.sending import GrpcWriter
 from server.grpc.server import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS, GrpcServer
 from server.grpc.service import MessagingService
 from server.grpc.topics import GrpcTopics
+from server.http.app import HttpApi
+from server.http.groups import FileOffsets, LiveOffsets, OffsetSource
+from server.http.metrics import HttpStats, ServerState, StoreCollector
+from server.http.server import HttpServer, url_host
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
@@ -63,6 +72,7 @@ from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
     WriteBudget,
 )
+from server.request_stats import RequestStats
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
@@ -137,6 +147,9 @@ class ServerSettings:
     grpc_max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
     #: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.
     grpc_max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_RPCS
+    #: The HTTP port (``server.http``: JSON API, OpenAPI, ``/metrics``); 0 picks one; None (the
+    #: default for a server built in code) = none. ``serve`` defaults to the listen port + 2.
+    http_port: int | None = None
 
 
 def build_dispatcher(
@@ -235,6 +248,11 @@ class QueryServer:
         self._grpc: GrpcServer | None = None
         #: The bound gRPC port (0 while there is none).
         self.grpc_port = 0
+        self._http: HttpServer | None = None
+        #: The bound HTTP port (0 while there is none).
+        self.http_port = 0
+        #: Remoting requests counted by code for ``/metrics`` (only while the HTTP port is on).
+        self.request_stats = RequestStats()
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
         self.changes = StoreChanges()
         self.settings = settings or ServerSettings()
@@ -365,15 +383,21 @@ class QueryServer:
         )
         if self._configure is not None:
             self._configure(self)
-        if self.settings.grpc_port is not None:
-            try:
+        try:
+            if self.settings.http_port is not None:
+                self.dispatcher.stats = self.request_stats
+                await self._start_http(self.identity)
+            if self.settings.grpc_port is not None:
                 await self._start_grpc(self.identity)
-            except BaseException:
-                for server in self._servers:
-                    server.close()
-                self._servers = []
-                self.query_pool.close()
-                raise
+        except BaseException:
+            if self._http is not None:
+                await self._http.stop()
+                self._http = None
+            for server in self._servers:
+                server.close()
+            self._servers = []
+            self.query_pool.close()
+            raise
         for server in self._servers:
             await server.start_serving()
         log.info(
@@ -382,11 +406,69 @@ class QueryServer:
             self.port,
             self.settings.host,
             self.fast_port,
-            f", gRPC on {self.settings.host}:{self.grpc_port}" if self._grpc is not None else "",
+            (f", gRPC on {self.settings.host}:{self.grpc_port}" if self._grpc is not None else "")
+            + (f", HTTP on {self.http_url}" if self._http is not None else ""),
             advertise,
             self.identity.cluster,
             self.identity.broker_name,
         )
+
+    @property
+    def http_url(self) -> str:
+        """``http://host:port/`` of the HTTP port (empty while there is none)."""
+        if self._http is None:
+            return ""
+        return f"http://{url_host(self.settings.host)}:{self.http_port}/"
+
+    @property
+    def http_app(self) -> HttpServer | None:
+        """The HTTP port's server (None while there is none)."""
+        return self._http
+
+    def offset_source(self) -> OffsetSource:
+        """Committed offsets for the HTTP side: the write path's live table under ``--writable``,
+        else ``config/consumerOffset.json`` (re-read when a broker beside us rewrites it)."""
+        broker = getattr(self._configure, "broker", None)
+        if broker is not None:
+            return LiveOffsets(broker)
+        root = Path(self.store.config.store_path_root_dir)  # type: ignore[attr-defined]
+        return FileOffsets(root / "config" / "consumerOffset.json")
+
+    async def _start_http(self, identity: BrokerIdentity) -> None:
+        """Bind the HTTP port: the JSON API and ``/metrics`` over this server's store and counters."""
+        assert self.settings.http_port is not None and self.query_pool is not None
+        pool = self.query_pool
+        offsets = self.offset_source()
+        http_stats = HttpStats()
+        state = ServerState(
+            connections=lambda: len(self._connections),
+            max_connections=lambda: self.max_connections,
+            held_pulls=lambda: self.held_pulls.held,
+            query_pool_pending=lambda: pool.pending,
+            last_refresh=lambda: self.changes.last_pulse,
+            requests=self.request_stats,
+        )
+        collector = StoreCollector(
+            self.store,  # type: ignore[arg-type]
+            cluster=identity.cluster,
+            broker=identity.broker_name,
+            address=lambda: identity.address,
+            runtime_info=RuntimeInfoProcessor(self.store, self.pull_stats).runtime_info,
+            offsets=offsets,
+            state=state,
+            http=http_stats,
+        )
+        api = HttpApi(
+            self.store,
+            offsets=offsets,
+            run=pool.run,
+            collector=collector,
+            http_stats=http_stats,
+            acl=self.settings.acl,
+        )
+        http = HttpServer(api.application(), self.settings.host, self.settings.http_port)
+        self.http_port = await http.start()
+        self._http = http
 
     async def _start_grpc(self, identity: BrokerIdentity) -> None:
         """Bind the gRPC port; clients are routed to the advertised host with the bound port."""
@@ -457,6 +539,9 @@ class QueryServer:
             # so they get a short grace, not the whole shutdown timeout.
             await self._grpc.stop(min(self.settings.shutdown_timeout, GRPC_STOP_GRACE))
             self._grpc = None
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
         self.refuser.close_all()
         for task in self._background:
             task.cancel()

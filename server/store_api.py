@@ -19,6 +19,9 @@ where Java's store throws on its arguments), ``QUERY_WALK_COMPILED`` (whether th
 walk is the compiled twin, which sizes the query pool's inline budget),
 ``total_physical_memory`` (``StoreUtil``'s RAM figure, for ``checkInDiskByConsumeOffset``) and
 ``disk_used_ratio`` (``UtilAll.getDiskPartitionSpaceUsedPercent``, for the runtime info's disk ratios).
+The HTTP side (``server.http``) also reads ``ConsumerOffsetTable`` (``config/consumerOffset.json``, the
+committed offsets a live broker saves, re-read when the file changes) and tells a damaged store by
+``StoreError``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from store.config.consumer_offsets import ConsumerOffsetTable
 from store.consumequeue.get_message import total_physical_memory
+from store.errors import StoreError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.message_store import QueryArgumentError
 from store.platform.disk import disk_used_ratio
@@ -36,10 +41,13 @@ __all__ = [
     "AppendResult",
     "CommitLogBounds",
     "ConsumeQueueStore",
+    "ConsumerOffsetTable",
     "GetMessageResult",
+    "IndexedStore",
     "QueryArgumentError",
     "QueryResult",
     "QueryStore",
+    "StoreError",
     "StoreWithCommitLog",
     "disk_used_ratio",
     "total_physical_memory",
@@ -125,6 +133,16 @@ class StoreWithCommitLog(ConsumeQueueStore, Protocol):
     """The store as the runtime-info and consumer-offset answers see it."""
 
     commitlog: CommitLogBounds
+
+
+class IndexedStore(StoreWithCommitLog, Protocol):
+    """The store as ``/metrics`` sees it: also where its index stands."""
+
+    def index_last_update(self) -> tuple[int, int]:
+        """(last indexed store time, CommitLog offset of the last indexed record); (0, 0) for none."""
+        ...
+
+    def view_message_copy(self, offset: int, max_size: int) -> bytes | None: ...
 
 
 class AppendResult(Protocol):

@@ -15,14 +15,17 @@ A ``pulse`` (a refresh of a store another process writes) still wakes them all.
 from __future__ import annotations
 
 import asyncio
+import time
 
 
 class StoreChanges:
     """Wakes every waiter when the store may have grown, and for good when the server stops."""
 
-    __slots__ = ("_closed", "_event", "_queues")
+    __slots__ = ("_closed", "_event", "_queues", "last_pulse")
 
     def __init__(self) -> None:
+        #: ``time.monotonic()`` of the last pulse (None before the first): ``/metrics``' refresh lag.
+        self.last_pulse: float | None = None
         self._event = asyncio.Event()
         self._closed = False
         #: (topic, queue id) -> the event its held pulls wait on, until the queue grows.
@@ -34,6 +37,7 @@ class StoreChanges:
 
     def pulse(self) -> None:
         """The store was refreshed: wake everyone waiting now; later waits wait for the next pulse."""
+        self.last_pulse = time.monotonic()
         self._event.set()
         if not self._closed:
             self._event = asyncio.Event()

@@ -436,6 +436,11 @@ class MessageStore:
         first = files[0].start if files else -1
         return self._store_time(first, 2 * self.config.max_message_size)
 
+    def index_last_update(self) -> tuple[int, int]:
+        """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset) of the newest index file: where
+        indexing stands, for ``/metrics``' index lag; (0, 0) without an index."""
+        return self.index.last_update()
+
     def topic_attributes(self) -> dict[str, dict[str, str]]:
         """topic -> its 5.x attributes in ``config/topics.json`` (``message.type``, ...), topics with
         none left out: what the gRPC route's accepted message types are read from."""

@@ -49,6 +49,17 @@ def port_number(value: str) -> int:
     return _integer_in(value, 0, 65535, "a port number 0..65535")
 
 
+#: What ``port_or_off`` returns for "off".
+PORT_OFF = -1
+
+
+def port_or_off(value: str) -> int:
+    """A TCP port 0..65535, or ``off`` (``PORT_OFF``): for a port that is on by default."""
+    if value.strip().lower() == "off":
+        return PORT_OFF
+    return _integer_in(value, 0, 65535, "a port number 0..65535 or off")
+
+
 def _finite(value: str) -> float:
     try:
         number = float(value)

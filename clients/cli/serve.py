@@ -20,7 +20,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from clients.cli.arg_types import host_port, non_negative_int, port_number, positive_int, seconds_or_off
+from clients.cli.arg_types import (
+    PORT_OFF,
+    host_port,
+    non_negative_int,
+    port_number,
+    port_or_off,
+    positive_int,
+    seconds_or_off,
+)
 from clients.cli.store_options import add_store_arguments, config_file
 from clients.cli.store_options import config_from_args as load_config
 from clients.testkit.demo import demo_config, make_demo_store
@@ -98,6 +106,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=port_number,
         help=f"gRPC port for RocketMQ 5 clients (the Proxy's MessagingService; default {DEFAULT_GRPC_PORT} "
         "as the Proxy's, or 0 with --port 0); 0 picks a free one, printed on the start-up line",
+    )
+    parser.add_argument(
+        "--http",
+        type=port_or_off,
+        metavar="PORT",
+        help=f"HTTP port: JSON API, /openapi.json and Prometheus /metrics (default: the listen port + "
+        f"{HTTP_PORT_OFFSET}, beside the fast port (-2), the broker's HA port (+1) and clear of gRPC; 0 "
+        "with --port 0); 0 picks a free one; off turns it off; bound on --host like the broker port; "
+        "the start-up line prints its URL",
     )
     parser.add_argument(
         "--advertise",
@@ -340,7 +357,26 @@ def settings_from(
         max_queued_bytes=args.max_queued_mib * 1024 * 1024,
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
         grpc_port=grpc_port_of(args.grpc_port, port),
+        http_port=http_port_of(getattr(args, "http", None), port),
     )
+
+
+#: ``serve --http``'s default is the listen port plus this: the broker's own ports are the listen
+#: port, its fast port (-2) and its HA port (+1), so +2 is the nearest one a broker leaves free.
+HTTP_PORT_OFFSET = 2
+
+
+def http_port_of(given: int | None, port: int) -> int | None:
+    """``--http``: the port given, None for ``off``, else the listen port + 2 (0 with ``--port 0``)."""
+    if given == PORT_OFF:
+        return None
+    if given is not None:
+        return given
+    if port == 0:
+        return 0
+    if port + HTTP_PORT_OFFSET > 65535:
+        raise ValueError(f"no default HTTP port above listen port {port}: give --http PORT or --http off")
+    return port + HTTP_PORT_OFFSET
 
 
 def grpc_port_of(given: int | None, port: int) -> int:
@@ -415,6 +451,7 @@ async def serve(
             port=server.port,
             advertise=server.identity.address if server.identity else None,
             grpc_port=None,
+            http_port=None,
         )
         open_store = functools.partial(MessageStore.open, config)
         children = start_workers(workers, open_store, bound, refresh_interval, serve, _loop_factory())
@@ -429,6 +466,8 @@ async def serve(
         if server.grpc_port:
             host = server.identity.address.rpartition(":")[0]
             print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
+        if server.http_port:
+            print(f"HTTP_URL={server.http_url}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import ipaddress
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -33,6 +34,7 @@ from server.acl.validator import UNCHECKED_CODES, AccessValidator
 from server.burst_log import BurstLog
 from server.remoting.processors.not_supported import not_supported
 from server.remoting.reply import system_error
+from server.request_stats import RequestStats
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +67,11 @@ def failure_remark(code: int) -> str:
 class Dispatcher:
     """A table from request code to processor, with the broker's fallback and error answers."""
 
-    __slots__ = ("_access", "_async", "_denials", "_failures", "_field_errors", "_peer", "_sync")
+    __slots__ = ("_access", "_async", "_denials", "_failures", "_field_errors", "_peer", "_sync", "stats")
 
-    def __init__(self, access: AccessValidator | None = None) -> None:
+    def __init__(self, access: AccessValidator | None = None, stats: RequestStats | None = None) -> None:
+        #: Requests counted and timed by code for ``/metrics``; None counts nothing.
+        self.stats = stats
         self._sync: dict[int, SyncProcessor] = {}
         self._async: dict[int, AsyncProcessor] = {}
         self._peer: dict[int, PeerProcessor] = {}
@@ -103,7 +107,31 @@ class Dispatcher:
 
         ``remote_host`` is the peer's IP address, which the access check (when on) matches against
         its whitelists; ``peer`` its ``ip:port`` (for the processors that name it in a remark).
+        With ``stats`` set, the answer is counted and timed (a coroutine's when it completes).
         """
+        stats = self.stats
+        if stats is None:
+            return self._dispatch(request, remote_host, peer)
+        started = time.perf_counter()
+        result = self._dispatch(request, remote_host, peer)
+        if result is None or type(result) is RemotingCommand:
+            stats.observe(
+                request.code, None if result is None else result.code, time.perf_counter() - started
+            )
+            return result
+        return self._timed(result, request.code, started, stats)  # type: ignore[arg-type]
+
+    @staticmethod
+    async def _timed(
+        pending: Coroutine[Any, Any, RemotingCommand | None], code: int, started: float, stats: RequestStats
+    ) -> RemotingCommand | None:
+        response = await pending
+        stats.observe(code, None if response is None else response.code, time.perf_counter() - started)
+        return response
+
+    def _dispatch(
+        self, request: RemotingCommand, remote_host: str | None, peer: str | None
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
         code = request.code
         # The broker's ACL hook runs before any processor, its default (AdminBrokerProcessor,
         # which answers unknown codes) included: an unknown code is checked too.

@@ -1,0 +1,600 @@
+"""The HTTP port: routes over ``server.http.lookups``, errors as JSON, access control, exports.
+
+aiohttp serves it, on the event loop the remoting and gRPC ports run on (``server.app`` starts it):
+it is asyncio-native (no second loop or thread, unlike a WSGI server), its ``AppRunner``/``TCPSite``
+bind a port inside a running loop the way ``loop.create_server`` does, it streams responses (body
+downloads, exports) and bounds request lines and headers itself, and it is one well-kept dependency
+(starlette would need uvicorn besides, whose server wants to own the loop and the signals).
+
+Every route is a GET (the API is read-only) listed in ``ROUTES`` with its parameters, which is what
+``/openapi.json`` is built from (``server.http.openapi``), so the description cannot name a route
+the app does not serve (``tests/server/http`` compares the two). Every request is bounded: counts
+by ``MAX_LIMIT``, key queries by the query pool's budget, time-range listings by pages.
+
+With ``--acl``, every route but ``/`` needs HTTP basic credentials of an account of
+``plain_acl.yml`` (access key : secret key), unless the peer is whitelisted as the remoting side
+would let it in; the topics a route reads need SUB or GET on them (a group's offsets: on its
+``%RETRY%`` topic), as QUERY_MESSAGE does; records of other topics are left out of id lookups.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import hmac
+import io
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from protocol.message import MessageExt
+from server.acl.config import GET, SUB, Account, AclConfig, check_permission
+from server.burst_log import BurstLog
+from server.http.errors import ApiError, bad_parameter, not_found
+from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
+from server.http.lookups import MAX_KEY_RESULTS, Lookups, Page, message_json, parse_cursor
+from server.http.metrics import HttpStats, StoreCollector
+from server.http.openapi import openapi_document
+from server.http.trace import TRACE_TOPIC
+from server.store_api import ConsumeQueueStore, StoreError
+
+log = logging.getLogger(__name__)
+
+#: Largest ``limit`` of a listing (messages per page or per export).
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 50
+#: Records read by one queue + offset request.
+MAX_COUNT = 100
+#: Permission that lets an account read a topic here: SUB, or ACL 2.0's GET (lookups only).
+READ = SUB | GET
+#: Realm of the basic-auth challenge.
+REALM = "rmq-query"
+#: Columns of a CSV export (the JSON fields of the same names).
+CSV_COLUMNS = (
+    "offsetMsgId",
+    "msgId",
+    "uniqueKey",
+    "topic",
+    "queueId",
+    "queueOffset",
+    "commitLogOffset",
+    "storeTimestamp",
+    "bornTimestamp",
+    "bornHost",
+    "storeHost",
+    "tags",
+    "keys",
+    "reconsumeTimes",
+    "bodyLength",
+    "bodyText",
+)
+FORMATS = ("json", "jsonl", "csv")
+
+PLACEHOLDER_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>rmq-query</title></head>
+<body><h1>rmq-query</h1>
+<p>The lookup page is coming. Meanwhile: the JSON API is described at
+<a href="/openapi.json">/openapi.json</a>, and Prometheus metrics are at <a href="/metrics">/metrics</a>.</p>
+</body></html>
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A query or path parameter, for the OpenAPI description."""
+
+    name: str
+    where: str  # "path" or "query"
+    kind: str  # "string" or "integer"
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    path: str
+    handler_name: str
+    summary: str
+    params: tuple[Param, ...] = ()
+    #: Response media types besides JSON.
+    produces: tuple[str, ...] = ("application/json",)
+    errors: tuple[int, ...] = (400, 404, 503)
+    tags: tuple[str, ...] = field(default=("api",))
+
+
+_LIMIT = Param("limit", "query", "integer", f"messages per page (1-{MAX_LIMIT}, default {DEFAULT_LIMIT})")
+_FORMAT = Param("format", "query", "string", "json (default), jsonl or csv: the result as an export file")
+_BEGIN = Param("begin", "query", "string", "earliest store time: epoch milliseconds or ISO-8601")
+_END = Param("end", "query", "string", "latest store time: epoch milliseconds or ISO-8601")
+_CURSOR = Param("cursor", "query", "string", "where the page starts: nextCursor of the previous page")
+_TOPIC = Param("topic", "path", "string", "topic name", True)
+_ID = Param("id", "path", "string", "offset message id (32 or 56 hex digits) or unique key (UNIQ_KEY)", True)
+_EXPORTS = ("application/json", "application/x-ndjson", "text/csv")
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "/",
+        "index",
+        "placeholder page (the lookup page comes later)",
+        produces=("text/html",),
+        errors=(),
+        tags=("page",),
+    ),
+    Route("/openapi.json", "openapi", "this description", errors=(), tags=("meta",)),
+    Route(
+        "/metrics", "metrics", "Prometheus metrics", produces=("text/plain",), errors=(503,), tags=("meta",)
+    ),
+    Route(
+        "/api/topics",
+        "topics",
+        "every topic with per-queue min/max offsets and last store time",
+        errors=(503,),
+    ),
+    Route(
+        "/api/topics/{topic}",
+        "topic",
+        "one topic with per-queue min/max offsets and last store time",
+        (_TOPIC,),
+    ),
+    Route(
+        "/api/topics/{topic}/messages",
+        "topic_messages",
+        "messages of a topic by key (key given: index query) or by store time range (paged by cursor)",
+        (
+            _TOPIC,
+            Param(
+                "key", "query", "string", "message key or unique key; without it begin and end are required"
+            ),
+            _BEGIN,
+            _END,
+            _LIMIT,
+            _CURSOR,
+            _FORMAT,
+        ),
+        _EXPORTS,
+    ),
+    Route(
+        "/api/topics/{topic}/queues/{queueId}/messages",
+        "queue_messages",
+        "messages of one queue from a queue offset",
+        (
+            _TOPIC,
+            Param("queueId", "path", "integer", "queue id", True),
+            Param("offset", "query", "integer", "queue offset", True),
+            Param("count", "query", "integer", f"messages to read (1-{MAX_COUNT}, default 1)"),
+            _FORMAT,
+        ),
+        _EXPORTS,
+    ),
+    Route(
+        "/api/messages/{id}",
+        "message",
+        "a message by offset id or unique key, with every copy (retries, dead letters) of its unique key",
+        (_ID, _FORMAT),
+        _EXPORTS,
+    ),
+    Route(
+        "/api/messages/{id}/body",
+        "message_body",
+        "a message's body as a file (the record the offset id names, else the first copy of the unique key)",
+        (_ID,),
+        ("application/octet-stream",),
+    ),
+    Route(
+        "/api/messages/{id}/trace",
+        "message_trace",
+        "the message's trace (Pub, SubBefore, SubAfter, EndTransaction) from the trace topic",
+        (_ID, Param("traceTopic", "query", "string", f"trace topic (default {TRACE_TOPIC})")),
+    ),
+    Route(
+        "/api/groups", "groups", "consumer groups with per-queue committed offsets and diffs", errors=(503,)
+    ),
+    Route(
+        "/api/groups/{group}",
+        "group",
+        "one consumer group with per-queue committed offsets and diffs",
+        (Param("group", "path", "string", "consumer group", True),),
+    ),
+    Route(
+        "/api/groups/{group}/dlq",
+        "group_dlq",
+        "the group's dead-letter messages (%DLQ%group), paged by cursor",
+        (Param("group", "path", "string", "consumer group", True), _LIMIT, _CURSOR, _FORMAT),
+        _EXPORTS,
+    ),
+)
+
+
+def int_param(request: web.Request, name: str, default: int | None, low: int, high: int) -> int:
+    """An integer query parameter within [low, high]; 400 naming it otherwise."""
+    text = request.query.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise bad_parameter(name, "required")
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_parameter(name, f"not an integer: {text[:40]!r}") from None
+    if not low <= value <= high:
+        raise bad_parameter(name, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def path_int(request: web.Request, name: str) -> int:
+    text = request.match_info[name]
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_parameter(name, f"not an integer: {text[:40]!r}") from None
+    if value < 0:
+        raise bad_parameter(name, "must not be negative")
+    return value
+
+
+def time_param(request: web.Request, name: str, default: int | None) -> int:
+    """Epoch milliseconds, or an ISO-8601 date-time (no zone: UTC)."""
+    text = request.query.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise bad_parameter(name, "required (epoch milliseconds or ISO-8601)")
+        return default
+    if text.lstrip("-").isdigit():
+        value = int(text)
+    else:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise bad_parameter(name, f"neither epoch milliseconds nor ISO-8601: {text[:40]!r}") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        value = int(moment.timestamp() * 1000)
+    if not 0 <= value < 2**63:
+        raise bad_parameter(name, "out of range")
+    return value
+
+
+def format_param(request: web.Request) -> str:
+    fmt = request.query.get("format", "json")
+    if fmt not in FORMATS:
+        raise bad_parameter("format", f"one of {', '.join(FORMATS)}, got {fmt[:20]!r}")
+    return fmt
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def export_response(
+    rows: list[dict[str, Any]], fmt: str, name: str, envelope: dict[str, Any]
+) -> web.Response:
+    """The messages as JSON (``envelope`` + ``messages``), JSON lines or CSV (one row per message)."""
+    if fmt == "json":
+        return json_response({**envelope, "messages": rows})
+    if fmt == "jsonl":
+        text = "".join(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n" for row in rows)
+        content_type, ext = "application/x-ndjson", "jsonl"
+    else:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        for row in rows:
+            writer.writerow([" ".join(row[c]) if c == "keys" else row[c] for c in CSV_COLUMNS])
+        text, content_type, ext = out.getvalue(), "text/csv", "csv"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:80] or "messages"
+    return web.Response(
+        text=text,
+        content_type=content_type,
+        headers={"Content-Disposition": f'attachment; filename="{safe}.{ext}"'},
+    )
+
+
+class Access:
+    """HTTP basic against ``plain_acl.yml``'s accounts, and the topic permissions that follow."""
+
+    def __init__(self, config: AclConfig | None) -> None:
+        self.config = config
+
+    def account(self, request: web.Request) -> Account | None:
+        """The caller's account (None: access control off or a whitelisted peer); 401 otherwise."""
+        config = self.config
+        if config is None:
+            return None
+        remote = request.remote
+        if any(pattern.matches(remote) for pattern in config.global_white):
+            return None
+        header = request.headers.get("Authorization", "")
+        scheme, _, encoded = header.partition(" ")
+        if scheme.lower() != "basic" or not encoded:
+            raise _unauthorized("credentials required (HTTP basic: access key and secret key)")
+        try:
+            access_key, sep, secret = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            raise _unauthorized("malformed basic credentials") from None
+        account = config.accounts.get(access_key)
+        if not sep or account is None:
+            raise _unauthorized("unknown access key or wrong secret key")
+        white = account.white_remote_address
+        if white is not None and white.matches(remote):
+            return account
+        if not hmac.compare_digest(secret.encode(), account.secret_key.encode()):
+            raise _unauthorized("unknown access key or wrong secret key")
+        return account
+
+    @staticmethod
+    def may_read(account: Account | None, resource: str) -> bool:
+        if account is None or (account.admin and not account.resource_perms):
+            return True
+        owned = account.resource_perms.get(resource)
+        if owned is None:
+            owned = (
+                account.default_group_perm
+                if resource.startswith(RETRY_PREFIX)
+                else account.default_topic_perm
+            )
+        return check_permission(READ, owned)
+
+    def require(self, account: Account | None, resource: str) -> None:
+        if not self.may_read(account, resource):
+            what = (
+                f"group {resource[len(RETRY_PREFIX) :]}"
+                if resource.startswith(RETRY_PREFIX)
+                else f"topic {resource}"
+            )
+            raise ApiError(403, "forbidden", f"no permission to read {what}")
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message)
+
+
+Runner = Callable[..., Awaitable[Any]]
+
+
+class HttpApi:
+    """The routes' handlers over one store, its offsets and its metrics."""
+
+    def __init__(
+        self,
+        store: ConsumeQueueStore,
+        *,
+        offsets: OffsetSource,
+        run: Runner,
+        collector: StoreCollector,
+        http_stats: HttpStats,
+        acl: AclConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.lookups = Lookups(store)
+        self.offsets = offsets
+        self.run = run
+        self.access = Access(acl)
+        self.http_stats = http_stats
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        self._failures = BurstLog(log, level=logging.ERROR)
+
+    # -- the application ----------------------------------------------------------------------------
+
+    def application(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024)
+        for route in ROUTES:
+            app.router.add_get(route.path, getattr(self, route.handler_name), name=route.handler_name)
+        return app
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        try:
+            if route != "/":
+                self.access.account(request)  # 401 before any work (handlers ask again: cheap)
+            response = await handler(request)
+        except ApiError as exc:
+            response = json_response(exc.body(), exc.status)
+            if exc.status == 401:
+                response.headers["WWW-Authenticate"] = f'Basic realm="{REALM}"'
+        except web.HTTPException as exc:
+            # unknown paths, wrong methods: the same JSON shape
+            error = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "http_error")
+            message = "no such route" if exc.status == 404 else exc.reason
+            response = json_response({"status": exc.status, "error": error, "message": message}, exc.status)
+            if exc.status == 405:
+                response.headers["Allow"] = "GET"
+        except (StoreError, OSError) as exc:
+            self._failures.event("HTTP %s %s: the store could not be read: %s", request.method, route, exc)
+            response = json_response(
+                {
+                    "status": 503,
+                    "error": "store_damaged",
+                    "message": "the store could not be read; see the server's log",
+                },
+                503,
+            )
+        except Exception as exc:
+            self._failures.event(
+                "HTTP %s %s failed: %s", request.method, route, type(exc).__name__, exc_info=exc
+            )
+            response = json_response(
+                {"status": 500, "error": "internal", "message": "the server failed; the cause is in its log"},
+                500,
+            )
+        self.http_stats.observe(route, response.status)
+        return response
+
+    # -- pages and meta ------------------------------------------------------------------------------
+
+    async def index(self, request: web.Request) -> web.Response:
+        return web.Response(text=PLACEHOLDER_PAGE, content_type="text/html")
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return json_response(openapi_document(ROUTES))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    def _known_topic(self, request: web.Request, name: str = "topic") -> str:
+        topic = request.match_info[name]
+        self.access.require(self.access.account(request), topic)
+        if topic not in self.store.topics() and topic not in self.store.queue_nums():
+            raise not_found(f"no topic {topic!r} in this store")
+        return topic
+
+    async def topics(self, request: web.Request) -> web.Response:
+        account = self.access.account(request)
+        names = [t for t in self.lookups.topic_names() if self.access.may_read(account, t)]
+        return json_response({"topics": [self.lookups.topic_json(t) for t in names]})
+
+    async def topic(self, request: web.Request) -> web.Response:
+        return json_response(self.lookups.topic_json(self._known_topic(request)))
+
+    async def topic_messages(self, request: web.Request) -> web.Response:
+        topic = self._known_topic(request)
+        fmt = format_param(request)
+        key = request.query.get("key")
+        if key is not None:
+            if not key or len(key) > 4096:
+                raise bad_parameter("key", "must be 1 to 4096 characters")
+            begin = time_param(request, "begin", 0)
+            end = time_param(request, "end", 2**63 - 1)
+            if begin > end:
+                raise bad_parameter("begin", "after end")
+            limit = int_param(request, "limit", MAX_KEY_RESULTS, 1, MAX_KEY_RESULTS)
+            page = await self.lookups.by_key(topic, key, begin, end, limit, run=self.run)
+            envelope = {"topic": topic, "key": key, "truncated": page.truncated, "nextCursor": None}
+        else:
+            begin = time_param(request, "begin", None)
+            end = time_param(request, "end", None)
+            if begin > end:
+                raise bad_parameter("begin", "after end")
+            limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+            cursor = parse_cursor(request.query.get("cursor"))
+            page = self.lookups.by_time(topic, begin, end, limit, cursor)
+            envelope = {"topic": topic, "begin": begin, "end": end, "nextCursor": page.next_cursor}
+        return self._page(page, fmt, topic, envelope)
+
+    def _page(self, page: Page, fmt: str, name: str, envelope: dict[str, Any]) -> web.Response:
+        if not page.messages and fmt == "json":
+            # an empty result is said, not shown as an empty list that looks like a failure
+            envelope["found"] = 0
+        envelope.setdefault("found", len(page.messages))
+        return export_response([message_json(m) for m in page.messages], fmt, name, envelope)
+
+    async def queue_messages(self, request: web.Request) -> web.Response:
+        topic = self._known_topic(request)
+        queue_id = path_int(request, "queueId")
+        if queue_id >= max(self.store.queue_nums().get(topic, 0), 1):
+            raise not_found(f"topic {topic!r} has no queue {queue_id}")
+        offset = int_param(request, "offset", None, 0, 2**63 - 1)
+        count = int_param(request, "count", 1, 1, MAX_COUNT)
+        fmt = format_param(request)
+        messages = self.lookups.by_queue_offset(topic, queue_id, offset, count)
+        if not messages:
+            low, high = self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id)
+            raise not_found(
+                f"no message at offset {offset} of {topic!r} queue {queue_id} (it holds {low}..{high - 1})"
+            )
+        return self._page(
+            Page(messages), fmt, f"{topic}-{queue_id}-{offset}", {"topic": topic, "queueId": queue_id}
+        )
+
+    # -- messages ------------------------------------------------------------------------------------
+
+    async def _find(self, request: web.Request) -> tuple[MessageExt | None, list[MessageExt]]:
+        """(the record an offset id names, or None; every record with its unique key) the caller may read."""
+        msg_id = request.match_info["id"]
+        if not msg_id or len(msg_id) > 128:
+            raise bad_parameter("id", "must be 1 to 128 characters")
+        account = self.access.account(request)
+        direct = self.lookups.by_offset_id(msg_id)
+        unique = direct.unique_key if direct is not None and direct.unique_key else msg_id
+        topics = [t for t in self.store.topics() if self.access.may_read(account, t)]
+        copies = await self.lookups.copies(unique, topics, MAX_KEY_RESULTS, run=self.run)
+        if direct is not None:
+            if not self.access.may_read(account, direct.topic):
+                raise ApiError(403, "forbidden", f"no permission to read topic {direct.topic}")
+            if all(c.commit_log_offset != direct.commit_log_offset for c in copies):
+                copies = sorted([direct, *copies], key=lambda m: m.commit_log_offset)
+        if direct is None and not copies:
+            raise not_found(f"no message with offset id or unique key {msg_id!r} in this store")
+        return direct, copies
+
+    async def message(self, request: web.Request) -> web.Response:
+        direct, copies = await self._find(request)
+        msg_id = request.match_info["id"]
+        envelope = {"id": msg_id, "matchedAs": "offsetMsgId" if direct is not None else "uniqueKey"}
+        return self._page(Page(copies), format_param(request), msg_id, envelope)
+
+    async def message_body(self, request: web.Request) -> web.Response:
+        direct, copies = await self._find(request)
+        msg = direct if direct is not None else copies[0]
+        return web.Response(
+            body=msg.body,
+            content_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{msg.offset_msg_id}.bin"'},
+        )
+
+    async def message_trace(self, request: web.Request) -> web.Response:
+        msg_id = request.match_info["id"]
+        if not msg_id or len(msg_id) > 128:
+            raise bad_parameter("id", "must be 1 to 128 characters")
+        trace_topic = request.query.get("traceTopic", TRACE_TOPIC) or TRACE_TOPIC
+        self.access.require(self.access.account(request), trace_topic)
+        direct = self.lookups.by_offset_id(msg_id)
+        ids = {msg_id} | ({direct.msg_id} if direct is not None else set())
+        events: list[dict[str, Any]] = []
+        for one in sorted(ids):
+            events += await self.lookups.trace(one, trace_topic, MAX_KEY_RESULTS, run=self.run)
+        if not events:
+            raise not_found(f"no trace of {msg_id!r} in {trace_topic}")
+        return json_response({"id": msg_id, "traceTopic": trace_topic, "events": events})
+
+    # -- groups --------------------------------------------------------------------------------------
+
+    async def groups(self, request: web.Request) -> web.Response:
+        account = self.access.account(request)
+        table = self.offsets.table()
+        out = []
+        for group in group_names(table):
+            if not self.access.may_read(account, RETRY_PREFIX + group):
+                continue
+            info = group_json(self.store, table, group, self.offsets.online(group))
+            if info is not None:
+                out.append(info)
+        return json_response({"groups": out})
+
+    async def group(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        self.access.require(self.access.account(request), RETRY_PREFIX + group)
+        info = group_json(self.store, self.offsets.table(), group, self.offsets.online(group))
+        if info is None:
+            raise not_found(f"no committed offsets of consumer group {group!r}")
+        return json_response(info)
+
+    async def group_dlq(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        self.access.require(self.access.account(request), RETRY_PREFIX + group)
+        fmt = format_param(request)
+        limit = int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+        cursor = parse_cursor(request.query.get("cursor"))
+        topic = DLQ_PREFIX + group
+        if topic not in self.store.topics() and topic not in self.store.queue_nums():
+            raise not_found(f"consumer group {group!r} has no dead-letter topic ({topic})")
+        page = self.lookups.by_queue_cursor(topic, limit, cursor)
+        return self._page(page, fmt, topic, {"group": group, "topic": topic, "nextCursor": page.next_cursor})

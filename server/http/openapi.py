@@ -1,0 +1,79 @@
+"""``/openapi.json``: an OpenAPI 3.1 description built from ``server.http.app.ROUTES``.
+
+Built from the same table the app registers its routes from, so the two cannot drift apart; a test
+also compares the description's paths with the routes the running app answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["status", "error", "message"],
+    "properties": {
+        "status": {"type": "integer"},
+        "error": {
+            "type": "string",
+            "enum": ["bad_request", "not_found", "unauthorized", "forbidden", "store_damaged", "internal"],
+        },
+        "message": {"type": "string"},
+        "parameter": {"type": "string", "description": "the parameter a 400 is about"},
+    },
+}
+
+_STATUS_TEXT = {
+    400: "a parameter is wrong (named in `parameter`)",
+    401: "credentials required (with --acl)",
+    403: "the account may not read this topic or group",
+    404: "nothing found",
+    503: "the store could not be read (damaged or cut files)",
+}
+
+
+def openapi_document(routes: Sequence[Any]) -> dict[str, Any]:
+    """The document for ``routes`` (``server.http.app.Route``: path, handler_name, summary, params,
+    produces, errors, tags; typed loosely here so that this module does not import the app)."""
+    paths: dict[str, Any] = {}
+    for route in routes:
+        ok: dict[str, Any] = {"description": "OK", "content": {m: {} for m in route.produces}}
+        responses: dict[str, Any] = {"200": ok}
+        for status in (*route.errors, *((401, 403) if route.path.startswith("/api") else ())):
+            responses[str(status)] = {
+                "description": _STATUS_TEXT[status],
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            }
+        paths[route.path] = {
+            "get": {
+                "operationId": route.handler_name,
+                "summary": route.summary,
+                "tags": list(route.tags),
+                "parameters": [
+                    {
+                        "name": p.name,
+                        "in": p.where,
+                        "required": p.required or p.where == "path",
+                        "description": p.description,
+                        "schema": {"type": p.kind},
+                    }
+                    for p in route.params
+                ],
+                "responses": responses,
+            }
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "rmq-query HTTP API",
+            "version": "1",
+            "description": "Read-only lookups over a RocketMQ store: messages by id, key, time or queue "
+            "offset, traces, topics, consumer groups and dead letters. Every listing is bounded; "
+            "time ranges are paged with a cursor.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {"Error": _ERROR_SCHEMA},
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+        },
+    }

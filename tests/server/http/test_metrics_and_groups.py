@@ -1,0 +1,111 @@
+"""``/metrics`` parsed with Prometheus' own parser, and consumer groups from ``consumerOffset.json``.
+
+Values are checked against the real broker's recorded answers (``.expected.json``,
+``.cq-expected.json``) and against offsets this test writes into a copy of the store's config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from server.app import QueryServer
+from server.http.trace import decode_trace_body
+from tests.support.java_store import JAVA_STORE, open_java_store, settings_for
+
+
+def samples(text: str) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found.setdefault(sample.name, []).append(sample)
+    return found
+
+
+def write_offsets(root: Path, table: dict[str, dict[int, int]]) -> None:
+    (root / "config").mkdir(exist_ok=True)
+    body = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in table.items()}}
+    (root / "config" / "consumerOffset.json").write_text(json.dumps(body), encoding="utf-8")
+
+
+async def test_metrics_and_groups_over_a_store_copy(
+    stores_dir: Path, tmp_path: Path, java_expected: dict[str, Any]
+) -> None:
+    shutil.copytree(stores_dir / JAVA_STORE, tmp_path / JAVA_STORE)
+    shutil.copy(stores_dir / f"{JAVA_STORE}.broker.conf", tmp_path / f"{JAVA_STORE}.broker.conf")
+    root = tmp_path / JAVA_STORE
+    write_offsets(root, {"TopicA@g1": {0: 100, 1: 498}, "%RETRY%g1@g1": {0: 0}})
+    cq = json.loads((stores_dir / f"{JAVA_STORE}.cq-expected.json").read_text(encoding="utf-8"))
+    max_offsets = {t: {r["queueId"]: r["maxOffset"] for r in rows} for t, rows in cq["topicStats"].items()}
+    store = open_java_store(root)
+    server = QueryServer(store, settings_for(store.config, http_port=0))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.http_port}") as session:
+            async with session.get("/api/groups/g1") as response:
+                group = await response.json()
+            topic_a = next(t for t in group["topics"] if t["topic"] == "TopicA")
+            assert [(q["queueId"], q["consumerOffset"], q["diff"]) for q in topic_a["queues"]] == [
+                (q, {0: 100, 1: 498}.get(q, 0), max_offsets["TopicA"][q] - {0: 100, 1: 498}.get(q, 0))
+                for q in sorted(max_offsets["TopicA"])
+            ]
+            async with session.get("/metrics") as response:
+                assert response.status == 200
+                first = samples(await response.text())
+            # a broker beside us saves new offsets: the next scrape sees them
+            await asyncio.sleep(0.01)
+            write_offsets(root, {"TopicA@g1": {0: 500, 1: 498, 2: 500, 3: 495}})
+            async with session.get("/metrics") as response:
+                second = samples(await response.text())
+    finally:
+        await server.stop()
+        store.close()
+
+    def value(found: dict[str, list[Any]], name: str, **labels: str) -> float:
+        hits = [s.value for s in found[name] if all(s.labels.get(k) == v for k, v in labels.items())]
+        assert len(hits) == 1, (name, labels, found.get(name))
+        return float(hits[0])
+
+    for topic, queues in max_offsets.items():
+        assert value(first, "rocketmq_producer_offset", topic=topic) == sum(queues.values())
+        for q, high in queues.items():
+            assert value(first, "rmq_query_queue_max_offset", topic=topic, queue=str(q)) == high
+    info = java_expected["storeInfoAfterReload"]
+    assert value(first, "rocketmq_brokeruntime_commitlog_maxoffset") == info["maxPhyOffset"]
+    assert value(first, "rocketmq_brokeruntime_commitlog_minoffset") == info["minPhyOffset"]
+    last_indexed = info["indexFiles"][-1]["endPhyOffset"]
+    size = next(m["size"] for m in java_expected["messages"] if m["commitLogOffset"] == last_indexed)
+    assert value(first, "rmq_query_index_behind_bytes") == info["maxPhyOffset"] - (last_indexed + size)
+    total_a = sum(max_offsets["TopicA"].values())
+    assert value(first, "rocketmq_group_diff", group="g1", topic="TopicA", msgModel="1") == total_a - 598
+    assert value(first, "rocketmq_consumer_offset", group="g1", topic="TopicA") == 598
+    assert value(first, "rocketmq_group_retrydiff", group="g1", topic="%RETRY%g1") == 0
+    assert value(second, "rocketmq_group_diff", group="g1", topic="TopicA") == total_a - 1993
+    assert "rocketmq_group_retrydiff" not in second or not [
+        s for s in second["rocketmq_group_retrydiff"] if s.labels["group"] == "g1"
+    ]
+    assert value(second, "rmq_query_http_requests_total", route="/api/groups/{group}", status="200") == 1
+
+
+def test_trace_bodies_of_the_4x_client_decode() -> None:
+    """A Pub and a SubAfter context as TraceDataEncoder joins them (fields by \\x01, contexts by \\x02)."""
+    pub = "\x01".join(
+        ["Pub", "1700000000000", "DefaultRegion", "pg", "TopicA", "UNIQ1", "tagA", "k1", "10.0.0.1:10911",
+         "12", "3", "0", "OFFID1", "true"]
+    )  # fmt: skip
+    after = "\x01".join(["SubAfter", "req-1", "UNIQ1", "7", "false", "k1", "0", "1700000000500"])
+    events = decode_trace_body(pub + "\x02" + after + "\x02")
+    assert events[0] == {
+        "type": "Pub", "timestamp": 1700000000000, "regionId": "DefaultRegion", "groupName": "pg",
+        "topic": "TopicA", "msgId": "UNIQ1", "tags": "tagA", "keys": "k1", "storeHost": "10.0.0.1:10911",
+        "bodyLength": 12, "costTime": 3, "msgType": "Normal_Msg", "offsetMsgId": "OFFID1", "success": True,
+    }  # fmt: skip
+    assert events[1]["type"] == "SubAfter"
+    assert (events[1]["costTime"], events[1]["success"], events[1]["timestamp"]) == (7, False, 1700000000500)
+    assert decode_trace_body("Pub\x01not-a-number")[0]["type"] == "unparsed"
