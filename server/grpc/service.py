@@ -5,8 +5,11 @@ client's Settings kept by client id and answered with the Proxy's, ``client_sett
 NotifyClientTermination and SendMessage (``conversion`` then ``sending``; read-only serving answers
 FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). With ``--writable``
 the SimpleConsumer calls too (QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue: ``receiving``, over the remoting port's consume side; read-only
-serving answers them NOT_IMPLEMENTED, having no committed offsets to keep). Every other call is
+ForwardMessageToDeadLetterQueue: ``receiving``, over the remoting port's consume side), the offset
+calls (UpdateOffset, GetOffset, QueryOffset: ``offsets``) and transactions (a TRANSACTION
+SendMessage, EndTransaction, and the check-back written on a producer's Telemetry stream:
+``transactions``, ``channels``); read-only serving answers them NOT_IMPLEMENTED, having no
+committed offsets to keep nor a broker to decide half messages. Every other call is
 answered with NOT_IMPLEMENTED in its response's status, a server stream with one response carrying
 it, as the Proxy answers what its version does not serve: never a dropped stream.
 
@@ -17,8 +20,9 @@ message (never exception text), logged once per burst. Telemetry follows the Pro
 stream with gRPC's INVALID_ARGUMENT for Settings without publishing or subscription, or with a bad
 topic or group, which the clients read as a failed settings sync.
 
-With ``serve --acl`` the remoting port checks signatures; this port does not yet, so every call is
-answered UNAUTHORIZED rather than served unchecked.
+With ``serve --acl`` every call is checked first, as the Proxy's interceptor does (``access``): the
+5.x client's signature (UNAUTHORIZED) and the plain ACL's permissions on the call's topics and
+group (FORBIDDEN); each Settings command of a Telemetry stream is checked as a request of its own.
 """
 
 from __future__ import annotations
