@@ -22,7 +22,7 @@ from server.grpc.sending import GrpcWriter
 from server.grpc.v2 import Code, definition, service, service_grpc
 from server.remoting.write_path import DeliveryTimer, write_path
 from store.config.store_config import StoreConfig
-from tests.server.grpc.test_raw_calls import META, send_request
+from tests.support.grpc_calls import META, send_request
 
 rocketmq = pytest.importorskip("rocketmq")
 

@@ -22,8 +22,7 @@ from server.grpc.sending import GrpcWriter
 from server.grpc.v2 import ClientType, Code, Permission, definition, service, service_grpc
 from server.remoting.write_path import DeliveryTimer, write_path
 from store.config.store_config import StoreConfig
-
-META = (("x-mq-client-id", "raw-test-client"), ("x-mq-protocol", "GRPC_V2"))
+from tests.support.grpc_calls import META, send_request
 
 
 async def start(
@@ -57,15 +56,6 @@ async def server(tmp_path: Path) -> AsyncIterator[QueryServer]:
 async def stub(server: QueryServer) -> AsyncIterator[service_grpc.MessagingServiceStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
         yield service_grpc.MessagingServiceStub(channel)
-
-
-def send_request(topic: str = "Plain", body: bytes = b"hi", **system: object) -> service.SendMessageRequest:
-    msg = definition.Message(topic=definition.Resource(name=topic), body=body)
-    msg.system_properties.message_id = "01RAWTEST0000000000000000001"
-    msg.system_properties.message_type = 1  # NORMAL
-    for name, value in system.items():
-        setattr(msg.system_properties, name, value)
-    return service.SendMessageRequest(messages=[msg])
 
 
 async def test_route_names_the_grpc_endpoint_and_the_queues(server: QueryServer, stub) -> None:

@@ -27,7 +27,7 @@ from server.grpc.v2 import ClientType, Code, MessageType, definition, service, s
 from server.remoting.write_path import DeliveryTimer, WritePath, write_path
 from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig
-from tests.server.grpc.test_raw_calls import META, send_request
+from tests.support.grpc_calls import META, send_request
 
 TX = definition.Resource(name="TxTopic")
 
