@@ -34,6 +34,7 @@ from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
 from server.broker.receive_store import store_leases
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
+from server.grpc.access import GrpcAccess
 from server.grpc.receiving import GrpcConsumers
 from server.grpc.sending import GrpcWriter
 from server.grpc.server import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS, GrpcServer
@@ -480,7 +481,7 @@ class QueryServer:
             broker_name=identity.broker_name,
             endpoint=lambda: (host, self.grpc_port),
             writer=writer,
-            acl_on=self.settings.acl is not None,
+            access=GrpcAccess(self.settings.acl) if self.settings.acl is not None else None,
             consumers=self._grpc_consumers(topics, identity),
         )
         assert self.settings.grpc_port is not None

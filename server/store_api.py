@@ -149,6 +149,9 @@ class AppendResult(Protocol):
     """``store.write.writer.Appended``: where one record of a SEND went (the SEND's answer)."""
 
     @property
+    def offset(self) -> int: ...
+
+    @property
     def offset_msg_id(self) -> str: ...
 
     @property

@@ -50,7 +50,7 @@ from protocol.acl_signature import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, acl_
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.heartbeat import HeartbeatBodyError, HeartbeatData, decode_heartbeat
-from server.acl.config import GET, PUB, RETRY_PREFIX, SUB, AclConfig, check_permission
+from server.acl.config import GET, PUB, RETRY_PREFIX, SUB, Account, AclConfig, check_permission
 
 #: What a message lookup needs on its topic: SUB (plain ACL 1.0) or GET (ACL 2.0), either one.
 LOOKUP = SUB | GET
@@ -185,18 +185,27 @@ class AccessValidator:
             raise DeniedError(
                 f"Need admin permission for request code={request.code}, but accessKey={access_key} is not"
             )
-        if not needed or (account.admin and not account.resource_perms):
-            return
-        for resource, perm in needed.items():
-            is_group = resource.startswith(RETRY_PREFIX)
-            owned = account.resource_perms.get(resource)
-            if owned is None:
-                owned = account.default_group_perm if is_group else account.default_topic_perm
-            # An entry of its own decides alone, as in Java's checkPerm: "TopicA=DENY" (or "=PUB")
-            # refuses TopicA even when the default would grant it.
-            if not check_permission(perm, owned):
-                what = f"group:{resource[len(RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
-                raise DeniedError(f"No default permission for {what}")
+        check_resources(account, needed)
+
+
+def check_resources(account: Account, needed: dict[str, int]) -> None:
+    """Raise ``DeniedError`` unless ``account`` holds each permission ``needed`` (resource -> perm;
+    a group as its ``%RETRY%`` topic). Shared by both ports: the gRPC port derives ``needed`` from
+    its own requests (``server.grpc.access``)."""
+    if needed.get(TRACE_TOPIC) == PUB:
+        return
+    if not needed or (account.admin and not account.resource_perms):
+        return
+    for resource, perm in needed.items():
+        is_group = resource.startswith(RETRY_PREFIX)
+        owned = account.resource_perms.get(resource)
+        if owned is None:
+            owned = account.default_group_perm if is_group else account.default_topic_perm
+        # An entry of its own decides alone, as in Java's checkPerm: "TopicA=DENY" (or "=PUB")
+        # refuses TopicA even when the default would grant it.
+        if not check_permission(perm, owned):
+            what = f"group:{resource[len(RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
+            raise DeniedError(f"No default permission for {what}")
 
 
 def _signature_matches(request: RemotingCommand, fields: dict[str, str], secret_key: str) -> bool:

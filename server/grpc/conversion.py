@@ -18,6 +18,9 @@ header, as rules over values (the caller passes the peer's address and the time)
   (``server.broker.scheduled_delivery``) and has no timer wheel; with a level set the 5.x broker
   drops ``TIMER_DELIVER_MS`` (``HookUtils.checkIfTimerMessage``), so only ``DELAY`` is stored;
 - ``Encoding.GZIP`` sets the compressed sysFlag bit, as the Proxy does;
+- a TRANSACTION message is a half message: the prepared sysFlag bits, ``TRAN_MSG=true`` and its
+  orphaned-transaction recovery duration (at most an hour: BAD_REQUEST) as
+  ``CHECK_IMMUNITY_TIME_IN_SECONDS``; ``put_message`` then stores it as for a 4.x producer;
 - the message's type must be one the topic accepts (``DefaultTopicMessageTypeValidator``: the
   topic's ``message.type`` attribute, NORMAL when absent, MIXED takes all):
   MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
@@ -37,6 +40,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from protocol.index_key import java_string_hash
 from protocol.java_hashmap import as_java_hashmap
+from protocol.message_flags import TRANSACTION_PREPARED_TYPE
 from protocol.message_properties import properties_to_string
 from protocol.send_message import SendMessageRequestHeader
 from server.grpc.v2 import Code, Encoding, MessageType, definition
@@ -76,6 +80,7 @@ PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
 PROPERTY_BORN_HOST = "__BORNHOST"
 PROPERTY_BORN_TIMESTAMP = "BORN_TIMESTAMP"
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 #: ``MessageSysFlag.COMPRESSED_FLAG``.
 COMPRESSED_FLAG = 0x1
@@ -103,6 +108,8 @@ class SendLimits:
     user_property_max_num: int = 128
     max_message_group_size: int = 64
     max_delay_ms: int = 24 * 3600 * 1000
+    #: ``maxTransactionRecoverySecond``: the longest orphaned-transaction recovery duration.
+    max_transaction_recovery_s: int = 3600
     body_empty_check: bool = True
 
 
@@ -254,8 +261,20 @@ def to_broker_message(
     if system.body_encoding == Encoding.GZIP:
         sys_flag |= COMPRESSED_FLAG
     if system.message_type == MessageType.TRANSACTION:
-        # Half messages need EndTransaction and the check-back, which the receive half brings.
-        raise GrpcStatusError(Code.NOT_IMPLEMENTED, "transactional messages are not served yet")
+        # ``buildSysFlag`` and ``buildMessageProperty``: a half message, kept back until
+        # EndTransaction (or the check-back) decides it; the recovery duration is the broker's
+        # check immunity, at most ``maxTransactionRecoverySecond``.
+        sys_flag |= TRANSACTION_PREPARED_TYPE
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        if system.HasField("orphaned_transaction_recovery_duration"):
+            seconds = int(system.orphaned_transaction_recovery_duration.seconds)
+            if limits.max_transaction_recovery_s > 0 and seconds > limits.max_transaction_recovery_s:
+                raise GrpcStatusError(
+                    Code.BAD_REQUEST,
+                    "the max transaction recovery time of message is too large, "
+                    f"max is {limits.max_transaction_recovery_s}",
+                )
+            props[PROPERTY_CHECK_IMMUNITY_TIME] = str(seconds)
     if system.HasField("delivery_timestamp"):
         delivery_ms = timestamp_ms(system.delivery_timestamp)
         if limits.max_delay_ms > 0 and delivery_ms - now_ms > limits.max_delay_ms:

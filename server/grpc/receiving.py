@@ -83,7 +83,16 @@ def _timestamp(ms: int) -> Timestamp:
 
 def to_v2_message(delivery: Delivery, invisible_ms: int) -> definition.Message:
     """``GrpcConverter.buildMessage`` for a received message (with its receipt handle)."""
-    message: MessageExt = delivery.message
+    return build_message(
+        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle, invisible_ms=invisible_ms
+    )
+
+
+def build_message(
+    message: MessageExt, *, attempt: int, receipt_handle: str = "", invisible_ms: int | None = None
+) -> definition.Message:
+    """``GrpcConverter.buildMessage``: a stored message as a 5.x client reads it. A received one has
+    its receipt handle and invisible duration; one shown for a transaction check-back has neither."""
     props = message.properties
     system = definition.SystemProperties(
         message_id=props.get(PROPERTY_UNIQ_KEY) or message.offset_msg_id,
@@ -96,12 +105,16 @@ def to_v2_message(delivery: Delivery, invisible_ms: int) -> definition.Message:
         born_host=props.get(PROPERTY_BORN_HOST) or message.born_host,
         store_timestamp=_timestamp(message.store_timestamp),
         store_host=f"{message.store_host}:{message.store_port}",
-        receipt_handle=delivery.handle,
         queue_id=message.queue_id,
         queue_offset=message.queue_offset,
-        invisible_duration=Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000),
-        delivery_attempt=delivery.attempt,
+        delivery_attempt=attempt,
     )
+    if receipt_handle:
+        system.receipt_handle = receipt_handle
+    if invisible_ms is not None:
+        system.invisible_duration.CopyFrom(
+            Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000)
+        )
     if PROPERTY_TAGS in props:
         system.tag = props[PROPERTY_TAGS]
     if props.get(PROPERTY_KEYS) is not None:

@@ -13,13 +13,22 @@ the broker's remark).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol.codes import ResponseCode
 from server.broker.controller import BrokerController
-from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, StoreUnavailable, single_record
+from server.broker.put_message import (
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    PutContext,
+    PutRefused,
+    StoreUnavailable,
+    single_record,
+)
 from server.broker.send_check import check_send, header_to_store
+from server.broker.transactions import reject_remark, system_topic
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.grpc.conversion import BrokerMessage
@@ -46,10 +55,12 @@ def refusal_status(refused: PutRefused) -> GrpcStatusError:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """One message's place: its queue and queue offset."""
+    """One message's place: its queue, queue offset and CommitLog offset (which names a half
+    message to EndTransaction)."""
 
     queue_id: int
     queue_offset: int
+    commit_log_offset: int = -1
 
 
 class GrpcWriter:
@@ -72,6 +83,12 @@ class GrpcWriter:
         self._write_errors = BurstLog(log)
 
     @property
+    def _reject_transactions(self) -> bool:
+        """``rejectTransactionMessage``: half messages refused (NO_PERMISSION, answered by the Proxy
+        as INTERNAL_SERVER_ERROR with the broker's remark)."""
+        return self.broker is not None and self.broker.settings.transactions.reject_transaction_message
+
+    @property
     def max_message_size(self) -> int:
         return self.store.config.max_message_size
 
@@ -88,7 +105,13 @@ class GrpcWriter:
                 header = message.send_header(queue_id)
                 config = check_send(self.store, header, born)
                 header = header_to_store(header, config)
+                if message.message_type == "TRANSACTION" and self._reject_transactions:
+                    raise PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.store.writer.store_host))
                 records.append(single_record(header, message.body, ctx))
+            if any(r.topic == TRANS_HALF_TOPIC for r in records):
+                # as a remoting SEND of a half message: the half topic with one queue, not the
+                # writer's default four
+                system_topic(self.store, TRANS_HALF_TOPIC, int(time.time() * 1000))
             appended: list[AppendResult] = list(self.store.put(records))
         except PutRefused as refused:
             if isinstance(refused, StoreUnavailable):
@@ -101,4 +124,4 @@ class GrpcWriter:
             ) from None
         if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
             self.on_scheduled()
-        return [Stored(queue_id, a.queue_offset) for a in appended]
+        return [Stored(queue_id, a.queue_offset, a.offset) for a in appended]

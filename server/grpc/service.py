@@ -5,8 +5,11 @@ client's Settings kept by client id and answered with the Proxy's, ``client_sett
 NotifyClientTermination and SendMessage (``conversion`` then ``sending``; read-only serving answers
 FORBIDDEN "no writable queue", the Proxy's answer when no queue takes writes). With ``--writable``
 the SimpleConsumer calls too (QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue: ``receiving``, over the remoting port's consume side; read-only
-serving answers them NOT_IMPLEMENTED, having no committed offsets to keep). Every other call is
+ForwardMessageToDeadLetterQueue: ``receiving``, over the remoting port's consume side), the offset
+calls (UpdateOffset, GetOffset, QueryOffset: ``offsets``) and transactions (a TRANSACTION
+SendMessage, EndTransaction, and the check-back written on a producer's Telemetry stream:
+``transactions``, ``channels``); read-only serving answers them NOT_IMPLEMENTED, having no
+committed offsets to keep nor a broker to decide half messages. Every other call is
 answered with NOT_IMPLEMENTED in its response's status, a server stream with one response carrying
 it, as the Proxy answers what its version does not serve: never a dropped stream.
 
@@ -17,12 +20,14 @@ message (never exception text), logged once per burst. Telemetry follows the Pro
 stream with gRPC's INVALID_ARGUMENT for Settings without publishing or subscription, or with a bad
 topic or group, which the clients read as a failed settings sync.
 
-With ``serve --acl`` the remoting port checks signatures; this port does not yet, so every call is
-answered UNAUTHORIZED rather than served unchecked.
+With ``serve --acl`` every call is checked first, as the Proxy's interceptor does (``access``): the
+5.x client's signature (UNAUTHORIZED) and the plain ACL's permissions on the call's topics and
+group (FORBIDDEN); each Settings command of a Telemetry stream is checked as a request of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -33,15 +38,19 @@ from typing import Any
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from server.acl.config import Account
 from server.burst_log import BurstLog
 from server.grpc import client_settings
-from server.grpc.channels import GrpcClients
+from server.grpc.access import GrpcAccess, required, settings_required
+from server.grpc.channels import GrpcClients, TelemetryChannel
 from server.grpc.client_settings import SubscriptionDefaults
 from server.grpc.conversion import SendLimits, check_message_type, group_queue, to_broker_message
+from server.grpc.offsets import GrpcOffsets
 from server.grpc.receiving import GrpcConsumers
 from server.grpc.route import PERM_WRITE, broker, message_queues
 from server.grpc.sending import GrpcWriter
 from server.grpc.topics import GrpcTopics
+from server.grpc.transactions import GrpcTransactions
 from server.grpc.v2 import ClientType, Code, definition, service, service_grpc
 from server.grpc.validation import GrpcStatusError, validate_consumer_group, validate_topic
 
@@ -53,6 +62,21 @@ MAX_CLIENTS = 10_000
 CLIENT_ID_KEY = "x-mq-client-id"
 #: The client's ``LanguageCode`` name (``x-mq-language``), recorded with its group membership.
 LANGUAGE_KEY = "x-mq-language"
+#: NOT_IMPLEMENTED's message for what needs the writable consume side.
+WRITABLE_ONLY = "{} are served with serve --writable only"
+#: Commands waiting to go out on one Telemetry stream; a check-back past it is dropped.
+TELEMETRY_OUTBOX = 256
+
+
+class _Abort:
+    """The Telemetry stream ends with gRPC's INVALID_ARGUMENT and this message."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+#: The Telemetry stream's reader is done: the stream ends.
+_END = object()
 
 
 def status(code: int, message: str | None = None) -> definition.Status:
@@ -84,7 +108,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         endpoint: Callable[[], tuple[str, int]],
         writer: GrpcWriter | None = None,
         max_body_size: int = SendLimits().max_body_size,
-        acl_on: bool = False,
+        access: GrpcAccess | None = None,
         clock: Callable[[], int] | None = None,
         consumers: GrpcConsumers | None = None,
     ) -> None:
@@ -94,15 +118,20 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self._endpoint = endpoint
         self.writer = writer
         self.limits = SendLimits(max_body_size=writer.max_message_size if writer else max_body_size)
-        self.acl_on = acl_on
+        #: ``serve --acl``: signatures and permissions checked on every call (``access``).
+        self.access = access
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.settings: OrderedDict[str, definition.Settings] = OrderedDict()
         self._round_robin = itertools.count()
         self._failures = BurstLog(log)
         #: The SimpleConsumer calls (``receiving``); None when serving read-only.
         self.consumers = consumers
-        #: Consumers as members of the broker's consumer groups (``channels``).
-        self.clients = GrpcClients(consumers.broker) if consumers is not None else None
+        #: The Proxy's transaction data and EndTransaction (``transactions``); writable only.
+        self.transactions = (
+            GrpcTransactions(consumers.broker, clock=self._clock) if consumers is not None else None
+        )
+        #: Consumers and producers as members of the broker's groups (``channels``).
+        self.clients = GrpcClients(consumers.broker, self.transactions) if consumers is not None else None
 
     # -- the common frame of every call ----------------------------------------------------------
 
@@ -117,18 +146,28 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     def _client_id(cls, context: Any) -> str:
         return cls._metadata(context, CLIENT_ID_KEY)
 
-    def _context_check(self, context: Any) -> str:
-        """The client id, or the status the Proxy answers before looking at the request."""
-        if self.acl_on:
-            raise GrpcStatusError(Code.UNAUTHORIZED, "access control is not served on the gRPC port yet")
+    def _authenticate(self, context: Any) -> Account | None:
+        """With ``--acl``: the caller's account (None: allowed everything), or UNAUTHORIZED."""
+        if self.access is None:
+            return None
+        metadata = {str(k): str(v) for k, v in context.invocation_metadata() or ()}
+        return self.access.authenticate(metadata, parse_peer(context.peer() or "")[0])
+
+    def _context_check(self, context: Any, request: Any = None) -> str:
+        """The client id, or the status the Proxy answers before looking at the request: its
+        interceptor's access check (UNAUTHORIZED, FORBIDDEN for ``request``'s resources) first."""
+        if self.access is not None:
+            self.access.authorize(self._authenticate(context), required(request))
         client_id = self._client_id(context)
         if not client_id.strip():
             raise GrpcStatusError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
         return client_id
 
-    async def _unary(self, response_type: type, context: Any, handler: Callable[[str], Any]) -> Any:
+    async def _unary(
+        self, response_type: type, context: Any, handler: Callable[[str], Any], request: Any = None
+    ) -> Any:
         try:
-            client_id = self._context_check(context)
+            client_id = self._context_check(context, request)
             return handler(client_id)
         except GrpcStatusError as refused:
             return response_type(status=status(refused.code, refused.message))
@@ -141,7 +180,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def QueryRoute(
         self, request: service.QueryRouteRequest, context: Any
     ) -> service.QueryRouteResponse:
-        return await self._unary(service.QueryRouteResponse, context, lambda _: self._query_route(request))
+        return await self._unary(
+            service.QueryRouteResponse, context, lambda _: self._query_route(request), request
+        )
 
     def _query_route(self, request: service.QueryRouteRequest) -> service.QueryRouteResponse:
         name = request.topic.name
@@ -188,6 +229,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             service.HeartbeatResponse,
             context,
             lambda cid: self._heartbeat(cid, request, f"{peer[0]}:{peer[1]}", language),
+            request,
         )
 
     def _heartbeat(
@@ -204,7 +246,10 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             if self.clients is not None:
                 # A member of the group as the Proxy registers it (its config auto-created).
                 self.clients.heartbeat(client_id, peer, request.group.name, settings, language)
-        elif kind != ClientType.PRODUCER:
+        elif kind == ClientType.PRODUCER:
+            if self.clients is not None:
+                self.clients.producer_heartbeat(client_id, settings, language)
+        else:
             raise GrpcStatusError(Code.UNRECOGNIZED_CLIENT_TYPE, ClientType.Name(kind))
         return service.HeartbeatResponse(status=OK)
 
@@ -212,7 +257,10 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self, request: service.NotifyClientTerminationRequest, context: Any
     ) -> service.NotifyClientTerminationResponse:
         return await self._unary(
-            service.NotifyClientTerminationResponse, context, lambda cid: self._terminated(cid, request)
+            service.NotifyClientTerminationResponse,
+            context,
+            lambda cid: self._terminated(cid, request),
+            request,
         )
 
     def _terminated(
@@ -235,40 +283,101 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def Telemetry(
         self, request_iterator: AsyncIterator[service.TelemetryCommand], context: Any
     ) -> AsyncIterator[service.TelemetryCommand]:
-        """The client's Settings in, the Proxy's Settings out, for as long as the client keeps it open."""
+        """The client's Settings in, the Proxy's Settings out, for as long as the client keeps it open;
+        a producer's check-backs are written to it too (``channels.TelemetryChannel``).
+
+        Reading runs in a task of its own, putting its answers in the stream's outbox, so that what
+        the broker writes meanwhile goes out without waiting for the client's next command."""
         try:
+            account = self._authenticate(context)
             client_id = self._context_check(context)
         except GrpcStatusError as refused:
             yield service.TelemetryCommand(status=status(refused.code, refused.message))
             return
-        async for command in request_iterator:
-            if command.WhichOneof("command") != "settings":
-                continue  # thread stack traces and verify results answer nothing we asked
-            settings = command.settings
-            try:
-                pubsub = settings.WhichOneof("pub_sub")
-                if pubsub == "publishing":
-                    for topic in settings.publishing.topics:
-                        validate_topic(topic.name)
-                elif pubsub == "subscription":
-                    validate_consumer_group(settings.subscription.group.name)
-                else:
-                    await context.abort(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        "there is no publishing or subscription data in settings",
+        peer = parse_peer(context.peer() or "")
+        language = self._metadata(context, LANGUAGE_KEY) or "JAVA"
+        outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=TELEMETRY_OUTBOX)
+        channels: list[TelemetryChannel] = []
+        reader = asyncio.ensure_future(
+            self._read_telemetry(
+                request_iterator, account, client_id, f"{peer[0]}:{peer[1]}", language, outbox, channels
+            )
+        )
+        try:
+            while True:
+                item = await outbox.get()
+                if item is _END:
+                    return
+                if isinstance(item, _Abort):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, item.message)
+                yield item
+        finally:
+            reader.cancel()
+            for channel in channels:
+                channel.close()
+
+    async def _read_telemetry(
+        self,
+        request_iterator: AsyncIterator[service.TelemetryCommand],
+        account: Account | None,
+        client_id: str,
+        peer: str,
+        language: str,
+        outbox: asyncio.Queue[Any],
+        channels: list[TelemetryChannel],
+    ) -> None:
+        try:
+            async for command in request_iterator:
+                if command.WhichOneof("command") != "settings":
+                    continue  # thread stack traces and verify results answer nothing we asked
+                if self.access is not None:
+                    try:
+                        # the interceptor checks each command of the stream, as each unary request
+                        self.access.authorize(account, settings_required(command.settings))
+                    except GrpcStatusError as refused:
+                        await outbox.put(
+                            service.TelemetryCommand(status=status(refused.code, refused.message))
+                        )
+                        break
+                answer = self._telemetry_settings(client_id, command.settings)
+                if isinstance(answer, _Abort):
+                    await outbox.put(answer)
+                    return
+                if command.settings.HasField("publishing") and self.clients is not None:
+                    channel = self.clients.producer_stream(
+                        client_id, peer, self.settings[client_id], language, outbox
                     )
-            except GrpcStatusError as refused:
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"process client telemetryCommand failed. {refused.message}",
-                )
-            raw = settings
-            if pubsub == "subscription":
-                raw = client_settings.consumer_settings(
-                    settings, self._group_defaults(settings.subscription.group.name)
-                )
-            self._keep_settings(client_id, raw)
-            yield service.TelemetryCommand(status=OK, settings=self._answered_settings(raw))
+                    if channel is not None and channel not in channels:
+                        channels.append(channel)
+                await outbox.put(answer)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the client went away mid-read: the stream just ends
+            log.debug("the Telemetry stream of %s ended: %s", client_id, exc)
+        await outbox.put(_END)
+
+    def _telemetry_settings(
+        self, client_id: str, settings: definition.Settings
+    ) -> service.TelemetryCommand | _Abort:
+        """``processAndWriteClientSettings``: the answer, or the INVALID_ARGUMENT ending the stream."""
+        try:
+            pubsub = settings.WhichOneof("pub_sub")
+            if pubsub == "publishing":
+                for topic in settings.publishing.topics:
+                    validate_topic(topic.name)
+            elif pubsub == "subscription":
+                validate_consumer_group(settings.subscription.group.name)
+            else:
+                return _Abort("there is no publishing or subscription data in settings")
+        except GrpcStatusError as refused:
+            return _Abort(f"process client telemetryCommand failed. {refused.message}")
+        raw = settings
+        if pubsub == "subscription":
+            raw = client_settings.consumer_settings(
+                settings, self._group_defaults(settings.subscription.group.name)
+            )
+        self._keep_settings(client_id, raw)
+        return service.TelemetryCommand(status=OK, settings=self._answered_settings(raw))
 
     # -- sending ------------------------------------------------------------------------------------
 
@@ -276,7 +385,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self, request: service.SendMessageRequest, context: Any
     ) -> service.SendMessageResponse:
         born = parse_peer(context.peer() or "")
-        return await self._unary(service.SendMessageResponse, context, lambda _: self._send(request, born))
+        return await self._unary(
+            service.SendMessageResponse, context, lambda _: self._send(request, born), request
+        )
 
     def _send(
         self, request: service.SendMessageRequest, born: tuple[str, int]
@@ -306,11 +417,22 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         writable_queues = config.write_queue_nums if config.perm & PERM_WRITE else 0
         if self.writer is None or writable_queues <= 0:
             raise GrpcStatusError(Code.FORBIDDEN, "no writable queue")
+        half = converted[0].message_type == "TRANSACTION"
+        if half and self.transactions is None:
+            # EndTransaction and the check-back need the broker's consume side.
+            raise GrpcStatusError(Code.NOT_IMPLEMENTED, WRITABLE_ONLY.format("transactions"))
         group = converted[0].message_group if len(converted) == 1 else None
         queue_id = group_queue(group, writable_queues) if group else next(self._round_robin) % writable_queues
         stored = self.writer.send(converted, queue_id, born)
+        if half and self.transactions is not None:
+            # ``fillTransactionData``: the producer group is the topic
+            for m, s in zip(converted, stored, strict=True):
+                self.transactions.add(topic, m.message_id, s.queue_offset, s.commit_log_offset)
+        # The broker answers every SEND with the message's UNIQ_KEY as its transaction id.
         entries = [
-            service.SendResultEntry(status=OK, message_id=m.message_id, offset=s.queue_offset)
+            service.SendResultEntry(
+                status=OK, message_id=m.message_id, transaction_id=m.message_id, offset=s.queue_offset
+            )
             for m, s in zip(converted, stored, strict=True)
         ]
         return service.SendMessageResponse(status=OK, entries=entries)
@@ -334,13 +456,13 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             fifo = settings is not None and settings.subscription.fifo
             return self._consumers().query_assignment(request, broker(self.broker_name, host, port), fifo)
 
-        return await self._unary(service.QueryAssignmentResponse, context, answer)
+        return await self._unary(service.QueryAssignmentResponse, context, answer, request)
 
     async def ReceiveMessage(
         self, request: service.ReceiveMessageRequest, context: Any
     ) -> AsyncIterator[service.ReceiveMessageResponse]:
         try:
-            client_id = self._context_check(context)
+            client_id = self._context_check(context, request)
             consumers = self._consumers()
             remaining = context.time_remaining()
             responses = consumers.receive(
@@ -367,7 +489,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self, request: service.AckMessageRequest, context: Any
     ) -> service.AckMessageResponse:
         return await self._unary(
-            service.AckMessageResponse, context, lambda _: self._consumers().ack(request)
+            service.AckMessageResponse, context, lambda _: self._consumers().ack(request), request
         )
 
     async def ChangeInvisibleDuration(
@@ -377,6 +499,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             service.ChangeInvisibleDurationResponse,
             context,
             lambda _: self._consumers().change_invisible(request),
+            request,
         )
 
     async def ForwardMessageToDeadLetterQueue(
@@ -386,6 +509,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             service.ForwardMessageToDeadLetterQueueResponse,
             context,
             lambda _: self._consumers().forward_to_dead_letter(request),
+            request,
         )
 
     # -- what this half does not serve ----------------------------------------------------------------
@@ -396,17 +520,43 @@ class MessagingService(service_grpc.MessagingServiceServicer):
 
         return await self._unary(response_type, context, refuse)
 
-    async def UpdateOffset(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.UpdateOffsetResponse, context, "UpdateOffset")
+    async def UpdateOffset(
+        self, request: service.UpdateOffsetRequest, context: Any
+    ) -> service.UpdateOffsetResponse:
+        return await self._unary(
+            service.UpdateOffsetResponse, context, lambda _: self._offsets().update(request), request
+        )
 
-    async def GetOffset(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.GetOffsetResponse, context, "GetOffset")
+    async def GetOffset(self, request: service.GetOffsetRequest, context: Any) -> service.GetOffsetResponse:
+        return await self._unary(
+            service.GetOffsetResponse, context, lambda _: self._offsets().get(request), request
+        )
 
-    async def QueryOffset(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.QueryOffsetResponse, context, "QueryOffset")
+    async def QueryOffset(
+        self, request: service.QueryOffsetRequest, context: Any
+    ) -> service.QueryOffsetResponse:
+        return await self._unary(
+            service.QueryOffsetResponse, context, lambda _: self._offsets().query(request), request
+        )
 
-    async def EndTransaction(self, request: Any, context: Any) -> Any:
-        return await self._not_implemented(service.EndTransactionResponse, context, "EndTransaction")
+    def _offsets(self) -> GrpcOffsets:
+        if self.consumers is None:
+            raise GrpcStatusError(
+                Code.NOT_IMPLEMENTED, "consumer offsets are served with serve --writable only"
+            )
+        return GrpcOffsets(self.consumers.broker, self.topics)
+
+    async def EndTransaction(
+        self, request: service.EndTransactionRequest, context: Any
+    ) -> service.EndTransactionResponse:
+        def end(_: str) -> service.EndTransactionResponse:
+            if self.transactions is None:
+                raise GrpcStatusError(
+                    Code.NOT_IMPLEMENTED, "transactions are served with serve --writable only"
+                )
+            return self.transactions.end(request)
+
+        return await self._unary(service.EndTransactionResponse, context, end, request)
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         return await self._not_implemented(service.RecallMessageResponse, context, "RecallMessage")

@@ -127,8 +127,11 @@ def test_delay_gzip_and_peer_address() -> None:
             Code.ILLEGAL_DELIVERY_TIME,
         ),
         (
-            lambda m: setattr(m.system_properties, "message_type", MessageType.TRANSACTION),
-            Code.NOT_IMPLEMENTED,
+            lambda m: (
+                setattr(m.system_properties, "message_type", MessageType.TRANSACTION),
+                m.system_properties.orphaned_transaction_recovery_duration.FromSeconds(3601),
+            ),
+            Code.BAD_REQUEST,
         ),
     ],
 )
@@ -199,3 +202,18 @@ def test_settings_answers() -> None:
     assert answer.backoff_policy.max_attempts == 17
     assert answer.backoff_policy.customized_backoff.next[0].ToMilliseconds() == 1_000
     assert len(answer.backoff_policy.customized_backoff.next) == 18
+
+
+def test_a_transactional_message_is_a_half_message() -> None:
+    """``buildSysFlag`` (prepared: 4) and ``buildMessageProperty``: TRAN_MSG and the recovery
+    duration as the check immunity in seconds."""
+    msg = v2_message(message_type=MessageType.TRANSACTION)
+    msg.system_properties.orphaned_transaction_recovery_duration.FromSeconds(30)
+    out = to_broker_message(msg, peer_host="10.0.0.9:5000", now_ms=NOW, delays=LEVELS)
+    assert out.sys_flag == 4 and out.message_type == "TRANSACTION"
+    assert out.properties["TRAN_MSG"] == "true"
+    assert out.properties["CHECK_IMMUNITY_TIME_IN_SECONDS"] == "30"
+    plain = to_broker_message(
+        v2_message(message_type=MessageType.TRANSACTION), peer_host="h:1", now_ms=NOW, delays=LEVELS
+    )
+    assert "CHECK_IMMUNITY_TIME_IN_SECONDS" not in plain.properties
