@@ -21,25 +21,39 @@ from store.config.topics import TopicConfig
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
+#: The stack frame ``RemotingHelper.exceptionSimpleDesc`` appends to the header check's exception
+#: (``CreateTopicRequestHeader.checkFields``, 4.9.7), as the real broker's remark carries it.
+_CHECK_FIELDS_FRAME = "org.apache.rocketmq.common.protocol.header.CreateTopicRequestHeader.checkFields(CreateTopicRequestHeader.java:50)"
+
+
 def filter_type_remark(value: str | None) -> str:
-    """The broker's ``TopicFilterType.valueOf`` failure, as its remoting layer reports it."""
-    if value is None:
-        return "NullPointerException: Name is null"
-    return f"IllegalArgumentException: No enum constant org.apache.rocketmq.common.TopicFilterType.{value}"
+    """The broker's refusal of a missing or unknown ``topicFilterType``: its header decoder runs
+    ``checkFields``, whose ``TopicFilterType.valueOf`` failure is wrapped in a RemotingCommandException
+    (golden: "create topic: only the topic field")."""
+    shown = "null" if value is None else value
+    return (
+        "org.apache.rocketmq.remoting.exception.RemotingCommandException: "
+        f"topicFilterType = [{shown}] value invalid, {_CHECK_FIELDS_FRAME}"
+    )
 
 
 def system_topics(store: WritableStore) -> frozenset[str]:
     return startup_system_topics(store.config.broker_cluster_name, store.config.broker_name)
 
 
-def update_topic_refusal(store: WritableStore, topic: str | None, filter_type: str | None) -> str | None:
-    """Why UPDATE_AND_CREATE_TOPIC is refused (SYSTEM_ERROR), in the broker's order, or None."""
-    remark = admin_topic_refusal(topic, system_topics(store))
-    if remark is not None:
-        return remark
-    if filter_type not in TOPIC_FILTER_TYPES:
+def update_topic_refusal(
+    store: WritableStore, topic: str | None, filter_type: str | None, *, has_fields: bool = True
+) -> str | None:
+    """Why UPDATE_AND_CREATE_TOPIC is refused (SYSTEM_ERROR), in the broker's order, or None.
+
+    The filter type comes first: the broker's header decoder checks it before the processor sees
+    the topic, but only when the request has ext fields at all (``has_fields``); without any, the
+    decoder checks nothing and the processor finds the topic null, "The specified topic is blank."
+    (golden: "create topic: no fields").
+    """
+    if has_fields and filter_type not in TOPIC_FILTER_TYPES:
         return filter_type_remark(filter_type)
-    return None
+    return admin_topic_refusal(topic, system_topics(store))
 
 
 def update_topic(

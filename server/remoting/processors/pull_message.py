@@ -16,9 +16,9 @@ Under ``serve --writable`` it is given the ``BrokerController`` and pulls as the
 registered consumers: the group's config is looked up (and auto-created) first, a pull without the
 subscription flag (a push consumer's, by default) is filtered by the subscription the group's
 heartbeat declared, and the commit-offset flag commits the consumer's offset on the pull's first
-pass (not when a held pull runs again). On PULL_OFFSET_MOVED it never writes the
-OFFSET_MOVED_EVENT message a master broker appends to its own store (a statistics topic no client
-reads).
+pass (not when a held pull runs again). On PULL_OFFSET_MOVED it appends the OFFSET_MOVED_EVENT
+record a master broker appends to its own store (``server.broker.offset_moved``): no client reads
+it, but without it every later record's CommitLog offset would differ from the broker's.
 
 Long polling: a 19 answer to a request with the suspend flag is held (the broker's
 ``PullRequestHoldService``) until the queue's max offset passes the requested offset - then the pull
@@ -476,6 +476,12 @@ class PullMessageProcessor:
                 ResponseCode.SYSTEM_ERROR, remark=property_filter_remark(expression_type), ext_fields={}
             )
         response = self._read(request, header, tags_codes)
+        if response.code == ResponseCode.PULL_OFFSET_MOVED:
+            # the master's statistics record, put before the offset is committed, as the broker does
+            fields = response.ext_fields or {}
+            broker.offset_moved(
+                group, header.topic, header.queue_id, header.queue_offset, int(fields["nextBeginOffset"])
+            )
         if commit and header.sys_flag & PULL_COMMIT_OFFSET_FLAG:
             broker.commit_offset(group, header.topic, header.queue_id, header.commit_offset)
         return response

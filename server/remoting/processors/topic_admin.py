@@ -45,10 +45,15 @@ class TopicAdminProcessor:
         await asyncio.wrap_future(self._store.topics_saved(self._store.topic_changes()))
 
     async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
-        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        refusal = update_topic_refusal(self._store, header.topic, header.topic_filter_type)
+        fields = request.ext_fields or {}
+        # Checked before the numbers are read: a request refused for its filter type or its topic
+        # is refused so whatever its numbers (the broker decodes them leniently, then checks).
+        refusal = update_topic_refusal(
+            self._store, fields.get("topic"), fields.get("topicFilterType"), has_fields=bool(fields)
+        )
         if refusal is not None:
             return system_error(request, refusal)
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         assert header.topic is not None and header.topic_filter_type is not None
         config = update_topic(
             self._store,
