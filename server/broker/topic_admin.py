@@ -23,7 +23,10 @@ TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 #: The stack frame ``RemotingHelper.exceptionSimpleDesc`` appends to the header check's exception
 #: (``CreateTopicRequestHeader.checkFields``, 4.9.7), as the real broker's remark carries it.
-_CHECK_FIELDS_FRAME = "org.apache.rocketmq.common.protocol.header.CreateTopicRequestHeader.checkFields(CreateTopicRequestHeader.java:50)"
+_CHECK_FIELDS_FRAME = (
+    "org.apache.rocketmq.common.protocol.header."
+    + "CreateTopicRequestHeader.checkFields(CreateTopicRequestHeader.java:50)"
+)
 
 
 def filter_type_remark(value: str | None) -> str:

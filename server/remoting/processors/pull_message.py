@@ -41,10 +41,12 @@ import logging
 import time
 from collections.abc import Awaitable
 
-from protocol.codes import ResponseCode
+from protocol.codes import ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.custom_header_fields import fast_codes_order
 from protocol.custom_headers import (
     PULL_COMMIT_OFFSET_FLAG,
+    PULL_RESPONSE_FAST_KEYS,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
@@ -100,8 +102,14 @@ STATUS_CODES = {
 _EMPTY_QUEUE_STATUSES = ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE")
 
 
-#: ``PullMessageResponseHeader``'s keys in the broker's HashMap order: computed once, not per pull.
-_RESPONSE_FIELD_ORDER = tuple(PullMessageResponseHeader(0, 0, 0, 0).to_ext_fields())
+#: ``PullMessageResponseHeader``'s keys per serialization (JSON: the broker's HashMap order; ROCKETMQ:
+#: its ``FastCodesHeader.encode`` order), computed once, not per pull.
+_RESPONSE_FIELD_ORDER = {
+    ser: tuple(
+        fast_codes_order(PullMessageResponseHeader(0, 0, 0, 0).to_ext_fields(), PULL_RESPONSE_FAST_KEYS, ser)
+    )
+    for ser in (SerializeType.JSON, SerializeType.ROCKETMQ)
+}
 
 
 class SubscriptionParseError(ValueError):
@@ -516,7 +524,7 @@ class PullMessageProcessor:
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
-        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER}
+        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER[request.serialize_type]}
         body = None
         if code == ResponseCode.SUCCESS:
             # A copy: a memoryview would pin the store's mapping while the answer waits to be sent.
