@@ -203,6 +203,21 @@ def property_filter_remark(expression_type: str) -> str:
     return f"The broker does not support consumer to filter message by {expression_type}"
 
 
+def woken_answer(response: RemotingCommand) -> RemotingCommand:
+    """A held pull's answer as the broker sends it: JSON, whatever the request's serialization.
+
+    ``PullRequestHoldService`` re-runs the request and writes the answer itself, and a response
+    built by ``createResponseCommand`` keeps the default serialization (only the remoting layer's
+    normal path copies the request's); so its header is the HashMap-ordered JSON one (golden: "pull:
+    empty queue offset 0, suspend flag, 500 ms", ROCKETMQ run)."""
+    response.serialize_type = SerializeType.JSON
+    fields = response.ext_fields
+    order = _RESPONSE_FIELD_ORDER[SerializeType.JSON]
+    if fields is not None and fields.keys() == set(order):
+        response.ext_fields = {key: fields[key] for key in order}
+    return response
+
+
 class HoldLimits:
     """How many pulls are held, per connection (by its ``ip:port``) and in total, and the bounds.
 
@@ -356,7 +371,7 @@ class PullMessageProcessor:
                         break
                 response = self.pull_once(request, header, peer, commit=False)
                 if not (allow_suspend and response.code == ResponseCode.PULL_NOT_FOUND):
-                    return response
+                    return woken_answer(response)
         finally:
             self.holds.give_back(peer)
 

@@ -18,6 +18,7 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from server.broker.controller import BrokerController
 from server.broker.topic_admin import (
+    header_check_refusal,
     system_topics,
     topic_config_wrapper_json,
     update_topic,
@@ -25,7 +26,7 @@ from server.broker.topic_admin import (
 )
 from server.broker.topic_validator import admin_topic_refusal
 from server.remoting.channel import CURRENT_CHANNEL
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer, system_error
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,10 @@ class TopicAdminProcessor:
         fields = request.ext_fields or {}
         # Checked before the numbers are read: a request refused for its filter type or its topic
         # is refused so whatever its numbers (the broker decodes them leniently, then checks).
-        refusal = update_topic_refusal(
-            self._store, fields.get("topic"), fields.get("topicFilterType"), has_fields=bool(fields)
-        )
+        check = header_check_refusal(fields.get("topicFilterType"), has_fields=bool(fields))
+        if check is not None:
+            return exception_answer(request, check)
+        refusal = update_topic_refusal(self._store, fields.get("topic"))
         if refusal is not None:
             return system_error(request, refusal)
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
