@@ -144,7 +144,11 @@ def golden_steps(ser: str) -> list[dict[str, Any]]:
     names = [s["step"] for s in steps]
     first = names.index(FIRST_TX_STEP)
     last = max(i for i, n in enumerate(names) if n in LAST_TX_STEPS)
-    return [*steps[:first], {"step": TRANSACTIONS_SKIPPED}, *steps[last + 1 :]]
+    return [
+        *steps[:first],
+        {"step": TRANSACTIONS_SKIPPED, "notReplayed": NOT_REPLAYED_REASON},
+        *steps[last + 1 :],
+    ]
 
 
 def differences(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
