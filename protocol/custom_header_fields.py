@@ -30,6 +30,13 @@ Writing (``makeCustomHeaderToNet``): ``String.valueOf`` of each non-null field, 
 in Java ``HashMap`` order, so a header built here is byte-identical to the one the Java broker or
 client sends.
 
+Writing over ROCKETMQ serialization differs for the headers that are ``FastCodesHeader`` in 4.9.7
+(``SendMessageResponseHeader``, ``PullMessageResponseHeader``): their ``encode`` writes their own
+fields first, in declaration order, then the ext fields added beside them in HashMap order
+(``RocketMQSerializable.rocketMQProtocolEncode``); ``fast_codes_order`` puts them so. Over JSON they
+are one HashMap (golden: ``tests/server/golden/consume_side_broker_4.9.7.json``, the SEND and PULL
+answers of both runs).
+
 The decoder of each header is generated once from its declaration (as ``dataclasses`` generates
 ``__init__``): a request pays for one call per field, not for a loop over the declaration. The
 QUERY_MESSAGE and VIEW_MESSAGE_BY_ID headers are parsed per request at >100k requests/s.
@@ -43,9 +50,10 @@ import re
 import sys
 import types
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
+from protocol.codes import SerializeType
 from protocol.errors import HeaderFieldError
 from protocol.java_hashmap import as_java_hashmap
 
@@ -341,3 +349,14 @@ def custom_header(cls: _Header) -> _Header:
     cls.from_ext_fields = classmethod(codec.from_ext_fields)  # type: ignore[attr-defined]
     cls.to_ext_fields = to_ext_fields  # type: ignore[attr-defined]
     return cls
+
+
+def fast_codes_order(fields: dict[str, str], fast_keys: Sequence[str], serialize_type: int) -> dict[str, str]:
+    """An answer's ext fields in the order the broker writes them for a ``FastCodesHeader``: over
+    ROCKETMQ the header's ``fast_keys`` first (those present, in ``encode``'s order), then the rest in
+    the order given; over JSON unchanged."""
+    if serialize_type != SerializeType.ROCKETMQ:
+        return fields
+    ordered = {key: fields[key] for key in fast_keys if key in fields}
+    ordered.update((key, value) for key, value in fields.items() if key not in ordered)
+    return ordered

@@ -30,6 +30,7 @@ from protocol.java_hashmap import as_java_hashmap
 __all__ = [
     "PULL_CLASS_FILTER_FLAG",
     "PULL_COMMIT_OFFSET_FLAG",
+    "PULL_RESPONSE_FAST_KEYS",
     "PULL_SUBSCRIPTION_FLAG",
     "PULL_SUSPEND_FLAG",
     "QUOTED_CHARACTERS",
@@ -219,6 +220,11 @@ class PullMessageResponseHeader:
     next_begin_offset: int = long_field("nextBeginOffset")
     min_offset: int = long_field("minOffset")
     max_offset: int = long_field("maxOffset")
+
+
+#: ``PullMessageResponseHeader.encode``'s order (a ``FastCodesHeader`` in 4.9.7: over ROCKETMQ its
+#: fields are written in this order, ``protocol.custom_header_fields.fast_codes_order``).
+PULL_RESPONSE_FAST_KEYS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
 
 
 @custom_header

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from protocol.heartbeat import ClientHeartbeat
 from server.broker.client_channel import Channel, ClientChannelInfo
 from server.broker.consumer_groups import ConsumerGroups, IdsChanged
+from server.broker.offset_moved import offset_moved_record
 from server.broker.producer_groups import ProducerGroups
 from server.broker.rebalance_locks import RebalanceLocks
 from server.broker.transactions import TransactionSettings
@@ -184,6 +185,29 @@ class BrokerController:
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.query(group, topic, queue_id)
+
+    def offset_moved(
+        self, group: str | None, topic: str | None, queue_id: int, offset_request: int, offset_new: int
+    ) -> None:
+        """``generateOffsetMovedEvent``: the OFFSET_MOVED_EVENT record of a PULL_OFFSET_MOVED answer.
+
+        Best effort, as the broker's (it logs a failed put and answers the pull anyway)."""
+        store = self.store
+        record = offset_moved_record(
+            group,
+            topic,
+            queue_id,
+            store.config.broker_name,
+            offset_request,
+            offset_new,
+            broker_host=store.writer.store_host,
+            broker_port=store.writer.store_port,
+            now=self.clock(),
+        )
+        try:
+            store.put([record])
+        except Exception as exc:  # a full disk or a cut store: the pull's answer stands
+            log.warning("OFFSET_MOVED_EVENT for %s %s:%d not written: %s", group, topic, queue_id, exc)
 
     def flush(self) -> None:
         """Write committed offsets if they changed (the broker's periodic persist)."""

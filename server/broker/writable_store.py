@@ -135,10 +135,12 @@ class WritableStore:
             raise
         try:
             if not self.topics.topics:
-                for topic in startup_topics(
-                    config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
-                ):
-                    self.topics.put(topic, self._clock())
+                self.topics.seed(
+                    startup_topics(
+                        config.broker_cluster_name, config.broker_name, auto_create=self.auto_create_topics
+                    ),
+                    self._clock(),
+                )
                 self.topics.save()
             # Topics whose creation a kill -9 kept out of topics.json (it is saved off the event
             # loop) have records: put them back, as they were created at send time.

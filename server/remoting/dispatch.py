@@ -33,7 +33,7 @@ from protocol.errors import HeaderFieldError
 from server.acl.validator import UNCHECKED_CODES, AccessValidator
 from server.burst_log import BurstLog
 from server.remoting.processors.not_supported import not_supported
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer
 from server.request_stats import RequestStats
 
 log = logging.getLogger(__name__)
@@ -177,14 +177,14 @@ class Dispatcher:
     def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, HeaderFieldError):
             self._field_errors.event("request code %d: %s (answered SYSTEM_ERROR)", request.code, exc)
-            return system_error(request, header_error_remark(exc))
+            return exception_answer(request, header_error_remark(exc))
         self._failures.event(
             "processor for request code %d failed: %s (answered SYSTEM_ERROR)",
             request.code,
             type(exc).__name__,
             exc_info=exc,
         )
-        return system_error(request, failure_remark(request.code))
+        return exception_answer(request, failure_remark(request.code))
 
 
 def java_remote_address(peer: str) -> str:

@@ -176,6 +176,15 @@ class TopicTable:
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
 
+    def seed(self, configs: list[TopicConfig], now_ms: int) -> None:
+        """The topics ``TopicConfigManager``'s constructor puts into a fresh table: no new data
+        version (the broker's counter starts at 0, its timestamp when the table was made, and only
+        its changes bump it; golden: "all topic config" of ``consume_side_broker_4.9.7.json``)."""
+        with self._lock:
+            self.timestamp = now_ms
+            for config in configs:
+                self.topics[config.topic_name] = config
+
     def put(self, config: TopicConfig, now_ms: int) -> None:
         """Add or replace a topic and bump the data version (saved by ``save`` or ``save_soon``)."""
         with self._lock:

@@ -30,7 +30,7 @@ from protocol.heartbeat import (
 )
 from server.broker.controller import BrokerController
 from server.remoting.channel import CURRENT_CHANNEL
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer, system_error
 
 #: ``GroupList`` with no groups, as fastjson writes it.
 EMPTY_GROUP_LIST = b'{"groupList":[]}'
@@ -45,7 +45,7 @@ def heart_beat(request: RemotingCommand) -> RemotingCommand:
     try:
         decode_heartbeat(request.body, AnyObject)
     except HeartbeatBodyError as exc:
-        return system_error(request, str(exc))
+        return exception_answer(request, str(exc))
     return request.make_response(ResponseCode.SUCCESS)
 
 
@@ -74,6 +74,11 @@ def property_filter_refused(expression_type: str) -> str:
     return f"The broker does not support consumer to filter message by {expression_type}"
 
 
+#: Our remarks where the broker answers with a Java exception's text (RELIABILITY.md).
+NO_CHECK_BODY_REMARK = "CheckClientRequestBody: the request has no body"
+BAD_CHECK_BODY_REMARK = "CheckClientRequestBody: the request body is not a JSON object"
+
+
 class ClientManageProcessor:
     """``ClientManageProcessor`` for a broker that registers clients (``serve --writable``).
 
@@ -91,7 +96,7 @@ class ClientManageProcessor:
         try:
             heartbeat = decode_heartbeat(request.body, ClientHeartbeat)
         except HeartbeatBodyError as exc:
-            return system_error(request, str(exc))
+            return exception_answer(request, str(exc))
         channel = CURRENT_CHANNEL.get()
         if channel is None:
             return system_error(request, "HEART_BEAT outside a connection")
@@ -106,12 +111,16 @@ class ClientManageProcessor:
         return request.make_response(ResponseCode.SUCCESS, ext_fields={})
 
     def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        if request.body is None:
+            # The broker decodes the body unconditionally and fails on none (golden: "check client
+            # config: no body", a NullPointerException's text; ours names what is missing).
+            return exception_answer(request, NO_CHECK_BODY_REMARK)
         subscription = None
         if request.body:
             try:
                 subscription = msgspec.json.decode(bytes(request.body), type=CheckClientBody).subscriptionData
             except (msgspec.DecodeError, UnicodeDecodeError):
-                return system_error(request, "CheckClientRequestBody: the request body is not a JSON object")
+                return exception_answer(request, BAD_CHECK_BODY_REMARK)
         if subscription is not None and subscription.expressionType not in (None, "", "TAG"):
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, remark=property_filter_refused(subscription.expressionType)

@@ -28,7 +28,7 @@ from protocol.custom_headers import (
 from server.broker.client_channel import ClientChannelInfo
 from server.broker.consume_stats import consume_stats
 from server.broker.controller import BrokerController
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer, system_error
 
 
 def consumer_not_online_remark(group: str) -> str:
@@ -57,7 +57,7 @@ class ConsumeStatsProcessor:
     def get_consumer_connection_list(self, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
         if header.consumer_group is None:
-            return system_error(request, null_field_remark("consumerGroup"))
+            return exception_answer(request, null_field_remark("consumerGroup"))
         group = self._broker.consumers.get(header.consumer_group)
         if group is None:
             return request.make_response(
@@ -75,7 +75,7 @@ class ConsumeStatsProcessor:
     def get_producer_connection_list(self, request: RemotingCommand) -> RemotingCommand:
         header = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
         if header.producer_group is None:
-            return system_error(request, null_field_remark("producerGroup"))
+            return exception_answer(request, null_field_remark("producerGroup"))
         members = self._broker.producers.members(header.producer_group)
         if not members:
             return system_error(request, producer_not_exist_remark(header.producer_group))

@@ -16,7 +16,7 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import DeleteSubscriptionGroupRequestHeader
 from server.broker.controller import BrokerController
 from server.broker.group_admin import BAD_BODY_REMARK, all_groups_json, decode_group_config, delete_group
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class GroupAdminProcessor:
     async def update_and_create_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
         config = decode_group_config(request.body)
         if config is None:
-            return system_error(request, BAD_BODY_REMARK)
+            return exception_answer(request, BAD_BODY_REMARK)
         self._broker.groups.put(config)
         log.info("subscription group %s created or updated", config.group_name)
         # Answered once subscriptionGroup.json holds it, as the broker answers after its persist.
@@ -47,7 +47,7 @@ class GroupAdminProcessor:
         group = header.group_name
         if group is None:
             # The broker's table refuses a null key (NullPointerException): SYSTEM_ERROR.
-            return system_error(request, NULL_GROUP_REMARK)
+            return exception_answer(request, NULL_GROUP_REMARK)
         delete_group(self._broker, group, header.remove_offset)
         log.info("subscription group %s deleted (offsets removed: %s)", group, header.remove_offset)
         await asyncio.wrap_future(self._broker.groups.saved())

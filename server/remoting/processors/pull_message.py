@@ -16,9 +16,9 @@ Under ``serve --writable`` it is given the ``BrokerController`` and pulls as the
 registered consumers: the group's config is looked up (and auto-created) first, a pull without the
 subscription flag (a push consumer's, by default) is filtered by the subscription the group's
 heartbeat declared, and the commit-offset flag commits the consumer's offset on the pull's first
-pass (not when a held pull runs again). On PULL_OFFSET_MOVED it never writes the
-OFFSET_MOVED_EVENT message a master broker appends to its own store (a statistics topic no client
-reads).
+pass (not when a held pull runs again). On PULL_OFFSET_MOVED it appends the OFFSET_MOVED_EVENT
+record a master broker appends to its own store (``server.broker.offset_moved``): no client reads
+it, but without it every later record's CommitLog offset would differ from the broker's.
 
 Long polling: a 19 answer to a request with the suspend flag is held (the broker's
 ``PullRequestHoldService``) until the queue's max offset passes the requested offset - then the pull
@@ -41,10 +41,12 @@ import logging
 import time
 from collections.abc import Awaitable
 
-from protocol.codes import ResponseCode
+from protocol.codes import ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.custom_header_fields import fast_codes_order
 from protocol.custom_headers import (
     PULL_COMMIT_OFFSET_FLAG,
+    PULL_RESPONSE_FAST_KEYS,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
@@ -100,8 +102,14 @@ STATUS_CODES = {
 _EMPTY_QUEUE_STATUSES = ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE")
 
 
-#: ``PullMessageResponseHeader``'s keys in the broker's HashMap order: computed once, not per pull.
-_RESPONSE_FIELD_ORDER = tuple(PullMessageResponseHeader(0, 0, 0, 0).to_ext_fields())
+#: ``PullMessageResponseHeader``'s keys per serialization (JSON: the broker's HashMap order; ROCKETMQ:
+#: its ``FastCodesHeader.encode`` order), computed once, not per pull.
+_RESPONSE_FIELD_ORDER = {
+    ser: tuple(
+        fast_codes_order(PullMessageResponseHeader(0, 0, 0, 0).to_ext_fields(), PULL_RESPONSE_FAST_KEYS, ser)
+    )
+    for ser in (SerializeType.JSON, SerializeType.ROCKETMQ)
+}
 
 
 class SubscriptionParseError(ValueError):
@@ -193,6 +201,21 @@ def negative_capacity_remark(max_msg_nums: int) -> str:
 
 def property_filter_remark(expression_type: str) -> str:
     return f"The broker does not support consumer to filter message by {expression_type}"
+
+
+def woken_answer(response: RemotingCommand) -> RemotingCommand:
+    """A held pull's answer as the broker sends it: JSON, whatever the request's serialization.
+
+    ``PullRequestHoldService`` re-runs the request and writes the answer itself, and a response
+    built by ``createResponseCommand`` keeps the default serialization (only the remoting layer's
+    normal path copies the request's); so its header is the HashMap-ordered JSON one (golden: "pull:
+    empty queue offset 0, suspend flag, 500 ms", ROCKETMQ run)."""
+    response.serialize_type = SerializeType.JSON
+    fields = response.ext_fields
+    order = _RESPONSE_FIELD_ORDER[SerializeType.JSON]
+    if fields is not None and fields.keys() == set(order):
+        response.ext_fields = {key: fields[key] for key in order}
+    return response
 
 
 class HoldLimits:
@@ -348,7 +371,7 @@ class PullMessageProcessor:
                         break
                 response = self.pull_once(request, header, peer, commit=False)
                 if not (allow_suspend and response.code == ResponseCode.PULL_NOT_FOUND):
-                    return response
+                    return woken_answer(response)
         finally:
             self.holds.give_back(peer)
 
@@ -476,6 +499,12 @@ class PullMessageProcessor:
                 ResponseCode.SYSTEM_ERROR, remark=property_filter_remark(expression_type), ext_fields={}
             )
         response = self._read(request, header, tags_codes)
+        if response.code == ResponseCode.PULL_OFFSET_MOVED:
+            # the master's statistics record, put before the offset is committed, as the broker does
+            fields = response.ext_fields or {}
+            broker.offset_moved(
+                group, header.topic, header.queue_id, header.queue_offset, int(fields["nextBeginOffset"])
+            )
         if commit and header.sys_flag & PULL_COMMIT_OFFSET_FLAG:
             broker.commit_offset(group, header.topic, header.queue_id, header.commit_offset)
         return response
@@ -510,7 +539,7 @@ class PullMessageProcessor:
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
-        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER}
+        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER[request.serialize_type]}
         body = None
         if code == ResponseCode.SUCCESS:
             # A copy: a memoryview would pin the store's mapping while the answer waits to be sent.

@@ -13,7 +13,7 @@ from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from server.broker.controller import BrokerController
 from server.broker.rebalance_locks import QueueId
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer
 
 
 class MessageQueueData(msgspec.Struct):
@@ -48,7 +48,7 @@ class RebalanceLockProcessor:
     def lock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
         body = _decode(request)
         if body is None:
-            return system_error(request, "LockBatchRequestBody: the request body is not a JSON object")
+            return exception_answer(request, "LockBatchRequestBody: the request body is not a JSON object")
         locked = self._broker.locks.try_lock(
             body.consumerGroup or "", _queues(body), body.clientId or "", self._broker.clock()
         )
@@ -59,6 +59,6 @@ class RebalanceLockProcessor:
     def unlock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
         body = _decode(request)
         if body is None:
-            return system_error(request, "UnlockBatchRequestBody: the request body is not a JSON object")
+            return exception_answer(request, "UnlockBatchRequestBody: the request body is not a JSON object")
         self._broker.locks.unlock(body.consumerGroup or "", _queues(body), body.clientId or "")
         return request.make_response(ResponseCode.SUCCESS)

@@ -185,5 +185,6 @@ class SendMessageProcessor:
             queue_offset=appended[0].queue_offset,
         )
         return request.make_response(
-            ResponseCode.SUCCESS, ext_fields=response.to_ext_fields(self.region, self.trace_on)
+            ResponseCode.SUCCESS,
+            ext_fields=response.to_ext_fields(self.region, self.trace_on, request.serialize_type),
         )

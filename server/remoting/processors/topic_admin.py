@@ -18,6 +18,7 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from server.broker.controller import BrokerController
 from server.broker.topic_admin import (
+    header_check_refusal,
     system_topics,
     topic_config_wrapper_json,
     update_topic,
@@ -25,7 +26,7 @@ from server.broker.topic_admin import (
 )
 from server.broker.topic_validator import admin_topic_refusal
 from server.remoting.channel import CURRENT_CHANNEL
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer, system_error
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,16 @@ class TopicAdminProcessor:
         await asyncio.wrap_future(self._store.topics_saved(self._store.topic_changes()))
 
     async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
-        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        refusal = update_topic_refusal(self._store, header.topic, header.topic_filter_type)
+        fields = request.ext_fields or {}
+        # Checked before the numbers are read: a request refused for its filter type or its topic
+        # is refused so whatever its numbers (the broker decodes them leniently, then checks).
+        check = header_check_refusal(fields.get("topicFilterType"), has_fields=bool(fields))
+        if check is not None:
+            return exception_answer(request, check)
+        refusal = update_topic_refusal(self._store, fields.get("topic"))
         if refusal is not None:
             return system_error(request, refusal)
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         assert header.topic is not None and header.topic_filter_type is not None
         config = update_topic(
             self._store,
