@@ -19,6 +19,15 @@ after a restart every unacked message is handed out again from the committed off
 delivery attempt counted again from the record (at-least-once, never lost; a redelivery may come
 sooner than its invisible time said).
 
+FIFO (an orderly group: the group's ``consumeMessageOrderly``, which the Proxy answers a consumer as
+``Settings.subscription.fifo`` and then pops with ``order`` set): a queue with a lease not yet acked
+and not yet due hands out nothing to the group, so a message group's next message (one group is one
+queue) waits until every earlier message of the queue is acked or falls due again. That is the 5.x
+broker's orderly pop: ``PopMessageProcessor.popMsgFromQueue`` skips a queue that
+``ConsumerOrderInfoManager.checkBlock`` says is blocked (a message of its last orderly pop neither
+acked nor past its next visible time); once unblocked the queue is read again from its first unacked
+message, so a message that fell due comes back before any later one.
+
 Rules taken from the Proxy 5.1.4:
 - the delivery attempt is the record's ``reconsumeTimes`` + 1, + 1 for each redelivery here
   (``GrpcConverter.buildSystemProperties``);
@@ -144,6 +153,10 @@ class QueueState:
     def committed(self) -> int:
         return min(self.leases) if self.leases else self.cursor
 
+    def blocked(self, now: int) -> bool:
+        """``OrderInfo.needBlock``: a message handed out is neither acked nor due again yet."""
+        return any(lease.deadline > now for lease in self.leases.values())
+
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
@@ -229,16 +242,20 @@ class ReceiveLeases:
         *,
         max_attempts: int,
         tags_codes: frozenset[int] | None = None,
+        orderly: bool = False,
     ) -> list[Delivery]:
         """Up to ``n`` messages of the queues (in the order given): expired leases first, then new.
 
         A message due again past ``max_attempts`` is written to the dead-letter topic and acked
-        instead of handed out."""
+        instead of handed out. ``orderly`` (a FIFO group): a queue holding a lease not yet due is
+        skipped."""
         out: list[Delivery] = []
         for queue_id in queue_ids:
             if len(out) >= n:
                 break
             state = self._state(group, topic, queue_id)
+            if orderly and state.blocked(now):
+                continue
             for offset in sorted(o for o, lease in state.leases.items() if lease.deadline <= now):
                 if len(out) >= n:
                     break

@@ -13,8 +13,13 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
   lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
   Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``);
   the service ends every stream with a delivery-timestamp response, as the 5.3 Proxy does.
+  A FIFO consumer (``Settings.subscription.fifo``, which the Proxy sets from the group's
+  ``consumeMessageOrderly``; the group's own config when the client sent no settings) pops orderly:
+  a queue with a message out and not acked gives nothing more (``ReceiveLeases``).
 - AckMessage (``AckMessageActivity``): one result per entry; the response's status is the entry's
-  when there is one entry, OK when all are OK, else MULTIPLE_RESULTS.
+  when there is one entry, OK when all are OK, else MULTIPLE_RESULTS. An orderly group's ack wakes
+  the receives held on its queue, as the broker's ack of an orderly pop notifies its long polling:
+  the queue may be unlocked.
 - ChangeInvisibleDuration: a new receipt handle; ForwardMessageToDeadLetterQueue: the message to
   ``%DLQ%group`` and acked.
 
@@ -34,7 +39,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from protocol.message import MessageExt
 from server.broker.controller import BrokerController
-from server.broker.receive_leases import Delivery, InvalidReceiptHandle, ReceiveLeases
+from server.broker.receive_leases import Delivery, InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
 from server.grpc.conversion import (
     PROPERTY_BORN_HOST,
     PROPERTY_KEYS,
@@ -159,6 +164,13 @@ class GrpcConsumers:
         self.changes = changes
         self._clock = clock
 
+    def orderly(self, group: str, settings: definition.Settings | None) -> bool:
+        """FIFO consumption: what the client was answered (``subscription.fifo``), else the group's."""
+        if settings is not None and settings.HasField("subscription"):
+            return bool(settings.subscription.fifo)
+        config = self.broker.find_group(group)
+        return config is not None and config.consume_message_orderly
+
     def max_attempts(self, group: str, settings: definition.Settings | None) -> int:
         """The backoff policy's max attempts the client was answered, else the group's."""
         if settings is not None and settings.backoff_policy.max_attempts > 0:
@@ -256,6 +268,7 @@ class GrpcConsumers:
         first = request.message_queue.id % readable if request.message_queue.id >= 0 else 0
         order = [(first + i) % readable for i in range(readable)]
         max_attempts = self.max_attempts(group, settings)
+        orderly = self.orderly(group, settings)
         loop = asyncio.get_running_loop()
         until = loop.time() + polling / 1000
         while True:
@@ -269,6 +282,7 @@ class GrpcConsumers:
                 now,
                 max_attempts=max_attempts,
                 tags_codes=tags,
+                orderly=orderly,
             )
             if found:
                 yield service.ReceiveMessageResponse(status=_status(Code.OK))
@@ -304,11 +318,16 @@ class GrpcConsumers:
         self._group(request.group.name)
         if not request.entries:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
+        config = self.broker.find_group(request.group.name)
+        orderly = config is not None and config.consume_message_orderly
         results = []
         for entry in request.entries:
             try:
                 self.leases.ack(request.group.name, request.topic.name, entry.receipt_handle)
                 code, text = Code.OK, Code.Name(Code.OK)
+                if orderly:
+                    queue_id = ReceiptHandle.decode(entry.receipt_handle).queue_id
+                    self.changes.notify_queue(request.topic.name, queue_id)
             except InvalidReceiptHandle as exc:
                 code, text = Code.INVALID_RECEIPT_HANDLE, str(exc)
             results.append(

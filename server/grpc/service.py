@@ -220,7 +220,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         config = self.consumers.broker.find_group(group)
         if config is None:
             return None
-        return SubscriptionDefaults(retry_max_times=config.retry_max_times)
+        return SubscriptionDefaults(
+            consume_orderly=config.consume_message_orderly, retry_max_times=config.retry_max_times
+        )
 
     async def Heartbeat(self, request: service.HeartbeatRequest, context: Any) -> service.HeartbeatResponse:
         peer = parse_peer(context.peer() or "")

@@ -63,6 +63,9 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: 5.x's ``consumeMessageOrderly``: the group consumes FIFO (its pops lock their queue). A 4.x
+    #: broker has no such field, so it is written only when set: a 4.x file stays as 4.x writes it.
+    consume_message_orderly: bool = False
 
     #: JSON field name -> attribute, in fastjson's (sorted) order.
     FIELDS = (
@@ -78,7 +81,11 @@ class SubscriptionGroupConfig:
     )
 
     def to_json(self) -> dict[str, object]:
-        return {name: getattr(self, attr) for name, attr in self.FIELDS}
+        data: dict[str, object] = {name: getattr(self, attr) for name, attr in self.FIELDS}
+        if self.consume_message_orderly:
+            data["consumeMessageOrderly"] = True
+            data = dict(sorted(data.items()))
+        return data
 
     @classmethod
     def from_json(cls, name: str, data: dict[str, object]) -> SubscriptionGroupConfig:
@@ -95,6 +102,8 @@ class SubscriptionGroupConfig:
                     setattr(config, attr, value)
             elif isinstance(value, int) and not isinstance(value, bool):
                 setattr(config, attr, value)
+        if isinstance(data.get("consumeMessageOrderly"), bool):
+            config.consume_message_orderly = bool(data["consumeMessageOrderly"])
         return config
 
 

@@ -189,3 +189,50 @@ def test_receipt_handle_has_the_proxy_fields_and_garbage_is_refused() -> None:
             leases.ack(GROUP, TOPIC, bad)
     with pytest.raises(InvalidReceiptHandle):
         leases.ack("other", TOPIC, got.handle)
+
+
+def test_orderly_queue_hands_out_nothing_while_a_lease_is_out_then_the_next_after_the_ack() -> None:
+    leases, offsets, _ = make(FakeQueues({0: 3, 1: 1}))
+    (first,) = leases.receive(GROUP, TOPIC, [0], 1, 10_000, 1000, max_attempts=17, orderly=True)
+    assert first.message.queue_offset == 0
+    # queue 0 is locked while offset 0 is out: only queue 1 has something to give
+    later = leases.receive(GROUP, TOPIC, [0, 1], 5, 10_000, 2000, max_attempts=17, orderly=True)
+    assert [(d.message.queue_id, d.message.queue_offset) for d in later] == [(1, 0)]
+    assert leases.receive(GROUP, TOPIC, [0], 5, 10_000, 3000, max_attempts=17, orderly=True) == []
+    # the same table not orderly (another group's view of it) would have handed out offset 1
+    assert [
+        d.message.queue_offset for d in leases.receive("Other", TOPIC, [0], 1, 10_000, 3000, max_attempts=17)
+    ] == [0]
+    leases.ack(GROUP, TOPIC, first.handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 1
+    after = leases.receive(GROUP, TOPIC, [0], 1, 10_000, 4000, max_attempts=17, orderly=True)
+    assert [d.message.queue_offset for d in after] == [1]
+
+
+def test_orderly_batch_locks_its_queue_until_every_message_of_it_is_acked() -> None:
+    leases, _, _ = make(FakeQueues({0: 4}))
+    batch = leases.receive(GROUP, TOPIC, [0], 2, 10_000, 1000, max_attempts=17, orderly=True)
+    assert [d.message.queue_offset for d in batch] == [0, 1]
+    leases.ack(GROUP, TOPIC, batch[1].handle)  # the later one acked first: offset 0 still out
+    assert leases.receive(GROUP, TOPIC, [0], 2, 10_000, 2000, max_attempts=17, orderly=True) == []
+    leases.ack(GROUP, TOPIC, batch[0].handle)
+    nxt = leases.receive(GROUP, TOPIC, [0], 2, 10_000, 3000, max_attempts=17, orderly=True)
+    assert [d.message.queue_offset for d in nxt] == [2, 3]
+
+
+def test_orderly_unacked_message_comes_back_first_once_due_and_keeps_the_queue_locked() -> None:
+    leases, _, _ = make(FakeQueues({0: 2}))
+    (first,) = leases.receive(GROUP, TOPIC, [0], 1, 10_000, 1000, max_attempts=17, orderly=True)
+    assert first.message.queue_offset == 0
+    assert leases.receive(GROUP, TOPIC, [0], 2, 10_000, 10_999, max_attempts=17, orderly=True) == []
+    # due at 11 000: the same message again (attempt 2) before offset 1, and alone when asked for one
+    (again,) = leases.receive(GROUP, TOPIC, [0], 1, 10_000, 11_000, max_attempts=17, orderly=True)
+    assert (again.message.queue_offset, again.attempt) == (0, 2)
+    assert leases.receive(GROUP, TOPIC, [0], 2, 10_000, 12_000, max_attempts=17, orderly=True) == []
+    # ChangeInvisibleDuration keeps it locked for the new time
+    changed = leases.change_invisible(GROUP, TOPIC, again.handle, 30_000, 13_000)
+    assert changed is not None
+    assert leases.receive(GROUP, TOPIC, [0], 2, 10_000, 42_999, max_attempts=17, orderly=True) == []
+    leases.ack(GROUP, TOPIC, changed.handle)
+    (second,) = leases.receive(GROUP, TOPIC, [0], 2, 10_000, 43_000, max_attempts=17, orderly=True)
+    assert (second.message.queue_offset, second.attempt) == (1, 1)

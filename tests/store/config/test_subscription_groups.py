@@ -66,3 +66,20 @@ def test_settings_survive_a_round_trip_and_bad_fields_keep_their_defaults(tmp_pa
     assert (table.counter, table.timestamp) == (5, 9)
     assert table.delete("G") and not table.delete("G")
     assert SubscriptionGroupTable.load(path).get("G") is None
+
+
+def test_a_5x_orderly_group_keeps_its_flag_and_a_4x_group_is_written_without_it(tmp_path: Path) -> None:
+    path = tmp_path / "subscriptionGroup.json"
+    path.write_text(
+        '{"subscriptionGroupTable":{"F":{"groupName":"F","consumeMessageOrderly":true},'
+        '"N":{"groupName":"N","consumeMessageOrderly":"yes"}},"dataVersion":{"counter":1,"timestamp":1}}',
+        encoding="utf-8",
+    )
+    table = SubscriptionGroupTable.load(path)
+    fifo, normal = table.get("F"), table.get("N")
+    assert fifo is not None and normal is not None
+    assert (fifo.consume_message_orderly, normal.consume_message_orderly) == (True, False)
+    # fields in fastjson's sorted order, the 5.x one among them only where it is set
+    assert list(fifo.to_json()) == sorted(fifo.to_json()) and fifo.to_json()["consumeMessageOrderly"] is True
+    assert "consumeMessageOrderly" not in normal.to_json()
+    assert '"consumeMessageOrderly":true' in table.text()
