@@ -27,23 +27,14 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
-from server.broker.receive_store import store_leases
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
-from server.grpc.access import GrpcAccess
-from server.grpc.receiving import GrpcConsumers
-from server.grpc.sending import GrpcWriter
-from server.grpc.server import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS, GrpcServer
-from server.grpc.service import MessagingService
-from server.grpc.topics import GrpcTopics
-from server.http.app import HttpApi
-from server.http.groups import FileOffsets, LiveOffsets, OffsetSource
-from server.http.metrics import HttpStats, ServerState, StoreCollector
-from server.http.server import HttpServer, url_host
+from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
@@ -78,6 +69,16 @@ from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
 from server.topic_table import TopicTable
+
+if TYPE_CHECKING:
+    # The gRPC and HTTP front doors are imported when their ports start (``start_front_doors``):
+    # grpcio, protobuf and aiohttp cost ~0.3 s to import, which the remoting port need not wait for.
+    from server.grpc.receiving import GrpcConsumers
+    from server.grpc.sending import GrpcWriter
+    from server.grpc.server import GrpcServer
+    from server.grpc.topics import GrpcTopics
+    from server.http.groups import OffsetSource
+    from server.http.server import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -359,8 +360,9 @@ class QueryServer:
 
     # lifecycle --------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Bind both ports and start serving."""
+    async def start(self, *, defer_front_doors: bool = False) -> None:
+        """Bind both remoting ports and start serving; the HTTP and gRPC ports too, unless
+        ``defer_front_doors`` leaves them to ``start_front_doors``."""
         main, fast = await self._bind_pair()
         self._servers = [main, fast]
         self.port = _bound_port(main)
@@ -384,34 +386,65 @@ class QueryServer:
         )
         if self._configure is not None:
             self._configure(self)
-        try:
-            if self.settings.http_port is not None:
-                self.dispatcher.stats = self.request_stats
-                await self._start_http(self.identity)
-            if self.settings.grpc_port is not None:
-                await self._start_grpc(self.identity)
-        except BaseException:
-            if self._http is not None:
-                await self._http.stop()
-                self._http = None
-            for server in self._servers:
-                server.close()
-            self._servers = []
-            self.query_pool.close()
-            raise
+        if self.settings.http_port is not None:
+            self.dispatcher.stats = self.request_stats
+        if not defer_front_doors:
+            try:
+                await self.start_front_doors()
+            except BaseException:
+                for server in self._servers:
+                    server.close()
+                self._servers = []
+                self.query_pool.close()
+                raise
         for server in self._servers:
             await server.start_serving()
+        if not defer_front_doors:
+            self._announce()
+
+    def _announce(self) -> None:
+        """The start-up line: every port this server serves."""
+        assert self.identity is not None
         log.info(
             "serving on %s:%d and fast port %s:%d%s, advertised as %s (cluster %s, broker %s)",
             self.settings.host,
             self.port,
             self.settings.host,
             self.fast_port,
-            (f", gRPC on {self.settings.host}:{self.grpc_port}" if self._grpc is not None else "")
-            + (f", HTTP on {self.http_url}" if self._http is not None else ""),
-            advertise,
+            self._front_doors_text(),
+            self.identity.address,
             self.identity.cluster,
             self.identity.broker_name,
+        )
+
+    async def start_front_doors(self, grpc_writer: GrpcWriter | None = None) -> None:
+        """Bind the HTTP and gRPC ports (when their settings ask for them) and serve them.
+
+        ``start(defer_front_doors=True)`` leaves them to this call, so that ``serve`` can announce
+        its remoting port before their libraries are even imported; ``grpc_writer`` (SendMessage's
+        way into a writable store) may be given here then. A port that cannot be bound raises;
+        whatever of the two was started is stopped first.
+        """
+        assert self.identity is not None
+        if grpc_writer is not None:
+            self._grpc_writer = grpc_writer
+        started_before = self._http is not None or self._grpc is not None
+        try:
+            if self.settings.http_port is not None and self._http is None:
+                await self._start_http(self.identity)
+            if self.settings.grpc_port is not None and self._grpc is None:
+                await self._start_grpc(self.identity)
+        except BaseException:
+            if self._http is not None:
+                await self._http.stop()
+                self._http = None
+            raise
+        if self._servers and not started_before:
+            self._announce()  # deferred by ``start``: the line names every port
+
+    def _front_doors_text(self) -> str:
+        return (f", gRPC on {self.settings.host}:{self.grpc_port}" if self._grpc is not None else "") + (
+            f", HTTP on {self.http_url}" if self._http is not None else ""
         )
 
     @property
@@ -419,6 +452,8 @@ class QueryServer:
         """``http://host:port/`` of the HTTP port (empty while there is none)."""
         if self._http is None:
             return ""
+        from server.http.server import url_host
+
         return f"http://{url_host(self.settings.host)}:{self.http_port}/"
 
     @property
@@ -429,6 +464,8 @@ class QueryServer:
     def offset_source(self) -> OffsetSource:
         """Committed offsets for the HTTP side: the write path's live table under ``--writable``,
         else ``config/consumerOffset.json`` (re-read when a broker beside us rewrites it)."""
+        from server.http.groups import FileOffsets, LiveOffsets
+
         broker = getattr(self._configure, "broker", None)
         if broker is not None:
             return LiveOffsets(broker)
@@ -437,6 +474,10 @@ class QueryServer:
 
     async def _start_http(self, identity: BrokerIdentity) -> None:
         """Bind the HTTP port: the JSON API and ``/metrics`` over this server's store and counters."""
+        from server.http.app import HttpApi
+        from server.http.metrics import HttpStats, ServerState, StoreCollector
+        from server.http.server import HttpServer
+
         assert self.settings.http_port is not None and self.query_pool is not None
         pool = self.query_pool
         offsets = self.offset_source()
@@ -473,6 +514,11 @@ class QueryServer:
 
     async def _start_grpc(self, identity: BrokerIdentity) -> None:
         """Bind the gRPC port; clients are routed to the advertised host with the bound port."""
+        from server.grpc.access import GrpcAccess
+        from server.grpc.server import GrpcServer
+        from server.grpc.service import MessagingService
+        from server.grpc.topics import GrpcTopics
+
         writer = self._grpc_writer
         topics = GrpcTopics(self.store, identity.perm, writer.store if writer is not None else None)  # type: ignore[arg-type]
         host = identity.address.rpartition(":")[0].strip("[]")
@@ -499,6 +545,9 @@ class QueryServer:
 
     def _grpc_consumers(self, topics: GrpcTopics, identity: BrokerIdentity) -> GrpcConsumers | None:
         """SimpleConsumer calls over the remoting port's consume side, when there is one to share."""
+        from server.broker.receive_store import store_leases
+        from server.grpc.receiving import GrpcConsumers
+
         writer = self._grpc_writer
         if writer is None or writer.broker is None:
             return None

@@ -18,7 +18,6 @@ import math
 
 from clients.client import parse_addr
 from clients.errors import ConnectError
-from clients.load import MAX_SECONDS
 from protocol.custom_headers import java_parse_boolean
 
 
@@ -172,6 +171,8 @@ def duration_arg(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    from clients.load import MAX_SECONDS  # the load generator, imported only by the flag that needs it
+
     if not 0 < value <= MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"must be in (0, {MAX_SECONDS:g}]: {text!r}")
     return value

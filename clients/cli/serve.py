@@ -19,6 +19,7 @@ import signal
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clients.cli.arg_types import (
     PORT_OFF,
@@ -31,7 +32,6 @@ from clients.cli.arg_types import (
 )
 from clients.cli.store_options import add_store_arguments, config_file
 from clients.cli.store_options import config_from_args as load_config
-from clients.testkit.demo import demo_config, make_demo_store
 from server.acl.config import AclConfig, load_acl_config
 from server.acl.errors import AclConfigError
 from server.app import (
@@ -51,8 +51,7 @@ from server.broker.transactions import (
 )
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
-from server.grpc.sending import GrpcWriter
-from server.grpc.server import DEFAULT_GRPC_PORT
+from server.grpc.defaults import DEFAULT_GRPC_PORT
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
@@ -62,11 +61,14 @@ from server.remoting.processors.pull_message import (
     DEFAULT_MAX_HELD_PULLS_PER_CONNECTION,
 )
 from server.remoting.write_budget import DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
-from server.remoting.write_path import DeliveryTimer, write_path
+from server.remoting.write_path import DeliveryTimer, WritePath, write_path
 from server.workers import start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import WriterLockedError
+
+if TYPE_CHECKING:
+    from server.grpc.sending import GrpcWriter
 
 #: Exit status when ``--writable`` finds the store's ``lock`` held (a running broker or another
 #: writer): nothing was read or written. 2 stays "cannot open" (configuration, unreadable files).
@@ -313,6 +315,8 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmq-demo-"))) / "store"
     port = args.port or DEFAULT_PORT
     host = args.advertise.rsplit(":", 1)[0] if args.advertise else default_advertise_host(args.host)
+    from clients.testkit.demo import demo_config, make_demo_store  # only --demo needs the generator
+
     summary = make_demo_store(root, config=demo_config(root, broker_ip=host, port=port))
     log.info("demo store: %d messages written to %s", summary.messages, summary.root)
     for topic in sorted(summary.sample_keys):
@@ -433,16 +437,10 @@ async def serve(
         settings = dataclasses.replace(settings, reuse_port=True)
     timer = DeliveryTimer(writable) if writable is not None else None
     path = write_path(writable, timer=timer, consume=consume) if writable is not None else None
-    server = QueryServer(
-        store,
-        settings,
-        configure=path,
-        # The gRPC port shares the write path's consume side (groups, committed offsets).
-        grpc_writer=GrpcWriter(writable, cluster=settings.cluster, on_scheduled=timer.arm, broker=path.broker)
-        if writable is not None and timer is not None and path is not None
-        else None,
-    )
-    await server.start()
+    server = QueryServer(store, settings, configure=path)
+    # The remoting ports serve (and are announced) first; the HTTP and gRPC ports, whose libraries
+    # take longer to import than the rest of start-up, follow at once (``start_front_doors``).
+    await server.start(defer_front_doors=True)
     children = []
     if workers > 0 and config is not None:
         # The gRPC port is the first process's only (its clients hold few connections).
@@ -463,11 +461,6 @@ async def serve(
         # For test suites in other languages: one line on stdout to read the address from, printed
         # once a SIGTERM would stop the server cleanly.
         print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
-        if server.grpc_port:
-            host = server.identity.address.rpartition(":")[0]
-            print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
-        if server.http_port:
-            print(f"HTTP_URL={server.http_url}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:
@@ -476,6 +469,13 @@ async def serve(
                 lambda: follow_file_limit(server, file_watch, lambda: store_file_count(watched))
             )
     try:
+        await server.start_front_doors(_grpc_writer(writable, settings, timer, path))
+        if writable is not None and server.identity is not None:
+            if server.grpc_port:
+                host = server.identity.address.rpartition(":")[0]
+                print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
+            if server.http_port:
+                print(f"HTTP_URL={server.http_url}", flush=True)
         await stop.wait()
         log.info("signal received: finishing in-flight requests and closing")
     finally:
@@ -484,6 +484,21 @@ async def serve(
         await server.stop()
         if children:
             await stop_workers(children, settings.shutdown_timeout + 5)
+
+
+def _grpc_writer(
+    writable: WritableStore | None,
+    settings: ServerSettings,
+    timer: DeliveryTimer | None,
+    path: WritePath | None,
+) -> GrpcWriter | None:
+    """SendMessage's way into the writable store; it shares the write path's delivery timer and
+    consume side (groups, committed offsets). Imported here: see ``QueryServer.start_front_doors``."""
+    if writable is None or timer is None or path is None or settings.grpc_port is None:
+        return None
+    from server.grpc.sending import GrpcWriter
+
+    return GrpcWriter(writable, cluster=settings.cluster, on_scheduled=timer.arm, broker=path.broker)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

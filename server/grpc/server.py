@@ -15,15 +15,14 @@ import logging
 
 import grpc
 
+from server.grpc.defaults import (
+    DEFAULT_MAX_CONCURRENT_RPCS,
+    DEFAULT_MAX_CONCURRENT_STREAMS,
+)
 from server.grpc.service import MessagingService
 from server.grpc.v2 import service_grpc
 
 log = logging.getLogger(__name__)
-
-#: The Proxy's ``grpcServerPort``.
-DEFAULT_GRPC_PORT = 8081
-DEFAULT_MAX_CONCURRENT_STREAMS = 100
-DEFAULT_MAX_CONCURRENT_RPCS = 10_000
 
 
 class GrpcServer:

@@ -1,0 +1,12 @@
+"""The gRPC port's defaults, apart from the server so that settings and the command line can name
+them without importing grpcio (``serve`` announces its remoting port before the gRPC libraries are
+loaded)."""
+
+from __future__ import annotations
+
+#: The Proxy's ``grpcServerPort``.
+DEFAULT_GRPC_PORT = 8081
+#: Streams one HTTP/2 connection may have open at once.
+DEFAULT_MAX_CONCURRENT_STREAMS = 100
+#: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.
+DEFAULT_MAX_CONCURRENT_RPCS = 10_000
