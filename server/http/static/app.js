@@ -43,7 +43,7 @@ function row(cells) {
 }
 
 function wrapCell(node) {
-  if (node.tagName === "TD") return node;
+  if (node.tagName === "TD" || node.tagName === "TH") return node;
   const td = document.createElement("td");
   td.appendChild(node);
   return td;
@@ -52,7 +52,7 @@ function wrapCell(node) {
 function pad(n, w) { return String(n).padStart(w || 2, "0"); }
 
 function utc(ms) {
-  if (ms === null || ms === undefined || ms < 0) return "";
+  if (ms === null || ms === undefined || ms <= 0) return "";
   const d = new Date(ms);
   if (isNaN(d.getTime())) return String(ms);
   return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
@@ -399,7 +399,11 @@ async function loadTopics(more) {
   const body = $("topic-table").tBodies[0];
   if (!more) body.replaceChildren();
   for (const t of answer.body.topics) {
-    const offsets = t.queues.map((q) => q.queueId + ": " + q.minOffset + ".." + q.maxOffset).join(", ");
+    // the queues that hold messages, a few of them (a topic may have a thousand queues)
+    const held = t.queues.filter((q) => q.maxOffset > q.minOffset);
+    let offsets = held.slice(0, 6).map((q) => q.queueId + ": " + q.minOffset + ".." + q.maxOffset).join(", ");
+    if (held.length > 6) offsets += ", … (" + (held.length - 6) + " more)";
+    if (!held.length) offsets = "empty";
     const tr = row([t.topic, t.queues.length, t.messages, offsets, utc(t.lastStoreTimestamp)]);
     tr.className = "clickable";
     tr.dataset.topic = t.topic;
