@@ -455,3 +455,26 @@ async def test_java_store_chart_paging_and_nothing_found(java: Page, stores_dir:
     await expect(page.locator("#nothing")).to_be_visible()
     await search(page, f"{busiest} never-written-key")
     await expect(page.locator("#nothing-detail")).to_contain_text("has the key or unique key")
+
+
+async def test_histogram_buckets_widen_to_whole_minutes(made_store: StoreConfig) -> None:
+    """Fewer buckets than minutes: each bucket spans whole minutes, counts add up (no browser)."""
+    import aiohttp
+
+    store = MessageStore.open(made_store)
+    server = await serve(store)
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{server.http_url}api/topics/Orders/histogram?buckets=2") as response:
+                body = await response.json()
+            end = T0 + 4 * MINUTE + 24_000
+            async with session.get(
+                f"{server.http_url}api/topics/Orders/histogram?begin={T0 + MINUTE}&end={end}&buckets=240"
+            ) as response:
+                narrow = await response.json()
+    finally:
+        await server.stop()
+        store.close()
+    assert (body["begin"], body["bucketMillis"], body["end"]) == (T0, 3 * MINUTE, T0 + 6 * MINUTE - 1)
+    assert body["counts"] == [sum(PER_MINUTE[:3]), sum(PER_MINUTE[3:])]
+    assert narrow["counts"] == list(PER_MINUTE[1:])
