@@ -7,7 +7,8 @@ declare, as structural types:
 
 - ``QueryStore``: ``query_message`` (with its ``QueryResult``), ``view_message_copy``, ``topics``;
 - ``ConsumeQueueStore`` adds the consume-queue reads: ``queue_nums``, ``min_offset``,
-  ``max_offset``, ``earliest_message_time``, ``offset_by_time``, ``get_message`` (with its
+  ``max_offset``, ``earliest_message_time``, ``offset_by_time``, ``message_store_timestamp``,
+  ``get_message`` (with its
   ``GetMessageResult``), ``topic_stats``, ``store_earliest_message_time``;
 - ``StoreWithCommitLog`` adds ``commitlog`` (``CommitLogBounds``: its first and end offsets);
 - ``AppendResult``: what the write path's ``put`` answers per record (the SEND's answer).
@@ -104,6 +105,10 @@ class ConsumeQueueStore(QueryStore, Protocol):
     def earliest_message_time(self, topic: str, queue_id: int) -> int: ...
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
+
+    def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """``getMessageStoreTimeStamp``: store time of the entry at queue ``offset``, -1 when none."""
+        ...
 
     def get_message(
         self,

@@ -11,9 +11,9 @@ Every route is a GET (the API is read-only) listed in ``ROUTES`` with its parame
 the app does not serve (``tests/server/http`` compares the two). Every request is bounded: counts
 by ``MAX_LIMIT``, key queries by the query pool's budget, time-range listings by pages.
 
-With ``--acl``, every route but ``/`` needs HTTP basic credentials of an account of
-``plain_acl.yml`` (access key : secret key), unless the peer is whitelisted as the remoting side
-would let it in; the topics a route reads need SUB or GET on them (a group's offsets: on its
+With ``--acl``, every route but the page (``/`` and its static files) needs HTTP basic credentials
+of an account of ``plain_acl.yml`` (access key : secret key), unless the peer is whitelisted as
+the remoting side would let it in; the topics a route reads need SUB or GET on them (a group's offsets: on its
 ``%RETRY%`` topic), as QUERY_MESSAGE does; records of other topics are left out of id lookups.
 """
 
@@ -26,9 +26,10 @@ import hmac
 import io
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib import resources
 from typing import Any
 
 from aiohttp import web
@@ -39,7 +40,7 @@ from server.acl.config import GET, SUB, Account, AclConfig, check_permission
 from server.burst_log import BurstLog
 from server.http.errors import ApiError, bad_parameter, not_found
 from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
-from server.http.lookups import MAX_KEY_RESULTS, Lookups, Page, message_json, parse_cursor
+from server.http.lookups import MAX_BUCKETS, MAX_KEY_RESULTS, Lookups, Page, message_json, parse_cursor
 from server.http.metrics import HttpStats, StoreCollector
 from server.http.openapi import openapi_document
 from server.http.trace import TRACE_TOPIC
@@ -77,13 +78,13 @@ CSV_COLUMNS = (
 )
 FORMATS = ("json", "jsonl", "csv")
 
-PLACEHOLDER_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>rmq-query</title></head>
-<body><h1>rmq-query</h1>
-<p>The lookup page is coming. Meanwhile: the JSON API is described at
-<a href="/openapi.json">/openapi.json</a>, and Prometheus metrics are at <a href="/metrics">/metrics</a>.</p>
-</body></html>
-"""
+#: The lookup page's files (``server/http/static``, package data): plain HTML, CSS and JavaScript,
+#: nothing fetched from elsewhere, so the page works on a machine with no internet access.
+STATIC_DIR = resources.files("server.http") / "static"
+#: Routes served without credentials under ``--acl``: the page and its files hold no data (every
+#: request the page makes for data asks for them).
+PUBLIC_ROUTES = frozenset({"/", "/static/{name}"})
+STATIC_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +117,19 @@ _END = Param("end", "query", "string", "latest store time: epoch milliseconds or
 _CURSOR = Param("cursor", "query", "string", "where the page starts: nextCursor of the previous page")
 _TOPIC = Param("topic", "path", "string", "topic name", True)
 _ID = Param("id", "path", "string", "offset message id (32 or 56 hex digits) or unique key (UNIQ_KEY)", True)
+_PAGE_LIMIT = Param("limit", "query", "integer", f"names per page (1-{MAX_LIMIT}, default {MAX_LIMIT})")
+_AFTER = Param("after", "query", "string", "the page starts after this name: nextAfter of the previous page")
 _EXPORTS = ("application/json", "application/x-ndjson", "text/csv")
 
 ROUTES: tuple[Route, ...] = (
+    Route("/", "index", "the lookup page", produces=("text/html",), errors=(), tags=("page",)),
     Route(
-        "/",
-        "index",
-        "placeholder page (the lookup page comes later)",
-        produces=("text/html",),
-        errors=(),
+        "/static/{name}",
+        "static",
+        "the lookup page's scripts and styles",
+        (Param("name", "path", "string", "file name", True),),
+        produces=("text/css", "text/javascript"),
+        errors=(404,),
         tags=("page",),
     ),
     Route("/openapi.json", "openapi", "this description", errors=(), tags=("meta",)),
@@ -134,8 +139,9 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/api/topics",
         "topics",
-        "every topic with per-queue min/max offsets and last store time",
-        errors=(503,),
+        "topics by name with per-queue min/max offsets and last store time, paged by name",
+        (_PAGE_LIMIT, _AFTER),
+        errors=(400, 503),
     ),
     Route(
         "/api/topics/{topic}",
@@ -159,6 +165,17 @@ ROUTES: tuple[Route, ...] = (
             _FORMAT,
         ),
         _EXPORTS,
+    ),
+    Route(
+        "/api/topics/{topic}/histogram",
+        "topic_histogram",
+        "messages of a topic per bucket of whole minutes (exact counts from queue offsets; bounded work)",
+        (
+            _TOPIC,
+            Param("begin", "query", "string", "earliest store time (default: the topic's first message)"),
+            Param("end", "query", "string", "latest store time (default: the topic's last message)"),
+            Param("buckets", "query", "integer", f"most buckets (1-{MAX_BUCKETS}, default 120)"),
+        ),
     ),
     Route(
         "/api/topics/{topic}/queues/{queueId}/messages",
@@ -194,7 +211,11 @@ ROUTES: tuple[Route, ...] = (
         (_ID, Param("traceTopic", "query", "string", f"trace topic (default {TRACE_TOPIC})")),
     ),
     Route(
-        "/api/groups", "groups", "consumer groups with per-queue committed offsets and diffs", errors=(503,)
+        "/api/groups",
+        "groups",
+        "consumer groups with per-queue committed offsets and diffs, paged by name",
+        (_PAGE_LIMIT, _AFTER),
+        errors=(400, 503),
     ),
     Route(
         "/api/groups/{group}",
@@ -259,6 +280,14 @@ def time_param(request: web.Request, name: str, default: int | None) -> int:
     if not 0 <= value < 2**63:
         raise bad_parameter(name, "out of range")
     return value
+
+
+def _name_page(request: web.Request, names: Iterable[str]) -> tuple[list[str], str | None]:
+    """One page of sorted ``names`` after ``after`` (``limit`` of them); and the next page's ``after``."""
+    limit = int_param(request, "limit", MAX_LIMIT, 1, MAX_LIMIT)
+    after = request.query.get("after", "")
+    page = [n for n in names if n > after][: limit + 1]
+    return page[:limit], (page[limit - 1] if len(page) > limit else None)
 
 
 def format_param(request: web.Request) -> str:
@@ -400,7 +429,7 @@ class HttpApi:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else "unmatched"
         try:
-            if route != "/":
+            if route not in PUBLIC_ROUTES:
                 self.access.account(request)  # 401 before any work (handlers ask again: cheap)
             response = await handler(request)
         except ApiError as exc:
@@ -438,7 +467,24 @@ class HttpApi:
     # -- pages and meta ------------------------------------------------------------------------------
 
     async def index(self, request: web.Request) -> web.Response:
-        return web.Response(text=PLACEHOLDER_PAGE, content_type="text/html")
+        return web.Response(
+            text=(STATIC_DIR / "index.html").read_text(encoding="utf-8"),
+            content_type="text/html",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        kind = STATIC_TYPES.get(name[name.rfind(".") :] if "." in name else "")
+        # a name, never a path: nothing outside the static directory is reachable
+        if kind is None or "/" in name or "\\" in name or name.startswith("."):
+            raise not_found(f"no file {name[:80]!r}")
+        file = STATIC_DIR / name
+        if not file.is_file():
+            raise not_found(f"no file {name[:80]!r}")
+        return web.Response(
+            text=file.read_text(encoding="utf-8"), content_type=kind, headers={"Cache-Control": "no-cache"}
+        )
 
     async def openapi(self, request: web.Request) -> web.Response:
         return json_response(openapi_document(ROUTES))
@@ -458,8 +504,21 @@ class HttpApi:
 
     async def topics(self, request: web.Request) -> web.Response:
         account = self.access.account(request)
-        names = [t for t in self.lookups.topic_names() if self.access.may_read(account, t)]
-        return json_response({"topics": [self.lookups.topic_json(t) for t in names]})
+        names, next_after = _name_page(
+            request, (t for t in self.lookups.topic_names() if self.access.may_read(account, t))
+        )
+        return json_response({"topics": [self.lookups.topic_json(t) for t in names], "nextAfter": next_after})
+
+    async def topic_histogram(self, request: web.Request) -> web.Response:
+        topic = self._known_topic(request)
+        begin = time_param(request, "begin", -1)
+        end = time_param(request, "end", -1)
+        if begin >= 0 and end >= 0 and begin > end:
+            raise bad_parameter("begin", "after end")
+        buckets = int_param(request, "buckets", 120, 1, MAX_BUCKETS)
+        return json_response(
+            self.lookups.histogram(topic, begin if begin >= 0 else None, end if end >= 0 else None, buckets)
+        )
 
     async def topic(self, request: web.Request) -> web.Response:
         return json_response(self.lookups.topic_json(self._known_topic(request)))
@@ -570,14 +629,15 @@ class HttpApi:
     async def groups(self, request: web.Request) -> web.Response:
         account = self.access.account(request)
         table = self.offsets.table()
+        names, next_after = _name_page(
+            request, (g for g in group_names(table) if self.access.may_read(account, RETRY_PREFIX + g))
+        )
         out = []
-        for group in group_names(table):
-            if not self.access.may_read(account, RETRY_PREFIX + group):
-                continue
+        for group in names:
             info = group_json(self.store, table, group, self.offsets.online(group))
             if info is not None:
                 out.append(info)
-        return json_response({"groups": out})
+        return json_response({"groups": out, "nextAfter": next_after})
 
     async def group(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]

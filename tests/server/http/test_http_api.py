@@ -186,6 +186,10 @@ async def test_exports_carry_the_same_rows(http: Any) -> None:
         ("/api/topics/TopicA/queues/0/messages", "offset"),
         ("/api/topics/TopicA/queues/0/messages?offset=0&count=1000", "count"),
         ("/api/groups/g/dlq?limit=100000", "limit"),
+        ("/api/topics/TopicA/histogram?buckets=0", "buckets"),
+        ("/api/topics/TopicA/histogram?begin=10&end=1", "begin"),
+        ("/api/topics?limit=0", "limit"),
+        ("/api/groups?limit=x", "limit"),
     ],
 )
 async def test_bad_parameters_are_400_naming_the_parameter(http: Any, path: str, parameter: str) -> None:
@@ -200,6 +204,7 @@ async def test_bad_parameters_are_400_naming_the_parameter(http: Any, path: str,
     [
         "/api/topics/NoSuchTopic",
         "/api/topics/NoSuchTopic/messages?begin=0&end=1",
+        "/api/topics/NoSuchTopic/histogram",
         "/api/topics/TopicA/queues/99/messages?offset=0",
         "/api/topics/TopicA/queues/0/messages?offset=100000",
         "/api/messages/7F00000100002A9F00000000FFFFFFFF",
@@ -230,13 +235,62 @@ async def test_openapi_describes_exactly_the_routes_served(http: Any) -> None:
     assert doc["openapi"].startswith("3.")
     served = {r.canonical for r in server.http_app.app.router.resources()}
     assert set(doc["paths"]) == served
+    assert {"/api/topics/{topic}/histogram", "/static/{name}"} <= served
+    buckets = doc["paths"]["/api/topics/{topic}/histogram"]["get"]["parameters"]
+    assert {p["name"] for p in buckets} == {"topic", "begin", "end", "buckets"}
     for path, item in doc["paths"].items():
         declared = {p["name"] for p in item["get"]["parameters"] if p["in"] == "path"}
         assert declared == {part[1:-1] for part in path.split("/") if part.startswith("{")}, path
 
 
-async def test_the_placeholder_page(http: Any) -> None:
+async def test_the_page_and_its_files(http: Any) -> None:
     _, session = http
     async with session.get("/") as response:
         assert response.status == 200
-        assert "openapi.json" in await response.text()
+        assert response.headers["Content-Type"].startswith("text/html")
+        page = await response.text()
+    assert '<script src="/static/app.js">' in page
+    assert 'href="/static/app.css"' in page
+    for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        async with session.get(f"/static/{name}") as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith(kind)
+    for name in ("nope.js", "..%2Fapp.py", "__init__.py", ".hidden.js"):
+        async with session.get(f"/static/{name}") as response:
+            assert response.status == 404, name
+
+
+async def test_histogram_counts_every_entry_by_minute(http: Any, cq_expected: dict[str, Any]) -> None:
+    _, session = http
+    for topic in ("TopicA", "topic_c-1"):
+        times = [e[3] for es in queue_entries(cq_expected, topic).values() for e in es]
+        body = await get_json(session, f"/api/topics/{topic}/histogram")
+        first_minute = min(times) // 60_000 * 60_000
+        assert (body["begin"], body["bucketMillis"]) == (first_minute, 60_000)
+        wanted: dict[int, int] = {}
+        for t in times:
+            wanted[t // 60_000 * 60_000] = wanted.get(t // 60_000 * 60_000, 0) + 1
+        got = {body["begin"] + i * 60_000: c for i, c in enumerate(body["counts"]) if c}
+        assert got == wanted
+        assert body["total"] == len(times)
+    # a range that holds nothing of the topic counts nothing, in one bucket per minute asked
+    body = await get_json(session, "/api/topics/TopicA/histogram?begin=60000&end=179999")
+    assert (body["begin"], body["end"], body["counts"]) == (60_000, 179_999, [0, 0])
+
+
+async def test_topics_and_groups_page_by_name(http: Any, cq_expected: dict[str, Any]) -> None:
+    _, session = http
+    every = (await get_json(session, "/api/topics"))["topics"]
+    assert {"TopicA", "TopicB", "topic_c-1"} <= {t["topic"] for t in every}
+    seen: list[str] = []
+    after = ""
+    for _ in range(len(every)):
+        body = await get_json(session, f"/api/topics?limit=2&after={after}")
+        assert len(body["topics"]) <= 2
+        seen += [t["topic"] for t in body["topics"]]
+        after = body["nextAfter"]
+        if after is None:
+            break
+    assert seen == sorted(t["topic"] for t in every)
+    groups = await get_json(session, "/api/groups?limit=1")
+    assert groups["groups"] == [] and groups["nextAfter"] is None
