@@ -556,9 +556,9 @@ class ConsumeQueueBuilder:
             queue = self._queue(topic, queue_id, take_back_from=mark)
             resume = max(resume, queue.max_physic)
             self.resume_bytes_read += queue.tail_bytes_read
-        if mark is not None:
-            # Every queue now ends before the mark's stretch: the mark has done its work.
-            self._mark.remove()
+        # Every queue now ends before the mark's stretch (a mark cut short while first made: no batch
+        # was written after it): it has done its work.
+        self._mark.remove()
         return max(resume, self.commitlog.min_offset, 0)
 
     @property
