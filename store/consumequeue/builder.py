@@ -624,29 +624,38 @@ class ConsumeQueueBuilder:
             pos = skip_to(run, self._next_offset)
         while pos < end:
             stop, after, seen, groups = extract_entries(view, pos, end, base, BATCH_RECORDS)
-            if groups:
-                # A failure raises with ``next_offset`` at the stretch's start: its records are
-                # dispatched again by the next pass (those with entries are skipped as duplicates).
-                self._write_groups(groups, base + pos)
-            self.records_read += seen
-            pos = after
+            # A failure raises with ``next_offset`` at the stretch's start: its records are
+            # dispatched again by the next pass (those with entries are skipped as duplicates).
+            if not groups or self._write_groups(groups, base + pos):
+                self.records_read += seen
+                pos = after
+            else:
+                # No mark (a full disk cannot take its first block): one record at a time, in
+                # CommitLog order, which needs none.
+                while pos < after:
+                    pos = self._dispatch_one(view, base, pos, end)
+                    self._next_offset = base + pos
             self._next_offset = base + pos
             if stop == SPECIAL:
                 pos = self._dispatch_one(view, base, pos, end)
                 self._next_offset = base + pos
 
-    def _write_groups(self, groups: list[Group], start: int) -> None:
+    def _write_groups(self, groups: list[Group], start: int) -> bool:
         """Append each queue's batch; the stretch from CommitLog ``start`` is marked meanwhile when
-        it holds more than one entry (``_Mark``: a kill or a failure in between is taken back)."""
+        it holds more than one entry (``_Mark``: a kill or a failure in between is taken back).
+        False, with nothing written, when the mark cannot be set."""
         marked = len(groups) > 1 or len(groups[0][2]) > CQ_STORE_UNIT_SIZE
         if marked:
             try:
                 self._mark.set(start)
             except OSError as exc:
-                raise ConsumeQueueWriteError(
-                    f"consume queues under {self.root}: the build mark cannot be written: "
-                    f"{exc.strerror or exc}; nothing of the records from {start} was written"
-                ) from exc
+                log.warning(
+                    "consume queues under %s: the build mark cannot be written (%s): entries written "
+                    "one at a time",
+                    self.root,
+                    exc.strerror or exc,
+                )
+                return False
         last_at = -1
         last_ts = 0
         for raw_topic, queue_id, entries, queue_offsets, times, consecutive in groups:
@@ -689,6 +698,7 @@ class ConsumeQueueBuilder:
                     f"consume queues under {self.root}: the build mark cannot be cleared: "
                     f"{exc.strerror or exc}; the records from {start} are written again by the next pass"
                 ) from exc
+        return True
 
     def _appender_for(
         self, raw_topic: bytes, queue_id: int, entries: bytes
