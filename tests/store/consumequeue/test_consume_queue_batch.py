@@ -359,7 +359,7 @@ class _FullDisk:
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
         path = os.readlink(f"/proc/self/fd/{fd}")
-        if "/consumequeue/" not in path or path.endswith(RESUME_MARK) or not any(data):
+        if "consumequeue" not in path or path.endswith(RESUME_MARK) or not any(data):
             return self.real(fd, data, offset)  # (zeros: undoing a part written, its blocks exist)
         if self.room <= 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -397,3 +397,52 @@ def test_a_write_failure_mid_batch_raises_and_the_next_pass_completes(
     builder.close()
     assert _cq_files(config.store_path_root_dir) == _java_cq_files(stores_dir)
     assert not (config.consume_queue_dir / RESUME_MARK).exists()
+
+
+# -- rebuild-index: both from one CommitLog pass ------------------------------------------------
+
+
+def _index_bytes(root: Path) -> list[bytes]:
+    """The index files' contents in name order (a rebuild names files by its own creation time)."""
+    return [p.read_bytes() for p in sorted((root / "index").iterdir())]
+
+
+def test_one_pass_rebuilds_both_as_java_wrote_them(
+    stores_dir: Path, tmp_path: Path, path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+    from store.checkpoint import Checkpoint
+
+    config = _copy(stores_dir, tmp_path)
+    root = config.store_path_root_dir
+    java_index = _index_bytes(root)
+    before = Checkpoint.read(config.checkpoint_path)
+    conf = stores_dir / f"{NAME}.broker.conf"
+    assert main(["rebuild-index", "--store", str(root), "--config", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "indexed 11650 keys of" in out
+    assert "built 4980 consume queue entries of 5000 records into 12 queues in the same CommitLog pass" in out
+    assert _index_bytes(root) == java_index
+    assert _cq_files(root) == _java_cq_files(stores_dir)
+    after = Checkpoint.read(config.checkpoint_path)
+    assert after.logics_msg_timestamp == before.logics_msg_timestamp
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_queue_write_failure_in_the_one_pass_replaces_neither(
+    stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clients.cli import main
+
+    config = _copy(stores_dir, tmp_path)
+    root = config.store_path_root_dir
+    java_index = _index_bytes(root)
+    monkeypatch.setattr(os, "pwrite", _FullDisk(100).pwrite)
+    conf = stores_dir / f"{NAME}.broker.conf"
+    assert main(["rebuild-index", "--store", str(root), "--config", str(conf)]) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err
+    assert f"nothing was replaced; {root / 'index'} is unchanged" in err
+    assert _index_bytes(root) == java_index
+    assert _cq_files(root) == _java_cq_files(stores_dir)
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
