@@ -277,6 +277,19 @@ def test_batches_give_javas_bytes_across_file_boundaries(
     assert not (config.consume_queue_dir / RESUME_MARK).exists()
 
 
+@pytest.mark.parametrize("batch", [1, 7, 333])
+def test_stretches_of_any_size_give_javas_bytes(
+    stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, batch: int
+) -> None:
+    """``BATCH_RECORDS`` cut every run into stretches (one mark each): the same bytes."""
+    monkeypatch.setattr(builder_module, "BATCH_RECORDS", batch)
+    config = _copy(stores_dir, tmp_path)
+    shutil.rmtree(config.consume_queue_dir)
+    builder = rebuild_consume_queues(config)
+    assert (builder.records_read, builder.entries_written) == (5000, 4980)
+    assert _cq_files(config.store_path_root_dir) == _java_cq_files(stores_dir)
+
+
 class _Kill(Exception):
     pass
 
