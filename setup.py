@@ -21,6 +21,7 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("protocol._index_key_fast", "protocol/_index_key_fast.c"),
     ("store.commitlog._view_read_fast", "store/commitlog/_view_read_fast.c"),
     ("store.consumequeue._consume_queue_fast", "store/consumequeue/_consume_queue_fast.c"),
+    ("store.consumequeue._consume_queue_build_fast", "store/consumequeue/_consume_queue_build_fast.c"),
 ]
 
 #: The shared C headers (the CRC-32, the CommitLog record layout) live beside the Python modules that

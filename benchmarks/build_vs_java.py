@@ -18,6 +18,9 @@ UNIQ_KEY, ``order-N``, ``user-N%1000``; the broker's default geometry: 1 GiB Com
 
 Prints a table and the ratios (ours over Java, keys/s). The driver pins itself to the other CPU.
 ``--spark`` also times ``rebuild-index --engine spark`` at ``local[1]`` and ``local[2]`` on the store.
+``--baseline DIR`` also times the ``rebuild-index`` command of another checkout in every round, A B
+alternating (the before/after of a change; the command's own index and consume-queue times are
+reported for both).
 
     python -m benchmarks.build_vs_java --records 300000 --rounds 3
 """
@@ -93,10 +96,23 @@ def _pinned(cpu: int) -> list[str]:
     return ["taskset", "-c", str(cpu), sys.executable]
 
 
-def run_ours(store: Path, cpu: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    # Like the Java side: a store whose index was removed (else the timing includes unlinking it).
+def _phase_seconds(stdout: str, starts: str) -> float:
+    """The "in X s" of the command's output line that starts with ``starts``; 0 for the queues'
+    line "in the same CommitLog pass" (both built in the time the index line gives)."""
+    line = next(line for line in stdout.splitlines() if line.startswith(starts))
+    if line.endswith("in the same CommitLog pass"):
+        return 0.0
+    return float(line.rsplit(" in ", 1)[1].split()[0])
+
+
+def run_ours(store: Path, cpu: int, checkout: Path | None = None) -> dict[str, float]:
+    """``rebuild-index`` (index, then consume queues) from this checkout or from ``checkout``."""
+    code = checkout or Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(code))
+    # Like the Java side (a copy of the CommitLog alone): a store whose index and consume queues were
+    # removed (else the timing includes unlinking them).
     shutil.rmtree(store / "index", ignore_errors=True)
+    shutil.rmtree(store / "consumequeue", ignore_errors=True)
     os.sync()
     started = time.perf_counter()
     before = os.times()
@@ -105,12 +121,23 @@ def run_ours(store: Path, cpu: int) -> dict[str, float]:
         capture_output=True,
         text=True,
         env=env,
+        cwd=code,
         check=True,
     )
     wall = time.perf_counter() - started
     after = os.times()
     cpu_s = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     keys = int(proc.stdout.split("indexed ")[1].split(" ")[0])
+    timed = {
+        "cmd_s": wall,
+        "cmd_cpu": cpu_s,
+        "cmd_keys": keys,
+        "cmd_index_s": _phase_seconds(proc.stdout, "indexed "),
+        "cmd_cq_s": _phase_seconds(proc.stdout, "built "),
+    }
+    timed["cmd_build_s"] = timed["cmd_index_s"] + timed["cmd_cq_s"]
+    if checkout is not None:
+        return timed
     phases = subprocess.run(
         [*_pinned(cpu), "-m", "benchmarks.build_vs_java", "--_phases", str(store)],
         capture_output=True,
@@ -119,7 +146,7 @@ def run_ours(store: Path, cpu: int) -> dict[str, float]:
         check=True,
     )
     result = json.loads(phases.stdout.strip().splitlines()[-1])
-    result.update(cmd_s=wall, cmd_cpu=cpu_s, cmd_keys=keys)
+    result.update(timed)
     return result
 
 
@@ -233,7 +260,11 @@ def _row(name: str, keys: float, secs: list[float], cpus: list[float]) -> str:
 
 
 def _report(
-    ours: list[dict[str, float]], java: list[dict[str, float]], template: Path, args: argparse.Namespace
+    ours: list[dict[str, float]],
+    java: list[dict[str, float]],
+    template: Path,
+    args: argparse.Namespace,
+    base: list[dict[str, float]] | None = None,
 ) -> None:
     from store.commitlog.mapped_files import CommitLog
 
@@ -279,6 +310,33 @@ def _report(
         )
     per_round = [j["diff_s"] / o["cmd_s"] for o, j in zip(ours, java, strict=True)]
     print(f"- per-round wall ratio, command / boot difference: {', '.join(f'{x:.2f}' for x in per_round)}")
+    print(
+        "- the command's own report (medians): index "
+        f"{statistics.median(o['cmd_index_s'] for o in ours):.2f} s, then consume queues "
+        f"{statistics.median(o['cmd_cq_s'] for o in ours):.2f} s (0: built in the same pass)"
+    )
+    if base:
+        print(
+            f"\nbaseline {args.baseline} (same rounds, A B alternating; command wall s, CPU s, its "
+            "own index s + queues s):"
+        )
+        for b, o in zip(base, ours, strict=True):
+            print(
+                f"- baseline {b['cmd_s']:.2f} {b['cmd_cpu']:.2f} {b['cmd_index_s']:.2f}+{b['cmd_cq_s']:.2f}"
+                f" | this {o['cmd_s']:.2f} {o['cmd_cpu']:.2f} {o['cmd_index_s']:.2f}+{o['cmd_cq_s']:.2f}"
+                f" | speed-up {b['cmd_s'] / o['cmd_s']:.2f}x"
+            )
+        for what in ("cmd_s", "cmd_cpu", "cmd_build_s"):
+            b_med = statistics.median(b[what] for b in base)
+            o_med = statistics.median(o[what] for o in ours)
+            ratios = sorted(b[what] / o[what] for b, o in zip(base, ours, strict=True))
+            print(
+                f"- {what}: baseline {b_med:.2f}, this {o_med:.2f}, median per-round speed-up "
+                f"{statistics.median(ratios):.2f}x"
+            )
+        j_med = statistics.median(j["diff_s"] for j in java)
+        b_cmd = statistics.median(b["cmd_s"] for b in base)
+        print(f"- baseline command / boot difference (wall): {j_med / b_cmd:.2f}")
 
 
 def main() -> None:
@@ -290,6 +348,12 @@ def main() -> None:
     parser.add_argument("--cpu", type=int, default=1, help="the core both are pinned to")
     parser.add_argument("--port", type=int, default=31411)
     parser.add_argument("--spark", action="store_true", help="also time the Spark engine at local[1] and [2]")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (its accelerators built in place): its rebuild-index command is timed in "
+        "every round too, before or after this one's (the order flips each round)",
+    )
     parser.add_argument("--_phases", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._phases is not None:
@@ -302,12 +366,19 @@ def main() -> None:
     generate(template, args.records, args.body)
     ours: list[dict[str, float]] = []
     java: list[dict[str, float]] = []
+    base: list[dict[str, float]] = []
     for r in range(args.rounds):
+        if args.baseline is not None and r % 2 == 0:
+            base.append(run_ours(template, args.cpu, args.baseline))
         ours.append(run_ours(template, args.cpu))
+        if args.baseline is not None and r % 2 == 1:
+            base.append(run_ours(template, args.cpu, args.baseline))
         java.append(run_java(template, args.dir / "java", args.port, args.cpu, int(ours[-1]["keys"])))
         print(f"round {r + 1}: ours {json.dumps(ours[-1])}\n         java {json.dumps(java[-1])}", flush=True)
+        if base:
+            print(f"         baseline {json.dumps(base[-1])}", flush=True)
     if ours:
-        _report(ours, java, template, args)
+        _report(ours, java, template, args, base)
     if args.spark:
         for master in ("local[1]", "local[2]") * max(args.rounds, 2):
             s = run_spark(template, master)

@@ -16,7 +16,6 @@ import argparse
 import codecs
 import math
 
-from clients.client import parse_addr
 from clients.errors import ConnectError
 from protocol.custom_headers import java_parse_boolean
 
@@ -106,6 +105,10 @@ def timeout_arg(text: str) -> float:
 
 def addr_arg(text: str) -> str:
     """One ``host:port`` (IPv6 as ``[v6]:port``), checked now so a typo is a usage error (exit 2)."""
+    # Imported here: the client (asyncio and the codecs) costs ~80 ms of start-up that the store-side
+    # commands (``rebuild-index``, ``fsck``) which also use this module never need.
+    from clients.client import parse_addr
+
     try:
         parse_addr(text)
     except ConnectError as exc:
@@ -167,6 +170,8 @@ def charset_arg(text: str) -> str:
 
 def duration_arg(text: str) -> float:
     """``bench --seconds``: a finite run length in (0, MAX_SECONDS]."""
+    from clients.load import MAX_SECONDS  # imported here for the same reason as in ``addr_arg``
+
     try:
         value = float(text)
     except ValueError:

@@ -9,9 +9,12 @@ A one-shot rebuild must never replace a better index with a worse one: a gap in 
 missing or cut-short file, a corrupt record, with whole records after it) stops it with exit 1 and
 the old index untouched, unless ``--index-around-gaps`` (``store.commitlog.gaps``; both engines follow the
 same rule). The ConsumeQueues follow the same rule with the same gap walk: a queue built across a gap
-would lack every entry after it. The index is rebuilt first, so a gap refuses before either directory
-is replaced (exit 1, ``index/`` and ``consumequeue/`` both untouched); ``--only consumequeue`` refuses
-the same way. The exit code says whether the new index is in place (``rebuild_outcome``).
+would lack every entry after it. Both are built from one CommitLog pass, as the broker's reput builds
+them (``store.reput.rebuild``), and swapped in when it completed, the index first, so a gap refuses
+before either directory is replaced (exit 1, ``index/`` and ``consumequeue/`` both untouched);
+``--only consumequeue`` refuses the same way. When the consume queues' rebuild would refuse up front
+(a wrong geometry, an unreadable checkpoint) the index is rebuilt alone first and the refusal
+reported after it. The exit code says whether the new index is in place (``rebuild_outcome``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from store.consumequeue.builder import ConsumeQueueBuilder, rebuild_consume_queu
 from store.errors import StoreError
 from store.index.builder import IndexBuilder, rebuild_index
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
+from store.reput.rebuild import QueuesNotReplaced, queues_preflight, rebuild_index_and_queues
 from store.reput.walk import Reput
 
 HELP = "rebuild a store's IndexFiles and ConsumeQueues from its CommitLog (byte-identical to the broker's)"
@@ -131,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         if args.engine == "spark":
             return run_spark_rebuild(args, config)
         started = time.perf_counter()
+        if not args.follow and do_index and do_cq and _one_pass_possible(config):
+            return _rebuild_in_one_pass(args, config, started)
         if not args.follow:
             outcome = 0
             if do_index:
@@ -191,6 +197,51 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, StoreError, OSError) as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         return 1
+
+
+def _one_pass_possible(config: StoreConfig) -> bool:
+    """Whether both can be rebuilt in one pass: not when the consume queues' rebuild would refuse
+    up front (a wrong geometry, an unreadable checkpoint); then the index is rebuilt alone first
+    and the queues' refusal is reported after it, as ever."""
+    try:
+        queues_preflight(config)
+    except (StoreError, OSError):
+        return False
+    return True
+
+
+def _rebuild_in_one_pass(args: argparse.Namespace, config: StoreConfig, started: float) -> int:
+    """Index and consume queues from one CommitLog pass (``store.reput.rebuild``), each swapped in
+    when the pass completed: the index first, then the queues."""
+    try:
+        builder, cq = rebuild_index_and_queues(config, around_gaps=args.index_around_gaps)
+    except QueuesNotReplaced as exc:
+        print(f"rebuild-index: {exc}", file=sys.stderr)
+        report_after_swap("rebuild-index", config.index_dir, exc.index.after_swap)
+        print(
+            f"rebuild-index: {config.consume_queue_dir} was not replaced and is unchanged",
+            file=sys.stderr,
+        )
+        return EXIT_IN_PLACE_UNFINISHED
+    except (ConfigError, StoreError, OSError) as exc:
+        print(f"rebuild-index: {exc}", file=sys.stderr)
+        print(f"rebuild-index: nothing was replaced; {config.index_dir} is unchanged", file=sys.stderr)
+        print(f"rebuild-index: {config.consume_queue_dir} was not rebuilt and is unchanged", file=sys.stderr)
+        return EXIT_NOT_REPLACED
+    elapsed = time.perf_counter() - started
+    for gap in builder.gaps:
+        print(f"rebuild-index: warning: indexed around it: {gap.describe()}", file=sys.stderr)
+        print(f"rebuild-index: warning: consume queues built around it: {gap.describe()}", file=sys.stderr)
+    print(
+        f"indexed {builder.keys_indexed} keys of {builder.records_indexed} records into "
+        f"{_count_files(config.index_dir)} index files in {elapsed:.2f} s"
+    )
+    print(
+        f"built {cq.entries_written} consume queue entries of {cq.records_read} records into "
+        f"{len(cq.queues_built)} queues in the same CommitLog pass"
+    )
+    outcome = report_after_swap("rebuild-index", config.index_dir, builder.after_swap)
+    return report_after_swap("rebuild-index", config.consume_queue_dir, cq.after_swap) or outcome
 
 
 def _broker_writes_index(store_root: Path, targets: list[Path]) -> str | None:

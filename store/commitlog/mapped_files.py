@@ -360,6 +360,7 @@ class CommitLog:
                 start_idx, pos_abs = i, f.start
         if pos_abs != known:
             self._last_record = None
+        pos_abs = self._skip_whole(start_idx, pos_abs)
         end = released = pos_abs
         for offset, size in self._walk(start_idx, pos_abs):
             end = offset + size
@@ -371,6 +372,46 @@ class CommitLog:
                 released = end
         self.release(released, end)
         return max(end, self._after_blank_end(end))
+
+    def _skip_whole(self, idx: int, pos_abs: int) -> int:
+        """Where ``_find_end``'s record-by-record walk may start in file ``idx``: the last record of
+        the whole records from ``pos_abs`` on, found by the compiled ``record.whole_run``.
+
+        The same check as ``_walk``'s (BODYCRC, PHYSICALOFFSET, the file's safe length asked again
+        every ``RECHECK_EVERY`` bytes), one call per stretch instead of a Python step per record:
+        opening a 1 GiB file of 300,000 records took 0.2 s of CPU in the per-record walk (issue 22).
+        The walk then takes the last whole record (``_last_record``) and whatever follows it (a
+        blank, corruption, the next file) as before. Pages are released as they are passed."""
+        f = self._files[idx]
+        if f.mm is None:
+            return pos_abs
+        view = self._views[idx]
+        length = f.safe_length()
+        pos = start = pos_abs - f.start
+        last_run: tuple[int, int] | None = None
+        released = pos
+        while pos < length:
+            soft = min(pos + RECHECK_EVERY, length)
+            stop, n = record.whole_run(view, pos, length, f.start, soft, 1 << 62)
+            if n == 0:
+                break
+            last_run = (pos, n)
+            pos = stop
+            if pos - released >= RELEASE_EVERY:
+                self.release(f.start + released, f.start + pos)
+                released = pos
+            if stop < soft:
+                break
+            now = f.safe_length()
+            if now < length:
+                length = now  # cut under the map: ``_walk`` reports it and stops at the cut
+        if last_run is None:
+            return pos_abs
+        run_start, n = last_run
+        last, _ = record.whole_run(view, run_start, length, f.start, length, n - 1)
+        self.bytes_visited += last - start
+        self.release(f.start + released, f.start + last)
+        return f.start + last
 
     def _find_settled_end(self) -> int:
         """Where indexing may go: ``max_offset``, or the start of a last record that may still be

@@ -16,12 +16,24 @@ of the queue, filled up to it with blank entries ``(0, Integer.MAX_VALUE, 0)``; 
 the next; an entry whose queue offset is past the queue's end goes at the end anyway (the broker's
 "[BUG]logic queue order maybe wrong" case). Files are zero-filled to ``mappedFileSizeConsumeQueue``.
 
-Crash safety and resuming: every entry is written with one ``pwrite`` as its record is read, in
-CommitLog order, so after a kill at any instant every queue holds exactly the entries of the records
-before some point, plus maybe that record's. Building resumes where the broker's reput would: from
-the largest end (offset + size) of any queue's last entry, at least the CommitLog's first offset; the
-record there is dispatched again and de-duplicated by the rules above. That is this dispatcher's
-resume point; the reput starts at the least of its dispatchers', and records before it are skipped.
+Batches: a run's entries are computed per queue in one compiled call
+(``store.consumequeue.consume_queue_build.extract_entries``, at most ``BATCH_RECORDS`` records at a
+time, which bounds what is held in memory) and each queue's batch is appended with one ``pwrite``
+where it goes in whole (the queue's next offsets, inside its last file); anything else (a queue's
+first file, a roll to the next file, a hole, a duplicate, a scheduled message's delivery time) goes
+entry by entry through the rules above, as before.
+
+Crash safety and resuming: batches of several queues are not written in CommitLog order, so before
+writing a stretch's batches the builder records where the stretch starts in ``RESUME_MARK`` (a file
+of 8 bytes beside the topics) and clears it once every batch is written. A builder opening queues
+with a mark set (a kill or a failed write mid-stretch) first takes back every entry of a record at or
+after the mark (``_QueueAppender``: the entries, whole or torn, are zeroed and files past them
+removed), so every queue again holds exactly the entries of the records before some point, as with one
+``pwrite`` per entry. Building resumes where the broker's reput would: from the largest end
+(offset + size) of any queue's last entry, at least the CommitLog's first offset; the record there is
+dispatched again and de-duplicated by the rules above. That is this dispatcher's resume point; the
+reput starts at the least of its dispatchers', and records before it are skipped. A single entry is
+still one ``pwrite`` without a mark (the live write path's usual run).
 The checkpoint's ``logicsMsgTimestamp`` is the store time of the last record given an entry,
 written at ``flush()`` (after the files are synced), as the broker's checkpoint flush does.
 """
@@ -48,6 +60,7 @@ from store.consumequeue.consume_queue import (
     delay_level_table,
     entry_bytes,
 )
+from store.consumequeue.consume_queue_build import SPECIAL, Group, extract_entries
 from store.errors import ConsumeQueueWriteError, StoreError
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run, skip_to
@@ -58,12 +71,20 @@ __all__ = ["ConsumeQueueBuilder", "rebuild_consume_queues", "safe_topic_dir"]
 
 log = logging.getLogger("store.consumequeue.consume_queue")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_ENTRY = struct.Struct(">qiq")
 _PRE_BLANK = entry_bytes(0, PRE_BLANK_SIZE, 0)
 #: Queue files kept open between writes (each queue writes only to its last file).
 MAX_OPEN_FILES = 256
 #: The resume's tail check reads and zeroes past-the-end data in stretches of this many bytes.
 _TAIL_CHUNK = 64 << 10
 _ZERO_CHUNK = bytes(_TAIL_CHUNK)
+#: Records whose entries one ``extract_entries`` call returns: ~36 bytes each held at once (entry,
+#: queue offset, store time), so under 2.5 MB whatever the run's size.
+BATCH_RECORDS = 65536
+#: The file beside the topics that holds where the stretch being written starts (``_Mark``).
+RESUME_MARK = ".building-from"
+_NO_MARK = -1
 
 
 def safe_topic_dir(topic: str) -> bool:
@@ -137,6 +158,64 @@ def _write_all(fd: int, data: bytes, at: int) -> None:
         raise
 
 
+class BatchWriteError(OSError):
+    """A batch's write failed: ``put`` entries went in before it (the last at index ``last``)."""
+
+    def __init__(self, cause: OSError, put: int, last: int) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.put = put
+        self.last = last
+
+
+class _Mark:
+    """``RESUME_MARK``: where the stretch whose batches are being written starts, or none.
+
+    Written (8 bytes, big-endian) before a stretch's batches and set back to -1 once all are
+    written: a builder that finds a mark takes back the queues' entries from it (``_QueueAppender``).
+    The file is made once and rewritten in place (its block exists: a full disk cannot refuse it
+    once made) and removed when the builder closes with nothing pending."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / RESUME_MARK
+        self.fd: int | None = None
+        #: Set and not cleared yet: a stretch is (or was left) half written.
+        self.pending = False
+
+    def read(self) -> int | None:
+        """The mark a stopped builder left, or None."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) != 8:
+            return None  # cut while first made: no batch was written after it
+        at = _I64.unpack(data)[0]
+        return at if at >= 0 else None
+
+    def set(self, at: int) -> None:
+        if self.fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        _write_all(self.fd, _I64.pack(at), 0)
+        self.pending = True
+
+    def clear(self) -> None:
+        if self.fd is not None:
+            _write_all(self.fd, _I64.pack(_NO_MARK), 0)
+        self.pending = False
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def remove(self) -> None:
+        """Close and delete the mark (nothing pending: a clean close)."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self.pending = False
+
+
 class _QueueAppender:
     """One queue's write side: its last file, where it ends, the end of its last entry's record."""
 
@@ -153,7 +232,14 @@ class _QueueAppender:
     )
 
     def __init__(
-        self, root: Path, topic: str, queue_id: int, file_size: int, *, fill_holes: bool = False
+        self,
+        root: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        *,
+        fill_holes: bool = False,
+        take_back_from: int | None = None,
     ) -> None:
         self.directory = root / topic / str(queue_id)
         self.file_size = file_size
@@ -176,6 +262,12 @@ class _QueueAppender:
                 return
             self.last_start = starts[-1]
             end = reader.max_offset
+            if take_back_from is not None:
+                kept = self._take_back(reader, end, take_back_from)
+                if kept < end:
+                    end = kept
+                    earlier = [start for start in starts if start < end * CQ_STORE_UNIT_SIZE]
+                    self.last_start = earlier[-1] if earlier else starts[0]
             self.wrote = end * CQ_STORE_UNIT_SIZE - self.last_start
             last = reader.entry(end - 1) if end > 0 else None
             if last is not None:
@@ -183,6 +275,30 @@ class _QueueAppender:
         finally:
             reader.close()
         self._clear_tail()
+
+    def _take_back(self, reader: ConsumeQueue, end: int, mark: int) -> int:
+        """The queue's end once the entries of records at or after ``mark`` are taken back.
+
+        A stretch's batches were being written when the builder stopped (``RESUME_MARK``): this
+        queue may hold entries of records after ones another queue lacks, and its last one may be
+        torn anywhere inside (a kill splits a write at a page). Those entries are at its end (a
+        queue's entries follow CommitLog order); ``_clear_tail`` zeroes them and removes files past
+        them, and the records are dispatched again."""
+        first = reader.file_starts[0] // CQ_STORE_UNIT_SIZE
+        n = end
+        while n > first:
+            e = reader.entry(n - 1)
+            if e is None or e.commit_log_offset < mark or e.size == PRE_BLANK_SIZE:
+                break  # a blank entry (no record's): written before the batch, or as it fills
+            n -= 1
+        if n < end:
+            log.warning(
+                "%s: taking back %d entries of records at or after %d (a batch was being written)",
+                self.directory,
+                end - n,
+                mark,
+            )
+        return n
 
     def _path(self, start: int) -> Path:
         return self.directory / f"{start:020d}"
@@ -312,6 +428,45 @@ class _QueueAppender:
         self.wrote += CQ_STORE_UNIT_SIZE
         return True
 
+    def put_batch(self, entries: bytes, queue_offsets: memoryview, consecutive: bool) -> tuple[int, int]:
+        """Append a batch of entries (``extract_entries``' group, in CommitLog order): ``(entries
+        put, index of the last one put or -1)``.
+
+        Where the batch continues the queue (its next queue offsets, inside the last file, past the
+        last entry's record) it goes in one ``pwrite``, cut at the file's end; every other entry goes
+        through ``put`` and its rules. A failed write raises OSError with the entries before it put
+        and the queue's end after them (``_write_all`` leaves no part of the failed write)."""
+        unit = CQ_STORE_UNIT_SIZE
+        count = len(queue_offsets)
+        i = put = 0
+        last = -1
+        while i < count:
+            if consecutive and self.last_start is not None and self.wrote < self.file_size:
+                offset, size, _code = _ENTRY.unpack_from(entries, i * unit)
+                at_end = queue_offsets[i] * unit == self.last_start + self.wrote
+                if at_end and offset + size > self.max_physic:
+                    n = min(count - i, (self.file_size - self.wrote) // unit)
+                    try:
+                        _write_all(self.open_fd(), entries[i * unit : (i + n) * unit], self.wrote)
+                    except OSError as exc:
+                        raise BatchWriteError(exc, put, last) from exc
+                    last_offset, last_size, _code = _ENTRY.unpack_from(entries, (i + n - 1) * unit)
+                    self.max_physic = last_offset + last_size
+                    self.wrote += n * unit
+                    i += n
+                    put += n
+                    last = i - 1
+                    continue
+            offset, size, code = _ENTRY.unpack_from(entries, i * unit)
+            try:
+                if self.put(offset, size, code, queue_offsets[i]):
+                    put += 1
+                    last = i
+            except OSError as exc:
+                raise BatchWriteError(exc, put, last) from exc
+            i += 1
+        return put, last
+
     def _fill_blank(self, length: int) -> int:
         """Write ``length`` bytes of blank entries from the end, rolling files as the broker would."""
         assert self.last_start is not None
@@ -372,6 +527,11 @@ class ConsumeQueueBuilder:
         self._unsynced: set[tuple[str, int]] = set()
         #: Bytes past the queues' written ends read at start to check them (``_QueueAppender._clear_tail``).
         self.resume_bytes_read = 0
+        #: Where the stretch being written starts, on disk (``_Mark``).
+        self._mark = _Mark(self.root)
+        #: (topic bytes, queue id) -> the key and appender of ``extract_entries``' groups (None: a
+        #: topic that cannot name a directory).
+        self._by_raw: dict[tuple[bytes, int], tuple[tuple[str, int], _QueueAppender] | None] = {}
         self._next_offset = self._resume_point()
         self._reput: Reput | None = None
 
@@ -391,10 +551,14 @@ class ConsumeQueueBuilder:
             if entry.is_dir() and entry.name.isdigit()
         ]
         check_geometry(self.root, self.file_size)
+        mark = self._mark.read()
         for topic, queue_id in queue_dirs:
-            queue = self._queue(topic, queue_id)
+            queue = self._queue(topic, queue_id, take_back_from=mark)
             resume = max(resume, queue.max_physic)
             self.resume_bytes_read += queue.tail_bytes_read
+        # Every queue now ends before the mark's stretch (a mark cut short while first made: no batch
+        # was written after it): it has done its work.
+        self._mark.remove()
         return max(resume, self.commitlog.min_offset, 0)
 
     @property
@@ -402,11 +566,18 @@ class ConsumeQueueBuilder:
         """The CommitLog offset from which records may lack their entries (the next pass's start)."""
         return max(self._next_offset, self.commitlog.min_offset)
 
-    def _queue(self, topic: str, queue_id: int) -> _QueueAppender:
+    def _queue(self, topic: str, queue_id: int, *, take_back_from: int | None = None) -> _QueueAppender:
         key = (topic, queue_id)
         queue = self._queues.get(key)
         if queue is None:
-            queue = _QueueAppender(self.root, topic, queue_id, self.file_size, fill_holes=self._fill_holes)
+            queue = _QueueAppender(
+                self.root,
+                topic,
+                queue_id,
+                self.file_size,
+                fill_holes=self._fill_holes,
+                take_back_from=take_back_from,
+            )
             self._queues[key] = queue
         return queue
 
@@ -451,41 +622,142 @@ class ConsumeQueueBuilder:
             return  # every record of the run already has its entry
         if base + pos < self._next_offset:
             pos = skip_to(run, self._next_offset)
-        delays = self._delays
+        while pos < end:
+            stop, after, seen, groups = extract_entries(view, pos, end, base, BATCH_RECORDS)
+            # A failure raises with ``next_offset`` at the stretch's start: its records are
+            # dispatched again by the next pass (those with entries are skipped as duplicates).
+            if not groups or self._write_groups(groups, base + pos):
+                self.records_read += seen
+                pos = after
+            else:
+                # No mark (a full disk cannot take its first block): one record at a time, in
+                # CommitLog order, which needs none.
+                while pos < after:
+                    pos = self._dispatch_one(view, base, pos, end)
+                    self._next_offset = base + pos
+            self._next_offset = base + pos
+            if stop == SPECIAL:
+                pos = self._dispatch_one(view, base, pos, end)
+                self._next_offset = base + pos
+
+    def _write_groups(self, groups: list[Group], start: int) -> bool:
+        """Append each queue's batch; the stretch from CommitLog ``start`` is marked meanwhile when
+        it holds more than one entry (``_Mark``: a kill or a failure in between is taken back).
+        False, with nothing written, when the mark cannot be set."""
+        marked = len(groups) > 1 or len(groups[0][2]) > CQ_STORE_UNIT_SIZE
+        if marked:
+            try:
+                self._mark.set(start)
+            except OSError as exc:
+                log.warning(
+                    "consume queues under %s: the build mark cannot be written (%s): entries written "
+                    "one at a time",
+                    self.root,
+                    exc.strerror or exc,
+                )
+                return False
+        last_at = -1
+        last_ts = 0
+        for raw_topic, queue_id, entries, queue_offsets, times, consecutive in groups:
+            found = self._by_raw.get((raw_topic, queue_id), False)
+            if found is False:
+                found = self._appender_for(raw_topic, queue_id, entries)
+            if found is None:
+                continue
+            key, queue = found
+            try:
+                put, last = queue.put_batch(entries, memoryview(queue_offsets).cast("q"), consecutive)
+            except BatchWriteError as exc:
+                put, last = exc.put, exc.last
+                if put:
+                    self.entries_written += put
+                    self.queues_built.add(key)
+                    self._dirty = True
+                offset, _size, _code = _ENTRY.unpack_from(entries, max(last + 1, 0) * CQ_STORE_UNIT_SIZE)
+                raise ConsumeQueueWriteError(
+                    f"consume queue {key[0]}/{key[1]}: the entry of the CommitLog record at {offset} cannot "
+                    f"be written: {exc.strerror or exc}; the records from {start} are written again from "
+                    "the CommitLog by the next pass"
+                ) from exc
+            if put:
+                self.entries_written += put
+                self.queues_built.add(key)
+                self._dirty = True
+                at = _ENTRY.unpack_from(entries, last * CQ_STORE_UNIT_SIZE)[0]
+                if at > last_at:
+                    last_at = at
+                    last_ts = memoryview(times).cast("q")[last]
+            self._touch(key, queue)
+        if last_at >= 0:
+            self._last_store_ts = last_ts
+        if marked:
+            try:
+                self._mark.clear()
+            except OSError as exc:
+                raise ConsumeQueueWriteError(
+                    f"consume queues under {self.root}: the build mark cannot be cleared: "
+                    f"{exc.strerror or exc}; the records from {start} are written again by the next pass"
+                ) from exc
+        return True
+
+    def _appender_for(
+        self, raw_topic: bytes, queue_id: int, entries: bytes
+    ) -> tuple[tuple[str, int], _QueueAppender] | None:
+        """The appender of a group's queue, remembered by the topic's bytes; None (and a warning per
+        record, as ``dispatch_entry``'s path gives) for a topic that cannot name a directory."""
+        topic = raw_topic.decode("utf-8", "replace")
+        if not safe_topic_dir(topic):
+            for offset, _size, _code in _ENTRY.iter_unpack(entries):
+                log.warning(
+                    "CommitLog record at %d: topic %r cannot name a directory: skipped", offset, topic
+                )
+            return None
+        key = (topic, queue_id)
+        found = (key, self._queues.get(key) or self._queue(topic, queue_id))
+        if len(self._by_raw) < 4096:
+            self._by_raw[(raw_topic, queue_id)] = found
+        return found
+
+    def _touch(self, key: tuple[str, int], queue: _QueueAppender) -> None:
+        """Keep at most ``MAX_OPEN_FILES`` queue files open, the least recently written closed."""
         opened = self._open
-        unpack = _I32.unpack_from
-        seen = 0
+        if key in opened:
+            opened.move_to_end(key)
+        else:
+            opened[key] = queue
+            if len(opened) > MAX_OPEN_FILES:
+                old_key, old = opened.popitem(last=False)
+                old.close_fd(sync=False)
+                self._unsynced.add(old_key)
+
+    def _dispatch_one(self, view: memoryview, base: int, pos: int, end: int) -> int:
+        """``CommitLogDispatcherBuildConsumeQueue`` for the one record at ``pos`` that
+        ``extract_entries`` leaves to ``dispatch_entry``; returns the position after it."""
+        size = _I32.unpack_from(view, pos)[0]
+        if size <= 0 or pos + size > end:
+            raise StoreError(f"CommitLog record at {base + pos}: not a whole record ({size} bytes) in a run")
+        offset = base + pos
         try:
-            while pos < end:
-                size = unpack(view, pos)[0]
-                offset = base + pos
-                buf = view[pos : pos + size]
-                pos += size
-                seen += 1
-                try:
-                    entry = dispatch_entry(buf, delays)
-                except (DispatchError, ValueError, struct.error) as exc:
-                    log.warning("CommitLog record at %d gets no consume queue entry: %s", offset, exc)
-                    continue
-                if entry is None:
-                    continue
-                topic, queue_id, queue_offset, code, store_ts = entry
-                if not safe_topic_dir(topic):
-                    log.warning(
-                        "CommitLog record at %d: topic %r cannot name a directory: skipped", offset, topic
-                    )
-                    continue
+            entry = dispatch_entry(view[pos : pos + size], self._delays)
+        except (DispatchError, ValueError, struct.error) as exc:
+            log.warning("CommitLog record at %d gets no consume queue entry: %s", offset, exc)
+            entry = None
+        if entry is not None:
+            topic, queue_id, queue_offset, code, store_ts = entry
+            if not safe_topic_dir(topic):
+                log.warning(
+                    "CommitLog record at %d: topic %r cannot name a directory: skipped", offset, topic
+                )
+            else:
                 key = (topic, queue_id)
+                queue = self._queues.get(key) or self._queue(topic, queue_id)
                 try:
-                    queue = self._queues.get(key) or self._queue(topic, queue_id)
                     put = queue.put(offset, size, code, queue_offset)
                 except OSError as exc:
                     # The record stays the next to dispatch (``next_offset``): its entry is written
                     # by the next pass, at its own queue offset, once the disk takes it. Skipping it
                     # would shift every later entry of the queue (the broker's "[BUG]logic queue
                     # order maybe wrong").
-                    pos -= size
-                    seen -= 1
                     raise ConsumeQueueWriteError(
                         f"consume queue {topic}/{queue_id}: the entry of the CommitLog record at {offset} "
                         f"(queue offset {queue_offset}) cannot be written: {exc.strerror or exc}; it is "
@@ -496,18 +768,9 @@ class ConsumeQueueBuilder:
                     self.queues_built.add(key)
                     self._last_store_ts = store_ts
                     self._dirty = True
-                if key in opened:
-                    opened.move_to_end(key)
-                else:
-                    opened[key] = queue
-                    if len(opened) > MAX_OPEN_FILES:
-                        old_key, old = opened.popitem(last=False)
-                        old.close_fd(sync=False)
-                        self._unsynced.add(old_key)
-        finally:
-            # A record whose put failed counts as read, as it did when each builder walked alone.
-            self.records_read += seen
-            self._next_offset = base + pos
+                self._touch(key, queue)
+        self.records_read += 1
+        return pos + size
 
     def flush(self) -> None:
         """Sync the written files, then record ``logicsMsgTimestamp`` in the checkpoint."""
@@ -536,6 +799,10 @@ class ConsumeQueueBuilder:
             for queue in self._open.values():
                 queue.close_fd(sync=False)
             self._open.clear()
+            if self._mark.pending:
+                self._mark.close()  # a stretch failed half written: the next builder takes it back
+            else:
+                self._mark.remove()
             self._queues.clear()
             if self._own_commitlog:
                 self.commitlog.close()
