@@ -176,8 +176,6 @@ def duration_arg(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    from clients.load import MAX_SECONDS  # the load generator, imported only by the flag that needs it
-
     if not 0 < value <= MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"must be in (0, {MAX_SECONDS:g}]: {text!r}")
     return value
