@@ -555,7 +555,7 @@ class Soak:
             "seconds": round(soak_seconds, 1),
             "drain_seconds": drained,
             "disk": {"tmpfs": self.tmpfs, "mib": self.args.disk_mib if self.tmpfs else None},
-            "stats": _plain(asdict(self.stats)),
+            "stats": _plain(vars(self.stats)),
             "final_sigterm_exit": exit_code,
         }
         report["checks"] = await self.check(exit_code)
@@ -814,10 +814,11 @@ def _fill(path: Path) -> int:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Counter):
-        return dict(value)
+    """JSON-ready (``dataclasses.asdict`` would rebuild a Counter from its items, counting pairs)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -859,7 +860,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmpfs:
             subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
-    print(json.dumps(report, indent=1, default=str))
+    print(json.dumps(_plain(report), indent=1, default=str))
     if report.get("ok") and not args.keep and args.store is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if report.get("ok") else 1
