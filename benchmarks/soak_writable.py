@@ -16,6 +16,8 @@ What runs, for ``--minutes``, in one asyncio loop:
   topics auto-created from TBW102, one message in ten as a batch of three; every SEND_OK goes to the
   journal (``DIR/journal.jsonl``: topic, key, unique id, offset id, queue, queue offset), every failure
   too, with its class or code (a timeout or a closed connection may or may not have stored it);
+  every ``--new-topic-every`` seconds one SEND goes to a new topic, auto-created by that SEND (its
+  ``topics.json`` write then meets the kills and the full disk too);
 * ``--groups`` consumer groups, one ``clients.consumer.PullConsumer`` each over both topics, closed
   and started again every ``--consumer-restart`` seconds so the committed offsets are what a new
   member starts from; every message received is recorded by group and queue position;
@@ -66,6 +68,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,6 +275,8 @@ class Soak:
         self.rng = random.Random(args.seed)
         self.server = Server(work, self.store, self.conf, free_port_pair(), self.stats)
         self.acked: list[Acked] = []
+        #: Topics auto-created during the soak (not consumed; checked in the store and by the broker).
+        self.new_topics: list[str] = []
         self.journal = open(work / "journal.jsonl", "w", encoding="utf-8")
         #: group -> (topic, queue, queue offset) -> [keys received there, one per delivery]
         self.received: dict[str, dict[tuple[str, int, int], list[str]]] = {
@@ -297,9 +302,15 @@ class Soak:
         rng = random.Random(self.args.seed * 1000 + n)
         interval = 1.0 / self.args.rate if self.args.rate > 0 else 0.0
         sent = 0
+        next_new_topic = time.monotonic() + self.args.new_topic_every
         async with Producer(self.server.addr, group=f"SoakProducer{n}", timeout=3.0) as producer:
             while not self.stop_producers.is_set():
                 topic = TOPICS[rng.randrange(len(TOPICS))]
+                if n == 0 and self.args.new_topic_every > 0 and time.monotonic() >= next_new_topic:
+                    # A SEND that auto-creates a topic (its topics.json write, on a full disk too).
+                    next_new_topic = time.monotonic() + self.args.new_topic_every
+                    topic = f"SoakNew{len(self.new_topics)}"
+                    self.new_topics.append(topic)
                 batch = rng.random() < 0.1
                 keys = [f"p{n}-{sent + i}" for i in range(3 if batch else 1)]
                 sent += len(keys)
@@ -403,15 +414,16 @@ class Soak:
     # -- chaos --------------------------------------------------------------------------------------
 
     async def killer(self) -> None:
+        kill_rng = random.Random(self.args.seed + 1)  # its own: the schedule does not depend on timing
         while not self.stop_chaos.is_set():
-            delay = self.args.kill_every * self.rng.uniform(0.7, 1.3)
+            delay = self.args.kill_every * kill_rng.uniform(0.7, 1.3)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop_chaos.wait(), delay)
             if self.stop_chaos.is_set():
                 return
             async with self.server.lock:
                 await self.server.kill9()
-                await asyncio.sleep(self.rng.uniform(0.0, 0.5))
+                await asyncio.sleep(kill_rng.uniform(0.0, 0.5))
                 await self.server.start()
                 self.stats.restarts += 1
 
@@ -420,10 +432,11 @@ class Soak:
         if not self.tmpfs:
             return
         ballast = self.disk / "ballast"
+        fill_rng = random.Random(self.args.seed + 2)
         while not self.stop_chaos.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    self.stop_chaos.wait(), self.args.fill_every * self.rng.uniform(0.8, 1.2)
+                    self.stop_chaos.wait(), self.args.fill_every * fill_rng.uniform(0.8, 1.2)
                 )
             if self.stop_chaos.is_set():
                 return
@@ -565,7 +578,7 @@ class Soak:
     async def _drain(self) -> float | None:
         """Seconds until every group has every acknowledged message; None if it never did."""
         started = time.monotonic()
-        wanted = self._acked_positions()
+        wanted = {p for p in self._acked_positions() if p[0] in TOPICS}
         while time.monotonic() - started < self.args.drain_seconds:
             if all(wanted <= got.keys() for got in self.received.values()):
                 return round(time.monotonic() - started, 1)
@@ -637,6 +650,8 @@ class Soak:
         for group, got in self.received.items():
             duplicates[group] = sum(len(keys) - 1 for keys in got.values())
             for a in self.acked:
+                if a.topic not in TOPICS:
+                    continue  # a topic created during the soak: no member subscribes to it
                 keys = got.get((a.topic, a.queue_id, a.queue_offset))
                 if not keys:
                     out.append(f"{group} never received {a.key} ({a.topic}/{a.queue_id}@{a.queue_offset})")
@@ -651,7 +666,7 @@ class Soak:
         out = []
         for group in self.groups:
             got = self.received[group]
-            for (topic, queue_id), (code, offset) in zip(_queues(), committed[group], strict=True):
+            for (topic, queue_id), (code, offset) in zip(_queues(TOPICS), committed[group], strict=True):
                 if code != ResponseCode.SUCCESS:
                     continue
                 missing = [o for o in range(int(offset)) if (topic, queue_id, o) not in got]
@@ -718,14 +733,14 @@ class Soak:
                         m.commit_log_offset for m in decode_messages(bytes(a.body or b""), read_body=False)
                     )
                     answers["queries"].append([t, k, a.code, offsets])
-            for topic, queue_id in _queues():
+            for topic, queue_id in _queues([*TOPICS, *self.new_topics]):
                 fields = {"topic": topic, "queueId": str(queue_id)}
                 for name, code in (("min", RequestCode.GET_MIN_OFFSET), ("max", RequestCode.GET_MAX_OFFSET)):
                     a = await client.invoke(addr, code, fields)
                     answers[name].append([topic, queue_id, a.code, (a.ext_fields or {}).get("offset")])
             for group in self.groups:
                 rows = []
-                for topic, queue_id in _queues():
+                for topic, queue_id in _queues(TOPICS):
                     fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}
                     a = await client.invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields)
                     rows.append([a.code, (a.ext_fields or {}).get("offset")])
@@ -773,7 +788,7 @@ class Soak:
                     out.append(f"{name} offset: ours {a}, broker {b}")
         for group in self.groups:
             for (topic, queue_id), a, b in zip(
-                _queues(), ours["committed"][group], theirs["committed"][group], strict=True
+                _queues(TOPICS), ours["committed"][group], theirs["committed"][group], strict=True
             ):
                 if a != b:
                     out.append(f"committed {group} {topic}/{queue_id}: ours {a}, broker {b}")
@@ -785,13 +800,14 @@ class Soak:
             "keys_compared": len(ours["queries"]),
             "queues_compared": len(ours["max"]),
             "committed_compared": sum(len(v) for v in ours["committed"].values()),
-            "max_offsets": {f"{t}/{q}": o for t, q, _, o in ours["max"]},
+            "max_offsets": {f"{t}/{q}": o for t, q, _, o in ours["max"] if t in TOPICS},
+            "new_topics": len(self.new_topics),
         }
         return summary, out
 
 
-def _queues() -> list[tuple[str, int]]:
-    return [(t, q) for t in TOPICS for q in range(QUEUES)]
+def _queues(topics: Sequence[str]) -> list[tuple[str, int]]:
+    return [(t, q) for t in topics for q in range(QUEUES)]
 
 
 def _query(topic: str, key: str) -> dict[str, str]:
@@ -842,6 +858,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-every", type=float, default=30.0, help="seconds between kill -9s")
     parser.add_argument("--fill-every", type=float, default=45.0, help="seconds between disk-full cycles")
     parser.add_argument("--full-seconds", type=float, default=5.0, help="how long the disk stays full")
+    parser.add_argument(
+        "--new-topic-every", type=float, default=10.0, help="seconds between SENDs creating a topic (0: none)"
+    )
     parser.add_argument("--hostile-pulls", type=int, default=1200, help="suspended pulls pipelined at once")
     parser.add_argument("--slowloris", type=int, default=20, help="connections trickling a byte a second")
     parser.add_argument("--drain-seconds", type=float, default=60.0)
