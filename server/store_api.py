@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from store.consumequeue.get_message import total_physical_memory
+from store.errors import DispatchWriteError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.message_store import QueryArgumentError
 from store.platform.disk import disk_used_ratio
@@ -36,6 +37,7 @@ __all__ = [
     "AppendResult",
     "CommitLogBounds",
     "ConsumeQueueStore",
+    "DispatchWriteError",
     "GetMessageResult",
     "QueryArgumentError",
     "QueryResult",
