@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from server.burst_log import BurstLog
+from server.store_api import DispatchWriteError
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,26 @@ async def refresh_forever(
 
     ``on_refresh`` runs after every pass (the server wakes its held pulls). Errors are logged, not
     fatal: the server keeps serving what was already loaded. A failure that repeats every pass is
-    logged once per burst (``server.burst_log``), with its traceback.
+    logged once per burst (``server.burst_log``), with its traceback. A consume queue or index write
+    refused by a full disk (``DispatchWriteError``) is a known state, not a fault: the writable store
+    has said at ERROR that it refuses SENDs until the entries are written, and each pass tries again;
+    it is logged once per burst in one line, without a traceback (the issue 18 soak found one per
+    burst for as long as the disk stayed full).
     """
     failures = BurstLog(log, level=logging.ERROR)
+    dispatch_failures = BurstLog(log, level=logging.WARNING)
     backlog = True  # the first pass runs at once: the store may have been opened without catching up
     while True:
         await asyncio.sleep(0 if backlog else interval)
         try:
             backlog = store.refresh(max_records=INDEX_SLICE_RECORDS)
+        except DispatchWriteError as exc:
+            backlog = False
+            dispatch_failures.event(
+                "the store could not write its consume queues or index (%s): the entries are written"
+                " again from the CommitLog by the next pass",
+                exc,
+            )
         except Exception as exc:
             backlog = False
             failures.event("refreshing the store failed; serving what was already loaded", exc_info=exc)

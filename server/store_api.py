@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from store.config.consumer_offsets import ConsumerOffsetTable
 from store.consumequeue.get_message import total_physical_memory
-from store.errors import StoreError
+from store.errors import DispatchWriteError, StoreError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.message_store import QueryArgumentError
 from store.platform.disk import disk_used_ratio
@@ -43,6 +43,7 @@ __all__ = [
     "CommitLogBounds",
     "ConsumeQueueStore",
     "ConsumerOffsetTable",
+    "DispatchWriteError",
     "GetMessageResult",
     "IndexedStore",
     "QueryArgumentError",

@@ -9,13 +9,17 @@ keys and new topics become answerable within a few refresh intervals.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import pytest
 
 from protocol.codes import RequestCode, ResponseCode
 from server.app import QueryServer, ServerSettings
 from server.refresh import INDEX_SLICE_RECORDS, refresh_forever
 from store.config.store_config import StoreConfig
+from store.errors import ConsumeQueueWriteError
 from store.message_store import MessageStore
 from store.write.writer import StoreWriter
 from tests.support.harness import RawClient
@@ -197,3 +201,36 @@ async def test_build_index_serves_while_a_backlog_is_indexed(tmp_path: Path) -> 
         await client.close()
         await server.stop()
         store.close()
+
+
+async def test_a_queue_write_failing_on_a_full_disk_is_logged_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Seen in the issue 18 soak: on a full disk every refresh pass of ``serve --writable`` raised the
+    store's ``ConsumeQueueWriteError`` (expected: the entry is written again by the next pass, and the
+    writable store has said at ERROR that it refuses SENDs meanwhile), and the refresh logged it at
+    ERROR with its traceback each burst. It is a known state, said in one line; any other failure
+    keeps its traceback."""
+
+    class FullDiskStore:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def refresh(self, max_records: int | None = None) -> bool:
+            self.calls += 1
+            if self.calls == 1:
+                raise ConsumeQueueWriteError("consume queue T/0: No space left on device")
+            raise RuntimeError("something else")
+
+    store = FullDiskStore()
+    caplog.set_level(logging.INFO, logger="server.refresh")
+    refresher = asyncio.create_task(refresh_forever(store, interval=0.01))
+    try:
+        await eventually(lambda: asyncio.sleep(0, store.calls >= 2), timeout=2.0)
+    finally:
+        refresher.cancel()
+    full = [r for r in caplog.records if "No space left on device" in r.getMessage()]
+    assert len(full) == 1 and full[0].exc_info is None and full[0].levelno == logging.WARNING
+    assert "written again from the CommitLog by the next pass" in full[0].getMessage()
+    other = [r for r in caplog.records if r.exc_info is not None]
+    assert len(other) == 1 and "something else" in str(other[0].exc_info[1])
