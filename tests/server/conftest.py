@@ -21,6 +21,7 @@ from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.harness import Connect, RawClient, StartServer
+from tests.support.java_scenarios import JavaKit
 from tests.support.java_store import JAVA_STORE, settings_for
 
 #: Test modules whose every test also runs on uvloop, the loop ``serve`` uses when it is installed.
@@ -33,6 +34,13 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
 
         return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+@pytest.fixture(scope="session")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> JavaKit:
+    """The 4.9.7 prebuilt copied and ``Scenarios.java`` compiled, once per session (the 4.x consumer
+    scenarios and the 5.x mixing tests share it)."""
+    return JavaKit(tmp_path_factory.mktemp("java-scenarios"))
 
 
 @pytest.fixture(scope="session")

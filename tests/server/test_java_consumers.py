@@ -46,12 +46,6 @@ def run_id() -> str:
 
 
 @pytest.fixture(scope="session")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> JavaKit:
-    """The 4.9.7 prebuilt copied and ``Scenarios.java`` compiled, once per session."""
-    return JavaKit(tmp_path_factory.mktemp("java-scenarios"))
-
-
-@pytest.fixture(scope="session")
 def golden() -> dict[str, dict[str, Any]]:
     return json.loads(GOLDEN.read_text(encoding="utf-8"))["scenarios"]
 

@@ -128,6 +128,7 @@ class WritableServer:
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.grpc_port = 0
 
     @property
     def address(self) -> str:
@@ -148,6 +149,10 @@ class WritableServer:
             self.kill()
             raise RuntimeError(f"serve --writable {' '.join(self.args)} did not start: {line!r}")
         self.port = int(line.strip().rsplit(":", 1)[1])
+        ready, _, _ = select.select([self.proc.stdout], [], [], PROCESS_TIMEOUT)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        # with --port 0 the gRPC port is a free one too, announced on the next line
+        self.grpc_port = int(line.strip().rsplit(":", 1)[1]) if line.startswith("GRPC_ENDPOINTS=") else 0
         return self
 
     def stop(self) -> int:

@@ -9,8 +9,11 @@
 //   delivery attempt 2), the last has its invisible duration changed to job.extendMs (its old
 //   receipt handle is then tried once, and must be refused) and is acked with its new handle once
 //   the first is back; the report says what happened at each step.
+// job.mode "push": a PushConsumer of job.group on job.topic (its listener answers FAILURE the first
+//   time it sees job.failBody, SUCCESS otherwise) runs until job.count deliveries were seen or
+//   job.withinMs ran out; the report lists every delivery, with the milliseconds since start-up.
 
-const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
 // The client's default logger writes to ~/logs; a test keeps it on stderr.
 const logger = {
@@ -119,11 +122,43 @@ async function consume(job) {
   return report;
 }
 
+async function push(job) {
+  const started = Date.now();
+  const deliveries = [];
+  const consumer = new PushConsumer({
+    endpoints: job.endpoints,
+    namespace: '',
+    consumerGroup: job.group,
+    subscriptions: new Map([[job.topic, '*']]),
+    messageListener: {
+      consume(m) {
+        deliveries.push({ ...view(m), atMs: Date.now() - started });
+        const failed = m.body.toString('utf8') === job.failBody && m.deliveryAttempt === 1;
+        return failed ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
+      },
+    },
+    logger,
+  });
+  await consumer.startup();
+  const report = { startupMs: Date.now() - started };
+  try {
+    const deadline = Date.now() + job.withinMs;
+    while (deliveries.length < job.count && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await new Promise((resolve) => setTimeout(resolve, job.graceMs));
+  } finally {
+    await consumer.shutdown();
+  }
+  report.deliveries = deliveries;
+  return report;
+}
+
 async function main() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  const run = { produce, consume }[job.mode];
+  const run = { produce, consume, push }[job.mode];
   process.stdout.write(JSON.stringify(await run(job)));
 }
 

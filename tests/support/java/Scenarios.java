@@ -104,6 +104,8 @@ public class Scenarios {
             case "broadcast": broadcast(); break;
             case "litepull": litePull(); break;
             case "trace": trace(); break;
+            case "consume5": consume5(args[0], Integer.parseInt(args[1])); break;
+            case "produce4": produce4(args[0]); break;
             default: throw new IllegalArgumentException("unknown scenario " + scenario);
         }
     }
@@ -671,6 +673,62 @@ public class Scenarios {
         obs.put("msToTraces", System.currentTimeMillis() - t0);
     }
 
+    // ---- mixing with the 5.x clients (issue 20) --------------------------------------------
+
+    /**
+     * A push consumer (from the first offset) on TOPIC, which a 5.x client sent to, until COUNT
+     * distinct bodies arrived; each message as the 4.x client reads it (msgId is UNIQ_KEY).
+     */
+    void consume5(String topic, int count) throws Exception {
+        Map<String, Map<String, Object>> byBody = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = consumer(group("consume5"), topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                Map<String, Object> v = new LinkedHashMap<>();
+                v.put("msgId", m.getMsgId());
+                v.put("uniqKey", m.getProperty("UNIQ_KEY"));
+                v.put("keys", m.getKeys());
+                v.put("tags", m.getTags());
+                v.put("shardingKey", m.getProperty("__SHARDINGKEY"));
+                v.put("properties", new TreeMap<>(m.getProperties()));
+                v.put("reconsumeTimes", m.getReconsumeTimes());
+                v.put("bornTimestamp", m.getBornTimestamp());
+                byBody.put(body(m), v);
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        start(c);
+        obs.put("allWithinWait", await(() -> byBody.size() >= count));
+        obs.put("messages", new TreeMap<>(byBody));
+    }
+
+    /**
+     * Two messages by the 4.x producer to TOPIC, tags TagJ: "from java 4" (keys "kj1 kj2", properties
+     * color=blue and a non-ASCII one) and a 6000-byte body the client compresses (over its 4 KiB
+     * compressMsgBodyOverHowmuch); the send result of each, by body prefix.
+     */
+    void produce4(String topic) throws Exception {
+        DefaultMQProducer p = producer("produce4");
+        Message small = message(topic, "TagJ", "from java 4");
+        small.setKeys(java.util.Arrays.asList("kj1", "kj2"));
+        small.putUserProperty("color", "blue");
+        small.putUserProperty("city", "Z\u00fcrich \u5317\u4eac");
+        StringBuilder big = new StringBuilder("big ");
+        while (big.length() < 6000) {
+            big.append((char) ('a' + big.length() % 26));
+        }
+        Message large = message(topic, "TagJ", big.toString());
+        for (Message m : new Message[] {small, large}) {
+            SendResult r = p.send(m);
+            Map<String, Object> v = new LinkedHashMap<>();
+            v.put("sendStatus", r.getSendStatus().name());
+            v.put("msgId", r.getMsgId());
+            v.put("uniqKey", m.getProperty("UNIQ_KEY"));
+            v.put("bodyLength", m.getBody().length);
+            obs.put(new String(m.getBody(), StandardCharsets.UTF_8).substring(0, 3), v);
+        }
+    }
+
     /** A JSON writer for maps, collections, strings, numbers, booleans and null. */
     static final class Json {
         static String write(Object o) {
@@ -714,7 +772,7 @@ public class Scenarios {
             for (char ch : s.toCharArray()) {
                 if (ch == '"' || ch == '\\') {
                     sb.append('\\').append(ch);
-                } else if (ch < 0x20) {
+                } else if (ch < 0x20 || ch > 0x7e) { // ASCII out, whatever stdout's charset
                     sb.append(String.format("\\u%04x", (int) ch));
                 } else {
                     sb.append(ch);
