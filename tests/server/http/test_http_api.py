@@ -233,14 +233,19 @@ async def test_openapi_describes_exactly_the_routes_served(http: Any) -> None:
     server, session = http
     doc = await get_json(session, "/openapi.json")
     assert doc["openapi"].startswith("3.")
-    served = {r.canonical for r in server.http_app.app.router.resources()}
+    router = server.http_app.app.router
+    served = {r.canonical for r in router.resources()}
     assert set(doc["paths"]) == served
-    assert {"/api/topics/{topic}/histogram", "/static/{name}"} <= served
+    assert {"/api/topics/{topic}/histogram", "/static/{name}", "/api/messages/{id}/resend"} <= served
+    methods = {(r.resource.canonical, r.method.lower()) for r in router.routes() if r.method != "HEAD"}
+    assert {(path, m) for path, item in doc["paths"].items() for m in item} == methods
+    assert ("/api/messages/{id}/resend", "post") in methods
     buckets = doc["paths"]["/api/topics/{topic}/histogram"]["get"]["parameters"]
     assert {p["name"] for p in buckets} == {"topic", "begin", "end", "buckets"}
     for path, item in doc["paths"].items():
-        declared = {p["name"] for p in item["get"]["parameters"] if p["in"] == "path"}
-        assert declared == {part[1:-1] for part in path.split("/") if part.startswith("{")}, path
+        for operation in item.values():
+            declared = {p["name"] for p in operation["parameters"] if p["in"] == "path"}
+            assert declared == {part[1:-1] for part in path.split("/") if part.startswith("{")}, path
 
 
 async def test_the_page_and_its_files(http: Any) -> None:
