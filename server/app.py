@@ -500,6 +500,11 @@ class QueryServer:
             state=state,
             http=http_stats,
         )
+        from server.http.resend import Resender
+
+        # under --writable the write path's SEND processor is registered by now (``start`` runs the
+        # configure hook before the front doors): the page's resend goes through it
+        sends = getattr(self._configure, "sends", None)
         api = HttpApi(
             self.store,
             offsets=offsets,
@@ -507,6 +512,7 @@ class QueryServer:
             collector=collector,
             http_stats=http_stats,
             acl=self.settings.acl,
+            resender=Resender(sends.process) if sends is not None else None,
         )
         http = HttpServer(api.application(), self.settings.host, self.settings.http_port)
         self.http_port = await http.start()

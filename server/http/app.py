@@ -6,15 +6,25 @@ bind a port inside a running loop the way ``loop.create_server`` does, it stream
 downloads, exports) and bounds request lines and headers itself, and it is one well-kept dependency
 (starlette would need uvicorn besides, whose server wants to own the loop and the signals).
 
-Every route is a GET (the API is read-only) listed in ``ROUTES`` with its parameters, which is what
-``/openapi.json`` is built from (``server.http.openapi``), so the description cannot name a route
-the app does not serve (``tests/server/http`` compares the two). Every request is bounded: counts
-by ``MAX_LIMIT``, key queries by the query pool's budget, time-range listings by pages.
+Every route is listed in ``ROUTES`` with its method and parameters, which is what ``/openapi.json``
+is built from (``server.http.openapi``), so the description cannot name a route the app does not
+serve (``tests/server/http`` compares the two). Every request is bounded: counts by ``MAX_LIMIT``,
+key queries by the query pool's budget, time-range listings by pages. Every route but one is a GET:
+the API is read-only unless the server is ``--writable``, and then the one POST resends a stored
+message (``server.http.resend``: a producer's SEND of it, through the remoting port's processor).
+A POST must be JSON (``Content-Type: application/json``) and, when the browser names an ``Origin``,
+come from this server's own page: a form or script of another site cannot make one (cross-site
+request forgery with the credentials a browser keeps for this server).
 
 With ``--acl``, every route but the page (``/`` and its static files) needs HTTP basic credentials
 of an account of ``plain_acl.yml`` (access key : secret key), unless the peer is whitelisted as
 the remoting side would let it in; the topics a route reads need SUB or GET on them (a group's offsets: on its
-``%RETRY%`` topic), as QUERY_MESSAGE does; records of other topics are left out of id lookups.
+``%RETRY%`` topic), as QUERY_MESSAGE does; records of other topics are left out of id lookups. A
+resend needs PUB on the topic the copy goes to, as a SEND does, besides reading the message.
+``/metrics`` names every topic and group of the store with their offsets, so under ``--acl`` it
+needs an admin account (``admin: true``) or a whitelisted peer (``globalWhiteRemoteAddresses``, or
+an account's ``whiteRemoteAddress``): a Prometheus scrapes it with basic auth or from an address
+allowed explicitly, and an account limited to some topics does not learn of the others there.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import hmac
 import io
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,13 +47,15 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from protocol.message import MessageExt
-from server.acl.config import GET, SUB, Account, AclConfig, check_permission
+from server.acl.config import GET, PUB, SUB, Account, AclConfig, check_permission
+from server.acl.validator import DeniedError, check_resources
 from server.burst_log import BurstLog
 from server.http.errors import ApiError, bad_parameter, not_found
 from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
 from server.http.lookups import MAX_BUCKETS, MAX_KEY_RESULTS, Lookups, Page, message_json, parse_cursor
 from server.http.metrics import HttpStats, StoreCollector
 from server.http.openapi import openapi_document
+from server.http.resend import Resender, default_target
 from server.http.trace import TRACE_TOPIC
 from server.store_api import ConsumeQueueStore, StoreError
 
@@ -108,6 +121,9 @@ class Route:
     produces: tuple[str, ...] = ("application/json",)
     errors: tuple[int, ...] = (400, 404, 503)
     tags: tuple[str, ...] = field(default=("api",))
+    method: str = "GET"
+    #: For a POST: the JSON body's fields (name, type, description), all optional.
+    body: tuple[tuple[str, str, str], ...] = ()
 
 
 _LIMIT = Param("limit", "query", "integer", f"messages per page (1-{MAX_LIMIT}, default {DEFAULT_LIMIT})")
@@ -134,7 +150,12 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("/openapi.json", "openapi", "this description", errors=(), tags=("meta",)),
     Route(
-        "/metrics", "metrics", "Prometheus metrics", produces=("text/plain",), errors=(503,), tags=("meta",)
+        "/metrics",
+        "metrics",
+        "Prometheus metrics (under --acl: an admin account or a whitelisted address)",
+        produces=("text/plain",),
+        errors=(401, 403, 503),
+        tags=("meta",),
     ),
     Route(
         "/api/topics",
@@ -230,6 +251,23 @@ ROUTES: tuple[Route, ...] = (
         (Param("group", "path", "string", "consumer group", True), _LIMIT, _CURSOR, _FORMAT),
         _EXPORTS,
     ),
+    Route(
+        "/api/messages/{id}/resend",
+        "message_resend",
+        "send a copy of the message (a new message id) as a producer's SEND of it would: only under "
+        "--writable (405 otherwise), with PUB on the target topic under --acl",
+        (_ID,),
+        errors=(400, 404, 405, 409, 415, 503),
+        method="POST",
+        body=(
+            (
+                "topic",
+                "string",
+                "where the copy goes (default: the topic the message was meant for: a retry or "
+                "dead letter's RETRY_TOPIC, a scheduled message's REAL_TOPIC, else its own topic)",
+            ),
+        ),
+    ),
 )
 
 
@@ -267,7 +305,9 @@ def time_param(request: web.Request, name: str, default: int | None) -> int:
         if default is None:
             raise bad_parameter(name, "required (epoch milliseconds or ISO-8601)")
         return default
-    if text.lstrip("-").isdigit():
+    if text.lstrip("-").isascii() and text.lstrip("-").isdigit():
+        if len(text) > 20:  # int() of thousands of digits is refused (and slow): out of range anyway
+            raise bad_parameter(name, "out of range")
         value = int(text)
     else:
         try:
@@ -341,7 +381,7 @@ class Access:
         if config is None:
             return None
         remote = request.remote
-        if any(pattern.matches(remote) for pattern in config.global_white):
+        if self.whitelisted(remote):
             return None
         header = request.headers.get("Authorization", "")
         scheme, _, encoded = header.partition(" ")
@@ -360,6 +400,33 @@ class Access:
         if not hmac.compare_digest(secret.encode(), account.secret_key.encode()):
             raise _unauthorized("unknown access key or wrong secret key")
         return account
+
+    def whitelisted(self, remote: str | None) -> bool:
+        """Whether the peer is in ``globalWhiteRemoteAddresses`` (let in without an account)."""
+        return self.config is not None and any(p.matches(remote) for p in self.config.global_white)
+
+    def require_metrics(self, request: web.Request) -> None:
+        """``/metrics`` under ``--acl``: an admin account or a whitelisted peer (see the module's
+        docstring); 401 without credentials, 403 for an account that is not admin."""
+        if self.config is None:
+            return
+        account = self.account(request)
+        if account is None or account.admin:
+            return
+        white = account.white_remote_address
+        if white is not None and white.matches(request.remote):
+            return  # let in by its whiteRemoteAddress: the address is allowed explicitly
+        raise ApiError(403, "forbidden", "/metrics needs an admin account or a whitelisted address")
+
+    @staticmethod
+    def require_publish(account: Account | None, topic: str) -> None:
+        """PUB on ``topic``, as a SEND to it needs (``check_resources``, the remoting port's rule)."""
+        if account is None:
+            return
+        try:
+            check_resources(account, {topic: PUB})
+        except DeniedError as exc:
+            raise ApiError(403, "forbidden", f"no permission to send to topic {topic}: {exc}") from None
 
     @staticmethod
     def may_read(account: Account | None, resource: str) -> bool:
@@ -403,8 +470,11 @@ class HttpApi:
         collector: StoreCollector,
         http_stats: HttpStats,
         acl: AclConfig | None = None,
+        resender: Resender | None = None,
     ) -> None:
         self.store = store
+        #: The write path's way to resend (``serve --writable``); None: read-only, the POST is 405.
+        self.resender = resender
         self.lookups = Lookups(store)
         self.offsets = offsets
         self.run = run
@@ -419,7 +489,11 @@ class HttpApi:
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024)
         for route in ROUTES:
-            app.router.add_get(route.path, getattr(self, route.handler_name), name=route.handler_name)
+            handler = getattr(self, route.handler_name)
+            if route.method == "GET":
+                app.router.add_get(route.path, handler, name=route.handler_name)
+            else:
+                app.router.add_route(route.method, route.path, handler, name=route.handler_name)
         return app
 
     @web.middleware
@@ -441,8 +515,8 @@ class HttpApi:
             error = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "http_error")
             message = "no such route" if exc.status == 404 else exc.reason
             response = json_response({"status": exc.status, "error": error, "message": message}, exc.status)
-            if exc.status == 405:
-                response.headers["Allow"] = "GET"
+            if isinstance(exc, web.HTTPMethodNotAllowed):
+                response.headers["Allow"] = ",".join(sorted(exc.allowed_methods))
         except (StoreError, OSError) as exc:
             self._failures.event("HTTP %s %s: the store could not be read: %s", request.method, route, exc)
             response = json_response(
@@ -490,6 +564,7 @@ class HttpApi:
         return json_response(openapi_document(ROUTES))
 
     async def metrics(self, request: web.Request) -> web.Response:
+        self.access.require_metrics(request)
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -658,3 +733,50 @@ class HttpApi:
             raise not_found(f"consumer group {group!r} has no dead-letter topic ({topic})")
         page = self.lookups.by_queue_cursor(topic, limit, cursor)
         return self._page(page, fmt, topic, {"group": group, "topic": topic, "nextCursor": page.next_cursor})
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    async def message_resend(self, request: web.Request) -> web.Response:
+        """POST: a copy of the message sent as a producer's SEND of it (``server.http.resend``)."""
+        if self.resender is None:
+            raise ApiError(
+                405, "read_only", "this server is read-only: start it with --writable to resend messages"
+            )
+        _same_origin(request)
+        if request.content_type != "application/json":
+            raise ApiError(415, "unsupported_media_type", "send the request as application/json")
+        try:
+            options = await request.json() if request.can_read_body else {}
+        except (ValueError, UnicodeDecodeError):
+            raise bad_parameter("body", "not JSON") from None
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise bad_parameter("body", "expected a JSON object")
+        target = options.get("topic")
+        if target is not None and (not isinstance(target, str) or not _TOPIC_NAME.fullmatch(target)):
+            raise bad_parameter("topic", "1 to 127 characters of letters, digits, %, |, _ and -")
+        account = self.access.account(request)
+        direct, copies = await self._find(request)
+        msg = direct if direct is not None else copies[0]
+        topic = target or default_target(msg)
+        self.access.require_publish(account, topic)
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        born = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("127.0.0.1", 0)
+        resent = await self.resender.resend(msg, topic, born)
+        return json_response({"resentFrom": msg.offset_msg_id, **resent.json()}, 201)
+
+
+#: ``TopicValidator``'s topic names (the SEND checks them again, with the broker's remark).
+_TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
+
+
+def _same_origin(request: web.Request) -> None:
+    """A POST whose browser names another site as its ``Origin`` is refused (cross-site request
+    forgery: the browser would attach the credentials it keeps for this server)."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return  # not a browser's cross-origin request (curl, scripts): credentials decide
+    host = request.headers.get("Host", "")
+    if origin.partition("://")[2].rstrip("/") != host:
+        raise ApiError(403, "forbidden", "a POST from another origin is refused")

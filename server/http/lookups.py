@@ -260,11 +260,11 @@ class Lookups:
         for queue_id in queues:
             if queue_id < start_queue:
                 continue
-            offset = (
-                start_offset
-                if queue_id == start_queue and start_offset >= 0
-                else self.store.offset_by_time(topic, queue_id, begin)
-            )
+            first = self.store.offset_by_time(topic, queue_id, begin)
+            # A cursor is the caller's text: one far before the range (``0:0``) would have the walk
+            # skip every entry stored before ``begin``, the whole queue. The walk starts no earlier
+            # than the range does, so a page costs ``limit`` records whatever the cursor says.
+            offset = max(start_offset, first) if queue_id == start_queue and start_offset >= 0 else first
             found, resume = self._walk_queue(topic, queue_id, offset, limit - len(page.messages), end, begin)
             page.messages.extend(found)
             if len(page.messages) >= limit:

@@ -9,7 +9,8 @@ exporter's ``RMQMetricsCollector``; the values are:
   ``rocketmq_topic_dlq_offset`` {cluster, broker, group}: the sum of the topic's queue max offsets
   (GET_TOPIC_STATS_INFO), for normal, ``%RETRY%`` and ``%DLQ%`` topics;
 - ``rocketmq_consumer_offset`` {cluster, broker, topic, group}: the sum of the group's committed
-  offsets in the topic; ``rocketmq_group_diff`` / ``rocketmq_group_retrydiff`` /
+  offsets in the topic (not for ``%DLQ%`` topics, which ``MetricsCollectTask.collectConsumerOffset``
+  skips); ``rocketmq_group_diff`` / ``rocketmq_group_retrydiff`` /
   ``rocketmq_group_dlqdiff`` {group, topic, countOfOnlineConsumers, msgModel}: the sum over queues
   of queue end minus committed offset (``ConsumeStats.computeTotalDiff``), msgModel "1" (CLUSTERING,
   the exporter's only case), countOfOnlineConsumers 0 when read-only (no consumer talks to us);
@@ -219,7 +220,10 @@ class StoreCollector(Collector):
                 diffs[topic["kind"]].add_metric(
                     [group, topic["topic"], str(online), CLUSTERING], topic["diff"]
                 )
-                offset.add_metric([self.cluster, self.broker, topic["topic"], group], topic["consumerOffset"])
+                if topic["kind"] != "dlq":  # the exporter skips %DLQ% topics when it asks for offsets
+                    offset.add_metric(
+                        [self.cluster, self.broker, topic["topic"], group], topic["consumerOffset"]
+                    )
                 for q in topic["queues"]:
                     queue_lag.add_metric([group, topic["topic"], str(q["queueId"])], q["diff"])
         yield from (*diffs.values(), offset, queue_lag)

@@ -16,7 +16,19 @@ _ERROR_SCHEMA = {
         "status": {"type": "integer"},
         "error": {
             "type": "string",
-            "enum": ["bad_request", "not_found", "unauthorized", "forbidden", "store_damaged", "internal"],
+            "enum": [
+                "bad_request",
+                "not_found",
+                "unauthorized",
+                "forbidden",
+                "method_not_allowed",
+                "read_only",
+                "refused",
+                "unsupported_media_type",
+                "store_damaged",
+                "unavailable",
+                "internal",
+            ],
         },
         "message": {"type": "string"},
         "parameter": {"type": "string", "description": "the parameter a 400 is about"},
@@ -28,48 +40,66 @@ _STATUS_TEXT = {
     401: "credentials required (with --acl)",
     403: "the account may not read this topic or group",
     404: "nothing found",
-    503: "the store could not be read (damaged or cut files)",
+    405: "the server is read-only (start it with --writable)",
+    409: "the broker refused the SEND (its response code and remark in `message`)",
+    415: "the request body must be application/json",
+    503: "the store could not be read (damaged or cut files), or could not take the message",
 }
 
 
 def openapi_document(routes: Sequence[Any]) -> dict[str, Any]:
     """The document for ``routes`` (``server.http.app.Route``: path, handler_name, summary, params,
-    produces, errors, tags; typed loosely here so that this module does not import the app)."""
+    produces, errors, tags, method, body; typed loosely here so that this module does not import
+    the app)."""
     paths: dict[str, Any] = {}
     for route in routes:
         ok: dict[str, Any] = {"description": "OK", "content": {m: {} for m in route.produces}}
-        responses: dict[str, Any] = {"200": ok}
+        responses: dict[str, Any] = {"201" if route.method == "POST" else "200": ok}
         for status in (*route.errors, *((401, 403) if route.path.startswith("/api") else ())):
             responses[str(status)] = {
                 "description": _STATUS_TEXT[status],
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             }
-        paths[route.path] = {
-            "get": {
-                "operationId": route.handler_name,
-                "summary": route.summary,
-                "tags": list(route.tags),
-                "parameters": [
-                    {
-                        "name": p.name,
-                        "in": p.where,
-                        "required": p.required or p.where == "path",
-                        "description": p.description,
-                        "schema": {"type": p.kind},
-                    }
-                    for p in route.params
-                ],
-                "responses": responses,
-            }
+        operation: dict[str, Any] = {
+            "operationId": route.handler_name,
+            "summary": route.summary,
+            "tags": list(route.tags),
+            "parameters": [
+                {
+                    "name": p.name,
+                    "in": p.where,
+                    "required": p.required or p.where == "path",
+                    "description": p.description,
+                    "schema": {"type": p.kind},
+                }
+                for p in route.params
+            ],
+            "responses": responses,
         }
+        if route.body:
+            operation["requestBody"] = {
+                "required": False,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                name: {"type": kind, "description": text} for name, kind, text in route.body
+                            },
+                        }
+                    }
+                },
+            }
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "rmq-query HTTP API",
             "version": "1",
-            "description": "Read-only lookups over a RocketMQ store: messages by id, key, time or queue "
+            "description": "Lookups over a RocketMQ store: messages by id, key, time or queue "
             "offset, traces, topics, consumer groups and dead letters. Every listing is bounded; "
-            "time ranges are paged with a cursor.",
+            "time ranges are paged with a cursor. Read-only, except the resend of a message when "
+            "the server runs with --writable.",
         },
         "paths": paths,
         "components": {

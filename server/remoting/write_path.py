@@ -114,6 +114,9 @@ class WritePath:
         self.notifier = ConsumerIdsNotifier()
         self.broker = BrokerController(store, settings=consume, ids_changed=self.notifier)
         self.checker = TransactionChecker(self.broker, self.broker.settings.transactions, send_check_back)
+        #: The SEND processor, once registered: the HTTP port's resend goes through it
+        #: (``server.http.resend``), so a resent copy is stored as a producer's SEND of it.
+        self.sends: SendMessageProcessor | None = None
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -137,6 +140,7 @@ class WritePath:
             reject_transactions=self.broker.settings.transactions.reject_transaction_message,
             broker_ip=host,
         )
+        self.sends = sends
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))

@@ -13,12 +13,19 @@ const $ = (id) => document.getElementById(id);
 
 // -- helpers -------------------------------------------------------------------------------------
 
-async function api(path) {
-  // {status, body}; a network failure is status 0 with a message, never an exception to the caller
+async function api(path, post) {
+  // {status, body}; a network failure is status 0 with a message, never an exception to the caller.
+  // ``post``: an object sent as the JSON body of a POST (the server takes no other POST).
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), 30000);
+  const init = { signal: abort.signal, headers: { Accept: "application/json" } };
+  if (post !== undefined) {
+    init.method = "POST";
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(post);
+  }
   try {
-    const response = await fetch(path, { signal: abort.signal, headers: { Accept: "application/json" } });
+    const response = await fetch(path, init);
     let body = null;
     try { body = await response.json(); } catch (e) { body = { message: response.statusText }; }
     return { status: response.status, body: body };
@@ -110,6 +117,7 @@ async function runSearch(text) {
   if (tokens.length === 1) {
     const topic = await api("/api/topics/" + enc(tokens[0]));
     if (topic.status === 200) { browseTopic(tokens[0], 0, FAR_FUTURE); return; }
+    if (topic.status === 401 || topic.status === 403) return failed(topic);
     return lookupId(tokens[0]);
   }
   const topicName = tokens[0];
@@ -245,6 +253,7 @@ function showRows(messages, summary, exportPath) {
 
 function clearResults() {
   $("nothing").hidden = true;
+  $("denied").hidden = true;
   $("results").hidden = true;
   $("message").hidden = true;
   setStatus("status", "");
@@ -259,6 +268,17 @@ function nothing(detail) {
 
 function failed(answer) {
   const b = answer.body || {};
+  if (answer.status === 401 || answer.status === 403) {
+    // access control (serve --acl): said as such, not as a failed search or as nothing found
+    $("results").hidden = true;
+    $("message").hidden = true;
+    $("nothing").hidden = true;
+    $("denied").hidden = false;
+    $("denied-detail").textContent = answer.status === 401 ?
+      "This server asks for an account (access key and secret key): reload the page to sign in. " + (b.message || "") :
+      "Your account may not read this: " + (b.message || "");
+    return;
+  }
   const what = answer.status === 400 ? "That search is not understood: " : answer.status === 503 ?
     "The store could not be read: " : "The search failed (" + answer.status + "): ";
   setStatus("status", what + (b.message || ""), true);
@@ -285,6 +305,10 @@ function openMessage(m) {
   fill($("message-fields"), fields);
   fill($("message-properties"), Object.entries(m.properties || {}).sort());
   $("body-download").href = "/api/messages/" + enc(m.offsetMsgId) + "/body";
+  $("resend-topic").value = "";
+  $("resend-topic").placeholder = m.properties && m.properties.RETRY_TOPIC && /^%(RETRY|DLQ)%/.test(m.topic) ?
+    m.properties.RETRY_TOPIC : m.topic;
+  setStatus("resend-status", "");
   renderBody();
   loadTrace(m);
 }
@@ -534,6 +558,27 @@ function showGroup(g) {
   }
 }
 
+async function resend() {
+  // a copy of the shown message, sent as a producer would (serve --writable; PUB on the topic)
+  const m = shown;
+  if (!m) return;
+  const topic = $("resend-topic").value.trim();
+  setStatus("resend-status", "Sending…");
+  const answer = await api("/api/messages/" + enc(m.offsetMsgId) + "/resend", topic ? { topic: topic } : {});
+  if (m !== shown) return;
+  const b = answer.body || {};
+  if (answer.status === 201) {
+    setStatus("resend-status", "Sent to " + b.topic + " queue " + b.queueId + " offset " + b.queueOffset +
+      ": message id " + b.uniqueKey + ", offset message id " + b.offsetMsgId);
+    $("resend-status").dataset.offsetMsgId = b.offsetMsgId;
+    return;
+  }
+  const why = answer.status === 405 ? "This server is read-only (start it with --writable to resend). " :
+    answer.status === 403 ? "Not allowed: " : answer.status === 401 ? "Sign in first: " :
+    "The resend failed (" + answer.status + "): ";
+  setStatus("resend-status", why + (b.message || ""), true);
+}
+
 // -- wiring --------------------------------------------------------------------------------------
 
 $("search-form").addEventListener("submit", (ev) => {
@@ -547,6 +592,7 @@ $("next-page").addEventListener("click", () => {
   if (listing.cursors.length > listing.page + 1) { listing.page += 1; loadPage(); }
 });
 $("body-view").addEventListener("change", renderBody);
+$("resend").addEventListener("click", resend);
 $("body-charset").addEventListener("change", renderBody);
 $("topics-more").addEventListener("click", () => loadTopics(true));
 $("groups-more").addEventListener("click", () => loadGroups(true));

@@ -478,3 +478,90 @@ async def test_histogram_buckets_widen_to_whole_minutes(made_store: StoreConfig)
     assert (body["begin"], body["bucketMillis"], body["end"]) == (T0, 3 * MINUTE, T0 + 6 * MINUTE - 1)
     assert body["counts"] == [sum(PER_MINUTE[:3]), sum(PER_MINUTE[3:])]
     assert narrow["counts"] == list(PER_MINUTE[1:])
+
+
+# -- access control and the write path -------------------------------------------------------------
+
+#: An account of plain_acl.yml that may read Orders and nothing else.
+ORDERS_ONLY = ("orders-reader", "orders-secret")
+
+
+async def test_acl_asks_for_an_account_and_says_not_allowed(
+    made_store: StoreConfig, browser: Browser
+) -> None:
+    from server.acl.config import SUB, Account, AclConfig
+    from server.app import ServerSettings
+
+    acl = AclConfig(accounts={ORDERS_ONLY[0]: Account(*ORDERS_ONLY, resource_perms={"Orders": SUB})})
+    store = MessageStore.open(made_store)
+    server = QueryServer(store, ServerSettings(port=0, http_port=0, acl=acl))
+    await server.start()
+    try:
+        context = await browser.new_context(
+            http_credentials={"username": ORDERS_ONLY[0], "password": ORDERS_ONLY[1]}
+        )
+        page = await context.new_page()
+        page.set_default_timeout(STEP_MS)
+        await page.goto(server.http_url)
+        await expect(page.locator("body[data-ready=true]")).to_have_count(1)
+        traced = orders()[TRACED]
+        await search(page, f"Orders {traced.key}")
+        assert await result_column(page, 6) == [traced.key]
+        await search(page, "RMQ_SYS_TRACE_TOPIC")
+        await expect(page.locator("#denied")).to_be_visible()
+        await expect(page.locator("#denied-detail")).to_contain_text(
+            "no permission to read topic RMQ_SYS_TRACE_TOPIC"
+        )
+        await expect(page.locator("#results")).to_be_hidden()
+        # /metrics names every topic: not for an account limited to one
+        response = await page.request.get(server.http_url + "metrics")
+        assert response.status == 403
+        await context.close()
+        # without an account, data requests are challenged: that challenge is what makes a browser
+        # ask for the account (headless Chromium would wait on its dialog, so it is asked directly)
+        anonymous = await browser.new_context()
+        response = await anonymous.request.get(server.http_url + "api/topics/Orders")
+        assert response.status == 401
+        assert response.headers["www-authenticate"] == 'Basic realm="rmq-query"'
+        await anonymous.close()
+    finally:
+        await server.stop()
+        store.close()
+
+
+async def test_resend_from_the_message_view(
+    made_store: StoreConfig, browser: Browser, tmp_path: Path
+) -> None:
+    from server.app import ServerSettings
+    from server.broker.writable_store import WritableStore
+    from server.remoting.write_path import write_path
+
+    shutil.copytree(made_store.store_path_root_dir, tmp_path / "store")
+    config = StoreConfig.for_store(tmp_path / "store", mapped_file_size_commit_log=1024 * 1024)
+    store = WritableStore(config)
+    server = QueryServer(store.reader, ServerSettings(port=0, http_port=0), configure=write_path(store))
+    await server.start()
+    try:
+        page = await open_page(browser, server)
+        traced = orders()[TRACED]
+        await search(page, traced.uniq)
+        assert await field(page, "Topic") == "Orders"
+        await page.click("#resend")
+        await expect(page.locator("#resend-status")).to_contain_text("Sent to Orders")
+        copy_id = await page.locator("#resend-status").get_attribute("data-offset-msg-id")
+        assert copy_id
+        await search(page, copy_id)
+        await expect(page.locator("#result-summary")).to_contain_text("Found by offset message id: 1 record")
+        await expect(page.locator("#body")).to_have_text(traced.body)
+        assert await field(page, "Unique key") != traced.uniq
+        # the DLQ copy goes back to the topic it was consumed from unless told otherwise
+        await search(page, traced.uniq)
+        await page.locator("#result-table tbody tr").nth(2).click()
+        await expect(page.locator("#resend-topic")).to_have_attribute("placeholder", f"%DLQ%{GROUP}")
+        await page.fill("#resend-topic", "bad topic")
+        await page.click("#resend")
+        await expect(page.locator("#resend-status")).to_contain_text("The resend failed (400)")
+        assert page.errors == []  # type: ignore[attr-defined]
+    finally:
+        await server.stop()
+        store.close()

@@ -109,3 +109,85 @@ def test_trace_bodies_of_the_4x_client_decode() -> None:
     assert events[1]["type"] == "SubAfter"
     assert (events[1]["costTime"], events[1]["success"], events[1]["timestamp"]) == (7, False, 1700000000500)
     assert decode_trace_body("Pub\x01not-a-number")[0]["type"] == "unparsed"
+
+
+#: rocketmq-exporter's series that ``/metrics`` exports, with their label names in order, written by
+#: hand from apache/rocketmq-exporter (commit e1ab2dd, 2025-06-05),
+#: src/main/java/org/apache/rocketmq/exporter/collector/RMQMetricsCollector.java:
+#: TOPIC_OFFSET_LABEL_NAMES (rocketmq_producer_offset, rocketmq_topic_retry_offset),
+#: DLQ_TOPIC_OFFSET_LABEL_NAMES (rocketmq_topic_dlq_offset), GROUP_NUMS_LABEL_NAMES
+#: (rocketmq_consumer_offset), GROUP_DIFF_LABEL_NAMES (rocketmq_group_diff, _retrydiff, _dlqdiff),
+#: BROKER_RUNTIME_METRIC_LABEL_NAMES (the rocketmq_brokeruntime_* gauges).
+EXPORTER_LABELS = {
+    "rocketmq_producer_offset": ["cluster", "broker", "topic"],
+    "rocketmq_topic_retry_offset": ["cluster", "broker", "topic"],
+    "rocketmq_topic_dlq_offset": ["cluster", "broker", "group"],
+    "rocketmq_consumer_offset": ["cluster", "broker", "topic", "group"],
+    "rocketmq_group_diff": ["group", "topic", "countOfOnlineConsumers", "msgModel"],
+    "rocketmq_group_retrydiff": ["group", "topic", "countOfOnlineConsumers", "msgModel"],
+    "rocketmq_group_dlqdiff": ["group", "topic", "countOfOnlineConsumers", "msgModel"],
+    **{
+        f"rocketmq_brokeruntime_{name}": [
+            "cluster",
+            "brokerIP",
+            "brokerHost",
+            "des",
+            "boottime",
+            "broker_version",
+        ]
+        for name in (
+            "commitlog_maxoffset",
+            "commitlog_minoffset",
+            "earliest_message_timestamp",
+            "commitlog_disk_ratio",
+            "consumequeue_disk_ratio",
+        )
+    },
+}
+
+
+async def test_exporter_series_have_the_exporters_names_and_label_order(tmp_path: Path) -> None:
+    """Every series above is in the scrape with exactly those labels in that order (a dashboard's
+    ``by (...)`` and a recording rule's label matchers see the same series), and the exporter's
+    values: a DLQ topic's offset is labelled with the group, and ``rocketmq_consumer_offset`` leaves
+    ``%DLQ%`` topics out, as ``MetricsCollectTask.collectConsumerOffset`` skips them."""
+    from clients.testkit.jsonl_store import make_store
+    from store.config.store_config import StoreConfig
+    from store.message_store import MessageStore
+
+    lines = [{"topic": t, "store_timestamp": 1_767_225_600_000 + i, "body": "x"}
+             for i, t in enumerate(["Orders"] * 3 + ["%RETRY%g1"] * 2 + ["%DLQ%g1"])]  # fmt: skip
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = StoreConfig.for_store(tmp_path / "store", mapped_file_size_commit_log=1024 * 1024)
+    make_store(config, spec)
+    write_offsets(tmp_path / "store", {"Orders@g1": {0: 1}, "%RETRY%g1@g1": {0: 1}, "%DLQ%g1@g1": {0: 0}})
+    store = MessageStore.open(config)
+    server = QueryServer(store, settings_for(store.config, http_port=0))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.http_port}") as session:
+            async with session.get("/metrics") as response:
+                text = await response.text()
+        # the order the labels are declared in (prometheus_client sorts them in the text; Prometheus
+        # takes them as a set): read from the families the scrape was made of
+        routes = server.http_app.app.router.routes()  # type: ignore[union-attr]
+        api = next(r.handler for r in routes if r.resource and r.resource.canonical == "/metrics").__self__
+        declared = {f.name: list(f.samples[0].labels) for f in api.registry.collect() if f.samples}
+    finally:
+        await server.stop()
+        store.close()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for name, labels in EXPORTER_LABELS.items():
+        assert families[name].samples, name
+        for sample in families[name].samples:
+            assert sorted(sample.labels) == sorted(labels), (name, sample.labels)
+        assert declared[name] == labels, name
+    [dlq] = families["rocketmq_topic_dlq_offset"].samples
+    assert (dlq.labels["group"], dlq.value) == ("g1", 1)
+    assert {s.labels["topic"] for s in families["rocketmq_consumer_offset"].samples} == {
+        "Orders",
+        "%RETRY%g1",
+    }
+    [dlq_diff] = families["rocketmq_group_dlqdiff"].samples
+    assert (dlq_diff.labels["topic"], dlq_diff.labels["msgModel"], dlq_diff.value) == ("%DLQ%g1", "1", 1)
