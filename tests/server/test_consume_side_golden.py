@@ -38,7 +38,7 @@ RECORDING = json.loads((GOLDEN / "consume_side_broker_4.9.7.json").read_text(enc
 #: (``transactionTimeOut``) and 6 s + one interval after that message was born, which is 2.7 s (the
 #: script's nine 0.3 s steps) after the delay-level-3 send-back whose retry falls due 10 s after it.
 #: The broker's copy came first (the recording's CommitLog: copy at 3143, retry at 3894); with 2 s
-#: ours would land after the retry in about one run of three and move every later offset. And the
+#: ours can land after the retry (the first replay with 2 s did) and move every later offset. And the
 #: fake producer, polling every 0.2 s, must answer the check before the next pass would check the
 #: copy again (a second copy, again moving every later offset). 750 ms leaves about 0.55 s to spare
 #: on both sides.
