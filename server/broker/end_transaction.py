@@ -24,12 +24,10 @@ from server.broker.put_message import PutRefused, StoreUnavailable
 from server.broker.transaction_states import HalfEvent, HalfMessageState
 from server.broker.transactions import (
     PROPERTY_CHECK_TIMES,
-    TRANS_OP_HALF_TOPIC,
     TransactionSettings,
     check_prepared,
     committed_record,
     op_record,
-    system_topic,
 )
 
 log = logging.getLogger(__name__)
@@ -111,7 +109,7 @@ def _write_op(broker: BrokerController, half: MessageExt) -> None:
     producer again, whose answer is the same), never the producer's error."""
     store = broker.store
     now = broker.clock()
-    system_topic(store, TRANS_OP_HALF_TOPIC, now)
+    # No topic config for the op topic: the broker never lists it (``topics.UNLISTED_TOPICS``).
     try:
         store.put([op_record(half, store.writer.store_host, store.writer.store_port, now)])
     except (PutRefused, OSError) as exc:

@@ -94,7 +94,8 @@ def system_topic(store: WritableStore, topic: str, now_ms: int) -> TopicConfig:
     """The config of a transaction system topic, created with one read-write queue when missing, as
     the broker creates the half topic at its first check (``createTopicInSendMessageBackMethod``) and
     ``TRANS_CHECK_MAX_TIME_TOPIC`` at the first discard. Created here before the first record goes
-    to it, so the writer does not list it with its default four queues."""
+    to it, so the writer does not list it with its default four queues. The op topic is never
+    created: the broker does not list it (``store.config.topics.UNLISTED_TOPICS``)."""
     config = store.topic_config(topic)
     if config is None:
         config = TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE)

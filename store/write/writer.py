@@ -59,7 +59,7 @@ from protocol.record_layout import (
 from store.checkpoint import Checkpoint, create_abort_marker, remove_abort_marker
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.config.topics import TopicConfig, TopicTable
+from store.config.topics import UNLISTED_TOPICS, TopicConfig, TopicTable
 from store.consumequeue.builder import ConsumeQueueBuilder
 from store.consumequeue.trim import trim_queues_past
 from store.errors import StoreError
@@ -548,9 +548,12 @@ class StoreWriter:
         (prepared or rolled-back transactions get no queue entry, so a reopen could not find them
         from the queues) and whether or not this writer is closed. Queue count: the highest queue id
         written + 1, at least 4; grown only for topics this writer added. True when it was added.
+        A topic the broker never lists (``UNLISTED_TOPICS``) is never added.
 
         Saved at once: on the send path the topic was created (and saved) by the SEND's check, so
         only records put directly (the test kit, ``make-store``) get here."""
+        if topic in UNLISTED_TOPICS:
+            return False
         table = self._topic_table()
         known = table.get(topic)
         nums = max(queues, 4)

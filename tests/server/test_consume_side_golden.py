@@ -6,9 +6,11 @@ consume_side``), so any difference is the server's. Each step compares the answe
 ext fields (in wire order: the recorder keeps it) and body, and what the server sent to each fake
 client connection meanwhile (NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, relayed
 CONSUME_MESSAGE_DIRECTLY and GET_CONSUMER_RUNNING_INFO). Where we answer differently on purpose the
-step is in ``ALLOWED`` with the reason (and a line in RELIABILITY.md); the transaction steps are not
-replayed yet (``NOT_REPLAYED``). After the sequence, with the server stopped, the config files it
-wrote are compared with the broker's own (``golden/broker_config_4.9.7/``).
+step is in ``ALLOWED`` with the reason (and a line in RELIABILITY.md). The transaction steps are
+replayed too (half messages, END_TRANSACTION in every form, the broker's CHECK_TRANSACTION_STATE on
+the fake producer's connection), with the broker's transaction options as the recorder set them.
+After the sequence, with the server stopped, the config files it wrote are compared with the
+broker's own (``golden/broker_config_4.9.7/``).
 """
 
 from __future__ import annotations
@@ -20,22 +22,41 @@ from typing import Any
 
 from protocol.codes import SerializeType
 from server.app import QueryServer, ServerSettings
+from server.broker.controller import ConsumeSettings
+from server.broker.transactions import TransactionSettings
 from server.broker.writable_store import WritableStore
 from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
-from tests.support.consume_side import TRANSACTIONS_SKIPPED, Recorder
+from tests.support.consume_side import Recorder
 
 GOLDEN = Path(__file__).parent / "golden"
 RECORDING = json.loads((GOLDEN / "consume_side_broker_4.9.7.json").read_text(encoding="utf-8"))
 
-#: The transaction steps of the recording: END_TRANSACTION and the check-back are being built on
-#: another branch (txn19); until they are merged these steps are left out of the replay.
-NOT_REPLAYED_REASON = "transactions (END_TRANSACTION, check-back) are not built yet (branch txn19)"
-FIRST_TX_STEP = "send half message (commit)"
-LAST_TX_STEPS = (
-    "end transaction: commit from the check-back",
-    "broker check-back for the UNKNOW half message",
-)
+
+#: The replay's ``transactionCheckInterval`` (ms); the recording's was 2000. A pass comes at any
+#: moment of its cycle, so the check-back's copy of the UNKNOW half message lands between 6 s
+#: (``transactionTimeOut``) and 6 s + one interval after that message was born, which is 2.7 s (the
+#: script's nine 0.3 s steps) after the delay-level-3 send-back whose retry falls due 10 s after it.
+#: The broker's copy came first (the recording's CommitLog: copy at 3143, retry at 3894); with 2 s
+#: ours can land after the retry (the first replay with 2 s did) and move every later offset. And the
+#: fake producer, polling every 0.2 s, must answer the check before the next pass would check the
+#: copy again (a second copy, again moving every later offset). 750 ms leaves about 0.55 s to spare
+#: on both sides.
+CHECK_INTERVAL_MS = 750
+
+
+def recorded_transaction_settings() -> TransactionSettings:
+    """The transaction options the recorder gave the real broker (its ``broker.conf``, kept in the
+    recording): the same timeout and check limit, so the check-back asks about the same half
+    message with the same check count; the interval is ``CHECK_INTERVAL_MS``, no longer than the
+    recorded one."""
+    conf = dict(line.split("=", 1) for line in RECORDING["brokerConf"].splitlines() if "=" in line)
+    return TransactionSettings(
+        check_interval_ms=min(CHECK_INTERVAL_MS, int(conf["transactionCheckInterval"])),
+        timeout_ms=int(conf["transactionTimeOut"]),
+        check_max=int(conf["transactionCheckMax"]),
+    )
+
 
 #: Where the broker answers with a Java exception's text about input it could not read (a JDK 17
 #: NullPointerException for a missing header field or body, fastjson's JSONException for a body that
@@ -64,35 +85,6 @@ ALLOWED: dict[tuple[str | None, str], str] = {
 #: Fields an allowed step may differ in: anything else in it must still match.
 ALLOWED_FIELDS = {"answer.remark"}
 
-#: What the left-out transaction steps changed in the recorded answers after them: undone in the
-#: expectation (step -> how), so the rest of those answers is still compared.
-#: - the half topic's creation by the first half message bumped the topic table's data version;
-#: - the committed messages (commit, then the check-back's commit) are queue 2's brokerOffset 2.
-TRANSACTION_EFFECTS = {
-    "all topic config": "dataVersion.counter - 1",
-    "consume stats: group + topic": "CsTopic queue 2 brokerOffset 2 -> 0",
-    "consume stats: group only": "CsTopic queue 2 brokerOffset 2 -> 0",
-}
-
-
-def without_transactions(step: dict[str, Any]) -> dict[str, Any]:
-    """The recorded step as it would be without the transaction steps (``TRANSACTION_EFFECTS``)."""
-    what = TRANSACTION_EFFECTS.get(step["step"])
-    if what is None:
-        return step
-    step = json.loads(json.dumps(step))
-    body = step["answer"]["body"]
-    if what.startswith("dataVersion"):
-        body["json"]["dataVersion"]["counter"] -= 1
-    else:
-        body["fastjson"] = re.sub(
-            r'("queueId":2,"topic":"CsTopic_\w+"\}:\{"brokerOffset":)2,',
-            r"\g<1>0,",
-            body["fastjson"],
-        )
-    return step
-
-
 #: ``consumeTps`` is a rate (varies per run); inside fastjson text (GET_CONSUME_STATS) it escaped
 #: the recorder's normalisation, so it is blanked here, on both sides.
 _TPS = re.compile(r'"consumeTps":[-0-9.E]+')
@@ -106,59 +98,21 @@ def blank_tps(step: dict[str, Any]) -> dict[str, Any]:
     return step
 
 
-_OFFSET_ID = re.compile(r"<storehost>([0-9A-F]{16})")
-
-
-def rebased(value: Any, base: int, key: str = "") -> Any:
-    """CommitLog offsets at or past ``base`` as ``+n`` from it (offset message ids and the decoded
-    records' ``commitLogOffset``).
-
-    The JSON run's transaction steps wrote records the ROCKETMQ run's offsets count on the broker
-    and not here: with them left out, the ROCKETMQ run's records are compared from where its first
-    SEND landed. Offsets below (the JSON run's records) stay as they are."""
-    if isinstance(value, dict):
-        return {k: rebased(v, base, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rebased(v, base) for v in value]
-    if key == "commitLogOffset" and isinstance(value, int) and value >= base:
-        return f"+{value - base}"
-    if isinstance(value, str):
-
-        def one(m: re.Match[str]) -> str:
-            offset = int(m[1], 16)
-            return f"<storehost>+{offset - base}" if offset >= base else m[0]
-
-        return _OFFSET_ID.sub(one, value)
-    return value
-
-
-def run_base(steps: list[dict[str, Any]]) -> int:
-    """Where the run's first SEND landed in the CommitLog (its offset message id)."""
-    first = next(s for s in steps if s["step"].startswith("send message 0"))
-    return int(first["answer"]["extFields"]["msgId"][-16:], 16)
-
-
 def golden_steps(ser: str) -> list[dict[str, Any]]:
-    """The recorded steps of one run, the transaction steps replaced by the one placeholder step."""
-    steps = RECORDING["runs"][ser]
-    names = [s["step"] for s in steps]
-    first = names.index(FIRST_TX_STEP)
-    last = max(i for i, n in enumerate(names) if n in LAST_TX_STEPS)
-    return [
-        *steps[:first],
-        {"step": TRANSACTIONS_SKIPPED, "notReplayed": NOT_REPLAYED_REASON},
-        *steps[last + 1 :],
-    ]
+    """The recorded steps of one run."""
+    return RECORDING["runs"][ser]
 
 
 def differences(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
-    """What differs between a recorded step and ours, field by field (empty when they match)."""
+    """What differs between a recorded step and ours, field by field (empty when they match). The
+    requests the server sent (``brokerRequests``: the check-back's header among them) are compared
+    as text, so their ext fields' order counts as the answer's does."""
     out = []
-    for key in ("answer", "brokerRequests", "noAnswerWithinSeconds"):
+    for key in ("answer", "brokerRequests", "noAnswerWithinSeconds", "missingAfterSeconds"):
         want, have = expected.get(key), got.get(key)
         if key == "brokerRequests":
             want, have = want or {}, have or {}
-        if want == have:
+        if json.dumps(want) == json.dumps(have):
             continue
         if key == "answer" and isinstance(want, dict) and isinstance(have, dict):
             for field in ("code", "serializeType", "flag", "remark", "extFields", "body"):
@@ -168,44 +122,23 @@ def differences(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
                 if w != h:
                     out.append(f"answer.{field}: broker {json.dumps(w)[:600]} / ours {json.dumps(h)[:600]}")
         else:
-            out.append(f"{key}: broker {json.dumps(want)[:800]} / ours {json.dumps(have)[:800]}")
+            out.append(f"{key}: broker {json.dumps(want)[:1500]} / ours {json.dumps(have)[:1500]}")
     return out
 
 
-#: What the transaction steps leave in the broker's config files, left out of the comparison while
-#: those steps are not replayed: file -> (its table, the entries they added, how much they bumped
-#: its data version). The op-half topic and the internal group's offsets are theirs; the half topic's
-#: creation bumped the topic table's version (the topic itself is one ours has from the start).
-TRANSACTION_ENTRIES: dict[str, tuple[str, tuple[str, ...], int]] = {
-    "topics.json": ("topicConfigTable", ("RMQ_SYS_TRANS_OP_HALF_TOPIC",), 1),
-    "consumerOffset.json": (
-        "offsetTable",
-        ("RMQ_SYS_TRANS_OP_HALF_TOPIC@CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC@CID_RMQ_SYS_TRANS"),
-        0,
-    ),
-    "subscriptionGroup.json": ("subscriptionGroupTable", (), 0),
-}
+#: The config files compared after the stop.
+CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json")
 
 _SAVED_AT = re.compile(r'"timestamp":\d+')
 
 
-def fastjson_file(text: str) -> dict[str, Any]:
-    """A config file as the broker writes it (fastjson: integer map keys unquoted) as ordered data,
-    ``dataVersion.timestamp`` (when it was saved) blanked."""
-    data = json.loads(re.sub(r"([{,]\s*)(-?\d+):", r'\1"\2":', text))
-    if isinstance(data.get("dataVersion"), dict) and "timestamp" in data["dataVersion"]:
-        data["dataVersion"]["timestamp"] = "<timestamp>"
-    return data
-
-
 def config_file_report(ours: Path) -> list[str]:
     """The files our server left after the sequence against the broker's own after its clean stop:
-    the same text but for the save time (``dataVersion.timestamp``); where the transaction steps
-    left entries, the same entries in the same order with the same fields, theirs left out. The
-    ``.bak`` files are the content before the last save, which depends on when saves happened, so
-    only their presence is compared."""
+    the same text but for the save time (``dataVersion.timestamp``). The ``.bak`` files are the
+    content before the last save, which depends on when saves happened, so only their presence is
+    compared."""
     report = []
-    for name, (table, tx_keys, tx_versions) in TRANSACTION_ENTRIES.items():
+    for name in CONFIG_FILES:
         path = ours / name
         if not path.exists():
             report.append(f"config/{name}: not written")
@@ -214,18 +147,8 @@ def config_file_report(ours: Path) -> list[str]:
             report.append(f"config/{name}.bak: not written")
         text = (GOLDEN / "broker_config_4.9.7" / name).read_text(encoding="utf-8")
         have_text = path.read_text(encoding="utf-8")
-        if not tx_keys and not tx_versions:
-            if _SAVED_AT.sub("", text) != _SAVED_AT.sub("", have_text):
-                report.append(f"config/{name}: broker's text:\n{text}\nours:\n{have_text}")
-            continue
-        want = fastjson_file(text)
-        for key in tx_keys:
-            want[table].pop(key, None)
-        if tx_versions:
-            want["dataVersion"]["counter"] -= tx_versions
-        have = fastjson_file(have_text)
-        if json.dumps(want) != json.dumps(have):
-            report.append(f"config/{name}: broker {json.dumps(want)} / ours {json.dumps(have)}")
+        if _SAVED_AT.sub("", text) != _SAVED_AT.sub("", have_text):
+            report.append(f"config/{name}: broker's text:\n{text}\nours:\n{have_text}")
     return report
 
 
@@ -234,7 +157,7 @@ async def replay(port: int) -> dict[str, list[dict[str, Any]]]:
     second run's commit log offsets and tables follow from the first's)."""
     runs = {}
     for ser in (SerializeType.JSON, SerializeType.ROCKETMQ):
-        runs[ser.name] = await Recorder(port, ser, transactions=False).run()
+        runs[ser.name] = await Recorder(port, ser).run()
     return runs
 
 
@@ -243,14 +166,9 @@ def step_report(ser: str, ours: list[dict[str, Any]]) -> list[str]:
     but no longer does: the allow-list must not outlive the difference)."""
     expected = golden_steps(ser)
     assert [s["step"] for s in ours] == [s["step"] for s in expected]
-    if ser == "ROCKETMQ":
-        expected = rebased(expected, run_base(expected))
-        ours = rebased(ours, run_base(ours))
     report = []
     for want, got in zip(expected, ours, strict=True):
-        if want["step"] == TRANSACTIONS_SKIPPED:
-            continue
-        diffs = differences(blank_tps(without_transactions(want)), blank_tps(got))
+        diffs = differences(blank_tps(want), blank_tps(got))
         allowed = (ser, want["step"]) in ALLOWED or (None, want["step"]) in ALLOWED
         if allowed:
             outside = [d for d in diffs if d.split(":", 1)[0] not in ALLOWED_FIELDS]
@@ -266,8 +184,11 @@ def step_report(ser: str, ours: list[dict[str, Any]]) -> list[str]:
 async def test_consume_side_answers_and_files_match_the_broker(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = WritableStore(StoreConfig.for_store(root, broker_name="broker-a"))
+    consume = ConsumeSettings(transactions=recorded_transaction_settings())
     srv = QueryServer(
-        store.reader, ServerSettings(port=0, broker_name="broker-a"), configure=write_path(store)
+        store.reader,
+        ServerSettings(port=0, broker_name="broker-a"),
+        configure=write_path(store, consume=consume),
     )
     await srv.start()
     try:

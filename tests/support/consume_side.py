@@ -41,8 +41,6 @@ NORMALISED = (
     "object map keys), {'messages': [...]} when it is stored message records (decoded), else "
     "{'sha256', 'length'}."
 )
-#: The step put in place of the transaction steps when they are left out.
-TRANSACTIONS_SKIPPED = "transaction steps (left out)"
 SET_KEYS = {"connectionSet", "consumerIdList", "groupList", "lockOKMQSet", "mqSet", "subscriptionDataSet"}
 
 
@@ -261,16 +259,10 @@ def mq(topic: str, queue: int) -> dict:
 
 
 class Recorder:
-    """Plays the script against the broker on ``port`` in serialization ``ser``; ``run`` gives the steps.
+    """Plays the script against the broker on ``port`` in serialization ``ser``; ``run`` gives the steps."""
 
-    ``transactions=False`` leaves out the transaction steps (half messages, END_TRANSACTION, the
-    check-back) and puts one ``TRANSACTIONS_SKIPPED`` step in their place, for a server that does
-    not do transactions yet.
-    """
-
-    def __init__(self, port: int, ser: SerializeType, *, transactions: bool = True) -> None:
+    def __init__(self, port: int, ser: SerializeType) -> None:
         self.port = port
-        self.transactions = transactions
         self.ser = ser
         self.n = Normaliser(port)
         self.steps: list[dict[str, Any]] = []
@@ -681,10 +673,7 @@ class Recorder:
             messages=True,
         )
 
-        if self.transactions:
-            await self.run_transactions()
-        else:
-            self.steps.append({"step": TRANSACTIONS_SKIPPED})
+        await self.run_transactions()
 
         # locks
         def lock(cid: str, qs: list[int]) -> bytes:

@@ -27,7 +27,7 @@ from protocol.custom_headers import (
     java_string,
 )
 from protocol.errors import MessageIdError
-from protocol.java_hashmap import hashmap_order_by_hash
+from protocol.java_hashmap import JavaHashMap, hashmap_order_by_hash
 from protocol.message_id import decode_offset_msg_id
 from server.broker.controller import BrokerController
 from server.broker.offset_reset import V3_0_7_SNAPSHOT, ResetRefused, not_online_remark, reset_offsets
@@ -152,11 +152,11 @@ class ClientRelayProcessor:
             return system_error(request, not_online_consumer_remark(group, client_id))
         if info.version < V3_1_8_SNAPSHOT:
             return system_error(request, too_old_remark(client_id, info.version))
-        call = RemotingChannel.request(
-            code,
-            dict(request.ext_fields or {}) if ext_fields is None else ext_fields,
-            bytes(body) if body else None,
-        )
+        # ``callConsumer`` hands the client the request's own ext-field map, a ``java.util.HashMap``
+        # (brokerName put into it), so the client sees its fields in HashMap order, not the
+        # caller's (golden: the relayed requests of ``consume_side_broker_4.9.7.json``).
+        fields = JavaHashMap((request.ext_fields or {}) if ext_fields is None else ext_fields)
+        call = RemotingChannel.request(code, fields.ordered(), bytes(body) if body else None)
         try:
             answer = await info.channel.invoke(call, self._call_timeout)
         except TimeoutError as exc:

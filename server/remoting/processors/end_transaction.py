@@ -1,7 +1,9 @@
 """END_TRANSACTION (37): a producer's commit or rollback of a half message (``serve --writable``).
 
 The decision is ``server.broker.end_transaction``'s; this decodes the header, runs its
-``checkFields`` (the transaction type must be 0, 8 or 12) with the broker's answers, and answers.
+``checkFields`` (the transaction type must be 0, 8 or 12) with the broker's answers (thrown from
+the header's decoding, so in JSON whatever the request's serialization: ``exception_answer``), and
+answers.
 The Java client sends END_TRANSACTION oneway (the connection then drops the answer); a client that
 asks for one gets the broker's. An unknown state (0) is never answered.
 """
@@ -17,7 +19,7 @@ from protocol.message_flags import (
 )
 from server.broker.controller import BrokerController
 from server.broker.end_transaction import end_transaction
-from server.remoting.reply import system_error
+from server.remoting.reply import exception_answer
 
 _HEADER_CLASS = "org.apache.rocketmq.common.protocol.header.EndTransactionRequestHeader"
 
@@ -46,9 +48,9 @@ class EndTransactionProcessor:
     def end_transaction(self, request: RemotingCommand) -> RemotingCommand | None:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
         if header.commit_or_rollback is None:
-            return system_error(request, TYPE_MISSING_REMARK)
+            return exception_answer(request, TYPE_MISSING_REMARK)
         if header.commit_or_rollback not in _TYPES:
-            return system_error(request, TYPE_WRONG_REMARK)
+            return exception_answer(request, TYPE_WRONG_REMARK)
         outcome = end_transaction(self._broker, header, self._broker.settings.transactions)
         if outcome is None:
             return None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.message import decode_message
 from server.app import QueryServer, ServerSettings
@@ -204,6 +204,47 @@ async def test_commit_rollback_and_the_broker_refusals(start: Start, client_of) 
     # The half topic is listed as the broker lists it: one queue, read-write.
     half = store.topic_config("RMQ_SYS_TRANS_HALF_TOPIC")
     assert half is not None and (half.read_queue_nums, half.write_queue_nums, half.perm) == (1, 1, 6)
+
+
+async def test_the_topic_table_lists_the_half_topic_once_used_and_never_the_op_topic(
+    start: Start, client_of, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """As the 4.9.7 broker's table (golden ``broker_config_4.9.7/topics.json``): no half topic in a
+    fresh table, one data-version bump when it is created, and no op topic ever, not even after a
+    reopen puts back the topics with records that the table lacks."""
+    srv, store = await start(check_interval_ms=3_600_000)
+    assert store.topic_config("RMQ_SYS_TRANS_HALF_TOPIC") is None
+    client = await client_of(srv)
+    await client.call(half_send("Txcommit", "C0FFEE00000000000000000000000004", b"b"))  # creates TxTopic
+    before = store.topics.counter
+    answer = await client.call(half_send("Txrollback", "C0FFEE00000000000000000000000005", b"b"))
+    assert store.topics.counter == before  # the half topic was created by the first one
+    assert (await client.call(end_tx(offset_of(answer.ext_fields["msgId"]), 1, 12))).code == 0
+    assert store.reader.max_offset("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0) == 1
+    assert store.topic_config("RMQ_SYS_TRANS_OP_HALF_TOPIC") is None
+    assert store.topics.counter == before
+    await srv.stop()
+    store.close()
+    listed = json.loads((tmp_path / "store0" / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert "RMQ_SYS_TRANS_HALF_TOPIC" in listed and "RMQ_SYS_TRANS_OP_HALF_TOPIC" not in listed
+    reopened = WritableStore(StoreConfig.for_store(tmp_path / "store0"))
+    try:
+        assert reopened.topic_config("RMQ_SYS_TRANS_OP_HALF_TOPIC") is None
+        assert reopened.reader.max_offset("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0) == 1
+    finally:
+        reopened.close()
+
+
+async def test_a_refused_transaction_type_is_answered_in_json(start: Start, client_of) -> None:  # type: ignore[no-untyped-def]
+    """``checkFields`` throws while the header is decoded: the broker's answer is JSON whatever the
+    request's serialization (golden: the ROCKETMQ run's "end transaction: type 99 is refused")."""
+    srv, _ = await start()
+    client = await client_of(srv)
+    for kind in (99, None):
+        request = end_tx(1, 0, kind)
+        request.serialize_type = SerializeType.ROCKETMQ
+        answer = await client.call(request)
+        assert (answer.code, answer.serialize_type) == (ResponseCode.SYSTEM_ERROR, SerializeType.JSON)
 
 
 async def test_a_oneway_end_transaction_is_not_answered(start: Start, client_of) -> None:  # type: ignore[no-untyped-def]

@@ -380,7 +380,7 @@ async def test_calls_to_a_client_are_relayed_and_answered_back(writable_server) 
         )
         await admin.send(running)
         relayed = await _next_request(consumer, RequestCode.GET_CONSUMER_RUNNING_INFO)
-        assert relayed.ext_fields == {"consumerGroup": "G", "clientId": "c1"}
+        assert list(relayed.ext_fields.items()) == [("clientId", "c1"), ("consumerGroup", "G")]
         reply = RemotingCommand(
             code=ResponseCode.SUCCESS, language=relayed.language, version=407, opaque=relayed.opaque,
             flag=RPC_TYPE_RESPONSE, remark=None, ext_fields=None, body=b'{"properties":{}}',
@@ -395,6 +395,8 @@ async def test_calls_to_a_client_are_relayed_and_answered_back(writable_server) 
         await admin.send(direct)
         relayed = await _next_request(consumer, RequestCode.CONSUME_MESSAGE_DIRECTLY)
         assert relayed.ext_fields == {**fields, "brokerName": "b1"}
+        # In the order of the broker's HashMap, not the caller's (golden: consume-side recording).
+        assert list(relayed.ext_fields) == ["clientId", "msgId", "brokerName", "consumerGroup"]
         assert b"direct" in bytes(relayed.body) and len(relayed.body) == stored.size
         await consumer.send(
             RemotingCommand(
