@@ -12,8 +12,14 @@
 // job.mode "push": a PushConsumer of job.group on job.topic (its listener answers FAILURE the first
 //   time it sees job.failBody, SUCCESS otherwise) runs until job.count deliveries were seen or
 //   job.withinMs ran out; the report lists every delivery, with the milliseconds since start-up.
+// job.mode "transact": a transactional Producer sends job.transactions on job.topic, each one
+//   message in its own transaction, then commits it, rolls it back or leaves it undecided
+//   (decide: null); its TransactionChecker answers COMMIT to the server's check-back and the run
+//   ends job.graceMs after the first check (the EndTransaction of the check goes out after it), or
+//   when job.checkWithinMs ran out; the report has the message ids and what the checker was asked.
 
 const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
 // The client's default logger writes to ~/logs; a test keeps it on stderr.
 const logger = {
@@ -65,6 +71,39 @@ async function produce(job) {
         deliveryTimestamp: options.deliveryTimestamp ? options.deliveryTimestamp.getTime() : null,
       };
     }
+  } finally {
+    await producer.shutdown();
+  }
+  return report;
+}
+
+async function transact(job) {
+  const asked = [];
+  let checked;
+  const firstCheck = new Promise((resolve) => {
+    checked = resolve;
+  });
+  const checker = {
+    async check(m) {
+      asked.push({ messageId: m.messageId, topic: m.topic, body: m.body.toString('utf8') });
+      checked();
+      return TransactionResolution.COMMIT;
+    },
+  };
+  const producer = new Producer({ endpoints: job.endpoints, namespace: '', topic: [job.topic], checker, logger });
+  await producer.startup();
+  const report = { ids: {}, asked };
+  try {
+    for (const t of job.transactions) {
+      const transaction = producer.beginTransaction();
+      const receipt = await producer.send({ topic: job.topic, body: Buffer.from(t.body), keys: [t.key] }, transaction);
+      report.ids[t.body] = receipt.messageId;
+      if (t.decide === 'commit') await transaction.commit();
+      if (t.decide === 'rollback') await transaction.rollback();
+    }
+    const timeout = new Promise((resolve) => setTimeout(resolve, job.checkWithinMs));
+    await Promise.race([firstCheck, timeout]);
+    await new Promise((resolve) => setTimeout(resolve, job.graceMs));
   } finally {
     await producer.shutdown();
   }
@@ -158,7 +197,7 @@ async function main() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  const run = { produce, consume, push }[job.mode];
+  const run = { produce, consume, push, transact }[job.mode];
   process.stdout.write(JSON.stringify(await run(job)));
 }
 
