@@ -12,6 +12,9 @@
 // job.mode "push": a PushConsumer of job.group on job.topic (its listener answers FAILURE the first
 //   time it sees job.failBody, SUCCESS otherwise) runs until job.count deliveries were seen or
 //   job.withinMs ran out; the report lists every delivery, with the milliseconds since start-up.
+// job.mode "dead": a SimpleConsumer of job.group on job.topic receives job.count messages (leased
+//   job.invisibleMs) and acks none; job.holdMs later (the leases ran out) it receives once more;
+//   the report has both receives.
 // job.mode "transact": a transactional Producer sends job.transactions on job.topic, each one
 //   message in its own transaction, then commits it, rolls it back or leaves it undecided
 //   (decide: null); its TransactionChecker answers COMMIT to the server's check-back and the run
@@ -161,6 +164,30 @@ async function consume(job) {
   return report;
 }
 
+async function dead(job) {
+  const consumer = new SimpleConsumer({
+    endpoints: job.endpoints,
+    namespace: '',
+    consumerGroup: job.group,
+    subscriptions: new Map([[job.topic, '*']]),
+    awaitDuration: job.awaitMs,
+    logger,
+  });
+  await consumer.startup();
+  const report = {};
+  try {
+    const first = await receiveUntil(consumer, job.count, job.invisibleMs, Date.now() + job.receiveWithinMs);
+    report.first = first.map(view);
+    await new Promise((resolve) => setTimeout(resolve, job.holdMs));
+    const started = Date.now();
+    report.after = (await consumer.receive(16, job.invisibleMs)).map(view);
+    report.afterMs = Date.now() - started;
+  } finally {
+    await consumer.shutdown();
+  }
+  return report;
+}
+
 async function push(job) {
   const started = Date.now();
   const deliveries = [];
@@ -197,7 +224,7 @@ async function main() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  const run = { produce, consume, push, transact }[job.mode];
+  const run = { produce, consume, dead, push, transact }[job.mode];
   process.stdout.write(JSON.stringify(await run(job)));
 }
 
