@@ -15,6 +15,9 @@
 // job.mode "dead": a SimpleConsumer of job.group on job.topic receives job.count messages (leased
 //   job.invisibleMs) and acks none; job.holdMs later (the leases ran out) it receives once more;
 //   the report has both receives.
+// job.mode "fifo": a SimpleConsumer of the orderly job.group on job.topic receives one message,
+//   then (not acking it) receives up to 16, then acks the first and receives up to 16 again; the
+//   report has each receive with how long it took.
 // job.mode "transact": a transactional Producer sends job.transactions on job.topic, each one
 //   message in its own transaction, then commits it, rolls it back or leaves it undecided
 //   (decide: null); its TransactionChecker answers COMMIT to the server's check-back and the run
@@ -188,6 +191,38 @@ async function dead(job) {
   return report;
 }
 
+async function fifo(job) {
+  const consumer = new SimpleConsumer({
+    endpoints: job.endpoints,
+    namespace: '',
+    consumerGroup: job.group,
+    subscriptions: new Map([[job.topic, '*']]),
+    awaitDuration: job.awaitMs,
+    logger,
+  });
+  await consumer.startup();
+  const report = {};
+  try {
+    const deadline = Date.now() + job.receiveWithinMs;
+    let first = [];
+    while (first.length === 0 && Date.now() < deadline) first = await consumer.receive(1, job.invisibleMs);
+    report.first = first.map(view);
+    let started = Date.now();
+    const blocked = await consumer.receive(16, job.invisibleMs);
+    report.blocked = blocked.map(view);
+    report.blockedMs = Date.now() - started;
+    for (const m of first) await consumer.ack(m);
+    started = Date.now();
+    const second = await consumer.receive(16, job.invisibleMs);
+    report.secondMs = Date.now() - started;
+    report.second = second.map(view);
+    for (const m of [...blocked, ...second]) await consumer.ack(m);
+  } finally {
+    await consumer.shutdown();
+  }
+  return report;
+}
+
 async function push(job) {
   const started = Date.now();
   const deliveries = [];
@@ -224,7 +259,7 @@ async function main() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  const run = { produce, consume, dead, push, transact }[job.mode];
+  const run = { produce, consume, dead, fifo, push, transact }[job.mode];
   process.stdout.write(JSON.stringify(await run(job)));
 }
 
