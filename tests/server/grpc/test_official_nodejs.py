@@ -10,7 +10,7 @@ answer that comes in between (ours, on loopback, always does) is missed and star
 
 - Producer: normal, FIFO (message group) and delayed (delivery timestamp) sends, each then found by
   the remoting side as a 4.x tool looks (query by key, a pull of the FIFO queue, the delay level's
-  topic). The transactional send needs EndTransaction, which this port does not serve yet.
+  topic). The transactional producer is in ``test_official_nodejs_transactions.py``.
 - SimpleConsumer: messages of the 4.x remoting producer and of the Node producer are received and
   acked; one left unacked comes back after its invisible duration with delivery attempt 2; one whose
   invisible duration was extended stays away, its old receipt handle is refused and the new one

@@ -12,8 +12,20 @@
 // job.mode "push": a PushConsumer of job.group on job.topic (its listener answers FAILURE the first
 //   time it sees job.failBody, SUCCESS otherwise) runs until job.count deliveries were seen or
 //   job.withinMs ran out; the report lists every delivery, with the milliseconds since start-up.
+// job.mode "dead": a SimpleConsumer of job.group on job.topic receives job.count messages (leased
+//   job.invisibleMs) and acks none; job.holdMs later (the leases ran out) it receives once more;
+//   the report has both receives.
+// job.mode "fifo": a SimpleConsumer of the orderly job.group on job.topic receives one message,
+//   then (not acking it) receives up to 16, then acks the first and receives up to 16 again; the
+//   report has each receive with how long it took.
+// job.mode "transact": a transactional Producer sends job.transactions on job.topic, each one
+//   message in its own transaction, then commits it, rolls it back or leaves it undecided
+//   (decide: null); its TransactionChecker answers COMMIT to the server's check-back and the run
+//   ends job.graceMs after the first check (the EndTransaction of the check goes out after it), or
+//   when job.checkWithinMs ran out; the report has the message ids and what the checker was asked.
 
 const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
 // The client's default logger writes to ~/logs; a test keeps it on stderr.
 const logger = {
@@ -71,6 +83,39 @@ async function produce(job) {
   return report;
 }
 
+async function transact(job) {
+  const asked = [];
+  let checked;
+  const firstCheck = new Promise((resolve) => {
+    checked = resolve;
+  });
+  const checker = {
+    async check(m) {
+      asked.push({ messageId: m.messageId, topic: m.topic, body: m.body.toString('utf8') });
+      checked();
+      return TransactionResolution.COMMIT;
+    },
+  };
+  const producer = new Producer({ endpoints: job.endpoints, namespace: '', topic: [job.topic], checker, logger });
+  await producer.startup();
+  const report = { ids: {}, asked };
+  try {
+    for (const t of job.transactions) {
+      const transaction = producer.beginTransaction();
+      const receipt = await producer.send({ topic: job.topic, body: Buffer.from(t.body), keys: [t.key] }, transaction);
+      report.ids[t.body] = receipt.messageId;
+      if (t.decide === 'commit') await transaction.commit();
+      if (t.decide === 'rollback') await transaction.rollback();
+    }
+    const timeout = new Promise((resolve) => setTimeout(resolve, job.checkWithinMs));
+    await Promise.race([firstCheck, timeout]);
+    await new Promise((resolve) => setTimeout(resolve, job.graceMs));
+  } finally {
+    await producer.shutdown();
+  }
+  return report;
+}
+
 async function receiveUntil(consumer, count, invisibleMs, deadline) {
   const got = [];
   while (got.length < count && Date.now() < deadline) {
@@ -122,6 +167,62 @@ async function consume(job) {
   return report;
 }
 
+async function dead(job) {
+  const consumer = new SimpleConsumer({
+    endpoints: job.endpoints,
+    namespace: '',
+    consumerGroup: job.group,
+    subscriptions: new Map([[job.topic, '*']]),
+    awaitDuration: job.awaitMs,
+    logger,
+  });
+  await consumer.startup();
+  const report = {};
+  try {
+    const first = await receiveUntil(consumer, job.count, job.invisibleMs, Date.now() + job.receiveWithinMs);
+    report.first = first.map(view);
+    await new Promise((resolve) => setTimeout(resolve, job.holdMs));
+    const started = Date.now();
+    report.after = (await consumer.receive(16, job.invisibleMs)).map(view);
+    report.afterMs = Date.now() - started;
+  } finally {
+    await consumer.shutdown();
+  }
+  return report;
+}
+
+async function fifo(job) {
+  const consumer = new SimpleConsumer({
+    endpoints: job.endpoints,
+    namespace: '',
+    consumerGroup: job.group,
+    subscriptions: new Map([[job.topic, '*']]),
+    awaitDuration: job.awaitMs,
+    logger,
+  });
+  await consumer.startup();
+  const report = {};
+  try {
+    const deadline = Date.now() + job.receiveWithinMs;
+    let first = [];
+    while (first.length === 0 && Date.now() < deadline) first = await consumer.receive(1, job.invisibleMs);
+    report.first = first.map(view);
+    let started = Date.now();
+    const blocked = await consumer.receive(16, job.invisibleMs);
+    report.blocked = blocked.map(view);
+    report.blockedMs = Date.now() - started;
+    for (const m of first) await consumer.ack(m);
+    started = Date.now();
+    const second = await consumer.receive(16, job.invisibleMs);
+    report.secondMs = Date.now() - started;
+    report.second = second.map(view);
+    for (const m of [...blocked, ...second]) await consumer.ack(m);
+  } finally {
+    await consumer.shutdown();
+  }
+  return report;
+}
+
 async function push(job) {
   const started = Date.now();
   const deliveries = [];
@@ -158,7 +259,7 @@ async function main() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
   const job = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  const run = { produce, consume, push }[job.mode];
+  const run = { produce, consume, dead, fifo, push, transact }[job.mode];
   process.stdout.write(JSON.stringify(await run(job)));
 }
 
