@@ -76,7 +76,7 @@ async def test_node_orderly_groups_next_messages_come_only_after_the_ack_in_orde
             "invisibleMs": 10_000,
             "receiveWithinMs": 5000,
         }
-        report = await run_node_client(job, timeout=18)
+        report = await run_node_client(job, timeout=40)
     finally:
         proc.terminate()
         try:
@@ -134,7 +134,7 @@ async def test_node_fifo_push_consumer_keeps_each_message_groups_order(tmp_path:
             "withinMs": 10_000,
             "graceMs": 1000,
         }
-        report = await run_node_client(job, timeout=26)
+        report = await run_node_client(job, timeout=60)  # the client holds its last long poll at shutdown
     finally:
         proc.terminate()
         try:
