@@ -559,9 +559,11 @@ class QueryServer:
             return None
         leases = store_leases(writer.broker, identity.broker_name)
         host = identity.address.rpartition(":")[0]
-        return GrpcConsumers(
+        consumers = GrpcConsumers(
             writer.broker, leases, topics, self.changes, clock=writer.broker.clock, host=host
         )
+        self.run_in_background(consumers.renew_forever)
+        return consumers
 
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""

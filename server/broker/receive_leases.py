@@ -28,6 +28,15 @@ broker's orderly pop: ``PopMessageProcessor.popMsgFromQueue`` skips a queue that
 acked nor past its next visible time); once unblocked the queue is read again from its first unacked
 message, so a message that fell due comes back before any later one.
 
+Auto-renewal (a PushConsumer's ReceiveMessage with ``auto_renew``): the Proxy's
+``ReceiptHandleProcessor`` keeps such a message invisible while the client that received it is
+alive, renewing its lease ``RENEW_AHEAD_MS`` before it runs out by ``RENEW_SLICE_MS`` at a time, for
+at most ``RENEW_MAX_MS`` from the receive; the client's original receipt handle stays good for its ack.
+Here the renewal is lazy: a lease is only ever looked at when a receive, an ack or a wait for the
+next deadline needs it, and every such look first renews the auto-renew leases of live clients
+(``alive(group, client_id)``, the broker's consumer-group membership) that are within
+``RENEW_AHEAD_MS`` of their deadline. A client gone, the lease runs out and the message is due again.
+
 Rules taken from the Proxy 5.1.4:
 - the delivery attempt is the record's ``reconsumeTimes`` + 1, + 1 for each redelivery here
   (``GrpcConverter.buildSystemProperties``);
@@ -54,6 +63,12 @@ from protocol.message import MessageExt
 NORMAL_TOPIC = "N"
 #: The separator of ``ReceiptHandle.encode`` (``MessageConst.KEY_SEPARATOR``).
 SEPARATOR = " "
+
+#: ``ProxyConfig``'s renewal of auto-renew leases: how long before the deadline a lease is renewed,
+#: by how much, and for how long at most from the receive.
+RENEW_AHEAD_MS = 10_000
+RENEW_SLICE_MS = 60_000
+RENEW_MAX_MS = 3 * 3600 * 1000
 
 
 class Reader(Protocol):
@@ -141,6 +156,10 @@ class Lease:
     deadline: int
     #: The delivery attempt of the current lease (what the client was told).
     attempt: int
+    #: Auto-renewed (``auto_renew``) while its client is alive, until this time (ms); 0: never.
+    renew_until: int = 0
+    #: The client that received it (whose liveness keeps an auto-renew lease).
+    client_id: str = ""
 
 
 @dataclass(slots=True)
@@ -179,8 +198,11 @@ class ReceiveLeases:
         commit: Callable[[str, str, int, int], None],
         committed: Callable[[str, str, int], int],
         dead_letter: DeadLetterWriter,
+        alive: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._reader = reader
+        #: Whether (group, client id) is still a live member (keeps its auto-renew leases).
+        self._alive = alive or (lambda group, client_id: False)
         self.broker_name = broker_name
         self._commit = commit
         self._committed = committed
@@ -204,10 +226,34 @@ class ReceiveLeases:
         if committed != self._committed(group, topic, queue_id):
             self._commit(group, topic, queue_id, committed)
 
+    def _renew(self, group: str, state: QueueState, now: int) -> None:
+        """Renew the queue's auto-renew leases of live clients that are close to their deadline."""
+        for lease in state.leases.values():
+            if (
+                lease.renew_until > now
+                and lease.deadline - now <= RENEW_AHEAD_MS
+                and lease.deadline > now
+                and self._alive(group, lease.client_id)
+            ):
+                lease.deadline = min(now + RENEW_SLICE_MS, lease.renew_until)
+
+    def renew(self, group: str, topic: str, now: int) -> None:
+        """Renew the group's auto-renew leases on the topic that are due for it (see the module doc)."""
+        for (g, t, _), state in self._queues.items():
+            if g == group and t == topic:
+                self._renew(group, state, now)
+
+    def renew_all(self, now: int) -> None:
+        """Renew every auto-renew lease due for it: the periodic sweep, for leases nobody looks at
+        (a client that stopped receiving while its listener works)."""
+        for (group, _, _), state in self._queues.items():
+            self._renew(group, state, now)
+
     def next_deadline(self, group: str, topic: str) -> int | None:
         """The earliest lease deadline of the group on the topic (when a redelivery becomes due)."""
         deadlines = [
-            lease.deadline
+            # an auto-renew lease needs a look before it runs out, to be renewed
+            lease.deadline - RENEW_AHEAD_MS if lease.renew_until > lease.deadline else lease.deadline
             for (g, t, _), state in self._queues.items()
             if g == group and t == topic
             for lease in state.leases.values()
@@ -215,9 +261,18 @@ class ReceiveLeases:
         return min(deadlines) if deadlines else None
 
     def _lease(
-        self, message: MessageExt, queue_id: int, attempt: int, invisible_ms: int, now: int
+        self,
+        message: MessageExt,
+        queue_id: int,
+        attempt: int,
+        invisible_ms: int,
+        now: int,
+        client_id: str = "",
+        auto_renew: bool = False,
     ) -> tuple[Lease, Delivery]:
-        lease = Lease(next(self._ids), now + invisible_ms, attempt)
+        lease = Lease(
+            next(self._ids), now + invisible_ms, attempt, now + RENEW_MAX_MS if auto_renew else 0, client_id
+        )
         handle = ReceiptHandle(
             message.queue_offset,
             now,
@@ -243,17 +298,20 @@ class ReceiveLeases:
         max_attempts: int,
         tags_codes: frozenset[int] | None = None,
         orderly: bool = False,
+        client_id: str = "",
+        auto_renew: bool = False,
     ) -> list[Delivery]:
         """Up to ``n`` messages of the queues (in the order given): expired leases first, then new.
 
         A message due again past ``max_attempts`` is written to the dead-letter topic and acked
         instead of handed out. ``orderly`` (a FIFO group): a queue holding a lease not yet due is
-        skipped."""
+        skipped. ``auto_renew``: the leases handed out are renewed while ``client_id`` is alive."""
         out: list[Delivery] = []
         for queue_id in queue_ids:
             if len(out) >= n:
                 break
             state = self._state(group, topic, queue_id)
+            self._renew(group, state, now)
             if orderly and state.blocked(now):
                 continue
             for offset in sorted(o for o, lease in state.leases.items() if lease.deadline <= now):
@@ -269,7 +327,9 @@ class ReceiveLeases:
                     self._dead_letter(group, found[0])
                     del state.leases[offset]
                     continue
-                state.leases[offset], delivery = self._lease(found[0], queue_id, attempt, invisible_ms, now)
+                state.leases[offset], delivery = self._lease(
+                    found[0], queue_id, attempt, invisible_ms, now, client_id, auto_renew
+                )
                 out.append(delivery)
             while len(out) < n:
                 found, next_offset = self._reader.read(
@@ -280,7 +340,9 @@ class ReceiveLeases:
                     if attempt > max_attempts:
                         self._dead_letter(group, message)
                         continue
-                    lease, delivery = self._lease(message, queue_id, attempt, invisible_ms, now)
+                    lease, delivery = self._lease(
+                        message, queue_id, attempt, invisible_ms, now, client_id, auto_renew
+                    )
                     state.leases[message.queue_offset] = lease
                     out.append(delivery)
                 if next_offset <= state.cursor:

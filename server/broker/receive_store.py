@@ -57,4 +57,6 @@ def store_leases(broker: BrokerController, broker_name: str) -> ReceiveLeases:
         commit=broker.commit_offset,
         committed=broker.query_offset,
         dead_letter=lambda group, message: store_dead_letter(broker, group, message),
+        # A gRPC consumer is a member of its group while it heartbeats (``server.grpc.channels``).
+        alive=lambda group, client_id: broker.consumers.find_member(group, client_id) is not None,
     )

@@ -164,6 +164,12 @@ class GrpcConsumers:
         self.changes = changes
         self._clock = clock
 
+    async def renew_forever(self, interval: float = 1.0) -> None:
+        """Renew auto-renew leases due for it every ``interval`` seconds (until cancelled)."""
+        while True:
+            await asyncio.sleep(interval)
+            self.leases.renew_all(self._clock())
+
     def orderly(self, group: str, settings: definition.Settings | None) -> bool:
         """FIFO consumption: what the client was answered (``subscription.fifo``), else the group's."""
         if settings is not None and settings.HasField("subscription"):
@@ -224,8 +230,13 @@ class GrpcConsumers:
         request: service.ReceiveMessageRequest,
         settings: definition.Settings | None,
         time_remaining_ms: int | None,
+        *,
+        client_id: str = "",
     ) -> AsyncIterator[service.ReceiveMessageResponse]:
-        """The responses of one ReceiveMessage call; raises ``GrpcStatusError`` before the first."""
+        """The responses of one ReceiveMessage call; raises ``GrpcStatusError`` before the first.
+
+        ``auto_renew`` (a PushConsumer's receive): the messages stay invisible while ``client_id`` is a
+        live member of the group (``ReceiveLeases``' renewal), the client's handle good for its ack."""
         polling = (
             duration_ms(request.long_polling_timeout)
             if request.HasField("long_polling_timeout")
@@ -283,6 +294,8 @@ class GrpcConsumers:
                 max_attempts=max_attempts,
                 tags_codes=tags,
                 orderly=orderly,
+                client_id=client_id,
+                auto_renew=request.auto_renew,
             )
             if found:
                 yield service.ReceiveMessageResponse(status=_status(Code.OK))
@@ -293,6 +306,7 @@ class GrpcConsumers:
             if left <= 0 or self.changes.closed:
                 yield service.ReceiveMessageResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
                 return
+            self.leases.renew(group, topic, now)
             due = self.leases.next_deadline(group, topic)
             # Every write of a writable store tells its queue (``WritableStore.arrived``): no periodic
             # look is needed, only the next lease falling due.

@@ -471,6 +471,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 request,
                 self.settings.get(client_id),
                 None if remaining is None else int(remaining * 1000),
+                client_id=client_id,
             )
             async for response in responses:
                 yield response

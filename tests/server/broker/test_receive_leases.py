@@ -236,3 +236,60 @@ def test_orderly_unacked_message_comes_back_first_once_due_and_keeps_the_queue_l
     leases.ack(GROUP, TOPIC, changed.handle)
     (second,) = leases.receive(GROUP, TOPIC, [0], 2, 10_000, 43_000, max_attempts=17, orderly=True)
     assert (second.message.queue_offset, second.attempt) == (1, 1)
+
+
+def renewing(queues: FakeQueues, live: set[str]) -> ReceiveLeases:
+    return ReceiveLeases(
+        queues,
+        broker_name="b",
+        commit=lambda g, t, q, o: None,
+        committed=lambda g, t, q: -1,
+        dead_letter=lambda g, m: None,
+        alive=lambda g, client: (g, client) in live,
+    )
+
+
+def test_an_auto_renew_lease_stays_invisible_while_its_client_lives_and_its_first_handle_acks() -> None:
+    live = {(GROUP, "c1")}
+    leases = renewing(FakeQueues({0: 1}), live)
+    got = leases.receive(GROUP, TOPIC, [0], 1, 60_000, 0, max_attempts=17, client_id="c1", auto_renew=True)
+    # Before its deadline a look is due (10 s ahead), to renew it.
+    assert leases.next_deadline(GROUP, TOPIC) == 50_000
+    # Looked at 55 s in (a receive of the same group), it is renewed to 55 s + 60 s, not handed out.
+    assert leases.receive(GROUP, TOPIC, [0], 1, 60_000, 55_000, max_attempts=17) == []
+    assert leases.next_deadline(GROUP, TOPIC) == 115_000 - 10_000
+    # The periodic sweep renews it too, and past the first deadline it is still invisible.
+    leases.renew_all(110_000)
+    assert leases.receive(GROUP, TOPIC, [0], 1, 60_000, 150_000, max_attempts=17) == []
+    leases.ack(GROUP, TOPIC, got[0].handle)  # the client's original handle
+    assert leases.receive(GROUP, TOPIC, [0], 1, 60_000, 10**9, max_attempts=17) == []
+
+
+def test_an_auto_renew_lease_of_a_client_gone_runs_out_and_the_message_comes_again() -> None:
+    live = {(GROUP, "c1")}
+    leases = renewing(FakeQueues({0: 1}), live)
+    leases.receive(GROUP, TOPIC, [0], 1, 60_000, 0, max_attempts=17, client_id="c1", auto_renew=True)
+    live.clear()
+    leases.renew_all(55_000)
+    again = leases.receive(GROUP, TOPIC, [0], 1, 60_000, 60_000, max_attempts=17, client_id="c2")
+    assert [(d.message.queue_offset, d.attempt) for d in again] == [(0, 2)]
+
+
+def test_renewal_stops_at_the_maximum_and_a_plain_lease_is_never_renewed() -> None:
+    from server.broker.receive_leases import RENEW_MAX_MS
+
+    live = {(GROUP, "c1")}
+    leases = renewing(FakeQueues({0: 2}), live)
+    leases.receive(GROUP, TOPIC, [0], 1, 60_000, 0, max_attempts=17, client_id="c1", auto_renew=True)
+    plain = leases.receive(GROUP, TOPIC, [0], 1, 60_000, 0, max_attempts=17, client_id="c1")
+    assert [d.message.queue_offset for d in plain] == [1]
+    now = 0
+    while now < RENEW_MAX_MS:
+        now += 5_000
+        leases.renew_all(now)
+        if now == 60_000:
+            # the plain lease ran out at 60 s and is due again; the auto-renew one is not
+            due = leases.receive(GROUP, TOPIC, [0], 2, 60_000, now, max_attempts=17)
+            assert [d.message.queue_offset for d in due] == [1]
+    again = leases.receive(GROUP, TOPIC, [0], 2, 60_000, RENEW_MAX_MS + 1, max_attempts=17)
+    assert 0 in [d.message.queue_offset for d in again]
