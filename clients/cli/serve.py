@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import multiprocessing.process
 import os
 import signal
 import tempfile
@@ -441,18 +442,7 @@ async def serve(
     # The remoting ports serve (and are announced) first; the HTTP and gRPC ports, whose libraries
     # take longer to import than the rest of start-up, follow at once (``start_front_doors``).
     await server.start(defer_front_doors=True)
-    children = []
-    if workers > 0 and config is not None:
-        # The gRPC port is the first process's only (its clients hold few connections).
-        bound = dataclasses.replace(
-            settings,
-            port=server.port,
-            advertise=server.identity.address if server.identity else None,
-            grpc_port=None,
-            http_port=None,
-        )
-        open_store = functools.partial(MessageStore.open, config)
-        children = start_workers(workers, open_store, bound, refresh_interval, serve, _loop_factory())
+    children: list[multiprocessing.process.BaseProcess] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -476,6 +466,18 @@ async def serve(
                 print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
             if server.http_port:
                 print(f"HTTP_URL={server.http_url}", flush=True)
+        if workers > 0 and config is not None:
+            # Started once this process said it serves (its start-up line first). The gRPC and
+            # HTTP ports are the first process's only (their clients hold few connections).
+            bound = dataclasses.replace(
+                settings,
+                port=server.port,
+                advertise=server.identity.address if server.identity else None,
+                grpc_port=None,
+                http_port=None,
+            )
+            open_store = functools.partial(MessageStore.open, config)
+            children = start_workers(workers, open_store, bound, refresh_interval, serve, _loop_factory())
         await stop.wait()
         log.info("signal received: finishing in-flight requests and closing")
     finally:
