@@ -71,7 +71,7 @@ async def test_node_producer_sends_are_found_by_the_remoting_side(tmp_path: Path
             *({"name": f"fifo-a{i}", "topic": "NodeFifo", "body": f"a{i}", "keys": [f"k-a{i}"],
                "messageGroup": "ga"} for i in range(3)),
             {"name": "fifo-b", "topic": "NodeFifo", "body": "b", "keys": ["k-b"], "messageGroup": "gb"},
-            {"name": "delay", "topic": "NodeDelay", "body": "later", "keys": ["k-delay"], "delayMs": 2000},
+            {"name": "delay", "topic": "NodeDelay", "body": "later", "keys": ["k-delay"], "delayMs": 3000},
         ]  # fmt: skip
         job = {
             "mode": "produce",
@@ -101,7 +101,7 @@ async def test_node_producer_sends_are_found_by_the_remoting_side(tmp_path: Path
             ]
             (b_found,) = (await admin.query_by_key("NodeFifo", "k-b")).messages
             assert b_found.properties["__SHARDINGKEY"] == "gb"
-            # delay: not in its topic at once; there once its delay level (5 s, the first >= 2 s) is due
+            # delay: not in its topic at once; there once its level (5 s, the first >= the 3 s asked) is due
             for queue in range(4):
                 assert not (await admin.pull(MessageQueue("NodeDelay", broker, queue), "*", 0, 32)).messages
             deadline = time.monotonic() + 15
