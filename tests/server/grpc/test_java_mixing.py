@@ -17,15 +17,14 @@ once per session by the ``kit`` fixture); each JVM is killed past ``JVM_TIMEOUT`
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support.java_scenarios import JavaKit, WritableServer, java_available
+from tests.support.topics_json import write_topics
 
 rocketmq = pytest.importorskip("rocketmq")
 pytestmark = pytest.mark.skipif(java_available() is not None, reason=str(java_available()))
@@ -37,25 +36,10 @@ MIXED_TOPIC = "MixFrom5"
 NORMAL_TOPIC = "MixFrom4"
 
 
-def write_topics(root: Path) -> None:
-    table = {}
-    for name, kind in ((MIXED_TOPIC, "MIXED"), (NORMAL_TOPIC, None)):
-        entry: dict[str, object] = {
-            "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-            "topicName": name, "topicSysFlag": 0, "writeQueueNums": 4,
-        }  # fmt: skip
-        if kind is not None:
-            entry["attributes"] = {"message.type": kind}
-        table[name] = entry
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WritableServer]:
     root = tmp_path_factory.mktemp("mix")
-    write_topics(root / "store")
+    write_topics(root / "store", {MIXED_TOPIC: "MIXED", NORMAL_TOPIC: None})
     served = WritableServer(root / "store", log=root / "serve.log").start()
     try:
         assert served.grpc_port > 0

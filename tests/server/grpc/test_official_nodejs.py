@@ -20,7 +20,6 @@ answer that comes in between (ours, on loopback, always does) is missed and star
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -30,25 +29,10 @@ from clients.producer import Producer
 from store.config.consumer_offsets import ConsumerOffsetTable
 from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 #: The client's request timeout (ms): start-up must not come near it.
 CLIENT_REQUEST_TIMEOUT_MS = 3000
-
-
-def write_topics(root: Path, topics: dict[str, str | None]) -> None:
-    """A 5.x ``config/topics.json``: 4 queues per topic, ``message.type`` when one is given."""
-    table = {}
-    for name, kind in topics.items():
-        entry: dict[str, object] = {
-            "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-            "topicName": name, "topicSysFlag": 0, "writeQueueNums": 4,
-        }  # fmt: skip
-        if kind is not None:
-            entry["attributes"] = {"message.type": kind}
-        table[name] = entry
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 async def stop(proc: asyncio.subprocess.Process) -> None:

@@ -23,19 +23,10 @@ from store.message_store import MessageStore
 from tests.support.harness import RawClient
 from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 TOPIC = "NodeDead"
 GROUP = "NodeOneShot"
-
-
-def write_topics(root: Path) -> None:
-    entry = {
-        "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG", "topicName": TOPIC,
-        "topicSysFlag": 0, "writeQueueNums": 4,
-    }  # fmt: skip
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": {TOPIC: entry}}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 async def create_group(port: int) -> None:
@@ -56,7 +47,7 @@ async def create_group(port: int) -> None:
 
 async def test_node_simple_consumer_unacked_past_max_attempts_goes_to_dead_letters(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store)
+    write_topics(store, {TOPIC: None})
     proc, port, grpc_port = await start_writable_grpc(store)
     try:
         await create_group(port)

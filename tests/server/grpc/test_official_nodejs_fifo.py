@@ -20,21 +20,12 @@ from store.message_store import MessageStore
 from tests.support.harness import RawClient
 from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 TOPIC = "NodeFifoRecv"
 GROUP = "NodeFifoGroup"
 #: Milliseconds a receive long-polls (the Proxy's minimum).
 AWAIT_MS = 5000
-
-
-def write_topics(root: Path) -> None:
-    entry = {
-        "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG", "topicName": TOPIC,
-        "topicSysFlag": 0, "writeQueueNums": 4, "attributes": {"message.type": "FIFO"},
-    }  # fmt: skip
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": {TOPIC: entry}}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 async def create_orderly_group(port: int) -> None:
@@ -55,7 +46,7 @@ async def create_orderly_group(port: int) -> None:
 
 async def test_node_orderly_groups_next_messages_come_only_after_the_ack_in_order(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store)
+    write_topics(store, {TOPIC: "FIFO"})
     proc, port, grpc_port = await start_writable_grpc(store)
     endpoints = f"127.0.0.1:{grpc_port}"
     try:
@@ -105,7 +96,7 @@ async def test_node_fifo_push_consumer_keeps_each_message_groups_order(tmp_path:
     no local retries for a FIFO message and forwards ``b1`` to the dead-letter queue at once
     (ForwardMessageToDeadLetterQueue); ``b2`` comes only after that."""
     store = tmp_path / "store"
-    write_topics(store)
+    write_topics(store, {TOPIC: "FIFO"})
     proc, port, grpc_port = await start_writable_grpc(store)
     endpoints = f"127.0.0.1:{grpc_port}"
     try:

@@ -11,7 +11,6 @@ A 4.x pull of the topic over the remoting port then finds exactly the two commit
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -19,19 +18,9 @@ from clients.admin import QueryAdmin
 from clients.message_queue import MessageQueue
 from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 TOPIC = "NodeTx"
-
-
-def write_topics(root: Path) -> None:
-    """One TRANSACTION topic of 4 queues (the 5.x client refuses a transactional send to another kind)."""
-    entry = {
-        "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG", "topicName": TOPIC,
-        "topicSysFlag": 0, "writeQueueNums": 4, "attributes": {"message.type": "TRANSACTION"},
-    }  # fmt: skip
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": {TOPIC: entry}}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 async def pulled_bodies(port: int, until: set[bytes], deadline: float) -> list[bytes]:
@@ -50,7 +39,7 @@ async def pulled_bodies(port: int, until: set[bytes], deadline: float) -> list[b
 
 async def test_node_commit_rollback_and_check_back(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store)
+    write_topics(store, {TOPIC: "TRANSACTION"})
     proc, port, grpc_port = await start_writable_grpc(
         store, "--transaction-check-interval-ms", "500", "--transaction-timeout-ms", "1000"
     )

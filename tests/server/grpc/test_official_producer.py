@@ -14,7 +14,6 @@ date tens of thousands of years ahead, which a Proxy refuses with ILLEGAL_DELIVE
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -23,26 +22,11 @@ import pytest
 from clients.admin import QueryAdmin
 from clients.message_queue import MessageQueue
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 rocketmq = pytest.importorskip("rocketmq")
 
 TOPICS = {"GrpcNormal": None, "GrpcFifo": "FIFO", "GrpcDelay": "DELAY"}
-
-
-def write_topics(root: Path) -> None:
-    """A 5.x ``config/topics.json``: one topic per message type, 4 queues each."""
-    table = {}
-    for name, kind in TOPICS.items():
-        entry: dict[str, object] = {
-            "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-            "topicName": name, "topicSysFlag": 0, "writeQueueNums": 4,
-        }  # fmt: skip
-        if kind is not None:
-            entry["attributes"] = {"message.type": kind}
-        table[name] = entry
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 def message(topic: str, body: bytes, key: str, **fields: object) -> object:
@@ -90,7 +74,7 @@ def queue_of(receipt: object) -> tuple[str, int]:
 
 async def test_official_producer_sends_are_found_by_the_remoting_side(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store)
+    write_topics(store, TOPICS)
     proc, port, grpc_port = await start_writable_grpc(store)
     try:
         receipts, delay_at = await asyncio.wait_for(asyncio.to_thread(produce, grpc_port), 60)

@@ -14,7 +14,6 @@ same message id, and the group's offsets cover all of them once the consumer has
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path
@@ -25,19 +24,12 @@ from clients.producer import Producer
 from store.config.consumer_offsets import ConsumerOffsetTable
 from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 rocketmq = pytest.importorskip("rocketmq")
 
 #: Seconds a consumer may take to see every delivery (the first assignment scan is 1 s after start).
 WITHIN = 25
-
-
-def write_topics(root: Path, *names: str) -> None:
-    entry = {"order": False, "perm": 6, "readQueueNums": 4, "writeQueueNums": 4, "topicSysFlag": 0}
-    table = {name: {**entry, "topicFilterType": "SINGLE_TAG", "topicName": name} for name in names}
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 async def stop(proc: asyncio.subprocess.Process) -> None:
@@ -113,7 +105,7 @@ def push_consume(grpc_port: int, topic: str, group: str, listener: FailOnce, cou
 
 async def test_python_push_consumer_consumes_redelivers_a_failure_and_commits(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store, "PyPush")
+    write_topics(store, {"PyPush": None})
     proc, port, grpc_port = await start_writable_grpc(store)
     try:
         ids = await asyncio.wait_for(asyncio.to_thread(produce_v5, grpc_port, "PyPush", 3), 30)
@@ -141,7 +133,7 @@ async def test_python_push_consumer_consumes_redelivers_a_failure_and_commits(tm
 
 async def test_node_push_consumer_consumes_redelivers_a_failure_and_commits(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store, "NodePush")
+    write_topics(store, {"NodePush": None})
     proc, port, grpc_port = await start_writable_grpc(store)
     try:
         ids = await asyncio.wait_for(asyncio.to_thread(produce_v5, grpc_port, "NodePush", 2), 30)

@@ -24,20 +24,13 @@ from store.config.consumer_offsets import ConsumerOffsetTable
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 rocketmq = pytest.importorskip("rocketmq")
 
 GROUP = "GrpcSimpleGroup"
 #: Seconds a receive long-polls (the Proxy's minimum).
 AWAIT = 5
-
-
-def write_topics(root: Path, *names: str) -> None:
-    entry = {"order": False, "perm": 6, "readQueueNums": 4, "writeQueueNums": 4, "topicSysFlag": 0}
-    table = {name: {**entry, "topicFilterType": "SINGLE_TAG", "topicName": name} for name in names}
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 def config(grpc_port: int) -> object:
@@ -89,7 +82,7 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
 
 async def test_receive_and_ack_messages_of_both_producers_never_redelivered(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store, "GrpcRecv")
+    write_topics(store, {"GrpcRecv": None})
     proc, port, grpc_port = await start_writable_grpc(store)
     try:
         ids = await asyncio.wait_for(asyncio.to_thread(produce, grpc_port, "GrpcRecv", 3), 30)
@@ -133,7 +126,7 @@ async def test_receive_and_ack_messages_of_both_producers_never_redelivered(tmp_
 
 async def test_unacked_comes_back_with_attempt_2_and_change_invisible_keeps_one_away(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store, "GrpcRedeliver")
+    write_topics(store, {"GrpcRedeliver": None})
     proc, _, grpc_port = await start_writable_grpc(store)
     try:
         await asyncio.wait_for(asyncio.to_thread(produce, grpc_port, "GrpcRedeliver", 2), 30)
@@ -175,7 +168,7 @@ async def test_past_the_groups_max_attempts_the_message_goes_to_its_dead_letter_
     """A group with ``retryMaxTimes`` 0 allows one delivery: the next receive, once the lease is
     over, stores the message in ``%DLQ%group`` instead of handing it out again."""
     store = tmp_path / "store"
-    write_topics(store, "GrpcDead")
+    write_topics(store, {"GrpcDead": None})
     groups = {"subscriptionGroupTable": {"OneShot": {"groupName": "OneShot", "retryMaxTimes": 0}}}
     (store / "config" / "subscriptionGroup.json").write_text(json.dumps(groups))
     proc, _, grpc_port = await start_writable_grpc(store)

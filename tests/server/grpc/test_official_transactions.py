@@ -11,7 +11,6 @@ back one.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path
@@ -21,21 +20,12 @@ import pytest
 from clients.admin import QueryAdmin
 from clients.message_queue import MessageQueue
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.topics_json import write_topics
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq.grpc_protocol import TransactionResolution  # noqa: E402
 
 TOPIC = "GrpcTx"
-
-
-def write_topics(root: Path) -> None:
-    entry = {
-        "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG", "topicName": TOPIC,
-        "topicSysFlag": 0, "writeQueueNums": 4, "attributes": {"message.type": "TRANSACTION"},
-    }  # fmt: skip
-    (root / "config").mkdir(parents=True)
-    body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": {TOPIC: entry}}
-    (root / "config" / "topics.json").write_text(json.dumps(body))
 
 
 class Checker(rocketmq.TransactionChecker):  # type: ignore[misc]
@@ -94,7 +84,7 @@ async def pulled_bodies(port: int, until: set[bytes], deadline: float) -> list[b
 
 async def test_commit_rollback_and_check_back_over_grpc(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    write_topics(store)
+    write_topics(store, {TOPIC: "TRANSACTION"})
     proc, port, grpc_port = await start_writable_grpc(
         store, "--transaction-check-interval-ms", "500", "--transaction-timeout-ms", "1000"
     )
