@@ -39,7 +39,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
+from typing import Any
 
 from protocol.codes import ResponseCode, SerializeType
 from protocol.command import RemotingCommand
@@ -328,19 +329,22 @@ class PullMessageProcessor:
             # Read-only, a pull commits nothing: it runs as a task, its answer written when done
             # (and counted by the write budget as such).
             return self.pull_message(request, peer)
+        return self._first_pass(request, peer)
+
+    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
+        """The whole pull, held or not, for a caller that names the peer itself."""
+        result = self._first_pass(request, peer)
+        return result if isinstance(result, RemotingCommand) else await result
+
+    def _first_pass(
+        self, request: RemotingCommand, peer: str
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+        """The pull's first pass (the one that may commit): its answer, or the hold that follows."""
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         response = self.pull_once(request, header, peer, commit=True)
         if not (header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND):
             return response
         return self._hold(request, header, peer)
-
-    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
-        """The whole pull, held or not, for a caller that names the peer itself."""
-        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
-        response = self.pull_once(request, header, peer, commit=True)
-        if not (header.has_suspend_flag and response.code == ResponseCode.PULL_NOT_FOUND):
-            return response
-        return await self._hold(request, header, peer)
 
     async def _hold(
         self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str
