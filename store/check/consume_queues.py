@@ -28,7 +28,7 @@ import itertools
 import os
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from store.commitlog.gaps import Gap, GapWalk
@@ -39,11 +39,13 @@ from store.consumequeue.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, delay
 from store.errors import StoreError
 from store.reput.decode import DispatchError, dispatch_entry
 
-__all__ = ["QueueCheck", "check_consume_queues"]
+__all__ = ["Claims", "QueueCheck", "check_consume_queues"]
 
 _NAME = re.compile(r"^\d{20}$")
 #: Lines reported per queue and kind; the rest are counted.
 _MAX_LINES = 5
+#: The walk hands the pages behind it back to the kernel every this many bytes of CommitLog.
+RELEASE_BYTES = 256 << 20
 
 
 class _QueueFindings:
@@ -102,6 +104,65 @@ def _check_files(config: StoreConfig, topic: str, queue_id: int, found: _QueueFi
             found.add("file", f"hole between files {a:020d} and {b:020d}: entries past it cannot be read")
 
 
+class Claims:
+    """Which offsets ``[0, total)`` of one queue a record claimed, in memory bounded for a queue
+    claimed in order.
+
+    The offsets are kept in chunks of ``CHUNK``: a chunk gets its flags when its first offset is
+    claimed, and gives them up once every offset in it is claimed (it is then only a number in
+    ``full``). The broker gives a queue's records consecutive offsets in CommitLog order, so a
+    healthy queue has at most one chunk of flags at a time, however many entries it holds; only a
+    damaged one (offsets skipped or out of order) keeps more. One flag per entry for every queue
+    (what this replaces) grew with the store.
+    """
+
+    CHUNK = 4096
+    __slots__ = ("_claimed", "_open", "_total", "full")
+
+    def __init__(self, total: int) -> None:
+        self._total = total
+        self._open: dict[int, bytearray] = {}
+        self._claimed: dict[int, int] = {}  # chunk -> offsets claimed in it, for the open ones
+        #: Chunks whose every offset is claimed.
+        self.full: set[int] = set()
+
+    def claim(self, i: int) -> None:
+        c = i // self.CHUNK
+        if c in self.full:
+            return
+        flags = self._open.get(c)
+        if flags is None:
+            flags = self._open[c] = bytearray(min(self.CHUNK, self._total - c * self.CHUNK))
+            self._claimed[c] = 0
+        j = i - c * self.CHUNK
+        if flags[j]:
+            return
+        flags[j] = 1
+        claimed = self._claimed[c] = self._claimed[c] + 1
+        if claimed == len(flags):
+            del self._open[c], self._claimed[c]
+            self.full.add(c)
+
+    def open_chunks(self) -> int:
+        """Chunks holding flags now (the memory this uses, in ``CHUNK`` bytes)."""
+        return len(self._open)
+
+    def unclaimed(self) -> Iterator[int]:
+        """Every offset no record claimed, in order."""
+        for c in range((self._total + self.CHUNK - 1) // self.CHUNK):
+            if c in self.full:
+                continue
+            base = c * self.CHUNK
+            flags = self._open.get(c)
+            if flags is None:
+                yield from range(base, min(base + self.CHUNK, self._total))
+                continue
+            i = flags.find(0)
+            while i >= 0:
+                yield base + i
+                i = flags.find(0, i + 1)
+
+
 @dataclass(slots=True)
 class QueueCheck:
     """What the check found: problems, notes, and the CommitLog gaps the queues were built around."""
@@ -135,7 +196,7 @@ def check_consume_queues(
     cl_min = commitlog.min_offset
     queues: dict[tuple[str, int], ConsumeQueue] = {}
     findings: dict[tuple[str, int], _QueueFindings] = {}
-    claimed: dict[tuple[str, int], bytearray] = {}
+    claimed: dict[tuple[str, int], Claims] = {}
     problems: list[str] = []
 
     def queue_of(key: tuple[str, int]) -> ConsumeQueue:
@@ -144,7 +205,7 @@ def check_consume_queues(
             q = ConsumeQueue(root, key[0], key[1], config.consume_queue_file_size, commitlog)
             queues[key] = q
             findings[key] = _QueueFindings(f"{key[0]}/{key[1]}")
-            claimed[key] = bytearray(max(q.max_offset - q.min_offset, 0))
+            claimed[key] = Claims(max(q.max_offset - q.min_offset, 0))
         return q
 
     try:
@@ -154,7 +215,15 @@ def check_consume_queues(
         records = entries = in_flight = 0
         last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
         into_gaps: set[int] = set()  # the gaps (by index) some non-blank entry points into
+        released = commitlog.min_offset
         for offset, buf in GapWalk(commitlog, _ignore_gap).records(commitlog.min_offset):
+            if offset - released >= RELEASE_BYTES:
+                # The CommitLog pages behind the walk, and the queues' pages read so far, are done
+                # with: out of this process's resident memory (they stay in the page cache).
+                commitlog.release(released, offset)
+                released = offset
+                for q in queues.values():
+                    q.release()
             records += 1
             try:
                 entry = dispatch_entry(buf, delays)
@@ -179,16 +248,13 @@ def check_consume_queues(
                 continue
             got = q.entry(queue_offset)
             want = (offset, len(buf), code)
-            claimed[key][queue_offset - q.min_offset] = 1
+            claimed[key].claim(queue_offset - q.min_offset)
             last_claimed = offset
             if got is None or (got.commit_log_offset, got.size, got.tags_code) != want:
                 have = "nothing" if got is None else f"({got.commit_log_offset}, {got.size}, {got.tags_code})"
                 found.add("entry", f"offset {queue_offset} holds {have}, its record says {want}")
         for key, q in queues.items():
-            marks = claimed[key]
-            for i, mark in enumerate(marks):
-                if mark:
-                    continue
+            for i in claimed[key].unclaimed():
                 n = q.min_offset + i
                 e = q.entry(n)
                 if e is None or e.commit_log_offset < cl_min or e.size == PRE_BLANK_SIZE:
@@ -201,6 +267,8 @@ def check_consume_queues(
                     f"offset {n} points at CommitLog {e.commit_log_offset} (size {e.size}), which is not "
                     "a record of this queue at this position",
                 )
+            q.release()
+        commitlog.release(released, commitlog.max_offset)
         for key in sorted(findings):
             problems += findings[key].report()
         notes = [

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from protocol.errors import ProtocolError
@@ -49,6 +50,9 @@ from store.index.index_file import IndexFile, header_problem
 from store.platform.broker_lock import broker_lock_holder
 
 _ZEROS = bytes(1 << 20)
+#: A walk hands the CommitLog pages behind it back to the kernel every this many bytes: they stay
+#: in the page cache, but not in fsck's resident memory (it read every page of the store).
+RELEASE_BYTES = 64 << 20
 #: With a running broker, keyed records stored this recently and not yet indexed are not a problem.
 LIVE_INDEX_LAG_MS = 10_000
 
@@ -160,7 +164,7 @@ def _check_commitlog(
     size = config.mapped_file_size_commit_log
     last_end = files[0].start if files else 0
     walk = GapWalk(commitlog, _note_gap)
-    for offset, buf in walk.records(commitlog.min_offset):
+    for offset, buf in releasing(commitlog, walk.records(commitlog.min_offset)):
         report.records += 1
         last_end = offset + len(buf)
     gaps = walk.gaps
@@ -336,6 +340,7 @@ def _check_index(
                 )
         if deep:
             _check_entries_against_records(f, count, commitlog, hasher, report)
+        f.release()  # the scan touched every page of the file (420 MB at the default geometry)
     report.notes.append(f"index: {len(files)} files, {report.entries} entries")
     if files and files[-1].header.end_phy_offset >= commitlog.max_offset > 0:
         report.problems.append(
@@ -345,7 +350,9 @@ def _check_index(
         )
     behind = recent = 0
     last_indexed = files[-1].header.end_phy_offset if files else -1
-    for offset, buf in commitlog.iter_records(max(last_indexed, 0), commitlog.max_offset):
+    for offset, buf in releasing(
+        commitlog, commitlog.iter_records(max(last_indexed, 0), commitlog.max_offset)
+    ):
         if offset <= last_indexed:
             continue
         try:
@@ -367,8 +374,12 @@ def _check_entries_against_records(
     f: IndexFile, count: int, commitlog: CommitLog, hasher: KeyHasher, report: FsckReport
 ) -> None:
     found = Findings()
+    released = commitlog.min_offset
     for n in range(1, count):
         key_hash, phy, _diff, _prev = f.entry(n)
+        if phy - released >= RELEASE_BYTES:  # entries come in CommitLog order: the pages behind are done
+            commitlog.release(released, phy)
+            released = phy
         buf = commitlog.read_record(phy)
         if buf is None or record.check(buf, 0, len(buf)) <= 0:
             if phy >= commitlog.min_offset:
@@ -381,4 +392,27 @@ def _check_entries_against_records(
             continue
         if key_hash not in {hasher(fields.topic, k) for k in index_keys(fields)}:
             found.add("key", f"entry {n} hash matches no key of record {phy}")
+    commitlog.release(released, commitlog.max_offset)
     report.problems.extend(found.lines(f.name))
+
+
+def releasing(
+    commitlog: CommitLog, records: Iterator[tuple[int, memoryview]], step: int | None = None
+) -> Iterator[tuple[int, memoryview]]:
+    """``records`` (in CommitLog order), handing the pages behind the walk back to the kernel every
+    ``step`` bytes (``RELEASE_BYTES``) and the rest at the end: a walk over the whole store keeps
+    ``step`` bytes of it resident, not all of it (the pages stay in the page cache)."""
+    step = RELEASE_BYTES if step is None else step
+    released: int | None = None
+    offset = 0
+    try:
+        for offset, buf in records:
+            if released is None:
+                released = offset
+            elif offset - released >= step:
+                commitlog.release(released, offset)
+                released = offset
+            yield offset, buf
+    finally:
+        if released is not None:
+            commitlog.release(released, max(offset, commitlog.max_offset))

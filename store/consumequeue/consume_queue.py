@@ -627,6 +627,17 @@ class ConsumeQueue:
         per_file = self.mapped_file_size // CQ_STORE_UNIT_SIZE
         return offset + per_file - offset % per_file
 
+    def release(self) -> None:
+        """Drop this process's mapping of the pages read so far (they stay in the page cache): a
+        walk over every entry (``fsck``) otherwise keeps the whole queue resident."""
+        with self._lock:
+            for f in self._files:
+                if f.mm is not None:
+                    try:
+                        f.mm.madvise(mmap.MADV_DONTNEED)
+                    except (OSError, ValueError):
+                        pass
+
     def close(self) -> None:
         with self._lock:
             for f in self._files:
