@@ -37,16 +37,17 @@ from dataclasses import dataclass, field
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from protocol.record_layout import SIZE_MAGIC_WIDTH
+from store.check import index_files
 from store.check.consume_queues import check_consume_queues
 from store.check.index_files import Findings, scan_index_file
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
 from store.commitlog.gaps import Gap, GapWalk
 from store.commitlog.mapped_files import CommitLog, MappedFile
-from store.config.store_config import StoreConfig
+from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from store.errors import CheckpointError, StoreError
 from store.index.builder import KeyHasher, index_keys
-from store.index.index_file import IndexFile, header_problem
+from store.index.index_file import ENTRY, IndexFile, header_problem
 from store.platform.broker_lock import broker_lock_holder
 
 _ZEROS = bytes(1 << 20)
@@ -373,27 +374,56 @@ def _check_index(
 def _check_entries_against_records(
     f: IndexFile, count: int, commitlog: CommitLog, hasher: KeyHasher, report: FsckReport
 ) -> None:
+    """Every entry of ``f`` against the record it points at. Entries come in CommitLog order and a
+    record's keys are consecutive entries, so each record is read and its keys hashed once for the
+    run of entries pointing at it; the entries are read in chunks (``index_files.CHUNK``)."""
     found = Findings()
     released = commitlog.min_offset
-    for n in range(1, count):
-        key_hash, phy, _diff, _prev = f.entry(n)
-        if phy - released >= RELEASE_BYTES:  # entries come in CommitLog order: the pages behind are done
-            commitlog.release(released, phy)
-            released = phy
-        buf = commitlog.read_record(phy)
-        if buf is None or record.check(buf, 0, len(buf)) <= 0:
-            if phy >= commitlog.min_offset:
-                found.add("record", f"entry {n} points at {phy}, not a record")
-            continue
-        try:
-            fields = read_index_fields(buf, 0)
-        except ProtocolError:
-            found.add("record", f"entry {n} points at {phy}, an undecodable record")
-            continue
-        if key_hash not in {hasher(fields.topic, k) for k in index_keys(fields)}:
-            found.add("key", f"entry {n} hash matches no key of record {phy}")
+    entries_at = INDEX_HEADER_SIZE + f.hash_slot_num * INDEX_SLOT_SIZE
+    data = f.buffer
+    last_phy = -1
+    hashes: frozenset[int] | None = None  # the keys' hashes of the record at last_phy
+    problem = ""  # or why last_phy is not a record to check against
+    for base in range(1, count, index_files.CHUNK):
+        stop = min(base + index_files.CHUNK, count)
+        chunk = data[entries_at + base * INDEX_ENTRY_SIZE : entries_at + stop * INDEX_ENTRY_SIZE]
+        for k, (key_hash, phy, _diff, _prev) in enumerate(ENTRY.iter_unpack(chunk)):
+            n = base + k
+            if phy != last_phy:
+                last_phy = phy
+                if phy - released >= RELEASE_BYTES:  # in CommitLog order: the pages behind are done
+                    commitlog.release(released, phy)
+                    released = phy
+                hashes, problem = _record_key_hashes(commitlog, phy, hasher)
+            if hashes is None:
+                if problem == _NOT_A_RECORD:
+                    if phy >= commitlog.min_offset:
+                        found.add("record", f"entry {n} points at {phy}, not a record")
+                else:
+                    found.add("record", f"entry {n} points at {phy}, an undecodable record")
+                continue
+            if key_hash not in hashes:
+                found.add("key", f"entry {n} hash matches no key of record {phy}")
     commitlog.release(released, commitlog.max_offset)
     report.problems.extend(found.lines(f.name))
+
+
+_NOT_A_RECORD = "not a record"
+_UNDECODABLE = "undecodable"
+
+
+def _record_key_hashes(
+    commitlog: CommitLog, phy: int, hasher: KeyHasher
+) -> tuple[frozenset[int] | None, str]:
+    """The index hashes of the keys of the record at ``phy``, or None and why there is none."""
+    buf = commitlog.read_record(phy)
+    if buf is None or record.check(buf, 0, len(buf)) <= 0:
+        return None, _NOT_A_RECORD
+    try:
+        fields = read_index_fields(buf, 0)
+    except ProtocolError:
+        return None, _UNDECODABLE
+    return frozenset(hasher(fields.topic, k) for k in index_keys(fields)), ""
 
 
 def releasing(

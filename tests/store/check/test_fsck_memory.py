@@ -20,9 +20,9 @@ from store.check import consume_queues, index_files, store_check
 from store.check.consume_queues import Claims
 from store.check.index_files import scan_index_file
 from store.check.store_check import check_store
-from store.config.store_config import StoreConfig
+from store.config.store_config import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from store.consumequeue.consume_queue import ConsumeQueue
-from store.index.index_file import IndexFile
+from store.index.index_file import ENTRY, IndexFile
 from store.write.writer import StoreWriter
 
 SMALL = 1_000
@@ -167,3 +167,25 @@ def test_walks_hand_the_pages_behind_them_back(tmp_path: Path, monkeypatch: pyte
     assert store_bytes >= data
     # Each walk keeps 4 MiB behind it (and the kernel's read-around): far below the data it read.
     assert grown < data // 3, (grown, data)
+
+
+def test_deep_check_names_each_entry_that_misses_its_record(tmp_path: Path) -> None:
+    """The deep check reads a record once for the run of entries pointing at it: every entry is
+    still checked and named on its own."""
+    config = _store(tmp_path / "s", 50)
+    (path,) = sorted(config.index_dir.iterdir())
+    f = IndexFile.open(path, config.max_hash_slot_num, config.max_index_num)
+    try:
+        entries = [f.entry(n) for n in range(1, f.header.index_count)]
+        at = INDEX_HEADER_SIZE + config.max_hash_slot_num * INDEX_SLOT_SIZE
+    finally:
+        f.close()
+    data = bytearray(path.read_bytes())
+    # Entries 3 and 4 are the two keys (UNIQ_KEY, k-1) of the second record.
+    assert entries[2][1] == entries[3][1]
+    ENTRY.pack_into(data, at + 4 * 20, entries[3][0] ^ 1, *entries[3][1:])  # entry 4: a wrong hash
+    ENTRY.pack_into(data, at + 9 * 20, entries[8][0], entries[8][1] + 1, *entries[8][2:])  # 9: mid-record
+    path.write_bytes(bytes(data))
+    problems = check_store(config, deep=True).problems
+    assert f"index file {path.name}: entry 4 hash matches no key of record {entries[3][1]}" in problems
+    assert f"index file {path.name}: entry 9 points at {entries[8][1] + 1}, not a record" in problems
