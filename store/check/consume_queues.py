@@ -44,8 +44,10 @@ __all__ = ["Claims", "QueueCheck", "check_consume_queues"]
 _NAME = re.compile(r"^\d{20}$")
 #: Lines reported per queue and kind; the rest are counted.
 _MAX_LINES = 5
-#: The walk hands the pages behind it back to the kernel every this many bytes of CommitLog.
-RELEASE_BYTES = 256 << 20
+#: The walk hands the CommitLog pages behind it back to the kernel every this many bytes, and the
+#: queues' pages every ``QUEUE_RELEASE_EVERY`` times that (one ``madvise`` per queue file each time).
+RELEASE_BYTES = 64 << 20
+QUEUE_RELEASE_EVERY = 4
 
 
 class _QueueFindings:
@@ -216,14 +218,17 @@ def check_consume_queues(
         last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
         into_gaps: set[int] = set()  # the gaps (by index) some non-blank entry points into
         released = commitlog.min_offset
+        releases = 0
         for offset, buf in GapWalk(commitlog, _ignore_gap).records(commitlog.min_offset):
             if offset - released >= RELEASE_BYTES:
                 # The CommitLog pages behind the walk, and the queues' pages read so far, are done
                 # with: out of this process's resident memory (they stay in the page cache).
                 commitlog.release(released, offset)
                 released = offset
-                for q in queues.values():
-                    q.release()
+                releases += 1
+                if releases % QUEUE_RELEASE_EVERY == 0:
+                    for q in queues.values():
+                        q.release()
             records += 1
             try:
                 entry = dispatch_entry(buf, delays)
