@@ -262,6 +262,9 @@ class IndexBuilder:
         new = self.index.create_file(millis)
         if full is not None and full.is_write_full():
             full.flush()
+            # Its pages stay in the page cache (queries map them back); without this a rebuild kept
+            # every full file it wrote resident: 420 MB more for each at the default geometry.
+            full.release()
             checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
             checkpoint.index_msg_timestamp = full.header.end_timestamp
             checkpoint.write(self.checkpoint_path)
