@@ -175,3 +175,21 @@ def test_indexing_without_queries_hands_back_pages_past_the_budget(
         assert released == [1], "a slice of indexing past the budget hands the pages back"
         assert store.refresh(max_records=1000) is False
         assert store.query_message("Built", "b-299", 64, 0, MAX).buffers, "the written index survives"
+
+
+def test_index_entries_a_query_visits_count_toward_the_next_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key query that returns one record may read index entries all over every IndexFile (issue
+    22): the entries it visits count toward the next look at resident memory, as records do."""
+    config = StoreConfig.for_store(tmp_path / "s", max_hash_slot_num=1, max_index_num=2000)
+    with StoreWriter(config) as writer:
+        for i in range(400):
+            writer.append("Chain", b"x", keys=f"c-{i}")
+    looks: list[int] = []
+    monkeypatch.setattr(MessageStore, "_resident_over_limit", lambda self: looks.append(1) or False)
+    with MessageStore.open(config) as store:
+        result = store.query_message("Chain", "c-0", 1, 0, MAX)  # every key in one slot: a long walk
+        assert len(result.buffers) == 1
+        assert result.visited >= RSS_CHECK_EVERY_RECORDS
+    assert looks, "one query visiting hundreds of entries is due a look"
