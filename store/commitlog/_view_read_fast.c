@@ -23,6 +23,7 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_record_layout.h"
 #include "_view_read_core.h"
 
 static PyObject *size_name; /* "size", interned */

@@ -153,6 +153,11 @@ class QueryMessageProcessor:
         body = b"".join(buffers)
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header, body=body)
 
+    @property
+    def view_max_size(self) -> int:
+        """The largest record ``view_message_by_id`` answers with (a bigger one is no message)."""
+        return self._body_limit
+
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
         offset = ViewMessageRequestHeader.offset_from(request.ext_fields)
         # A copy (see _answer), read and copied in one call. Over the frame limit it cannot be a
