@@ -1,26 +1,32 @@
 /*
  * server.remoting._request_path_fast: the compiled request path (issue 22). One call per received
- * read answers the VIEW_MESSAGE_BY_ID frames at its start: it splits the frames, reads their JSON
- * headers, reads each record from the CommitLog's maps and writes every answer (length words, JSON
- * header, record) into one output buffer. The Python path (FrameDecoder, Dispatcher,
- * QueryMessageProcessor.view_message_by_id, encode_frame_parts) is the reference: this path only
- * takes a frame it is sure of and stops at the first one it is not, which the caller then hands,
- * with everything after it, to the Python path. Its answers are the reference's bytes
- * (tests/server/remoting/test_request_path.py feeds the same reads to a connection with and without
- * it and compares the bytes written).
+ * read answers the VIEW_MESSAGE_BY_ID and QUERY_MESSAGE frames at its start: it splits the frames,
+ * reads their JSON headers and writes every answer (length words, JSON header, body) into one output
+ * buffer. A VIEW's record is read here from the CommitLog's maps; a QUERY's records come from one
+ * Python call per query (the store's query, its thread pool hand-off and its error answers stay in
+ * Python: QueryMessageProcessor.query_parts). The Python path (FrameDecoder, Dispatcher, the
+ * processors, encode_frame_parts) is the reference: this path only takes a frame it is sure of and
+ * stops at the first one it is not, which the caller then hands, with everything after it, to the
+ * Python path. Its answers are the reference's bytes (tests/server/remoting/test_request_path.py
+ * feeds the same reads to a connection with and without it and compares the bytes written).
  *
- *   bind(ok_a, ok_b, err_a, err_b, err_c) -> None
- *       the answer templates, made once by server/remoting/request_path.py with the Python encoder
- *       (so the answer format stays stated in one place): a found record is answered
- *       ok_a + opaque + ok_b (the JSON header) and the record; a missing one
- *       err_a + opaque + err_b + offset + err_c.
- *   answer_views(data, pos, maps, starts, lengths, max_offset, max_size, shrunk,
- *                max_frame_length, max_header_length, flush_bytes)
- *       -> (answers: bytes | None, pos: int, answered: int, found: int, found_bytes: int)
+ *   bind(view_found, view_missing, query_found, query_not_found) -> None
+ *       the answer headers as templates, made once by server/remoting/request_path.py with the
+ *       Python encoder (so the answer format stays stated in one place): each (pieces, holes), the
+ *       header being pieces[0] + number(holes[0]) + pieces[1] + ..., the numbers being the opaque,
+ *       the VIEW's offset, a QUERY's index timestamp and phyoffset.
+ *   answer_batch(data, pos, maps, starts, lengths, max_offset, max_size, shrunk,
+ *                max_frame_length, max_header_length, flush_bytes, query)
+ *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int)
  *       answers the frames of data[pos:] it is sure of, in order, stopping at the first other one,
- *       at an incomplete frame, or once the answers reach flush_bytes. pos is where it stopped.
- *       found is how many were answered with their record (the others SYSTEM_ERROR, no message),
- *       found_bytes the records' total size (the store's served-bytes accounting).
+ *       at an incomplete frame, or once the answers reach flush_bytes; pos is where it stopped.
+ *       views is how many VIEWs were answered, found how many of them with their record (the
+ *       others SYSTEM_ERROR, no message), found_bytes the records' total size (the store's
+ *       served-bytes accounting); queries how many QUERYs. query (None: QUERYs are left to the
+ *       Python path) is called as query(opaque, topic, key, max_num, begin, end, unique) and
+ *       answers (timestamp, phyoffset, records) for this code to answer (QUERY_NOT_FOUND when there
+ *       is no record), bytes (a whole answer frame, written as is) or None (nothing now: the
+ *       answer comes later, from the pool). A Python error from it is raised.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
  *   - its length words are within the limits and the frame is whole in data; JSON serialization;
@@ -29,14 +35,19 @@
  *     extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version, each at most once;
  *     code, flag, opaque and version are int32 JSON numbers (missing ones are 0, as in the
  *     reference decoder); language is a plain string; remark a plain string or null;
- *     serializeTypeCurrentRPC "JSON"; extFields exactly {"offset":"<1-18 digits>"};
- *   - code is VIEW_MESSAGE_BY_ID (33) and the flag has neither the response nor the oneway bit.
- * The record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
+ *     serializeTypeCurrentRPC "JSON"; the flag has neither the response nor the oneway bit;
+ *   - VIEW_MESSAGE_BY_ID (33): extFields exactly {"offset":"<1-18 digits>"};
+ *   - QUERY_MESSAGE (12): extFields of strings without escapes or control characters (topic and
+ *     key valid UTF-8, decoded strictly as the reference decoder does), exactly topic, key, maxNum
+ *     (plain digits, at most 9, no leading zero), beginTimestamp and endTimestamp (at most 19, no
+ *     leading zero, at most Long.MAX_VALUE) and
+ *     optionally _UNIQUE_KEY_QUERY, in any order.
+ * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
- * on the way (only MemoryError or a failing shrink reporter can raise) is cleared and the frame left
- * to the Python path, which meets it again and answers it the reference's way.
+ * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
+ * left to the Python path, which meets it again and answers it the reference's way.
  *
- * The GIL is held throughout except inside mmap.size(), as in copy_record. No file is written.
+ * The GIL is held throughout except inside mmap.size() and the query callback. No file is written.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,12 +58,28 @@
 #include "_view_read_core.h"
 
 #define VIEW_MESSAGE_BY_ID 33
+#define QUERY_MESSAGE 12
 #define RPC_TYPE_RESPONSE 1
 #define RPC_ONEWAY 2
 #define HEADER_LENGTH_MASK 0xFFFFFF
 
-static PyObject *size_name;                                    /* "size", interned */
-static PyObject *ok_a, *ok_b, *err_a, *err_b, *err_c;          /* bytes templates (bind) */
+static PyObject *size_name; /* "size", interned */
+
+/* -- answer templates ------------------------------------------------------------------------------
+ * An answer's JSON header is fixed text around a few numbers (holes): bind() hands over, per kind of
+ * answer, the text pieces and which number goes between them, made by the Python encoder. */
+enum { HOLE_OPAQUE, HOLE_OFFSET, HOLE_TIMESTAMP, HOLE_PHYOFFSET, N_HOLES };
+enum { T_VIEW_FOUND, T_VIEW_MISSING, T_QUERY_FOUND, T_QUERY_NOT_FOUND, N_TEMPLATES };
+#define MAX_PIECES 8
+
+typedef struct {
+    PyObject *pieces[MAX_PIECES]; /* bytes, strong references */
+    int holes[MAX_PIECES - 1];
+    int n_pieces;
+} template_t;
+
+static template_t templates[N_TEMPLATES];
+static int bound = 0;
 
 /* -- output buffer ------------------------------------------------------------------------------ */
 
@@ -104,6 +131,37 @@ static char *decimal(long long x, char *tmp, int size, int *n)
         tmp[size - 1 - k++] = '-';
     *n = k;
     return tmp + size - k;
+}
+
+typedef struct {
+    char tmp[N_HOLES][24];
+    const char *digits[N_HOLES];
+    int n[N_HOLES];
+} hole_values;
+
+static void set_hole(hole_values *v, int hole, long long x)
+{
+    v->digits[hole] = decimal(x, v->tmp[hole], (int)sizeof v->tmp[hole], &v->n[hole]);
+}
+
+static Py_ssize_t template_size(const template_t *t, const hole_values *v)
+{
+    Py_ssize_t n = 0;
+    for (int i = 0; i < t->n_pieces; i++) {
+        n += PyBytes_GET_SIZE(t->pieces[i]);
+        if (i + 1 < t->n_pieces)
+            n += v->n[t->holes[i]];
+    }
+    return n;
+}
+
+static void put_template(out_buf *b, const template_t *t, const hole_values *v)
+{
+    for (int i = 0; i < t->n_pieces; i++) {
+        put(b, PyBytes_AS_STRING(t->pieces[i]), PyBytes_GET_SIZE(t->pieces[i]));
+        if (i + 1 < t->n_pieces)
+            put(b, v->digits[t->holes[i]], v->n[t->holes[i]]);
+    }
 }
 
 /* -- the request header ------------------------------------------------------------------------- */
@@ -175,6 +233,27 @@ static int plain_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
     return SURE;
 }
 
+/* A string without escapes or control characters whose other bytes may be UTF-8 (checked when it is
+ * decoded: answer_query leaves the frame to the reference when it is not valid UTF-8). */
+static int raw_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+{
+    const unsigned char *p = c->p;
+    if (p >= c->end || *p != '"')
+        return UNSURE;
+    const unsigned char *start = ++p;
+    while (p < c->end && *p != '"') {
+        if (*p < 0x20 || *p == 0x7f || *p == '\\')
+            return UNSURE;
+        p++;
+    }
+    if (p >= c->end)
+        return UNSURE;
+    *s = start;
+    *n = p - start;
+    c->p = p + 1;
+    return SURE;
+}
+
 static inline int expect(cursor *c, unsigned char ch)
 {
     if (c->p < c->end && *c->p == ch) {
@@ -196,12 +275,40 @@ static inline int literal(cursor *c, const char *s, Py_ssize_t n)
 #define LITERAL(c, s) literal((c), (s), (Py_ssize_t)(sizeof(s) - 1))
 
 enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
+enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE = 32 };
+#define Q_REQUIRED (Q_TOPIC | Q_KEY | Q_MAX_NUM | Q_BEGIN | Q_END)
 
 typedef struct {
-    long long code, flag, opaque, offset;
-} view_request;
+    long long code, flag, opaque;
+    /* extFields, as far as they were read (ext_kind says which shape) */
+    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields */
+    long long offset;
+    const unsigned char *topic, *key;
+    Py_ssize_t topic_n, key_n;
+    long long max_num, begin, end;
+    int unique;
+} request_t;
 
-/* extFields of a VIEW: exactly {"offset":"<1-18 digits>"} (an 18-digit number fits a long long). */
+/* Plain digits without a sign or a leading zero (but "0"), at most max_digits (<= 19) of them and
+ * at most Long.MAX_VALUE. */
+static int plain_number(const unsigned char *s, Py_ssize_t n, int max_digits, long long *out)
+{
+    if (n <= 0 || n > max_digits || (s[0] == '0' && n > 1))
+        return UNSURE;
+    unsigned long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return UNSURE;
+        v = v * 10 + (unsigned long long)(s[i] - '0'); /* 19 digits fit an unsigned long long */
+    }
+    if (v > (unsigned long long)LLONG_MAX)
+        return UNSURE;
+    *out = (long long)v;
+    return SURE;
+}
+
+/* extFields of a VIEW: exactly {"offset":"<1-18 digits>"} (an 18-digit number fits a long long;
+ * leading zeros are read as Java and the reference read them). */
 static int parse_offset_fields(cursor *c, long long *offset)
 {
     if (!LITERAL(c, "{\"offset\":\""))
@@ -224,15 +331,67 @@ static int parse_offset_fields(cursor *c, long long *offset)
     return SURE;
 }
 
-static int parse_header(const unsigned char *data, Py_ssize_t size, view_request *r)
+/* extFields of a QUERY_MESSAGE: topic, key, maxNum, beginTimestamp, endTimestamp (all required, plain
+ * strings; the numbers plain digits: maxNum up to 9, the timestamps up to 19) and optionally
+ * _UNIQUE_KEY_QUERY, in any order, nothing else. */
+static int parse_query_fields(cursor *c, request_t *r)
+{
+    unsigned seen = 0;
+    if (!expect(c, '{'))
+        return UNSURE;
+    r->unique = 0;
+    for (;;) {
+        const unsigned char *k, *v;
+        Py_ssize_t kn, vn;
+        if (!plain_string(c, &k, &kn) || !expect(c, ':') || !raw_string(c, &v, &vn))
+            return UNSURE;
+        unsigned field;
+        int ok = SURE;
+        if (kn == 5 && memcmp(k, "topic", 5) == 0) {
+            field = Q_TOPIC;
+            r->topic = v;
+            r->topic_n = vn;
+        } else if (kn == 3 && memcmp(k, "key", 3) == 0) {
+            field = Q_KEY;
+            r->key = v;
+            r->key_n = vn;
+        } else if (kn == 6 && memcmp(k, "maxNum", 6) == 0) {
+            field = Q_MAX_NUM;
+            ok = plain_number(v, vn, 9, &r->max_num);
+        } else if (kn == 14 && memcmp(k, "beginTimestamp", 14) == 0) {
+            field = Q_BEGIN;
+            ok = plain_number(v, vn, 19, &r->begin);
+        } else if (kn == 12 && memcmp(k, "endTimestamp", 12) == 0) {
+            field = Q_END;
+            ok = plain_number(v, vn, 19, &r->end);
+        } else if (kn == 17 && memcmp(k, "_UNIQUE_KEY_QUERY", 17) == 0) {
+            field = Q_UNIQUE;
+            r->unique = vn == 4 && memcmp(v, "true", 4) == 0;
+        } else {
+            return UNSURE;
+        }
+        if (!ok || (seen & field))
+            return UNSURE;
+        seen |= field;
+        if (expect(c, ','))
+            continue;
+        if (expect(c, '}'))
+            break;
+        return UNSURE;
+    }
+    return (seen & Q_REQUIRED) == Q_REQUIRED ? SURE : UNSURE;
+}
+
+static int parse_header(const unsigned char *data, Py_ssize_t size, request_t *r)
 {
     cursor c = {data, data + size};
     unsigned seen = 0;
     r->code = r->flag = r->opaque = 0;
+    r->ext_kind = 0;
     if (!expect(&c, '{'))
         return UNSURE;
     if (expect(&c, '}'))
-        return UNSURE; /* no fields: not a VIEW */
+        return UNSURE; /* no fields: nothing of ours */
     for (;;) {
         const unsigned char *key;
         Py_ssize_t n;
@@ -246,7 +405,15 @@ static int parse_header(const unsigned char *data, Py_ssize_t size, view_request
             ok = parse_int32(&c, &r->code);
         } else if (n == 9 && memcmp(key, "extFields", 9) == 0) {
             field = F_EXT;
-            ok = parse_offset_fields(&c, &r->offset);
+            /* Both shapes are tried: the code may come after extFields. */
+            const unsigned char *at = c.p;
+            if ((ok = parse_offset_fields(&c, &r->offset)))
+                r->ext_kind = 1;
+            else {
+                c.p = at;
+                if ((ok = parse_query_fields(&c, r)))
+                    r->ext_kind = 2;
+            }
         } else if (n == 4 && memcmp(key, "flag", 4) == 0) {
             field = F_FLAG;
             ok = parse_int32(&c, &r->flag);
@@ -288,20 +455,128 @@ static int parse_header(const unsigned char *data, Py_ssize_t size, view_request
 
 /* -- the batch ---------------------------------------------------------------------------------- */
 
-static PyObject *answer_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* A found record, or a missing one, answered into out. 0, or -1 with an error set. */
+static int answer_view(out_buf *out, const request_t *req, PyObject *const *args, long long max_offset,
+                       long long max_size, long long *found_count, long long *found_bytes, int *leave)
+{
+    view_record rec;
+    int found = view_locate(args[2], args[3], args[4], max_offset, req->offset, max_size, args[7], size_name, &rec);
+    if (found < 0) {
+        view_release(&rec);
+        PyErr_Clear(); /* the Python path meets it again and answers as the reference does */
+        *leave = 1;
+        return 0;
+    }
+    hole_values v;
+    set_hole(&v, HOLE_OPAQUE, req->opaque);
+    const template_t *t = &templates[found == VIEW_FOUND ? T_VIEW_FOUND : T_VIEW_MISSING];
+    Py_ssize_t body_n = 0;
+    if (found == VIEW_FOUND)
+        body_n = rec.size;
+    else
+        set_hole(&v, HOLE_OFFSET, req->offset);
+    Py_ssize_t header_n = template_size(t, &v);
+    if (ob_need(out, 8 + header_n + body_n) < 0) {
+        view_release(&rec);
+        return -1;
+    }
+    put_be32(out, (uint32_t)(4 + header_n + body_n));
+    put_be32(out, (uint32_t)header_n); /* JSON: serialize type 0 in the top byte */
+    put_template(out, t, &v);
+    if (found == VIEW_FOUND) {
+        put(out, (const char *)rec.buf.buf + rec.pos, body_n);
+        *found_bytes += body_n;
+        ++*found_count;
+    }
+    view_release(&rec);
+    return 0;
+}
+
+/* A QUERY_MESSAGE: query(opaque, topic, key, max_num, begin, end, unique) answers
+ * (timestamp, phyoffset, records) to be answered here, bytes (a whole answer frame, written as is),
+ * or None (nothing to write now: the answer comes later). 0, or -1 with an error set. */
+static int answer_query(out_buf *out, const request_t *req, PyObject *query, int *leave)
+{
+    PyObject *topic = PyUnicode_DecodeUTF8((const char *)req->topic, req->topic_n, "strict");
+    PyObject *key = topic ? PyUnicode_DecodeUTF8((const char *)req->key, req->key_n, "strict") : NULL;
+    if (key == NULL) {
+        Py_XDECREF(topic);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return -1;
+        PyErr_Clear(); /* not UTF-8: the reference decides (nothing has run yet) */
+        *leave = 1;
+        return 0;
+    }
+    PyObject *r = PyObject_CallFunction(query, "LNNLLLO", req->opaque, topic, key, req->max_num, req->begin,
+                                        req->end, req->unique ? Py_True : Py_False);
+    if (r == NULL)
+        return -1;
+    int rc = -1;
+    if (r == Py_None) {
+        rc = 0;
+    } else if (PyBytes_Check(r)) {
+        if (ob_need(out, PyBytes_GET_SIZE(r)) == 0) {
+            put(out, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r));
+            rc = 0;
+        }
+    } else if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 && PyList_Check(PyTuple_GET_ITEM(r, 2))) {
+        long long ts, phy;
+        PyObject *records = PyTuple_GET_ITEM(r, 2);
+        if (view_as_int64(PyTuple_GET_ITEM(r, 0), &ts) < 0 || view_as_int64(PyTuple_GET_ITEM(r, 1), &phy) < 0)
+            goto done;
+        Py_ssize_t n = PyList_GET_SIZE(records), body_n = 0;
+        Py_buffer *views = n ? PyMem_Calloc((size_t)n, sizeof(Py_buffer)) : NULL;
+        if (n && views == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t got = 0;
+        for (; got < n; got++) {
+            if (PyObject_GetBuffer(PyList_GET_ITEM(records, got), &views[got], PyBUF_SIMPLE) < 0)
+                break;
+            body_n += views[got].len;
+        }
+        if (got == n) {
+            hole_values v;
+            set_hole(&v, HOLE_OPAQUE, req->opaque);
+            set_hole(&v, HOLE_TIMESTAMP, ts);
+            set_hole(&v, HOLE_PHYOFFSET, phy);
+            const template_t *t = &templates[n ? T_QUERY_FOUND : T_QUERY_NOT_FOUND];
+            Py_ssize_t header_n = template_size(t, &v);
+            if (ob_need(out, 8 + header_n + body_n) == 0) {
+                put_be32(out, (uint32_t)(4 + header_n + body_n));
+                put_be32(out, (uint32_t)header_n);
+                put_template(out, t, &v);
+                for (Py_ssize_t i = 0; i < n; i++)
+                    put(out, views[i].buf, views[i].len);
+                rc = 0;
+            }
+        }
+        for (Py_ssize_t i = 0; i < got; i++)
+            PyBuffer_Release(&views[i]);
+        PyMem_Free(views);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "the query callback answers a (timestamp, phyoffset, list), bytes or None");
+    }
+done:
+    Py_DECREF(r);
+    return rc;
+}
+
+static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 11) {
-        PyErr_Format(PyExc_TypeError, "answer_views() takes 11 arguments (%zd given)", nargs);
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "answer_batch() takes 12 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (ok_a == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "answer_views() before bind()");
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "answer_batch() before bind()");
         return NULL;
     }
-    PyObject *maps = args[2], *starts = args[3], *lengths = args[4], *shrunk = args[7];
-    if (!PyList_Check(maps) || !PyList_Check(starts) || !PyList_Check(lengths)) {
-        PyErr_SetString(PyExc_TypeError, "answer_views() takes maps, starts and lengths as lists");
+    PyObject *query = args[11];
+    if (!PyList_Check(args[2]) || !PyList_Check(args[3]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "answer_batch() takes maps, starts and lengths as lists");
         return NULL;
     }
     long long pos, max_offset, max_size, max_frame, max_header, flush_bytes;
@@ -317,11 +592,8 @@ static PyObject *answer_views(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (pos < 0 || pos > size)
         pos = size; /* nothing to answer */
 
-    const Py_ssize_t ok_a_n = PyBytes_GET_SIZE(ok_a), ok_b_n = PyBytes_GET_SIZE(ok_b);
-    const Py_ssize_t err_a_n = PyBytes_GET_SIZE(err_a), err_b_n = PyBytes_GET_SIZE(err_b),
-                     err_c_n = PyBytes_GET_SIZE(err_c);
     out_buf out = {NULL, 0, 0};
-    long long answered = 0, found_count = 0, found_bytes = 0;
+    long long views = 0, found_count = 0, found_bytes = 0, queries = 0;
     PyObject *result = NULL;
 
     while (out.len < flush_bytes && size - pos >= 8) {
@@ -332,82 +604,97 @@ static PyObject *answer_views(PyObject *self, PyObject *const *args, Py_ssize_t 
         uint32_t word = (uint32_t)view_be32(f + 4);
         long long header_len = word & HEADER_LENGTH_MASK;
         if ((word >> 24) != 0 || header_len != (long long)length - 4 || header_len > max_header)
-            break; /* not JSON, a body (a VIEW has none) or a header over the limit */
+            break; /* not JSON, a body (neither request has one) or a header over the limit */
         if (size - pos - 4 < length)
             break; /* incomplete: the decoder keeps it */
-        view_request req;
-        if (!parse_header(f + 8, (Py_ssize_t)header_len, &req) || req.code != VIEW_MESSAGE_BY_ID ||
-            (req.flag & (RPC_TYPE_RESPONSE | RPC_ONEWAY)))
+        request_t req;
+        if (!parse_header(f + 8, (Py_ssize_t)header_len, &req) || (req.flag & (RPC_TYPE_RESPONSE | RPC_ONEWAY)))
             break;
-        view_record rec;
-        int found = view_locate(maps, starts, lengths, max_offset, req.offset, max_size, shrunk, size_name, &rec);
-        if (found < 0) {
-            view_release(&rec);
-            PyErr_Clear(); /* the Python path meets it again and answers as the reference does */
+        if (req.code == VIEW_MESSAGE_BY_ID && req.ext_kind == 1) {
+            int leave = 0;
+            if (answer_view(&out, &req, args, max_offset, max_size, &found_count, &found_bytes, &leave) < 0)
+                goto done;
+            if (leave)
+                break;
+            views++;
+        } else if (req.code == QUERY_MESSAGE && req.ext_kind == 2 && query != Py_None) {
+            /* The query has run once the callback is called: from here on the frame is answered here,
+             * and a Python error is a real one (the callback turns the processor's into answers). */
+            int leave = 0;
+            if (answer_query(&out, &req, query, &leave) < 0)
+                goto done;
+            if (leave)
+                break;
+            queries++;
+        } else {
             break;
         }
-        char optmp[24], offtmp[24];
-        int opn, offn;
-        const char *opdigits = decimal(req.opaque, optmp, (int)sizeof optmp, &opn);
-        Py_ssize_t header_n, body_n = 0;
-        const char *offdigits = NULL;
-        if (found == VIEW_FOUND) {
-            header_n = ok_a_n + opn + ok_b_n;
-            body_n = rec.size;
-        } else {
-            offdigits = decimal(req.offset, offtmp, (int)sizeof offtmp, &offn);
-            header_n = err_a_n + opn + err_b_n + offn + err_c_n;
-        }
-        if (ob_need(&out, 8 + header_n + body_n) < 0) {
-            view_release(&rec);
-            goto done;
-        }
-        put_be32(&out, (uint32_t)(4 + header_n + body_n));
-        put_be32(&out, (uint32_t)header_n); /* JSON: serialize type 0 in the top byte */
-        if (found == VIEW_FOUND) {
-            put(&out, PyBytes_AS_STRING(ok_a), ok_a_n);
-            put(&out, opdigits, opn);
-            put(&out, PyBytes_AS_STRING(ok_b), ok_b_n);
-            put(&out, (const char *)rec.buf.buf + rec.pos, body_n);
-            found_bytes += body_n;
-            found_count++;
-        } else {
-            put(&out, PyBytes_AS_STRING(err_a), err_a_n);
-            put(&out, opdigits, opn);
-            put(&out, PyBytes_AS_STRING(err_b), err_b_n);
-            put(&out, offdigits, offn);
-            put(&out, PyBytes_AS_STRING(err_c), err_c_n);
-        }
-        view_release(&rec);
-        answered++;
         pos += 4 + (long long)length;
     }
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)
-        result = Py_BuildValue("(NLLLL)", answers, pos, answered, found_count, found_bytes);
+        result = Py_BuildValue("(NLLLLL)", answers, pos, views, found_count, found_bytes, queries);
 done:
     PyMem_Free(out.p);
     PyBuffer_Release(&in);
     return result;
 }
 
+/* bind(view_found, view_missing, query_found, query_not_found): each (pieces, holes). */
 static PyObject *bind(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *a, *b, *c, *d, *e;
-    if (!PyArg_ParseTuple(args, "SSSSS:bind", &a, &b, &c, &d, &e))
+    if (PyTuple_GET_SIZE(args) != N_TEMPLATES) {
+        PyErr_Format(PyExc_TypeError, "bind() takes %d templates", N_TEMPLATES);
         return NULL;
-    Py_XSETREF(ok_a, Py_NewRef(a));
-    Py_XSETREF(ok_b, Py_NewRef(b));
-    Py_XSETREF(err_a, Py_NewRef(c));
-    Py_XSETREF(err_b, Py_NewRef(d));
-    Py_XSETREF(err_c, Py_NewRef(e));
+    }
+    template_t fresh[N_TEMPLATES];
+    memset(fresh, 0, sizeof fresh);
+    for (int k = 0; k < N_TEMPLATES; k++) {
+        PyObject *pieces, *holes;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(args, k), "O!O!", &PyTuple_Type, &pieces, &PyTuple_Type, &holes))
+            goto fail;
+        Py_ssize_t n = PyTuple_GET_SIZE(pieces);
+        if (n < 1 || n > MAX_PIECES || PyTuple_GET_SIZE(holes) != n - 1) {
+            PyErr_SetString(PyExc_ValueError, "a template is 1..8 pieces and one hole between each two");
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *piece = PyTuple_GET_ITEM(pieces, i);
+            if (!PyBytes_Check(piece)) {
+                PyErr_SetString(PyExc_TypeError, "template pieces are bytes");
+                goto fail;
+            }
+            fresh[k].pieces[i] = Py_NewRef(piece);
+            fresh[k].n_pieces = (int)i + 1;
+            if (i + 1 < n) {
+                long hole = PyLong_AsLong(PyTuple_GET_ITEM(holes, i));
+                if (hole < 0 || hole >= N_HOLES) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError, "unknown hole");
+                    goto fail;
+                }
+                fresh[k].holes[i] = (int)hole;
+            }
+        }
+    }
+    for (int k = 0; k < N_TEMPLATES; k++) {
+        for (int i = 0; i < templates[k].n_pieces; i++)
+            Py_CLEAR(templates[k].pieces[i]);
+        templates[k] = fresh[k];
+    }
+    bound = 1;
     Py_RETURN_NONE;
+fail:
+    for (int k = 0; k < N_TEMPLATES; k++)
+        for (int i = 0; i < fresh[k].n_pieces; i++)
+            Py_CLEAR(fresh[k].pieces[i]);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"answer_views", (PyCFunction)(void (*)(void))answer_views, METH_FASTCALL,
-     "Answer the VIEW_MESSAGE_BY_ID frames at the start of a read (see the module comment)."},
+    {"answer_batch", (PyCFunction)(void (*)(void))answer_batch, METH_FASTCALL,
+     "Answer the VIEW and QUERY frames at the start of a read (see the module comment)."},
     {"bind", bind, METH_VARARGS, "Hand over the answer templates made by server.remoting.request_path."},
     {NULL, NULL, 0, NULL},
 };

@@ -216,7 +216,13 @@ class RemotingConnection(asyncio.Protocol):
         end = len(data)
         while True:
             out, pos, count = fast.answer(
-                data, pos, decoder.max_frame_length, decoder.max_header_length, FLUSH_BYTES, stats
+                data,
+                pos,
+                decoder.max_frame_length,
+                decoder.max_header_length,
+                FLUSH_BYTES,
+                stats,
+                self._start_answer,
             )
             answered += count
             if out is None:
@@ -482,6 +488,10 @@ class RemotingConnection(asyncio.Protocol):
             self._on_close(self)
 
     # requests ---------------------------------------------------------------------------------
+
+    def _start_answer(self, coro: Coroutine[Any, Any, RemotingCommand | None]) -> None:
+        """A coroutine for the compiled request path's answer (a query handed to the pool)."""
+        self._start(coro, oneway=False)
 
     def _start(self, coro: Coroutine[Any, Any, RemotingCommand | None], *, oneway: bool) -> None:
         task = self._loop.create_task(coro)

@@ -60,6 +60,7 @@ class FastPath(Protocol):
         max_header_length: int,
         flush_bytes: int,
         stats: RequestStats | None,
+        start: Callable[[Coroutine[Any, Any, RemotingCommand | None]], None],
     ) -> tuple[bytes | None, int, int]: ...
 
 
@@ -211,6 +212,23 @@ class Dispatcher:
             return self._guarded(peer_processor(request, address), request)
         assert async_processor is not None
         return self._guarded(async_processor(request), request)
+
+    def finish(
+        self, request: RemotingCommand, outcome: object, started: float
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None]:
+        """The end of ``dispatch`` for a processor the compiled request path called itself
+        (``server.remoting.request_path``): ``outcome`` is its answer, the awaitable it handed the work
+        to, or the exception it raised; ``started`` the ``time.perf_counter()`` before the call
+        (for ``stats``). Answered, guarded and counted as ``dispatch`` does."""
+        if isinstance(outcome, Exception):
+            outcome = self._failure(request, outcome)
+        stats = self.stats
+        if type(outcome) is RemotingCommand:
+            if stats is not None:
+                stats.observe(request.code, outcome.code, time.perf_counter() - started)
+            return outcome
+        pending = self._guarded(outcome, request)  # type: ignore[arg-type]
+        return pending if stats is None else self._timed(pending, request.code, started, stats)
 
     async def _guarded(
         self, pending: Awaitable[RemotingCommand | None], request: RemotingCommand

@@ -1,37 +1,50 @@
-"""The compiled request path (issue 22): a read's VIEW_MESSAGE_BY_ID frames answered in one C call.
+"""The compiled request path (issue 22): a read's VIEW and QUERY frames answered in one C call.
 
 Per VIEW the Python path (``FrameDecoder``, ``Dispatcher``, ``QueryMessageProcessor``,
 ``encode_frame_parts``, the connection's loop) costs a few microseconds of interpreter work around
 well under a microsecond of real work (find the record, copy it). On a slow core that glue is what
-the throughput is made of, so for the most common request the whole of it is one compiled call per
+the throughput is made of, so for the common requests the whole of it is one compiled call per
 received read (``server/remoting/_request_path_fast.c``): split the frames, read the JSON headers,
-read the records from the CommitLog's maps, write every answer into one buffer that the connection
-hands to the transport as one write.
+answer, and write every answer into one buffer that the connection hands to the transport as one
+write. A VIEW's record is read in C from the CommitLog's maps; a QUERY_MESSAGE's query stays the
+store's (``QueryMessageProcessor.query_parts``, called from C once per query with the header's
+fields): what C saves there is the decode, the header parse, the answer's command and its encoding.
 
 The Python path stays the reference and the only path for anything else: the compiled call takes a
-frame only when it is sure of it (the C file's header comment lists the shape) and stops at the
+frame only when it is sure of it (the C file's header comment lists the shapes) and stops at the
 first other one; the connection feeds the rest of the read to its ``FrameDecoder`` as before. The
-answer bytes are made by the Python encoder once (``_templates``), so the format is stated in one
+answer headers are made by the Python encoder once (``_templates``), so the format is stated in one
 place, and tests/server/remoting/test_request_path.py checks that a connection answers the same
 bytes with and without this path. It is off when access control is on (every request must be
-checked first, ``server.acl``), with ``RMQ_PURE_PYTHON=1``, when the extension is not built, and for
-a code whose processor was replaced (``Dispatcher.register``).
+checked first, ``server.acl``), with ``RMQ_PURE_PYTHON=1``, when the extension is not built, and
+for a code whose processor was replaced (``Dispatcher.register``).
 
-What the Python path does besides answering is done here per batch: the store's served-bytes
-accounting (``MessageStore.served``, which may release pages) and, with ``/metrics`` on, the
-request counts (``RequestStats.observe_many``, each answer timed at the batch's mean).
+What the Python path does besides answering is done here too: the store's served-bytes accounting
+for VIEWs per batch (``MessageStore.served``, which may release pages; a query counts its own), the
+``/metrics`` counts (VIEWs per batch with ``RequestStats.observe_many``, each timed at the batch's
+mean; a query on its own), a query handed to the pool answered from a task as ``Dispatcher``
+answers it (``Dispatcher.finish``), and a processor failure answered as ``Dispatcher`` answers it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from protocol.accel import load
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
-from server.remoting.processors.query_message import view_not_found_remark
+from server.remoting.dispatch import Dispatcher
+from server.remoting.processors.query_message import (
+    QUERY_NOT_FOUND_REMARK,
+    QueryMessageProcessor,
+    query_request,
+    response_fields,
+    view_not_found_remark,
+)
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
 
@@ -41,12 +54,19 @@ _fast = load("server.remoting._request_path_fast")
 COMPILED = _fast is not None
 
 _VIEW = RequestCode.VIEW_MESSAGE_BY_ID
+_QUERY = RequestCode.QUERY_MESSAGE
 _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
 _SUCCESS = ResponseCode.SUCCESS
+_QUERY_NOT_FOUND = ResponseCode.QUERY_NOT_FOUND
 
-#: Stand-ins for the opaque and the offset in the template answers: each occurs once in its header.
-_OPAQUE = 1234567891
-_OFFSET = 987654321987654321
+#: The numbers in an answer header (the C file's holes, same order) and the stand-in each is made
+#: with in the templates: each occurs once in its header, and none inside another.
+HOLES = {"opaque": 1234567891, "offset": 987654321987654321, "timestamp": 111122223333444455,
+         "phyoffset": 555566667777888899}  # fmt: skip
+_HOLE_IDS = {name: i for i, name in enumerate(HOLES)}
+
+#: Starts an answer's coroutine as the connection starts a coroutine processor's (a task).
+Start = Callable[[Coroutine[Any, Any, RemotingCommand | None]], None]
 
 
 class ViewStore(Protocol):
@@ -57,40 +77,76 @@ class ViewStore(Protocol):
     def served(self, nbytes: int, records: int) -> None: ...
 
 
-def _split(header: bytes, marker: bytes) -> tuple[bytes, bytes]:
-    before, found, after = header.partition(marker)
-    if not found or marker in after:
-        raise AssertionError(f"template marker {marker!r} must occur once in {header!r}")
-    return before, after
+def template(header: bytes, holes: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
+    """``header`` cut at the stand-ins of ``holes``: (text pieces, which number goes between them)."""
+    found = []
+    for name in holes:
+        marker = b"%d" % HOLES[name]
+        at = header.find(marker)
+        if at < 0 or header.find(marker, at + 1) >= 0:
+            raise AssertionError(f"template marker {marker!r} must occur once in {header!r}")
+        found.append((at, len(marker), _HOLE_IDS[name]))
+    found.sort()
+    pieces, ids, pos = [], [], 0
+    for at, size, hole in found:
+        pieces.append(header[pos:at])
+        ids.append(hole)
+        pos = at + size
+    pieces.append(header[pos:])
+    return tuple(pieces), tuple(ids)
 
 
-def _templates() -> tuple[bytes, bytes, bytes, bytes, bytes]:
-    """The answers' JSON headers around the opaque (and the offset), made by the Python encoder from
-    the commands ``QueryMessageProcessor.view_message_by_id`` answers with."""
-    request = RemotingCommand(_VIEW, opaque=_OPAQUE)
-    found = encode_json_header(request.make_response(_SUCCESS))
-    missing = encode_json_header(system_error(request, view_not_found_remark(_OFFSET)))
-    ok_a, ok_b = _split(found, b"%d" % _OPAQUE)
-    err_a, rest = _split(missing, b"%d" % _OPAQUE)
-    err_b, err_c = _split(rest, b"%d" % _OFFSET)
-    return ok_a, ok_b, err_a, err_b, err_c
+def _templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
+    """The answers' JSON headers, made by the Python encoder from the commands the processors answer
+    with (``QueryMessageProcessor.view_message_by_id`` and ``_answer``), as templates."""
+    view = RemotingCommand(_VIEW, opaque=HOLES["opaque"])
+    query = RemotingCommand(_QUERY, opaque=HOLES["opaque"])
+    fields = response_fields(HOLES["timestamp"], HOLES["phyoffset"])
+    return (
+        template(encode_json_header(view.make_response(_SUCCESS)), ("opaque",)),
+        template(
+            encode_json_header(system_error(view, view_not_found_remark(HOLES["offset"]))),
+            ("opaque", "offset"),
+        ),
+        template(
+            encode_json_header(query.make_response(_SUCCESS, ext_fields=fields)),
+            ("opaque", "timestamp", "phyoffset"),
+        ),
+        template(
+            encode_json_header(
+                query.make_response(_QUERY_NOT_FOUND, remark=QUERY_NOT_FOUND_REMARK, ext_fields=fields)
+            ),
+            ("opaque", "timestamp", "phyoffset"),
+        ),
+    )
 
 
 if _fast is not None:
     _fast.bind(*_templates())
 
 
-class ViewPath:
-    """VIEW_MESSAGE_BY_ID answered by the compiled path for one store (one per dispatcher)."""
+class RequestPath:
+    """VIEW_MESSAGE_BY_ID (and, given its processor, QUERY_MESSAGE) answered by the compiled path,
+    for one store and one dispatcher."""
 
-    __slots__ = ("_max_size", "_store", "codes")
+    __slots__ = ("_dispatcher", "_max_size", "_query", "_start", "_stats", "_store", "codes")
 
-    def __init__(self, store: ViewStore, max_size: int) -> None:
+    def __init__(
+        self,
+        store: ViewStore,
+        max_size: int,
+        dispatcher: Dispatcher,
+        query: QueryMessageProcessor | None = None,
+    ) -> None:
         self._store = store
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
         self._max_size = max_size
+        self._dispatcher = dispatcher
+        self._query = query
+        self._start: Start | None = None  # the connection's, during ``answer``
+        self._stats: RequestStats | None = None
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
-        self.codes = frozenset((_VIEW,))
+        self.codes = frozenset((_VIEW, _QUERY) if query is not None else (_VIEW,))
 
     @staticmethod
     def usable(store: object) -> bool:
@@ -105,23 +161,52 @@ class ViewPath:
         max_header_length: int,
         flush_bytes: int,
         stats: RequestStats | None,
+        start: Start,
     ) -> tuple[bytes | None, int, int]:
-        """(answers, where it stopped, how many): the VIEW frames of ``data[pos:]`` answered in order
-        up to the first frame the compiled path is not sure of, an incomplete frame, or
-        ``flush_bytes`` of answers."""
+        """(answers, where it stopped, how many): the frames of ``data[pos:]`` answered in order up to
+        the first frame the compiled path is not sure of, an incomplete frame, or ``flush_bytes`` of
+        answers. A query handed to the pool is answered later, from a task ``start`` starts."""
         maps, starts, lengths, shrunk, max_offset = self._store.view_snapshot()
         started = time.perf_counter() if stats is not None else 0.0
-        out, pos, answered, found, found_bytes = _fast.answer_views(  # type: ignore[union-attr]
-            data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-            max_frame_length, max_header_length, flush_bytes,
-        )  # fmt: skip
-        if answered:
+        self._start = start
+        self._stats = stats
+        try:
+            out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+                max_frame_length, max_header_length, flush_bytes,
+                self._answer_query if self._query is not None else None,
+            )  # fmt: skip
+        finally:
+            self._start = self._stats = None
+        if views:
             # view_message_copy's accounting: each answer counts its record and a page.
-            self._store.served(found_bytes + 4096 * answered, answered)
+            self._store.served(found_bytes + 4096 * views, views)
             if stats is not None:
-                each = (time.perf_counter() - started) / answered
+                each = (time.perf_counter() - started) / views  # (queries included: an upper bound)
                 if found:
                     stats.observe_many(_VIEW, _SUCCESS, found, each)
-                if answered > found:
-                    stats.observe_many(_VIEW, _SYSTEM_ERROR, answered - found, each)
-        return out, pos, answered
+                if views > found:
+                    stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
+        return out, pos, views + queries
+
+    def _answer_query(
+        self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
+    ) -> tuple[int, int, list[memoryview]] | bytes | None:
+        """One QUERY_MESSAGE for the C loop: its parts to encode, or a whole answer frame, or None
+        when the answer will come from a task (the query went to the pool)."""
+        stats = self._stats
+        started = time.perf_counter() if stats is not None else 0.0
+        try:
+            outcome: Any = self._query.query_parts(opaque, topic, key, max_num, begin, end, unique)  # type: ignore[union-attr]
+        except Exception as exc:  # as Dispatcher answers a processor's failure
+            outcome = exc
+        if type(outcome) is tuple:
+            if stats is not None:
+                code = _SUCCESS if outcome[2] else _QUERY_NOT_FOUND
+                stats.observe(_QUERY, code, time.perf_counter() - started)
+            return outcome
+        answer = self._dispatcher.finish(query_request(opaque), outcome, started)
+        if type(answer) is RemotingCommand:
+            return encode_frame(answer)
+        self._start(answer)  # type: ignore[misc, arg-type]
+        return None

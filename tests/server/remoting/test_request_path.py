@@ -37,6 +37,8 @@ from store.message_store import MessageStore
 compiled = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 
 VIEW = int(RequestCode.VIEW_MESSAGE_BY_ID)
+QUERY = int(RequestCode.QUERY_MESSAGE)
+MAX = 2**63 - 1
 IDENTITY = BrokerIdentity(
     cluster="DefaultCluster", broker_name="broker-a", address="127.0.0.1:1", queue_nums=4
 )
@@ -91,7 +93,7 @@ class Recorder:
 
 
 def frame(header: bytes | str, body: bytes = b"", serialize_type: int = 0) -> bytes:
-    head = header.encode() if isinstance(header, str) else header
+    head = header.encode("utf-8", "surrogatepass") if isinstance(header, str) else header
     return struct.pack(">iI", 4 + len(head) + len(body), (serialize_type << 24) | len(head)) + head + body
 
 
@@ -129,6 +131,29 @@ def dispatchers(java_store: MessageStore) -> tuple[Dispatcher, Dispatcher]:
     fast.stats = RequestStats()
     reference.stats = RequestStats()
     return fast, reference
+
+
+def query(topic: str, key: str, opaque: int = 1, *, unique: bool | None = None, **fields: Any) -> bytes:
+    """A QUERY_MESSAGE as mqadmin writes it (maxNum 64, the whole time range unless given)."""
+    return frame(query_header(topic, key, opaque, unique=unique, **fields))
+
+
+def query_header(topic: str, key: str, opaque: int = 1, *, unique: bool | None = None, **fields: Any) -> str:
+    """The JSON header of ``query``."""
+    ext = {"topic": topic, "key": key, "maxNum": "64", "beginTimestamp": "0", "endTimestamp": str(MAX)}
+    if unique is not None:
+        ext["_UNIQUE_KEY_QUERY"] = "true" if unique else "false"
+    ext.update(fields)
+    header = {"code": QUERY, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": opaque}
+    header.update({"serializeTypeCurrentRPC": "JSON", "version": 407})
+    # Raw UTF-8, as fastjson writes it (json's \\u escapes are left to the reference decoder).
+    return json.dumps(header, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.fixture(scope="module")
+def keys(java_store_dir: Any) -> list[tuple[str, str]]:
+    samples = sample_store(java_store_dir)
+    return samples.keys + samples.unique_keys
 
 
 @pytest.fixture(scope="module")
@@ -192,11 +217,12 @@ def test_access_control_turns_it_off(java_store: MessageStore) -> None:
     assert build_dispatcher(java_store, IDENTITY, settings).fast_path is None
 
 
-def test_replacing_the_view_processor_drops_it(java_store: MessageStore) -> None:
+@pytest.mark.parametrize("code", [VIEW, QUERY])
+def test_replacing_a_processor_it_stands_for_drops_it(java_store: MessageStore, code: int) -> None:
     dispatcher = build_dispatcher(java_store, IDENTITY, ServerSettings())
-    dispatcher.register(int(RequestCode.QUERY_MESSAGE), lambda request: None)
+    dispatcher.register(int(RequestCode.GET_MAX_OFFSET), lambda request: None)
     assert (dispatcher.fast_path is not None) == request_path.COMPILED
-    dispatcher.register(VIEW, lambda request: None)
+    dispatcher.register(code, lambda request: None)
     assert dispatcher.fast_path is None
 
 
@@ -363,3 +389,134 @@ def test_random_mixtures(dispatchers: tuple[Dispatcher, Dispatcher], offsets: li
         cuts = sorted(rng.sample(range(1, len(stream)), min(3, len(stream) - 1)))
         pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
         same_both_ways(dispatchers, pieces, eof=rng.random() < 0.5)
+
+
+@compiled
+def test_many_queries_found_and_missing(
+    dispatchers: tuple[Dispatcher, Dispatcher], keys: list[tuple[str, str]]
+) -> None:
+    rng = random.Random(12)
+    frames = []
+    for i in range(200):
+        topic, key = rng.choice(keys)
+        choice = rng.random()
+        if choice < 0.1:
+            key += "-missing"
+        elif choice < 0.2:
+            topic = "NoSuchTopic"
+        fields: dict[str, str] = {}
+        if rng.random() < 0.3:
+            fields["maxNum"] = str(rng.choice([0, 1, 2, 5, 32, 64, 65, 1000, 999999999]))
+        if rng.random() < 0.3:
+            fields["beginTimestamp"] = str(rng.choice([0, 1, 10**12, 1_700_000_000_000, MAX]))
+            fields["endTimestamp"] = str(rng.choice([0, 1, 10**12, 1_700_000_000_000, MAX]))
+        unique = rng.choice([None, True, False])
+        frames.append(query(topic, key, opaque=i, unique=unique, **fields))
+    counter = dispatchers[0].fast_path
+    assert isinstance(counter, CountingPath)
+    reads = [b"".join(frames[i : i + 8]) for i in range(0, len(frames), 8)]
+    out = same_both_ways(dispatchers, reads)
+    assert b'"code":22,' in out and b'"code":0,' in out
+    # One query per read: each with a key JSON needs no escape for is answered by the compiled path.
+    before = counter.answered
+    same_both_ways(dispatchers, frames)
+    assert counter.answered - before == sum(b"\\" not in f for f in frames) > 150
+
+
+ODD_QUERY_FIELDS: list[dict[str, str]] = [
+    {"maxNum": "-1"},
+    {"maxNum": "007"},
+    {"maxNum": "2147483648"},
+    {"maxNum": "x"},
+    {"beginTimestamp": "-5"},
+    {"endTimestamp": "99999999999999999999"},
+    {"endTimestamp": "9223372036854775808"},
+    {"endTimestamp": "09223372036854775807"},
+    {"beginTimestamp": "0009"},
+    {"endTimestamp": "0x10"},
+    {"topic": "Topic\u0041"},
+    {"key": "caf\u00e9"},
+    {"key": ""},
+    {"key": "\ud800x"},
+    {"key": "tab\there"},
+    {"key": "del\x7f"},
+    {"topic": ""},
+    {"_UNIQUE_KEY_QUERY": "TRUE"},
+    {"extra": "1"},
+]
+
+
+@compiled
+@pytest.mark.parametrize("fields", ODD_QUERY_FIELDS)
+def test_odd_query_fields(
+    dispatchers: tuple[Dispatcher, Dispatcher], keys: list[tuple[str, str]], fields: dict[str, str]
+) -> None:
+    topic, key = keys[0]
+    fields = dict(fields)
+    header = query_header(fields.pop("topic", topic), fields.pop("key", key), opaque=5, **fields)
+    odd = frame(header.replace("\\\\u", "\\u"))  # a JSON \u escape, not an escaped backslash
+    same_both_ways(dispatchers, [query(topic, key, opaque=4) + odd + query(topic, key, opaque=6)])
+    for name in ("topic", "key", "maxNum", "beginTimestamp", "endTimestamp"):
+        header = json.loads(query(topic, key)[8:])
+        del header["extFields"][name]
+        same_both_ways(
+            dispatchers, [query(topic, key, opaque=4) + frame(json.dumps(header, separators=(",", ":")))]
+        )
+
+
+@compiled
+def test_queries_handed_to_the_pool_and_refused(
+    java_store: MessageStore, keys: list[tuple[str, str]]
+) -> None:
+    """With an inline budget of one entry every query with hits goes to the pool (an answer from a
+    task), and with the pool full it is refused SYSTEM_BUSY: both as the Python path answers."""
+    from server.query_pool import QueryPool
+    from server.remoting.processors.query_message import QueryMessageProcessor
+
+    class FullPool(QueryPool):
+        @property
+        def full(self) -> bool:
+            return True
+
+    async def run(with_fast: bool, full: bool) -> tuple[bytes, dict[int, int]]:
+        pool = FullPool(1) if full else QueryPool(1)
+        try:
+            dispatcher = build_dispatcher(java_store, IDENTITY, ServerSettings())
+            processor = QueryMessageProcessor(java_store, pool=pool, inline_budget=1)
+            dispatcher.register(QUERY, processor.query_message)
+            dispatcher.fast_path = (
+                request_path.RequestPath(java_store, processor.view_max_size, dispatcher, processor)
+                if with_fast
+                else None
+            )
+            dispatcher.stats = RequestStats()
+            transport = Recorder()
+            connection = RemotingConnection(dispatcher, idle_timeout=0)
+            transport.protocol = connection
+            connection.connection_made(transport)  # type: ignore[arg-type]
+            stream = b"".join(query(t, k, opaque=i) for i, (t, k) in enumerate(keys[:12]))
+            connection.data_received(stream)
+            for _ in range(200):
+                if not connection.in_flight:
+                    break
+                await asyncio.sleep(0.01)
+            connection.connection_lost(None)
+            return bytes(transport.data), dict(dispatcher.stats.requests)
+        finally:
+            pool.close()
+
+    for full in (False, True):
+        got = asyncio.run(run(True, full))
+        expected = asyncio.run(run(False, full))
+        # Answers from the pool may come in any order: compare them frame by frame, sorted.
+        assert sorted(split_frames(got[0])) == sorted(split_frames(expected[0]))
+        assert got[1] == expected[1]
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    frames, pos = [], 0
+    while pos < len(data):
+        (length,) = struct.unpack_from(">i", data, pos)
+        frames.append(data[pos : pos + 4 + length])
+        pos += 4 + length
+    return frames
