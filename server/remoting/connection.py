@@ -209,7 +209,9 @@ class RemotingConnection(asyncio.Protocol):
         (``server.remoting.request_path``) and return how many, and the rest of ``data`` for the
         decoder. Their answers are written as ``_process_pending`` writes its batches: in arrival
         order before anything after them, at least every ``FLUSH_BYTES``, and no further once the
-        peer stops reading (the rest is then decoded and waits, as on the Python path)."""
+        peer stops reading (the rest is then decoded and waits, as on the Python path). The context
+        variables ``_process_pending`` sets (``CURRENT_PEER``, ``CURRENT_CHANNEL``) are not set here:
+        neither VIEW nor QUERY reads them (a code that does, PULL_MESSAGE, must set them first)."""
         decoder = self._decoder
         stats = self._dispatcher.stats
         pos = answered = 0
