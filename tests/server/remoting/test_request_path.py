@@ -520,3 +520,26 @@ def split_frames(data: bytes) -> list[bytes]:
         frames.append(data[pos : pos + 4 + length])
         pos += 4 + length
     return frames
+
+
+@compiled
+def test_query_answers_trimmed_to_the_frame_limit(
+    java_store: MessageStore, keys: list[tuple[str, str]], offsets: list[int]
+) -> None:
+    """With a small frame limit a query's records are cut to whole records below it (none left:
+    QUERY_NOT_FOUND), and a VIEW's record over it is no message: the same both ways."""
+    limit = 4096 + 2000  # the processors keep 4096 bytes for the header
+    fast = build_dispatcher(java_store, IDENTITY, ServerSettings(max_frame_length=limit))
+    reference = build_dispatcher(java_store, IDENTITY, ServerSettings(max_frame_length=limit))
+    reference.fast_path = None
+    assert fast.fast_path is not None
+    stream = b"".join(query(t, k, opaque=i) for i, (t, k) in enumerate(keys[:40]))
+    stream += b"".join(view(o, opaque=i) for i, o in enumerate(offsets[:40]))
+    for reads in ([stream], [stream[:1000], stream[1000:]]):
+        got = serve(fast, reads, max_frame_length=1 << 20)
+        expected = serve(reference, reads, max_frame_length=1 << 20)
+        assert got == expected
+    assert b'"code":22,' in got[0] and b'"code":0,' in got[0]
+    assert max(len(f) for f in split_frames(got[0])) <= limit
+    untrimmed = serve(build_dispatcher(java_store, IDENTITY, ServerSettings()), [stream])[0]
+    assert max(len(f) for f in split_frames(untrimmed)) > limit  # so something was trimmed
