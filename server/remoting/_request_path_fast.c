@@ -24,8 +24,9 @@
  *       others SYSTEM_ERROR, no message), found_bytes the records' total size (the store's
  *       served-bytes accounting); queries how many QUERYs. query (None: QUERYs are left to the
  *       Python path) is called as query(opaque, topic, key, max_num, begin, end, unique) and
- *       answers (timestamp, phyoffset, records) for this code to answer (QUERY_NOT_FOUND when there
- *       is no record), bytes (a whole answer frame, written as is) or None (nothing now: the
+ *       answers (timestamp, phyoffset, records) for this code to answer with the records that fit
+ *       max_size (query_message.cap_records: whole records, in order, up to the first that would
+ *       pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame, written as is) or None (nothing now: the
  *       answer comes later, from the pool). A Python error from it is raised.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
@@ -495,7 +496,7 @@ static int answer_view(out_buf *out, const request_t *req, PyObject *const *args
 /* A QUERY_MESSAGE: query(opaque, topic, key, max_num, begin, end, unique) answers
  * (timestamp, phyoffset, records) to be answered here, bytes (a whole answer frame, written as is),
  * or None (nothing to write now: the answer comes later). 0, or -1 with an error set. */
-static int answer_query(out_buf *out, const request_t *req, PyObject *query, int *leave)
+static int answer_query(out_buf *out, const request_t *req, PyObject *query, long long max_body, int *leave)
 {
     PyObject *topic = PyUnicode_DecodeUTF8((const char *)req->topic, req->topic_n, "strict");
     PyObject *key = topic ? PyUnicode_DecodeUTF8((const char *)req->key, req->key_n, "strict") : NULL;
@@ -530,13 +531,20 @@ static int answer_query(out_buf *out, const request_t *req, PyObject *query, int
             PyErr_NoMemory();
             goto done;
         }
-        Py_ssize_t got = 0;
+        Py_ssize_t got = 0, take = n;
         for (; got < n; got++) {
             if (PyObject_GetBuffer(PyList_GET_ITEM(records, got), &views[got], PyBUF_SIMPLE) < 0)
                 break;
+            if (body_n + views[got].len > max_body) {
+                /* query_message.cap_records: whole records within the frame's room, no more */
+                take = got;
+                got++;
+                break;
+            }
             body_n += views[got].len;
         }
-        if (got == n) {
+        if (take < n || got == n) {
+            n = take;
             hole_values v;
             set_hole(&v, HOLE_OPAQUE, req->opaque);
             set_hole(&v, HOLE_TIMESTAMP, ts);
@@ -621,7 +629,7 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             /* The query has run once the callback is called: from here on the frame is answered here,
              * and a Python error is a real one (the callback turns the processor's into answers). */
             int leave = 0;
-            if (answer_query(&out, &req, query, &leave) < 0)
+            if (answer_query(&out, &req, query, max_size, &leave) < 0)
                 goto done;
             if (leave)
                 break;

@@ -202,7 +202,9 @@ class RequestPath:
             outcome = exc
         if type(outcome) is tuple:
             if stats is not None:
-                code = _SUCCESS if outcome[2] else _QUERY_NOT_FOUND
+                # SUCCESS unless no record fits the frame (the C side caps them: cap_records).
+                records = outcome[2]
+                code = _SUCCESS if records and len(records[0]) <= self._max_size else _QUERY_NOT_FOUND
                 stats.observe(_QUERY, code, time.perf_counter() - started)
             return outcome
         answer = self._dispatcher.finish(query_request(opaque), outcome, started)

@@ -137,7 +137,8 @@ class QueryMessageProcessor:
     ) -> tuple[int, int, list[memoryview]] | RemotingCommand | Awaitable[RemotingCommand]:
         """``query_message`` for the compiled request path (``server.remoting.request_path``), which
         read the header itself (every field present, plain digits): the answer's index timestamp,
-        phyoffset and records (capped as ``_answer`` caps them) for it to encode, or the answer
+        phyoffset and records for it to encode (not yet capped: it caps them to ``view_max_size``
+        as ``_answer`` does, without a list copy and a Python loop per record), or the answer
         command, or the awaitable of a query handed to the pool, exactly as ``query_message``."""
         if unique:
             max_num = self._default_query_max_num
@@ -145,11 +146,10 @@ class QueryMessageProcessor:
         if type(outcome) is RemotingCommand or not hasattr(outcome, "buffers"):
             return outcome  # type: ignore[return-value]
         result: QueryResult = outcome  # type: ignore[assignment]
-        return (
-            result.index_last_update_timestamp,
-            result.index_last_update_phyoffset,
-            cap_records(list(result.buffers), self._body_limit),
-        )
+        buffers = result.buffers
+        if type(buffers) is not list:
+            buffers = list(buffers)
+        return result.index_last_update_timestamp, result.index_last_update_phyoffset, buffers
 
     def _query(
         self, request: RemotingCommand | int, args: tuple[str, str, int, int, int]
