@@ -22,11 +22,13 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("store.commitlog._view_read_fast", "store/commitlog/_view_read_fast.c"),
     ("store.consumequeue._consume_queue_fast", "store/consumequeue/_consume_queue_fast.c"),
     ("store.consumequeue._consume_queue_build_fast", "store/consumequeue/_consume_queue_build_fast.c"),
+    ("server.remoting._request_path_fast", "server/remoting/_request_path_fast.c"),
 ]
 
-#: The shared C headers (the CRC-32, the CommitLog record layout) live beside the Python modules that
-#: state the same rules, in ``protocol/``; every accelerator may include them by name.
-INCLUDE_DIRS = ["protocol"]
+#: The shared C headers (the CRC-32, the CommitLog record layout in ``protocol/``; the VIEW read in
+#: ``store/commitlog/``) live beside the Python modules that state the same rules; every accelerator
+#: may include them by name.
+INCLUDE_DIRS = ["protocol", "store/commitlog"]
 
 setup(
     ext_modules=[

@@ -8,7 +8,9 @@ the golden store, with the compiled accelerators and with the pure-Python refere
 record of the store; QUERY is a random (topic, key) from its KEYS and UNIQ_KEYs with mqadmin's
 arguments (maxNum 64, whole time range), as ``rmqblast --kind key`` sends them. "through the
 connection" feeds reads of 8 pipelined VIEW frames to ``server.remoting.connection.RemotingConnection`` over
-a transport that only counts writes: decode, dispatch, encode and the connection's own bookkeeping.
+a transport that only counts writes: decode, dispatch, encode and the connection's own bookkeeping
+(with the compiled request path, ``server.remoting.request_path``, when it is built: one C call per
+read); the same for QUERY.
 What the table leaves out is the event loop and the sockets: compare "whole request" with
 1 / (requests/s) of a 16 x 8 run (BENCHMARKS.md).
 """
@@ -194,6 +196,10 @@ def measure(conf: Path) -> dict[str, float]:
         out["query: whole request in-process (decode + dispatch + encode)"] = per_call_us(
             lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(query_frames[i])[0])),
             n,  # type: ignore[arg-type]
+        )
+        query_chunks = [b"".join(query_frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+        out[f"query: through the connection ({PIPELINED} pipelined per read, per request)"] = (
+            through_connection_us(dispatcher, query_chunks)
         )
     return out
 

@@ -59,6 +59,7 @@ from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, Quer
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
 from server.remoting.refusal import IncompleteRequests, Refuser
+from server.remoting.request_path import RequestPath
 from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES,
     DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
@@ -179,6 +180,9 @@ def build_dispatcher(
     )
     dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
     dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
+    if not dispatcher.checks_access and RequestPath.usable(store):
+        # The compiled request path answers plain VIEWs and QUERYs as these processors would.
+        dispatcher.fast_path = RequestPath(store, query.view_max_size, dispatcher, query)  # type: ignore[arg-type]
     topics = TopicTable(store)
     names = NameServerProcessor(store, identity, topics)
     dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, names.get_route_info_by_topic)

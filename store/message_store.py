@@ -21,6 +21,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
@@ -361,6 +362,15 @@ class MessageStore:
         ):
             self._served(0, 0)
         return buf
+
+    def view_snapshot(self) -> tuple[list[Any], list[int], list[int], Any, int]:
+        """The CommitLog's read snapshot for VIEWs answered in a batch (``CommitLog.view_snapshot``)."""
+        return self.commitlog.view_snapshot()
+
+    def served(self, nbytes: int, records: int) -> None:
+        """Count records served outside ``view_message_copy`` (the compiled request path answers a
+        batch of VIEWs from ``view_snapshot``): the same accounting, which may release pages."""
+        self._served(nbytes, records)
 
     # -- consume queues (DefaultMessageStore's queue reads, 4.9.7) ------------------------------------
 

@@ -48,7 +48,7 @@ from protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_frame_
 from server.burst_log import BurstLog
 from server.remoting.buffer_budget import BufferBudget
 from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
-from server.remoting.dispatch import Dispatcher
+from server.remoting.dispatch import Dispatcher, FastPath
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.refusal import IncompleteRequests
 from server.remoting.write_budget import WriteBudget
@@ -165,18 +165,23 @@ class RemotingConnection(asyncio.Protocol):
         if not self._state.takes_input:
             return  # draining or closing: nothing more is read (a transport may still deliver)
         self._last_activity = now = self._loop.time()
+        answered = 0
+        fast = self._dispatcher.fast_path
+        if fast is not None and not self._pending and not self._decoder.buffered and self._state.answering:
+            answered, data = self._answer_fast(fast, data)
         try:
-            requests = self._decoder.feed(data)
+            requests = self._decoder.feed(data) if data else []
         except FrameError as exc:
             requests = list(exc.decoded)
+            before = len(requests) + answered
             self._logs.malformed.event(
                 "closing connection from %s: malformed frame: %s%s",
                 self._peer,
                 exc,
-                f" (answering the {len(requests)} request(s) before it first)" if requests else "",
+                f" (answering the {before} request(s) before it first)" if before else "",
             )
             self._report_held()
-            if not requests:
+            if not before:
                 self.close()
                 return
             self._end_input()
@@ -187,14 +192,49 @@ class RemotingConnection(asyncio.Protocol):
                 self._pending = deque(requests)
         # After queueing what arrived whole: if this drops our partial frame, those are answered first.
         self._report_held()
-        if requests:
+        if requests or answered:
             if self._decoder.buffered:
                 self._frame_begun(now)  # the next frame began in this read
             elif self._listed or self._frame_deadline:
                 self._frame_done()
-            self._process_pending()
+            if requests:
+                self._process_pending()
+            else:
+                self._close_if_drained()  # the compiled path answered all, and a bad frame followed
         elif not self._frame_deadline and self._decoder.buffered and self._state.takes_input:
             self._frame_begun(now)  # the first bytes of a frame
+
+    def _answer_fast(self, fast: FastPath, data: bytes) -> tuple[int, bytes | memoryview]:
+        """Answer the frames at the start of ``data`` the compiled request path is sure of
+        (``server.remoting.request_path``) and return how many, and the rest of ``data`` for the
+        decoder. Their answers are written as ``_process_pending`` writes its batches: in arrival
+        order before anything after them, at least every ``FLUSH_BYTES``, and no further once the
+        peer stops reading (the rest is then decoded and waits, as on the Python path). The context
+        variables ``_process_pending`` sets (``CURRENT_PEER``, ``CURRENT_CHANNEL``) are not set here:
+        neither VIEW nor QUERY reads them (a code that does, PULL_MESSAGE, must set them first)."""
+        decoder = self._decoder
+        stats = self._dispatcher.stats
+        pos = answered = 0
+        end = len(data)
+        while True:
+            out, pos, count = fast.answer(
+                data,
+                pos,
+                decoder.max_frame_length,
+                decoder.max_header_length,
+                FLUSH_BYTES,
+                stats,
+                self._start_answer,
+            )
+            answered += count
+            if out is None:
+                break
+            self._write([out])  # may call pause_writing() right here
+            if pos >= end or len(out) < FLUSH_BYTES or not self._state.answering:
+                break
+        if not pos:
+            return answered, data
+        return answered, memoryview(data)[pos:] if pos < end else b""
 
     def _report_held(self) -> None:
         """Tell the shared budget how much of an unfinished frame we hold
@@ -450,6 +490,10 @@ class RemotingConnection(asyncio.Protocol):
             self._on_close(self)
 
     # requests ---------------------------------------------------------------------------------
+
+    def _start_answer(self, coro: Coroutine[Any, Any, RemotingCommand | None]) -> None:
+        """A coroutine for the compiled request path's answer (a query handed to the pool)."""
+        self._start(coro, oneway=False)
 
     def _start(self, coro: Coroutine[Any, Any, RemotingCommand | None], *, oneway: bool) -> None:
         task = self._loop.create_task(coro)

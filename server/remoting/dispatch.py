@@ -25,7 +25,7 @@ import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -45,6 +45,24 @@ Processor = SyncProcessor | AsyncProcessor
 #: A processor that also needs the peer's address (``/ip:port``, as Java prints a channel's remote
 #: address), which the broker puts into some remarks; always a coroutine function.
 PeerProcessor = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]
+
+
+class FastPath(Protocol):
+    """A compiled answer to some request codes for a whole read (``server.remoting.request_path``)."""
+
+    codes: frozenset[int]
+
+    def answer(
+        self,
+        data: bytes | bytearray | memoryview,
+        pos: int,
+        max_frame_length: int,
+        max_header_length: int,
+        flush_bytes: int,
+        stats: RequestStats | None,
+        start: Callable[[Coroutine[Any, Any, RemotingCommand | None]], None],
+    ) -> tuple[bytes | None, int, int]: ...
+
 
 #: The Java class name a header problem is reported under (``RemotingCommandException``).
 _HEADER_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
@@ -67,7 +85,17 @@ def failure_remark(code: int) -> str:
 class Dispatcher:
     """A table from request code to processor, with the broker's fallback and error answers."""
 
-    __slots__ = ("_access", "_async", "_denials", "_failures", "_field_errors", "_peer", "_sync", "stats")
+    __slots__ = (
+        "_access",
+        "_async",
+        "_denials",
+        "_failures",
+        "_field_errors",
+        "_peer",
+        "_sync",
+        "fast_path",
+        "stats",
+    )
 
     def __init__(self, access: AccessValidator | None = None, stats: RequestStats | None = None) -> None:
         #: Requests counted and timed by code for ``/metrics``; None counts nothing.
@@ -79,9 +107,22 @@ class Dispatcher:
         self._denials = BurstLog(log)
         self._field_errors = BurstLog(log, level=logging.INFO)
         self._failures = BurstLog(log, level=logging.ERROR)
+        #: The compiled request path (``server.remoting.request_path``) that connections try first
+        #: on each read, or None. Only ever set without access control: it checks no request.
+        self.fast_path: FastPath | None = None
+
+    @property
+    def checks_access(self) -> bool:
+        """Whether every request is checked against the access rules first (``server.acl``)."""
+        return self._access is not None
 
     def register(self, code: int, processor: Processor) -> None:
-        """Route ``code`` to ``processor`` (a coroutine function is awaited, anything else is called)."""
+        """Route ``code`` to ``processor`` (a coroutine function is awaited, anything else is called).
+
+        A compiled request path answering ``code`` is dropped: it answers as the processor it
+        replaces, not as the new one.
+        """
+        self._drop_fast_path(code)
         self._sync.pop(code, None)
         self._async.pop(code, None)
         self._peer.pop(code, None)
@@ -92,9 +133,15 @@ class Dispatcher:
 
     def register_with_peer(self, code: int, processor: PeerProcessor) -> None:
         """Route ``code`` to a coroutine function called with the request and the peer's address."""
+        self._drop_fast_path(code)
         self._sync.pop(code, None)
         self._async.pop(code, None)
         self._peer[code] = processor
+
+    def _drop_fast_path(self, code: int) -> None:
+        fast = self.fast_path
+        if fast is not None and code in fast.codes:
+            self.fast_path = None
 
     def codes(self) -> set[int]:
         """Every request code with a processor."""
@@ -165,6 +212,23 @@ class Dispatcher:
             return self._guarded(peer_processor(request, address), request)
         assert async_processor is not None
         return self._guarded(async_processor(request), request)
+
+    def finish(
+        self, request: RemotingCommand, outcome: object, started: float
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None]:
+        """The end of ``dispatch`` for a processor the compiled request path called itself
+        (``server.remoting.request_path``): ``outcome`` is its answer, the awaitable it handed the work
+        to, or the exception it raised; ``started`` the ``time.perf_counter()`` before the call
+        (for ``stats``). Answered, guarded and counted as ``dispatch`` does."""
+        if isinstance(outcome, Exception):
+            outcome = self._failure(request, outcome)
+        stats = self.stats
+        if type(outcome) is RemotingCommand:
+            if stats is not None:
+                stats.observe(request.code, outcome.code, time.perf_counter() - started)
+            return outcome
+        pending = self._guarded(outcome, request)  # type: ignore[arg-type]
+        return pending if stats is None else self._timed(pending, request.code, started, stats)
 
     async def _guarded(
         self, pending: Awaitable[RemotingCommand | None], request: RemotingCommand

@@ -16,54 +16,17 @@
  *     inside a record may claim up to 2 GiB).
  * The GIL is held throughout (a record is copied in well under a microsecond), except inside
  * mmap.size() itself, which releases it around fstat as any Python caller would.
+ *
+ * The read itself is view_locate() of _view_read_core.h, shared with the compiled request path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 
 #include "_record_layout.h"
+#include "_view_read_core.h"
 
 static PyObject *size_name; /* "size", interned */
-
-static inline int32_t be32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-/* An int argument as a C long long; beyond a long long it saturates (*clamped set), so comparisons
- * against in-range values still come out as they would in Python. -1 with an error set otherwise. */
-static int as_int64(PyObject *obj, long long *out)
-{
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    if (overflow > 0)
-        v = LLONG_MAX;
-    else if (overflow < 0)
-        v = LLONG_MIN;
-    *out = v;
-    return 0;
-}
-
-/* The file's current size (view_read.current_size): 0 for None or a closed map; -1 on another error. */
-static int current_size(PyObject *mm, long long *out)
-{
-    *out = 0;
-    if (mm == Py_None)
-        return 0;
-    PyObject *r = PyObject_CallMethodNoArgs(mm, size_name);
-    if (r == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_OSError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
-            PyErr_Clear();
-            return 0;
-        }
-        return -1;
-    }
-    int rc = as_int64(r, out);
-    Py_DECREF(r);
-    return rc;
-}
 
 static PyObject *copy_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -78,81 +41,19 @@ static PyObject *copy_record(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     long long max_offset, offset, max_size;
-    if (as_int64(args[3], &max_offset) < 0 || as_int64(args[4], &offset) < 0 || as_int64(args[5], &max_size) < 0)
+    if (view_as_int64(args[3], &max_offset) < 0 || view_as_int64(args[4], &offset) < 0 ||
+        view_as_int64(args[5], &max_size) < 0)
         return NULL;
-    if (offset < 0 || offset >= max_offset)
-        Py_RETURN_NONE;
-
-    /* bisect_right(starts, offset) - 1 */
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(starts);
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        long long s;
-        if (as_int64(PyList_GET_ITEM(starts, mid), &s) < 0)
-            return NULL;
-        if (offset < s)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    Py_ssize_t i = lo - 1;
-    if (i < 0)
-        Py_RETURN_NONE;
-    if (i >= PyList_GET_SIZE(lengths) || i >= PyList_GET_SIZE(maps)) {
-        PyErr_SetString(PyExc_IndexError, "list index out of range");
-        return NULL;
-    }
-    long long start, length;
-    if (as_int64(PyList_GET_ITEM(starts, i), &start) < 0 || as_int64(PyList_GET_ITEM(lengths, i), &length) < 0)
-        return NULL;
-    /* offset >= start + length (offset >= start here; a difference past a long long is past any length) */
-    long long pos;
-    if (length <= 0 || __builtin_sub_overflow(offset, start, &pos) || pos >= length)
-        Py_RETURN_NONE;
-
-    PyObject *mm = PyList_GET_ITEM(maps, i);
-    Py_INCREF(mm); /* the list may change under the calls below */
-    Py_buffer buf;
-    int have_buf = 0;
-    PyObject *result = NULL;
-    if (mm != Py_None) {
-        if (PyObject_GetBuffer(mm, &buf, PyBUF_SIMPLE) == 0)
-            have_buf = 1;
-        else if (PyErr_ExceptionMatches(PyExc_ValueError))
-            PyErr_Clear(); /* a closed map: its size is 0 below, as in the reference */
-        else
-            goto done;
-    }
-    long long now;
-    if (current_size(mm, &now) < 0)
-        goto done;
-    if (now < length) {
-        PyObject *r = PyObject_CallFunction(shrunk, "nL", i, now);
-        if (r == NULL)
-            goto done;
-        Py_DECREF(r);
-        length = now;
-    }
-    long long limit = length, to_end;
-    if (!__builtin_sub_overflow(max_offset, start, &to_end) && to_end < limit)
-        limit = to_end; /* (an overflow means the written end is beyond any length) */
-    long long buf_len = have_buf ? (long long)buf.len : 0;
-    if (buf_len < limit)
-        limit = buf_len;
-    if (pos > limit - RECORD_TOTAL_SIZE_WIDTH) {
+    view_record rec;
+    int found = view_locate(maps, starts, lengths, max_offset, offset, max_size, shrunk, size_name, &rec);
+    PyObject *result;
+    if (found < 0)
+        result = NULL;
+    else if (found == VIEW_NONE)
         result = Py_NewRef(Py_None);
-        goto done;
-    }
-    int32_t size = be32((const unsigned char *)buf.buf + pos + RECORD_TOTAL_SIZE_AT);
-    if (size <= 0 || size > limit - pos || size > max_size) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    result = PyBytes_FromStringAndSize((const char *)buf.buf + pos, size);
-done:
-    if (have_buf)
-        PyBuffer_Release(&buf);
-    Py_DECREF(mm);
+    else
+        result = PyBytes_FromStringAndSize((const char *)rec.buf.buf + rec.pos, rec.size);
+    view_release(&rec);
     return result;
 }
 

@@ -77,6 +77,8 @@ log = logging.getLogger("store.commitlog.mapped_files")
 #: ``store.commitlog.view_read.copy_record``'s view of one snapshot: maps, starts, mapped lengths,
 #: shrink reporter.
 _CopySnap = tuple[list[mmap.mmap | None], list[int], list[int], Callable[[int, int], None]]
+#: ``_CopySnap`` and the written end (``CommitLog.view_snapshot``).
+_ViewSnap = tuple[list[mmap.mmap | None], list[int], list[int], Callable[[int, int], None], int]
 #: A walk over the CommitLog hands the pages it read back to the kernel every this many bytes.
 RELEASE_EVERY = 64 << 20
 #: A walk re-checks the file's safe length every this many bytes of progress (see the module docstring).
@@ -635,6 +637,15 @@ class CommitLog:
         """
         maps, starts, lengths, shrunk = self._copy_snap
         return copy_record(maps, starts, lengths, self._max_offset, offset, max_size, shrunk)
+
+    def view_snapshot(
+        self,
+    ) -> tuple[list[mmap.mmap | None], list[int], list[int], Callable[[int, int], None], int]:
+        """What ``read_record_copy`` reads, for the compiled request path, which reads many records
+        in one call (``server.remoting.request_path``): (maps, starts, mapped lengths, the shrink
+        reporter, the written end), taken together as ``read_record_copy`` takes them."""
+        maps, starts, lengths, shrunk = self._copy_snap
+        return maps, starts, lengths, shrunk, self._max_offset
 
     def select(self, offset: int, size: int) -> memoryview | None:
         """``size`` bytes at ``offset`` as the broker's ``CommitLog.getMessage(offset, size)`` reads them.

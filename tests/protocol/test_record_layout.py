@@ -27,6 +27,8 @@ HEADER = REPO_ROOT / "protocol" / "_record_layout.h"
 RECORD_READING_TWINS = (
     "store/commitlog/_record_fast.c",
     "store/commitlog/_view_read_fast.c",
+    "store/commitlog/_view_read_core.h",
+    "server/remoting/_request_path_fast.c",
     "store/index/_index_range_fast.c",
     "store/index/_query_walk_fast.c",
 )
@@ -94,7 +96,8 @@ def test_head_struct_skips_the_fields_not_asked_for() -> None:
 
 def test_every_record_reading_twin_includes_the_header_and_states_no_layout_of_its_own() -> None:
     magic_literals = re.compile(r"DAA320A[7B]|CBD43194|\b91\b", re.I)
-    for source in sorted((REPO_ROOT / "store").rglob("*.c")) + sorted((REPO_ROOT / "protocol").glob("*.c")):
+    sources = [p for package in ("store", "server") for p in sorted((REPO_ROOT / package).rglob("*.[ch]"))]
+    for source in sources + sorted((REPO_ROOT / "protocol").glob("*.c")):
         text = source.read_text(encoding="utf-8")
         rel = source.relative_to(REPO_ROOT).as_posix()
         assert not magic_literals.search(text), f"{rel} states a magic code or the minimum size itself"

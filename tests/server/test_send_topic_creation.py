@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -30,37 +30,50 @@ from tests.support.serve_process import PROCESS_TIMEOUT, start_writable
 
 #: Topics already in the table, the size at which the issue measured its stalls.
 EXISTING = 3000
+#: The table of the test that watches other clients' answers: one write of it takes long.
+BIG_TABLE = 10_000
 CONF = "brokerName=topics\nbrokerIP1=127.0.0.1\nstorePathRootDir=.\nmappedFileSizeCommitLog=1048576\n"
 
 
-def _store_with_topics(root: Path) -> None:
-    """A store whose ``topics.json`` lists the broker's start-up topics and ``EXISTING`` others."""
+def _store_with_topics(root: Path, existing: int = EXISTING) -> None:
+    """A store whose ``topics.json`` lists the broker's start-up topics and ``existing`` others."""
     root.mkdir()
     (root / "broker.conf").write_text(CONF, encoding="utf-8")
     table = TopicTable(root / "config" / "topics.json", {}, 0, 0)
     for config in startup_topics("DefaultCluster", "topics"):
         table.put(config, 1)
-    for i in range(EXISTING):
+    for i in range(existing):
         table.put(TopicConfig(f"Existing{i:05d}", 4, 4, 6), 1)
     table.save()
 
 
-def test_creating_a_topic_in_a_send_does_not_write_the_table_on_the_callers_thread(tmp_path: Path) -> None:
+def test_creating_a_topic_in_a_send_does_not_write_the_table_on_the_callers_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # What the event loop runs for a SEND to an unknown topic: the check's creation. It used to
-    # include a rewrite and fsync of the 3,000-topic file (about 10 ms each here).
+    # include a rewrite and fsync of the 3,000-topic file (about 10 ms each here). Which thread
+    # writes the file is what matters (timing it would only measure how busy the machine is).
     root = tmp_path / "s"
     _store_with_topics(root)
     config = StoreConfig.for_store(root, mapped_file_size_commit_log=1048576, broker_ip1="127.0.0.1")
+    writers: list[int] = []
+    real_write = TopicTable._write
+
+    def write(table: TopicTable, *args: object) -> None:
+        writers.append(threading.get_ident())
+        real_write(table, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TopicTable, "_write", write)
     with WritableStore(config) as store:
-        took = []
+        writers.clear()  # whatever opening the store wrote
         for i in range(40):
-            start = time.perf_counter()
             created = store.create_topic_in_send(f"New{i}", AUTO_CREATE_TOPIC, 4)
-            took.append(time.perf_counter() - start)
             assert created is not None and created.write_queue_nums == 4
-        assert statistics.median(took) < 0.002, f"median {statistics.median(took) * 1000:.1f} ms"
-        # Off the loop, every creation reaches the file; fewer writes than creations is the batching.
+        # Off the caller's thread, every creation reaches the file; fewer writes than creations is
+        # the batching.
         store.topics_saved(store.topic_changes()).result(timeout=PROCESS_TIMEOUT)
+        assert writers and threading.get_ident() not in writers
+        assert len(writers) <= 40
         on_disk = TopicTable.load(root / "config" / "topics.json").topics
         assert {f"New{i}" for i in range(40)} <= set(on_disk)
         assert len(on_disk) == EXISTING + len(startup_topics("DefaultCluster", "topics")) + 40
@@ -75,28 +88,31 @@ async def _create_topics(port: int, prefix: str, count: int, acked: list[str]) -
 
 
 async def test_other_clients_are_not_held_up_while_sends_create_topics(tmp_path: Path) -> None:
-    # Four producers create 160 topics while another client asks GET_MAX_OFFSET in a loop: its
-    # slowest answer used to wait behind the creations' file writes on the loop.
+    # Four producers create 40 topics while another client asks GET_MAX_OFFSET in a loop: its
+    # answers used to wait behind the creations' file writes on the loop. The table holds 10,000
+    # topics, so that one write of it (~0.1-0.4 s here) dwarfs what a busy machine adds to an answer.
     root = tmp_path / "s"
-    _store_with_topics(root)
+    _store_with_topics(root, BIG_TABLE)
     proc, port = await start_writable(root)
     try:
         async with QueryAdmin(f"127.0.0.1:{port}", timeout=5.0) as admin:
             mq = MessageQueue("Existing00000", "topics", 0)
             await admin.max_offset(mq)  # route cached, connection open
             acked: list[str] = []
-            creators = asyncio.gather(*(_create_topics(port, f"P{w}x", 40, acked) for w in range(4)))
+            creators = asyncio.gather(*(_create_topics(port, f"P{w}x", 10, acked) for w in range(4)))
             waits: list[float] = []
             while not creators.done():
                 start = time.perf_counter()
                 await admin.max_offset(mq)
                 waits.append(time.perf_counter() - start)
             await creators
-        assert len(acked) == 160
-        waits.sort()
-        p99 = waits[int(len(waits) * 0.99)]
-        # Before: p99 about 40 ms and the slowest over 60 ms here; after: a few ms.
-        assert p99 < 0.015, f"p99 {p99 * 1000:.1f} ms over {len(waits)} queries"
+        assert len(acked) == 40
+        # On the loop, each creation's write holds an answer up for the whole write: about one
+        # answer in ten slower than 100 ms (43 of 387 when tried). Off it, a busy machine still
+        # delays a few (the writer thread competes for the GIL; 13 of 6,303 on a loaded machine).
+        slow = sorted(w for w in waits if w > 0.1)
+        allowed = max(2, len(waits) // 50)
+        assert len(slow) <= allowed, f"{len(slow)} of {len(waits)} answers over 100 ms: {slow}"
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT) == 0
     finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, ResponseCode
+from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.command import BROKER_VERSION, RemotingCommand
 from protocol.custom_headers import (
     QueryMessageRequestHeader,
@@ -71,6 +71,16 @@ def view_not_found_remark(offset: int) -> str:
     return f"can not find message by the offset, {offset}"
 
 
+def query_request(request: RemotingCommand | int) -> RemotingCommand:
+    """``request``, or for an opaque a QUERY_MESSAGE request with that opaque, JSON: all an answer
+    takes from its request (``make_response``) and all a failure's answer names (the code)."""
+    if isinstance(request, RemotingCommand):
+        return request
+    return RemotingCommand(
+        RequestCode.QUERY_MESSAGE, _JAVA, 0, request, 0, None, None, None, SerializeType.JSON
+    )
+
+
 def cap_records(buffers: list[memoryview], limit: int) -> list[memoryview]:
     """The longest prefix of ``buffers`` whose total size stays within ``limit`` bytes."""
     total = 0
@@ -114,21 +124,52 @@ class QueryMessageProcessor:
         max_num = header.max_num
         if is_unique_key_query(request.ext_fields):
             max_num = self._default_query_max_num
+        # A null topic or key is queried as "null", as the broker's `topic + "#" + key` does.
         args = (java_string(header.topic), java_string(header.key), max_num, header.begin_timestamp,
                 header.end_timestamp)  # fmt: skip
+        outcome = self._query(request, args)
+        if type(outcome) is RemotingCommand or not hasattr(outcome, "buffers"):
+            return outcome  # type: ignore[return-value]
+        return self._answer(request, outcome)  # type: ignore[arg-type]
+
+    def query_parts(
+        self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
+    ) -> tuple[int, int, list[memoryview]] | RemotingCommand | Awaitable[RemotingCommand]:
+        """``query_message`` for the compiled request path (``server.remoting.request_path``), which
+        read the header itself (every field present, plain digits): the answer's index timestamp,
+        phyoffset and records for it to encode (not yet capped: it caps them to ``view_max_size``
+        as ``_answer`` does, without a list copy and a Python loop per record), or the answer
+        command, or the awaitable of a query handed to the pool, exactly as ``query_message``."""
+        if unique:
+            max_num = self._default_query_max_num
+        outcome = self._query(opaque, (topic, key, max_num, begin, end))
+        if type(outcome) is RemotingCommand or not hasattr(outcome, "buffers"):
+            return outcome  # type: ignore[return-value]
+        result: QueryResult = outcome  # type: ignore[assignment]
+        buffers = result.buffers
+        if type(buffers) is not list:
+            buffers = list(buffers)
+        return result.index_last_update_timestamp, result.index_last_update_phyoffset, buffers
+
+    def _query(
+        self, request: RemotingCommand | int, args: tuple[str, str, int, int, int]
+    ) -> QueryResult | RemotingCommand | Awaitable[RemotingCommand]:
+        """The store's query with the inline budget, or its hand-off to the pool, or the answer to a
+        refused one; ``request`` may be just the opaque of one (the compiled path's): the answers
+        need no more of it."""
         try:
-            # A null topic or key is queried as "null", as the broker's `topic + "#" + key` does.
             result = self._store.query_message(*args, budget=self._inline_budget)
         except QueryArgumentError as exc:
             # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the
             # broker answers with the exception's description. A client error: no traceback logged.
-            return system_error(request, f"{ILLEGAL_ARGUMENT}: {exc}")
+            return system_error(query_request(request), f"{ILLEGAL_ARGUMENT}: {exc}")
         if result.budget_exhausted and self._pool is not None and self._budget > self._inline_budget:
+            request = query_request(request)
             if self._pool.full:
                 # As the broker answers a query its executor's full queue rejects.
                 return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
             return self._query_in_pool(request, self._pool, args)
-        return self._answer(request, result)
+        return result
 
     async def _query_in_pool(
         self, request: RemotingCommand, pool: QueryPool, args: tuple[str, str, int, int, int]
@@ -152,6 +193,11 @@ class QueryMessageProcessor:
         # buffer, and the store could then not close or remap that file.
         body = b"".join(buffers)
         return request.make_response(ResponseCode.SUCCESS, ext_fields=response_header, body=body)
+
+    @property
+    def view_max_size(self) -> int:
+        """The largest record ``view_message_by_id`` answers with (a bigger one is no message)."""
+        return self._body_limit
 
     def view_message_by_id(self, request: RemotingCommand) -> RemotingCommand:
         offset = ViewMessageRequestHeader.offset_from(request.ext_fields)

@@ -32,6 +32,9 @@ from tests.support.pulls import pull_fields, records
 TOPIC = "TxTopic"
 GROUP = "TxProducer"
 RPC_ONEWAY = 2
+#: How long a test waits for a check-back that comes every 100-200 ms: long enough for a machine
+#: whose disk writes stall the loop for seconds (CI once waited 5 s in vain under such load).
+CHECK_WAIT = 20.0
 
 
 def half_send(tag: str, unique: str, body: bytes, born: int | None = None) -> RemotingCommand:
@@ -280,7 +283,7 @@ async def test_unknown_then_check_back_commit(start: Start, client_of) -> None: 
     assert (await producer.call(producer_heartbeat())).code == ResponseCode.SUCCESS
     sent = await producer.call(half_send("Txunknown", "C0FFEE00000000000000000000000006", b"half-unknown"))
     half_at = offset_of(sent.ext_fields["msgId"])
-    check = await next_check(producer, 5.0)
+    check = await next_check(producer, CHECK_WAIT)
     assert check.flag & RPC_ONEWAY
     fields = check.ext_fields
     # Golden step 67: the header names the re-put copy (queue offset 1 here), ids are the UNIQ_KEY.
@@ -323,8 +326,8 @@ async def test_a_producer_that_never_answers_is_given_up_on(start: Start, client
     producer = await client_of(srv)
     await producer.call(producer_heartbeat())
     await producer.call(half_send("T", "C0FFEE00000000000000000000000009", b"silent"))
-    first = await next_check(producer, 5.0)
-    second = await next_check(producer, 5.0)
+    first = await next_check(producer, CHECK_WAIT)
+    second = await next_check(producer, CHECK_WAIT)
     assert [c.ext_fields["tranStateTableOffset"] for c in (first, second)] == ["1", "2"]
     assert decode_message(bytes(second.body or b"")).properties["TRANSACTION_CHECK_TIMES"] == "2"
     with pytest.raises(TimeoutError):

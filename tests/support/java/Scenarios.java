@@ -170,6 +170,12 @@ public class Scenarios {
         return true;
     }
 
+    /** Whether the push consumer's rebalance has given it a queue of {@code topic}. */
+    static boolean holdsQueueOf(DefaultMQPushConsumer c, String topic) {
+        return c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet().stream()
+            .anyMatch(mq -> mq.getTopic().equals(topic));
+    }
+
     void closeAll() {
         List<Runnable> todo = new ArrayList<>(closers);
         Collections.reverse(todo);
@@ -272,7 +278,14 @@ public class Scenarios {
         if (mode.equals("both") || mode.equals("first")) {
             sendPlain(p, topic, "old-", 10);
             Map<String, Object> r = consumeAll(group, topic, 10);
-            ((DefaultMQPushConsumer) r.remove("consumer")).shutdown();
+            DefaultMQPushConsumer c = (DefaultMQPushConsumer) r.remove("consumer");
+            // The client takes its %RETRY% queue only at a rebalance that follows the one which
+            // fetched that topic's route; two wake-ups that come together make one rebalance, and
+            // then the next is the periodic one, 20 s later. Shut down once it holds the queue, so
+            // that the offsets committed at shutdown (and consumerProgress's rows) do not depend
+            // on that race in the client.
+            await(() -> holdsQueueOf(c, "%RETRY%" + group));
+            c.shutdown();
             closers.remove(closers.size() - 1);
             obs.put("first", r);
         }

@@ -1,0 +1,721 @@
+/*
+ * server.remoting._request_path_fast: the compiled request path (issue 22). One call per received
+ * read answers the VIEW_MESSAGE_BY_ID and QUERY_MESSAGE frames at its start: it splits the frames,
+ * reads their JSON headers and writes every answer (length words, JSON header, body) into one output
+ * buffer. A VIEW's record is read here from the CommitLog's maps; a QUERY's records come from one
+ * Python call per query (the store's query, its thread pool hand-off and its error answers stay in
+ * Python: QueryMessageProcessor.query_parts). The Python path (FrameDecoder, Dispatcher, the
+ * processors, encode_frame_parts) is the reference: this path only takes a frame it is sure of and
+ * stops at the first one it is not, which the caller then hands, with everything after it, to the
+ * Python path. Its answers are the reference's bytes (tests/server/remoting/test_request_path.py
+ * feeds the same reads to a connection with and without it and compares the bytes written).
+ *
+ *   bind(view_found, view_missing, query_found, query_not_found) -> None
+ *       the answer headers as templates, made once by server/remoting/request_path.py with the
+ *       Python encoder (so the answer format stays stated in one place): each (pieces, holes), the
+ *       header being pieces[0] + number(holes[0]) + pieces[1] + ..., the numbers being the opaque,
+ *       the VIEW's offset, a QUERY's index timestamp and phyoffset.
+ *   answer_batch(data, pos, maps, starts, lengths, max_offset, max_size, shrunk,
+ *                max_frame_length, max_header_length, flush_bytes, query)
+ *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int)
+ *       answers the frames of data[pos:] it is sure of, in order, stopping at the first other one,
+ *       at an incomplete frame, or once the answers reach flush_bytes; pos is where it stopped.
+ *       views is how many VIEWs were answered, found how many of them with their record (the
+ *       others SYSTEM_ERROR, no message), found_bytes the records' total size (the store's
+ *       served-bytes accounting); queries how many QUERYs. query (None: QUERYs are left to the
+ *       Python path) is called as query(opaque, topic, key, max_num, begin, end, unique) and
+ *       answers (timestamp, phyoffset, records) for this code to answer with the records that fit
+ *       max_size (query_message.cap_records: whole records, in order, up to the first that would
+ *       pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame, written as is) or None (nothing now: the
+ *       answer comes later, from the pool). A Python error from it is raised.
+ *
+ * A frame is taken only when all of this holds, anything else is left to the Python path:
+ *   - its length words are within the limits and the frame is whole in data; JSON serialization;
+ *     no body;
+ *   - its header is one flat JSON object without whitespace or escapes whose keys are among code,
+ *     extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version, each at most once;
+ *     code, flag, opaque and version are int32 JSON numbers (missing ones are 0, as in the
+ *     reference decoder); language is a plain string; remark a plain string or null;
+ *     serializeTypeCurrentRPC "JSON"; the flag has neither the response nor the oneway bit;
+ *   - VIEW_MESSAGE_BY_ID (33): extFields exactly {"offset":"<1-18 digits>"};
+ *   - QUERY_MESSAGE (12): extFields of strings without escapes or control characters (topic and
+ *     key valid UTF-8, decoded strictly as the reference decoder does), exactly topic, key, maxNum
+ *     (plain digits, at most 9, no leading zero), beginTimestamp and endTimestamp (at most 19, no
+ *     leading zero, at most Long.MAX_VALUE) and
+ *     optionally _UNIQUE_KEY_QUERY, in any order.
+ * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
+ * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
+ * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
+ * left to the Python path, which meets it again and answers it the reference's way.
+ *
+ * The GIL is held throughout except inside mmap.size() and the query callback. No file is written.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_record_layout.h"
+#include "_view_read_core.h"
+
+#define VIEW_MESSAGE_BY_ID 33
+#define QUERY_MESSAGE 12
+#define RPC_TYPE_RESPONSE 1
+#define RPC_ONEWAY 2
+#define HEADER_LENGTH_MASK 0xFFFFFF
+
+static PyObject *size_name; /* "size", interned */
+
+/* -- answer templates ------------------------------------------------------------------------------
+ * An answer's JSON header is fixed text around a few numbers (holes): bind() hands over, per kind of
+ * answer, the text pieces and which number goes between them, made by the Python encoder. */
+enum { HOLE_OPAQUE, HOLE_OFFSET, HOLE_TIMESTAMP, HOLE_PHYOFFSET, N_HOLES };
+enum { T_VIEW_FOUND, T_VIEW_MISSING, T_QUERY_FOUND, T_QUERY_NOT_FOUND, N_TEMPLATES };
+#define MAX_PIECES 8
+
+typedef struct {
+    PyObject *pieces[MAX_PIECES]; /* bytes, strong references */
+    int holes[MAX_PIECES - 1];
+    int n_pieces;
+} template_t;
+
+static template_t templates[N_TEMPLATES];
+static int bound = 0;
+
+/* -- output buffer ------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} out_buf;
+
+static int ob_need(out_buf *b, Py_ssize_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *grown = PyMem_Realloc(b->p, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = grown;
+    b->cap = cap;
+    return 0;
+}
+
+static inline void put(out_buf *b, const void *s, Py_ssize_t n)
+{
+    memcpy(b->p + b->len, s, (size_t)n);
+    b->len += n;
+}
+
+static inline void put_be32(out_buf *b, uint32_t v)
+{
+    unsigned char w[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                          (unsigned char)v};
+    put(b, w, 4);
+}
+
+/* The decimal digits of x into tmp (at least 21 bytes); returns the start, *n the count. */
+static char *decimal(long long x, char *tmp, int size, int *n)
+{
+    int k = 0;
+    unsigned long long u = x < 0 ? (unsigned long long)(-(x + 1)) + 1 : (unsigned long long)x;
+    do {
+        tmp[size - 1 - k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        tmp[size - 1 - k++] = '-';
+    *n = k;
+    return tmp + size - k;
+}
+
+typedef struct {
+    char tmp[N_HOLES][24];
+    const char *digits[N_HOLES];
+    int n[N_HOLES];
+} hole_values;
+
+static void set_hole(hole_values *v, int hole, long long x)
+{
+    v->digits[hole] = decimal(x, v->tmp[hole], (int)sizeof v->tmp[hole], &v->n[hole]);
+}
+
+static Py_ssize_t template_size(const template_t *t, const hole_values *v)
+{
+    Py_ssize_t n = 0;
+    for (int i = 0; i < t->n_pieces; i++) {
+        n += PyBytes_GET_SIZE(t->pieces[i]);
+        if (i + 1 < t->n_pieces)
+            n += v->n[t->holes[i]];
+    }
+    return n;
+}
+
+static void put_template(out_buf *b, const template_t *t, const hole_values *v)
+{
+    for (int i = 0; i < t->n_pieces; i++) {
+        put(b, PyBytes_AS_STRING(t->pieces[i]), PyBytes_GET_SIZE(t->pieces[i]));
+        if (i + 1 < t->n_pieces)
+            put(b, v->digits[t->holes[i]], v->n[t->holes[i]]);
+    }
+}
+
+/* -- the request header ------------------------------------------------------------------------- */
+
+#define SURE 1
+#define UNSURE 0
+
+typedef struct {
+    const unsigned char *p, *end;
+} cursor;
+
+/* A JSON int32: -?(0|[1-9][0-9]*) within the int32 range ("-0" is left to the reference). */
+static int parse_int32(cursor *c, long long *out)
+{
+    const unsigned char *p = c->p;
+    int neg = 0;
+    if (p < c->end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= c->end || *p < '0' || *p > '9')
+        return UNSURE;
+    if (*p == '0') {
+        p++;
+        if (neg)
+            return UNSURE;
+        if (p < c->end && *p >= '0' && *p <= '9')
+            return UNSURE;
+        *out = 0;
+        c->p = p;
+        return SURE;
+    }
+    long long v = 0;
+    int digits = 0;
+    while (p < c->end && *p >= '0' && *p <= '9') {
+        if (++digits > 10)
+            return UNSURE;
+        v = v * 10 + (*p - '0');
+        p++;
+    }
+    if (p < c->end && (*p == '.' || *p == 'e' || *p == 'E'))
+        return UNSURE;
+    if (neg)
+        v = -v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return UNSURE;
+    *out = v;
+    c->p = p;
+    return SURE;
+}
+
+/* A string of printable ASCII without escapes; [*s, *s + *n) is its text. */
+static int plain_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+{
+    const unsigned char *p = c->p;
+    if (p >= c->end || *p != '"')
+        return UNSURE;
+    const unsigned char *start = ++p;
+    while (p < c->end && *p != '"') {
+        if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+            return UNSURE;
+        p++;
+    }
+    if (p >= c->end)
+        return UNSURE;
+    *s = start;
+    *n = p - start;
+    c->p = p + 1;
+    return SURE;
+}
+
+/* A string without escapes or control characters whose other bytes may be UTF-8 (checked when it is
+ * decoded: answer_query leaves the frame to the reference when it is not valid UTF-8). */
+static int raw_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+{
+    const unsigned char *p = c->p;
+    if (p >= c->end || *p != '"')
+        return UNSURE;
+    const unsigned char *start = ++p;
+    while (p < c->end && *p != '"') {
+        if (*p < 0x20 || *p == 0x7f || *p == '\\')
+            return UNSURE;
+        p++;
+    }
+    if (p >= c->end)
+        return UNSURE;
+    *s = start;
+    *n = p - start;
+    c->p = p + 1;
+    return SURE;
+}
+
+static inline int expect(cursor *c, unsigned char ch)
+{
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return SURE;
+    }
+    return UNSURE;
+}
+
+static inline int literal(cursor *c, const char *s, Py_ssize_t n)
+{
+    if (c->end - c->p >= n && memcmp(c->p, s, (size_t)n) == 0) {
+        c->p += n;
+        return SURE;
+    }
+    return UNSURE;
+}
+
+#define LITERAL(c, s) literal((c), (s), (Py_ssize_t)(sizeof(s) - 1))
+
+enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
+enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE = 32 };
+#define Q_REQUIRED (Q_TOPIC | Q_KEY | Q_MAX_NUM | Q_BEGIN | Q_END)
+
+typedef struct {
+    long long code, flag, opaque;
+    /* extFields, as far as they were read (ext_kind says which shape) */
+    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields */
+    long long offset;
+    const unsigned char *topic, *key;
+    Py_ssize_t topic_n, key_n;
+    long long max_num, begin, end;
+    int unique;
+} request_t;
+
+/* Plain digits without a sign or a leading zero (but "0"), at most max_digits (<= 19) of them and
+ * at most Long.MAX_VALUE. */
+static int plain_number(const unsigned char *s, Py_ssize_t n, int max_digits, long long *out)
+{
+    if (n <= 0 || n > max_digits || (s[0] == '0' && n > 1))
+        return UNSURE;
+    unsigned long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return UNSURE;
+        v = v * 10 + (unsigned long long)(s[i] - '0'); /* 19 digits fit an unsigned long long */
+    }
+    if (v > (unsigned long long)LLONG_MAX)
+        return UNSURE;
+    *out = (long long)v;
+    return SURE;
+}
+
+/* extFields of a VIEW: exactly {"offset":"<1-18 digits>"} (an 18-digit number fits a long long;
+ * leading zeros are read as Java and the reference read them). */
+static int parse_offset_fields(cursor *c, long long *offset)
+{
+    if (!LITERAL(c, "{\"offset\":\""))
+        return UNSURE;
+    const unsigned char *p = c->p;
+    long long v = 0;
+    int digits = 0;
+    while (p < c->end && *p >= '0' && *p <= '9') {
+        if (++digits > 18)
+            return UNSURE;
+        v = v * 10 + (*p - '0');
+        p++;
+    }
+    if (digits == 0)
+        return UNSURE;
+    c->p = p;
+    if (!LITERAL(c, "\"}"))
+        return UNSURE;
+    *offset = v;
+    return SURE;
+}
+
+/* extFields of a QUERY_MESSAGE: topic, key, maxNum, beginTimestamp, endTimestamp (all required, plain
+ * strings; the numbers plain digits: maxNum up to 9, the timestamps up to 19) and optionally
+ * _UNIQUE_KEY_QUERY, in any order, nothing else. */
+static int parse_query_fields(cursor *c, request_t *r)
+{
+    unsigned seen = 0;
+    if (!expect(c, '{'))
+        return UNSURE;
+    r->unique = 0;
+    for (;;) {
+        const unsigned char *k, *v;
+        Py_ssize_t kn, vn;
+        if (!plain_string(c, &k, &kn) || !expect(c, ':') || !raw_string(c, &v, &vn))
+            return UNSURE;
+        unsigned field;
+        int ok = SURE;
+        if (kn == 5 && memcmp(k, "topic", 5) == 0) {
+            field = Q_TOPIC;
+            r->topic = v;
+            r->topic_n = vn;
+        } else if (kn == 3 && memcmp(k, "key", 3) == 0) {
+            field = Q_KEY;
+            r->key = v;
+            r->key_n = vn;
+        } else if (kn == 6 && memcmp(k, "maxNum", 6) == 0) {
+            field = Q_MAX_NUM;
+            ok = plain_number(v, vn, 9, &r->max_num);
+        } else if (kn == 14 && memcmp(k, "beginTimestamp", 14) == 0) {
+            field = Q_BEGIN;
+            ok = plain_number(v, vn, 19, &r->begin);
+        } else if (kn == 12 && memcmp(k, "endTimestamp", 12) == 0) {
+            field = Q_END;
+            ok = plain_number(v, vn, 19, &r->end);
+        } else if (kn == 17 && memcmp(k, "_UNIQUE_KEY_QUERY", 17) == 0) {
+            field = Q_UNIQUE;
+            r->unique = vn == 4 && memcmp(v, "true", 4) == 0;
+        } else {
+            return UNSURE;
+        }
+        if (!ok || (seen & field))
+            return UNSURE;
+        seen |= field;
+        if (expect(c, ','))
+            continue;
+        if (expect(c, '}'))
+            break;
+        return UNSURE;
+    }
+    return (seen & Q_REQUIRED) == Q_REQUIRED ? SURE : UNSURE;
+}
+
+static int parse_header(const unsigned char *data, Py_ssize_t size, request_t *r)
+{
+    cursor c = {data, data + size};
+    unsigned seen = 0;
+    r->code = r->flag = r->opaque = 0;
+    r->ext_kind = 0;
+    if (!expect(&c, '{'))
+        return UNSURE;
+    if (expect(&c, '}'))
+        return UNSURE; /* no fields: nothing of ours */
+    for (;;) {
+        const unsigned char *key;
+        Py_ssize_t n;
+        if (!plain_string(&c, &key, &n) || !expect(&c, ':'))
+            return UNSURE;
+        unsigned field;
+        long long ignored;
+        int ok;
+        if (n == 4 && memcmp(key, "code", 4) == 0) {
+            field = F_CODE;
+            ok = parse_int32(&c, &r->code);
+        } else if (n == 9 && memcmp(key, "extFields", 9) == 0) {
+            field = F_EXT;
+            /* Both shapes are tried: the code may come after extFields. */
+            const unsigned char *at = c.p;
+            if ((ok = parse_offset_fields(&c, &r->offset)))
+                r->ext_kind = 1;
+            else {
+                c.p = at;
+                if ((ok = parse_query_fields(&c, r)))
+                    r->ext_kind = 2;
+            }
+        } else if (n == 4 && memcmp(key, "flag", 4) == 0) {
+            field = F_FLAG;
+            ok = parse_int32(&c, &r->flag);
+        } else if (n == 8 && memcmp(key, "language", 8) == 0) {
+            const unsigned char *s;
+            Py_ssize_t sn;
+            field = F_LANGUAGE;
+            ok = plain_string(&c, &s, &sn);
+        } else if (n == 6 && memcmp(key, "opaque", 6) == 0) {
+            field = F_OPAQUE;
+            ok = parse_int32(&c, &r->opaque);
+        } else if (n == 6 && memcmp(key, "remark", 6) == 0) {
+            const unsigned char *s;
+            Py_ssize_t sn;
+            field = F_REMARK;
+            ok = LITERAL(&c, "null") || plain_string(&c, &s, &sn);
+        } else if (n == 23 && memcmp(key, "serializeTypeCurrentRPC", 23) == 0) {
+            field = F_SER;
+            ok = LITERAL(&c, "\"JSON\"");
+        } else if (n == 7 && memcmp(key, "version", 7) == 0) {
+            field = F_VERSION;
+            ok = parse_int32(&c, &ignored);
+        } else {
+            return UNSURE;
+        }
+        if (!ok || (seen & field))
+            return UNSURE;
+        seen |= field;
+        if (expect(&c, ','))
+            continue;
+        if (expect(&c, '}'))
+            break;
+        return UNSURE;
+    }
+    if (c.p != c.end || !(seen & F_CODE) || !(seen & F_EXT))
+        return UNSURE;
+    return SURE;
+}
+
+/* -- the batch ---------------------------------------------------------------------------------- */
+
+/* A found record, or a missing one, answered into out. 0, or -1 with an error set. */
+static int answer_view(out_buf *out, const request_t *req, PyObject *const *args, long long max_offset,
+                       long long max_size, long long *found_count, long long *found_bytes, int *leave)
+{
+    view_record rec;
+    int found = view_locate(args[2], args[3], args[4], max_offset, req->offset, max_size, args[7], size_name, &rec);
+    if (found < 0) {
+        view_release(&rec);
+        PyErr_Clear(); /* the Python path meets it again and answers as the reference does */
+        *leave = 1;
+        return 0;
+    }
+    hole_values v;
+    set_hole(&v, HOLE_OPAQUE, req->opaque);
+    const template_t *t = &templates[found == VIEW_FOUND ? T_VIEW_FOUND : T_VIEW_MISSING];
+    Py_ssize_t body_n = 0;
+    if (found == VIEW_FOUND)
+        body_n = rec.size;
+    else
+        set_hole(&v, HOLE_OFFSET, req->offset);
+    Py_ssize_t header_n = template_size(t, &v);
+    if (ob_need(out, 8 + header_n + body_n) < 0) {
+        view_release(&rec);
+        return -1;
+    }
+    put_be32(out, (uint32_t)(4 + header_n + body_n));
+    put_be32(out, (uint32_t)header_n); /* JSON: serialize type 0 in the top byte */
+    put_template(out, t, &v);
+    if (found == VIEW_FOUND) {
+        put(out, (const char *)rec.buf.buf + rec.pos, body_n);
+        *found_bytes += body_n;
+        ++*found_count;
+    }
+    view_release(&rec);
+    return 0;
+}
+
+/* A QUERY_MESSAGE: query(opaque, topic, key, max_num, begin, end, unique) answers
+ * (timestamp, phyoffset, records) to be answered here, bytes (a whole answer frame, written as is),
+ * or None (nothing to write now: the answer comes later). 0, or -1 with an error set. */
+static int answer_query(out_buf *out, const request_t *req, PyObject *query, long long max_body, int *leave)
+{
+    PyObject *topic = PyUnicode_DecodeUTF8((const char *)req->topic, req->topic_n, "strict");
+    PyObject *key = topic ? PyUnicode_DecodeUTF8((const char *)req->key, req->key_n, "strict") : NULL;
+    if (key == NULL) {
+        Py_XDECREF(topic);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return -1;
+        PyErr_Clear(); /* not UTF-8: the reference decides (nothing has run yet) */
+        *leave = 1;
+        return 0;
+    }
+    PyObject *r = PyObject_CallFunction(query, "LNNLLLO", req->opaque, topic, key, req->max_num, req->begin,
+                                        req->end, req->unique ? Py_True : Py_False);
+    if (r == NULL)
+        return -1;
+    int rc = -1;
+    if (r == Py_None) {
+        rc = 0;
+    } else if (PyBytes_Check(r)) {
+        if (ob_need(out, PyBytes_GET_SIZE(r)) == 0) {
+            put(out, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r));
+            rc = 0;
+        }
+    } else if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 && PyList_Check(PyTuple_GET_ITEM(r, 2))) {
+        long long ts, phy;
+        PyObject *records = PyTuple_GET_ITEM(r, 2);
+        if (view_as_int64(PyTuple_GET_ITEM(r, 0), &ts) < 0 || view_as_int64(PyTuple_GET_ITEM(r, 1), &phy) < 0)
+            goto done;
+        Py_ssize_t n = PyList_GET_SIZE(records), body_n = 0;
+        Py_buffer *views = n ? PyMem_Calloc((size_t)n, sizeof(Py_buffer)) : NULL;
+        if (n && views == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t got = 0, take = n;
+        for (; got < n; got++) {
+            if (PyObject_GetBuffer(PyList_GET_ITEM(records, got), &views[got], PyBUF_SIMPLE) < 0)
+                break;
+            if (body_n + views[got].len > max_body) {
+                /* query_message.cap_records: whole records within the frame's room, no more */
+                take = got;
+                got++;
+                break;
+            }
+            body_n += views[got].len;
+        }
+        if (take < n || got == n) {
+            n = take;
+            hole_values v;
+            set_hole(&v, HOLE_OPAQUE, req->opaque);
+            set_hole(&v, HOLE_TIMESTAMP, ts);
+            set_hole(&v, HOLE_PHYOFFSET, phy);
+            const template_t *t = &templates[n ? T_QUERY_FOUND : T_QUERY_NOT_FOUND];
+            Py_ssize_t header_n = template_size(t, &v);
+            if (ob_need(out, 8 + header_n + body_n) == 0) {
+                put_be32(out, (uint32_t)(4 + header_n + body_n));
+                put_be32(out, (uint32_t)header_n);
+                put_template(out, t, &v);
+                for (Py_ssize_t i = 0; i < n; i++)
+                    put(out, views[i].buf, views[i].len);
+                rc = 0;
+            }
+        }
+        for (Py_ssize_t i = 0; i < got; i++)
+            PyBuffer_Release(&views[i]);
+        PyMem_Free(views);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "the query callback answers a (timestamp, phyoffset, list), bytes or None");
+    }
+done:
+    Py_DECREF(r);
+    return rc;
+}
+
+static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "answer_batch() takes 12 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "answer_batch() before bind()");
+        return NULL;
+    }
+    PyObject *query = args[11];
+    if (!PyList_Check(args[2]) || !PyList_Check(args[3]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "answer_batch() takes maps, starts and lengths as lists");
+        return NULL;
+    }
+    long long pos, max_offset, max_size, max_frame, max_header, flush_bytes;
+    if (view_as_int64(args[1], &pos) < 0 || view_as_int64(args[5], &max_offset) < 0 ||
+        view_as_int64(args[6], &max_size) < 0 || view_as_int64(args[8], &max_frame) < 0 ||
+        view_as_int64(args[9], &max_header) < 0 || view_as_int64(args[10], &flush_bytes) < 0)
+        return NULL;
+    Py_buffer in;
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *data = (const unsigned char *)in.buf;
+    long long size = (long long)in.len;
+    if (pos < 0 || pos > size)
+        pos = size; /* nothing to answer */
+
+    out_buf out = {NULL, 0, 0};
+    long long views = 0, found_count = 0, found_bytes = 0, queries = 0;
+    PyObject *result = NULL;
+
+    while (out.len < flush_bytes && size - pos >= 8) {
+        const unsigned char *f = data + pos;
+        int32_t length = view_be32(f);
+        if (length < 4 || (long long)length > max_frame - 4)
+            break; /* the reference says what is wrong */
+        uint32_t word = (uint32_t)view_be32(f + 4);
+        long long header_len = word & HEADER_LENGTH_MASK;
+        if ((word >> 24) != 0 || header_len != (long long)length - 4 || header_len > max_header)
+            break; /* not JSON, a body (neither request has one) or a header over the limit */
+        if (size - pos - 4 < length)
+            break; /* incomplete: the decoder keeps it */
+        request_t req;
+        if (!parse_header(f + 8, (Py_ssize_t)header_len, &req) || (req.flag & (RPC_TYPE_RESPONSE | RPC_ONEWAY)))
+            break;
+        if (req.code == VIEW_MESSAGE_BY_ID && req.ext_kind == 1) {
+            int leave = 0;
+            if (answer_view(&out, &req, args, max_offset, max_size, &found_count, &found_bytes, &leave) < 0)
+                goto done;
+            if (leave)
+                break;
+            views++;
+        } else if (req.code == QUERY_MESSAGE && req.ext_kind == 2 && query != Py_None) {
+            /* The query has run once the callback is called: from here on the frame is answered here,
+             * and a Python error is a real one (the callback turns the processor's into answers). */
+            int leave = 0;
+            if (answer_query(&out, &req, query, max_size, &leave) < 0)
+                goto done;
+            if (leave)
+                break;
+            queries++;
+        } else {
+            break;
+        }
+        pos += 4 + (long long)length;
+    }
+    PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
+    if (answers != NULL)
+        result = Py_BuildValue("(NLLLLL)", answers, pos, views, found_count, found_bytes, queries);
+done:
+    PyMem_Free(out.p);
+    PyBuffer_Release(&in);
+    return result;
+}
+
+/* bind(view_found, view_missing, query_found, query_not_found): each (pieces, holes). */
+static PyObject *bind(PyObject *self, PyObject *args)
+{
+    (void)self;
+    if (PyTuple_GET_SIZE(args) != N_TEMPLATES) {
+        PyErr_Format(PyExc_TypeError, "bind() takes %d templates", N_TEMPLATES);
+        return NULL;
+    }
+    template_t fresh[N_TEMPLATES];
+    memset(fresh, 0, sizeof fresh);
+    for (int k = 0; k < N_TEMPLATES; k++) {
+        PyObject *pieces, *holes;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(args, k), "O!O!", &PyTuple_Type, &pieces, &PyTuple_Type, &holes))
+            goto fail;
+        Py_ssize_t n = PyTuple_GET_SIZE(pieces);
+        if (n < 1 || n > MAX_PIECES || PyTuple_GET_SIZE(holes) != n - 1) {
+            PyErr_SetString(PyExc_ValueError, "a template is 1..8 pieces and one hole between each two");
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *piece = PyTuple_GET_ITEM(pieces, i);
+            if (!PyBytes_Check(piece)) {
+                PyErr_SetString(PyExc_TypeError, "template pieces are bytes");
+                goto fail;
+            }
+            fresh[k].pieces[i] = Py_NewRef(piece);
+            fresh[k].n_pieces = (int)i + 1;
+            if (i + 1 < n) {
+                long hole = PyLong_AsLong(PyTuple_GET_ITEM(holes, i));
+                if (hole < 0 || hole >= N_HOLES) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError, "unknown hole");
+                    goto fail;
+                }
+                fresh[k].holes[i] = (int)hole;
+            }
+        }
+    }
+    for (int k = 0; k < N_TEMPLATES; k++) {
+        for (int i = 0; i < templates[k].n_pieces; i++)
+            Py_CLEAR(templates[k].pieces[i]);
+        templates[k] = fresh[k];
+    }
+    bound = 1;
+    Py_RETURN_NONE;
+fail:
+    for (int k = 0; k < N_TEMPLATES; k++)
+        for (int i = 0; i < fresh[k].n_pieces; i++)
+            Py_CLEAR(fresh[k].pieces[i]);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"answer_batch", (PyCFunction)(void (*)(void))answer_batch, METH_FASTCALL,
+     "Answer the VIEW and QUERY frames at the start of a read (see the module comment)."},
+    {"bind", bind, METH_VARARGS, "Hand over the answer templates made by server.remoting.request_path."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "server.remoting._request_path_fast",
+    "The compiled request path (see server/remoting/request_path.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__request_path_fast(void)
+{
+    size_name = PyUnicode_InternFromString("size");
+    if (size_name == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
