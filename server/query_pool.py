@@ -8,8 +8,9 @@ default 8 + the number of processors); this is its counterpart.
 
 The processor first answers a query inline with a small budget of index entries (a few
 microseconds compiled): nearly every query fits, and answering inline costs no thread hand-off.
-Only a query whose walk runs out of that budget is handed to this pool, where it starts over with
-the full per-request budget. The compiled chain walk releases the GIL, so the loop keeps serving
+Only a query whose walk runs out of that budget is handed to this pool, where it continues from
+where the inline walk stopped (``MessageStore.query_message``'s ``resume``), with the full
+per-request budget. The compiled chain walk releases the GIL, so the loop keeps serving
 while pool threads walk (the pure-Python reference walks under the GIL: correct, but the loop then
 shares the interpreter with the walk).
 """

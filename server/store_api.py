@@ -69,9 +69,21 @@ class QueryStore(Protocol):
     """The read side of ``MessageStore`` that the processors call."""
 
     def query_message(
-        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = ...
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        budget: int = ...,
+        resume: Any = ...,
     ) -> QueryResult:
-        """Thread-safe (the server calls it from its query pool); ``budget`` bounds entries visited."""
+        """Thread-safe (the server calls it from its query pool); ``budget`` bounds entries visited.
+
+        ``resume``: a result's ``resume`` (when it has one), to finish that same query from where its
+        budget stopped it.
+        """
         ...
 
     def view_message_copy(self, offset: int, max_size: int) -> bytes | None:

@@ -127,14 +127,22 @@ class QueryMessageProcessor:
             if self._pool.full:
                 # As the broker answers a query its executor's full queue rejects.
                 return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
-            return self._query_in_pool(request, self._pool, args)
+            return self._query_in_pool(request, self._pool, args, getattr(result, "resume", None))
         return self._answer(request, result)
 
     async def _query_in_pool(
-        self, request: RemotingCommand, pool: QueryPool, args: tuple[str, str, int, int, int]
+        self, request: RemotingCommand, pool: QueryPool, args: tuple[str, str, int, int, int], resume: object
     ) -> RemotingCommand:
-        """The same query again on a pool thread, with the whole per-request budget."""
-        result = await pool.run(self._store.query_message, *args, budget=self._budget)
+        """The same query on a pool thread, with the whole per-request budget.
+
+        With the inline walk's ``resume`` point the pool continues where that walk stopped instead
+        of reading its entries again (the same answer: ``MessageStore.query_message``). Without
+        one (a store that gives none, or a corrupt chain that linked forwards) it starts over.
+        """
+        if resume is None:
+            result = await pool.run(self._store.query_message, *args, budget=self._budget)
+        else:
+            result = await pool.run(self._store.query_message, *args, budget=self._budget, resume=resume)
         return self._answer(request, result)
 
     def _answer(self, request: RemotingCommand, result: QueryResult) -> RemotingCommand:
