@@ -89,9 +89,8 @@ def main() -> None:
         finally:
             broker.send_signal(signal.SIGTERM)
             broker.wait(60)
-    sys.stdout.write(
-        '{"recordedFrom": "Apache RocketMQ 4.9.7 broker (JDK 17) over tests/support/hot_window.py\'s store",\n'
-    )
+    source = "Apache RocketMQ 4.9.7 broker (JDK 17) over the store of tests/support/hot_window.py"
+    sys.stdout.write(f'{{"recordedFrom": "{source}",\n')
     sys.stdout.write(f' "storeSha256": "{store_sha}",\n "queries": [\n')
     sys.stdout.write(",\n".join("  " + json.dumps(a) for a in answers))
     sys.stdout.write("\n ]}\n")
