@@ -63,6 +63,8 @@ class QueryResult(Protocol):
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
     budget_exhausted: bool
+    #: Index entries the walks read (all rounds).
+    visited: int
 
 
 class QueryStore(Protocol):
@@ -78,11 +80,13 @@ class QueryStore(Protocol):
         *,
         budget: int = ...,
         resume: Any = ...,
+        deadline: int = ...,
     ) -> QueryResult:
         """Thread-safe (the server calls it from its query pool); ``budget`` bounds entries visited.
 
         ``resume``: a result's ``resume`` (when it has one), to finish that same query from where its
-        budget stopped it.
+        budget stopped it. ``deadline`` (``time.monotonic_ns()``): the walks stop there as at a spent
+        budget.
         """
         ...
 

@@ -296,6 +296,7 @@ class MessageStore:
         exact_key: bool = False,
         budget: int = UNBOUNDED,
         resume: QueryResume | None = None,
+        deadline: int = 0,
     ) -> QueryMessageResult:
         """``DefaultMessageStore.queryMessage``; ``exact_key`` also drops hash collisions and other topics.
 
@@ -307,6 +308,9 @@ class MessageStore:
         ``resume``, an earlier answer's to the same query, finishes that query: the answer is the
         one a single call with this ``budget`` (which counts the entries already read) gives, and
         the index entries read before are not read again.
+
+        ``deadline`` (``time.monotonic_ns()``; 0 for none) stops the index walks as a spent budget
+        does once it has passed: the answer says ``budget_exhausted`` and where to ``resume``.
         """
         result = QueryMessageResult()
         buffers = result.buffers
@@ -325,7 +329,14 @@ class MessageStore:
             # A resumed round's walk counts the entries its first part read: ``visited`` is the
             # round's whole, as in one uninterrupted call.
             offsets = query_offsets(
-                topic, key, max_num, begin, last_query_time, budget=budget - visited_before, resume=point
+                topic,
+                key,
+                max_num,
+                begin,
+                last_query_time,
+                budget=budget - visited_before,
+                resume=point,
+                deadline=deadline,
             )
             point = None
             result.visited += offsets.visited

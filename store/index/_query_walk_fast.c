@@ -4,12 +4,12 @@
  * both agree, on the golden store and on hostile bytes).
  *
  *   walk_chain(buf, length, entries_at, start, key_hash, index_count, limit, begin_timestamp,
- *              begin_phy_offset, begin, end, room, budget[, chain_start, chain_visited])
+ *              begin_phy_offset, begin, end, room, budget[, chain_start, chain_visited, deadline])
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
  *   read_checked(maps, views, starts, lengths, max_offset, offsets) -> (records, shrunk)
  *   query_files(maps, fds, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget
- *               [, resume])
+ *               [, resume, deadline])
  *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events, resume)
  *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "_record_layout.h"
@@ -118,10 +119,21 @@ static void diff_bounds(long long begin_ts, long long begin, long long end, long
     *hi = (long long)(h < -1 ? -1 : (h > cap ? cap : h));
 }
 
+/* CLOCK_MONOTONIC in nanoseconds: Python's time.monotonic_ns() on Linux. */
+static inline long long monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* How often (entries) a walk with a deadline looks at the clock: after every 256 entries it read (~3 us
+ * of walking between looks; never before its first, so every walk makes some progress). */
+#define DEADLINE_EVERY 256
+
 static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entries_at, long long start,
                  int32_t key_hash, long long index_count, long long limit, long long begin_ts,
                  long long begin_phy, long long begin, long long end, Py_ssize_t room, Py_ssize_t budget,
-                 long long chain_start, Py_ssize_t chain_visited, walk_result *r) {
+                 long long chain_start, Py_ssize_t chain_visited, long long deadline, walk_result *r) {
     long long current = start;
     seen_set seen = {NULL, 0};
     long long lo, hi;
@@ -138,7 +150,8 @@ static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entrie
     if (room <= 0) return;
     for (;;) {
         if (current > limit) break;
-        if (r->visited >= budget) {
+        if (r->visited >= budget ||
+            (deadline > 0 && r->visited > 0 && r->visited % DEADLINE_EVERY == 0 && monotonic_ns() >= deadline)) {
             r->stop = STOP_BUDGET;
             r->stop_entry = current;
             break;
@@ -202,12 +215,12 @@ static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entrie
 static PyObject *walk_chain(PyObject *self, PyObject *args) {
     PyObject *obj;
     Py_ssize_t length, entries_at, room, budget;
-    long long start, index_count, limit, begin_ts, begin_phy, begin, end, chain_start = -1;
+    long long start, index_count, limit, begin_ts, begin_phy, begin, end, chain_start = -1, deadline = 0;
     Py_ssize_t chain_visited = 0;
     int key_hash;
-    if (!PyArg_ParseTuple(args, "OnnLiLLLLLLnn|Ln:walk_chain", &obj, &length, &entries_at, &start, &key_hash,
+    if (!PyArg_ParseTuple(args, "OnnLiLLLLLLnn|LnL:walk_chain", &obj, &length, &entries_at, &start, &key_hash,
                           &index_count, &limit, &begin_ts, &begin_phy, &begin, &end, &room, &budget,
-                          &chain_start, &chain_visited))
+                          &chain_start, &chain_visited, &deadline))
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -218,7 +231,7 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     memset(&r, 0, sizeof r);
     Py_BEGIN_ALLOW_THREADS
     walk((const unsigned char *)view.buf, length, entries_at, start, (int32_t)key_hash, index_count, limit,
-         begin_ts, begin_phy, begin, end, room, budget, chain_start, chain_visited, &r);
+         begin_ts, begin_phy, begin, end, room, budget, chain_start, chain_visited, deadline, &r);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (r.nomem) {
@@ -479,10 +492,10 @@ static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
 static PyObject *query_files(PyObject *self, PyObject *args) {
     PyObject *maps_in, *fds_in, *headers_in, *resume_in = Py_None;
     Py_ssize_t size, max_num, budget;
-    long long hash_slot_num, index_num, begin, end;
+    long long hash_slot_num, index_num, begin, end, deadline = 0;
     int key_hash;
-    if (!PyArg_ParseTuple(args, "OOOnLLinLLn|O:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
-                          &index_num, &key_hash, &max_num, &begin, &end, &budget, &resume_in))
+    if (!PyArg_ParseTuple(args, "OOOnLLinLLn|OL:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
+                          &index_num, &key_hash, &max_num, &begin, &end, &budget, &resume_in, &deadline))
         return NULL;
     /* A resume point (query_walk.Resume): where a budget stopped an earlier call. */
     Py_ssize_t r_file = -1, r_chain_visited = 0, r_visited = 0;
@@ -649,7 +662,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
             Py_ssize_t length = size < view.len ? size : view.len;
             Py_BEGIN_ALLOW_THREADS
             walk(base, length, entries_at, start, (int32_t)key_hash, index_count, limit, h[0], h[2], begin, end,
-                 max_num - all.count, budget - all.visited, chain_start, chain_visited, &r);
+                 max_num - all.count, budget - all.visited, chain_start, chain_visited, deadline, &r);
             Py_END_ALLOW_THREADS
             PyBuffer_Release(&view);
             all.visited += r.visited;

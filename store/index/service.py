@@ -338,6 +338,7 @@ class IndexService:
         *,
         budget: int = UNBOUNDED,
         resume: ResumePoint | None = None,
+        deadline: int = 0,
     ) -> QueryOffsetResult:
         """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``.
 
@@ -350,6 +351,9 @@ class IndexService:
         the one a single call with this ``budget`` gives (``budget`` counts the entries read
         before), without reading those entries again. This is how a query the event loop started
         with a small budget is finished on a pool thread (``server.query_pool``).
+
+        ``deadline`` (``time.monotonic_ns()``; 0 for none): the walks stop as at a spent budget once
+        it has passed (the event loop's share of a query, bounded in time).
         """
         max_num = min(max_num, self.max_msgs_num_batch)
         if max_num < 0:
@@ -384,6 +388,7 @@ class IndexService:
             end,
             budget,
             None if resume is None else resume.point,
+            deadline,
         )
         if events:
             self._report(files, key_hash, events)

@@ -111,6 +111,23 @@ async def test_the_pool_continues_the_inline_walk_where_it_stopped(recording: Re
     }
 
 
+async def test_the_inline_walk_stops_at_its_deadline_and_the_pool_finishes_it(
+    recording: RecordingStore,
+) -> None:
+    """An inline deadline already past when the walk looks at the clock (after 256 entries): the
+    pool continues from there, whatever the inline entry budget."""
+    pool = QueryPool(1)
+    try:
+        processor = QueryMessageProcessor(recording, pool=pool, budget=10_000, inline_budget=5_000,
+                                          inline_seconds=1e-9)  # fmt: skip
+        response = await processor.query_message(oldest_query())  # type: ignore[misc]
+    finally:
+        pool.close()
+    assert recording.resumed == [False, True]
+    assert [c[1:] for c in recording.calls] == [(256, True), (HOT, False)]
+    assert response.code == ResponseCode.SUCCESS and b"body-0" in bytes(response.body or b"")
+
+
 async def test_a_short_walk_is_answered_inline(recording: RecordingStore) -> None:
     pool = QueryPool(1)
     try:

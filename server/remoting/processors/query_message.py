@@ -12,6 +12,7 @@ record: it is answered as no message.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 
 from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, ResponseCode
@@ -24,7 +25,7 @@ from protocol.custom_headers import (
     java_string,
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
-from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
+from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, INLINE_SECONDS, OVERLOAD_REMARK, QueryPool
 from server.remoting.reply import system_error
 from server.store_api import QueryArgumentError, QueryResult, QueryStore
 
@@ -84,13 +85,22 @@ def cap_records(buffers: list[memoryview], limit: int) -> list[memoryview]:
 class QueryMessageProcessor:
     """The two message lookups a broker answers from its store.
 
-    With a ``pool``, a key query runs inline with ``inline_budget`` index entries; one that needs
-    more is handed to the pool (the answer then comes from a task, and may overtake later answers
-    on the connection: clients pair answers by opaque) and runs there with ``budget``. Without a
-    pool it runs inline with ``budget``.
+    With a ``pool``, a key query runs inline with ``inline_budget`` index entries and
+    ``inline_seconds`` of walking, whichever ends first; one that needs more is handed to the pool
+    (the answer then comes from a task, and may overtake later answers on the connection: clients
+    pair answers by opaque), which continues it from where it stopped, up to ``budget`` entries in
+    all. Without a pool it runs inline with ``budget``.
     """
 
-    __slots__ = ("_body_limit", "_budget", "_default_query_max_num", "_inline_budget", "_pool", "_store")
+    __slots__ = (
+        "_body_limit",
+        "_budget",
+        "_default_query_max_num",
+        "_inline_budget",
+        "_inline_ns",
+        "_pool",
+        "_store",
+    )
 
     def __init__(
         self,
@@ -101,6 +111,7 @@ class QueryMessageProcessor:
         pool: QueryPool | None = None,
         budget: int = DEFAULT_QUERY_BUDGET,
         inline_budget: int = INLINE_BUDGET,
+        inline_seconds: float = INLINE_SECONDS,
     ) -> None:
         self._store = store
         self._default_query_max_num = default_query_max_num
@@ -108,6 +119,8 @@ class QueryMessageProcessor:
         self._pool = pool
         self._budget = budget
         self._inline_budget = min(inline_budget, budget) if pool is not None else budget
+        #: The inline walk's time limit in ns (0: none, without a pool the walk is the whole query).
+        self._inline_ns = int(inline_seconds * 1e9) if pool is not None else 0
 
     def query_message(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -118,12 +131,17 @@ class QueryMessageProcessor:
                 header.end_timestamp)  # fmt: skip
         try:
             # A null topic or key is queried as "null", as the broker's `topic + "#" + key` does.
-            result = self._store.query_message(*args, budget=self._inline_budget)
+            if self._inline_ns:
+                deadline = time.monotonic_ns() + self._inline_ns
+                result = self._store.query_message(*args, budget=self._inline_budget, deadline=deadline)
+            else:
+                result = self._store.query_message(*args, budget=self._inline_budget)
         except QueryArgumentError as exc:
             # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the
             # broker answers with the exception's description. A client error: no traceback logged.
             return system_error(request, f"{ILLEGAL_ARGUMENT}: {exc}")
-        if result.budget_exhausted and self._pool is not None and self._budget > self._inline_budget:
+        # Stopped short of the whole budget (the inline budget or deadline): the pool finishes it.
+        if result.budget_exhausted and self._pool is not None and result.visited < self._budget:
             if self._pool.full:
                 # As the broker answers a query its executor's full queue rejects.
                 return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)

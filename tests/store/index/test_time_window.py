@@ -201,6 +201,16 @@ def test_a_walk_continued_twice_still_answers_as_one_walk(store_config: StoreCon
         pytest.fail("the walk never finished")
 
 
+def test_a_deadline_never_stops_a_walk_before_256_entries(store_config: StoreConfig, maps: _Maps) -> None:
+    """Every walk here is shorter than 256 entries (one file's share of the chain): a deadline
+    already past when the query starts stops none of them, in either twin (the clock is looked at
+    after every 256 entries a walk read, never before its first)."""
+    for max_num, begin, end in windows(store_config):
+        whole = query_walk.REFERENCE["query_files"](*maps.args(max_num, begin, end, 10**9))
+        for q in _twins():
+            assert q(*maps.args(max_num, begin, end, 10**9), None, 1) == whole, (max_num, begin, end)
+
+
 def test_the_store_finishes_a_stopped_query_where_it_stopped(
     store_config: StoreConfig, store: MessageStore
 ) -> None:
