@@ -55,7 +55,8 @@ OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 #: twice, so the inline share only decides where the work runs, not how much there is. Before the
 #: resume point existed the budget was 2048 (~10 us dense), as a walk the pool finished was a walk
 #: read twice; a narrow range on a hot key (5,000 entries, ~70 us) now finishes inline instead of
-#: paying the hand-off (~60-80 us of Python and thread switches on this machine's cores).
+#: paying the hand-off (BENCHMARKS.md, "Narrow time-range key queries on a hot key": 16x8 went
+#: from 0.77-0.85x to 1.3-2.5x Java's requests/s; VIEW p99 beside chain walkers ~0.3 ms worse).
 INLINE_BUDGET = 65_536 if QUERY_WALK_COMPILED else 400
 
 #: Seconds a query may walk inline before the rest goes to the pool (checked every 256 entries).
