@@ -11,11 +11,20 @@ after a 5 s gap (phase B). Two queries are timed per key:
 Each query runs ``--repeat`` times on a warm store; p50/p99 are reported in microseconds.
 
     python -m benchmarks.store_query
+
+``--narrow-store DIR`` instead times the whole in-process request path of ``vs_java``'s narrow
+time-range queries (the store its ``narrow`` group writes, ``DIR/bench.json`` naming the ranges):
+``QueryMessageProcessor`` with the server's query pool, from the request command to the response
+command, awaiting the pool when the query moves there; no sockets, no event-loop load.
+
+    python -m benchmarks.store_query --narrow-store /tmp/narrow --repeat 200
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import shutil
 import statistics
 import time
@@ -59,12 +68,57 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def narrow(root: Path, repeat: int) -> None:
+    """Per range, the p50 of one QUERY_MESSAGE through the processor (pool included), in us."""
+    from protocol.codes import LanguageCode, RequestCode
+    from protocol.command import RemotingCommand
+    from server.query_pool import QueryPool
+    from server.remoting.processors.query_message import QueryMessageProcessor
+
+    ranges = json.loads((root / "bench.json").read_text())["ranges"]
+
+    async def run() -> None:
+        with MessageStore.open(StoreConfig.for_store(root / "store")) as store:
+            pool = QueryPool()
+            processor = QueryMessageProcessor(store, pool=pool)
+            key = {"topic": "HotTopic", "key": "hot", "maxNum": "64"}
+            fields = [{**key, "beginTimestamp": str(b), "endTimestamp": str(e)} for b, e in ranges]
+            requests = [
+                RemotingCommand(
+                    code=RequestCode.QUERY_MESSAGE, language=LanguageCode.JAVA, version=407, opaque=i, flag=0,
+                    ext_fields=f,
+                )
+                for i, f in enumerate(fields)
+            ]  # fmt: skip
+            samples: list[list[float]] = [[] for _ in requests]
+            for n in range(50 + repeat):
+                for i, request in enumerate(requests):
+                    t0 = time.perf_counter()
+                    answer = processor.query_message(request)
+                    if not isinstance(answer, RemotingCommand):
+                        answer = await answer
+                    if n >= 50:  # the first 50 rounds warm up
+                        samples[i].append((time.perf_counter() - t0) * 1e6)
+            pool.close()
+        every = [x for s in samples for x in s]
+        print("range start (ms after the first) | p50 us | p99 us")
+        for (b, _), s in zip(ranges, samples, strict=True):
+            print(f"{b - ranges[0][0]:>10} | {statistics.median(s):8.1f} | {percentile(s, 0.99):8.1f}")
+        print(f"all ranges: mean {statistics.mean(every):.1f} us, p50 {statistics.median(every):.1f} us")
+
+    asyncio.run(run())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/rmq-bench-query"))
     parser.add_argument("--lengths", default="1,10,100,1000,10000,50000")
     parser.add_argument("--repeat", type=int, default=300)
+    parser.add_argument("--narrow-store", type=Path, help="time vs_java's narrow-range queries (see above)")
     args = parser.parse_args()
+    if args.narrow_store is not None:
+        narrow(args.narrow_store, args.repeat)
+        return
     lengths = [int(x) for x in args.lengths.split(",")]
     if args.dir.exists():
         shutil.rmtree(args.dir)

@@ -14,6 +14,13 @@ and every measurement alternates Java and this server (A B A B, the order flippe
   ``StoreWriter``, default 5M/20M index geometry) serves 16 x 8 VIEWs while 2 more connections send
   QUERY_MESSAGE for ``hot`` with a time range holding only its first write, so every such query walks
   the whole chain: VIEW p99 and VIEW/s, and the chain-walking queries' rate;
+* narrow time ranges on a hot key (``narrow``): a store of ``--narrow-records`` messages (default
+  2,000,000, default 5M/20M index geometry, 1 ms apart) where every ``--narrow-every``-th (200) also
+  carries key ``hot``, so its chain holds 10,000 entries spread over the whole index file, and
+  QUERY_MESSAGE for ``hot`` over 1-second ranges at 10, 30, 50, 70 and 90% of the store's span
+  (maxNum 64; each answers 5 records after walking 9,000 .. 1,000 newer entries): p50 and p99 at
+  1 x 1, requests/s at 16 x 8, and answers per server CPU-second. ``--ours-from DIR`` runs this
+  server from another checkout (built there) for a before/after in the same harness;
 * ``--workers 2`` on both cores against one worker on one core (this server only; the load generator
   then shares the cores with the servers, so the rows also give the generator's CPU and the answers
   per core left to the server: ``2 - generator`` cores for two workers, core 1 for one;
@@ -115,14 +122,21 @@ def start_java(store: Path, port: int, log: Path) -> Server:
 
 
 def start_ours(
-    store: Path, config: Path | None, port: int, log: Path, *, workers: int = 1, cores: str = SERVER_CORE
+    store: Path,
+    config: Path | None,
+    port: int,
+    log: Path,
+    *,
+    workers: int = 1,
+    cores: str = SERVER_CORE,
+    checkout: Path = REPO,
 ) -> Server:
     cmd = ["taskset", "-c", cores, sys.executable, "-m", "clients.cli", "serve", "--store", str(store)]
     if config is not None:
         cmd += ["--config", str(config)]
     cmd += ["--port", str(port), "--log-level", "WARNING", "--workers", str(workers)]
     with open(log, "wb") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=checkout)
     wait_port(port, 60, process)
     time.sleep(1.0 if workers == 1 else 4.0)  # workers bind after the first process
     return Server("ours", port, process)
@@ -270,6 +284,24 @@ def write_hot_store(root: Path, hot: int) -> tuple[int, list[int]]:
     return T0, offsets
 
 
+def write_narrow_store(root: Path, records: int, every: int) -> list[tuple[int, int]]:
+    """``records`` messages 1 ms apart from T0, every ``every``-th also keyed ``hot``: returns the
+    1-second ranges the narrow queries ask (at 10, 30, 50, 70 and 90% of the span)."""
+    config = StoreConfig.for_store(root, broker_ip1="127.0.0.1")
+    now = [T0]
+
+    def clock() -> int:
+        value = now[0]
+        now[0] += 1
+        return value
+
+    with StoreWriter(config, clock=clock) as w:
+        for n in range(records):
+            keys = f"hot k-{n}" if n % every == 0 else f"k-{n}"
+            w.append(HOT_TOPIC, b"narrow message %d" % n, keys=keys, queue_id=n % 4)
+    return [(T0 + records * pct // 100, T0 + records * pct // 100 + 999) for pct in (10, 30, 50, 70, 90)]
+
+
 def ratio_row(
     label: str, unit: str, java: list[float], ours: list[float], *, lower_is_better: bool = False
 ) -> str:
@@ -280,6 +312,75 @@ def ratio_row(
     rs = " ".join(f"{x:.2f}" for x in ratios)
     fmt = {"ms": ",.3f", "cores": ".2f"}.get(unit, ",.0f")
     return f"| {label} | {o:{fmt}} {unit} | {j:{fmt}} {unit} | {r:.2f}x ({rs}) |"
+
+
+def narrow_rows(args: argparse.Namespace, rmqblast: Path, work: Path, p: int) -> list[str]:
+    """The narrow time-range rows (see the module docstring): Java and this server alternating."""
+    root = args.narrow_store or work / "narrow-src"
+    marker = root / "bench.json"
+    if not marker.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        started = time.monotonic()
+        ranges = write_narrow_store(root / "store", args.narrow_records, args.narrow_every)
+        marker.write_text(
+            json.dumps({"ranges": ranges, "records": args.narrow_records, "every": args.narrow_every})
+        )
+        print(
+            f"narrow store: {args.narrow_records} messages in {time.monotonic() - started:.0f} s", flush=True
+        )
+    meta = json.loads(marker.read_text())
+    files = {"keys": work / "narrow-keys"}
+    files["keys"].write_text("".join(f"{HOT_TOPIC}\thot\t{b}\t{e}\n" for b, e in meta["ranges"]))
+    for side in ("nj", "no"):
+        shutil.rmtree(work / side, ignore_errors=True)
+        (work / side).mkdir()
+        subprocess.run(
+            ["cp", "-a", "--sparse=always", str(root / "store"), str(work / side / "store")], check=True
+        )
+    servers: list[Server] = []
+    try:
+        java = start_java(work / "nj" / "store", p + 3, work / "java-narrow.log")
+        servers.append(java)
+        ours = start_ours(
+            work / "no" / "store", None, p + 11, work / "ours-narrow.log", checkout=args.ours_from
+        )
+        servers.append(ours)
+        for s in (java, ours):  # warm-up: the JIT, and both servers' page tables over the index
+            blast(rmqblast, s.port, "key", files, 16, 8, 4)
+            blast(rmqblast, s.port, "key", files, 1, 1, 2)
+        results: dict[tuple[str, str], list[dict]] = {}
+        for rnd in range(args.rounds):
+            for c, d in ((1, 1), (16, 8)):
+                order = (java, ours) if rnd % 2 == 0 else (ours, java)
+                for s in order:
+                    cpu0 = tree_cpu_seconds(s.process.pid)
+                    r = blast(rmqblast, s.port, "key", files, c, d, args.seconds)
+                    cpu = tree_cpu_seconds(s.process.pid) - cpu0
+                    r["per_cpu"] = r["received"] / cpu if cpu > 0 else 0.0
+                    results.setdefault((s.name, f"{c}x{d}"), []).append(r)
+                    print(
+                        f"round {rnd} {s.name:4} narrow {c}x{d}: {r['rps']:,.0f}/s p50 {r['p50_ms']} ms "
+                        f"p99 {r['p99_ms']} ms codes {r.get('codes')} errors {r['errors']}; server CPU "
+                        f"{cpu:.2f} s, {r['per_cpu']:,.0f} answers per CPU-second",
+                        flush=True,
+                    )
+    finally:
+        for s in servers:
+            s.stop()
+
+    def col(name: str, key: str, field: str) -> list[float]:
+        return [float(r[field]) for r in results[(name, key)]]
+
+    label = f"narrow range, hot key ({args.narrow_records // args.narrow_every:,}-entry chain)"
+    return [
+        ratio_row(f"{label} 1x1 p50", "ms", col("java", "1x1", "p50_ms"), col("ours", "1x1", "p50_ms"),
+                  lower_is_better=True),
+        ratio_row(f"{label} 1x1 p99", "ms", col("java", "1x1", "p99_ms"), col("ours", "1x1", "p99_ms"),
+                  lower_is_better=True),
+        ratio_row(f"{label} 16x8", "/s", col("java", "16x8", "rps"), col("ours", "16x8", "rps")),
+        ratio_row(f"{label} 16x8, answers per server CPU-second", "/cpu-s", col("java", "16x8", "per_cpu"),
+                  col("ours", "16x8", "per_cpu")),
+    ]  # fmt: skip
 
 
 def main() -> int:
@@ -298,6 +399,10 @@ def main() -> int:
         default=8,
         help="requests in flight per connection in the --workers rows (16 connections; default 8)",
     )
+    parser.add_argument("--narrow-records", type=int, default=2_000_000, help="messages of the narrow store")
+    parser.add_argument("--narrow-every", type=int, default=200, help="every N-th message is keyed hot")
+    parser.add_argument("--narrow-store", type=Path, help="reuse (or create) the narrow-range store here")
+    parser.add_argument("--ours-from", type=Path, default=REPO, help="the checkout this server runs from")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -398,6 +503,8 @@ def main() -> int:
             for s in (java, ours):
                 s.stop()
             servers.clear()
+        if "narrow" not in skip:
+            rows += narrow_rows(args, rmqblast, work, p)
         if "isolation" not in skip:
             hot_root = args.hot_store or work / "hot-src"
             marker = hot_root / "bench.json"

@@ -8,8 +8,9 @@ default 8 + the number of processors); this is its counterpart.
 
 The processor first answers a query inline with a small budget of index entries (a few
 microseconds compiled): nearly every query fits, and answering inline costs no thread hand-off.
-Only a query whose walk runs out of that budget is handed to this pool, where it starts over with
-the full per-request budget. The compiled chain walk releases the GIL, so the loop keeps serving
+Only a query whose walk runs out of that budget is handed to this pool, where it continues from
+where the inline walk stopped (``MessageStore.query_message``'s ``resume``), with the full
+per-request budget. The compiled chain walk releases the GIL, so the loop keeps serving
 while pool threads walk (the pure-Python reference walks under the GIL: correct, but the loop then
 shares the interpreter with the walk).
 """
@@ -45,10 +46,21 @@ DEFAULT_QUEUE_CAPACITY = 20_000
 #: The remark of that refusal (``NettyRemotingAbstract`` on ``RejectedExecutionException``).
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
-#: Index entries a query may visit inline on the event loop before it is handed to the pool: ~10 us
-#: for the compiled walk (~3.5 ns per entry); the pure-Python one (~1.9 us per entry) gets 400, so
-#: that either way no query holds the loop for more than about a millisecond.
-INLINE_BUDGET = 2048 if QUERY_WALK_COMPILED else 400
+#: Index entries a query may visit inline on the event loop before it is handed to the pool, and
+#: the time it may walk there (``INLINE_SECONDS``), whichever ends first. The compiled walk reads
+#: an entry in 3.5 ns (a dense chain) to 13 ns (a hot key among 2M others: a cache miss per entry),
+#: so 65,536 entries are 0.25-0.85 ms and the deadline ends it first; the pure-Python walk (~1.9 us
+#: per entry) gets 400, so that either way no query holds the loop for more than about a
+#: millisecond. The pool continues where the inline walk stopped (``resume``): nothing is read
+#: twice, so the inline share only decides where the work runs, not how much there is. Before the
+#: resume point existed the budget was 2048 (~10 us dense), as a walk the pool finished was a walk
+#: read twice; a narrow range on a hot key (5,000 entries, ~70 us) now finishes inline instead of
+#: paying the hand-off (BENCHMARKS.md, "Narrow time-range key queries on a hot key": 16x8 went
+#: from 0.77-0.85x to 1.3-2.5x Java's requests/s; VIEW p99 beside chain walkers ~0.3 ms worse).
+INLINE_BUDGET = 65_536 if QUERY_WALK_COMPILED else 400
+
+#: Seconds a query may walk inline before the rest goes to the pool (checked every 256 entries).
+INLINE_SECONDS = 0.0002
 
 #: Index entries one query may visit in all (``serve --query-budget``). A walk that runs out is
 #: answered with what it found, as the broker answers a walk cut short. About 5 ms for the compiled

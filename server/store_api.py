@@ -63,15 +63,31 @@ class QueryResult(Protocol):
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
     budget_exhausted: bool
+    #: Index entries the walks read (all rounds).
+    visited: int
 
 
 class QueryStore(Protocol):
     """The read side of ``MessageStore`` that the processors call."""
 
     def query_message(
-        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = ...
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        budget: int = ...,
+        resume: Any = ...,
+        deadline: int = ...,
     ) -> QueryResult:
-        """Thread-safe (the server calls it from its query pool); ``budget`` bounds entries visited."""
+        """Thread-safe (the server calls it from its query pool); ``budget`` bounds entries visited.
+
+        ``resume``: a result's ``resume`` (when it has one), to finish that same query from where its
+        budget stopped it. ``deadline`` (``time.monotonic_ns()``): the walks stop there as at a spent
+        budget.
+        """
         ...
 
     def view_message_copy(self, offset: int, max_size: int) -> bytes | None:

@@ -35,7 +35,7 @@ from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, g
 from store.consumequeue.queue_table import QueueTable, read_topics_json
 from store.errors import CheckpointError, DispatchWriteError
 from store.index.index_file import UNBOUNDED
-from store.index.service import IndexService, QueryArgumentError
+from store.index.service import IndexService, QueryArgumentError, ResumePoint
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
 from store.platform.resident import resident_file_bytes
 from store.reput.walk import Reput
@@ -57,6 +57,22 @@ RSS_CHECK_EVERY_RECORDS = 256
 log = logging.getLogger("store")
 
 
+@dataclass(frozen=True, slots=True)
+class QueryResume:
+    """Where ``query_message``'s budget ran out, to finish the same query from there.
+
+    The round of the broker's three it was in, that round's end of the time range, what the
+    earlier rounds left in the answer, and where the index walk stopped.
+    """
+
+    round: int
+    last_query_time: int
+    visited: int
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+    offsets: ResumePoint
+
+
 @dataclass(slots=True)
 class QueryMessageResult:
     """Raw records (ascending CommitLog offset) and the index's last-update values."""
@@ -68,6 +84,9 @@ class QueryMessageResult:
     visited: int = 0
     #: True when the walk stopped at its budget: the records are those found until then.
     budget_exhausted: bool = False
+    #: Where it stopped: ``query_message(..., resume=...)`` finishes the query (None when it did
+    #: not stop, or when the walk cannot be continued and must start over).
+    resume: QueryResume | None = None
 
     @property
     def buffer_total_size(self) -> int:
@@ -277,23 +296,61 @@ class MessageStore:
         *,
         exact_key: bool = False,
         budget: int = UNBOUNDED,
+        resume: QueryResume | None = None,
+        deadline: int = 0,
     ) -> QueryMessageResult:
         """``DefaultMessageStore.queryMessage``; ``exact_key`` also drops hash collisions and other topics.
 
         ``budget`` bounds the index entries all rounds visit together; when it runs out the answer is
-        what was found until then (``budget_exhausted`` says so). Safe to call from several threads.
-        Raises ``QueryArgumentError`` where the broker throws (a negative ``max_num``).
+        what was found until then (``budget_exhausted`` says so, ``resume`` where it stopped). Safe
+        to call from several threads. Raises ``QueryArgumentError`` where the broker throws (a
+        negative ``max_num``).
+
+        ``resume``, an earlier answer's to the same query, finishes that query: the answer is the
+        one a single call with this ``budget`` (which counts the entries already read) gives, and
+        the index entries read before are not read again.
+
+        ``deadline`` (``time.monotonic_ns()``; 0 for none) stops the index walks as a spent budget
+        does once it has passed: the answer says ``budget_exhausted`` and where to ``resume``.
         """
         result = QueryMessageResult()
         buffers = result.buffers
         last_query_time = end
         read_records = self.commitlog.read_records
         query_offsets = self.index.query_offsets
-        for _ in range(3):
-            left = budget - result.visited
-            offsets = query_offsets(topic, key, max_num, begin, last_query_time, budget=left)
+        first_round = 0
+        point: ResumePoint | None = None
+        if resume is not None:
+            first_round, last_query_time, point = resume.round, resume.last_query_time, resume.offsets
+            result.visited = resume.visited
+            result.index_last_update_timestamp = resume.index_last_update_timestamp
+            result.index_last_update_phyoffset = resume.index_last_update_phyoffset
+        for round_ in range(first_round, 3):
+            visited_before = result.visited
+            # A resumed round's walk counts the entries its first part read: ``visited`` is the
+            # round's whole, as in one uninterrupted call.
+            offsets = query_offsets(
+                topic,
+                key,
+                max_num,
+                begin,
+                last_query_time,
+                budget=budget - visited_before,
+                resume=point,
+                deadline=deadline,
+            )
+            point = None
             result.visited += offsets.visited
             result.budget_exhausted = exhausted = offsets.budget_exhausted
+            if exhausted and offsets.resume is not None:
+                result.resume = QueryResume(
+                    round_,
+                    last_query_time,
+                    visited_before,
+                    result.index_last_update_timestamp,
+                    result.index_last_update_phyoffset,
+                    offsets.resume,
+                )
             phy_offsets = offsets.phy_offsets
             if not phy_offsets:
                 break

@@ -4,12 +4,13 @@
  * both agree, on the golden store and on hostile bytes).
  *
  *   walk_chain(buf, length, entries_at, start, key_hash, index_count, limit, begin_timestamp,
- *              begin_phy_offset, begin, end, room, budget)
+ *              begin_phy_offset, begin, end, room, budget[, chain_start, chain_visited, deadline])
  *       -> (offsets, visited, stop, stop_entry, forward_entry)
  *   read_records(views, starts, lengths, max_offset, offsets) -> [memoryview | None, ...]
  *   read_checked(maps, views, starts, lengths, max_offset, offsets) -> (records, shrunk)
- *   query_files(maps, fds, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget)
- *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events)
+ *   query_files(maps, fds, headers, size, hash_slot_num, index_num, key_hash, max_num, begin, end, budget
+ *               [, resume, deadline])
+ *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events, resume)
  *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
  * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
@@ -30,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "_record_layout.h"
@@ -96,12 +98,50 @@ static inline void seen_add(seen_set *s, long long n) {
     if (n >= 0 && n < s->size) s->bits[n >> 3] |= (unsigned char)(1u << (n & 7));
 }
 
+/* floor(a / b) for b > 0, whatever the sign of a. */
+static inline __int128 floor_div(__int128 a, __int128 b) {
+    __int128 q = a / b;
+    if (a % b != 0 && a < 0) q -= 1;
+    return q;
+}
+
+/* The range [begin, end] in an entry's own unit: an entry's time is begin_ts + diff * 1000 with a
+ * diff of 0 .. 2^31-1 (a negative one ends the walk before it is compared), so
+ *   begin <= time  <=>  diff >= ceil((begin - begin_ts) / 1000) = lo
+ *   time <= end    <=>  diff <= floor((end - begin_ts) / 1000) = hi
+ * exactly, in integers. Clamped to [0, 2^32] and [-1, 2^32] (beyond them every diff compares alike),
+ * the per-entry test is two 64-bit compares instead of a 128-bit multiply and two compares. */
+static void diff_bounds(long long begin_ts, long long begin, long long end, long long *lo, long long *hi) {
+    const __int128 cap = (__int128)1 << 32;
+    __int128 l = -floor_div(-((__int128)begin - (__int128)begin_ts), 1000);
+    __int128 h = floor_div((__int128)end - (__int128)begin_ts, 1000);
+    *lo = (long long)(l < 0 ? 0 : (l > cap ? cap : l));
+    *hi = (long long)(h < -1 ? -1 : (h > cap ? cap : h));
+}
+
+/* CLOCK_MONOTONIC in nanoseconds: Python's time.monotonic_ns() on Linux. */
+static inline long long monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* How often (entries) a walk with a deadline looks at the clock: after every 256 entries it read (~3 us
+ * of walking between looks; never before its first, so every walk makes some progress). */
+#define DEADLINE_EVERY 256
+
 static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entries_at, long long start,
                  int32_t key_hash, long long index_count, long long limit, long long begin_ts,
                  long long begin_phy, long long begin, long long end, Py_ssize_t room, Py_ssize_t budget,
-                 walk_result *r) {
+                 long long chain_start, Py_ssize_t chain_visited, long long deadline, walk_result *r) {
     long long current = start;
     seen_set seen = {NULL, 0};
+    long long lo, hi;
+    diff_bounds(begin_ts, begin, end, &lo, &hi);
+    if (chain_start < 0) {
+        chain_start = start;
+        chain_visited = 0;
+    }
     r->stop = STOP_END;
     r->stop_entry = 0;
     r->forward = 0;
@@ -110,7 +150,8 @@ static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entrie
     if (room <= 0) return;
     for (;;) {
         if (current > limit) break;
-        if (r->visited >= budget) {
+        if (r->visited >= budget ||
+            (deadline > 0 && r->visited > 0 && r->visited % DEADLINE_EVERY == 0 && monotonic_ns() >= deadline)) {
             r->stop = STOP_BUDGET;
             r->stop_entry = current;
             break;
@@ -132,15 +173,14 @@ static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entrie
             break;
         }
         if (time_diff < 0) break;
-        __int128 time_read = (__int128)begin_ts + (__int128)time_diff * 1000;
-        if (hash_read == key_hash && (__int128)begin <= time_read && time_read <= (__int128)end) {
+        if (hash_read == key_hash && time_diff >= lo && time_diff <= hi) {
             if (push_offset(r, phy_read) < 0) {
                 r->nomem = 1;
                 break;
             }
             if (r->count >= room) break;
         }
-        if (prev <= 0 || prev > index_count || prev == current || time_read < (__int128)begin) break;
+        if (prev <= 0 || prev > index_count || prev == current || time_diff < lo) break;
         if (prev > current || seen.bits != NULL) {
             if (seen.bits == NULL) {
                 /* First forward link: remember the chain so far, then refuse to revisit. */
@@ -151,10 +191,12 @@ static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entrie
                     r->nomem = 1;
                     break;
                 }
-                long long c = start;
-                for (Py_ssize_t i = 0; i < r->visited; i++) {
+                /* The chain from its first entry: a resumed walk read part of it in an earlier call,
+                 * and a file overwritten in place since could link elsewhere: each link is checked. */
+                long long c = chain_start;
+                for (Py_ssize_t i = 0; i < chain_visited + r->visited; i++) {
+                    if (c < 0 || c >= fit) break;
                     seen_add(&seen, c);
-                    /* Every entry of the prefix was read above, so it lies inside the buffer. */
                     c = be32(base + entries_at + (Py_ssize_t)c * ENTRY_SIZE + 16);
                 }
             }
@@ -173,10 +215,12 @@ static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entrie
 static PyObject *walk_chain(PyObject *self, PyObject *args) {
     PyObject *obj;
     Py_ssize_t length, entries_at, room, budget;
-    long long start, index_count, limit, begin_ts, begin_phy, begin, end;
+    long long start, index_count, limit, begin_ts, begin_phy, begin, end, chain_start = -1, deadline = 0;
+    Py_ssize_t chain_visited = 0;
     int key_hash;
-    if (!PyArg_ParseTuple(args, "OnnLiLLLLLLnn:walk_chain", &obj, &length, &entries_at, &start, &key_hash,
-                          &index_count, &limit, &begin_ts, &begin_phy, &begin, &end, &room, &budget))
+    if (!PyArg_ParseTuple(args, "OnnLiLLLLLLnn|LnL:walk_chain", &obj, &length, &entries_at, &start, &key_hash,
+                          &index_count, &limit, &begin_ts, &begin_phy, &begin, &end, &room, &budget,
+                          &chain_start, &chain_visited, &deadline))
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -187,7 +231,7 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     memset(&r, 0, sizeof r);
     Py_BEGIN_ALLOW_THREADS
     walk((const unsigned char *)view.buf, length, entries_at, start, (int32_t)key_hash, index_count, limit,
-         begin_ts, begin_phy, begin, end, room, budget, &r);
+         begin_ts, begin_phy, begin, end, room, budget, chain_start, chain_visited, deadline, &r);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (r.nomem) {
@@ -446,13 +490,24 @@ static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
 }
 
 static PyObject *query_files(PyObject *self, PyObject *args) {
-    PyObject *maps_in, *fds_in, *headers_in;
+    PyObject *maps_in, *fds_in, *headers_in, *resume_in = Py_None;
     Py_ssize_t size, max_num, budget;
-    long long hash_slot_num, index_num, begin, end;
+    long long hash_slot_num, index_num, begin, end, deadline = 0;
     int key_hash;
-    if (!PyArg_ParseTuple(args, "OOOnLLinLLn:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
-                          &index_num, &key_hash, &max_num, &begin, &end, &budget))
+    if (!PyArg_ParseTuple(args, "OOOnLLinLLn|OL:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
+                          &index_num, &key_hash, &max_num, &begin, &end, &budget, &resume_in, &deadline))
         return NULL;
+    /* A resume point (query_walk.Resume): where a budget stopped an earlier call. */
+    Py_ssize_t r_file = -1, r_chain_visited = 0, r_visited = 0;
+    long long r_entry = 0, r_count = 0, r_limit = 0, r_begin_ts = 0, r_begin_phy = 0, r_chain_start = 0;
+    long long r_last_ts = 0, r_last_phy = 0;
+    PyObject *r_offsets = NULL;
+    if (resume_in != Py_None) {
+        if (!PyArg_ParseTuple(resume_in, "nLLLLLLnOnLL:resume", &r_file, &r_entry, &r_count, &r_limit, &r_begin_ts,
+                              &r_begin_phy, &r_chain_start, &r_chain_visited, &r_offsets, &r_visited, &r_last_ts,
+                              &r_last_phy))
+            return NULL;
+    }
     if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
         size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
         PyErr_SetString(PyExc_ValueError, "query_files: impossible geometry");
@@ -488,6 +543,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
         }
     }
     PyObject *events = PyList_New(0);
+    PyObject *point = NULL; /* the resume point returned when the budget stops the walk */
     walk_result all;
     memset(&all, 0, sizeof all);
     int exhausted = 0;
@@ -499,8 +555,30 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
                                 (((long long)key_hash % hash_slot_num + hash_slot_num) % hash_slot_num) * 4);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(maps);
     Py_ssize_t last = n - 1;
+    Py_ssize_t first = last;
     if (events == NULL) goto fail;
-    for (Py_ssize_t i = last; i >= 0; i--) {
+    if (r_offsets != NULL) {
+        if (r_file < 0 || r_file > last) {
+            PyErr_SetString(PyExc_ValueError, "query_files: a resume point for other maps");
+            goto fail;
+        }
+        PyObject *found = PySequence_Fast(r_offsets, "resume offsets must be a sequence");
+        if (found == NULL) goto fail;
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(found); k++) {
+            long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(found, k));
+            if ((v == -1 && PyErr_Occurred()) || push_offset(&all, v) < 0) {
+                if (!PyErr_Occurred()) PyErr_NoMemory();
+                Py_DECREF(found);
+                goto fail;
+            }
+        }
+        Py_DECREF(found);
+        first = r_file;
+        all.visited = r_visited;
+        last_ts = r_last_ts;
+        last_phy = r_last_phy;
+    }
+    for (Py_ssize_t i = first; i >= 0; i--) {
         PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
         Py_buffer view;
         /* The export is taken first and held for the whole file: an exported mmap refuses close(). */
@@ -524,7 +602,21 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
         }
         const unsigned char *base = view.buf;
         long long h[6];
+        /* The walk to run in this file: from entry `start`, with these header values. */
+        long long start = -1, index_count = 0, limit = 0, chain_start = -1;
+        Py_ssize_t chain_visited = 0;
         PyObject *given = headers != NULL ? PySequence_Fast_GET_ITEM(headers, i) : Py_None;
+        if (r_offsets != NULL && i == first) {
+            /* Continue the walk the budget stopped, with the header values it began with. */
+            h[0] = r_begin_ts;
+            h[2] = r_begin_phy;
+            start = r_entry;
+            index_count = r_count;
+            limit = r_limit;
+            chain_start = r_chain_start;
+            chain_visited = r_chain_visited;
+            goto walk_it;
+        }
         if (given != Py_None) {
             if (!PyArg_ParseTuple(given, "LLLLLL:header", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5])) {
                 PyBuffer_Release(&view);
@@ -545,9 +637,9 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
                 goto fail;
             continue;
         }
-        int stop_now = 0;
-        if (time_matched(h[0], h[1], begin, end)) {
-            long long index_count = h[5];
+        /* begin > end: no entry's time can match, so no chain is walked (the broker walks and finds none). */
+        if (begin <= end && time_matched(h[0], h[1], begin, end)) {
+            index_count = h[5];
             long long slot_value = be32(base + slot_pos);
             if (slot_value <= 0 || slot_value > index_count || index_count <= 1) {
                 if (slot_value > index_count && index_count > 1) {
@@ -557,35 +649,55 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
                     }
                 }
             } else {
-                walk_result r;
-                memset(&r, 0, sizeof r);
-                long long limit = index_count < index_num - 1 ? index_count : index_num - 1;
-                Py_ssize_t length = size < view.len ? size : view.len;
-                Py_BEGIN_ALLOW_THREADS
-                walk(base, length, entries_at, slot_value, (int32_t)key_hash, index_count, limit, h[0], h[2], begin,
-                     end, max_num - all.count, budget - all.visited, &r);
-                Py_END_ALLOW_THREADS
-                PyBuffer_Release(&view);
-                all.visited += r.visited;
-                int failed = r.nomem;
-                for (Py_ssize_t k = 0; k < r.count && !failed; k++)
-                    if (push_offset(&all, r.offsets[k]) < 0) failed = 1;
-                free(r.offsets);
-                if (failed) {
-                    PyErr_NoMemory();
-                    goto fail;
-                }
-                if (r.forward && add_event(events, i, EVENT_CHAIN, PyLong_FromLongLong(r.forward)) < 0) goto fail;
-                if (r.stop == STOP_ZEROED || r.stop == STOP_OUTSIDE) {
-                    if (add_event(events, i, r.stop, PyLong_FromLongLong(r.stop_entry)) < 0) goto fail;
-                } else if (r.stop == STOP_BUDGET) {
-                    exhausted = 1;
-                    break;
-                }
-                stop_now = 1; /* the view is released: check the pruning below */
+                start = chain_start = slot_value;
+                limit = index_count < index_num - 1 ? index_count : index_num - 1;
             }
         }
-        if (!stop_now) PyBuffer_Release(&view);
+    walk_it:
+        if (start < 0) {
+            PyBuffer_Release(&view);
+        } else {
+            walk_result r;
+            memset(&r, 0, sizeof r);
+            Py_ssize_t length = size < view.len ? size : view.len;
+            Py_BEGIN_ALLOW_THREADS
+            walk(base, length, entries_at, start, (int32_t)key_hash, index_count, limit, h[0], h[2], begin, end,
+                 max_num - all.count, budget - all.visited, chain_start, chain_visited, deadline, &r);
+            Py_END_ALLOW_THREADS
+            PyBuffer_Release(&view);
+            all.visited += r.visited;
+            int failed = r.nomem;
+            for (Py_ssize_t k = 0; k < r.count && !failed; k++)
+                if (push_offset(&all, r.offsets[k]) < 0) failed = 1;
+            free(r.offsets);
+            if (failed) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            if (r.forward && add_event(events, i, EVENT_CHAIN, PyLong_FromLongLong(r.forward)) < 0) goto fail;
+            if (r.stop == STOP_ZEROED || r.stop == STOP_OUTSIDE) {
+                if (add_event(events, i, r.stop, PyLong_FromLongLong(r.stop_entry)) < 0) goto fail;
+            } else if (r.stop == STOP_BUDGET) {
+                exhausted = 1;
+                if (!r.forward) {
+                    PyObject *found = PyTuple_New(all.count);
+                    if (found == NULL) goto fail;
+                    for (Py_ssize_t k = 0; k < all.count; k++) {
+                        PyObject *v = PyLong_FromLongLong(all.offsets[k]);
+                        if (v == NULL) {
+                            Py_DECREF(found);
+                            goto fail;
+                        }
+                        PyTuple_SET_ITEM(found, k, v);
+                    }
+                    point = Py_BuildValue("(nLLLLLLnNnLL)", i, r.stop_entry, index_count, limit, h[0], h[2],
+                                          chain_start, chain_visited + r.visited, found, all.visited, last_ts,
+                                          last_phy);
+                    if (point == NULL) goto fail;
+                }
+                break;
+            }
+        }
         if (h[0] < begin || all.count >= max_num) break;
     }
     Py_DECREF(maps);
@@ -595,6 +707,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
     if (offsets == NULL) {
         free(all.offsets);
         Py_DECREF(events);
+        Py_XDECREF(point);
         return NULL;
     }
     for (Py_ssize_t k = 0; k < all.count; k++) {
@@ -603,15 +716,18 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
             free(all.offsets);
             Py_DECREF(offsets);
             Py_DECREF(events);
+            Py_XDECREF(point);
             return NULL;
         }
         PyList_SET_ITEM(offsets, k, v);
     }
     free(all.offsets);
-    return Py_BuildValue("(NnOLLN)", offsets, all.visited, exhausted ? Py_True : Py_False, last_ts, last_phy,
-                         events);
+    if (point == NULL) point = Py_NewRef(Py_None);
+    return Py_BuildValue("(NnOLLNN)", offsets, all.visited, exhausted ? Py_True : Py_False, last_ts, last_phy,
+                         events, point);
 fail:
     free(all.offsets);
+    Py_XDECREF(point);
     Py_XDECREF(events);
     Py_DECREF(maps);
     Py_DECREF(fds);

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import time
 from collections.abc import Sequence
 
 from protocol.accel import load
@@ -35,9 +36,14 @@ _I32 = struct.Struct(">i")
 #: Why ``walk_chain`` stopped.
 END = 0  #: the chain ended (no older entry, the time range passed, or ``room`` offsets found)
 ZEROED = 1  #: an all-zero entry in a file that does not begin at offset 0: damage; chains end there
-BUDGET = 2  #: ``budget`` entries were visited
+BUDGET = 2  #: ``budget`` entries were visited, or the ``deadline`` passed
 OUTSIDE = 3  #: the next entry lies beyond ``length`` (a file shorter than its geometry)
 LOOP = 4  #: the next entry was visited already (a corrupt chain)
+
+#: A walk with a deadline looks at the clock after every this many entries it read (never before its
+#: first, so every walk makes progress): ~3 us of the compiled walk between looks, so the clock
+#: costs nothing measurable.
+DEADLINE_EVERY = 256
 
 #: What ``query_files`` met in a file, reported as ``(file number, kind, detail)`` for the caller to
 #: log once per file (the details: SHORT the readable length, HEADER the header's six values, SLOT
@@ -62,6 +68,9 @@ def walk_chain(
     end: int,
     room: int,
     budget: int,
+    chain_start: int = -1,
+    chain_visited: int = 0,
+    deadline: int = 0,
 ) -> tuple[list[int], int, int, int, int]:
     """Walk the chain from entry ``start``: (offsets, visited, stop, stop_entry, forward_entry).
 
@@ -70,6 +79,14 @@ def walk_chain(
     ``stop`` is one of END, ZEROED, BUDGET, OUTSIDE, LOOP; ``stop_entry`` the entry it concerns (0 for
     END). ``forward_entry`` is the first entry seen linking forwards (0 if none): from there on the
     walk tracks what it visited and stops before revisiting an entry.
+
+    ``chain_start`` and ``chain_visited`` continue a walk a budget stopped (``query_files``'
+    resume): the chain began at entry ``chain_start`` and ``chain_visited`` of its entries were read
+    before ``start``, so a loop back into them is caught as the uninterrupted walk would catch it.
+
+    ``deadline`` (``time.monotonic_ns()``; 0 for none) stops the walk as a spent budget does, once
+    it has passed, looked at after every ``DEADLINE_EVERY`` entries: the event loop's share of a
+    query is bounded in time, whatever the pages cost to read.
     """
     offsets: list[int] = []
     if room <= 0:
@@ -85,7 +102,9 @@ def walk_chain(
     while True:
         if current > limit:
             return offsets, visited, END, 0, forward
-        if visited >= budget:
+        if visited >= budget or (
+            deadline and visited and visited % DEADLINE_EVERY == 0 and time.monotonic_ns() >= deadline
+        ):
             return offsets, visited, BUDGET, current, forward
         pos = entries_at + current * INDEX_ENTRY_SIZE
         if current < 0 or pos + INDEX_ENTRY_SIZE > length:
@@ -108,7 +127,8 @@ def walk_chain(
             # A sane chain only points backwards; a forward pointer could make the walk loop.
             if seen is None:
                 forward = current
-                seen = _chain_prefix(buf, length, entries_at, start, visited)
+                first = start if chain_start < 0 else chain_start
+                seen = _chain_prefix(buf, length, entries_at, first, chain_visited + visited)
             if prev in seen:
                 return offsets, visited, LOOP, prev, forward
             seen.add(prev)
@@ -116,12 +136,19 @@ def walk_chain(
 
 
 def _chain_prefix(buf: bytes | memoryview, length: int, entries_at: int, start: int, count: int) -> set[int]:
-    """The first ``count`` entry numbers of the chain from ``start`` (all already read once)."""
+    """The first ``count`` entry numbers of the chain from ``start`` (all already read once).
+
+    Each link is bounds-checked all the same: a resumed walk reads the prefix again, and a file
+    overwritten in place between the two calls could link elsewhere by then.
+    """
     seen: set[int] = set()
     current = start
     for _ in range(count):
+        pos = entries_at + current * INDEX_ENTRY_SIZE
+        if current < 0 or pos + INDEX_ENTRY_SIZE > length:
+            break
         seen.add(current)
-        current = _I32.unpack_from(buf, entries_at + current * INDEX_ENTRY_SIZE + 16)[0]
+        current = _I32.unpack_from(buf, pos + 16)[0]
     return seen
 
 
@@ -217,6 +244,14 @@ def _read_one(
     return view[pos : pos + size]
 
 
+#: Where a budget stopped ``query_files``, to continue from there (its ``resume`` argument):
+#: (file number, next entry, indexCount, entry limit, beginTimestamp, beginPhyOffset, the chain's first
+#: entry, entries of the chain read so far, offsets found so far, entries read in all, last_timestamp,
+#: last_phy_offset). The file's header values are the ones the walk began with, so the continued walk
+#: applies the very rules the uninterrupted one would have.
+Resume = tuple[int, int, int, int, int, int, int, int, tuple[int, ...], int, int, int]
+
+
 def query_files(
     maps: Sequence[object],
     fds: Sequence[int],
@@ -229,15 +264,18 @@ def query_files(
     begin: int,
     end: int,
     budget: int,
-) -> tuple[list[int], int, bool, int, int, list[tuple[int, int, object]]]:
+    resume: Resume | None = None,
+    deadline: int = 0,
+) -> tuple[list[int], int, bool, int, int, list[tuple[int, int, object]], Resume | None]:
     """The broker's ``queryOffset`` over a store's IndexFiles (``maps``, oldest first, all mapped
     whole at ``size`` bytes with one geometry): (offsets, visited, budget_exhausted,
-    last_timestamp, last_phy_offset, events).
+    last_timestamp, last_phy_offset, events, resume).
 
     Files are searched newest first with the broker's pruning: a file is walked only if its time
     span overlaps ``[begin, end]``; the search stops at a file that begins before ``begin``, once
     ``max_num`` offsets were found, or when the chain walks have read ``budget`` entries in all.
-    ``last_*`` are the newest file's end values (0 when it is cut short).
+    ``last_*`` are the newest file's end values (0 when it is cut short). A range with ``begin >
+    end`` matches no entry's time: no chain is walked (the broker walks them and finds nothing).
 
     Each file's current size is checked just before its header is read: ``lseek(fds[i], 0,
     SEEK_END)`` on a descriptor of the mapped inode (the size ``mmap.size()`` gives, from an
@@ -247,6 +285,16 @@ def query_files(
     ``headers[i]``, when given, is the header to use instead of the file's (a writer's own state).
     ``events`` says what the walk met, per file, for the caller to log (SHORT, HEADER_PROBLEM,
     SLOT, CHAIN, ZEROED, OUTSIDE); nothing is logged here.
+
+    When the budget stopped the walk, ``resume`` says where (``Resume``; None otherwise, and when
+    the stopped chain had linked forwards). Passed back with the same maps, fds, headers, geometry,
+    key hash, ``max_num``, ``begin`` and ``end`` and a larger ``budget`` (counting the entries
+    read already), the search continues there and answers exactly what one uninterrupted call with
+    that budget answers: the event loop's short walk is not thrown away when a pool thread
+    finishes the query. The file the walk stopped in is size-checked again before it is read.
+
+    ``deadline`` (``time.monotonic_ns()``, 0 for none) stops the walks as a spent budget does once
+    it has passed (``walk_chain``): answered as exhausted, with a resume point.
     """
     entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
     if hash_slot_num <= 0 or index_num <= 0 or size < entries_at or hash_slot_num > 1 << 40:
@@ -257,7 +305,12 @@ def query_files(
     last_ts = last_phy = 0
     slot_pos = INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * INDEX_SLOT_SIZE
     last = len(maps) - 1
-    for i in range(last, -1, -1):
+    first = last
+    if resume is not None:
+        first = resume[0]
+        offsets = list(resume[8])
+        visited, last_ts, last_phy = resume[9], resume[10], resume[11]
+    for i in range(first, -1, -1):
         mm = maps[i]
         try:
             now = min(os.lseek(fds[i], 0, os.SEEK_END), len(mm))  # type: ignore[arg-type]
@@ -266,46 +319,63 @@ def query_files(
         if now < size:
             events.append((i, SHORT, now))
             continue
-        given = headers[i] if headers is not None else None
-        header = IndexHeader(*(given if given is not None else HEADER.unpack_from(mm, 0)))  # type: ignore[arg-type]
-        if i == last:
-            last_ts, last_phy = header.end_timestamp, header.end_phy_offset
-        if header_problem(header, hash_slot_num, index_num, last=i == last) is not None:
-            events.append((i, HEADER_PROBLEM, tuple(header)))
-            continue
-        if is_time_matched(header, begin, end):
-            index_count = header.index_count
-            slot_value = _I32.unpack_from(mm, slot_pos)[0]  # type: ignore[call-overload]
-            if slot_value <= 0 or slot_value > index_count or index_count <= 1:
-                if slot_value > index_count > 1:
-                    events.append((i, SLOT, (slot_value, index_count)))
-            else:
-                found, walked, stop, stop_entry, forward = walk_chain(
-                    mm,  # type: ignore[arg-type]
-                    size,
-                    entries_at,
-                    slot_value,
-                    key_hash,
-                    index_count,
-                    min(index_count, index_num - 1),
-                    header.begin_timestamp,
-                    header.begin_phy_offset,
-                    begin,
-                    end,
-                    max_num - len(offsets),
-                    budget - visited,
-                )
-                offsets.extend(found)
-                visited += walked
-                if forward:
-                    events.append((i, CHAIN, forward))
-                if stop == ZEROED or stop == OUTSIDE:
-                    events.append((i, stop, stop_entry))
-                elif stop == BUDGET:
-                    return offsets, visited, True, last_ts, last_phy, events
-        if header.begin_timestamp < begin or len(offsets) >= max_num:
+        if resume is not None and i == first:
+            # Continue the walk the budget stopped, with the header values it began with.
+            _, start, index_count, limit, begin_ts, begin_phy, chain_start, chain_visited = resume[:8]
+        else:
+            given = headers[i] if headers is not None else None
+            header = IndexHeader(*(given if given is not None else HEADER.unpack_from(mm, 0)))  # type: ignore[arg-type]
+            if i == last:
+                last_ts, last_phy = header.end_timestamp, header.end_phy_offset
+            if header_problem(header, hash_slot_num, index_num, last=i == last) is not None:
+                events.append((i, HEADER_PROBLEM, tuple(header)))
+                continue
+            begin_ts, begin_phy = header.begin_timestamp, header.begin_phy_offset
+            start = chain_start = -1
+            chain_visited = 0
+            if begin <= end and is_time_matched(header, begin, end):
+                index_count = header.index_count
+                limit = min(index_count, index_num - 1)
+                slot_value = _I32.unpack_from(mm, slot_pos)[0]  # type: ignore[call-overload]
+                if slot_value <= 0 or slot_value > index_count or index_count <= 1:
+                    if slot_value > index_count > 1:
+                        events.append((i, SLOT, (slot_value, index_count)))
+                else:
+                    start = chain_start = slot_value
+        if start >= 0:
+            found, walked, stop, stop_entry, forward = walk_chain(
+                mm,  # type: ignore[arg-type]
+                size,
+                entries_at,
+                start,
+                key_hash,
+                index_count,
+                limit,
+                begin_ts,
+                begin_phy,
+                begin,
+                end,
+                max_num - len(offsets),
+                budget - visited,
+                chain_start,
+                chain_visited,
+                deadline,
+            )
+            offsets.extend(found)
+            visited += walked
+            if forward:
+                events.append((i, CHAIN, forward))
+            if stop == ZEROED or stop == OUTSIDE:
+                events.append((i, stop, stop_entry))
+            elif stop == BUDGET:
+                point: Resume | None = None
+                if not forward:
+                    point = (i, stop_entry, index_count, limit, begin_ts, begin_phy, chain_start,
+                             chain_visited + walked, tuple(offsets), visited, last_ts, last_phy)  # fmt: skip
+                return offsets, visited, True, last_ts, last_phy, events, point
+        if begin_ts < begin or len(offsets) >= max_num:
             break
-    return offsets, visited, False, last_ts, last_phy, events
+    return offsets, visited, False, last_ts, last_phy, events, None
 
 
 #: The pure-Python references, kept reachable after the compiled twins replace the names below.

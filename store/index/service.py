@@ -23,7 +23,7 @@ from protocol.index_key import build_index_key, index_key_hash
 from store.config.store_config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
 from store.index.index_file import HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
-from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, query_files
+from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, Resume, query_files
 from store.platform import sigbus
 from store.warn_once import WarnOnce
 
@@ -35,6 +35,23 @@ class QueryArgumentError(StoreError):
     """A query argument the broker rejects with an exception (answered as SYSTEM_ERROR)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """Where a query's budget stopped its chain walks, to finish the same query from there.
+
+    It keeps the file list the walk began on (its maps, descriptors and a writer's headers), so
+    the continued walk reads the very files the first part read, whatever ``refresh`` did since,
+    and the query's own arguments, so it cannot be continued as another query.
+    """
+
+    files: list[IndexFile]
+    maps: list[object]
+    fds: list[int]
+    headers: list[IndexHeader] | None
+    query: tuple[int, int, int, int]  #: key hash, max_num (capped), begin, end
+    point: Resume
+
+
 @dataclass(slots=True)
 class QueryOffsetResult:
     phy_offsets: list[int] = field(default_factory=list)
@@ -44,6 +61,9 @@ class QueryOffsetResult:
     visited: int = 0
     #: True when the walk stopped at its budget: ``phy_offsets`` holds what was found until then.
     budget_exhausted: bool = False
+    #: Where it stopped (``query_offsets(resume=...)`` finishes it); None if it did not, or when a
+    #: corrupt chain it stopped in linked forwards (that query is then started over).
+    resume: ResumePoint | None = None
 
 
 def _read_header(path: Path) -> IndexHeader | None:
@@ -309,34 +329,57 @@ class IndexService:
         return h.end_timestamp, h.end_phy_offset
 
     def query_offsets(
-        self, topic: str, key: str, max_num: int, begin: int, end: int, *, budget: int = UNBOUNDED
+        self,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        *,
+        budget: int = UNBOUNDED,
+        resume: ResumePoint | None = None,
+        deadline: int = 0,
     ) -> QueryOffsetResult:
         """The broker's ``queryOffset``: offsets newest file first, at most ``min(max_num, 64)``.
 
         The chain walks read at most ``budget`` index entries in all. A walk that runs out is
         answered the way the broker answers a walk cut short (its ``selectPhyOffset`` and
         ``queryOffset`` catch, log and return what they hold): the offsets found so far, the
-        last-update values, and no older file searched.
+        last-update values, and no older file searched; its ``resume`` says where it stopped.
+
+        ``resume`` (an earlier result's, for the same arguments) continues that walk: the answer is
+        the one a single call with this ``budget`` gives (``budget`` counts the entries read
+        before), without reading those entries again. This is how a query the event loop started
+        with a small budget is finished on a pool thread (``server.query_pool``).
+
+        ``deadline`` (``time.monotonic_ns()``; 0 for none): the walks stop as at a spent budget once
+        it has passed (the event loop's share of a query, bounded in time).
         """
         max_num = min(max_num, self.max_msgs_num_batch)
         if max_num < 0:
             raise QueryArgumentError(f"Illegal Capacity: {max_num}")
         key_hash = index_key_hash(build_index_key(topic, key))
-        files = self._files
-        if not files:
-            return QueryOffsetResult()
-        first = files[0]
-        # The per-file loop (size check, header rules, pruning, chain walks) is one call:
-        # store.index.query_walk.query_files, compiled when built. A writer's files answer with its own
-        # header state, as ``IndexFile.header`` does.
-        maps = self._maps
-        if maps[0] is not files:
-            maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
-        offsets, visited, exhausted, last_ts, last_phy, events = query_files(
-            maps[1],
-            maps[2],
-            [f.header for f in files] if self.writable else None,
-            first.size,
+        if resume is not None:
+            if resume.query != (key_hash, max_num, begin, end):
+                raise ValueError("query_offsets: a resume point of another query")
+            files, file_maps, fds, headers = resume.files, resume.maps, resume.fds, resume.headers
+        else:
+            files = self._files
+            if not files:
+                return QueryOffsetResult()
+            # The per-file loop (size check, header rules, pruning, chain walks) is one call:
+            # store.index.query_walk.query_files, compiled when built. A writer's files answer with its
+            # own header state, as ``IndexFile.header`` does.
+            maps = self._maps
+            if maps[0] is not files:
+                maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
+            file_maps, fds = maps[1], maps[2]
+            headers = [f.header for f in files] if self.writable else None
+        offsets, visited, exhausted, last_ts, last_phy, events, point = query_files(
+            file_maps,
+            fds,
+            headers,
+            files[0].size,
             self.hash_slot_num,
             self.index_num,
             key_hash,
@@ -344,10 +387,15 @@ class IndexService:
             begin,
             end,
             budget,
+            None if resume is None else resume.point,
+            deadline,
         )
         if events:
             self._report(files, key_hash, events)
-        return QueryOffsetResult(offsets, last_ts, last_phy, visited, exhausted)
+        stopped = None
+        if point is not None:
+            stopped = ResumePoint(files, file_maps, fds, headers, (key_hash, max_num, begin, end), point)
+        return QueryOffsetResult(offsets, last_ts, last_phy, visited, exhausted, stopped)
 
     def _report(self, files: list[IndexFile], key_hash: int, events: list[tuple[int, int, object]]) -> None:
         """Log what a query met in each file (``query_files``' events), once per file and kind."""

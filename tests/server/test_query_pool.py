@@ -38,9 +38,12 @@ class RecordingStore:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self.calls: list[tuple[int, int, bool]] = []
+        #: Whether each call continued an earlier one (a ``resume`` point passed).
+        self.resumed: list[bool] = []
         self.release: threading.Event | None = None
 
     def query_message(self, *args: Any, **kwargs: Any) -> QueryMessageResult:
+        self.resumed.append(kwargs.get("resume") is not None)
         result = self.store.query_message(*args, **kwargs)
         self.calls.append((threading.get_ident(), result.visited, result.budget_exhausted))
         if self.release is not None and threading.get_ident() != threading.main_thread().ident:
@@ -86,6 +89,42 @@ async def test_a_long_walk_is_cut_short_on_the_loop_and_redone_in_the_pool(recor
     (inline_thread, inline_visited, inline_cut), (pool_thread, pool_visited, pool_cut) = recording.calls
     assert (inline_thread, inline_visited, inline_cut) == (loop_thread, 50, True)
     assert pool_thread != loop_thread and (pool_visited, pool_cut) == (HOT, False)
+    assert response.code == ResponseCode.SUCCESS and b"body-0" in bytes(response.body or b"")
+
+
+async def test_the_pool_continues_the_inline_walk_where_it_stopped(recording: RecordingStore) -> None:
+    """The loop's 50 entries are not read again: the pool call resumes there, and the answer is the
+    one a single uninterrupted query gives (records, last-update values, entries counted)."""
+    pool = QueryPool(1)
+    try:
+        processor = QueryMessageProcessor(recording, pool=pool, budget=10_000, inline_budget=50)
+        response = await processor.query_message(oldest_query())  # type: ignore[misc]
+    finally:
+        pool.close()
+    assert recording.resumed == [False, True]
+    assert [c[1:] for c in recording.calls] == [(50, True), (HOT, False)]
+    whole = recording.store.query_message("TopicH", "hot", 64, T0, T0 + 999)
+    assert response.body == b"".join(whole.buffers)
+    assert response.ext_fields == {
+        "indexLastUpdateTimestamp": str(whole.index_last_update_timestamp),
+        "indexLastUpdatePhyoffset": str(whole.index_last_update_phyoffset),
+    }
+
+
+async def test_the_inline_walk_stops_at_its_deadline_and_the_pool_finishes_it(
+    recording: RecordingStore,
+) -> None:
+    """An inline deadline already past when the walk looks at the clock (after 256 entries): the
+    pool continues from there, whatever the inline entry budget."""
+    pool = QueryPool(1)
+    try:
+        processor = QueryMessageProcessor(recording, pool=pool, budget=10_000, inline_budget=5_000,
+                                          inline_seconds=1e-9)  # fmt: skip
+        response = await processor.query_message(oldest_query())  # type: ignore[misc]
+    finally:
+        pool.close()
+    assert recording.resumed == [False, True]
+    assert [c[1:] for c in recording.calls] == [(256, True), (HOT, False)]
     assert response.code == ResponseCode.SUCCESS and b"body-0" in bytes(response.body or b"")
 
 

@@ -12,6 +12,7 @@ record: it is answered as no message.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 
 from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -24,7 +25,7 @@ from protocol.custom_headers import (
     java_string,
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
-from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, OVERLOAD_REMARK, QueryPool
+from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, INLINE_SECONDS, OVERLOAD_REMARK, QueryPool
 from server.remoting.reply import system_error
 from server.store_api import QueryArgumentError, QueryResult, QueryStore
 
@@ -94,13 +95,22 @@ def cap_records(buffers: list[memoryview], limit: int) -> list[memoryview]:
 class QueryMessageProcessor:
     """The two message lookups a broker answers from its store.
 
-    With a ``pool``, a key query runs inline with ``inline_budget`` index entries; one that needs
-    more is handed to the pool (the answer then comes from a task, and may overtake later answers
-    on the connection: clients pair answers by opaque) and runs there with ``budget``. Without a
-    pool it runs inline with ``budget``.
+    With a ``pool``, a key query runs inline with ``inline_budget`` index entries and
+    ``inline_seconds`` of walking, whichever ends first; one that needs more is handed to the pool
+    (the answer then comes from a task, and may overtake later answers on the connection: clients
+    pair answers by opaque), which continues it from where it stopped, up to ``budget`` entries in
+    all. Without a pool it runs inline with ``budget``.
     """
 
-    __slots__ = ("_body_limit", "_budget", "_default_query_max_num", "_inline_budget", "_pool", "_store")
+    __slots__ = (
+        "_body_limit",
+        "_budget",
+        "_default_query_max_num",
+        "_inline_budget",
+        "_inline_ns",
+        "_pool",
+        "_store",
+    )
 
     def __init__(
         self,
@@ -111,6 +121,7 @@ class QueryMessageProcessor:
         pool: QueryPool | None = None,
         budget: int = DEFAULT_QUERY_BUDGET,
         inline_budget: int = INLINE_BUDGET,
+        inline_seconds: float = INLINE_SECONDS,
     ) -> None:
         self._store = store
         self._default_query_max_num = default_query_max_num
@@ -118,6 +129,8 @@ class QueryMessageProcessor:
         self._pool = pool
         self._budget = budget
         self._inline_budget = min(inline_budget, budget) if pool is not None else budget
+        #: The inline walk's time limit in ns (0: none, without a pool the walk is the whole query).
+        self._inline_ns = int(inline_seconds * 1e9) if pool is not None else 0
 
     def query_message(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -158,24 +171,37 @@ class QueryMessageProcessor:
         refused one; ``request`` may be just the opaque of one (the compiled path's): the answers
         need no more of it."""
         try:
-            result = self._store.query_message(*args, budget=self._inline_budget)
+            if self._inline_ns:
+                deadline = time.monotonic_ns() + self._inline_ns
+                result = self._store.query_message(*args, budget=self._inline_budget, deadline=deadline)
+            else:
+                result = self._store.query_message(*args, budget=self._inline_budget)
         except QueryArgumentError as exc:
             # Where Java's store throws on the arguments (a negative maxNum sizes an ArrayList): the
             # broker answers with the exception's description. A client error: no traceback logged.
             return system_error(query_request(request), f"{ILLEGAL_ARGUMENT}: {exc}")
-        if result.budget_exhausted and self._pool is not None and self._budget > self._inline_budget:
+        # Stopped short of the whole budget (the inline budget or deadline): the pool finishes it.
+        if result.budget_exhausted and self._pool is not None and result.visited < self._budget:
             request = query_request(request)
             if self._pool.full:
                 # As the broker answers a query its executor's full queue rejects.
                 return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
-            return self._query_in_pool(request, self._pool, args)
+            return self._query_in_pool(request, self._pool, args, getattr(result, "resume", None))
         return result
 
     async def _query_in_pool(
-        self, request: RemotingCommand, pool: QueryPool, args: tuple[str, str, int, int, int]
+        self, request: RemotingCommand, pool: QueryPool, args: tuple[str, str, int, int, int], resume: object
     ) -> RemotingCommand:
-        """The same query again on a pool thread, with the whole per-request budget."""
-        result = await pool.run(self._store.query_message, *args, budget=self._budget)
+        """The same query on a pool thread, with the whole per-request budget.
+
+        With the inline walk's ``resume`` point the pool continues where that walk stopped instead
+        of reading its entries again (the same answer: ``MessageStore.query_message``). Without
+        one (a store that gives none, or a corrupt chain that linked forwards) it starts over.
+        """
+        if resume is None:
+            result = await pool.run(self._store.query_message, *args, budget=self._budget)
+        else:
+            result = await pool.run(self._store.query_message, *args, budget=self._budget, resume=resume)
         return self._answer(request, result)
 
     def _answer(self, request: RemotingCommand, result: QueryResult) -> RemotingCommand:

@@ -57,3 +57,16 @@ def test_the_last_update_values_follow_the_broker(hot_store: StoreConfig) -> Non
         assert (cut.index_last_update_timestamp, cut.index_last_update_phyoffset) == (0, 0)
         # Found: the newest index file's end values (the last write's time).
         assert full.index_last_update_timestamp == T0 + 5_000 + 10 * (HOT - 2)
+
+
+def test_a_deadline_stops_the_walk_and_the_rest_continues_it(hot_store: StoreConfig) -> None:
+    """A deadline already past stops the walk at its first look at the clock, after 256 entries,
+    as a spent budget does; continued from there (``resume``), the answer is the whole walk's."""
+    with MessageStore.open(hot_store) as store:
+        whole = store.query_message("TopicH", "hot", 64, T0, T0 + 999)
+        part = store.query_message("TopicH", "hot", 64, T0, T0 + 999, deadline=1)
+        assert (part.visited, part.budget_exhausted, part.buffers) == (256, True, [])
+        assert part.resume is not None
+        rest = store.query_message("TopicH", "hot", 64, T0, T0 + 999, resume=part.resume)
+        assert (rest.visited, rest.budget_exhausted) == (HOT, False)
+        assert [bytes(b) for b in rest.buffers] == [bytes(b) for b in whole.buffers]

@@ -345,7 +345,7 @@ def test_query_files_answers_the_java_queries(golden: StoreConfig, index_copy: l
     maps = _maps(index_copy)
     for q in _golden_queries(golden):
         key_hash = index_key_hash(build_index_key(q["topic"], q["key"]))
-        offsets, _visited, exhausted, last_ts, last_phy, events = query_both(
+        offsets, _visited, exhausted, last_ts, last_phy, events, _resume = query_both(
             maps, None, golden, key_hash, min(q["maxNum"], 64), q["begin"], q["end"], 2**62
         )
         assert not exhausted and events == []
@@ -381,7 +381,7 @@ def test_a_cut_file_is_left_out_and_the_others_answer(golden: StoreConfig, index
     newest = len(maps) - 1
     os.truncate(index_copy[2], 4096)  # cut under the map: reading past 4096 would fault (SIGBUS)
     os.truncate(index_copy[newest], 0)
-    offsets, _, _, last_ts, last_phy, events = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    offsets, _, _, last_ts, last_phy, events, _ = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
     assert events == [(newest, SHORT, 0), (2, SHORT, 4096)]
     assert (last_ts, last_phy) == (0, 0), "the newest file is cut: no last-update values"
     assert set(offsets) < set(whole[0])
@@ -400,7 +400,7 @@ def test_a_garbage_header_is_left_out_and_prunes_nothing(golden: StoreConfig, in
     # beginTimestamp far in the future: were it trusted, the walk would stop at this file.
     HEADER.pack_into(data, 0, 2**62, 2**62, 5, 5, 10**6, 7)
     index_copy[3].write_bytes(bytes(data))  # the same inode: the map sees it
-    offsets, _, _, _, _, events = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
+    offsets, _, _, _, _, events, _ = query_both(maps, None, golden, key_hash, 64, 0, MAX, 2**62)
     assert events == [(3, HEADER_PROBLEM, (2**62, 2**62, 5, 5, 10**6, 7))]
     older = [o for o in whole[0] if o < IndexHeader(*HEADER.unpack_from(maps[2], 0)).end_phy_offset + 1]
     assert older and set(older) <= set(offsets), "the files older than the garbage one still answer"
