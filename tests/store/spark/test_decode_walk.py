@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
+from store.consumequeue import consume_queue_build
+from store.consumequeue.consume_queue import delay_level_table
 from store.index import index_range
+from store.spark import consume_queue_rebuild as cq_rebuild
 from store.spark import decode, ranges
 from store.spark.decode import RangeEntries, decode_range, decode_range_to_file, entries_path
 from store.spark.range_walk import walk_range
@@ -122,3 +126,41 @@ def test_damage_in_a_sampled_file_is_not_proven(stores_dir: Path, tmp_path: Path
     first.write_bytes(raw)
     plans, cut, decoded = _plan_and_decode(tmp_path / "commitlog", 30_000)
     assert not sampled_plan_holds(plans, cut, decoded)
+
+
+# -- the consume queues' decode: the same three walks ------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", [None, *DAMAGES])
+def test_three_walks_decode_consume_queue_entries_alike(
+    damage: str | None, stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``decode_cq_range``: compiled ``whole_run`` + ``extract_entries``, their references, and the
+    per-record ``dispatch_entry`` walk give the same per-queue parts, runs and bad bytes."""
+    expected = json.loads((stores_dir / f"{STORE}.expected.json").read_text(encoding="utf-8"))
+    config = copy_store(stores_dir, tmp_path / "store")
+    if damage is not None:
+        DAMAGES[damage](config.store_path_root_dir, expected["messages"])
+    delays = delay_level_table(config.message_delay_level)
+    plans = [plan_file(f, 1 << 16) for f in list_files(config.store_path_commit_log)]
+    cut = decode_plan(plans)
+
+    def reference() -> None:
+        monkeypatch.setattr(cq_rebuild, "extract_entries", consume_queue_build.extract_entries_reference)
+        monkeypatch.setattr(record, "whole_run", record.whole_run_reference)
+
+    def per_record() -> None:
+        monkeypatch.setattr(cq_rebuild, "walk_range", lambda rng, visit, scan=None: walk_range(rng, visit))
+
+    got = {}
+    for name, use in (("compiled", lambda: None), ("reference", reference), ("per-record", per_record)):
+        use()
+        got[name] = [cq_rebuild.decode_cq_range(r, delays) for r in cut]
+        monkeypatch.undo()
+    assert got["compiled"] == got["reference"] == got["per-record"]
+    assert sum(len(part[0]) for r in got["compiled"] for _key, part in r.entries) > 0
+    # Each queue's parts expand to its entries in CommitLog order.
+    for key in {key for r in got["compiled"] for key, _ in r.entries}:
+        parts = [(r.index, part) for r in got["compiled"] for k, part in r.entries if k == key]
+        offsets = [entry[0] for entry in cq_rebuild.queue_entries(parts)]
+        assert offsets == sorted(offsets)
