@@ -10,13 +10,25 @@ rebinds its names to the compiled ones. The compiled module is an optimisation, 
   once each way, so both stay correct);
 - a machine without a compiler installs without the extension, and the first ``load`` logs one
   line saying the server runs on the slower pure-Python path.
+
+Packages imported from a zip (a Spark cluster's executors get ``protocol`` and ``store`` as one
+archive: ``store.spark.session.ship_packages``) cannot import an extension module from it: Python
+loads those from files only. ``load`` then copies the module out of the archive, once per archive,
+into a directory of its own and loads it from there, so the executors run the compiled code too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.machinery
+import importlib.util
 import logging
 import os
+import sys
+import tempfile
+import zipfile
+import zipimport
 from types import ModuleType
 
 log = logging.getLogger("protocol.accel")
@@ -40,6 +52,12 @@ def load(name: str) -> ModuleType | None:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
+        try:
+            zipped = _from_zip(name)
+        except (ImportError, OSError, zipfile.BadZipFile):
+            zipped = None
+        if zipped is not None:
+            return zipped
         if not _said_missing:
             _said_missing = True
             log.warning(
@@ -48,3 +66,37 @@ def load(name: str) -> ModuleType | None:
                 exc,
             )
         return None
+
+
+def _from_zip(name: str) -> ModuleType | None:
+    """The compiled module ``name`` from the zip its package was imported from, or None."""
+    package, _, leaf = name.rpartition(".")
+    parent = importlib.import_module(package)
+    loader = getattr(parent, "__loader__", None)
+    if not isinstance(loader, zipimport.zipimporter) or not getattr(parent, "__path__", None):
+        return None
+    archive = loader.archive
+    inside = parent.__path__[0][len(archive) + 1 :].replace(os.sep, "/")
+    stat = os.stat(archive)
+    tag = hashlib.sha1(f"{archive}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    with zipfile.ZipFile(archive) as zf:
+        names = set(zf.namelist())
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            member = f"{inside}/{leaf}{suffix}"
+            if member not in names:
+                continue
+            target = os.path.join(tempfile.gettempdir(), f"rmq-accel-{tag}", member)
+            if not os.path.exists(target):
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                partial = f"{target}.{os.getpid()}.tmp"
+                with open(partial, "wb") as fh:
+                    fh.write(zf.read(member))
+                os.replace(partial, target)  # atomic: concurrent workers never load half a file
+            spec = importlib.util.spec_from_file_location(name, target)
+            if spec is None or spec.loader is None:
+                return None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            return module
+    return None

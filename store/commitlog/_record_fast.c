@@ -9,6 +9,8 @@
  *
  * whole_run is the reput's loop over check (store/reput/walk.py): how far whole records go on from
  * pos, each checked at its own PHYSICALOFFSET with BODYCRC, in one call (GIL released) per run.
+ *
+ * hop is the Spark planner's step (store/spark/ranges.py): records followed by TOTALSIZE alone.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -141,7 +143,38 @@ static PyObject *whole_run(PyObject *self, PyObject *args)
     return Py_BuildValue("(nn)", pos, records);
 }
 
+static PyObject *hop(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t pos, soft_end;
+    if (!PyArg_ParseTuple(args, "y*nn:hop", &buf, &pos, &soft_end))
+        return NULL;
+    if (pos < 0) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "hop: need 0 <= pos");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)buf.buf;
+    Py_ssize_t length = buf.len;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < soft_end && pos + RECORD_SIZE_MAGIC_WIDTH <= length) {
+        int64_t total = (int32_t)be32(p + pos + RECORD_TOTAL_SIZE_AT);
+        int32_t magic = (int32_t)be32(p + pos + RECORD_MAGIC_CODE_AT);
+        if ((magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) || total < RECORD_MIN_RECORD_SIZE ||
+            total > (int64_t)(length - pos))
+            break;
+        pos += (Py_ssize_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(pos);
+}
+
 static PyMethodDef methods[] = {
+    {"hop", hop, METH_VARARGS,
+     "hop(buf, pos, soft_end) -> pos\n"
+     "The compiled store.commitlog.record.hop (see that module)."},
     {"whole_run", whole_run, METH_VARARGS,
      "whole_run(buf, pos, end, base, soft_end, max_records) -> (pos, records)\n"
      "The compiled store.commitlog.record.whole_run (see that module)."},

@@ -535,6 +535,60 @@ static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_
     return 1;
 }
 
+/* -- the bytearray sink: packed >iqq entries, appended once per call ---------------------------- */
+
+#define PACKED_SIZE 20
+
+typedef struct {
+    uint8_t *b;
+    Py_ssize_t n, cap;
+} packed_t;
+
+static int packed_put(packed_t *pk, int32_t key_hash, int64_t phy, int64_t store_ts)
+{
+    if (pk->n + PACKED_SIZE > pk->cap) {
+        Py_ssize_t cap = pk->cap ? pk->cap * 2 : 64 * PACKED_SIZE;
+        uint8_t *grown = PyMem_Realloc(pk->b, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        pk->b = grown;
+        pk->cap = cap;
+    }
+    uint8_t *e = pk->b + pk->n;
+    put32(e, (uint32_t)key_hash);
+    put64(e + 4, (uint64_t)phy);
+    put64(e + 12, (uint64_t)store_ts);
+    pk->n += PACKED_SIZE;
+    return 0;
+}
+
+/* Append what the walk packed to the caller's bytearray (also after an error: the keys counted
+ * as put are in it). */
+static int packed_flush(packed_t *pk, PyObject *sink)
+{
+    int rc = 0;
+    if (sink != NULL && pk->n > 0) {
+        Py_ssize_t had = PyByteArray_GET_SIZE(sink);
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        if (PyByteArray_Resize(sink, had + pk->n) < 0)
+            rc = -1;
+        else
+            memcpy(PyByteArray_AS_STRING(sink) + had, pk->b, (size_t)pk->n);
+        if (exc_type != NULL) {
+            if (rc < 0)
+                PyErr_Clear();
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+        }
+    }
+    PyMem_Free(pk->b);
+    pk->b = NULL;
+    pk->n = pk->cap = 0;
+    return rc;
+}
+
 /* -- index_range ------------------------------------------------------------------------------ */
 
 static PyObject *index_range(PyObject *self, PyObject *args)
@@ -553,8 +607,11 @@ static PyObject *index_range(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "index_range: need 0 <= pos <= end <= len(view), skip >= 0, a set");
         return NULL;
     }
+    /* A bytearray target is a sink of packed entries (never full, nothing to de-duplicate against). */
+    PyObject *sink = PyByteArray_Check(target) ? target : NULL;
+    packed_t pk = {NULL, 0, 0};
     writer_t w;
-    if (writer_open(&w, target) < 0) {
+    if (writer_open(&w, sink != NULL ? Py_None : target) < 0) {
         writer_close(&w);
         PyBuffer_Release(&view);
         return NULL;
@@ -611,11 +668,21 @@ static PyObject *index_range(PyObject *self, PyObject *args)
             }
         }
         if (skip < hs.n) {
-            if (w.file == NULL) {
+            if (sink != NULL) {
+                for (; skip < hs.n; skip++) {
+                    if (packed_put(&pk, hs.h[skip], offset, r.store_ts) < 0)
+                        break;
+                    keys_put++;
+                }
+                if (skip < hs.n) {
+                    failed = 1;
+                    break;
+                }
+                records++;
+            } else if (w.file == NULL) {
                 stop = STOP_ROLL;
                 break;
-            }
-            if (offset >= w.end_phy) {
+            } else if (offset >= w.end_phy) {
                 int put = 1;
                 for (; skip < hs.n; skip++) {
                     if ((put = writer_put(&w, hs.h[skip], offset, r.store_ts)) <= 0)
@@ -640,10 +707,50 @@ static PyObject *index_range(PyObject *self, PyObject *args)
     topics_clear(&tc);
     PyMem_Free(hs.h);
     int closed = writer_close(&w);
+    if (packed_flush(&pk, sink) < 0)
+        closed = -1;
     PyBuffer_Release(&view);
     if (failed || closed < 0)
         return NULL;
     return Py_BuildValue("(inLLLL)", stop, pos, (long long)skip, seen, records, keys_put);
+}
+
+/* -- put_entries ------------------------------------------------------------------------------ */
+
+static PyObject *put_entries(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *target;
+    Py_buffer blob;
+    if (!PyArg_ParseTuple(args, "Oy*:put_entries", &target, &blob))
+        return NULL;
+    if (blob.len % PACKED_SIZE != 0 || target == Py_None) {
+        PyBuffer_Release(&blob);
+        PyErr_SetString(PyExc_ValueError, "put_entries: need an IndexFile and whole 20-byte entries");
+        return NULL;
+    }
+    writer_t w;
+    if (writer_open(&w, target) < 0) {
+        writer_close(&w);
+        PyBuffer_Release(&blob);
+        return NULL;
+    }
+    const uint8_t *b = (const uint8_t *)blob.buf;
+    Py_ssize_t count = blob.len / PACKED_SIZE, put = 0;
+    int failed = 0;
+    for (; put < count; put++) {
+        const uint8_t *e = b + put * PACKED_SIZE;
+        int rc = writer_put(&w, (int32_t)be32(e), (int64_t)be64(e + 4), (int64_t)be64(e + 12));
+        if (rc < 0)
+            failed = 1;
+        if (rc <= 0)
+            break;
+    }
+    int closed = writer_close(&w);
+    PyBuffer_Release(&blob);
+    if (failed || closed < 0)
+        return NULL;
+    return PyLong_FromSsize_t(put);
 }
 
 static PyMethodDef methods[] = {
@@ -651,6 +758,9 @@ static PyMethodDef methods[] = {
      "index_range(view, pos, end, base, target, topics, skip, budget, safe_length=None)\n"
      "    -> (stop, pos, skip, seen, records, keys)\n"
      "The compiled store.index.index_range.index_range (see that module)."},
+    {"put_entries", put_entries, METH_VARARGS,
+     "put_entries(target, blob) -> keys put\n"
+     "The compiled store.index.index_range.put_entries (see that module)."},
     {"_crc32", crc32_py, METH_O, "Tests only: zlib.crc32 of a buffer, as the record check computes it."},
     {"_set_write_hook", set_write_hook, METH_O,
      "Tests only: call this before every index write (None: never); an exception stops the walk."},

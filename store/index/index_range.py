@@ -25,10 +25,18 @@ Only bytes inside ``[pos, end)`` are read: ``end`` is where the CommitLog says w
 
 The file's header is rewritten after every key, as ``IndexFile.put_hash`` does: a builder killed at
 any instant leaves a file it can repair and resume (``store.index.builder``).
+
+``target`` may also be a ``bytearray``: each key is then appended to it as one packed ``PACKED``
+entry (key hash, CommitLog offset, store time) and the target is never full. That is how a Spark
+decode task (``store.spark.decode``) walks its range: the same walk, checks, keys and hashes as the
+sequential builder, compiled when the twin is, and one compact blob per range instead of one Python
+object per record. ``put_entries`` is the other half: it replays such entries into an IndexFile
+through ``IndexFile.put_hash`` (the twin's writer is the same code as its ``index_range``'s).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -46,6 +54,10 @@ OTHER = 2
 BUDGET = 3
 
 _HASHER = KeyHasher()
+
+#: A packed index entry, as a ``bytearray`` target collects them: key hash (i32, already made
+#: non-negative), CommitLog offset (i64), store time in ms (i64), big-endian.
+PACKED = struct.Struct(">iqq")
 
 
 class RangeResult(NamedTuple):
@@ -69,7 +81,7 @@ def index_range(
     pos: int,
     end: int,
     base: int,
-    target: IndexFile | None,
+    target: IndexFile | bytearray | None,
     topics: set[str],
     skip: int,
     budget: int,
@@ -87,6 +99,7 @@ def index_range(
     safe-length contract): the walk never touches bytes a truncation removed.
     """
     seen = records = keys_put = 0
+    sink = target if isinstance(target, bytearray) else None
     check = record.check
     recheck_at = pos + RECHECK_EVERY
     while True:
@@ -107,9 +120,15 @@ def index_range(
         topics.add(rec.topic)
         keys = rec.keys
         if skip < len(keys):
-            if target is None:
+            if sink is not None:
+                topic, store_ts = rec.topic, rec.store_timestamp
+                for key in keys[skip:]:
+                    sink += PACKED.pack(_HASHER(topic, key), offset, store_ts)
+                    keys_put += 1
+                records += 1
+            elif target is None:
                 return RangeResult(ROLL, pos, skip, seen, records, keys_put)
-            if offset >= target.end_phy_offset:
+            elif offset >= target.end_phy_offset:
                 store_ts = rec.store_timestamp
                 topic = rec.topic
                 for key in keys[skip:]:
@@ -123,9 +142,25 @@ def index_range(
         pos += size
 
 
-#: The pure-Python reference under its own name (the tests compare it with the compiled twin).
+def put_entries(target: IndexFile, blob: bytes | bytearray | memoryview) -> int:
+    """Put the packed ``PACKED`` entries of ``blob`` into ``target`` in order, as ``IndexFile.put_hash``
+    puts keys; returns how many went in (fewer than the blob holds only when ``target`` is full)."""
+    if len(blob) % PACKED.size:
+        raise ValueError("put_entries: need an IndexFile and whole 20-byte entries")
+    put = target.put_hash
+    done = 0
+    for key_hash, offset, store_ts in PACKED.iter_unpack(blob):
+        if not put(key_hash, offset, store_ts):
+            break
+        done += 1
+    return done
+
+
+#: The pure-Python references under their own names (the tests compare them with the compiled twins).
 index_range_reference = index_range
+put_entries_reference = put_entries
 
 _fast = load("store.index._index_range_fast")
 if _fast is not None:
     index_range = _fast.index_range  # the compiled twin of the reference above
+    put_entries = _fast.put_entries

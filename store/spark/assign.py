@@ -53,22 +53,53 @@ def file_count(total_entries: int, keys_per_file: int) -> int:
     return -(-total_entries // keys_per_file)
 
 
-def split_blob(blob: bytes, first: int, keys_per_file: int) -> list[Piece]:
-    """Cut a range's blob (whose first entry is global number ``first``) into per-file pieces.
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A run of one range's entries that belongs to one index file, by position: entries
+    ``[lo, hi)`` of range ``range_index`` (``kind`` and ``first`` as in ``Piece``). The write stage
+    reads them from the range's entry file, so no entry crosses the driver or a shuffle."""
 
-    Also emits, for every file boundary inside the blob, the ``prev`` piece the next file needs.
+    file_no: int
+    kind: str
+    first: int
+    range_index: int
+    lo: int
+    hi: int
+
+
+def cut(count: int, first: int, keys_per_file: int) -> list[tuple[int, str, int, int, int]]:
+    """The roll-over rule on ``count`` entries whose first is global number ``first``:
+    ``(file_no, kind, global first, lo, hi)`` per piece, ``lo``/``hi`` entry positions in the run.
+
+    Also gives, for every file boundary inside the run, the ``prev`` piece the next file needs.
     """
-    pieces: list[Piece] = []
-    count = len(blob) // ENTRY_SIZE
+    pieces: list[tuple[int, str, int, int, int]] = []
     i = 0
     while i < count:
         g = first + i
         file_no = g // keys_per_file
         stop = min(count, (file_no + 1) * keys_per_file - first)
-        pieces.append(Piece(file_no, "entries", g, blob[i * ENTRY_SIZE : stop * ENTRY_SIZE]))
+        pieces.append((file_no, "entries", g, i, stop))
         last = first + stop - 1
         if (last + 1) % keys_per_file == 0:
-            # The blob holds the last entry of file_no: the next file begins from it.
-            pieces.append(Piece(file_no + 1, "prev", last, blob[(stop - 1) * ENTRY_SIZE : stop * ENTRY_SIZE]))
+            # The run holds the last entry of file_no: the next file begins from it.
+            pieces.append((file_no + 1, "prev", last, stop - 1, stop))
         i = stop
     return pieces
+
+
+def split_blob(blob: bytes, first: int, keys_per_file: int) -> list[Piece]:
+    """Cut a range's blob (whose first entry is global number ``first``) into per-file pieces."""
+    return [
+        Piece(file_no, kind, g, blob[lo * ENTRY_SIZE : hi * ENTRY_SIZE])
+        for file_no, kind, g, lo, hi in cut(len(blob) // ENTRY_SIZE, first, keys_per_file)
+    ]
+
+
+def spans_by_file(counts: list[int], keys_per_file: int) -> dict[int, list[Span]]:
+    """Every index file's spans, for ranges of ``counts`` entries (in CommitLog order)."""
+    files: dict[int, list[Span]] = {}
+    for index, (first, count) in enumerate(zip(prefix_starts(counts), counts, strict=True)):
+        for file_no, kind, g, lo, hi in cut(count, first, keys_per_file):
+            files.setdefault(file_no, []).append(Span(file_no, kind, g, index, lo, hi))
+    return files

@@ -3,9 +3,12 @@
 Stages (each with a progress bar):
 
 1. plan ranges: as for the index (``ranges``), one task per CommitLog file;
-2. decode records: each range yields the entry of every record the reput dispatches
-   (``store.reput.decode.dispatch_entry``, what the reput's consume queue dispatcher gets: the
-   transaction rule, tagsCode, delivery times);
+2. decode records: each range yields the entry of every record the reput dispatches, computed as
+   the sequential builder computes them: runs of whole records checked by ``record.whole_run``
+   and laid out per queue by ``extract_entries`` (both compiled; the references under
+   ``RMQ_PURE_PYTHON=1``), a record those leave aside (a delivery time) by
+   ``store.reput.decode.dispatch_entry``; a range hands back one compact group per queue
+   (entries, queue offsets, store times as bytes), not a Python object per record;
 3. write queues: entries are grouped by queue; each queue is written by one task, its entries in
    CommitLog order through the sequential builder's own appender (``putMessagePositionInfo``'s rules).
    A queue's bytes depend only on its own records in CommitLog order, so the result is the same.
@@ -17,16 +20,20 @@ builder leaves it.
 
 from __future__ import annotations
 
+import struct
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from store.checkpoint import Checkpoint
+from store.commitlog import record
 from store.commitlog.gaps import Gap
 from store.config.store_config import StoreConfig
 from store.consumequeue.builder import _QueueAppender, check_geometry, safe_topic_dir
-from store.consumequeue.consume_queue import delay_level_table
+from store.consumequeue.consume_queue import delay_level_table, entry_bytes
+from store.consumequeue.consume_queue_build import SPECIAL, extract_entries
 from store.reput.decode import DispatchError, dispatch_entry
 from store.spark.job import commitlog_files, spark_job
 from store.spark.range_walk import walk_range
@@ -39,6 +46,12 @@ if TYPE_CHECKING:
 
 #: (topic, queueId) -> (commitLogOffset, size, tagsCode, queueOffset, storeTimestamp)
 Entry = tuple[int, int, int, int, int]
+#: One queue's entries from one range, in CommitLog order: the 20-byte entries as the broker writes
+#: them, and the queue offsets and store times as native int64 arrays (``array("q")`` bytes).
+QueuePart = tuple[bytes, bytes, bytes]
+_NO_LIMIT = 1 << 62
+_ENTRY = struct.Struct(">qiq")  # commitLogOffset, size, tagsCode: a consume queue entry
+_I32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +61,7 @@ class CqRangeEntries:
     gaps with the same ``rebuild.find_gaps``."""
 
     index: int
-    entries: list[tuple[tuple[str, int], Entry]]
+    entries: list[tuple[tuple[str, int], QueuePart]]
     records: int
     bytes_read: int
     runs: tuple[tuple[int, int], ...] = ()
@@ -69,30 +82,75 @@ class CqRebuildResult:
 
 
 def decode_cq_range(rng: CommitLogRange, delays: tuple[dict[int, int], int]) -> CqRangeEntries:
-    """Walk ``rng`` and collect the consume queue entry of every dispatched record.
+    """Walk ``rng`` and collect the consume queue entry of every dispatched record, per queue.
 
     Records are walked as the index's ``decode.decode_range`` walks them (``range_walk``): a record
     that does not check is noted in ``bad`` and skipped by ``record.resync``; the driver decides
     (``find_gaps``) whether that is a gap to refuse or the end of the log. A record the reput would
     not dispatch (or that does not decode) counts as a record and gives no entry.
     """
-    out: list[tuple[tuple[str, int], Entry]] = []
-    append = out.append
+    queues: dict[tuple[str, int], tuple[bytearray, array[int], array[int]]] = {}
+    topics: dict[bytes, str] = {}
+
+    def queue(topic: str, queue_id: int) -> tuple[bytearray, array[int], array[int]] | None:
+        if not safe_topic_dir(topic):
+            return None
+        found = queues.get((topic, queue_id))
+        if found is None:
+            found = queues[(topic, queue_id)] = (bytearray(), array("q"), array("q"))
+        return found
 
     def visit(view: memoryview, pos: int, size: int) -> bool:
         try:
             entry = dispatch_entry(view[pos : pos + size], delays)
         except (DispatchError, ValueError):
             entry = None
-        if entry is not None and safe_topic_dir(entry[0]):
+        if entry is not None:
             topic, queue_id, queue_offset, code, store_ts = entry
-            append(((topic, queue_id), (rng.file_start + pos, size, code, queue_offset, store_ts)))
+            into = queue(topic, queue_id)
+            if into is not None:
+                into[0].extend(entry_bytes(rng.file_start + pos, size, code))
+                into[1].append(queue_offset)
+                into[2].append(store_ts)
         return True
 
-    walk = walk_range(rng, visit)
+    def scan(view: memoryview, pos: int, end: int, base: int) -> tuple[int, int]:
+        stop, seen = record.whole_run(view, pos, end, base, end, _NO_LIMIT)
+        at = pos
+        while at < stop:
+            why, at, _n, groups = extract_entries(view, at, stop, base, _NO_LIMIT)
+            for raw, queue_id, entries, offsets, times, _consecutive in groups:
+                topic = topics.get(raw)
+                if topic is None:
+                    topic = topics[raw] = raw.decode("utf-8", "replace")
+                into = queue(topic, queue_id)
+                if into is not None:
+                    into[0].extend(entries)
+                    into[1].frombytes(offsets)
+                    into[2].frombytes(times)
+            if why == SPECIAL:  # a record whose entry is dispatch_entry's (a delivery time)
+                size = _I32.unpack_from(view, at)[0]
+                visit(view, at, size)
+                at += size
+        return stop, seen
+
+    walk = walk_range(rng, visit, scan)
+    parts = [(key, (bytes(e), q.tobytes(), t.tobytes())) for key, (e, q, t) in queues.items()]
     return CqRangeEntries(
-        rng.index, out, walk.records, rng.end - rng.start, tuple(walk.runs), tuple(walk.bad), walk.file_end
+        rng.index, parts, walk.records, rng.end - rng.start, tuple(walk.runs), tuple(walk.bad), walk.file_end
     )
+
+
+def queue_entries(parts: Iterable[tuple[int, QueuePart]]) -> Iterator[Entry]:
+    """One queue's entries from its parts ``(range index, part)``, in CommitLog order."""
+    for _index, (entries, offsets, times) in sorted(parts, key=lambda part: part[0]):
+        queue_offsets, store_times = array("q"), array("q")
+        queue_offsets.frombytes(offsets)
+        store_times.frombytes(times)
+        for (offset, size, code), queue_offset, store_ts in zip(
+            _ENTRY.iter_unpack(entries), queue_offsets, store_times, strict=True
+        ):
+            yield offset, size, code, queue_offset, store_ts
 
 
 def write_queues(
@@ -161,9 +219,13 @@ def rebuild_consume_queues_spark(
             fill = around_gaps
             with job.stage("write queues"):
                 written = (
-                    decoded.flatMap(lambda r: r.entries)
+                    decoded.flatMap(lambda r: [(key, (r.index, part)) for key, part in r.entries])
                     .groupByKey(max(2, sc.defaultParallelism))
-                    .mapPartitions(lambda groups: write_queues(groups, root, file_size, fill))
+                    .mapPartitions(
+                        lambda groups: write_queues(
+                            ((key, queue_entries(parts)) for key, parts in groups), root, file_size, fill
+                        )
+                    )
                     .collect()
                 )
         last = max(written, key=lambda w: w[1], default=(0, 0, 0))

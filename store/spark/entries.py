@@ -7,11 +7,13 @@ pickling) and lets any later stage slice a run of entries by arithmetic alone.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
-# key hash (i32, already Math.abs'ed), CommitLog offset (i64), store timestamp in ms (i64).
-ENTRY = struct.Struct(">iqq")
+from store.index.index_range import PACKED
+
+# key hash (i32, already Math.abs'ed), CommitLog offset (i64), store timestamp in ms (i64): the
+# layout ``index_range`` packs into a bytearray target, so a decode task's blob is its output as is.
+ENTRY = PACKED
 ENTRY_SIZE = ENTRY.size
 
 

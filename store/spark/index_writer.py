@@ -4,18 +4,22 @@ A task receives every piece of one file (its runs of entries, in any order, and 
 last entry). It creates the file the way the broker creates a successor (begin and end header values
 taken from the previous file's end) and replays ``putKey`` for each entry in global order through
 ``IndexFile.put_hash``, so the layout, slot chains, time differences and header rules all come from
-the one implementation the sequential builder uses.
+the one implementation the sequential builder uses: ``index_range.put_entries`` (compiled: the same
+writer as the builder's compiled loop) puts each run's blob in one call.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from store.index.index_file import IndexFile
-from store.spark.assign import Piece
-from store.spark.entries import ENTRY, entry_at
+from store.index.index_range import put_entries
+from store.spark.assign import Piece, Span
+from store.spark.decode import entries_path
+from store.spark.entries import ENTRY_SIZE, entry_at, entry_count
 from store.spark.errors import PipelineError
 
 
@@ -60,14 +64,15 @@ def write_index_file(
     keys = 0
     first_ts = -1
     try:
-        put = index_file.put_hash
         for run in runs:
-            for key_hash, offset, store_ts in ENTRY.iter_unpack(run.blob):
-                if not put(key_hash, offset, store_ts):
-                    raise PipelineError(f"index file {file_no} overflowed after {keys} keys")
-                if first_ts < 0:
-                    first_ts = store_ts
-                keys += 1
+            if not run.blob:
+                continue
+            if first_ts < 0:
+                first_ts = entry_at(run.blob, 0)[2]
+            put = put_entries(index_file, run.blob)
+            keys += put
+            if put < entry_count(run.blob):
+                raise PipelineError(f"index file {file_no} overflowed after {keys} keys")
         index_file.flush()
         header = index_file.header
     finally:
@@ -75,14 +80,17 @@ def write_index_file(
     return WrittenFile(file_no, str(path), keys, first_ts, header.end_phy_offset, header.end_timestamp)
 
 
-def write_partition(
-    pieces: Iterable[tuple[int, Piece]], directory: str, hash_slot_num: int, index_num: int
-) -> list[WrittenFile]:
-    """Spark ``mapPartitions`` body: a partition holds the pieces of one (or more) files."""
-    by_file: dict[int, list[Piece]] = {}
-    for file_no, piece in pieces:
-        by_file.setdefault(file_no, []).append(piece)
-    return [
-        write_index_file(Path(directory), file_no, file_pieces, hash_slot_num, index_num)
-        for file_no, file_pieces in sorted(by_file.items())
-    ]
+def write_spans(
+    directory: str, entries_dir: str, file_no: int, spans: list[Span], hash_slot_num: int, index_num: int
+) -> WrittenFile:
+    """Write index file ``file_no`` from its ``spans``, read from the decode tasks' entry files
+    (``decode.decode_range_to_file``): a write task's whole input is this small list."""
+    pieces = []
+    for span in spans:
+        size = (span.hi - span.lo) * ENTRY_SIZE
+        with open(entries_path(entries_dir, span.range_index), "rb") as fh:
+            blob = os.pread(fh.fileno(), size, span.lo * ENTRY_SIZE)
+        if len(blob) != size:
+            raise PipelineError(f"the entries of range {span.range_index} are cut short")
+        pieces.append(Piece(span.file_no, span.kind, span.first, blob))
+    return write_index_file(Path(directory), file_no, pieces, hash_slot_num, index_num)

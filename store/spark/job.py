@@ -61,10 +61,11 @@ class SparkJob:
         with self.progress.stage(label):
             yield
 
-    def plan(self, range_bytes: int) -> list[FilePlan]:
-        """The "plan ranges" stage: every file's plan (``ranges.plan_file``), in file order."""
+    def plan(self, range_bytes: int, *, sampled: bool = False) -> list[FilePlan]:
+        """The "plan ranges" stage: every file's plan (``ranges.plan_file``, or with ``sampled``
+        ``ranges.plan_file_sampled``), in file order."""
         with self.stage(PLAN_RANGES):
-            return plan_files_on(self.sc, self.files, range_bytes)
+            return plan_files_on(self.sc, self.files, range_bytes, sampled=sampled)
 
     def keep(self, rdd: Any) -> Any:
         """``rdd`` (persisted by the caller), unpersisted when the job ends, however it ends."""

@@ -6,6 +6,11 @@ CommitLog: every record fully checked (lengths, PHYSICALOFFSET, BODYCRC), an end
 room left for one) ending the file, a record that does not check noted with its reason and skipped
 by ``record.resync``. What the walk finds besides the records, the runs of whole records and the bad
 bytes between them, is what the driver strings together to find gaps (``rebuild.find_gaps``).
+
+A walker with a compiled loop over whole records (the index's ``index_range``, the sequential
+builder's own) passes it as ``scan``: it takes every record it can from a position, and only where
+it stops (a bad record, an end-of-file marker) does the per-record step below look, as the reput
+leaves such a position to the CommitLog's own walk. Per record, Python then does nothing.
 """
 
 from __future__ import annotations
@@ -35,12 +40,21 @@ class RangeWalk:
     file_end: int | None = None
 
 
-def walk_range(rng: CommitLogRange, visit: Callable[[memoryview, int, int], bool]) -> RangeWalk:
+#: ``scan(view, pos, end, base) -> (stop, records)``: the whole records from ``pos`` on, each fully
+#: checked (at its own offset, BODYCRC) and visited, up to the first it cannot take (``stop``).
+Scan = Callable[[memoryview, int, int, int], tuple[int, int]]
+
+
+def walk_range(
+    rng: CommitLogRange, visit: Callable[[memoryview, int, int], bool], scan: Scan | None = None
+) -> RangeWalk:
     """Walk the records of ``rng``, calling ``visit(view, pos, size)`` for each one that checks
     (``pos`` within the file's ``view``, valid only during the call).
 
     ``visit`` returns False when the record is not one after all (its fields do not decode): it is then
-    bad bytes like a record that fails its check, noted and skipped.
+    bad bytes like a record that fails its check, noted and skipped. With ``scan``, runs of whole
+    records are taken by it, and ``visit`` sees only a record where ``scan`` stopped (none, when the
+    two agree on what a record is: the position then is bad bytes or the file's end).
     """
     walk = RangeWalk()
     runs, bad = walk.runs, walk.bad
@@ -53,6 +67,11 @@ def walk_range(rng: CommitLogRange, visit: Callable[[memoryview, int, int], bool
             pos = run_start = rng.start - base
             end = rng.end - base
             while pos < end:
+                if scan is not None:
+                    pos, n = scan(view, pos, end, base)
+                    records += n
+                    if pos >= end:
+                        break
                 if pos + SIZE_MAGIC_WIDTH <= end:
                     size = check(view, pos, end, base + pos, check_crc=True)
                 else:

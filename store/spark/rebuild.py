@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
@@ -28,11 +29,10 @@ from store.commitlog.gaps import CommitLogGapError, Gap, LogFile, gap_causes
 from store.config.store_config import StoreConfig
 from store.index.builder import left_behind, update_index_timestamp
 from store.index.service import index_file_name
-from store.spark.assign import file_count, per_file, prefix_starts, split_blob
-from store.spark.decode import RangeEntries, decode_range
-from store.spark.entries import ENTRY_SIZE
+from store.spark.assign import file_count, per_file, spans_by_file
+from store.spark.decode import decode_range_to_file
 from store.spark.errors import CorruptRecordError, PipelineError
-from store.spark.index_writer import WrittenFile, write_partition
+from store.spark.index_writer import WrittenFile, write_spans
 from store.spark.job import commitlog_files, spark_job
 from store.spark.ranges import (
     DEFAULT_RANGE_BYTES,
@@ -48,6 +48,9 @@ from store.staging import staged_output
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+#: The staging directory's subdirectory for the decode tasks' entries (``decode_range_to_file``).
+ENTRIES_DIR = ".entries"
 
 
 @dataclass(slots=True)
@@ -203,10 +206,26 @@ def final_names(written: list[WrittenFile]) -> list[str]:
     return names
 
 
-def _summary(result: RangeEntries) -> tuple[RangeEntries, int]:
-    """The decode result without its blob, and its entry count: what the driver collects."""
-    blobless = replace(result, blob=b"")
-    return blobless, len(result.blob) // ENTRY_SIZE
+def sampled_plan_holds(
+    plans: list[FilePlan], ranges: list[CommitLogRange], decoded: Sequence[DecodedRuns]
+) -> bool:
+    """Whether the decode proved a sampled plan (``ranges.plan_file_sampled``) to be the hop's.
+
+    In every file cut by sampling, each range must be whole records from its start exactly to its
+    end, none bad, no end-of-file marker inside: then each cut is where the walk from the file's
+    start arrives (by induction from the first range, which starts at the file's start), and the
+    hop from the last cut found the file's end where the hop from its start finds it. Anything else
+    (damage, a torn tail, a message body holding a record that checks at its own offset) returns
+    False and the caller plans again by the hop.
+    """
+    sampled_files = {p.file.start for p in plans if len(p.cuts) > 1}
+    for result in decoded:
+        rng = ranges[result.index]
+        if rng.file_start not in sampled_files:
+            continue
+        if result.bad or result.file_end is not None or tuple(result.runs) != ((rng.start, rng.end),):
+            return False
+    return True
 
 
 def gaps_allowed(
@@ -255,44 +274,44 @@ def rebuild_index_spark(
     with spark_job(
         files, master=master, spark=spark, spark_conf=spark_conf, progress_out=progress_out
     ) as job:
-        from pyspark import StorageLevel
-
         sc = job.sc
-        plans = job.plan(range_bytes)
-        ranges = ranges_to_decode(plans, config)
-
-        with job.stage("decode records"):
-            decoded_rdd = job.keep(
-                sc.parallelize(ranges, len(ranges)).map(decode_range).persist(StorageLevel.MEMORY_AND_DISK)
-            )
-            collected = sorted(decoded_rdd.map(_summary).collect(), key=lambda pair: pair[0].index)
-        summaries = [summary for summary, _ in collected]
-        gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
-        ordered_counts = [count for _, count in collected]
-        starts = prefix_starts(ordered_counts)
-        total_keys = sum(ordered_counts)
-        n_files = file_count(total_keys, keys_per_file)
-
-        job.label = "write index files"
         leftovers: list[Path] = []
         with staged_output(target, leftovers=leftovers) as staging:
+            # The decode tasks' entries, one file per range, beside the files written from them (on
+            # the output's filesystem, which every executor reaches); removed before the swap.
+            entries_dir = staging / ENTRIES_DIR
+            where = str(entries_dir)
+            # Plan by sampling (no hop through every record); if the decode does not prove the
+            # sampled cuts (a damaged file, a torn tail), plan by the hop and decode again.
+            for sampled in (True, False):
+                plans = job.plan(range_bytes, sampled=sampled)
+                ranges = ranges_to_decode(plans, config)
+                job.label = "decode records"
+                shutil.rmtree(entries_dir, ignore_errors=True)
+                entries_dir.mkdir()
+                with job.stage("decode records"):
+                    tasks = sc.parallelize(ranges, len(ranges)).map(lambda r: decode_range_to_file(r, where))
+                    collected = sorted(tasks.collect(), key=lambda pair: pair[0].index)
+                if not sampled or sampled_plan_holds(plans, ranges, [summary for summary, _ in collected]):
+                    break
+            summaries = [summary for summary, _ in collected]
+            gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
+            ordered_counts = [count for _, count in collected]
+            total_keys = sum(ordered_counts)
+            n_files = file_count(total_keys, keys_per_file)
+
+            job.label = "write index files"
             if n_files:
                 staging_dir = str(staging)
-                starts_bc = sc.broadcast(starts)
+                by_file = spans_by_file(ordered_counts, keys_per_file)
+                spans = sorted((no, s) for no, s in by_file.items() if no < n_files)
                 with job.stage("write index files"):
                     written = (
-                        decoded_rdd.flatMap(
-                            lambda r: [
-                                (p.file_no, p)
-                                for p in split_blob(r.blob, starts_bc.value[r.index], keys_per_file)
-                                if p.file_no < n_files
-                            ]
-                        )
-                        .partitionBy(n_files, lambda file_no: file_no)
-                        .mapPartitions(lambda it: write_partition(it, staging_dir, slots, index_num))
+                        sc.parallelize(spans, len(spans))
+                        .map(lambda f: write_spans(staging_dir, where, f[0], f[1], slots, index_num))
                         .collect()
                     )
-                starts_bc.unpersist()
+                shutil.rmtree(entries_dir)
                 written.sort(key=lambda w: w.file_no)
                 if [w.file_no for w in written] != list(range(n_files)):
                     raise PipelineError(
@@ -302,6 +321,7 @@ def rebuild_index_spark(
                 for w, name in zip(written, names, strict=True):
                     os.replace(w.path, staging / name)
             else:
+                shutil.rmtree(entries_dir)
                 written, names = [], []
         # The new index is in place: what fails from here on is reported, not raised as a failed job.
         after_swap = [left_behind(path) for path in leftovers]

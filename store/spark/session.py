@@ -8,6 +8,7 @@ controls its own partitioning (one task per CommitLog range, one per index file)
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import sys
 import tempfile
@@ -57,12 +58,19 @@ def _export_project_path() -> None:
 
 
 def package_archive(directory: Path) -> Path:
-    """Zip the ``protocol`` and ``store`` packages into ``directory``; executors import from it."""
+    """Zip the ``protocol`` and ``store`` packages into ``directory``; executors import from it.
+
+    The compiled twins go in too: ``protocol.accel.load`` copies them out of the archive (Python
+    cannot load an extension module from a zip), so executors walk ranges as the driver would.
+    Executors must run the driver's Python version on the same platform for them to load; where
+    they do not, ``load`` finds none and the references run."""
     archive = Path(directory) / "rmq_query_packages.zip"
+    suffixes = (".py", *importlib.machinery.EXTENSION_SUFFIXES)
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in SHIPPED_PACKAGES:
-            for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
-                zf.write(path, path.relative_to(PROJECT_ROOT).as_posix())
+            for path in sorted((PROJECT_ROOT / package).rglob("*")):
+                if path.is_file() and path.name.endswith(suffixes) and "__pycache__" not in path.parts:
+                    zf.write(path, path.relative_to(PROJECT_ROOT).as_posix())
     return archive
 
 

@@ -453,3 +453,68 @@ def test_a_file_cut_under_the_map_cuts_the_range(tmp_path: Path) -> None:
         assert pos > RECHECK_EVERY, name
         assert stop == index_range.OTHER, f"{name}: the record across the cut is not whole"
     assert (tmp_path / "python" / "0001").read_bytes() == (tmp_path / "compiled" / "0001").read_bytes()
+
+
+# -- a bytearray target (a Spark decode task's sink) and put_entries --------------------------------
+
+PUT_ENTRIES = {"python": index_range.put_entries_reference, "compiled": compiled.put_entries}
+
+
+def _file_entries(target: IndexFile) -> list[tuple[int, int, int]]:
+    """(keyHash, phyOffset, timeDiff) of every entry put into ``target``, in order."""
+    data = target.buffer
+    base = INDEX_HEADER_SIZE + target.hash_slot_num * INDEX_SLOT_SIZE
+    count = target.writer_state()[5]
+    return [struct.unpack_from(">iqi", data, base + n * INDEX_ENTRY_SIZE) for n in range(1, count)]
+
+
+def test_a_bytearray_target_packs_the_keys_an_index_file_gets(tmp_path: Path) -> None:
+    """On damaged ranges, both implementations pack the same entries, stop at the same place, and pack
+    exactly the keys (hash, offset) a big enough IndexFile gets from the same walk."""
+    config, _ = _generated_store(tmp_path / "src", 60, seed=4)
+    data = (config.store_path_commit_log / f"{0:020d}").read_bytes()[:12000]
+    rng = random.Random(12)
+    for trial in range(200):
+        damaged = bytearray(data)
+        for _ in range(rng.randrange(0, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.choice([0x00, 0x02, 0x20, 0xC3, 0xFF])
+        end = rng.randrange(len(damaged) // 2, len(damaged) + 1)
+        view = memoryview(bytes(damaged[:end]))
+        got = {}
+        for name, impl in IMPLS.items():
+            sink, topics = bytearray(), set()
+            result = tuple(impl(view, 0, end, 4096, sink, topics, 0, 1 << 62))
+            target = IndexFile.create(tmp_path / f"{trial}-{name}", 7, 1000)
+            file_topics: set[str] = set()
+            into_file = tuple(impl(view, 0, end, 4096, target, file_topics, 0, 1 << 62))
+            in_file = [(h, phy) for h, phy, _diff in _file_entries(target)]
+            target.close()
+            packed = list(index_range.PACKED.iter_unpack(sink))
+            assert result == into_file and topics == file_topics, f"trial {trial} {name}"
+            assert [(h, phy) for h, phy, _ts in packed] == in_file, f"trial {trial} {name}"
+            got[name] = (result, bytes(sink), topics)
+        assert got["python"] == got["compiled"], f"trial {trial}"
+
+
+def test_put_entries_writes_what_put_hash_writes_and_stops_when_full(tmp_path: Path) -> None:
+    rng = random.Random(13)
+    entries = [
+        (rng.randrange(2**31), 1000 + 97 * i, 1_700_000_000_000 + rng.randrange(-5000, 90_000))
+        for i in range(40)
+    ]
+    blob = b"".join(index_range.PACKED.pack(*e) for e in entries)
+    prev = {"end_phy_offset": 900, "end_timestamp": 1_699_999_999_000}  # a successor file's start
+    by_hand = IndexFile.create(tmp_path / "by-hand", 7, 30, **prev)
+    for e in entries:
+        if not by_hand.put_hash(*e):
+            break
+    expected = (bytes(by_hand.buffer), by_hand.writer_state())
+    by_hand.close()
+    for name, put in PUT_ENTRIES.items():
+        target = IndexFile.create(tmp_path / name, 7, 30, **prev)
+        assert put(target, blob[: 5 * 20]) == 5
+        assert put(target, blob[5 * 20 :]) == 29 - 5  # entry 0 is never used: 29 keys fit
+        assert (bytes(target.buffer), target.writer_state()) == expected, name
+        with pytest.raises(ValueError):
+            put(target, b"\x00" * 19)
+        target.close()

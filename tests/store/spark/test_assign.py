@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.spark.assign import file_count, per_file, prefix_starts, split_blob
+from store.spark.assign import file_count, per_file, prefix_starts, spans_by_file, split_blob
 from store.spark.entries import ENTRY_SIZE, entry_at, pack_entries
 
 
@@ -52,3 +52,33 @@ def test_pieces_rebuild_each_file_and_its_previous_entry(counts: list[int], keys
         else:
             assert len(prevs[file_no]) == ENTRY_SIZE
             assert entry_at(prevs[file_no], 0) == everything[file_no * keys_per_file - 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=8),
+    keys_per_file=st.integers(min_value=1, max_value=7),
+)
+def test_spans_name_the_same_pieces_as_the_blobs_cut(counts: list[int], keys_per_file: int) -> None:
+    """The write stage reads by span what the blob cut gives: same files, kinds, numbers, entries."""
+    everything = _entries(sum(counts))
+    blobs = [
+        pack_entries(everything[start : start + count])
+        for start, count in zip(prefix_starts(counts), counts, strict=True)
+    ]
+    from_blobs = sorted(
+        (piece.file_no, piece.first, piece.kind, piece.blob)
+        for start, blob in zip(prefix_starts(counts), blobs, strict=True)
+        for piece in split_blob(blob, start, keys_per_file)
+    )
+    from_spans = sorted(
+        (
+            span.file_no,
+            span.first,
+            span.kind,
+            blobs[span.range_index][span.lo * ENTRY_SIZE : span.hi * ENTRY_SIZE],
+        )
+        for spans in spans_by_file(counts, keys_per_file).values()
+        for span in spans
+    )
+    assert from_spans == from_blobs

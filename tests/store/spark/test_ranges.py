@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import struct
 from pathlib import Path
 
 import pytest
 
+from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
+from store.spark import ranges
 from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.failures import describe_failure
 from store.spark.ranges import (
@@ -154,3 +158,31 @@ def test_planning_a_file_keeps_about_one_range_resident(tmp_path: Path) -> None:
     grown = _status("VmHWM") - before
     assert len(plan.cuts) > 40
     assert grown < 16 << 20, grown  # 1 MiB ranges (and the kernel's read-around), not 47 MiB
+
+
+def test_the_compiled_hop_plans_what_the_reference_plans(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``record.hop`` (the planner's step between cuts), compiled and reference, on damaged files: the
+    same stop everywhere, so the same plans (cuts, end, reason) at every range size."""
+    compiled = pytest.importorskip("store.commitlog._record_fast", reason="compiled accelerator not built")
+    data = (log_dir / f"{0:020d}").read_bytes()
+    rnd = random.Random(21)
+    for trial in range(300):
+        damaged = bytearray(data[: rnd.randrange(len(data) // 2, len(data) + 1)])
+        for _ in range(rnd.randrange(0, 3)):
+            at = rnd.randrange(len(damaged) - 4)
+            lie = rnd.choice([0, 1, 90, 91, 0x7FFFFFFF, -1, rnd.randrange(2**31)])
+            struct.pack_into(">i", damaged, at, lie)
+        pos, soft_end = rnd.randrange(0, 400), rnd.choice([10**9, rnd.randrange(len(damaged) + 100)])
+        assert compiled.hop(damaged, pos, soft_end) == record.hop_reference(damaged, pos, soft_end), trial
+    damaged_file = log_dir / f"{FILE_SIZE:020d}"
+    raw = bytearray(damaged_file.read_bytes())
+    struct.pack_into(">i", raw, 5000, 0x7FFF)  # a TOTALSIZE that lies, inside the file
+    damaged_file.write_bytes(raw)
+    for target in (1, 3000, 10_000, 1 << 30):
+        plans = {}
+        for name, impl in (("compiled", compiled.hop), ("reference", record.hop_reference)):
+            monkeypatch.setattr(ranges, "hop", impl)
+            plans[name] = [plan_file(f, target) for f in list_files(log_dir)]
+        assert plans["compiled"] == plans["reference"], target

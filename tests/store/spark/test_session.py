@@ -29,6 +29,31 @@ def test_the_shipped_archive_alone_imports_every_task_module(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
 
 
+def test_executors_importing_the_archive_run_the_compiled_walk(tmp_path: Path) -> None:
+    """The compiled twins travel in the archive and load from it (copied out by ``accel.load``);
+    with ``RMQ_PURE_PYTHON=1`` the executors run the references, as the driver does."""
+    pytest.importorskip("store.index._index_range_fast", reason="compiled accelerator not built")
+    archive = package_archive(tmp_path)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from store.index import index_range; from store.commitlog import record;"
+        "assert index_range.__file__.startswith(sys.argv[1]), index_range.__file__;"
+        "print(index_range.index_range is index_range.index_range_reference,"
+        " record.hop is record.hop_reference)"
+    )
+    for pure, expected in (("0", "False False"), ("1", "True True")):
+        result = subprocess.run(
+            [sys.executable, "-I", "-c", code, str(archive)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={"RMQ_PURE_PYTHON": pure, "TMPDIR": str(tmp_path)},
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == expected.split(), pure
+
+
 def test_without_pyspark_the_spark_engine_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,7 +14,7 @@ from store.checkpoint import Checkpoint
 from store.commitlog.gaps import CommitLogGapError
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.index.builder import IndexBuilder
+from store.index.builder import IndexBuilder, rebuild_index
 from store.spark.rebuild import rebuild_index_spark
 from store.spark.synthetic import write_commitlog
 
@@ -227,3 +227,28 @@ def test_spark_rebuilds_consume_queues_byte_identical_to_java(
     }
     assert got == {f["path"]: f["sha256"] for f in expected["consumequeueFiles"]}
     assert Checkpoint.read(root / "checkpoint") == Checkpoint.read(stores_dir / SHARED_STORE / "checkpoint")
+
+
+def test_a_damaged_file_cut_by_sampling_is_planned_again_by_the_hop(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Small ranges, so every file is cut by sampling; a record whose BODYCRC fails in a middle file
+    makes the decode refuse the sampled plan: the job plans by the hop, decodes again and writes,
+    around the gap, exactly the sequential builder's index."""
+    config = _generated(tmp_path, messages=1500)
+    middle = sorted(config.store_path_commit_log.iterdir())[2]
+    start = int(middle.name)
+    log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    offsets = [
+        offset for offset, _ in log.iter_records(start) if offset < start + config.mapped_file_size_commit_log
+    ]
+    log.close()
+    _flip_body_byte(middle, start, offsets[len(offsets) // 2])
+    out = tmp_path / "spark"
+    result = rebuild_index_spark(
+        config, spark=spark, out_dir=out, range_bytes=40_000, progress_out=io.StringIO(), around_gaps=True
+    )
+    sequential = rebuild_index(config, around_gaps=True)
+    assert _contents(out) == _contents(config.index_dir)
+    assert result.keys_indexed == sequential.keys_indexed
+    assert result.gaps == sequential.gaps and len(result.gaps) == 1
