@@ -25,6 +25,7 @@ import importlib.machinery
 import importlib.util
 import logging
 import os
+import stat
 import sys
 import tempfile
 import zipfile
@@ -77,15 +78,15 @@ def _from_zip(name: str) -> ModuleType | None:
         return None
     archive = loader.archive
     inside = parent.__path__[0][len(archive) + 1 :].replace(os.sep, "/")
-    stat = os.stat(archive)
-    tag = hashlib.sha1(f"{archive}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    info = os.stat(archive)
+    tag = hashlib.sha1(f"{archive}:{info.st_size}:{info.st_mtime_ns}".encode()).hexdigest()[:16]
     with zipfile.ZipFile(archive) as zf:
         names = set(zf.namelist())
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
             member = f"{inside}/{leaf}{suffix}"
             if member not in names:
                 continue
-            target = os.path.join(tempfile.gettempdir(), f"rmq-accel-{tag}", member)
+            target = os.path.join(_private_dir(tag), member)
             if not os.path.exists(target):
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 partial = f"{target}.{os.getpid()}.tmp"
@@ -100,3 +101,23 @@ def _from_zip(name: str) -> ModuleType | None:
             spec.loader.exec_module(module)
             return module
     return None
+
+
+def _private_dir(tag: str) -> str:
+    """The directory the compiled modules of archive ``tag`` are copied to: this user's alone.
+
+    Code is loaded from it, so a name in the shared temporary directory that another user could
+    create first (a planted module, or a symlink) must never be used: the directory is made with
+    mode 0700 and used only when it is a real directory, owned by this user, that nobody else may
+    write; otherwise a fresh one of this process's own is made.
+    """
+    uid = os.getuid()
+    path = os.path.join(tempfile.gettempdir(), f"rmq-accel-{uid}-{tag}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o077:
+        return path
+    return tempfile.mkdtemp(prefix=f"rmq-accel-{tag}-")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,31 @@ def test_executors_importing_the_archive_run_the_compiled_walk(tmp_path: Path) -
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == expected.split(), pure
+
+
+def test_a_copy_out_directory_others_can_write_is_never_loaded_from(tmp_path: Path) -> None:
+    """Code is loaded from the copied-out modules: a directory under the shared temporary directory
+    with the name ``accel`` would use, but writable by others (made first by another user, with a
+    module planted in it), is passed over for a private one."""
+    from protocol import accel
+
+    tag = "0123456789abcdef"
+    planted = tmp_path / f"rmq-accel-{os.getuid()}-{tag}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    tempdir = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path)
+    try:
+        chosen = Path(accel._private_dir(tag))
+        assert chosen != planted and chosen.parent == tmp_path
+        assert stat.S_IMODE(chosen.stat().st_mode) == 0o700
+        planted.rmdir()
+        chosen.rmdir()
+        fresh = Path(accel._private_dir(tag))  # free: made as this user's own, and used again
+        assert fresh == planted and stat.S_IMODE(fresh.stat().st_mode) == 0o700
+        assert Path(accel._private_dir(tag)) == fresh
+    finally:
+        tempfile.tempdir = tempdir
 
 
 def test_without_pyspark_the_spark_engine_says_what_to_install(
