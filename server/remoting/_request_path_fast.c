@@ -214,15 +214,17 @@ static int parse_int32(cursor *c, long long *out)
     return SURE;
 }
 
-/* A string of printable ASCII without escapes; [*s, *s + *n) is its text. */
-static int plain_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+/* A JSON string without escapes or control characters; [*s, *s + *n) is its text. With ascii_only
+ * its bytes must be printable ASCII; otherwise the others may be UTF-8 (checked when it is decoded:
+ * answer_query leaves the frame to the reference when it is not valid UTF-8). */
+static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int ascii_only)
 {
     const unsigned char *p = c->p;
     if (p >= c->end || *p != '"')
         return UNSURE;
     const unsigned char *start = ++p;
     while (p < c->end && *p != '"') {
-        if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+        if (*p < 0x20 || *p == 0x7f || *p == '\\' || (ascii_only && *p > 0x7f))
             return UNSURE;
         p++;
     }
@@ -234,25 +236,14 @@ static int plain_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
     return SURE;
 }
 
-/* A string without escapes or control characters whose other bytes may be UTF-8 (checked when it is
- * decoded: answer_query leaves the frame to the reference when it is not valid UTF-8). */
-static int raw_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+static inline int plain_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
 {
-    const unsigned char *p = c->p;
-    if (p >= c->end || *p != '"')
-        return UNSURE;
-    const unsigned char *start = ++p;
-    while (p < c->end && *p != '"') {
-        if (*p < 0x20 || *p == 0x7f || *p == '\\')
-            return UNSURE;
-        p++;
-    }
-    if (p >= c->end)
-        return UNSURE;
-    *s = start;
-    *n = p - start;
-    c->p = p + 1;
-    return SURE;
+    return scan_string(c, s, n, 1);
+}
+
+static inline int raw_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+{
+    return scan_string(c, s, n, 0);
 }
 
 static inline int expect(cursor *c, unsigned char ch)
