@@ -24,6 +24,7 @@ from store.config.store_config import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreC
 from store.consumequeue.consume_queue import ConsumeQueue
 from store.index.index_file import ENTRY, IndexFile
 from store.write.writer import StoreWriter
+from tests.support.peak_rss import reset_peak, status_bytes
 
 SMALL = 1_000
 LARGE = 8 * SMALL
@@ -132,25 +133,8 @@ def test_claims_out_of_order_report_what_a_flag_per_entry_reports() -> None:
     assert 2 in claims.full
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-            fh.write("5")  # resets VmHWM to the current VmRSS (Linux 4.0+)
-    except OSError:
-        return False
-    return _status("VmHWM") <= _status("VmRSS") + (1 << 20)
-
-
 def test_walks_hand_the_pages_behind_them_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not _reset_peak():
+    if not reset_peak():
         pytest.skip("no /proc/self/clear_refs to reset the peak resident set")
     # 96 MiB of CommitLog in 16 MiB files; the walks release every 4 MiB.
     config = _store(tmp_path / "s", 24_000, body=4000)
@@ -159,10 +143,10 @@ def test_walks_hand_the_pages_behind_them_back(tmp_path: Path, monkeypatch: pyte
     store_bytes = sum(p.stat().st_size for p in config.store_path_commit_log.iterdir())
     data = 24_000 * 4000
     check_store(config, deep=True)
-    assert _reset_peak()
-    before = _status("VmRSS")
+    assert reset_peak()
+    before = status_bytes("VmRSS")
     report = check_store(config, deep=True)
-    grown = _status("VmHWM") - before
+    grown = status_bytes("VmHWM") - before
     assert report.ok, report.problems
     assert store_bytes >= data
     # Each walk keeps 4 MiB behind it (and the kernel's read-around): far below the data it read.

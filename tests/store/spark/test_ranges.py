@@ -23,6 +23,7 @@ from store.spark.ranges import (
 )
 from store.spark.rebuild import check_plans, final_names
 from store.spark.synthetic import write_commitlog
+from tests.support.peak_rss import reset_peak, status_bytes
 
 FILE_SIZE = 64 * 1024
 
@@ -135,27 +136,16 @@ def test_a_preallocated_empty_file_after_the_last_one_is_ignored(log_dir: Path) 
     assert ranges[-1].path == last.path
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
 def test_planning_a_file_keeps_about_one_range_resident(tmp_path: Path) -> None:
     """The hop over a file's records touches every page; issue 22 found ``export-keys`` holding a
     whole 1 GiB file's pages while it planned. Planning hands them back at every cut."""
     write_commitlog(tmp_path / "commitlog", file_size=48 << 20, total_bytes=47 << 20, body_size=(64, 256))
     (f,) = list_files(tmp_path / "commitlog")
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-            fh.write("5")  # resets VmHWM to the current VmRSS
-    except OSError:
+    if not reset_peak():
         pytest.skip("no /proc/self/clear_refs to reset the peak resident set")
-    before = _status("VmRSS")
+    before = status_bytes("VmRSS")
     plan = plan_file(f, 1 << 20)
-    grown = _status("VmHWM") - before
+    grown = status_bytes("VmHWM") - before
     assert len(plan.cuts) > 40
     assert grown < 16 << 20, grown  # 1 MiB ranges (and the kernel's read-around), not 47 MiB
 
