@@ -1,0 +1,74 @@
+"""The in-process cost of one ``WritableStore.put`` (what a SEND costs the server past its frame),
+and where it goes: the append, the CommitLog refresh, the reput pass, the index audit.
+
+    taskset -c 1 python -m benchmarks.put_cost --puts 5000
+
+A fresh store in a temporary directory with the test kit's geometry (``clients.testkit``); one
+256-byte record a put with KEYS, TAGS and a fresh UNIQ_KEY, four queues in turn. The parts are
+timed by wrapping the store's own methods, so their sum is a little less than the whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from clients.testkit.server import kit_store_config
+from server.broker.writable_store import WritableStore
+from store.write.writer import StoreRecord
+
+
+def _timed(acc: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[name] += time.perf_counter() - started
+
+    return wrapped
+
+
+def measure(puts: int) -> dict[str, float]:
+    """Microseconds per put, whole and by part."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = WritableStore(kit_store_config(Path(tmp) / "store"))
+        try:
+            props = "KEYS\x01key-%d\x02TAGS\x01TagA\x02UNIQ_KEY\x01%032X\x02"
+            records = [
+                StoreRecord("PutCost", b"x" * 256, props % (i, i), queue_id=i % 4) for i in range(puts)
+            ]
+            parts = {"append": 0.0, "commitlog_refresh": 0.0, "reput": 0.0, "index_audit": 0.0}
+            reader = store.reader
+            store.writer.put_batch = _timed(parts, "append", store.writer.put_batch)  # type: ignore[method-assign]
+            reader.commitlog.refresh = _timed(parts, "commitlog_refresh", reader.commitlog.refresh)  # type: ignore[method-assign]
+            reput = reader._reput  # the benchmark looks inside on purpose
+            if reput is not None:
+                reput.run_once = _timed(parts, "reput", reput.run_once)  # type: ignore[method-assign]
+            reader.index.audit = _timed(parts, "index_audit", reader.index.audit)  # type: ignore[method-assign]
+            started = time.perf_counter()
+            for rec in records:
+                store.put([rec])
+            whole = time.perf_counter() - started
+        finally:
+            store.close()
+    return {"put_us": whole / puts * 1e6, **{f"{k}_us": v / puts * 1e6 for k, v in parts.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--puts", type=int, default=5000, help="puts to time (default 5000)")
+    args = parser.parse_args(argv)
+    if args.puts < 1:
+        parser.error("--puts must be at least 1")
+    print(json.dumps({k: round(v, 1) for k, v in measure(args.puts).items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
