@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from protocol.accel import load
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.custom_headers import offset_response_fields, timestamp_response_fields
 from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
 from server.remoting.dispatch import Dispatcher
@@ -58,6 +59,13 @@ _QUERY = RequestCode.QUERY_MESSAGE
 _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
 _SUCCESS = ResponseCode.SUCCESS
 _QUERY_NOT_FOUND = ResponseCode.QUERY_NOT_FOUND
+#: The offset family, in the order of the C side's counts (request codes 29..32).
+OFFSET_CODES = (
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+    RequestCode.GET_MAX_OFFSET,
+    RequestCode.GET_MIN_OFFSET,
+    RequestCode.GET_EARLIEST_MSG_STORETIME,
+)
 
 #: The numbers in an answer header (the C file's holes, same order) and the stand-in each is made
 #: with in the templates: each occurs once in its header, and none inside another.
@@ -75,6 +83,14 @@ class ViewStore(Protocol):
     def view_snapshot(self) -> tuple[list[Any], list[int], list[int], Any, int]: ...
 
     def served(self, nbytes: int, records: int) -> None: ...
+
+
+class QueueStore(ViewStore, Protocol):
+    """What the offset family needs besides: the opened consume queues and their CommitLog."""
+
+    commitlog: Any
+
+    def opened_queues(self) -> dict[tuple[str, int], Any]: ...
 
 
 def template(header: bytes, holes: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
@@ -121,15 +137,39 @@ def _templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
     )
 
 
+def _offset_templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
+    """The offset family's answers (``QueueOffsetProcessor``: SUCCESS with ``offset``, or with
+    ``timestamp`` for GET_EARLIEST_MSG_STORETIME), as templates; the request code does not show in
+    an answer, so one request stands for the four."""
+    request = RemotingCommand(RequestCode.GET_MAX_OFFSET, opaque=HOLES["opaque"])
+    offset = request.make_response(_SUCCESS, ext_fields=offset_response_fields(HOLES["offset"]))
+    timestamp = request.make_response(_SUCCESS, ext_fields=timestamp_response_fields(HOLES["timestamp"]))
+    return (
+        template(encode_json_header(offset), ("opaque", "offset")),
+        template(encode_json_header(timestamp), ("opaque", "timestamp")),
+    )
+
+
 if _fast is not None:
     _fast.bind(*_templates())
+    _fast.bind_offsets(*_offset_templates())
 
 
 class RequestPath:
     """VIEW_MESSAGE_BY_ID (and, given its processor, QUERY_MESSAGE) answered by the compiled path,
     for one store and one dispatcher."""
 
-    __slots__ = ("_dispatcher", "_max_size", "_query", "_start", "_stats", "_store", "codes")
+    __slots__ = (
+        "_counts",
+        "_dispatcher",
+        "_max_size",
+        "_offsets",
+        "_query",
+        "_start",
+        "_stats",
+        "_store",
+        "codes",
+    )
 
     def __init__(
         self,
@@ -137,8 +177,15 @@ class RequestPath:
         max_size: int,
         dispatcher: Dispatcher,
         query: QueryMessageProcessor | None = None,
+        *,
+        offsets: bool = False,
     ) -> None:
         self._store = store
+        #: Whether the offset family is answered here (``QueueOffsetProcessor``'s four codes over
+        #: ``store``, which must then offer ``QueueStore``'s calls).
+        self._offsets = offsets
+        #: Where the C side counts the offset family per batch: per code (``OFFSET_CODES``), total.
+        self._counts = [0] * (len(OFFSET_CODES) + 1)
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
         self._max_size = max_size
         self._dispatcher = dispatcher
@@ -146,12 +193,18 @@ class RequestPath:
         self._start: Start | None = None  # the connection's, during ``answer``
         self._stats: RequestStats | None = None
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
-        self.codes = frozenset((_VIEW, _QUERY) if query is not None else (_VIEW,))
+        codes = (_VIEW, _QUERY) if query is not None else (_VIEW,)
+        self.codes = frozenset(codes + OFFSET_CODES if offsets else codes)
 
     @staticmethod
     def usable(store: object) -> bool:
         """Whether the compiled path is built and ``store`` offers what it reads."""
         return _fast is not None and hasattr(store, "view_snapshot") and hasattr(store, "served")
+
+    @staticmethod
+    def answers_offsets(store: object) -> bool:
+        """Whether ``store`` offers what the offset family reads (``QueueStore``)."""
+        return hasattr(store, "opened_queues") and hasattr(store, "commitlog")
 
     def answer(
         self,
@@ -166,18 +219,32 @@ class RequestPath:
         """(answers, where it stopped, how many): the frames of ``data[pos:]`` answered in order up to
         the first frame the compiled path is not sure of, an incomplete frame, or ``flush_bytes`` of
         answers. A query handed to the pool is answered later, from a task ``start`` starts."""
-        maps, starts, lengths, shrunk, max_offset = self._store.view_snapshot()
+        store = self._store
+        maps, starts, lengths, shrunk, max_offset = store.view_snapshot()
         started = time.perf_counter() if stats is not None else 0.0
         self._start = start
         self._stats = stats
+        counts = self._counts
         try:
-            out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
-                data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                max_frame_length, max_header_length, flush_bytes,
-                self._answer_query if self._query is not None else None,
-            )  # fmt: skip
+            if self._offsets:
+                commitlog = store.commitlog  # type: ignore[attr-defined]
+                offsets = (store.opened_queues(), commitlog, commitlog.mapped_file_size, counts)  # type: ignore[attr-defined]
+                out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                    data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+                    max_frame_length, max_header_length, flush_bytes,
+                    self._answer_query if self._query is not None else None, offsets,
+                )  # fmt: skip
+            else:
+                out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                    data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+                    max_frame_length, max_header_length, flush_bytes,
+                    self._answer_query if self._query is not None else None,
+                )  # fmt: skip
         finally:
             self._start = self._stats = None
+        answered = views + queries
+        if counts[-1]:
+            answered += self._count_offsets(counts, stats, started, views)
         if views:
             # view_message_copy's accounting: each answer counts its record and a page.
             self._store.served(found_bytes + 4096 * views, views)
@@ -187,7 +254,20 @@ class RequestPath:
                     stats.observe_many(_VIEW, _SUCCESS, found, each)
                 if views > found:
                     stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
-        return out, pos, views + queries
+        return out, pos, answered
+
+    @staticmethod
+    def _count_offsets(counts: list[int], stats: RequestStats | None, started: float, views: int) -> int:
+        """The offset family's answers of the batch, counted for ``/metrics`` (each timed at the
+        batch's mean, as VIEWs are; all SUCCESS), and how many; ``counts`` is reset."""
+        total = counts[-1]
+        if stats is not None:
+            each = (time.perf_counter() - started) / (total + views)
+            for code, n in zip(OFFSET_CODES, counts, strict=False):
+                if n:
+                    stats.observe_many(code, _SUCCESS, n, each)
+        counts[:] = [0] * len(counts)
+        return total
 
     def _answer_query(
         self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
