@@ -1,4 +1,5 @@
-"""Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage.
+"""Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage (and
+the whole of GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP).
 
     python -m benchmarks.request_costs [--store-conf ../shared/stores/java-4.9.7-a.broker.conf]
 
@@ -27,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONF = REPO.parent / "shared" / "stores" / "java-4.9.7-a.broker.conf"
@@ -201,7 +203,51 @@ def measure(conf: Path) -> dict[str, float]:
         out[f"query: through the connection ({PIPELINED} pipelined per read, per request)"] = (
             through_connection_us(dispatcher, query_chunks)
         )
+        offset_rows(out, store, dispatcher, request, rng, n)
     return out
+
+
+def offset_rows(
+    out: dict[str, float],
+    store: Any,
+    dispatcher: Any,
+    request: Callable[[int, dict[str, str], int], Any],
+    rng: random.Random,
+    n: int,
+) -> None:
+    """GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP over the store's queues (a random queue each;
+    a search for a random store time between the queue's first and last), on the Python path and
+    through the connection (the compiled request path when built)."""
+    from protocol.codes import RequestCode
+    from protocol.frame import FrameDecoder, encode_frame, encode_frame_parts
+
+    queues = [(t, q) for t, nums in sorted(store.queue_nums().items()) for q in range(nums)]
+    queues = [(t, q) for t, q in queues if store.max_offset(t, q) > 0]
+    picked = [rng.choice(queues) for _ in range(n)]
+
+    def span(t: str, q: int) -> tuple[int, int]:
+        last = store.message_store_timestamp(t, q, store.max_offset(t, q) - 1)
+        return store.earliest_message_time(t, q), last
+
+    spans = {(t, q): span(t, q) for t, q in queues}
+    for label, code, fields in (
+        ("max offset", RequestCode.GET_MAX_OFFSET, lambda t, q: {"topic": t, "queueId": str(q)}),
+        (
+            "search offset by time",
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            lambda t, q: {"topic": t, "queueId": str(q), "timestamp": str(rng.randint(*spans[t, q]))},
+        ),
+    ):
+        requests = [request(code, fields(t, q), i) for i, (t, q) in enumerate(picked)]
+        frames = [encode_frame(r) for r in requests]
+        out[f"{label}: whole request on the Python path (decode + dispatch + encode)"] = per_call_us(
+            lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(frames[i])[0])),  # noqa: B023
+            n,
+        )
+        chunks = [b"".join(frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+        out[f"{label}: through the connection ({PIPELINED} pipelined per read, per request)"] = (
+            through_connection_us(dispatcher, chunks)
+        )
 
 
 def main() -> int:
