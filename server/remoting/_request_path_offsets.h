@@ -197,17 +197,37 @@ static void cq_release(cq_t *q)
 
 /* The opened queue for the request: O_ANSWERED (q filled), O_LEAVE (not opened, not ours, or a topic
  * that is not UTF-8), -1 with an error set. */
+static int cq_find_topic(const offsets_ctx_t *ctx, PyObject *topic, long long queue_id, cq_t *q);
+
+/* A request's text as a str, decoded strictly as the reference decoder does: NULL with *leave set
+ * when it is not UTF-8 (the reference decides), NULL with an error set otherwise. */
+static PyObject *decode_text(const unsigned char *s, Py_ssize_t n, int *leave)
+{
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        *leave = 1;
+    }
+    return text;
+}
+
 static int cq_find(const offsets_ctx_t *ctx, const offsets_req_t *r, cq_t *q)
 {
     memset(q, 0, sizeof *q);
-    PyObject *topic = PyUnicode_DecodeUTF8((const char *)r->topic, r->topic_n, "strict");
-    if (topic == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-            return -1;
-        PyErr_Clear();
-        return O_LEAVE;
-    }
-    PyObject *key = Py_BuildValue("(NL)", topic, r->queue_id);
+    int leave = 0;
+    PyObject *topic = decode_text(r->topic, r->topic_n, &leave);
+    if (topic == NULL)
+        return leave ? O_LEAVE : -1;
+    int rc = cq_find_topic(ctx, topic, r->queue_id, q);
+    Py_DECREF(topic);
+    return rc;
+}
+
+/* The opened queue (topic, queue_id), as cq_find. */
+static int cq_find_topic(const offsets_ctx_t *ctx, PyObject *topic, long long queue_id, cq_t *q)
+{
+    memset(q, 0, sizeof *q);
+    PyObject *key = Py_BuildValue("(OL)", topic, queue_id);
     if (key == NULL)
         return -1;
     PyObject *queue = PyDict_GetItemWithError(ctx->queues, key); /* borrowed */
@@ -301,19 +321,34 @@ static int bisect_index(PyObject *starts, long long x, Py_ssize_t *out)
     return 0;
 }
 
-/* store_time_picker(commitlog)(offset, size) with CommitLog.select's rules over the batch's snapshot:
- * 0 with *t the store time or -1, 1 (leave: a shrunk file, which the reference reports), -1 error. */
-static int store_time(const offsets_ctx_t *ctx, long long offset, long long size, long long *t)
+/* CommitLog.select(offset, size) over the batch's snapshot: 1 found (sel->buf holds the map's buffer,
+ * the bytes at sel->pos; cl_release it), 0 none, 2 leave (a shrunk file: the reference reports it),
+ * -1 error. `checked` (or NULL): the index of a file whose size was already asked in this request,
+ * -1 for none; set to the file asked now (read_records' rule: each file once per request). */
+typedef struct {
+    PyObject *mm;
+    Py_buffer buf;
+    int have_buf;
+    long long pos;
+} cl_sel_t;
+
+static void cl_release(cl_sel_t *sel)
 {
-    *t = -1;
+    if (sel->have_buf)
+        PyBuffer_Release(&sel->buf);
+    sel->have_buf = 0;
+    Py_CLEAR(sel->mm);
+}
+
+static int cl_select(const offsets_ctx_t *ctx, long long offset, long long size, cl_sel_t *sel, Py_ssize_t *checked)
+{
+    sel->mm = NULL;
+    sel->have_buf = 0;
     Py_ssize_t n = PyList_GET_SIZE(ctx->starts);
-    if (n == 0 || PyList_GET_SIZE(ctx->maps) != n || PyList_GET_SIZE(ctx->lengths) != n)
-        return n == 0 ? 0 : 1;
-    long long first;
-    if (view_as_int64(PyList_GET_ITEM(ctx->starts, 0), &first) < 0)
-        return -1;
-    if (offset < first || size < 0)
+    if (n == 0 || size < 0)
         return 0;
+    if (PyList_GET_SIZE(ctx->maps) != n || PyList_GET_SIZE(ctx->lengths) != n)
+        return 2;
     Py_ssize_t i;
     if (bisect_index(ctx->starts, offset, &i) < 0)
         return -1;
@@ -323,56 +358,70 @@ static int store_time(const offsets_ctx_t *ctx, long long offset, long long size
     if (i < 0 || offset - start >= ctx->cl_file_size) {
         if (offset != 0)
             return 0;
-        i = 0;
-        start = first;
+        i = 0; /* offset 0 falls back to the first file */
+        if (view_as_int64(PyList_GET_ITEM(ctx->starts, 0), &start) < 0)
+            return -1;
     }
     long long length;
     if (view_as_int64(PyList_GET_ITEM(ctx->lengths, i), &length) < 0)
         return -1;
     PyObject *mm = PyList_GET_ITEM(ctx->maps, i);
     Py_INCREF(mm);
-    Py_buffer buf;
-    int have_buf = 0, rc = -1;
+    sel->mm = mm;
     if (mm != Py_None) {
-        if (PyObject_GetBuffer(mm, &buf, PyBUF_SIMPLE) == 0)
-            have_buf = 1;
+        if (PyObject_GetBuffer(mm, &sel->buf, PyBUF_SIMPLE) == 0)
+            sel->have_buf = 1;
         else if (PyErr_ExceptionMatches(PyExc_ValueError))
             PyErr_Clear();
         else
-            goto done;
+            return -1;
     }
-    long long now;
-    if (view_current_size(mm, size_name, &now) < 0)
-        goto done;
-    if (now < length) {
-        rc = 1; /* shrunk: the reference says so once, and reads the rest */
-        goto done;
+    if (checked == NULL || *checked != i) {
+        long long now;
+        if (view_current_size(mm, size_name, &now) < 0)
+            return -1;
+        if (now < length)
+            return 2; /* shrunk: the reference says so once, and reads the rest */
+        if (checked != NULL)
+            *checked = i;
     }
     long long pos = offset % ctx->cl_file_size;
+    if (pos < 0)
+        pos += ctx->cl_file_size; /* Python's modulo (offset 0 is the only one that can get here) */
     long long readable = length, to_end = ctx->max_offset - start;
     if (to_end < readable)
         readable = to_end;
-    long long buf_len = have_buf ? (long long)buf.len : 0;
-    if (pos + size > readable) {
+    if (pos + size > readable)
+        return 0;
+    if (pos + size > (sel->have_buf ? (long long)sel->buf.len : 0))
+        return 2; /* a map shorter than its length: not a case the reference meets */
+    sel->pos = pos;
+    return 1;
+}
+
+/* store_time_picker(commitlog)(offset, size): 0 with *t the store time or -1, 2 leave, -1 error. */
+static int store_time(const offsets_ctx_t *ctx, long long offset, long long size, long long *t)
+{
+    *t = -1;
+    if (PyList_GET_SIZE(ctx->starts) == 0)
+        return 0;
+    long long first;
+    if (view_as_int64(PyList_GET_ITEM(ctx->starts, 0), &first) < 0)
+        return -1;
+    if (offset < first)
+        return 0;
+    cl_sel_t sel;
+    int rc = cl_select(ctx, offset, size, &sel, NULL);
+    if (rc == 1) {
         rc = 0;
-        goto done;
+        const unsigned char *rec = (const unsigned char *)sel.buf.buf + sel.pos;
+        if (size >= RECORD_SYS_FLAG_AT + 4) { /* up to the end of SYSFLAG: where STORETIMESTAMP is */
+            long long at = record_store_timestamp_at(view_be32(rec + RECORD_SYS_FLAG_AT));
+            if (size >= at + RECORD_STORE_TIMESTAMP_WIDTH)
+                *t = be64(rec + at);
+        }
     }
-    if (pos + size > buf_len) {
-        rc = 1; /* a map shorter than its length: not a case the reference meets */
-        goto done;
-    }
-    rc = 0;
-    if (size < RECORD_SYS_FLAG_AT + 4) /* up to the end of SYSFLAG: where STORETIMESTAMP is */
-        goto done;
-    const unsigned char *rec = (const unsigned char *)buf.buf + pos;
-    long long at = record_store_timestamp_at(view_be32(rec + RECORD_SYS_FLAG_AT));
-    if (size < at + RECORD_STORE_TIMESTAMP_WIDTH)
-        goto done;
-    *t = be64(rec + at);
-done:
-    if (have_buf)
-        PyBuffer_Release(&buf);
-    Py_DECREF(mm);
+    cl_release(&sel);
     return rc;
 }
 
