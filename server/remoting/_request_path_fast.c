@@ -276,6 +276,7 @@ static inline int literal(cursor *c, const char *s, Py_ssize_t n)
 #define LITERAL(c, s) literal((c), (s), (Py_ssize_t)(sizeof(s) - 1))
 
 #include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
+#include "_request_path_pull.h"    /* PULL_MESSAGE */
 
 enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
 enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE = 32 };
@@ -284,13 +285,14 @@ enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE 
 typedef struct {
     long long code, flag, opaque;
     /* extFields, as far as they were read (ext_kind says which shape) */
-    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's */
+    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's, 4 = a PULL's */
     long long offset;
     const unsigned char *topic, *key;
     Py_ssize_t topic_n, key_n;
     long long max_num, begin, end;
     int unique;
     offsets_req_t q; /* ext_kind 3: the offset family's fields */
+    pull_req_t p;    /* ext_kind 4: a PULL's */
 } request_t;
 
 /* Plain digits without a sign or a leading zero (but "0"), at most max_digits (<= 19) of them and
@@ -421,6 +423,11 @@ static int parse_header(const unsigned char *data, Py_ssize_t size, request_t *r
                     c.p = at;
                     if ((ok = parse_offsets_fields(&c, &r->q)))
                         r->ext_kind = 3;
+                    else {
+                        c.p = at;
+                        if ((ok = parse_pull_fields(&c, &r->p)))
+                            r->ext_kind = 4;
+                    }
                 }
             }
         } else if (n == 4 && memcmp(key, "flag", 4) == 0) {
@@ -610,7 +617,9 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
 
     offsets_ctx_t offsets;
     int have_offsets = offsets_ctx_init(&offsets, nargs == 13 ? args[12] : NULL, args, max_offset);
-    if (have_offsets < 0) {
+    pull_ctx_t pulls;
+    int have_pulls = have_offsets > 0 ? pull_ctx_init(&pulls, offsets.pulls) : pull_ctx_init(&pulls, NULL);
+    if (have_offsets < 0 || have_pulls < 0) {
         PyBuffer_Release(&in);
         return NULL;
     }
@@ -654,12 +663,18 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
                 goto done;
             if (done_here == O_LEAVE)
                 break;
+        } else if (req.ext_kind == 4 && have_pulls && req.code == PULL_MESSAGE) {
+            int done_here = answer_pull(&out, &offsets, &pulls, req.opaque, &req.p);
+            if (done_here < 0)
+                goto done;
+            if (done_here == O_LEAVE)
+                break;
         } else {
             break;
         }
         pos += 4 + (long long)length;
     }
-    if (have_offsets && offsets_ctx_finish(&offsets) < 0)
+    if (have_offsets && family_finish(&offsets, &pulls) < 0)
         goto done;
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)

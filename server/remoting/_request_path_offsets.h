@@ -33,6 +33,9 @@
 #define GET_MIN_OFFSET 31
 #define GET_EARLIEST_MSG_STORETIME 32
 #define N_OFFSET_CODES 4
+/* The counts list: per code 29..32, the total answered (pulls included), then the pulls' found,
+ * records, bytes, slowest scan in ms, and SUCCESS answers (_request_path_pull.h). */
+#define N_COUNTS (N_OFFSET_CODES + 6)
 #define CQ_UNIT 20
 
 /* _request_path_fast.c's (defined after the request type this header's fields are part of). */
@@ -90,8 +93,10 @@ static int parse_offsets_fields(cursor *c, offsets_req_t *q)
     return (seen & (O_TOPIC | O_QUEUE_ID)) == (O_TOPIC | O_QUEUE_ID) ? SURE : UNSURE;
 }
 
-/* The answer templates (bind_offsets): SUCCESS with {"offset"}, SUCCESS with {"timestamp"}. */
-enum { T_OFFSET, T_TIMESTAMP, N_OFFSET_TEMPLATES };
+/* The answer templates (bind_offsets): SUCCESS with {"offset"}, SUCCESS with {"timestamp"}, and a
+ * pull's FOUND (_request_path_pull.h: its holes nextBeginOffset, minOffset, maxOffset are numbered
+ * HOLE_OFFSET, HOLE_TIMESTAMP, HOLE_PHYOFFSET). */
+enum { T_OFFSET, T_TIMESTAMP, T_PULL, N_OFFSET_TEMPLATES };
 static template_t offset_templates[N_OFFSET_TEMPLATES];
 static int offsets_bound = 0;
 
@@ -104,7 +109,8 @@ typedef struct {
     PyObject *queues;      /* dict (topic, queue id) -> ConsumeQueue */
     PyObject *commitlog;   /* the queues' CommitLog (each queue's must be this one) */
     long long cl_file_size;
-    PyObject *counts;      /* list of N_OFFSET_CODES + 1 ints, written back at the end */
+    PyObject *counts;      /* list of N_COUNTS ints, written back at the end */
+    PyObject *pulls;       /* the pulls' context (_request_path_pull.h), or None */
     PyObject *maps, *starts, *lengths; /* the CommitLog snapshot of the batch */
     long long max_offset;
     long long answered[N_OFFSET_CODES];
@@ -116,9 +122,10 @@ static int offsets_ctx_init(offsets_ctx_t *ctx, PyObject *arg, PyObject *const *
     memset(ctx, 0, sizeof *ctx);
     if (arg == NULL || arg == Py_None || !offsets_bound)
         return 0;
-    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 4 || !PyDict_Check(PyTuple_GET_ITEM(arg, 0)) ||
-        !PyList_Check(PyTuple_GET_ITEM(arg, 3)) || PyList_GET_SIZE(PyTuple_GET_ITEM(arg, 3)) != N_OFFSET_CODES + 1) {
-        PyErr_SetString(PyExc_TypeError, "the offsets context is (queues dict, commitlog, file size, counts list)");
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 5 || !PyDict_Check(PyTuple_GET_ITEM(arg, 0)) ||
+        !PyList_Check(PyTuple_GET_ITEM(arg, 3)) || PyList_GET_SIZE(PyTuple_GET_ITEM(arg, 3)) != N_COUNTS) {
+        PyErr_SetString(PyExc_TypeError,
+                        "the offsets context is (queues dict, commitlog, file size, counts list, pulls)");
         return -1;
     }
     ctx->queues = PyTuple_GET_ITEM(arg, 0);
@@ -130,28 +137,12 @@ static int offsets_ctx_init(offsets_ctx_t *ctx, PyObject *arg, PyObject *const *
         return -1;
     }
     ctx->counts = PyTuple_GET_ITEM(arg, 3);
+    ctx->pulls = PyTuple_GET_ITEM(arg, 4);
     ctx->maps = args[2];
     ctx->starts = args[3];
     ctx->lengths = args[4];
     ctx->max_offset = max_offset;
     return 1;
-}
-
-/* The counts into the context's list: [per code 29..32, total]. 0, or -1 with an error set. */
-static int offsets_ctx_finish(offsets_ctx_t *ctx)
-{
-    long long total = 0;
-    for (int i = 0; i < N_OFFSET_CODES; i++)
-        total += ctx->answered[i];
-    if (ctx->counts == NULL || total == 0)
-        return 0;
-    for (int i = 0; i <= N_OFFSET_CODES; i++) {
-        PyObject *n = PyLong_FromLongLong(i < N_OFFSET_CODES ? ctx->answered[i] : total);
-        if (n == NULL)
-            return -1;
-        PyList_SetItem(ctx->counts, i, n); /* steals n */
-    }
-    return 0;
 }
 
 static inline int is_offsets_code(long long code)
@@ -647,7 +638,7 @@ static int template_from(PyObject *spec, template_t *t)
     return 0;
 }
 
-/* bind_offsets(offset_answer, timestamp_answer): each (pieces, holes), as bind()'s. */
+/* bind_offsets(offset_answer, timestamp_answer, pull_found): each (pieces, holes), as bind()'s. */
 static PyObject *bind_offsets(PyObject *self, PyObject *args)
 {
     (void)self;

@@ -33,12 +33,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from protocol.accel import load
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.custom_headers import offset_response_fields, timestamp_response_fields
 from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
 from server.remoting.dispatch import Dispatcher
+from server.remoting.processors.pull_message import PullMessageProcessor
+from server.remoting.processors.pull_message import response_fields as pull_fields
 from server.remoting.processors.query_message import (
     QUERY_NOT_FOUND_REMARK,
     QueryMessageProcessor,
@@ -48,6 +50,7 @@ from server.remoting.processors.query_message import (
 )
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
+from server.store_api import total_physical_memory
 
 _fast = load("server.remoting._request_path_fast")
 
@@ -59,6 +62,9 @@ _QUERY = RequestCode.QUERY_MESSAGE
 _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
 _SUCCESS = ResponseCode.SUCCESS
 _QUERY_NOT_FOUND = ResponseCode.QUERY_NOT_FOUND
+_PULL = RequestCode.PULL_MESSAGE
+#: The remark of a pull that found messages (``GetMessageStatus.FOUND``'s name).
+FOUND = "FOUND"
 #: The offset family, in the order of the C side's counts (request codes 29..32).
 OFFSET_CODES = (
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
@@ -66,6 +72,12 @@ OFFSET_CODES = (
     RequestCode.GET_MIN_OFFSET,
     RequestCode.GET_EARLIEST_MSG_STORETIME,
 )
+
+#: Where the C side counts what the offset family and the pulls answered in a batch: per code of
+#: ``OFFSET_CODES``, the total (pulls included), then the pulls' found, records, bytes, slowest scan
+#: (ms) and SUCCESS answers.
+_TOTAL = 4
+_N_COUNTS = _TOTAL + 6
 
 #: The numbers in an answer header (the C file's holes, same order) and the stand-in each is made
 #: with in the templates: each occurs once in its header, and none inside another.
@@ -140,13 +152,21 @@ def _templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
 def _offset_templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
     """The offset family's answers (``QueueOffsetProcessor``: SUCCESS with ``offset``, or with
     ``timestamp`` for GET_EARLIEST_MSG_STORETIME), as templates; the request code does not show in
-    an answer, so one request stands for the four."""
+    an answer, so one request stands for the four. Then a pull's FOUND answer
+    (``PullMessageProcessor._read``, JSON), whose nextBeginOffset, minOffset and maxOffset take the
+    holes named offset, timestamp and phyoffset."""
     request = RemotingCommand(RequestCode.GET_MAX_OFFSET, opaque=HOLES["opaque"])
     offset = request.make_response(_SUCCESS, ext_fields=offset_response_fields(HOLES["offset"]))
     timestamp = request.make_response(_SUCCESS, ext_fields=timestamp_response_fields(HOLES["timestamp"]))
+    pull = RemotingCommand(RequestCode.PULL_MESSAGE, opaque=HOLES["opaque"]).make_response(
+        _SUCCESS,
+        remark=FOUND,
+        ext_fields=pull_fields(HOLES["offset"], HOLES["timestamp"], HOLES["phyoffset"], SerializeType.JSON),
+    )
     return (
         template(encode_json_header(offset), ("opaque", "offset")),
         template(encode_json_header(timestamp), ("opaque", "timestamp")),
+        template(encode_json_header(pull), ("opaque", "offset", "timestamp", "phyoffset")),
     )
 
 
@@ -164,6 +184,8 @@ class RequestPath:
         "_dispatcher",
         "_max_size",
         "_offsets",
+        "_pull_context",
+        "_pulls",
         "_query",
         "_start",
         "_stats",
@@ -185,7 +207,10 @@ class RequestPath:
         #: ``store``, which must then offer ``QueueStore``'s calls).
         self._offsets = offsets
         #: Where the C side counts the offset family per batch: per code (``OFFSET_CODES``), total.
-        self._counts = [0] * (len(OFFSET_CODES) + 1)
+        self._counts = [0] * _N_COUNTS
+        #: The pull processor whose plain pulls are answered here (``answer_pulls``), or None.
+        self._pulls: PullMessageProcessor | None = None
+        self._pull_context: tuple[Any, ...] | None = None
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
         self._max_size = max_size
         self._dispatcher = dispatcher
@@ -228,7 +253,13 @@ class RequestPath:
         try:
             if self._offsets:
                 commitlog = store.commitlog  # type: ignore[attr-defined]
-                offsets = (store.opened_queues(), commitlog, commitlog.mapped_file_size, counts)  # type: ignore[attr-defined]
+                offsets = (
+                    store.opened_queues(),  # type: ignore[attr-defined]
+                    commitlog,
+                    commitlog.mapped_file_size,
+                    counts,
+                    self._pull_context,
+                )
                 out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
                     data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
                     max_frame_length, max_header_length, flush_bytes,
@@ -243,8 +274,8 @@ class RequestPath:
         finally:
             self._start = self._stats = None
         answered = views + queries
-        if counts[-1]:
-            answered += self._count_offsets(counts, stats, started, views)
+        if counts[_TOTAL]:
+            answered += self._count_family(counts, stats, started, views)
         if views:
             # view_message_copy's accounting: each answer counts its record and a page.
             self._store.served(found_bytes + 4096 * views, views)
@@ -256,18 +287,54 @@ class RequestPath:
                     stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
         return out, pos, answered
 
-    @staticmethod
-    def _count_offsets(counts: list[int], stats: RequestStats | None, started: float, views: int) -> int:
-        """The offset family's answers of the batch, counted for ``/metrics`` (each timed at the
-        batch's mean, as VIEWs are; all SUCCESS), and how many; ``counts`` is reset."""
-        total = counts[-1]
+    def _count_family(self, counts: list[int], stats: RequestStats | None, started: float, views: int) -> int:
+        """The offset family's and the pulls' answers of the batch: counted for ``/metrics`` (each
+        timed at the batch's mean, as VIEWs are; all SUCCESS, but a pull whose commit failed, which
+        ``Dispatcher.finish`` counted), the pulls' records in ``PullStats`` and in the store's
+        served-bytes accounting (``get_message``'s); how many; ``counts`` is reset."""
+        total = counts[_TOTAL]
+        found, records, nbytes, max_ms, success = counts[_TOTAL + 1 :]
         if stats is not None:
             each = (time.perf_counter() - started) / (total + views)
             for code, n in zip(OFFSET_CODES, counts, strict=False):
                 if n:
                     stats.observe_many(code, _SUCCESS, n, each)
-        counts[:] = [0] * len(counts)
+            if success:
+                stats.observe_many(_PULL, _SUCCESS, success, each)
+        if found:
+            self._pulls.stats.record_many(found, records, max_ms)  # type: ignore[union-attr]
+            self._store.served(nbytes + 4096 * records, records)
+        counts[:] = [0] * _N_COUNTS
         return total
+
+    def answer_pulls(self, pulls: PullMessageProcessor, config: Any) -> None:
+        """Answer the plain pulls ``pulls`` would answer (a registered server's: ``serve
+        --writable``; see ``_request_path_pull.h``) with ``config``'s transfer limits."""
+        memory = int(total_physical_memory() * (config.access_message_in_memory_max_ratio / 100.0))
+        limits = (
+            config.max_transfer_bytes_on_message_in_memory,
+            config.max_transfer_count_on_message_in_memory,
+            config.max_transfer_bytes_on_message_in_disk,
+            config.max_transfer_count_on_message_in_disk,
+            memory,
+        )
+        self._pulls = pulls
+        self._pull_context = (pulls.plain_pull, self._commit, limits)
+        self.codes = self.codes | {_PULL}
+
+    def _commit(self, group: str, topic: str, queue_id: int, offset: int, opaque: int) -> bytes | None:
+        """A plain pull's commit-offset flag, for the C loop: None, or the answer frame the Python
+        path gives when the commit fails (``Dispatcher`` answering the processor's failure)."""
+        started = time.perf_counter()
+        try:
+            self._pulls.commit_offset(group, topic, queue_id, offset)  # type: ignore[union-attr]
+        except Exception as exc:
+            request = RemotingCommand(
+                _PULL, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON
+            )
+            answer = self._dispatcher.finish(request, exc, started)
+            return encode_frame(answer)  # type: ignore[arg-type]
+        return None
 
     def _answer_query(
         self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool

@@ -170,7 +170,7 @@ ODD = [
     '{"code":32,"extFields":{"queueId":1,"topic":"TopicA"},"flag":0,"opaque":5}',
     '{"code":33,"extFields":{"queueId":"1","topic":"TopicA"},"flag":0,"opaque":5}',
     '{"code":202,"extFields":{"queueId":"1","topic":"TopicA"},"flag":0,"opaque":5}',
-    '{"code":28,"extFields":{"queueId":"1","topic":"TopicA"},"flag":0,"opaque":5}',
+    '{"code":14,"extFields":{"queueId":"1","topic":"TopicA"},"flag":0,"opaque":5}',
     '{"code":30, "extFields":{"queueId":"1","topic":"TopicA"},"flag":0,"opaque":5}',
     '{"extFields":{"queueId":"1","topic":"TopicA"},"code":30,"opaque":-2147483648}',
 ]
