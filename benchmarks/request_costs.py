@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -250,13 +251,96 @@ def offset_rows(
         )
 
 
+def pull_rows(conf: Path) -> dict[str, float]:
+    """PULL_MESSAGE under ``serve --writable`` (the only server whose pulls the compiled path takes):
+    a copy of the store opened writable, a pull of 32 records (``TopicA`` queue 1 from offset 0,
+    ``TOOLS_CONSUMER``, tag ``*``, the commit-offset and subscription flags), per request through the
+    connection with the server's dispatcher as it is and with its compiled path taken away."""
+    import shutil
+    import tempfile
+
+    from protocol.codes import LanguageCode, RequestCode, SerializeType
+    from protocol.command import RemotingCommand
+    from protocol.frame import encode_frame
+    from server.app import QueryServer, ServerSettings
+    from server.broker.writable_store import WritableStore
+    from server.remoting.write_path import write_path
+    from store.config.store_config import StoreConfig
+
+    fields = {"consumerGroup": "TOOLS_CONSUMER", "topic": "TopicA", "queueId": "1", "queueOffset": "0",
+              "maxMsgNums": "32", "sysFlag": "5", "commitOffset": "0", "suspendTimeoutMillis": "20000",
+              "subscription": "*", "subVersion": "0", "expressionType": "TAG"}  # fmt: skip
+    n = 800
+    frames = [
+        encode_frame(
+            RemotingCommand(
+                RequestCode.PULL_MESSAGE, LanguageCode.JAVA, 407, i, 0, None, fields, None, SerializeType.JSON
+            )
+        )
+        for i in range(n)
+    ]
+    chunks = [b"".join(frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="rmq-costs-") as tmp:
+        source = StoreConfig.load(conf)
+        shutil.copytree(source.store_path_root_dir, Path(tmp) / "store")
+        root = Path(tmp) / "store"
+        config = dataclasses.replace(
+            source, store_path_root_dir=root, store_path_commit_log=root / "commitlog"
+        )
+        store = WritableStore(config)
+
+        async def run() -> None:
+            server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+            await server.start()
+            try:
+                dispatcher = server.dispatcher
+                fast = dispatcher.fast_path  # type: ignore[union-attr]
+                for label, path in (("as served", fast), ("on the Python path", None)):
+                    dispatcher.fast_path = path  # type: ignore[union-attr]
+                    out[
+                        f"pull (32 records): through the connection, {label} ({PIPELINED} pipelined per read)"
+                    ] = await through_connection_async_us(dispatcher, chunks)
+                dispatcher.fast_path = fast  # type: ignore[union-attr]
+            finally:
+                await server.stop()
+
+        try:
+            asyncio.run(run())
+        finally:
+            store.close()
+    return out
+
+
+async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -> float:
+    """``through_connection_us`` inside a running loop (the writable server's)."""
+    from server.remoting.buffer_budget import BufferBudget
+    from server.remoting.connection import RemotingConnection
+    from server.remoting.refusal import IncompleteRequests
+    from server.remoting.write_budget import WriteBudget
+
+    transport = _CountingTransport()
+    connection = RemotingConnection(
+        dispatcher,  # type: ignore[arg-type]
+        idle_timeout=0,
+        budget=BufferBudget(),
+        write_budget=WriteBudget(),
+        incomplete=IncompleteRequests(),
+    )
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
+    assert transport.writes >= 5 * len(chunks)  # every read was answered
+    connection.connection_lost(None)
+    return per_read / PIPELINED
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store-conf", type=Path, default=DEFAULT_CONF)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.store_conf)))
+        print(json.dumps({**measure(args.store_conf), **pull_rows(args.store_conf)}))
         return 0
     runs = {}
     for label, env in (("compiled", {"RMQ_PURE_PYTHON": ""}), ("pure Python", {"RMQ_PURE_PYTHON": "1"})):
