@@ -307,9 +307,12 @@ class RequestPath:
         counts[:] = [0] * _N_COUNTS
         return total
 
-    def answer_pulls(self, pulls: PullMessageProcessor, config: Any) -> None:
+    def answer_pulls(self, pulls: PullMessageProcessor, store: object, config: Any) -> None:
         """Answer the plain pulls ``pulls`` would answer (a registered server's: ``serve
-        --writable``; see ``_request_path_pull.h``) with ``config``'s transfer limits."""
+        --writable``; see ``_request_path_pull.h``) with ``config``'s transfer limits; ``store`` is
+        what ``pulls`` reads, which must be what this path reads (else nothing changes)."""
+        if store is not self._store or not self._offsets:
+            return
         memory = int(total_physical_memory() * (config.access_message_in_memory_max_ratio / 100.0))
         limits = (
             config.max_transfer_bytes_on_message_in_memory,

@@ -174,7 +174,7 @@ class WritePath:
         fast = dispatcher.fast_path
         if isinstance(fast, RequestPath):
             # Its plain pulls (messages found for a known group) answered by the compiled path too.
-            fast.answer_pulls(pulls, self.store.config)
+            fast.answer_pulls(pulls, self.store.reader, self.store.config)
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)
