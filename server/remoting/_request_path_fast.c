@@ -52,6 +52,8 @@
  *   - SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
  *     GET_EARLIEST_MSG_STORETIME (32): extFields exactly topic and queueId, and timestamp for 29
  *     only (parse_offsets_fields), of a consume queue the store has opened.
+ *   - PULL_MESSAGE (11), given the pulls' context (serve --writable): the plain fields
+ *     (parse_pull_fields) of a pull that finds messages (_request_path_pull.h says when).
  * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame

@@ -1,4 +1,4 @@
-"""The compiled request path (issue 22): a read's VIEW and QUERY frames answered in one C call.
+"""The compiled request path (issue 22): a read's VIEW, QUERY, offset and PULL frames in one C call.
 
 Per VIEW the Python path (``FrameDecoder``, ``Dispatcher``, ``QueryMessageProcessor``,
 ``encode_frame_parts``, the connection's loop) costs a few microseconds of interpreter work around
@@ -19,10 +19,17 @@ bytes with and without this path. It is off when access control is on (every req
 checked first, ``server.acl``), with ``RMQ_PURE_PYTHON=1``, when the extension is not built, and
 for a code whose processor was replaced (``Dispatcher.register``).
 
+The offset family (GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME, SEARCH_OFFSET_BY_TIMESTAMP) is
+read in C from the store's opened consume queues (``_request_path_offsets.h``), and under ``serve
+--writable`` (``answer_pulls``) the pulls that find messages for a known group are answered in C
+with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with the commit-offset
+flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
+
 What the Python path does besides answering is done here too: the store's served-bytes accounting
 for VIEWs per batch (``MessageStore.served``, which may release pages; a query counts its own), the
-``/metrics`` counts (VIEWs per batch with ``RequestStats.observe_many``, each timed at the batch's
-mean; a query on its own), a query handed to the pool answered from a task as ``Dispatcher``
+``/metrics`` counts (VIEWs, offset requests and pulls per batch with ``RequestStats.observe_many``,
+each timed at the batch's mean; a query on its own), a pull's ``PullStats`` and served bytes per
+batch, a query handed to the pool answered from a task as ``Dispatcher``
 answers it (``Dispatcher.finish``), and a processor failure answered as ``Dispatcher`` answers it.
 """
 
