@@ -49,11 +49,12 @@ typedef struct {
     int has_timestamp;
 } offsets_req_t;
 
-enum { O_TOPIC = 1, O_QUEUE_ID = 2, O_TIMESTAMP = 4 };
+enum { O_TOPIC = 1, O_QUEUE_ID = 2, O_TIMESTAMP = 4, O_BNAME = 8 };
 
 /* extFields of the family: exactly topic (a string without escapes or control characters), queueId
  * (plain digits, at most 9, no leading zero) and optionally timestamp (plain digits, at most 19, no
- * leading zero, at most Long.MAX_VALUE), in any order, nothing else. */
+ * leading zero, at most Long.MAX_VALUE) and bname (a string: RpcRequestHeader's broker name, which a
+ * 4.9.7 client sends and the reference ignores), in any order, nothing else. */
 static int parse_offsets_fields(cursor *c, offsets_req_t *q)
 {
     unsigned seen = 0;
@@ -78,6 +79,8 @@ static int parse_offsets_fields(cursor *c, offsets_req_t *q)
             field = O_TIMESTAMP;
             ok = plain_number(v, vn, 19, &q->timestamp);
             q->has_timestamp = 1;
+        } else if (kn == 5 && memcmp(k, "bname", 5) == 0) {
+            field = O_BNAME;
         } else {
             return UNSURE;
         }

@@ -41,14 +41,16 @@ typedef struct {
 
 enum {
     P_GROUP = 1, P_TOPIC = 2, P_QUEUE_ID = 4, P_QUEUE_OFFSET = 8, P_MAX_MSG_NUMS = 16, P_SYS_FLAG = 32,
-    P_COMMIT_OFFSET = 64, P_SUSPEND = 128, P_SUB_VERSION = 256, P_SUBSCRIPTION = 512, P_EXPRESSION_TYPE = 1024
+    P_COMMIT_OFFSET = 64, P_SUSPEND = 128, P_SUB_VERSION = 256, P_SUBSCRIPTION = 512, P_EXPRESSION_TYPE = 1024,
+    P_BNAME = 2048
 };
 #define P_REQUIRED 511
 
 /* extFields of a PULL: exactly the nine @CFNotNull fields (consumerGroup, topic: strings without
  * escapes or control characters; queueId, maxMsgNums, sysFlag: plain digits, at most 9; queueOffset,
  * commitOffset, suspendTimeoutMillis, subVersion: at most 19, at most Long.MAX_VALUE; no leading
- * zeros) and optionally subscription and expressionType (strings), in any order, nothing else. */
+ * zeros) and optionally subscription, expressionType and bname (strings; bname is RpcRequestHeader's
+ * broker name, which a 4.9.7 client sends and the reference ignores), in any order, nothing else. */
 static int parse_pull_fields(cursor *c, pull_req_t *p)
 {
     unsigned seen = 0;
@@ -101,6 +103,8 @@ static int parse_pull_fields(cursor *c, pull_req_t *p)
             field = P_EXPRESSION_TYPE;
             p->expression_type = v;
             p->expression_type_n = vn;
+        } else if (KEY("bname")) {
+            field = P_BNAME;
         } else {
             return UNSURE;
         }

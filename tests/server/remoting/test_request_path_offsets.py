@@ -38,11 +38,21 @@ EARLIEST = int(RequestCode.GET_EARLIEST_MSG_STORETIME)
 CODES = (SEARCH, MAX_OFFSET, MIN_OFFSET, EARLIEST)
 
 
-def ask(code: int, topic: str, queue_id: Any, timestamp: Any = None, opaque: int = 1, **extra: Any) -> bytes:
+def ask(
+    code: int,
+    topic: str,
+    queue_id: Any,
+    timestamp: Any = None,
+    opaque: int = 1,
+    bname: str | None = None,
+    **extra: Any,
+) -> bytes:
     """The request as a Java client writes it (fastjson's key order, values as strings)."""
     fields: dict[str, str] = {"queueId": str(queue_id), "topic": topic}
     if timestamp is not None:
         fields["timestamp"] = str(timestamp)
+    if bname is not None:
+        fields["bname"] = bname
     header: dict[str, Any] = {"code": code, "extFields": fields, "flag": 0, "language": "JAVA"}
     header.update({"opaque": opaque, "serializeTypeCurrentRPC": "JSON", "version": 407})
     header.update(extra)
@@ -146,6 +156,21 @@ def test_unopened_and_unknown_queues_are_left_to_the_python_path(java_store_conf
         assert answers(out)[0]["extFields"] == {"offset": "330"}  # the Java store's
 
 
+@compiled
+def test_the_broker_name_a_java_client_sends_is_taken(pair: tuple[Dispatcher, Dispatcher]) -> None:
+    """A 4.9.7 client adds ``bname`` (``RpcRequestHeader``) to each of the four: ignored by both."""
+    reads = [
+        ask(MAX_OFFSET, "TopicA", 1, bname="broker-a")
+        + ask(MIN_OFFSET, "TopicA", 1, bname="")
+        + ask(EARLIEST, "TopicB", 0, bname="b")
+        + ask(SEARCH, "TopicA", 2, 1795216834345, bname="broker-a")
+    ]
+    before = answered(pair[0])
+    out = same_both_ways(pair, reads)
+    assert answered(pair[0]) - before == 4
+    assert answers(out)[0]["extFields"] == {"offset": "498"}  # the Java store's max offset of TopicA/1
+
+
 #: Headers the compiled path must leave to the reference (or may take: the bytes must match).
 ODD = [
     '{"code":30,"extFields":{"queueId":"007","topic":"TopicA"},"flag":0,"opaque":5}',
@@ -155,7 +180,9 @@ ODD = [
     '{"code":30,"extFields":{"queueId":"99999999999","topic":"TopicA"},"flag":0,"opaque":5}',
     '{"code":30,"extFields":{"topic":"TopicA"},"flag":0,"opaque":5}',
     '{"code":30,"extFields":{"queueId":"1"},"flag":0,"opaque":5}',
-    '{"code":30,"extFields":{"queueId":"1","topic":"TopicA","bname":"broker-a"},"flag":0,"opaque":5}',
+    '{"code":30,"extFields":{"queueId":"1","topic":"TopicA","bname":"a","bname":"b"},"flag":0,"opaque":5}',
+    '{"code":30,"extFields":{"queueId":"1","topic":"TopicA","bname":null},"flag":0,"opaque":5}',
+    '{"code":30,"extFields":{"queueId":"1","topic":"TopicA","lo":"true"},"flag":0,"opaque":5}',
     '{"code":30,"extFields":{"queueId":"1","topic":"TopicA","timestamp":"5"},"flag":0,"opaque":5}',
     '{"code":29,"extFields":{"queueId":"1","topic":"TopicA"},"flag":0,"opaque":5}',
     '{"code":29,"extFields":{"queueId":"1","topic":"TopicA","timestamp":"-1"},"flag":0,"opaque":5}',

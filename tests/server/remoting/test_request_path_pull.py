@@ -58,9 +58,11 @@ def pull(
     group: str = GROUP,
     topic: str = TOPIC,
     commit_offset: int = 0,
+    bname: str | None = "b1",
     **extra: str,
 ) -> bytes:
-    """A PULL as a 4.9.7 Java consumer writes it (its fields, as strings)."""
+    """A PULL as a 4.9.7 Java consumer writes it (its fields, as strings; ``bname`` is the broker name
+    ``RpcRequestHeader`` adds, which both paths ignore)."""
     fields = {
         "commitOffset": str(commit_offset),
         "consumerGroup": group,
@@ -76,6 +78,8 @@ def pull(
         fields["subscription"] = subscription
     if expression_type is not None:
         fields["expressionType"] = expression_type
+    if bname is not None:
+        fields["bname"] = bname
     fields.update(extra)
     header = {"code": PULL, "extFields": fields, "flag": 0, "language": "JAVA", "opaque": opaque}
     header.update({"serializeTypeCurrentRPC": "JSON", "version": 407})
@@ -239,6 +243,8 @@ async def test_plain_pulls(sides: tuple[Side, Side]) -> None:
         pull(1, subscription="*", expression_type=""),
         pull(2, subscription=None),
         pull(2, subscription=""),
+        pull(2, bname=None),
+        pull(2, bname="another-broker"),
         pull(0, topic=SMALL, max_msg_nums=1000),
         pull(90, topic=SMALL, max_msg_nums=1000),
         pull(5, topic=SMALL, max_msg_nums=7),
