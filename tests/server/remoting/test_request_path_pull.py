@@ -301,3 +301,23 @@ async def test_pulls_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
             assert answered(sides[0]) - before == 1  # the first: the compiled path stops at the shape
         # (the unknown group exists from here on: the reference created it)
         await same_both_ways(sides, [beat(1, "*"), shape + pull(1) + pull(2, queue_id=1)])
+
+
+async def test_a_failing_commit_is_answered_as_the_python_path_answers_it(
+    sides: tuple[Side, Side], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The commit raises (it never should): the Python path answers the processor's failure
+    (SYSTEM_ERROR, logged), after its read was counted; so does the compiled path."""
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("offset table unavailable")
+
+    for side in sides:
+        side.hook.broker.commit_offset = broken  # type: ignore[method-assign]
+    before = answered(sides[0])
+    shapes = pull(0) + pull(4, sys_flag=SUBSCRIPTION | COMMIT, commit_offset=4) + pull(8)
+    out = await same_both_ways(sides, [shapes])
+    if request_path.COMPILED:
+        assert answered(sides[0]) - before == 3
+    assert out.count(b'"remark":"FOUND"') == 2 and out.count(b'"code":1,') == 1
+    assert "failed" in caplog.text
