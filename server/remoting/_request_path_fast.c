@@ -28,12 +28,13 @@
  *       max_size (query_message.cap_records: whole records, in order, up to the first that would
  *       pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame, written as is) or None (nothing now: the
  *       answer comes later, from the pool). A Python error from it is raised.
- *   answer_batch(..., query, offsets)
+ *   answer_batch(..., query, family)
  *       the same, and also the offset family (SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX_OFFSET,
- *       GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME: _request_path_offsets.h says how and when) with
- *       offsets = (opened queues dict, commitlog, commitlog file size, counts list of 5): how many of
- *       each code were answered, and their total, are written into counts (left as they were when
- *       none was). Without it (or None) those frames are left to the Python path.
+ *       GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME: _request_path_offsets.h says how and when) and,
+ *       given a pulls context, PULL_MESSAGE (_request_path_pull.h), with family = (opened queues
+ *       dict, commitlog, commitlog file size, counts list, pulls: None or (plan, commit, limits)):
+ *       what they answered is written into counts (N_COUNTS gives the layout; left as it was when
+ *       nothing was). Without it (or None) those frames are left to the Python path.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
  *   - its length words are within the limits and the frame is whole in data; JSON serialization;
@@ -741,7 +742,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"answer_batch", (PyCFunction)(void (*)(void))answer_batch, METH_FASTCALL,
-     "Answer the VIEW and QUERY frames at the start of a read (see the module comment)."},
+     "Answer the VIEW, QUERY, offset and PULL frames at the start of a read (see the module comment)."},
     {"bind", bind, METH_VARARGS, "Hand over the answer templates made by server.remoting.request_path."},
     {"bind_offsets", bind_offsets, METH_VARARGS, "The offset family's answer templates (_request_path_offsets.h)."},
     {NULL, NULL, 0, NULL},
