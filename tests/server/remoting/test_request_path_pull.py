@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,28 @@ async def test_a_failing_commit_is_answered_as_the_python_path_answers_it(
         assert answered(sides[0]) - before == 3
     assert out.count(b'"remark":"FOUND"') == 2 and out.count(b'"code":1,') == 1
     assert "failed" in caplog.text
+
+
+async def test_random_pulls(sides: tuple[Side, Side]) -> None:
+    """Random offsets (past the end too), batch sizes, filters and flags, pipelined 6 per read."""
+    rng = random.Random(22)
+    subscriptions = ["*", "a", "b", "c", "a || c", "b||a", "zzz", "", None]
+    frames = []
+    for i in range(300):
+        topic, queue_id = rng.choice([(TOPIC, 0), (TOPIC, 1), (SMALL, 0)])
+        frames.append(
+            pull(
+                rng.randrange(0, 230),
+                topic=topic,
+                queue_id=queue_id,
+                opaque=i,
+                max_msg_nums=rng.choice([0, 1, 2, 7, 32, 33, 1000]),
+                sys_flag=SUBSCRIPTION | rng.choice([0, COMMIT, SUSPEND, COMMIT | SUSPEND]),
+                subscription=rng.choice(subscriptions),
+                commit_offset=rng.randrange(0, 200),
+            )
+        )
+    reads = [b"".join(frames[i : i + 6]) for i in range(0, len(frames), 6)]
+    await same_both_ways(sides, reads)
+    if request_path.COMPILED:
+        assert answered(sides[0]) > 50  # the reads up to their first pull that is not plain
