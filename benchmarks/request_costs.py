@@ -1,4 +1,5 @@
-"""Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage.
+"""Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage (and
+the whole of GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP).
 
     python -m benchmarks.request_costs [--store-conf ../shared/stores/java-4.9.7-a.broker.conf]
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -27,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONF = REPO.parent / "shared" / "stores" / "java-4.9.7-a.broker.conf"
@@ -201,7 +204,134 @@ def measure(conf: Path) -> dict[str, float]:
         out[f"query: through the connection ({PIPELINED} pipelined per read, per request)"] = (
             through_connection_us(dispatcher, query_chunks)
         )
+        offset_rows(out, store, dispatcher, request, rng, n)
     return out
+
+
+def offset_rows(
+    out: dict[str, float],
+    store: Any,
+    dispatcher: Any,
+    request: Callable[[int, dict[str, str], int], Any],
+    rng: random.Random,
+    n: int,
+) -> None:
+    """GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP over the store's queues (a random queue each;
+    a search for a random store time between the queue's first and last), on the Python path and
+    through the connection (the compiled request path when built)."""
+    from protocol.codes import RequestCode
+    from protocol.frame import FrameDecoder, encode_frame, encode_frame_parts
+
+    queues = [(t, q) for t, nums in sorted(store.queue_nums().items()) for q in range(nums)]
+    queues = [(t, q) for t, q in queues if store.max_offset(t, q) > 0]
+    picked = [rng.choice(queues) for _ in range(n)]
+
+    def span(t: str, q: int) -> tuple[int, int]:
+        last = store.message_store_timestamp(t, q, store.max_offset(t, q) - 1)
+        return store.earliest_message_time(t, q), last
+
+    spans = {(t, q): span(t, q) for t, q in queues}
+    for label, code, fields in (
+        ("max offset", RequestCode.GET_MAX_OFFSET, lambda t, q: {"topic": t, "queueId": str(q)}),
+        (
+            "search offset by time",
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            lambda t, q: {"topic": t, "queueId": str(q), "timestamp": str(rng.randint(*spans[t, q]))},
+        ),
+    ):
+        requests = [request(code, fields(t, q), i) for i, (t, q) in enumerate(picked)]
+        frames = [encode_frame(r) for r in requests]
+        out[f"{label}: whole request on the Python path (decode + dispatch + encode)"] = per_call_us(
+            lambda i: encode_frame_parts(dispatcher.dispatch(FrameDecoder().feed(frames[i])[0])),  # noqa: B023
+            n,
+        )
+        chunks = [b"".join(frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+        out[f"{label}: through the connection ({PIPELINED} pipelined per read, per request)"] = (
+            through_connection_us(dispatcher, chunks)
+        )
+
+
+def pull_rows(conf: Path) -> dict[str, float]:
+    """PULL_MESSAGE under ``serve --writable`` (the only server whose pulls the compiled path takes):
+    a copy of the store opened writable, a pull of 32 records (``TopicA`` queue 1 from offset 0,
+    ``TOOLS_CONSUMER``, tag ``*``, the commit-offset and subscription flags), per request through the
+    connection with the server's dispatcher as it is and with its compiled path taken away."""
+    import shutil
+    import tempfile
+
+    from protocol.codes import LanguageCode, RequestCode, SerializeType
+    from protocol.command import RemotingCommand
+    from protocol.frame import encode_frame
+    from server.app import QueryServer, ServerSettings
+    from server.broker.writable_store import WritableStore
+    from server.remoting.write_path import write_path
+    from store.config.store_config import StoreConfig
+
+    fields = {"consumerGroup": "TOOLS_CONSUMER", "topic": "TopicA", "queueId": "1", "queueOffset": "0",
+              "maxMsgNums": "32", "sysFlag": "5", "commitOffset": "0", "suspendTimeoutMillis": "20000",
+              "subscription": "*", "subVersion": "0", "expressionType": "TAG"}  # fmt: skip
+    n = 800
+    frames = [
+        encode_frame(
+            RemotingCommand(
+                RequestCode.PULL_MESSAGE, LanguageCode.JAVA, 407, i, 0, None, fields, None, SerializeType.JSON
+            )
+        )
+        for i in range(n)
+    ]
+    chunks = [b"".join(frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="rmq-costs-") as tmp:
+        source = StoreConfig.load(conf)
+        shutil.copytree(source.store_path_root_dir, Path(tmp) / "store")
+        root = Path(tmp) / "store"
+        config = dataclasses.replace(
+            source, store_path_root_dir=root, store_path_commit_log=root / "commitlog"
+        )
+        store = WritableStore(config)
+
+        async def run() -> None:
+            server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+            await server.start()
+            try:
+                dispatcher = server.dispatcher
+                fast = dispatcher.fast_path  # type: ignore[union-attr]
+                for label, path in (("as served", fast), ("on the Python path", None)):
+                    dispatcher.fast_path = path  # type: ignore[union-attr]
+                    out[
+                        f"pull (32 records): through the connection, {label} ({PIPELINED} pipelined per read)"
+                    ] = await through_connection_async_us(dispatcher, chunks)
+                dispatcher.fast_path = fast  # type: ignore[union-attr]
+            finally:
+                await server.stop()
+
+        try:
+            asyncio.run(run())
+        finally:
+            store.close()
+    return out
+
+
+async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -> float:
+    """``through_connection_us`` inside a running loop (the writable server's)."""
+    from server.remoting.buffer_budget import BufferBudget
+    from server.remoting.connection import RemotingConnection
+    from server.remoting.refusal import IncompleteRequests
+    from server.remoting.write_budget import WriteBudget
+
+    transport = _CountingTransport()
+    connection = RemotingConnection(
+        dispatcher,  # type: ignore[arg-type]
+        idle_timeout=0,
+        budget=BufferBudget(),
+        write_budget=WriteBudget(),
+        incomplete=IncompleteRequests(),
+    )
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
+    assert transport.writes >= 5 * len(chunks)  # every read was answered
+    connection.connection_lost(None)
+    return per_read / PIPELINED
 
 
 def main() -> int:
@@ -210,7 +340,7 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.store_conf)))
+        print(json.dumps({**measure(args.store_conf), **pull_rows(args.store_conf)}))
         return 0
     runs = {}
     for label, env in (("compiled", {"RMQ_PURE_PYTHON": ""}), ("pure Python", {"RMQ_PURE_PYTHON": "1"})):

@@ -180,9 +180,6 @@ def build_dispatcher(
     )
     dispatcher.register(RequestCode.QUERY_MESSAGE, query.query_message)
     dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_message_by_id)
-    if not dispatcher.checks_access and RequestPath.usable(store):
-        # The compiled request path answers plain VIEWs and QUERYs as these processors would.
-        dispatcher.fast_path = RequestPath(store, query.view_max_size, dispatcher, query)  # type: ignore[arg-type]
     topics = TopicTable(store)
     names = NameServerProcessor(store, identity, topics)
     dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, names.get_route_info_by_topic)
@@ -210,6 +207,16 @@ def build_dispatcher(
     dispatcher.register(RequestCode.HEART_BEAT, client_manage.heart_beat)
     dispatcher.register(RequestCode.UNREGISTER_CLIENT, client_manage.unregister_client)
     dispatcher.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, client_manage.query_topic_consume_by_who)
+    if not dispatcher.checks_access and RequestPath.usable(store):
+        # The compiled request path answers plain VIEWs, QUERYs and the offset family as these
+        # processors would (set last: registering a code it answers drops it).
+        dispatcher.fast_path = RequestPath(
+            store,  # type: ignore[arg-type]
+            query.view_max_size,
+            dispatcher,
+            query,
+            offsets=RequestPath.answers_offsets(store),
+        )
     return dispatcher
 
 

@@ -50,6 +50,18 @@ class PullStats:
         if elapsed_ms > self.entire_time_max_ms:
             self.entire_time_max_ms = elapsed_ms
 
+    def record_many(self, found: int, messages: int, elapsed_ms: int) -> None:
+        """``found`` pulls that found ``messages`` in all, the slowest in ``elapsed_ms``: the same
+        counts as that many ``record`` calls in this second (the compiled request path counts a read's
+        pulls together)."""
+        second = int(time.monotonic())
+        self._found.add(second, found)
+        if messages:
+            self._transferred.add(second, messages)
+            self.messages_got += messages
+        if elapsed_ms > self.entire_time_max_ms:
+            self.entire_time_max_ms = elapsed_ms
+
     def tps(self) -> dict[str, str]:
         """The four TPS figures, each ``"<10 s> <1 min> <10 min>"`` as the broker writes them."""
         now = int(time.monotonic())

@@ -431,6 +431,11 @@ class MessageStore:
 
     # -- consume queues (DefaultMessageStore's queue reads, 4.9.7) ------------------------------------
 
+    def opened_queues(self) -> dict[tuple[str, int], Any]:
+        """The consume queues opened so far (``QueueTable.opened``): the compiled request path
+        answers the offset requests of these from their maps, as ``min_offset`` and the others do."""
+        return self.queues.opened()
+
     def queue_nums(self) -> dict[str, int]:
         """topic -> read queue count: ``config/topics.json``, else highest consumequeue id + 1."""
         return {topic: nums.read for topic, nums in self.queues.queue_nums().items()}

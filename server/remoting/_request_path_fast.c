@@ -28,6 +28,13 @@
  *       max_size (query_message.cap_records: whole records, in order, up to the first that would
  *       pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame, written as is) or None (nothing now: the
  *       answer comes later, from the pool). A Python error from it is raised.
+ *   answer_batch(..., query, family)
+ *       the same, and also the offset family (SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX_OFFSET,
+ *       GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME: _request_path_offsets.h says how and when) and,
+ *       given a pulls context, PULL_MESSAGE (_request_path_pull.h), with family = (opened queues
+ *       dict, commitlog, commitlog file size, counts list, pulls: None or (plan, commit, limits)):
+ *       what they answered is written into counts (N_COUNTS gives the layout; left as it was when
+ *       nothing was). Without it (or None) those frames are left to the Python path.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
  *   - its length words are within the limits and the frame is whole in data; JSON serialization;
@@ -43,6 +50,11 @@
  *     (plain digits, at most 9, no leading zero), beginTimestamp and endTimestamp (at most 19, no
  *     leading zero, at most Long.MAX_VALUE) and
  *     optionally _UNIQUE_KEY_QUERY, in any order.
+ *   - SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+ *     GET_EARLIEST_MSG_STORETIME (32): extFields exactly topic and queueId, and timestamp for 29
+ *     only (parse_offsets_fields), of a consume queue the store has opened.
+ *   - PULL_MESSAGE (11), given the pulls' context (serve --writable): the plain fields
+ *     (parse_pull_fields) of a pull that finds messages (_request_path_pull.h says when).
  * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
@@ -266,6 +278,9 @@ static inline int literal(cursor *c, const char *s, Py_ssize_t n)
 
 #define LITERAL(c, s) literal((c), (s), (Py_ssize_t)(sizeof(s) - 1))
 
+#include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
+#include "_request_path_pull.h"    /* PULL_MESSAGE */
+
 enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
 enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE = 32 };
 #define Q_REQUIRED (Q_TOPIC | Q_KEY | Q_MAX_NUM | Q_BEGIN | Q_END)
@@ -273,12 +288,14 @@ enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE 
 typedef struct {
     long long code, flag, opaque;
     /* extFields, as far as they were read (ext_kind says which shape) */
-    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields */
+    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's, 4 = a PULL's */
     long long offset;
     const unsigned char *topic, *key;
     Py_ssize_t topic_n, key_n;
     long long max_num, begin, end;
     int unique;
+    offsets_req_t q; /* ext_kind 3: the offset family's fields */
+    pull_req_t p;    /* ext_kind 4: a PULL's */
 } request_t;
 
 /* Plain digits without a sign or a leading zero (but "0"), at most max_digits (<= 19) of them and
@@ -405,6 +422,16 @@ static int parse_header(const unsigned char *data, Py_ssize_t size, request_t *r
                 c.p = at;
                 if ((ok = parse_query_fields(&c, r)))
                     r->ext_kind = 2;
+                else {
+                    c.p = at;
+                    if ((ok = parse_offsets_fields(&c, &r->q)))
+                        r->ext_kind = 3;
+                    else {
+                        c.p = at;
+                        if ((ok = parse_pull_fields(&c, &r->p)))
+                            r->ext_kind = 4;
+                    }
+                }
             }
         } else if (n == 4 && memcmp(key, "flag", 4) == 0) {
             field = F_FLAG;
@@ -565,8 +592,8 @@ done:
 static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 12) {
-        PyErr_Format(PyExc_TypeError, "answer_batch() takes 12 arguments (%zd given)", nargs);
+    if (nargs != 12 && nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "answer_batch() takes 12 or 13 arguments (%zd given)", nargs);
         return NULL;
     }
     if (!bound) {
@@ -591,6 +618,14 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (pos < 0 || pos > size)
         pos = size; /* nothing to answer */
 
+    offsets_ctx_t offsets;
+    int have_offsets = offsets_ctx_init(&offsets, nargs == 13 ? args[12] : NULL, args, max_offset);
+    pull_ctx_t pulls;
+    int have_pulls = have_offsets > 0 ? pull_ctx_init(&pulls, offsets.pulls) : pull_ctx_init(&pulls, NULL);
+    if (have_offsets < 0 || have_pulls < 0) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
     out_buf out = {NULL, 0, 0};
     long long views = 0, found_count = 0, found_bytes = 0, queries = 0;
     PyObject *result = NULL;
@@ -625,11 +660,25 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (leave)
                 break;
             queries++;
+        } else if (req.ext_kind == 3 && have_offsets && is_offsets_code(req.code)) {
+            int done_here = answer_offsets(&out, &offsets, req.code, req.opaque, &req.q);
+            if (done_here < 0)
+                goto done;
+            if (done_here == O_LEAVE)
+                break;
+        } else if (req.ext_kind == 4 && have_pulls && req.code == PULL_MESSAGE) {
+            int done_here = answer_pull(&out, &offsets, &pulls, req.opaque, &req.p);
+            if (done_here < 0)
+                goto done;
+            if (done_here == O_LEAVE)
+                break;
         } else {
             break;
         }
         pos += 4 + (long long)length;
     }
+    if (have_offsets && family_finish(&offsets, &pulls) < 0)
+        goto done;
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)
         result = Py_BuildValue("(NLLLLL)", answers, pos, views, found_count, found_bytes, queries);
@@ -693,8 +742,9 @@ fail:
 
 static PyMethodDef methods[] = {
     {"answer_batch", (PyCFunction)(void (*)(void))answer_batch, METH_FASTCALL,
-     "Answer the VIEW and QUERY frames at the start of a read (see the module comment)."},
+     "Answer the VIEW, QUERY, offset and PULL frames at the start of a read (see the module comment)."},
     {"bind", bind, METH_VARARGS, "Hand over the answer templates made by server.remoting.request_path."},
+    {"bind_offsets", bind_offsets, METH_VARARGS, "The offset family's answer templates (_request_path_offsets.h)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -211,7 +211,8 @@ class RemotingConnection(asyncio.Protocol):
         order before anything after them, at least every ``FLUSH_BYTES``, and no further once the
         peer stops reading (the rest is then decoded and waits, as on the Python path). The context
         variables ``_process_pending`` sets (``CURRENT_PEER``, ``CURRENT_CHANNEL``) are not set here:
-        neither VIEW nor QUERY reads them (a code that does, PULL_MESSAGE, must set them first)."""
+        no request the compiled path answers reads them (a pull names its peer only in refusals,
+        which the Python path answers; ``_request_path_pull.h``)."""
         decoder = self._decoder
         stats = self._dispatcher.stats
         pos = answered = 0

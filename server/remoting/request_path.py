@@ -1,4 +1,4 @@
-"""The compiled request path (issue 22): a read's VIEW and QUERY frames answered in one C call.
+"""The compiled request path (issue 22): a read's VIEW, QUERY, offset and PULL frames in one C call.
 
 Per VIEW the Python path (``FrameDecoder``, ``Dispatcher``, ``QueryMessageProcessor``,
 ``encode_frame_parts``, the connection's loop) costs a few microseconds of interpreter work around
@@ -19,10 +19,17 @@ bytes with and without this path. It is off when access control is on (every req
 checked first, ``server.acl``), with ``RMQ_PURE_PYTHON=1``, when the extension is not built, and
 for a code whose processor was replaced (``Dispatcher.register``).
 
+The offset family (GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME, SEARCH_OFFSET_BY_TIMESTAMP) is
+read in C from the store's opened consume queues (``_request_path_offsets.h``), and under ``serve
+--writable`` (``answer_pulls``) the pulls that find messages for a known group are answered in C
+with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with the commit-offset
+flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
+
 What the Python path does besides answering is done here too: the store's served-bytes accounting
 for VIEWs per batch (``MessageStore.served``, which may release pages; a query counts its own), the
-``/metrics`` counts (VIEWs per batch with ``RequestStats.observe_many``, each timed at the batch's
-mean; a query on its own), a query handed to the pool answered from a task as ``Dispatcher``
+``/metrics`` counts (VIEWs, offset requests and pulls per batch with ``RequestStats.observe_many``,
+each timed at the batch's mean; a query on its own), a pull's ``PullStats`` and served bytes per
+batch, a query handed to the pool answered from a task as ``Dispatcher``
 answers it (``Dispatcher.finish``), and a processor failure answered as ``Dispatcher`` answers it.
 """
 
@@ -33,11 +40,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from protocol.accel import load
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.custom_headers import offset_response_fields, timestamp_response_fields
 from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
 from server.remoting.dispatch import Dispatcher
+from server.remoting.processors.pull_message import PullMessageProcessor
+from server.remoting.processors.pull_message import response_fields as pull_fields
 from server.remoting.processors.query_message import (
     QUERY_NOT_FOUND_REMARK,
     QueryMessageProcessor,
@@ -47,6 +57,7 @@ from server.remoting.processors.query_message import (
 )
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
+from server.store_api import total_physical_memory
 
 _fast = load("server.remoting._request_path_fast")
 
@@ -58,6 +69,22 @@ _QUERY = RequestCode.QUERY_MESSAGE
 _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
 _SUCCESS = ResponseCode.SUCCESS
 _QUERY_NOT_FOUND = ResponseCode.QUERY_NOT_FOUND
+_PULL = RequestCode.PULL_MESSAGE
+#: The remark of a pull that found messages (``GetMessageStatus.FOUND``'s name).
+FOUND = "FOUND"
+#: The offset family, in the order of the C side's counts (request codes 29..32).
+OFFSET_CODES = (
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+    RequestCode.GET_MAX_OFFSET,
+    RequestCode.GET_MIN_OFFSET,
+    RequestCode.GET_EARLIEST_MSG_STORETIME,
+)
+
+#: Where the C side counts what the offset family and the pulls answered in a batch: per code of
+#: ``OFFSET_CODES``, the total (pulls included), then the pulls' found, records, bytes, slowest scan
+#: (ms) and SUCCESS answers.
+_TOTAL = 4
+_N_COUNTS = _TOTAL + 6
 
 #: The numbers in an answer header (the C file's holes, same order) and the stand-in each is made
 #: with in the templates: each occurs once in its header, and none inside another.
@@ -75,6 +102,14 @@ class ViewStore(Protocol):
     def view_snapshot(self) -> tuple[list[Any], list[int], list[int], Any, int]: ...
 
     def served(self, nbytes: int, records: int) -> None: ...
+
+
+class QueueStore(ViewStore, Protocol):
+    """What the offset family needs besides: the opened consume queues and their CommitLog."""
+
+    commitlog: Any
+
+    def opened_queues(self) -> dict[tuple[str, int], Any]: ...
 
 
 def template(header: bytes, holes: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
@@ -121,15 +156,49 @@ def _templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
     )
 
 
+def _offset_templates() -> tuple[tuple[tuple[bytes, ...], tuple[int, ...]], ...]:
+    """The offset family's answers (``QueueOffsetProcessor``: SUCCESS with ``offset``, or with
+    ``timestamp`` for GET_EARLIEST_MSG_STORETIME), as templates; the request code does not show in
+    an answer, so one request stands for the four. Then a pull's FOUND answer
+    (``PullMessageProcessor._read``, JSON), whose nextBeginOffset, minOffset and maxOffset take the
+    holes named offset, timestamp and phyoffset."""
+    request = RemotingCommand(RequestCode.GET_MAX_OFFSET, opaque=HOLES["opaque"])
+    offset = request.make_response(_SUCCESS, ext_fields=offset_response_fields(HOLES["offset"]))
+    timestamp = request.make_response(_SUCCESS, ext_fields=timestamp_response_fields(HOLES["timestamp"]))
+    pull = RemotingCommand(RequestCode.PULL_MESSAGE, opaque=HOLES["opaque"]).make_response(
+        _SUCCESS,
+        remark=FOUND,
+        ext_fields=pull_fields(HOLES["offset"], HOLES["timestamp"], HOLES["phyoffset"], SerializeType.JSON),
+    )
+    return (
+        template(encode_json_header(offset), ("opaque", "offset")),
+        template(encode_json_header(timestamp), ("opaque", "timestamp")),
+        template(encode_json_header(pull), ("opaque", "offset", "timestamp", "phyoffset")),
+    )
+
+
 if _fast is not None:
     _fast.bind(*_templates())
+    _fast.bind_offsets(*_offset_templates())
 
 
 class RequestPath:
     """VIEW_MESSAGE_BY_ID (and, given its processor, QUERY_MESSAGE) answered by the compiled path,
     for one store and one dispatcher."""
 
-    __slots__ = ("_dispatcher", "_max_size", "_query", "_start", "_stats", "_store", "codes")
+    __slots__ = (
+        "_counts",
+        "_dispatcher",
+        "_max_size",
+        "_offsets",
+        "_pull_context",
+        "_pulls",
+        "_query",
+        "_start",
+        "_stats",
+        "_store",
+        "codes",
+    )
 
     def __init__(
         self,
@@ -137,8 +206,18 @@ class RequestPath:
         max_size: int,
         dispatcher: Dispatcher,
         query: QueryMessageProcessor | None = None,
+        *,
+        offsets: bool = False,
     ) -> None:
         self._store = store
+        #: Whether the offset family is answered here (``QueueOffsetProcessor``'s four codes over
+        #: ``store``, which must then offer ``QueueStore``'s calls).
+        self._offsets = offsets
+        #: Where the C side counts the offset family per batch: per code (``OFFSET_CODES``), total.
+        self._counts = [0] * _N_COUNTS
+        #: The pull processor whose plain pulls are answered here (``answer_pulls``), or None.
+        self._pulls: PullMessageProcessor | None = None
+        self._pull_context: tuple[Any, ...] | None = None
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
         self._max_size = max_size
         self._dispatcher = dispatcher
@@ -146,12 +225,18 @@ class RequestPath:
         self._start: Start | None = None  # the connection's, during ``answer``
         self._stats: RequestStats | None = None
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
-        self.codes = frozenset((_VIEW, _QUERY) if query is not None else (_VIEW,))
+        codes = (_VIEW, _QUERY) if query is not None else (_VIEW,)
+        self.codes = frozenset(codes + OFFSET_CODES if offsets else codes)
 
     @staticmethod
     def usable(store: object) -> bool:
         """Whether the compiled path is built and ``store`` offers what it reads."""
         return _fast is not None and hasattr(store, "view_snapshot") and hasattr(store, "served")
+
+    @staticmethod
+    def answers_offsets(store: object) -> bool:
+        """Whether ``store`` offers what the offset family reads (``QueueStore``)."""
+        return hasattr(store, "opened_queues") and hasattr(store, "commitlog")
 
     def answer(
         self,
@@ -166,18 +251,38 @@ class RequestPath:
         """(answers, where it stopped, how many): the frames of ``data[pos:]`` answered in order up to
         the first frame the compiled path is not sure of, an incomplete frame, or ``flush_bytes`` of
         answers. A query handed to the pool is answered later, from a task ``start`` starts."""
-        maps, starts, lengths, shrunk, max_offset = self._store.view_snapshot()
+        store = self._store
+        maps, starts, lengths, shrunk, max_offset = store.view_snapshot()
         started = time.perf_counter() if stats is not None else 0.0
         self._start = start
         self._stats = stats
+        counts = self._counts
         try:
-            out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
-                data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                max_frame_length, max_header_length, flush_bytes,
-                self._answer_query if self._query is not None else None,
-            )  # fmt: skip
+            if self._offsets:
+                commitlog = store.commitlog  # type: ignore[attr-defined]
+                offsets = (
+                    store.opened_queues(),  # type: ignore[attr-defined]
+                    commitlog,
+                    commitlog.mapped_file_size,
+                    counts,
+                    self._pull_context,
+                )
+                out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                    data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+                    max_frame_length, max_header_length, flush_bytes,
+                    self._answer_query if self._query is not None else None, offsets,
+                )  # fmt: skip
+            else:
+                out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                    data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+                    max_frame_length, max_header_length, flush_bytes,
+                    self._answer_query if self._query is not None else None,
+                )  # fmt: skip
         finally:
             self._start = self._stats = None
+        answered = views + queries
+        if counts[_TOTAL]:
+            answered += self._count_family(counts, stats, started, views)
         if views:
             # view_message_copy's accounting: each answer counts its record and a page.
             self._store.served(found_bytes + 4096 * views, views)
@@ -187,7 +292,59 @@ class RequestPath:
                     stats.observe_many(_VIEW, _SUCCESS, found, each)
                 if views > found:
                     stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
-        return out, pos, views + queries
+        return out, pos, answered
+
+    def _count_family(self, counts: list[int], stats: RequestStats | None, started: float, views: int) -> int:
+        """The offset family's and the pulls' answers of the batch: counted for ``/metrics`` (each
+        timed at the batch's mean, as VIEWs are; all SUCCESS, but a pull whose commit failed, which
+        ``Dispatcher.finish`` counted), the pulls' records in ``PullStats`` and in the store's
+        served-bytes accounting (``get_message``'s); how many; ``counts`` is reset."""
+        total = counts[_TOTAL]
+        found, records, nbytes, max_ms, success = counts[_TOTAL + 1 :]
+        if stats is not None:
+            each = (time.perf_counter() - started) / (total + views)
+            for code, n in zip(OFFSET_CODES, counts, strict=False):
+                if n:
+                    stats.observe_many(code, _SUCCESS, n, each)
+            if success:
+                stats.observe_many(_PULL, _SUCCESS, success, each)
+        if found:
+            self._pulls.stats.record_many(found, records, max_ms)  # type: ignore[union-attr]
+            self._store.served(nbytes + 4096 * records, records)
+        counts[:] = [0] * _N_COUNTS
+        return total
+
+    def answer_pulls(self, pulls: PullMessageProcessor, store: object, config: Any) -> None:
+        """Answer the plain pulls ``pulls`` would answer (a registered server's: ``serve
+        --writable``; see ``_request_path_pull.h``) with ``config``'s transfer limits; ``store`` is
+        what ``pulls`` reads, which must be what this path reads (else nothing changes)."""
+        if store is not self._store or not self._offsets:
+            return
+        memory = int(total_physical_memory() * (config.access_message_in_memory_max_ratio / 100.0))
+        limits = (
+            config.max_transfer_bytes_on_message_in_memory,
+            config.max_transfer_count_on_message_in_memory,
+            config.max_transfer_bytes_on_message_in_disk,
+            config.max_transfer_count_on_message_in_disk,
+            memory,
+        )
+        self._pulls = pulls
+        self._pull_context = (pulls.plain_pull, self._commit, limits)
+        self.codes = self.codes | {_PULL}
+
+    def _commit(self, group: str, topic: str, queue_id: int, offset: int, opaque: int) -> bytes | None:
+        """A plain pull's commit-offset flag, for the C loop: None, or the answer frame the Python
+        path gives when the commit fails (``Dispatcher`` answering the processor's failure)."""
+        started = time.perf_counter()
+        try:
+            self._pulls.commit_offset(group, topic, queue_id, offset)  # type: ignore[union-attr]
+        except Exception as exc:
+            request = RemotingCommand(
+                _PULL, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON
+            )
+            answer = self._dispatcher.finish(request, exc, started)
+            return encode_frame(answer)  # type: ignore[arg-type]
+        return None
 
     def _answer_query(
         self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool

@@ -39,6 +39,7 @@ from server.remoting.processors.rebalance_lock import RebalanceLockProcessor
 from server.remoting.processors.send_message import SEND_CODES, SendMessageProcessor
 from server.remoting.processors.topic_admin import TopicAdminProcessor
 from server.remoting.processors.write_routes import WritableRoutes
+from server.remoting.request_path import RequestPath
 
 if TYPE_CHECKING:
     from server.app import QueryServer
@@ -170,6 +171,10 @@ class WritePath:
             self.store.reader, server.changes, server.pull_stats, holds=server.held_pulls, broker=broker
         )
         dispatcher.register(RequestCode.PULL_MESSAGE, pulls.process)
+        fast = dispatcher.fast_path
+        if isinstance(fast, RequestPath):
+            # Its plain pulls (messages found for a known group) answered by the compiled path too.
+            fast.answer_pulls(pulls, self.store.reader, self.store.config)
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)

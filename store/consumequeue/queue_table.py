@@ -105,6 +105,12 @@ class QueueTable:
             self._queues[key] = queue
             return queue
 
+    def opened(self) -> dict[tuple[str, int], ConsumeQueue]:
+        """The queues opened so far, by (topic, queue id): what ``get`` answers first. The dict
+        itself, not a copy (the compiled request path looks a queue up in it per request, on the
+        thread that opens queues; ``server/remoting/_request_path_offsets.h``)."""
+        return self._queues
+
     def refresh(self) -> None:
         with self._lock:
             for queue in self._queues.values():

@@ -29,6 +29,7 @@ RECORD_READING_TWINS = (
     "store/commitlog/_view_read_fast.c",
     "store/commitlog/_view_read_core.h",
     "server/remoting/_request_path_fast.c",
+    "server/remoting/_request_path_offsets.h",
     "store/index/_index_range_fast.c",
     "store/index/_query_walk_fast.c",
 )

@@ -48,6 +48,7 @@ from protocol.custom_header_fields import fast_codes_order
 from protocol.custom_headers import (
     PULL_COMMIT_OFFSET_FLAG,
     PULL_RESPONSE_FAST_KEYS,
+    PULL_SUBSCRIPTION_FLAG,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
@@ -111,6 +112,20 @@ _RESPONSE_FIELD_ORDER = {
     )
     for ser in (SerializeType.JSON, SerializeType.ROCKETMQ)
 }
+
+
+def response_fields(
+    next_begin_offset: int, min_offset: int, max_offset: int, serialize_type: SerializeType
+) -> dict[str, str]:
+    """A pull answer's ``PullMessageResponseHeader`` fields in the order ``serialize_type`` writes them
+    (``suggestWhichBrokerId`` always the master)."""
+    values = {
+        "suggestWhichBrokerId": str(MASTER_ID),
+        "nextBeginOffset": str(next_begin_offset),
+        "minOffset": str(min_offset),
+        "maxOffset": str(max_offset),
+    }
+    return {key: values[key] for key in _RESPONSE_FIELD_ORDER[serialize_type]}
 
 
 class SubscriptionParseError(ValueError):
@@ -426,6 +441,66 @@ class PullMessageProcessor:
             )
         return self._read(request, header, tags_codes)
 
+    def plain_pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        sub_version: int,
+        subscription: str | None,
+        expression_type: str | None,
+    ) -> tuple[frozenset[int] | None] | None:
+        """For the compiled request path (``server.remoting.request_path``): ``(tag filter,)`` when a
+        pull with these fields passes every check of ``_pull_registered`` (a registered server only),
+        found without any side effect; None for anything else (the Python path then answers it).
+
+        The success path of ``_pull_registered``, condition for condition: the group's config exists
+        (looked up without the auto-creation ``find_group`` does) and may consume; the topic exists,
+        is readable and has the queue; the subscription is the request's (a tag expression that
+        parses) or the one the group's heartbeat declared (clustering, or broadcasting allowed; not
+        older than the request's ``subVersion``); the expression type is a tag type.
+        """
+        broker = self._broker
+        if broker is None:
+            return None
+        config = broker.groups.get(group)
+        if config is None or not config.consume_enable:
+            return None
+        topic_config = broker.store.topic_config(topic)
+        if topic_config is None or not topic_config.perm & 4:  # PermName.PERM_READ
+            return None
+        if not 0 <= queue_id < topic_config.read_queue_nums:
+            return None
+        if sys_flag & PULL_SUBSCRIPTION_FLAG:
+            if expression_type is not None and expression_type not in (TAG, ""):
+                return None
+            try:
+                return (tag_filter(subscription, expression_type),)
+            except SubscriptionParseError:
+                return None
+        consumer_group = broker.consumers.get(group)
+        if consumer_group is None:
+            return None
+        if not config.consume_broadcast_enable and consumer_group.message_model == "BROADCASTING":
+            return None
+        declared = consumer_group.subscriptions.get(topic)
+        if declared is None or declared.subVersion < sub_version:
+            return None
+        if declared.expressionType is not None and declared.expressionType not in (TAG, ""):
+            return None
+        return (declared_filter(declared.subString, declared.codeSet),)
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """The commit-offset flag's commit of a first pass, for the compiled request path (which
+        calls it after its read, where ``_pull_registered`` commits)."""
+        self._broker.commit_offset(group, topic, queue_id, offset)  # type: ignore[union-attr]
+
+    @property
+    def stats(self) -> PullStats:
+        """What this processor served (GET_BROKER_RUNTIME_INFO's figures)."""
+        return self._stats
+
     def _pull_registered(
         self,
         request: RemotingCommand,
@@ -537,13 +612,9 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if header.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = STATUS_CODES[status]
-        values = {
-            "suggestWhichBrokerId": str(MASTER_ID),
-            "nextBeginOffset": str(result.next_begin_offset),
-            "minOffset": str(result.min_offset),
-            "maxOffset": str(result.max_offset),
-        }
-        fields = {key: values[key] for key in _RESPONSE_FIELD_ORDER[request.serialize_type]}
+        fields = response_fields(
+            result.next_begin_offset, result.min_offset, result.max_offset, request.serialize_type
+        )
         body = None
         if code == ResponseCode.SUCCESS:
             # A copy: a memoryview would pin the store's mapping while the answer waits to be sent.

@@ -220,7 +220,7 @@ def test_access_control_turns_it_off(java_store: MessageStore) -> None:
 @pytest.mark.parametrize("code", [VIEW, QUERY])
 def test_replacing_a_processor_it_stands_for_drops_it(java_store: MessageStore, code: int) -> None:
     dispatcher = build_dispatcher(java_store, IDENTITY, ServerSettings())
-    dispatcher.register(int(RequestCode.GET_MAX_OFFSET), lambda request: None)
+    dispatcher.register(int(RequestCode.GET_TOPIC_STATS_INFO), lambda request: None)
     assert (dispatcher.fast_path is not None) == request_path.COMPILED
     dispatcher.register(code, lambda request: None)
     assert dispatcher.fast_path is None

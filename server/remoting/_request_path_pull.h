@@ -1,0 +1,390 @@
+/*
+ * The compiled request path's PULL_MESSAGE (11), included by _request_path_fast.c after
+ * _request_path_offsets.h (whose queue lookup and CommitLog.select it shares). Only under
+ * `serve --writable` (a registered server: PullMessageProcessor with a BrokerController), whose
+ * Python path answers a pull that does not wait synchronously, in the connection's order; read-only,
+ * the Python path answers a pull from a task, after the read's other answers, so it stays there.
+ *
+ * The one branch taken here is the common one, reproduced byte for byte from
+ * server/remoting/processors/pull_message.py (_first_pass -> pull_once -> _pull_registered -> _read)
+ * and store/consumequeue/get_message.py: every check passes and the store finds messages (FOUND).
+ *   1. the header is plain (parse_pull_fields);
+ *   2. plan(group, topic, queueId, sysFlag, subVersion, subscription, expressionType), the
+ *      processor's plain_pull, answers (tag filter,): the checks of _pull_registered pass, found
+ *      without a side effect (no group is auto-created); None, or an error, leaves the frame;
+ *   3. the queue is opened (cq_find_topic) and getMessage's scan, run here over the queue's file and
+ *      the CommitLog snapshot (pull_scan), ends FOUND; any other status (no message, offset moved,
+ *      not matched, removing: long polling, the OFFSET_MOVED_EVENT, their own codes) leaves the frame,
+ *      as do a record gone from the CommitLog (retention), a shrunk CommitLog file, a partial
+ *      entry or a released view. Nothing has had a side
+ *      effect up to here, so the Python path answers a left frame whole.
+ *   4. With the commit-offset flag, commit(group, topic, queueId, commitOffset, opaque): the
+ *      processor's commit, where _pull_registered commits (after the read); it answers None, or the
+ *      frame of the answer the Python path gives when the commit fails (then written instead).
+ *   5. The answer: SUCCESS, remark FOUND, the response fields in the JSON order (template T_PULL),
+ *      the records' bytes as the body. The store's served-bytes accounting, PullStats and the
+ *      /metrics counts are made by request_path.py per read from the counts this code returns.
+ */
+#ifndef RMQ_REQUEST_PATH_PULL_H
+#define RMQ_REQUEST_PATH_PULL_H
+
+#include <time.h>
+
+#define PULL_MESSAGE 11
+#define PULL_COMMIT_OFFSET_FLAG 0x1
+
+typedef struct {
+    const unsigned char *group, *topic, *subscription, *expression_type;
+    Py_ssize_t group_n, topic_n, subscription_n, expression_type_n;
+    long long queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, suspend, sub_version;
+} pull_req_t;
+
+enum {
+    P_GROUP = 1, P_TOPIC = 2, P_QUEUE_ID = 4, P_QUEUE_OFFSET = 8, P_MAX_MSG_NUMS = 16, P_SYS_FLAG = 32,
+    P_COMMIT_OFFSET = 64, P_SUSPEND = 128, P_SUB_VERSION = 256, P_SUBSCRIPTION = 512, P_EXPRESSION_TYPE = 1024,
+    P_BNAME = 2048
+};
+#define P_REQUIRED 511
+
+/* extFields of a PULL: exactly the nine @CFNotNull fields (consumerGroup, topic: strings without
+ * escapes or control characters; queueId, maxMsgNums, sysFlag: plain digits, at most 9; queueOffset,
+ * commitOffset, suspendTimeoutMillis, subVersion: at most 19, at most Long.MAX_VALUE; no leading
+ * zeros) and optionally subscription, expressionType and bname (strings; bname is RpcRequestHeader's
+ * broker name, which a 4.9.7 client sends and the reference ignores), in any order, nothing else. */
+static int parse_pull_fields(cursor *c, pull_req_t *p)
+{
+    unsigned seen = 0;
+    p->subscription = p->expression_type = NULL;
+    p->subscription_n = p->expression_type_n = 0;
+    if (!expect(c, '{'))
+        return UNSURE;
+    for (;;) {
+        const unsigned char *k, *v;
+        Py_ssize_t kn, vn;
+        if (!plain_string(c, &k, &kn) || !expect(c, ':') || !raw_string(c, &v, &vn))
+            return UNSURE;
+        unsigned field;
+        int ok = SURE;
+#define KEY(s) (kn == (Py_ssize_t)(sizeof(s) - 1) && memcmp(k, s, sizeof(s) - 1) == 0)
+        if (KEY("consumerGroup")) {
+            field = P_GROUP;
+            p->group = v;
+            p->group_n = vn;
+        } else if (KEY("topic")) {
+            field = P_TOPIC;
+            p->topic = v;
+            p->topic_n = vn;
+        } else if (KEY("queueId")) {
+            field = P_QUEUE_ID;
+            ok = plain_number(v, vn, 9, &p->queue_id);
+        } else if (KEY("queueOffset")) {
+            field = P_QUEUE_OFFSET;
+            ok = plain_number(v, vn, 19, &p->queue_offset);
+        } else if (KEY("maxMsgNums")) {
+            field = P_MAX_MSG_NUMS;
+            ok = plain_number(v, vn, 9, &p->max_msg_nums);
+        } else if (KEY("sysFlag")) {
+            field = P_SYS_FLAG;
+            ok = plain_number(v, vn, 9, &p->sys_flag);
+        } else if (KEY("commitOffset")) {
+            field = P_COMMIT_OFFSET;
+            ok = plain_number(v, vn, 19, &p->commit_offset);
+        } else if (KEY("suspendTimeoutMillis")) {
+            field = P_SUSPEND;
+            ok = plain_number(v, vn, 19, &p->suspend);
+        } else if (KEY("subVersion")) {
+            field = P_SUB_VERSION;
+            ok = plain_number(v, vn, 19, &p->sub_version);
+        } else if (KEY("subscription")) {
+            field = P_SUBSCRIPTION;
+            p->subscription = v;
+            p->subscription_n = vn;
+        } else if (KEY("expressionType")) {
+            field = P_EXPRESSION_TYPE;
+            p->expression_type = v;
+            p->expression_type_n = vn;
+        } else if (KEY("bname")) {
+            field = P_BNAME;
+        } else {
+            return UNSURE;
+        }
+#undef KEY
+        if (!ok || (seen & field))
+            return UNSURE;
+        seen |= field;
+        if (expect(c, ','))
+            continue;
+        if (expect(c, '}'))
+            break;
+        return UNSURE;
+    }
+    return (seen & P_REQUIRED) == P_REQUIRED ? SURE : UNSURE;
+}
+
+/* What the batch's pulls need besides the offsets context: the processor's calls and the store's
+ * limits, (plan, commit, (max bytes in memory, max count in memory, max bytes on disk, max count on
+ * disk, memory)), and what they did, returned in the counts. */
+typedef struct {
+    PyObject *plan, *commit;
+    long long bytes_mem, count_mem, bytes_disk, count_disk, memory;
+    long long found, records, bytes, max_ms, success;
+} pull_ctx_t;
+
+/* 1 with ctx filled, 0 without pulls (None), -1 on error. */
+static int pull_ctx_init(pull_ctx_t *ctx, PyObject *arg)
+{
+    memset(ctx, 0, sizeof *ctx);
+    if (arg == NULL || arg == Py_None)
+        return 0;
+    PyObject *limits;
+    if (!PyArg_ParseTuple(arg, "OOO!", &ctx->plan, &ctx->commit, &PyTuple_Type, &limits))
+        return -1;
+    if (!PyArg_ParseTuple(limits, "LLLLL", &ctx->bytes_mem, &ctx->count_mem, &ctx->bytes_disk, &ctx->count_disk,
+                          &ctx->memory))
+        return -1;
+    return 1;
+}
+
+/* A scan's outcome: the records found, copied into body, and the answer's numbers. */
+typedef struct {
+    out_buf body;
+    long long count, next, min_offset, max_offset;
+} pull_found_t;
+
+/* get_message()'s scan when it ends FOUND: 1 (found filled), 0 any other status (leave), -1 error. */
+static int pull_scan(const offsets_ctx_t *octx, const pull_ctx_t *pctx, const cq_t *q, const pull_req_t *p,
+                     PyObject *tags, pull_found_t *found)
+{
+    long long min_offset = q->min_logic / CQ_UNIT, max_offset;
+    if (cq_max_offset(q, &max_offset) != 0)
+        return PyErr_Occurred() ? -1 : 0;
+    long long offset = p->queue_offset;
+    if (max_offset == 0 || offset < min_offset || offset >= max_offset)
+        return 0; /* NO_MESSAGE_IN_QUEUE, OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE / BADLY */
+    if (offset > LLONG_MAX / CQ_UNIT)
+        return 0;
+    /* index_buffer(offset): the entries from offset to the written end of its file */
+    long long byte_offset = offset * CQ_UNIT;
+    Py_ssize_t fi;
+    if (bisect_index(q->starts, byte_offset, &fi) < 0)
+        return -1;
+    if (fi < 0)
+        return 0; /* OFFSET_FOUND_NULL */
+    PyObject *f = PyList_GET_ITEM(q->files, fi);
+    long long start;
+    if (attr_int64(f, n_start, &start) < 0)
+        return -1;
+    if (byte_offset >= start + q->file_size)
+        return 0;
+    Py_buffer cq;
+    long long written;
+    int rc = cq_file_view(f, &cq, &written);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    long long pos = byte_offset % q->file_size;
+    long long avail = written - pos;
+    if (avail <= 0 || avail % CQ_UNIT) {
+        PyBuffer_Release(&cq);
+        return 0; /* OFFSET_FOUND_NULL, or a partial entry the reference reads its own way */
+    }
+    const unsigned char *entries = (const unsigned char *)cq.buf + pos;
+    long long limit = p->max_msg_nums * CQ_UNIT > 16000 ? p->max_msg_nums * CQ_UNIT : 16000;
+    if (avail < limit)
+        limit = avail;
+    long long max_phy = octx->max_offset, total = 0, count = 0, i = 0;
+    int leave = 0;
+    Py_ssize_t checked = -1;
+    rc = 0;
+    for (; i < limit; i += CQ_UNIT) {
+        const unsigned char *e = entries + i;
+        long long phy = be64(e), size = view_be32(e + 8), code = be64(e + 12);
+        if (total != 0 && count != 0) { /* isTheBatchFull */
+            if (p->max_msg_nums <= count)
+                break;
+            int in_disk = max_phy - phy > pctx->memory;
+            long long max_bytes = in_disk ? pctx->bytes_disk : pctx->bytes_mem;
+            long long max_count = in_disk ? pctx->count_disk : pctx->count_mem;
+            if (total + size > max_bytes || count > max_count - 1)
+                break;
+        }
+        if (tags != Py_None && code > -2147483649LL) { /* not a ConsumeQueueExt address */
+            PyObject *low = PyLong_FromLong((long)(int32_t)(uint32_t)(uint64_t)code);
+            if (low == NULL) {
+                rc = -1;
+                break;
+            }
+            int in = PySet_Contains(tags, low);
+            Py_DECREF(low);
+            if (in < 0) {
+                rc = -1;
+                break;
+            }
+            if (!in)
+                continue; /* NO_MATCHED_MESSAGE while nothing was found */
+        }
+        cl_sel_t sel;
+        int got = cl_select(octx, phy, size, &sel, &checked);
+        if (got == 1) {
+            if (ob_need(&found->body, size) < 0)
+                got = -1;
+            else
+                put(&found->body, (const char *)sel.buf.buf + sel.pos, size);
+        }
+        cl_release(&sel);
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        if (got != 1) {
+            /* 2: a shrunk file (the reference reports it); 0: a record gone from the CommitLog (the
+             * reference skips to the next CommitLog file, MESSAGE_WAS_REMOVING while nothing was
+             * found): both rare, both left to the reference */
+            leave = 1;
+            break;
+        }
+        total += size;
+        count++;
+    }
+    PyBuffer_Release(&cq);
+    if (rc < 0)
+        return -1;
+    if (leave || count == 0)
+        return 0;
+    found->count = count;
+    found->next = offset + i / CQ_UNIT;
+    found->min_offset = min_offset;
+    found->max_offset = max_offset;
+    return 1;
+}
+
+/* A str argument for a callback, or None for an absent field: NULL with *leave set if not UTF-8. */
+static PyObject *optional_text(const unsigned char *s, Py_ssize_t n, int *leave)
+{
+    if (s == NULL)
+        return Py_NewRef(Py_None);
+    return decode_text(s, n, leave);
+}
+
+/* One PULL: O_ANSWERED, O_LEAVE (nothing written, nothing done), -1 with an error set. */
+static int answer_pull(out_buf *out, offsets_ctx_t *octx, pull_ctx_t *pctx, long long opaque, const pull_req_t *p)
+{
+    int leave = 0, rc = -1;
+    PyObject *group = NULL, *topic = NULL, *sub = NULL, *expr = NULL, *plan = NULL;
+    pull_found_t found;
+    memset(&found, 0, sizeof found);
+    cq_t q;
+    memset(&q, 0, sizeof q);
+    struct timespec t0, t1;
+    if ((group = decode_text(p->group, p->group_n, &leave)) == NULL ||
+        (topic = decode_text(p->topic, p->topic_n, &leave)) == NULL ||
+        (sub = optional_text(p->subscription, p->subscription_n, &leave)) == NULL ||
+        (expr = optional_text(p->expression_type, p->expression_type_n, &leave)) == NULL)
+        goto done;
+    plan = PyObject_CallFunction(pctx->plan, "OOLLLOO", group, topic, p->queue_id, p->sys_flag, p->sub_version,
+                                 sub, expr);
+    if (plan == NULL) {
+        PyErr_Clear(); /* side-effect free: the Python path meets it again and answers its way */
+        leave = 1;
+        goto done;
+    }
+    PyObject *tags;
+    if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 1 ||
+        ((tags = PyTuple_GET_ITEM(plan, 0)) != Py_None && !PyAnySet_Check(tags))) {
+        leave = 1; /* None: not a plain pull */
+        goto done;
+    }
+    int got = cq_find_topic(octx, topic, p->queue_id, &q);
+    if (got != O_ANSWERED) {
+        if (got == O_LEAVE)
+            leave = 1;
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    got = pull_scan(octx, pctx, &q, p, tags, &found);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (got <= 0) {
+        if (got == 0)
+            leave = 1;
+        goto done;
+    }
+    /* FOUND: from here on the pull is answered here (the Python path would have counted it too) */
+    long long ms = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    pctx->found++;
+    pctx->records += found.count;
+    pctx->bytes += found.body.len;
+    if (ms > pctx->max_ms)
+        pctx->max_ms = ms;
+    if (p->sys_flag & PULL_COMMIT_OFFSET_FLAG) {
+        PyObject *failed = PyObject_CallFunction(pctx->commit, "OOLLL", group, topic, p->queue_id, p->commit_offset,
+                                                 opaque);
+        if (failed == NULL)
+            goto done;
+        if (failed != Py_None) {
+            if (!PyBytes_Check(failed) || ob_need(out, PyBytes_GET_SIZE(failed)) < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "the commit callback answers None or bytes");
+                Py_DECREF(failed);
+                goto done;
+            }
+            put(out, PyBytes_AS_STRING(failed), PyBytes_GET_SIZE(failed));
+            Py_DECREF(failed);
+            rc = O_ANSWERED;
+            goto done;
+        }
+        Py_DECREF(failed);
+    }
+    hole_values v;
+    set_hole(&v, HOLE_OPAQUE, opaque);
+    set_hole(&v, HOLE_OFFSET, found.next);
+    set_hole(&v, HOLE_TIMESTAMP, found.min_offset);
+    set_hole(&v, HOLE_PHYOFFSET, found.max_offset);
+    const template_t *t = &offset_templates[T_PULL];
+    Py_ssize_t header_n = template_size(t, &v);
+    if (ob_need(out, 8 + header_n + found.body.len) < 0)
+        goto done;
+    put_be32(out, (uint32_t)(4 + header_n + found.body.len));
+    put_be32(out, (uint32_t)header_n);
+    put_template(out, t, &v);
+    put(out, found.body.p, found.body.len);
+    pctx->success++;
+    rc = O_ANSWERED;
+done:
+    if (leave && rc != O_ANSWERED && !PyErr_Occurred())
+        rc = O_LEAVE;
+    cq_release(&q);
+    PyMem_Free(found.body.p);
+    Py_XDECREF(group);
+    Py_XDECREF(topic);
+    Py_XDECREF(sub);
+    Py_XDECREF(expr);
+    Py_XDECREF(plan);
+    return rc;
+}
+
+/* The counts into the context's list (see N_COUNTS), when anything was answered. 0, or -1. */
+static int family_finish(const offsets_ctx_t *octx, const pull_ctx_t *pctx)
+{
+    long long total = pctx->found;
+    for (int i = 0; i < N_OFFSET_CODES; i++)
+        total += octx->answered[i];
+    if (octx->counts == NULL || total == 0)
+        return 0;
+    long long values[N_COUNTS];
+    for (int i = 0; i < N_OFFSET_CODES; i++)
+        values[i] = octx->answered[i];
+    values[N_OFFSET_CODES] = total;
+    values[N_OFFSET_CODES + 1] = pctx->found;
+    values[N_OFFSET_CODES + 2] = pctx->records;
+    values[N_OFFSET_CODES + 3] = pctx->bytes;
+    values[N_OFFSET_CODES + 4] = pctx->max_ms;
+    values[N_OFFSET_CODES + 5] = pctx->success;
+    for (int i = 0; i < N_COUNTS; i++) {
+        PyObject *n = PyLong_FromLongLong(values[i]);
+        if (n == NULL)
+            return -1;
+        PyList_SetItem(octx->counts, i, n); /* steals n */
+    }
+    return 0;
+}
+
+#endif
