@@ -26,9 +26,9 @@ ACCELERATORS: list[tuple[str, str]] = [
 ]
 
 #: The shared C headers (the CRC-32, the CommitLog record layout in ``protocol/``; the VIEW read in
-#: ``store/commitlog/``) live beside the Python modules that state the same rules; every accelerator
+#: ``store/commitlog/``; the key query's walks in ``store/index/``) live beside the Python modules that state the same rules; every accelerator
 #: may include them by name.
-INCLUDE_DIRS = ["protocol", "store/commitlog"]
+INCLUDE_DIRS = ["protocol", "store/commitlog", "store/index"]
 
 setup(
     ext_modules=[
