@@ -562,6 +562,8 @@ done:
     return rc;
 }
 
+#include "_query_loop.h"
+
 static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -573,7 +575,17 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_RuntimeError, "answer_batch() before bind()");
         return NULL;
     }
-    PyObject *query = args[11];
+    PyObject *query = args[11], *handoff = NULL, *snapshot = NULL;
+    if (PyTuple_Check(query)) {
+        /* (callback, handoff, snapshot): QUERYs compiled (server/remoting/_query_loop.h) */
+        if (PyTuple_GET_SIZE(query) != 3) {
+            PyErr_SetString(PyExc_TypeError, "answer_batch() takes query as (callback, handoff, snapshot)");
+            return NULL;
+        }
+        handoff = PyTuple_GET_ITEM(query, 1);
+        snapshot = PyTuple_GET_ITEM(query, 2);
+        query = PyTuple_GET_ITEM(query, 0);
+    }
     if (!PyList_Check(args[2]) || !PyList_Check(args[3]) || !PyList_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError, "answer_batch() takes maps, starts and lengths as lists");
         return NULL;
@@ -594,6 +606,8 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     out_buf out = {NULL, 0, 0};
     long long views = 0, found_count = 0, found_bytes = 0, queries = 0;
     PyObject *result = NULL;
+    query_ctx qc;
+    memset(&qc, 0, sizeof qc);
 
     while (out.len < flush_bytes && size - pos >= 8) {
         const unsigned char *f = data + pos;
@@ -620,7 +634,11 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             /* The query has run once the callback is called: from here on the frame is answered here,
              * and a Python error is a real one (the callback turns the processor's into answers). */
             int leave = 0;
-            if (answer_query(&out, &req, query, max_size, &leave) < 0)
+            if (snapshot != NULL && qc.state == 0 &&
+                query_ctx_ready(&qc, snapshot, args[2], args[3], args[4], max_offset) < 0)
+                goto done;
+            if (qc.state == 1 ? answer_query_compiled(&out, &req, &qc, query, handoff, max_size, &leave) < 0
+                              : answer_query(&out, &req, query, max_size, &leave) < 0)
                 goto done;
             if (leave)
                 break;
@@ -632,8 +650,10 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)
-        result = Py_BuildValue("(NLLLLL)", answers, pos, views, found_count, found_bytes, queries);
+        result = Py_BuildValue("(NLLLLLLLLL)", answers, pos, views, found_count, found_bytes, queries,
+                               qc.served_bytes, qc.served_records, qc.found, qc.not_found);
 done:
+    query_ctx_clear(&qc);
     PyMem_Free(out.p);
     PyBuffer_Release(&in);
     return result;

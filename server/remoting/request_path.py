@@ -47,6 +47,8 @@ from server.remoting.processors.query_message import (
 )
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
+from store.index.service import ResumePoint
+from store.message_store import QueryResume
 
 _fast = load("server.remoting._request_path_fast")
 
@@ -129,7 +131,18 @@ class RequestPath:
     """VIEW_MESSAGE_BY_ID (and, given its processor, QUERY_MESSAGE) answered by the compiled path,
     for one store and one dispatcher."""
 
-    __slots__ = ("_dispatcher", "_max_size", "_query", "_start", "_stats", "_store", "codes")
+    __slots__ = (
+        "_compiled",
+        "_dispatcher",
+        "_max_size",
+        "_query",
+        "_query_arg",
+        "_snapshot",
+        "_start",
+        "_stats",
+        "_store",
+        "codes",
+    )
 
     def __init__(
         self,
@@ -145,6 +158,18 @@ class RequestPath:
         self._query = query
         self._start: Start | None = None  # the connection's, during ``answer``
         self._stats: RequestStats | None = None
+        #: The processor's parameters for the compiled query loop (None: every query is a Python call).
+        self._compiled = query.compiled_parameters() if query is not None else None
+        #: The store's query snapshot of the batch being answered (``_query_snapshot``), for hand-offs.
+        self._snapshot: tuple[Any, ...] | None = None
+        #: What ``answer_batch`` is given for QUERYs: None (left to the Python path), the callback
+        #: alone, or (callback, hand-off, snapshot) for the compiled query loop.
+        self._query_arg: Any = None
+        if query is not None:
+            compiled = self._compiled is not None
+            self._query_arg = (
+                (self._answer_query, self._handoff, self._query_snapshot) if compiled else self._answer_query
+            )
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
         self.codes = frozenset((_VIEW, _QUERY) if query is not None else (_VIEW,))
 
@@ -171,23 +196,63 @@ class RequestPath:
         self._start = start
         self._stats = stats
         try:
-            out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+            (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
+             queries_not_found) = _fast.answer_batch(  # type: ignore[union-attr]
                 data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                max_frame_length, max_header_length, flush_bytes,
-                self._answer_query if self._query is not None else None,
+                max_frame_length, max_header_length, flush_bytes, self._query_arg,
             )  # fmt: skip
         finally:
-            self._start = self._stats = None
-        if views:
-            # view_message_copy's accounting: each answer counts its record and a page.
-            self._store.served(found_bytes + 4096 * views, views)
-            if stats is not None:
-                each = (time.perf_counter() - started) / views  # (queries included: an upper bound)
-                if found:
-                    stats.observe_many(_VIEW, _SUCCESS, found, each)
-                if views > found:
-                    stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
+            self._start = self._stats = self._snapshot = None
+        if views or query_records:
+            # view_message_copy's accounting: each answer counts its record and a page; a compiled
+            # query counts as MessageStore.query_message counts (records, a page each, entries read).
+            self._store.served(found_bytes + 4096 * views + query_bytes, views + query_records)
+        compiled = queries_found + queries_not_found
+        if stats is not None and (views or compiled):
+            # Each timed at the batch's mean (the Python callback's queries included: an upper bound).
+            each = (time.perf_counter() - started) / (views + compiled)
+            if found:
+                stats.observe_many(_VIEW, _SUCCESS, found, each)
+            if views > found:
+                stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
+            if queries_found:
+                stats.observe_many(_QUERY, _SUCCESS, queries_found, each)
+            if queries_not_found:
+                stats.observe_many(_QUERY, _QUERY_NOT_FOUND, queries_not_found, each)
         return out, pos, views + queries
+
+    def _query_snapshot(self) -> tuple[Any, ...] | None:
+        """The compiled query loop's snapshot for this batch (asked at its first QUERY): the store's
+        index maps and geometry and the processor's parameters (``_query_loop.h``'s ``QS_*`` order),
+        or None to leave every query of the batch to the Python callback."""
+        snapshot = self._store.query_snapshot()  # type: ignore[attr-defined]
+        if snapshot is None or self._compiled is None:
+            return None
+        self._snapshot = snapshot
+        _, maps, fds, headers, size, slots, index_num, batch_max = snapshot
+        default_max_num, inline_budget, inline_ns, handoff = self._compiled
+        return (maps, fds, headers, size, slots, index_num, batch_max, default_max_num, inline_budget,
+                inline_ns, int(handoff))  # fmt: skip
+
+    def _handoff(
+        self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, state: tuple[Any, ...]
+    ) -> bytes | None:
+        """A query the compiled loop's inline walk stopped, handed to the pool to continue from where
+        it stopped (``QueryMessageProcessor.handoff``): the refusal's frame, or None (a task answers)."""
+        round_, last_query_time, visited, timestamp, phyoffset, key_hash, capped, point = state
+        resume = None
+        if point is not None:
+            files, maps, fds, headers = self._snapshot[:4]  # type: ignore[index]
+            query = (key_hash, capped, begin, last_query_time)
+            offsets = ResumePoint(files, maps, fds, headers, query, point)
+            resume = QueryResume(round_, last_query_time, visited, timestamp, phyoffset, offsets)
+        started = time.perf_counter()
+        outcome = self._query.handoff(opaque, (topic, key, max_num, begin, end), resume)  # type: ignore[union-attr]
+        answer = self._dispatcher.finish(query_request(opaque), outcome, started)
+        if type(answer) is RemotingCommand:
+            return encode_frame(answer)
+        self._start(answer)  # type: ignore[misc, arg-type]
+        return None
 
     def _answer_query(
         self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool

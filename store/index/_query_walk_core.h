@@ -323,11 +323,14 @@ static inline Py_ssize_t qw_slot_pos(int32_t key_hash, long long hash_slot_num) 
 /* query_walk.query_files over maps, fds and headers (sequences from PySequence_Fast; headers NULL
  * when the files' own are read), continuing from `resume` (with `resume_offsets`, the offsets it had
  * found) when not NULL. 0 with *o filled (free it with qw_outcome_free), or -1 with an error set.
- * The GIL is held, and released around each chain walk. */
+ * The GIL is held, and released around each chain walk.
+ * `sizes` (NULL, or one per map, -1 for not yet known) keeps each file's checked size for a caller
+ * that runs many queries over one snapshot (the request path, per batch): a file's size is then
+ * asked once per batch instead of once per query. */
 static int qw_query_files(PyObject *maps, PyObject *fds, PyObject *headers, Py_ssize_t size, long long hash_slot_num,
                           long long index_num, int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
                           Py_ssize_t budget, const qw_point *resume, const int64_t *resume_offsets,
-                          Py_ssize_t n_resume_offsets, long long deadline, qw_outcome *o) {
+                          Py_ssize_t n_resume_offsets, long long deadline, Py_ssize_t *sizes, qw_outcome *o) {
     memset(o, 0, sizeof *o);
     if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
         size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
@@ -375,7 +378,14 @@ static int qw_query_files(PyObject *maps, PyObject *fds, PyObject *headers, Py_s
             goto fail;
         }
         /* The map's export is held (taken above): its file cannot be closed, nor its fd reused. */
-        Py_ssize_t now = fd < 0 || fd > INT32_MAX ? 0 : fd_size((int)fd, view.len);
+        Py_ssize_t now;
+        if (sizes != NULL && sizes[i] >= 0) {
+            now = sizes[i] < view.len ? sizes[i] : view.len;
+        } else {
+            now = fd < 0 || fd > INT32_MAX ? 0 : fd_size((int)fd, view.len);
+            if (sizes != NULL)
+                sizes[i] = now;
+        }
         if (now < size) {
             PyBuffer_Release(&view);
             if (qw_event_add(o, i, EVENT_SHORT, now, 0) < 0) goto fail;
