@@ -2,9 +2,10 @@
  * server.remoting._request_path_fast: the compiled request path (issue 22). One call per received
  * read answers the VIEW_MESSAGE_BY_ID and QUERY_MESSAGE frames at its start: it splits the frames,
  * reads their JSON headers and writes every answer (length words, JSON header, body) into one output
- * buffer. A VIEW's record is read here from the CommitLog's maps; a QUERY's records come from one
- * Python call per query (the store's query, its thread pool hand-off and its error answers stay in
- * Python: QueryMessageProcessor.query_parts). The Python path (FrameDecoder, Dispatcher, the
+ * buffer. A VIEW's record is read here from the CommitLog's maps; a QUERY is run here too, the
+ * store's query loop over the IndexFiles' and CommitLog's maps (server/remoting/_query_loop.h), with
+ * a Python call only for what it leaves to the Python path (QueryMessageProcessor.query_parts) and
+ * for a query handed to the pool. The Python path (FrameDecoder, Dispatcher, the
  * processors, encode_frame_parts) is the reference: this path only takes a frame it is sure of and
  * stops at the first one it is not, which the caller then hands, with everything after it, to the
  * Python path. Its answers are the reference's bytes (tests/server/remoting/test_request_path.py
@@ -17,17 +18,24 @@
  *       the VIEW's offset, a QUERY's index timestamp and phyoffset.
  *   answer_batch(data, pos, maps, starts, lengths, max_offset, max_size, shrunk,
  *                max_frame_length, max_header_length, flush_bytes, query)
- *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int)
+ *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int,
+ *           query_bytes: int, query_records: int, queries_found: int, queries_not_found: int)
  *       answers the frames of data[pos:] it is sure of, in order, stopping at the first other one,
  *       at an incomplete frame, or once the answers reach flush_bytes; pos is where it stopped.
  *       views is how many VIEWs were answered, found how many of them with their record (the
  *       others SYSTEM_ERROR, no message), found_bytes the records' total size (the store's
- *       served-bytes accounting); queries how many QUERYs. query (None: QUERYs are left to the
- *       Python path) is called as query(opaque, topic, key, max_num, begin, end, unique) and
- *       answers (timestamp, phyoffset, records) for this code to answer with the records that fit
- *       max_size (query_message.cap_records: whole records, in order, up to the first that would
- *       pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame, written as is) or None (nothing now: the
- *       answer comes later, from the pool). A Python error from it is raised.
+ *       served-bytes accounting); queries how many QUERYs.
+ *       query is None (QUERYs are left to the Python path), a callback, or (callback, handoff,
+ *       snapshot). The callback is called as callback(opaque, topic, key, max_num, begin, end,
+ *       unique) and answers (timestamp, phyoffset, records) for this code to answer with the
+ *       records that fit max_size (query_message.cap_records: whole records, in order, up to the
+ *       first that would pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame,
+ *       written as is) or None (nothing now: the answer comes later, from the pool). A Python error
+ *       from it is raised. With the tuple, QUERYs are run here (server/remoting/_query_loop.h, which
+ *       says when it still calls the callback and when handoff); snapshot() is called once, at the
+ *       batch's first QUERY. query_bytes and query_records are what those compiled queries served
+ *       (MessageStore._served's arguments), queries_found and queries_not_found how they were
+ *       answered (SUCCESS, QUERY_NOT_FOUND) for the /metrics counts.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
  *   - its length words are within the limits and the frame is whole in data; JSON serialization;
@@ -48,7 +56,8 @@
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
  * left to the Python path, which meets it again and answers it the reference's way.
  *
- * The GIL is held throughout except inside mmap.size() and the query callback. No file is written.
+ * The GIL is held throughout except inside mmap.size(), the compiled query's chain walks and the
+ * query callback. No file is written.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

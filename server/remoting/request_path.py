@@ -6,9 +6,13 @@ well under a microsecond of real work (find the record, copy it). On a slow core
 the throughput is made of, so for the common requests the whole of it is one compiled call per
 received read (``server/remoting/_request_path_fast.c``): split the frames, read the JSON headers,
 answer, and write every answer into one buffer that the connection hands to the transport as one
-write. A VIEW's record is read in C from the CommitLog's maps; a QUERY_MESSAGE's query stays the
-store's (``QueryMessageProcessor.query_parts``, called from C once per query with the header's
-fields): what C saves there is the decode, the header parse, the answer's command and its encoding.
+write. A VIEW's record is read in C from the CommitLog's maps. A QUERY_MESSAGE is run in C too
+(``server/remoting/_query_loop.h``: ``MessageStore.query_message``'s rounds over the index walk and
+the record reads, over the maps ``_query_snapshot`` gives once per batch); what the store would
+report (damage, a file cut short) goes to ``QueryMessageProcessor.query_parts`` (``_answer_query``),
+which runs the query the Python way, and a walk the inline budget or deadline stopped goes to the
+pool with its resume point (``_handoff``). Each file's size is checked once per batch there (the
+Python path checks once per query: both check before reading, neither can stop a cut after it).
 
 The Python path stays the reference and the only path for anything else: the compiled call takes a
 frame only when it is sure of it (the C file's header comment lists the shapes) and stops at the
@@ -20,9 +24,9 @@ checked first, ``server.acl``), with ``RMQ_PURE_PYTHON=1``, when the extension i
 for a code whose processor was replaced (``Dispatcher.register``).
 
 What the Python path does besides answering is done here too: the store's served-bytes accounting
-for VIEWs per batch (``MessageStore.served``, which may release pages; a query counts its own), the
-``/metrics`` counts (VIEWs per batch with ``RequestStats.observe_many``, each timed at the batch's
-mean; a query on its own), a query handed to the pool answered from a task as ``Dispatcher``
+per batch (``MessageStore.served``, which may release pages; a query the callback runs counts its
+own), the ``/metrics`` counts (per batch with ``RequestStats.observe_many``, each timed at the
+batch's mean; a query the callback runs on its own), a query handed to the pool answered from a task as ``Dispatcher``
 answers it (``Dispatcher.finish``), and a processor failure answered as ``Dispatcher`` answers it.
 """
 
