@@ -309,3 +309,23 @@ def test_an_index_this_process_builds(hot_config: StoreConfig, tmp_path: Path) -
             out, counts = both_ways(store, [frames])
             assert counts.fallback == 0
             assert len(record_offsets(split_frames(out)[1])) == 30 * (n + 1)
+
+
+def test_hash_collisions_and_other_topics_are_answered_as_the_broker_does(
+    hot_config: StoreConfig, tmp_path: Path
+) -> None:
+    """ "Aa" and "BB" have the same Java hash, so "<topic>#Aa" and "<topic>#BB" share every index
+    entry: the broker answers a query for either with both keys' records (the client filters). The
+    same key in another topic hashes elsewhere and is not among them."""
+    config = copy_store(hot_config, tmp_path)
+    with StoreWriter(config, clock=lambda: T0 + 10**7) as writer:
+        for n in range(6):
+            writer.append(TOPIC, f"aa {n}".encode(), keys="Aa", unique_key=False)
+            writer.append("OtherTopic", f"other {n}".encode(), keys="BB", unique_key=False)
+    frames = b"".join(query(t, k, opaque=i) for i, (t, k) in enumerate([(TOPIC, "BB"), ("OtherTopic", "BB")]))
+    with MessageStore.open(config) as store:
+        out, counts = both_ways(store, [frames])
+    answers = split_frames(out)
+    assert counts.fallback == 0
+    assert len(record_offsets(answers[0])) == 6 and b"aa 0" in answers[0] and b"other" not in answers[0]
+    assert len(record_offsets(answers[1])) == 6 and b"other 0" in answers[1]
