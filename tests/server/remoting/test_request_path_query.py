@@ -329,3 +329,28 @@ def test_hash_collisions_and_other_topics_are_answered_as_the_broker_does(
     assert counts.fallback == 0
     assert len(record_offsets(answers[0])) == 6 and b"aa 0" in answers[0] and b"other" not in answers[0]
     assert len(record_offsets(answers[1])) == 6 and b"other 0" in answers[1]
+
+
+def test_served_bytes_are_counted_as_the_python_path_counts_them(
+    hot_config: StoreConfig, hot_store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's page-release accounting (``MessageStore._served``: record bytes and a page
+    each, records and index entries read) adds up to the same totals whichever path answered."""
+    frames = [f for f, _ in window_frames(hot_config)[:40]]
+    reads = [b"".join(frames[i : i + 8]) for i in range(0, len(frames), 8)]
+    totals = []
+    for compiled in (True, False):
+        counted = [0, 0]
+        served = hot_store._served
+
+        def counting(nbytes: int, records: int, served: Any = served, counted: list[int] = counted) -> None:
+            counted[0] += nbytes
+            counted[1] += records
+            served(nbytes, records)
+
+        monkeypatch.setattr(hot_store, "_served", counting)
+        dispatcher, _ = dispatcher_for(hot_store, compiled)
+        run(dispatcher, reads)
+        monkeypatch.undo()
+        totals.append(tuple(counted))
+    assert totals[0] == totals[1] and totals[0][0] > 0 and totals[0][1] > 0
