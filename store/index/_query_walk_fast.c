@@ -12,6 +12,10 @@
  *               [, resume, deadline])
  *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events, resume)
  *
+ * The walks, the record check and query_files' loop over the files are in _query_walk_core.h, which
+ * the compiled QUERY_MESSAGE of the request path (server/remoting/_query_loop.h) includes too; this
+ * file turns their C results into the Python values below.
+ *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
  * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
  *   - Only bytes inside `length` (the size the Python layer checked when it mapped the file, also
