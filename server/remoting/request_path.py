@@ -26,8 +26,9 @@ for a code whose processor was replaced (``Dispatcher.register``).
 What the Python path does besides answering is done here too: the store's served-bytes accounting
 per batch (``MessageStore.served``, which may release pages; a query the callback runs counts its
 own), the ``/metrics`` counts (per batch with ``RequestStats.observe_many``, each timed at the
-batch's mean; a query the callback runs on its own), a query handed to the pool answered from a task as ``Dispatcher``
-answers it (``Dispatcher.finish``), and a processor failure answered as ``Dispatcher`` answers it.
+batch's mean; a query the callback runs on its own), a query handed to the pool answered from a
+task as ``Dispatcher`` answers it (``Dispatcher.finish``), and a processor failure answered as
+``Dispatcher`` answers it.
 """
 
 from __future__ import annotations

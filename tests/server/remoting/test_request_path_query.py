@@ -15,6 +15,8 @@ so a test knows which path it exercised. ``RMQ_PURE_PYTHON=1`` has no compiled p
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import shutil
 import struct
 from collections.abc import Iterator
@@ -36,7 +38,16 @@ from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import StoreWriter
 from tests.server.remoting.test_request_path import Recorder, query, split_frames
-from tests.support.hot_window import HOT, MAX, T0, TOPIC, java_query_offsets, windows, write_hot_window_store
+from tests.support.hot_window import (
+    HOT,
+    MAX,
+    T0,
+    TOPIC,
+    fingerprint,
+    java_query_offsets,
+    windows,
+    write_hot_window_store,
+)
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 
@@ -354,3 +365,60 @@ def test_served_bytes_are_counted_as_the_python_path_counts_them(
         monkeypatch.undo()
         totals.append(tuple(counted))
     assert totals[0] == totals[1] and totals[0][0] > 0 and totals[0][1] > 0
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hot_window_4.9.7.json"
+
+
+def test_the_real_brokers_answers_over_the_compiled_path(
+    hot_config: StoreConfig, hot_store: MessageStore
+) -> None:
+    """Each range the real 4.9.7 broker answered on this very store (``hot_window_4.9.7.json``):
+    the compiled path's answer has the broker's code, last-update values and records (offset and
+    sha256 of each)."""
+    if not GOLDEN.exists():
+        pytest.skip(f"{GOLDEN.name} not recorded")
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert golden["storeSha256"] == fingerprint(hot_config), "the store differs from the one recorded"
+    frames = [
+        query(q["topic"], q["key"], opaque=i, maxNum=str(q["maxNum"]), beginTimestamp=str(q["begin"]),
+              endTimestamp=str(q["end"]))
+        for i, q in enumerate(golden["queries"])
+    ]  # fmt: skip
+    dispatcher, counts = dispatcher_for(hot_store, True)
+    out, _, _ = run(dispatcher, [b"".join(frames[i : i + 8]) for i in range(0, len(frames), 8)])
+    assert counts is not None and counts.fallback == 0
+    answers = split_frames(out)
+    assert len(answers) == len(golden["queries"])
+    for answer, q in zip(answers, golden["queries"], strict=True):
+        length, header_length = struct.unpack_from(">iI", answer, 0)
+        header = json.loads(answer[8 : 8 + (header_length & 0xFFFFFF)])
+        body = answer[8 + (header_length & 0xFFFFFF) : 4 + length]
+        records, pos = [], 0
+        while pos < len(body):
+            (size,) = struct.unpack_from(">i", body, pos)
+            record = body[pos : pos + size]
+            records.append([struct.unpack_from(">q", record, 28)[0], hashlib.sha256(record).hexdigest()])
+            pos += size
+        label = (q["maxNum"], q["begin"], q["end"])
+        assert (header["code"], records) == (q["code"], q["records"]), label
+        fields = header["extFields"]
+        assert fields["indexLastUpdateTimestamp"] == q["indexLastUpdateTimestamp"], label
+        assert fields["indexLastUpdatePhyoffset"] == q["indexLastUpdatePhyoffset"], label
+
+
+def test_every_inline_budget_of_one_walk(hot_store: MessageStore) -> None:
+    """One query across many files, stopped inline after each number of entries from 1 to past its
+    whole walk: every stop point continued by the pool answers as the Python path does."""
+    begin, end = T0 + 3_000, T0 + 140_000
+    whole = hot_store.index.query_offsets(TOPIC, HOT, 64, begin, end).visited
+    frames = b"".join(
+        query(TOPIC, HOT, opaque=n, maxNum=str(n), beginTimestamp=str(begin), endTimestamp=str(end))
+        for n in (1, 64)
+    )
+    handed = 0
+    for budget in [*range(1, whole + 2, 3), whole - 1, whole, whole + 1]:
+        _, counts = both_ways(hot_store, [frames], pool_threads=1, inline_budget=budget)
+        assert counts.fallback == 0
+        handed += counts.handoff
+    assert whole > 100 and handed > whole // 3
