@@ -164,7 +164,7 @@ class RequestPath:
         self._start: Start | None = None  # the connection's, during ``answer``
         self._stats: RequestStats | None = None
         #: The processor's parameters for the compiled query loop (None: every query is a Python call).
-        self._compiled = query.compiled_parameters() if query is not None else None
+        self._compiled = query.compiled_parameters(store) if query is not None else None
         #: The store's query snapshot of the batch being answered (``_query_snapshot``), for hand-offs.
         self._snapshot: tuple[Any, ...] | None = None
         #: What ``answer_batch`` is given for QUERYs: None (left to the Python path), the callback

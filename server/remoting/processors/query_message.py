@@ -164,12 +164,13 @@ class QueryMessageProcessor:
             buffers = list(buffers)
         return result.index_last_update_timestamp, result.index_last_update_phyoffset, buffers
 
-    def compiled_parameters(self) -> tuple[int, int, int, bool] | None:
+    def compiled_parameters(self, store: object) -> tuple[int, int, int, bool] | None:
         """What the compiled request path's query loop (``server/remoting/_query_loop.h``) needs to
-        run ``_query`` itself: (defaultQueryMaxNum, the inline budget, the inline time limit in ns (0:
-        none), whether a query the inline walk stops can be handed to the pool to continue); None
-        when the store is not one it can read (the Python path answers every query)."""
-        if not hasattr(self._store, "query_snapshot"):
+        run ``_query`` itself over ``store`` (the path's): (defaultQueryMaxNum, the inline budget, the
+        inline time limit in ns (0: none), whether a query the inline walk stops can be handed to the
+        pool to continue); None when ``store`` is not this processor's store or not one the loop can
+        read (the Python path then answers every query)."""
+        if store is not self._store or not hasattr(store, "query_snapshot"):
             return None
         handoff = self._pool is not None and self._inline_budget < self._budget
         return self._default_query_max_num, self._inline_budget, self._inline_ns, handoff
