@@ -25,10 +25,10 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("server.remoting._request_path_fast", "server/remoting/_request_path_fast.c"),
 ]
 
-#: The shared C headers (the CRC-32, the CommitLog record layout in ``protocol/``; the VIEW read in
-#: ``store/commitlog/``) live beside the Python modules that state the same rules; every accelerator
-#: may include them by name.
-INCLUDE_DIRS = ["protocol", "store/commitlog"]
+#: The shared C headers (the CRC-32, the CommitLog record layout, the key hash in ``protocol/``; the
+#: VIEW read in ``store/commitlog/``; the key query's walks in ``store/index/``) live beside the Python
+#: modules that state the same rules; every accelerator may include them by name.
+INCLUDE_DIRS = ["protocol", "store/commitlog", "store/index"]
 
 setup(
     ext_modules=[

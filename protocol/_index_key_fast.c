@@ -16,28 +16,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-static int32_t hash_str(PyObject *s) {
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    uint32_t h = 0;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *p = data;
-        for (Py_ssize_t i = 0; i < n; i++) h = h * 31u + p[i];
-        return (int32_t)h;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= 0x10000) {
-            c -= 0x10000;
-            h = h * 31u + (0xD800u + (c >> 10));
-            h = h * 31u + (0xDC00u + (c & 0x3FFu));
-        } else {
-            h = h * 31u + c;
-        }
-    }
-    return (int32_t)h;
-}
+#include "_index_key_hash.h"
 
 static int check_str(PyObject *s) {
     if (!PyUnicode_Check(s)) {
@@ -49,14 +28,12 @@ static int check_str(PyObject *s) {
 
 static PyObject *java_string_hash(PyObject *self, PyObject *s) {
     if (check_str(s) < 0) return NULL;
-    return PyLong_FromLong(hash_str(s));
+    return PyLong_FromLong(java_hash_str(0, s));
 }
 
 static PyObject *index_key_hash(PyObject *self, PyObject *s) {
     if (check_str(s) < 0) return NULL;
-    int32_t h = hash_str(s);
-    if (h == INT32_MIN) return PyLong_FromLong(0);
-    return PyLong_FromLong(h < 0 ? -h : h);
+    return PyLong_FromLong(java_index_hash(java_hash_str(0, s)));
 }
 
 static PyMethodDef methods[] = {

@@ -34,7 +34,8 @@ from store.config.consumer_offsets import ConsumerOffsetTable
 from store.consumequeue.get_message import total_physical_memory
 from store.errors import DispatchWriteError, StoreError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
-from store.message_store import QueryArgumentError
+from store.index.service import ResumePoint
+from store.message_store import QueryArgumentError, QueryResume
 from store.platform.disk import disk_used_ratio
 
 __all__ = [
@@ -48,7 +49,9 @@ __all__ = [
     "IndexedStore",
     "QueryArgumentError",
     "QueryResult",
+    "QueryResume",
     "QueryStore",
+    "ResumePoint",
     "StoreError",
     "StoreWithCommitLog",
     "disk_used_ratio",

@@ -2,9 +2,10 @@
  * server.remoting._request_path_fast: the compiled request path (issue 22). One call per received
  * read answers the VIEW_MESSAGE_BY_ID and QUERY_MESSAGE frames at its start: it splits the frames,
  * reads their JSON headers and writes every answer (length words, JSON header, body) into one output
- * buffer. A VIEW's record is read here from the CommitLog's maps; a QUERY's records come from one
- * Python call per query (the store's query, its thread pool hand-off and its error answers stay in
- * Python: QueryMessageProcessor.query_parts). The Python path (FrameDecoder, Dispatcher, the
+ * buffer. A VIEW's record is read here from the CommitLog's maps; a QUERY is run here too, the
+ * store's query loop over the IndexFiles' and CommitLog's maps (server/remoting/_query_loop.h), with
+ * a Python call only for what it leaves to the Python path (QueryMessageProcessor.query_parts) and
+ * for a query handed to the pool. The Python path (FrameDecoder, Dispatcher, the
  * processors, encode_frame_parts) is the reference: this path only takes a frame it is sure of and
  * stops at the first one it is not, which the caller then hands, with everything after it, to the
  * Python path. Its answers are the reference's bytes (tests/server/remoting/test_request_path.py
@@ -17,17 +18,24 @@
  *       the VIEW's offset, a QUERY's index timestamp and phyoffset.
  *   answer_batch(data, pos, maps, starts, lengths, max_offset, max_size, shrunk,
  *                max_frame_length, max_header_length, flush_bytes, query)
- *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int)
+ *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int,
+ *           query_bytes: int, query_records: int, queries_found: int, queries_not_found: int)
  *       answers the frames of data[pos:] it is sure of, in order, stopping at the first other one,
  *       at an incomplete frame, or once the answers reach flush_bytes; pos is where it stopped.
  *       views is how many VIEWs were answered, found how many of them with their record (the
  *       others SYSTEM_ERROR, no message), found_bytes the records' total size (the store's
- *       served-bytes accounting); queries how many QUERYs. query (None: QUERYs are left to the
- *       Python path) is called as query(opaque, topic, key, max_num, begin, end, unique) and
- *       answers (timestamp, phyoffset, records) for this code to answer with the records that fit
- *       max_size (query_message.cap_records: whole records, in order, up to the first that would
- *       pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame, written as is) or None (nothing now: the
- *       answer comes later, from the pool). A Python error from it is raised.
+ *       served-bytes accounting); queries how many QUERYs.
+ *       query is None (QUERYs are left to the Python path), a callback, or (callback, handoff,
+ *       snapshot). The callback is called as callback(opaque, topic, key, max_num, begin, end,
+ *       unique) and answers (timestamp, phyoffset, records) for this code to answer with the
+ *       records that fit max_size (query_message.cap_records: whole records, in order, up to the
+ *       first that would pass it; QUERY_NOT_FOUND when none is left), bytes (a whole answer frame,
+ *       written as is) or None (nothing now: the answer comes later, from the pool). A Python error
+ *       from it is raised. With the tuple, QUERYs are run here (server/remoting/_query_loop.h, which
+ *       says when it still calls the callback and when handoff); snapshot() is called once, at the
+ *       batch's first QUERY. query_bytes and query_records are what those compiled queries served
+ *       (MessageStore._served's arguments), queries_found and queries_not_found how they were
+ *       answered (SUCCESS, QUERY_NOT_FOUND) for the /metrics counts.
  *   answer_batch(..., query, family)
  *       the same, and also the offset family (SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX_OFFSET,
  *       GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME: _request_path_offsets.h says how and when) and,
@@ -60,7 +68,8 @@
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
  * left to the Python path, which meets it again and answers it the reference's way.
  *
- * The GIL is held throughout except inside mmap.size() and the query callback. No file is written.
+ * The GIL is held throughout except inside mmap.size(), the compiled query's chain walks and the
+ * query callback. No file is written.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -589,6 +598,8 @@ done:
     return rc;
 }
 
+#include "_query_loop.h"
+
 static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -600,7 +611,17 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_RuntimeError, "answer_batch() before bind()");
         return NULL;
     }
-    PyObject *query = args[11];
+    PyObject *query = args[11], *handoff = NULL, *snapshot = NULL;
+    if (PyTuple_Check(query)) {
+        /* (callback, handoff, snapshot): QUERYs compiled (server/remoting/_query_loop.h) */
+        if (PyTuple_GET_SIZE(query) != 3) {
+            PyErr_SetString(PyExc_TypeError, "answer_batch() takes query as (callback, handoff, snapshot)");
+            return NULL;
+        }
+        handoff = PyTuple_GET_ITEM(query, 1);
+        snapshot = PyTuple_GET_ITEM(query, 2);
+        query = PyTuple_GET_ITEM(query, 0);
+    }
     if (!PyList_Check(args[2]) || !PyList_Check(args[3]) || !PyList_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError, "answer_batch() takes maps, starts and lengths as lists");
         return NULL;
@@ -629,6 +650,8 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     out_buf out = {NULL, 0, 0};
     long long views = 0, found_count = 0, found_bytes = 0, queries = 0;
     PyObject *result = NULL;
+    query_ctx qc;
+    memset(&qc, 0, sizeof qc);
 
     while (out.len < flush_bytes && size - pos >= 8) {
         const unsigned char *f = data + pos;
@@ -655,7 +678,11 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             /* The query has run once the callback is called: from here on the frame is answered here,
              * and a Python error is a real one (the callback turns the processor's into answers). */
             int leave = 0;
-            if (answer_query(&out, &req, query, max_size, &leave) < 0)
+            if (snapshot != NULL && qc.state == 0 &&
+                query_ctx_ready(&qc, snapshot, args[2], args[3], args[4], max_offset) < 0)
+                goto done;
+            if (qc.state == 1 ? answer_query_compiled(&out, &req, &qc, query, handoff, max_size, &leave) < 0
+                              : answer_query(&out, &req, query, max_size, &leave) < 0)
                 goto done;
             if (leave)
                 break;
@@ -681,8 +708,10 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         goto done;
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)
-        result = Py_BuildValue("(NLLLLL)", answers, pos, views, found_count, found_bytes, queries);
+        result = Py_BuildValue("(NLLLLLLLLL)", answers, pos, views, found_count, found_bytes, queries,
+                               qc.served_bytes, qc.served_records, qc.found, qc.not_found);
 done:
+    query_ctx_clear(&qc);
     PyMem_Free(out.p);
     PyBuffer_Release(&in);
     return result;

@@ -153,13 +153,6 @@ static inline int is_offsets_code(long long code)
     return code >= SEARCH_OFFSET_BY_TIMESTAMP && code <= GET_EARLIEST_MSG_STORETIME;
 }
 
-static inline int64_t be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
 
 /* An int attribute as a long long: 0, or -1 with an error set. */
 static int attr_int64(PyObject *obj, PyObject *name, long long *out)
@@ -316,7 +309,7 @@ static int bisect_index(PyObject *starts, long long x, Py_ssize_t *out)
 }
 
 /* CommitLog.select(offset, size) over the batch's snapshot: 1 found (sel->buf holds the map's buffer,
- * the bytes at sel->pos; cl_release it), 0 none, 2 leave (a shrunk file: the reference reports it),
+ * the bytes at sel->pos; cl_sel_release it), 0 none, 2 leave (a shrunk file: the reference reports it),
  * -1 error. `checked` (or NULL): the index of a file whose size was already asked in this request,
  * -1 for none; set to the file asked now (read_records' rule: each file once per request). */
 typedef struct {
@@ -326,7 +319,7 @@ typedef struct {
     long long pos;
 } cl_sel_t;
 
-static void cl_release(cl_sel_t *sel)
+static void cl_sel_release(cl_sel_t *sel)
 {
     if (sel->have_buf)
         PyBuffer_Release(&sel->buf);
@@ -412,10 +405,10 @@ static int store_time(const offsets_ctx_t *ctx, long long offset, long long size
         if (size >= RECORD_SYS_FLAG_AT + 4) { /* up to the end of SYSFLAG: where STORETIMESTAMP is */
             long long at = record_store_timestamp_at(view_be32(rec + RECORD_SYS_FLAG_AT));
             if (size >= at + RECORD_STORE_TIMESTAMP_WIDTH)
-                *t = be64(rec + at);
+                *t = view_be64(rec + at);
         }
     }
-    cl_release(&sel);
+    cl_sel_release(&sel);
     return rc;
 }
 
@@ -450,7 +443,7 @@ static int cq_entry(const cq_t *q, long long offset, long long *phy, long long *
         rc = 1; /* a partial entry: the reference's unpack fails */
     else {
         const unsigned char *e = (const unsigned char *)buf.buf + pos;
-        *phy = be64(e);
+        *phy = view_be64(e);
         *size = view_be32(e + 8);
         rc = 0;
     }
@@ -511,7 +504,7 @@ static int cq_offset_by_time(const offsets_ctx_t *ctx, const cq_t *q, long long 
             goto done;
         }
         const unsigned char *e = (const unsigned char *)buf.buf + mid;
-        long long phy = be64(e), size = view_be32(e + 8);
+        long long phy = view_be64(e), size = view_be32(e + 8);
         if (phy < min_phy) {
             low = mid + CQ_UNIT;
             left = mid;

@@ -197,7 +197,7 @@ static int pull_scan(const offsets_ctx_t *octx, const pull_ctx_t *pctx, const cq
     rc = 0;
     for (; i < limit; i += CQ_UNIT) {
         const unsigned char *e = entries + i;
-        long long phy = be64(e), size = view_be32(e + 8), code = be64(e + 12);
+        long long phy = view_be64(e), size = view_be32(e + 8), code = view_be64(e + 12);
         if (total != 0 && count != 0) { /* isTheBatchFull */
             if (p->max_msg_nums <= count)
                 break;
@@ -230,7 +230,7 @@ static int pull_scan(const offsets_ctx_t *octx, const pull_ctx_t *pctx, const cq
             else
                 put(&found->body, (const char *)sel.buf.buf + sel.pos, size);
         }
-        cl_release(&sel);
+        cl_sel_release(&sel);
         if (got < 0) {
             rc = -1;
             break;

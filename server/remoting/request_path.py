@@ -6,9 +6,13 @@ well under a microsecond of real work (find the record, copy it). On a slow core
 the throughput is made of, so for the common requests the whole of it is one compiled call per
 received read (``server/remoting/_request_path_fast.c``): split the frames, read the JSON headers,
 answer, and write every answer into one buffer that the connection hands to the transport as one
-write. A VIEW's record is read in C from the CommitLog's maps; a QUERY_MESSAGE's query stays the
-store's (``QueryMessageProcessor.query_parts``, called from C once per query with the header's
-fields): what C saves there is the decode, the header parse, the answer's command and its encoding.
+write. A VIEW's record is read in C from the CommitLog's maps. A QUERY_MESSAGE is run in C too
+(``server/remoting/_query_loop.h``: ``MessageStore.query_message``'s rounds over the index walk and
+the record reads, over the maps ``_query_snapshot`` gives once per batch); what the store would
+report (damage, a file cut short) goes to ``QueryMessageProcessor.query_parts`` (``_answer_query``),
+which runs the query the Python way, and a walk the inline budget or deadline stopped goes to the
+pool with its resume point (``_handoff``). Each file's size is checked once per batch there (the
+Python path checks once per query: both check before reading, neither can stop a cut after it).
 
 The Python path stays the reference and the only path for anything else: the compiled call takes a
 frame only when it is sure of it (the C file's header comment lists the shapes) and stops at the
@@ -26,11 +30,12 @@ with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with th
 flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
 
 What the Python path does besides answering is done here too: the store's served-bytes accounting
-for VIEWs per batch (``MessageStore.served``, which may release pages; a query counts its own), the
-``/metrics`` counts (VIEWs, offset requests and pulls per batch with ``RequestStats.observe_many``,
-each timed at the batch's mean; a query on its own), a pull's ``PullStats`` and served bytes per
-batch, a query handed to the pool answered from a task as ``Dispatcher``
-answers it (``Dispatcher.finish``), and a processor failure answered as ``Dispatcher`` answers it.
+per batch (``MessageStore.served``, which may release pages; a query the callback runs counts its
+own), the ``/metrics`` counts (VIEWs, compiled queries, offset requests and pulls per batch with
+``RequestStats.observe_many``, each timed at the batch's mean; a query the callback runs on its
+own), a pull's ``PullStats`` and served bytes per batch, a query handed to the pool answered from a
+task as ``Dispatcher`` answers it (``Dispatcher.finish``), and a processor failure answered as
+``Dispatcher`` answers it.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from server.remoting.processors.query_message import (
 )
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
-from server.store_api import total_physical_memory
+from server.store_api import QueryResume, ResumePoint, total_physical_memory
 
 _fast = load("server.remoting._request_path_fast")
 
@@ -187,6 +192,7 @@ class RequestPath:
     for one store and one dispatcher."""
 
     __slots__ = (
+        "_compiled",
         "_counts",
         "_dispatcher",
         "_max_size",
@@ -194,6 +200,8 @@ class RequestPath:
         "_pull_context",
         "_pulls",
         "_query",
+        "_query_arg",
+        "_snapshot",
         "_start",
         "_stats",
         "_store",
@@ -224,6 +232,18 @@ class RequestPath:
         self._query = query
         self._start: Start | None = None  # the connection's, during ``answer``
         self._stats: RequestStats | None = None
+        #: The processor's parameters for the compiled query loop (None: every query is a Python call).
+        self._compiled = query.compiled_parameters(store) if query is not None else None
+        #: The store's query snapshot of the batch being answered (``_query_snapshot``), for hand-offs.
+        self._snapshot: tuple[Any, ...] | None = None
+        #: What ``answer_batch`` is given for QUERYs: None (left to the Python path), the callback
+        #: alone, or (callback, hand-off, snapshot) for the compiled query loop.
+        self._query_arg: Any = None
+        if query is not None:
+            compiled = self._compiled is not None
+            self._query_arg = (
+                (self._answer_query, self._handoff, self._query_snapshot) if compiled else self._answer_query
+            )
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
         codes = (_VIEW, _QUERY) if query is not None else (_VIEW,)
         self.codes = frozenset(codes + OFFSET_CODES if offsets else codes)
@@ -267,42 +287,50 @@ class RequestPath:
                     counts,
                     self._pull_context,
                 )
-                out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
+                 queries_not_found) = _fast.answer_batch(  # type: ignore[union-attr]
                     data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                    max_frame_length, max_header_length, flush_bytes,
-                    self._answer_query if self._query is not None else None, offsets,
+                    max_frame_length, max_header_length, flush_bytes, self._query_arg, offsets,
                 )  # fmt: skip
             else:
-                out, pos, views, found, found_bytes, queries = _fast.answer_batch(  # type: ignore[union-attr]
+                (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
+                 queries_not_found) = _fast.answer_batch(  # type: ignore[union-attr]
                     data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                    max_frame_length, max_header_length, flush_bytes,
-                    self._answer_query if self._query is not None else None,
+                    max_frame_length, max_header_length, flush_bytes, self._query_arg,
                 )  # fmt: skip
         finally:
-            self._start = self._stats = None
+            self._start = self._stats = self._snapshot = None
+        if views or query_records:
+            # view_message_copy's accounting: each answer counts its record and a page; a compiled
+            # query counts as MessageStore.query_message counts (records, a page each, entries read).
+            self._store.served(found_bytes + 4096 * views + query_bytes, views + query_records)
+        compiled = queries_found + queries_not_found
+        family = counts[_TOTAL]
+        each = 0.0
+        if stats is not None and (views or compiled or family):
+            # Each timed at the batch's mean (the Python callback's queries included: an upper bound).
+            each = (time.perf_counter() - started) / (views + compiled + family)
+            if found:
+                stats.observe_many(_VIEW, _SUCCESS, found, each)
+            if views > found:
+                stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
+            if queries_found:
+                stats.observe_many(_QUERY, _SUCCESS, queries_found, each)
+            if queries_not_found:
+                stats.observe_many(_QUERY, _QUERY_NOT_FOUND, queries_not_found, each)
         answered = views + queries
-        if counts[_TOTAL]:
-            answered += self._count_family(counts, stats, started, views)
-        if views:
-            # view_message_copy's accounting: each answer counts its record and a page.
-            self._store.served(found_bytes + 4096 * views, views)
-            if stats is not None:
-                each = (time.perf_counter() - started) / views  # (queries included: an upper bound)
-                if found:
-                    stats.observe_many(_VIEW, _SUCCESS, found, each)
-                if views > found:
-                    stats.observe_many(_VIEW, _SYSTEM_ERROR, views - found, each)
+        if family:
+            answered += self._count_family(counts, stats, each)
         return out, pos, answered
 
-    def _count_family(self, counts: list[int], stats: RequestStats | None, started: float, views: int) -> int:
+    def _count_family(self, counts: list[int], stats: RequestStats | None, each: float) -> int:
         """The offset family's and the pulls' answers of the batch: counted for ``/metrics`` (each
-        timed at the batch's mean, as VIEWs are; all SUCCESS, but a pull whose commit failed, which
-        ``Dispatcher.finish`` counted), the pulls' records in ``PullStats`` and in the store's
-        served-bytes accounting (``get_message``'s); how many; ``counts`` is reset."""
+        timed at the batch's mean ``each``, as VIEWs are; all SUCCESS, but a pull whose commit
+        failed, which ``Dispatcher.finish`` counted), the pulls' records in ``PullStats`` and in the
+        store's served-bytes accounting (``get_message``'s); how many; ``counts`` is reset."""
         total = counts[_TOTAL]
         found, records, nbytes, max_ms, success = counts[_TOTAL + 1 :]
         if stats is not None:
-            each = (time.perf_counter() - started) / (total + views)
             for code, n in zip(OFFSET_CODES, counts, strict=False):
                 if n:
                     stats.observe_many(code, _SUCCESS, n, each)
@@ -344,6 +372,39 @@ class RequestPath:
             )
             answer = self._dispatcher.finish(request, exc, started)
             return encode_frame(answer)  # type: ignore[arg-type]
+        return None
+
+    def _query_snapshot(self) -> tuple[Any, ...] | None:
+        """The compiled query loop's snapshot for this batch (asked at its first QUERY): the store's
+        index maps and geometry and the processor's parameters (``_query_loop.h``'s ``QS_*`` order),
+        or None to leave every query of the batch to the Python callback."""
+        snapshot = self._store.query_snapshot()  # type: ignore[attr-defined]
+        if snapshot is None or self._compiled is None:
+            return None
+        self._snapshot = snapshot
+        _, maps, fds, headers, size, slots, index_num, batch_max = snapshot
+        default_max_num, inline_budget, inline_ns, handoff = self._compiled
+        return (maps, fds, headers, size, slots, index_num, batch_max, default_max_num, inline_budget,
+                inline_ns, int(handoff))  # fmt: skip
+
+    def _handoff(
+        self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, state: tuple[Any, ...]
+    ) -> bytes | None:
+        """A query the compiled loop's inline walk stopped, handed to the pool to continue from where
+        it stopped (``QueryMessageProcessor.handoff``): the refusal's frame, or None (a task answers)."""
+        round_, last_query_time, visited, timestamp, phyoffset, key_hash, capped, point = state
+        resume = None
+        if point is not None:
+            files, maps, fds, headers = self._snapshot[:4]  # type: ignore[index]
+            query = (key_hash, capped, begin, last_query_time)
+            offsets = ResumePoint(files, maps, fds, headers, query, point)
+            resume = QueryResume(round_, last_query_time, visited, timestamp, phyoffset, offsets)
+        started = time.perf_counter()
+        outcome = self._query.handoff(opaque, (topic, key, max_num, begin, end), resume)  # type: ignore[union-attr]
+        answer = self._dispatcher.finish(query_request(opaque), outcome, started)
+        if type(answer) is RemotingCommand:
+            return encode_frame(answer)
+        self._start(answer)  # type: ignore[misc, arg-type]
         return None
 
     def _answer_query(

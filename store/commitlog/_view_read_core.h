@@ -38,6 +38,15 @@ static inline int32_t view_be32(const unsigned char *p)
 
 /* An int as a C long long; beyond a long long it saturates, so comparisons against in-range values
  * still come out as they would in Python. -1 with an error set otherwise. */
+/* The big-endian int64 at p (a consume queue entry's offset and tags code, a record's timestamps). */
+static inline int64_t view_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
 static inline int view_as_int64(PyObject *obj, long long *out)
 {
     int overflow = 0;

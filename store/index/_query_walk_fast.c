@@ -12,6 +12,10 @@
  *               [, resume, deadline])
  *       -> (offsets, visited, budget_exhausted, last_timestamp, last_phy_offset, events, resume)
  *
+ * The walks, the record check and query_files' loop over the files are in _query_walk_core.h, which
+ * the compiled QUERY_MESSAGE of the request path (server/remoting/_query_loop.h) includes too; this
+ * file turns their C results into the Python values below.
+ *
  * Safety contract (files can shrink under a live reader: a truncated CommitLog, an index file
  * replaced by `cp`; touching a mapped page past the new end of file raises SIGBUS):
  *   - Only bytes inside `length` (the size the Python layer checked when it mapped the file, also
@@ -31,186 +35,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "_query_walk_core.h"
 #include "_record_layout.h"
 
-#define ENTRY_SIZE 20
-#define STOP_END 0
-#define STOP_ZEROED 1
-#define STOP_BUDGET 2
-#define STOP_OUTSIDE 3
-#define STOP_LOOP 4
-#define EVENT_SHORT 10
-#define EVENT_HEADER 11
-#define EVENT_SLOT 12
-#define EVENT_CHAIN 13
-#define INDEX_HEADER_SIZE 40
-
-
-static inline int32_t be32(const unsigned char *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static inline int16_t be16(const unsigned char *p) {
-    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
-}
-
-static inline int64_t be64(const unsigned char *p) {
-    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
-}
-
-/* ------------------------------------------------------------------------------------ walk_chain */
-
-typedef struct {
-    int64_t *offsets;
-    Py_ssize_t count, cap;
-    Py_ssize_t visited;
-    int stop;
-    long long stop_entry, forward;
-    int nomem;
-} walk_result;
-
-static int push_offset(walk_result *r, int64_t value) {
-    if (r->count == r->cap) {
-        Py_ssize_t cap = r->cap ? r->cap * 2 : 64;
-        int64_t *grown = realloc(r->offsets, (size_t)cap * sizeof(int64_t));
-        if (grown == NULL) return -1;
-        r->offsets = grown;
-        r->cap = cap;
-    }
-    r->offsets[r->count++] = value;
-    return 0;
-}
-
-/* A set of entry numbers 0..bits-1 (entries that can lie inside the buffer); others are never seen. */
-typedef struct {
-    unsigned char *bits;
-    long long size;
-} seen_set;
-
-static inline int seen_has(const seen_set *s, long long n) {
-    return n >= 0 && n < s->size && (s->bits[n >> 3] >> (n & 7)) & 1;
-}
-
-static inline void seen_add(seen_set *s, long long n) {
-    if (n >= 0 && n < s->size) s->bits[n >> 3] |= (unsigned char)(1u << (n & 7));
-}
-
-/* floor(a / b) for b > 0, whatever the sign of a. */
-static inline __int128 floor_div(__int128 a, __int128 b) {
-    __int128 q = a / b;
-    if (a % b != 0 && a < 0) q -= 1;
-    return q;
-}
-
-/* The range [begin, end] in an entry's own unit: an entry's time is begin_ts + diff * 1000 with a
- * diff of 0 .. 2^31-1 (a negative one ends the walk before it is compared), so
- *   begin <= time  <=>  diff >= ceil((begin - begin_ts) / 1000) = lo
- *   time <= end    <=>  diff <= floor((end - begin_ts) / 1000) = hi
- * exactly, in integers. Clamped to [0, 2^32] and [-1, 2^32] (beyond them every diff compares alike),
- * the per-entry test is two 64-bit compares instead of a 128-bit multiply and two compares. */
-static void diff_bounds(long long begin_ts, long long begin, long long end, long long *lo, long long *hi) {
-    const __int128 cap = (__int128)1 << 32;
-    __int128 l = -floor_div(-((__int128)begin - (__int128)begin_ts), 1000);
-    __int128 h = floor_div((__int128)end - (__int128)begin_ts, 1000);
-    *lo = (long long)(l < 0 ? 0 : (l > cap ? cap : l));
-    *hi = (long long)(h < -1 ? -1 : (h > cap ? cap : h));
-}
-
-/* CLOCK_MONOTONIC in nanoseconds: Python's time.monotonic_ns() on Linux. */
-static inline long long monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* How often (entries) a walk with a deadline looks at the clock: after every 256 entries it read (~3 us
- * of walking between looks; never before its first, so every walk makes some progress). */
-#define DEADLINE_EVERY 256
-
-static void walk(const unsigned char *base, Py_ssize_t length, Py_ssize_t entries_at, long long start,
-                 int32_t key_hash, long long index_count, long long limit, long long begin_ts,
-                 long long begin_phy, long long begin, long long end, Py_ssize_t room, Py_ssize_t budget,
-                 long long chain_start, Py_ssize_t chain_visited, long long deadline, walk_result *r) {
-    long long current = start;
-    seen_set seen = {NULL, 0};
-    long long lo, hi;
-    diff_bounds(begin_ts, begin, end, &lo, &hi);
-    if (chain_start < 0) {
-        chain_start = start;
-        chain_visited = 0;
-    }
-    r->stop = STOP_END;
-    r->stop_entry = 0;
-    r->forward = 0;
-    /* Entries wholly inside the buffer: numbers 0 .. fit-1. */
-    long long fit = length > entries_at ? (long long)((length - entries_at) / ENTRY_SIZE) : 0;
-    if (room <= 0) return;
-    for (;;) {
-        if (current > limit) break;
-        if (r->visited >= budget ||
-            (deadline > 0 && r->visited > 0 && r->visited % DEADLINE_EVERY == 0 && monotonic_ns() >= deadline)) {
-            r->stop = STOP_BUDGET;
-            r->stop_entry = current;
-            break;
-        }
-        if (current < 0 || current >= fit) {
-            r->stop = STOP_OUTSIDE;
-            r->stop_entry = current;
-            break;
-        }
-        const unsigned char *e = base + entries_at + (Py_ssize_t)current * ENTRY_SIZE;
-        int32_t hash_read = be32(e);
-        int64_t phy_read = be64(e + 4);
-        int32_t time_diff = be32(e + 12);
-        int32_t prev = be32(e + 16);
-        r->visited++;
-        if (phy_read == 0 && prev == 0 && begin_phy > 0 && hash_read == 0) {
-            r->stop = STOP_ZEROED;
-            r->stop_entry = current;
-            break;
-        }
-        if (time_diff < 0) break;
-        if (hash_read == key_hash && time_diff >= lo && time_diff <= hi) {
-            if (push_offset(r, phy_read) < 0) {
-                r->nomem = 1;
-                break;
-            }
-            if (r->count >= room) break;
-        }
-        if (prev <= 0 || prev > index_count || prev == current || time_diff < lo) break;
-        if (prev > current || seen.bits != NULL) {
-            if (seen.bits == NULL) {
-                /* First forward link: remember the chain so far, then refuse to revisit. */
-                r->forward = current;
-                seen.size = fit;
-                seen.bits = calloc((size_t)(fit / 8 + 1), 1);
-                if (seen.bits == NULL) {
-                    r->nomem = 1;
-                    break;
-                }
-                /* The chain from its first entry: a resumed walk read part of it in an earlier call,
-                 * and a file overwritten in place since could link elsewhere: each link is checked. */
-                long long c = chain_start;
-                for (Py_ssize_t i = 0; i < chain_visited + r->visited; i++) {
-                    if (c < 0 || c >= fit) break;
-                    seen_add(&seen, c);
-                    c = be32(base + entries_at + (Py_ssize_t)c * ENTRY_SIZE + 16);
-                }
-            }
-            if (seen_has(&seen, prev)) {
-                r->stop = STOP_LOOP;
-                r->stop_entry = prev;
-                break;
-            }
-            seen_add(&seen, prev);
-        }
-        current = prev;
-    }
-    free(seen.bits);
-}
 
 static PyObject *walk_chain(PyObject *self, PyObject *args) {
     PyObject *obj;
@@ -256,44 +84,6 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NniLL)", offsets, r.visited, r.stop, r.stop_entry, r.forward);
 }
 
-/* ---------------------------------------------------------------------------------- read_records */
-
-/* store/commitlog/record.py's check() without BODYCRC: the record's size when whole, else <= 0. */
-static Py_ssize_t record_size(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end) {
-    if (pos + RECORD_SIZE_MAGIC_WIDTH > end) return -1;
-    int32_t total = be32(b + pos + RECORD_TOTAL_SIZE_AT);
-    int32_t magic = be32(b + pos + RECORD_MAGIC_CODE_AT);
-    if (magic == RECORD_BLANK_MAGIC_CODE) return 0;
-    if (magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) return -1;
-    if (total < RECORD_MIN_RECORD_SIZE || pos + total > end) return -1;
-    int32_t sys_flag = be32(b + pos + RECORD_SYS_FLAG_AT);
-    Py_ssize_t p = pos + (Py_ssize_t)record_body_length_at(sys_flag);
-    Py_ssize_t rend = pos + total;
-    if (p + RECORD_BODY_LENGTH_WIDTH > rend) return -1;
-    int32_t body_len = be32(b + p);
-    if (body_len < 0) return -1;
-    p += RECORD_BODY_LENGTH_WIDTH;
-    if (p + body_len > rend) return -1;
-    p += body_len;
-    Py_ssize_t topic_len;
-    if (magic == RECORD_MAGIC_CODE_V2) {
-        if (p + RECORD_TOPIC_LENGTH_WIDTH_V2 > rend) return -1;
-        topic_len = be16(b + p);
-        p += RECORD_TOPIC_LENGTH_WIDTH_V2;
-    } else {
-        if (p + RECORD_TOPIC_LENGTH_WIDTH_V1 > rend) return -1;
-        topic_len = b[p];
-        p += RECORD_TOPIC_LENGTH_WIDTH_V1;
-    }
-    if (topic_len < 0) return -1;
-    p += topic_len;
-    if (p + RECORD_PROPERTIES_LENGTH_WIDTH > rend) return -1;
-    int16_t props_len = be16(b + p);
-    p += RECORD_PROPERTIES_LENGTH_WIDTH;
-    if (props_len > 0) p += props_len;
-    if (p != rend) return -1;
-    return total;
-}
 
 static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped);
 
@@ -448,20 +238,6 @@ static int add_event(PyObject *events, Py_ssize_t file, int kind, PyObject *deta
     return rc;
 }
 
-/* store/index/header.py's header_problem(...) is not None. */
-static int header_bad(const long long h[6], long long hash_slot_num, long long index_num, int last) {
-    if (h[0] < 0 || h[1] < 0 || h[2] < 0 || h[3] < 0) return 1;
-    if (h[5] < 0 || h[5] > index_num) return 1;
-    if (h[4] < 0 || h[4] > hash_slot_num) return 1;
-    if (!last && h[5] != index_num) return 1;
-    if (!last && h[0] > h[1]) return 1;
-    return 0;
-}
-
-/* store/index/header.py's is_time_matched. */
-static int time_matched(long long b, long long e, long long begin, long long end) {
-    return (begin < b && end > e) || (b <= begin && begin <= e) || (b <= end && end <= e);
-}
 
 /* The file's readable length now: min(mm.size(), len(mm)), 0 when size() fails (closed, EIO). */
 static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
@@ -481,14 +257,6 @@ static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
     return now < mapped ? now : mapped;
 }
 
-/* The file's size now by its descriptor (lseek to the end: no stat copy), cut to the map's length;
- * 0 when the descriptor is bad. */
-static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
-    off_t end = lseek(fd, 0, SEEK_END);
-    if (end < 0) return 0;
-    return end < (off_t)mapped ? (Py_ssize_t)end : mapped;
-}
-
 static PyObject *query_files(PyObject *self, PyObject *args) {
     PyObject *maps_in, *fds_in, *headers_in, *resume_in = Py_None;
     Py_ssize_t size, max_num, budget;
@@ -498,242 +266,101 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
                           &index_num, &key_hash, &max_num, &begin, &end, &budget, &resume_in, &deadline))
         return NULL;
     /* A resume point (query_walk.Resume): where a budget stopped an earlier call. */
-    Py_ssize_t r_file = -1, r_chain_visited = 0, r_visited = 0;
-    long long r_entry = 0, r_count = 0, r_limit = 0, r_begin_ts = 0, r_begin_phy = 0, r_chain_start = 0;
-    long long r_last_ts = 0, r_last_phy = 0;
+    qw_point point_in;
     PyObject *r_offsets = NULL;
+    memset(&point_in, 0, sizeof point_in);
     if (resume_in != Py_None) {
-        if (!PyArg_ParseTuple(resume_in, "nLLLLLLnOnLL:resume", &r_file, &r_entry, &r_count, &r_limit, &r_begin_ts,
-                              &r_begin_phy, &r_chain_start, &r_chain_visited, &r_offsets, &r_visited, &r_last_ts,
-                              &r_last_phy))
+        if (!PyArg_ParseTuple(resume_in, "nLLLLLLnOnLL:resume", &point_in.file, &point_in.entry, &point_in.index_count,
+                              &point_in.limit, &point_in.begin_ts, &point_in.begin_phy, &point_in.chain_start,
+                              &point_in.chain_visited, &r_offsets, &point_in.visited, &point_in.last_ts,
+                              &point_in.last_phy))
             return NULL;
     }
-    if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
-        size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
-        PyErr_SetString(PyExc_ValueError, "query_files: impossible geometry");
-        return NULL;
-    }
-    PyObject *maps = PySequence_Fast(maps_in, "maps must be a sequence");
-    if (maps == NULL) return NULL;
-    PyObject *fds = PySequence_Fast(fds_in, "fds must be a sequence");
-    if (fds == NULL) {
-        Py_DECREF(maps);
-        return NULL;
-    }
-    if (PySequence_Fast_GET_SIZE(fds) < PySequence_Fast_GET_SIZE(maps)) {
-        PyErr_SetString(PyExc_ValueError, "query_files: a descriptor per map");
-        Py_DECREF(maps);
-        Py_DECREF(fds);
-        return NULL;
-    }
-    PyObject *headers = NULL;
-    if (headers_in != Py_None) {
-        headers = PySequence_Fast(headers_in, "headers must be a sequence or None");
-        if (headers == NULL) {
-            Py_DECREF(maps);
-            Py_DECREF(fds);
-            return NULL;
-        }
-        if (PySequence_Fast_GET_SIZE(headers) < PySequence_Fast_GET_SIZE(maps)) {
-            PyErr_SetString(PyExc_ValueError, "query_files: a header (or None) per map");
-            Py_DECREF(maps);
-            Py_DECREF(fds);
-            Py_DECREF(headers);
-            return NULL;
-        }
-    }
-    PyObject *events = PyList_New(0);
-    PyObject *point = NULL; /* the resume point returned when the budget stops the walk */
-    walk_result all;
-    memset(&all, 0, sizeof all);
-    int exhausted = 0;
-    long long last_ts = 0, last_phy = 0;
-    Py_ssize_t entries_at = (Py_ssize_t)(INDEX_HEADER_SIZE + hash_slot_num * 4);
-    Py_ssize_t slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE + ((uint32_t)key_hash % (uint64_t)hash_slot_num) * 4);
-    if (key_hash < 0) /* Python's % is never negative; a key hash is, but keep the two alike anyway */
-        slot_pos = (Py_ssize_t)(INDEX_HEADER_SIZE +
-                                (((long long)key_hash % hash_slot_num + hash_slot_num) % hash_slot_num) * 4);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(maps);
-    Py_ssize_t last = n - 1;
-    Py_ssize_t first = last;
-    if (events == NULL) goto fail;
+    PyObject *maps = NULL, *fds = NULL, *headers = NULL, *found = NULL, *events = NULL, *point = NULL;
+    int64_t *resume_offsets = NULL;
+    Py_ssize_t n_resume = 0;
+    qw_outcome o;
+    memset(&o, 0, sizeof o);
+    if ((maps = PySequence_Fast(maps_in, "maps must be a sequence")) == NULL) goto fail;
+    if ((fds = PySequence_Fast(fds_in, "fds must be a sequence")) == NULL) goto fail;
+    if (headers_in != Py_None && (headers = PySequence_Fast(headers_in, "headers must be a sequence or None")) == NULL)
+        goto fail;
     if (r_offsets != NULL) {
-        if (r_file < 0 || r_file > last) {
-            PyErr_SetString(PyExc_ValueError, "query_files: a resume point for other maps");
+        if ((found = PySequence_Fast(r_offsets, "resume offsets must be a sequence")) == NULL) goto fail;
+        n_resume = PySequence_Fast_GET_SIZE(found);
+        resume_offsets = PyMem_Calloc((size_t)n_resume + 1, sizeof(int64_t));
+        if (resume_offsets == NULL) {
+            PyErr_NoMemory();
             goto fail;
         }
-        PyObject *found = PySequence_Fast(r_offsets, "resume offsets must be a sequence");
-        if (found == NULL) goto fail;
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(found); k++) {
-            long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(found, k));
-            if ((v == -1 && PyErr_Occurred()) || push_offset(&all, v) < 0) {
-                if (!PyErr_Occurred()) PyErr_NoMemory();
-                Py_DECREF(found);
-                goto fail;
-            }
+        for (Py_ssize_t k = 0; k < n_resume; k++) {
+            resume_offsets[k] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(found, k));
+            if (resume_offsets[k] == -1 && PyErr_Occurred()) goto fail;
         }
-        Py_DECREF(found);
-        first = r_file;
-        all.visited = r_visited;
-        last_ts = r_last_ts;
-        last_phy = r_last_phy;
     }
-    for (Py_ssize_t i = first; i >= 0; i--) {
-        PyObject *mm = PySequence_Fast_GET_ITEM(maps, i);
-        Py_buffer view;
-        /* The export is taken first and held for the whole file: an exported mmap refuses close(). */
-        if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_ValueError)) goto fail;
-            PyErr_Clear(); /* a closed map: nothing can be read */
-            if (add_event(events, i, EVENT_SHORT, PyLong_FromLong(0)) < 0) goto fail;
-            continue;
-        }
-        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds, i));
-        if (fd == -1 && PyErr_Occurred()) {
-            PyBuffer_Release(&view);
-            goto fail;
-        }
-        /* The map's export is held (taken above): its file cannot be closed, nor its fd reused. */
-        Py_ssize_t now = fd < 0 || fd > INT32_MAX ? 0 : fd_size((int)fd, view.len);
-        if (now < size) {
-            PyBuffer_Release(&view);
-            if (add_event(events, i, EVENT_SHORT, PyLong_FromSsize_t(now)) < 0) goto fail;
-            continue;
-        }
-        const unsigned char *base = view.buf;
-        long long h[6];
-        /* The walk to run in this file: from entry `start`, with these header values. */
-        long long start = -1, index_count = 0, limit = 0, chain_start = -1;
-        Py_ssize_t chain_visited = 0;
-        PyObject *given = headers != NULL ? PySequence_Fast_GET_ITEM(headers, i) : Py_None;
-        if (r_offsets != NULL && i == first) {
-            /* Continue the walk the budget stopped, with the header values it began with. */
-            h[0] = r_begin_ts;
-            h[2] = r_begin_phy;
-            start = r_entry;
-            index_count = r_count;
-            limit = r_limit;
-            chain_start = r_chain_start;
-            chain_visited = r_chain_visited;
-            goto walk_it;
-        }
-        if (given != Py_None) {
-            if (!PyArg_ParseTuple(given, "LLLLLL:header", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5])) {
-                PyBuffer_Release(&view);
-                goto fail;
-            }
-        } else {
-            for (int k = 0; k < 4; k++) h[k] = be64(base + 8 * k);
-            h[4] = be32(base + 32);
-            h[5] = be32(base + 36);
-        }
-        if (i == last) {
-            last_ts = h[1];
-            last_phy = h[3];
-        }
-        if (header_bad(h, hash_slot_num, index_num, i == last)) {
-            PyBuffer_Release(&view);
-            if (add_event(events, i, EVENT_HEADER, Py_BuildValue("(LLLLLL)", h[0], h[1], h[2], h[3], h[4], h[5])) < 0)
-                goto fail;
-            continue;
-        }
-        /* begin > end: no entry's time can match, so no chain is walked (the broker walks and finds none). */
-        if (begin <= end && time_matched(h[0], h[1], begin, end)) {
-            index_count = h[5];
-            long long slot_value = be32(base + slot_pos);
-            if (slot_value <= 0 || slot_value > index_count || index_count <= 1) {
-                if (slot_value > index_count && index_count > 1) {
-                    if (add_event(events, i, EVENT_SLOT, Py_BuildValue("(LL)", slot_value, index_count)) < 0) {
-                        PyBuffer_Release(&view);
-                        goto fail;
-                    }
-                }
-            } else {
-                start = chain_start = slot_value;
-                limit = index_count < index_num - 1 ? index_count : index_num - 1;
-            }
-        }
-    walk_it:
-        if (start < 0) {
-            PyBuffer_Release(&view);
-        } else {
-            walk_result r;
-            memset(&r, 0, sizeof r);
-            Py_ssize_t length = size < view.len ? size : view.len;
-            Py_BEGIN_ALLOW_THREADS
-            walk(base, length, entries_at, start, (int32_t)key_hash, index_count, limit, h[0], h[2], begin, end,
-                 max_num - all.count, budget - all.visited, chain_start, chain_visited, deadline, &r);
-            Py_END_ALLOW_THREADS
-            PyBuffer_Release(&view);
-            all.visited += r.visited;
-            int failed = r.nomem;
-            for (Py_ssize_t k = 0; k < r.count && !failed; k++)
-                if (push_offset(&all, r.offsets[k]) < 0) failed = 1;
-            free(r.offsets);
-            if (failed) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            if (r.forward && add_event(events, i, EVENT_CHAIN, PyLong_FromLongLong(r.forward)) < 0) goto fail;
-            if (r.stop == STOP_ZEROED || r.stop == STOP_OUTSIDE) {
-                if (add_event(events, i, r.stop, PyLong_FromLongLong(r.stop_entry)) < 0) goto fail;
-            } else if (r.stop == STOP_BUDGET) {
-                exhausted = 1;
-                if (!r.forward) {
-                    PyObject *found = PyTuple_New(all.count);
-                    if (found == NULL) goto fail;
-                    for (Py_ssize_t k = 0; k < all.count; k++) {
-                        PyObject *v = PyLong_FromLongLong(all.offsets[k]);
-                        if (v == NULL) {
-                            Py_DECREF(found);
-                            goto fail;
-                        }
-                        PyTuple_SET_ITEM(found, k, v);
-                    }
-                    point = Py_BuildValue("(nLLLLLLnNnLL)", i, r.stop_entry, index_count, limit, h[0], h[2],
-                                          chain_start, chain_visited + r.visited, found, all.visited, last_ts,
-                                          last_phy);
-                    if (point == NULL) goto fail;
-                }
-                break;
-            }
-        }
-        if (h[0] < begin || all.count >= max_num) break;
+    if (qw_query_files(maps, fds, headers, size, hash_slot_num, index_num, (int32_t)key_hash, max_num, begin, end,
+                       budget, r_offsets != NULL ? &point_in : NULL, resume_offsets, n_resume, deadline, NULL, &o) < 0)
+        goto fail;
+    if ((events = PyList_New(0)) == NULL) goto fail;
+    for (Py_ssize_t k = 0; k < o.n_events; k++) {
+        const qw_event *e = &o.events[k];
+        PyObject *detail;
+        if (e->kind == EVENT_HEADER)
+            detail = Py_BuildValue("(LLLLLL)", e->v[0], e->v[1], e->v[2], e->v[3], e->v[4], e->v[5]);
+        else if (e->kind == EVENT_SLOT)
+            detail = Py_BuildValue("(LL)", e->v[0], e->v[1]);
+        else
+            detail = PyLong_FromLongLong(e->v[0]);
+        if (add_event(events, e->file, e->kind, detail) < 0) goto fail;
     }
-    Py_DECREF(maps);
-    Py_DECREF(fds);
-    Py_XDECREF(headers);
-    PyObject *offsets = PyList_New(all.count);
-    if (offsets == NULL) {
-        free(all.offsets);
-        Py_DECREF(events);
-        Py_XDECREF(point);
-        return NULL;
-    }
-    for (Py_ssize_t k = 0; k < all.count; k++) {
-        PyObject *v = PyLong_FromLongLong(all.offsets[k]);
+    PyObject *offsets = PyList_New(o.all.count);
+    if (offsets == NULL) goto fail;
+    for (Py_ssize_t k = 0; k < o.all.count; k++) {
+        PyObject *v = PyLong_FromLongLong(o.all.offsets[k]);
         if (v == NULL) {
-            free(all.offsets);
             Py_DECREF(offsets);
-            Py_DECREF(events);
-            Py_XDECREF(point);
-            return NULL;
+            goto fail;
         }
         PyList_SET_ITEM(offsets, k, v);
     }
-    free(all.offsets);
-    if (point == NULL) point = Py_NewRef(Py_None);
-    return Py_BuildValue("(NnOLLNN)", offsets, all.visited, exhausted ? Py_True : Py_False, last_ts, last_phy,
-                         events, point);
-fail:
-    free(all.offsets);
-    Py_XDECREF(point);
-    Py_XDECREF(events);
-    Py_DECREF(maps);
-    Py_DECREF(fds);
+    if (o.have_point) {
+        const qw_point *p = &o.point;
+        PyObject *so_far = PyList_AsTuple(offsets);
+        if (so_far == NULL) {
+            Py_DECREF(offsets);
+            goto fail;
+        }
+        point = Py_BuildValue("(nLLLLLLnNnLL)", p->file, p->entry, p->index_count, p->limit, p->begin_ts, p->begin_phy,
+                              p->chain_start, p->chain_visited, so_far, p->visited, p->last_ts, p->last_phy);
+        if (point == NULL) {
+            Py_DECREF(offsets);
+            goto fail;
+        }
+    } else {
+        point = Py_NewRef(Py_None);
+    }
+    PyObject *result = Py_BuildValue("(NnOLLNN)", offsets, o.all.visited, o.exhausted ? Py_True : Py_False, o.last_ts,
+                                     o.last_phy, events, point);
+    events = point = NULL;
+    qw_outcome_free(&o);
+    PyMem_Free(resume_offsets);
+    Py_XDECREF(maps);
+    Py_XDECREF(fds);
     Py_XDECREF(headers);
+    Py_XDECREF(found);
+    return result;
+fail:
+    qw_outcome_free(&o);
+    PyMem_Free(resume_offsets);
+    Py_XDECREF(events);
+    Py_XDECREF(point);
+    Py_XDECREF(maps);
+    Py_XDECREF(fds);
+    Py_XDECREF(headers);
+    Py_XDECREF(found);
     return NULL;
 }
+
 
 static PyMethodDef methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.index.query_walk.walk_chain (GIL released)."},

@@ -328,6 +328,17 @@ class IndexService:
         h = last.header
         return h.end_timestamp, h.end_phy_offset
 
+    def query_maps(self) -> tuple[list[IndexFile], list[object], list[int], list[IndexHeader] | None]:
+        """What ``query_offsets`` walks, for a compiled caller that runs its loop itself (the request
+        path's QUERY_MESSAGE, ``server.remoting.request_path``): (files oldest first, their maps, their
+        descriptors, a writer's headers or None), the same lists ``query_offsets`` would use now."""
+        files = self._files
+        maps = self._maps
+        if maps[0] is not files:
+            maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
+        headers = [f.header for f in files] if self.writable else None
+        return files, maps[1], maps[2], headers  # type: ignore[return-value]
+
     def query_offsets(
         self,
         topic: str,

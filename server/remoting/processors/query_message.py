@@ -164,6 +164,30 @@ class QueryMessageProcessor:
             buffers = list(buffers)
         return result.index_last_update_timestamp, result.index_last_update_phyoffset, buffers
 
+    def compiled_parameters(self, store: object) -> tuple[int, int, int, bool] | None:
+        """What the compiled request path's query loop (``server/remoting/_query_loop.h``) needs to
+        run ``_query`` itself over ``store`` (the path's): (defaultQueryMaxNum, the inline budget, the
+        inline time limit in ns (0: none), whether a query the inline walk stops can be handed to the
+        pool to continue); None when ``store`` is not this processor's store or not one the loop can
+        read (the Python path then answers every query)."""
+        if store is not self._store or not hasattr(store, "query_snapshot"):
+            return None
+        handoff = self._pool is not None and self._inline_budget < self._budget
+        return self._default_query_max_num, self._inline_budget, self._inline_ns, handoff
+
+    def handoff(
+        self, opaque: int, args: tuple[str, str, int, int, int], resume: object
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """``_query``'s hand-off for a query the compiled loop's inline walk stopped (its budget or
+        deadline): refused SYSTEM_BUSY when the pool is full, else continued on the pool from
+        ``resume`` (a ``QueryResume``; None starts it over), exactly as ``_query`` hands it off."""
+        pool = self._pool
+        assert pool is not None  # compiled_parameters says no hand-off without one
+        request = query_request(opaque)
+        if pool.full:
+            return request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
+        return self._query_in_pool(request, pool, args, resume)
+
     def _query(
         self, request: RemotingCommand | int, args: tuple[str, str, int, int, int]
     ) -> QueryResult | RemotingCommand | Awaitable[RemotingCommand]:
