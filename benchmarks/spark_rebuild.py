@@ -114,7 +114,7 @@ def child(args: argparse.Namespace) -> None:
                 config,
                 spark=session,
                 out_dir=args.out,
-                range_bytes=args.range_mib * MIB,
+                range_bytes=args.range_mib * MIB or None,
                 progress_out=io.StringIO(),
             )
             out.update(
@@ -222,7 +222,9 @@ def main() -> None:
     parser.add_argument("--standalone", type=int, default=0, help="also a standalone cluster of N workers")
     parser.add_argument("--executors", default="", help="with --standalone: executor core counts, e.g. 1,2")
     parser.add_argument("--file-mib", type=int, default=1024, help="mappedFileSizeCommitLog in MiB")
-    parser.add_argument("--range-mib", type=int, default=64, help="CommitLog bytes per Spark decode task")
+    parser.add_argument(
+        "--range-mib", type=int, default=0, help="CommitLog MiB per decode task (0: the default)"
+    )
     parser.add_argument("--max-hash-slot-num", type=int, default=DEFAULT_MAX_HASH_SLOT_NUM)
     parser.add_argument("--max-index-num", type=int, default=DEFAULT_MAX_INDEX_NUM)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
