@@ -37,6 +37,8 @@ from store.config.store_config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IND
 
 MIB = 1 << 20
 SEQUENTIAL = "sequential"
+#: ``--range-mib`` for a ``--before`` checkout whose rebuild has no default by the cores.
+BEFORE_RANGE_MIB = 64
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -114,7 +116,7 @@ def child(args: argparse.Namespace) -> None:
                 config,
                 spark=session,
                 out_dir=args.out,
-                range_bytes=args.range_mib * MIB,
+                range_bytes=args.range_mib * MIB or None,
                 progress_out=io.StringIO(),
             )
             out.update(
@@ -135,13 +137,25 @@ def _probe(_: int) -> str:
     return f"{Path(store.__file__).parent.parent} {'compiled' if compiled else 'pure-python'}"
 
 
-def _run_child(args: argparse.Namespace, engine: str, store: Path, out: Path, cores_max: int = 0) -> dict:
+def _run_child(
+    args: argparse.Namespace,
+    engine: str,
+    store: Path,
+    out: Path,
+    cores_max: int = 0,
+    checkout: Path | None = None,
+) -> dict:
+    """One engine's rebuild in a child process; with ``checkout``, that copy's code (``--before``)
+    runs it, given its ranges' default when this run leaves them to the rebuild (it had no such
+    default: 64 MiB)."""
     cmd = [sys.executable, "-m", "benchmarks.spark_rebuild", "--child", "--engine", engine]
     cmd += ["--store", str(store), "--out", str(out), "--cores-max", str(cores_max)]
-    cmd += ["--file-mib", str(args.file_mib), "--range-mib", str(args.range_mib)]
+    range_mib = args.range_mib or (BEFORE_RANGE_MIB if checkout is not None else 0)
+    cmd += ["--file-mib", str(args.file_mib), "--range-mib", str(range_mib)]
     cmd += ["--max-hash-slot-num", str(args.max_hash_slot_num), "--max-index-num", str(args.max_index_num)]
     shutil.rmtree(out, ignore_errors=True)
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = None if checkout is None else dict(os.environ, PYTHONPATH=str(checkout))
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=checkout, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{engine} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -222,9 +236,17 @@ def main() -> None:
     parser.add_argument("--standalone", type=int, default=0, help="also a standalone cluster of N workers")
     parser.add_argument("--executors", default="", help="with --standalone: executor core counts, e.g. 1,2")
     parser.add_argument("--file-mib", type=int, default=1024, help="mappedFileSizeCommitLog in MiB")
-    parser.add_argument("--range-mib", type=int, default=64, help="CommitLog bytes per Spark decode task")
+    parser.add_argument(
+        "--range-mib", type=int, default=0, help="CommitLog MiB per decode task (0: the default)"
+    )
     parser.add_argument("--max-hash-slot-num", type=int, default=DEFAULT_MAX_HASH_SLOT_NUM)
     parser.add_argument("--max-index-num", type=int, default=DEFAULT_MAX_INDEX_NUM)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="a checkout of earlier code (C twins built): its Spark engines run too, alternating",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default=SEQUENTIAL, help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
@@ -239,15 +261,18 @@ def main() -> None:
 
     print(cpu_check())
     print(f"load average before: {os.getloadavg()}")
-    engines: list[tuple[str, str, int]] = [(SEQUENTIAL, SEQUENTIAL, 0)]
-    engines += [(m, m, 0) for m in args.masters.split(",") if m]
+    engines: list[tuple[str, str, int, Path | None]] = [(SEQUENTIAL, SEQUENTIAL, 0, None)]
+    for m in (m for m in args.masters.split(",") if m):
+        engines.append((m, m, 0, None))
+        if args.before is not None:
+            engines.append((f"before {m}", m, 0, args.before.resolve()))
     procs: list[subprocess.Popen] = []
     if args.standalone:
         url, procs = start_standalone(args.standalone, args.dir / "standalone")
         counts = [
             int(c) for c in (args.executors or ",".join(map(str, range(1, args.standalone + 1)))).split(",")
         ]
-        engines += [(f"standalone {c} executor core(s)", url, c) for c in counts]
+        engines += [(f"standalone {c} executor core(s)", url, c, None) for c in counts]
     try:
         for size_mib in (int(s) for s in args.sizes_mib.split(",")):
             root = args.dir / f"store-{size_mib}"
@@ -260,13 +285,13 @@ def main() -> None:
                     body_size=(256, 1536),
                 )
                 print(f"\n{size_mib} MiB: {log.records:,} records in {log.files} files")
-                seconds: dict[str, list[float]] = {label: [] for label, _, _ in engines}
+                seconds: dict[str, list[float]] = {label: [] for label, _, _, _ in engines}
                 reference = root / "index-reference"
                 for rnd in range(args.rounds):
                     order = engines if rnd % 2 == 0 else engines[::-1]
-                    for label, engine, cores in order:
+                    for label, engine, cores, checkout in order:
                         out = root / "index-out"
-                        got = _run_child(args, engine, root, out, cores)
+                        got = _run_child(args, engine, root, out, cores, checkout)
                         if not reference.exists():
                             if engine != SEQUENTIAL:
                                 ref = _run_child(args, SEQUENTIAL, root, reference)

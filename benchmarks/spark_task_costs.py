@@ -1,6 +1,8 @@
 """Where a Spark decode stage's time goes: the job's wall time against the work inside its tasks.
 
-Generates a CommitLog (``store.spark.synthetic``, one ``--size-mib`` file), cuts it as the index
+First, on ``local[1]`` and ``local[2]``, jobs of 17 tasks that do nothing with Spark's defaults and
+with each setting the pipeline's session changes. Then generates a CommitLog
+(``store.spark.synthetic``, one ``--size-mib`` file), cuts it as the index
 rebuild does (``plan_file_sampled``) and, on ``local[1]`` then ``local[2]``, twice each: a job of as
 many tasks that do nothing, then the decode job (``decode_range_to_file``), each task timing its own
 work; on ``local[2]`` also with larger ranges. Last, the same decode in this process without Spark.
@@ -15,16 +17,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import time
 from pathlib import Path
 
 from store.spark.decode import decode_range_to_file
 from store.spark.ranges import CommitLogRange, list_files, plan_file_sampled
 from store.spark.rebuild import decode_plan
-from store.spark.session import build_session
+from store.spark.session import _quiet_log4j2_file, build_session
 from store.spark.synthetic import write_commitlog
 
 MIB = 1 << 20
+#: Jobs of 17 idle tasks per setting (the JVM warms up over the first few).
+IDLE_JOBS = 5
 
 
 def _timed(rng: CommitLogRange, entries: str) -> tuple[float, float, int]:
@@ -55,6 +60,34 @@ def main() -> None:
         return str(entries)
 
     ranges = cut(64)
+    quiet = f"-Dlog4j.configurationFile=file:{_quiet_log4j2_file()}"
+    # What a task doing nothing costs with Spark's defaults and with each setting ``build_session``
+    # changes (issue 22): the loopback TCP socket to the Python worker, and the JVM's C2 compiler.
+    variants = [
+        (
+            "TCP socket, C2 JIT (Spark's defaults)",
+            {"spark.python.unix.domain.socket.enabled": "false"},
+            quiet,
+        ),
+        ("Unix socket, C2 JIT", {}, quiet),
+        ("Unix socket, C1 JIT (build_session's)", {}, None),
+    ]
+    for master in ("local[1]", "local[2]"):
+        for name, conf, java in variants:
+            extra = dict(conf)
+            if java is not None:
+                extra.update({"spark.driver.extraJavaOptions": java, "spark.executor.extraJavaOptions": java})
+            session = build_session(master, conf=extra)
+            sc = session.sparkContext
+            sc.parallelize(range(8), 8).map(lambda x: x).count()  # start the Python workers
+            idle = []
+            for _ in range(IDLE_JOBS):
+                started = time.perf_counter()
+                sc.parallelize(range(17), 17).map(lambda x: x).collect()
+                idle.append(time.perf_counter() - started)
+            each = ", ".join(f"{t:.2f}" for t in idle)
+            print(f"{master}, {name}: 17 tasks doing nothing {each} s (median {statistics.median(idle):.2f})")
+            session.stop()
     try:
         for master in ("local[1]", "local[2]"):
             session = build_session(master)

@@ -37,13 +37,18 @@ def add_master_arguments(parser: argparse.ArgumentParser) -> None:
         "--range-mib",
         type=positive_int,
         default=None,
-        help=f"CommitLog bytes per Spark task, in MiB (default: {DEFAULT_RANGE_BYTES // (1024 * 1024)})",
+        help=(
+            "CommitLog bytes per Spark task, in MiB (default: the index rebuild sizes them by the"
+            " CommitLog and the cores, a few tasks per core; the others"
+            f" {DEFAULT_RANGE_BYTES // (1024 * 1024)})"
+        ),
     )
 
 
-def range_bytes(args: argparse.Namespace) -> int:
+def range_bytes(args: argparse.Namespace) -> int | None:
+    """``--range-mib`` in bytes; None (each pipeline's own default) when not given."""
     if args.range_mib is None:
-        return DEFAULT_RANGE_BYTES
+        return None
     return int(args.range_mib) * 1024 * 1024
 
 

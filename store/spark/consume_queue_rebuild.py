@@ -182,7 +182,7 @@ def rebuild_consume_queues_spark(
     master: str | None = None,
     spark: SparkSession | None = None,
     spark_conf: Mapping[str, str] | None = None,
-    range_bytes: int = DEFAULT_RANGE_BYTES,
+    range_bytes: int | None = None,
     progress_out: TextIO | None = None,
     around_gaps: bool = False,
 ) -> CqRebuildResult:
@@ -200,7 +200,7 @@ def rebuild_consume_queues_spark(
         files, master=master, spark=spark, spark_conf=spark_conf, progress_out=progress_out
     ) as job:
         sc = job.sc
-        plans = job.plan(range_bytes)
+        plans = job.plan(range_bytes or DEFAULT_RANGE_BYTES)
         ranges = ranges_to_decode(plans, config)
         with job.stage("decode records"):
             decoded = job.keep(

@@ -74,12 +74,18 @@ def decode_range_to_file(rng: CommitLogRange, directory: str) -> tuple[RangeEntr
 
     What a Spark decode task hands back is then a few numbers, not megabytes of entries that Spark
     would pickle into its JVM, keep in its block store and shuffle to the write tasks; those read
-    their slices of the file (``index_writer.write_spans``). ``directory`` is in the rebuild's
+    their slices of the file (``index_writer.write_spans``, or the driver's ``index_stream``).
+    ``directory`` is in the rebuild's
     staging directory, on the filesystem every executor reaches (as the store and the output are).
     """
     out, result = _decode(rng)
-    with open(entries_path(directory, rng.index), "wb") as fh:
+    path = entries_path(directory, rng.index)
+    # Written aside and renamed: the file appears whole, so the driver's writer (``index_stream``)
+    # can take it the moment it exists, while this job's other tasks still run.
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as fh:
         fh.write(out)
+    os.replace(part, path)
     return result, len(out) // ENTRY.size
 
 

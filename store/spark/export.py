@@ -101,7 +101,7 @@ def export_keys_local(
     config: StoreConfig,
     out: Path,
     *,
-    range_bytes: int = DEFAULT_RANGE_BYTES,
+    range_bytes: int | None = None,
     progress_out: TextIO | None = None,
 ) -> ExportResult:
     """Write the key table with pyarrow, one row group per range, into ``out/part-00000.parquet``."""
@@ -112,7 +112,8 @@ def export_keys_local(
         raise PipelineError("the local export engine needs pyarrow: pip install 'rmq-query[spark]'") from exc
     started = time.monotonic()
     stream = progress_out if progress_out is not None else sys.stderr
-    ranges, warnings = export_ranges([plan_file(f, range_bytes) for f in commitlog_files(config)])
+    target = range_bytes or DEFAULT_RANGE_BYTES
+    ranges, warnings = export_ranges([plan_file(f, target) for f in commitlog_files(config)])
     schema = _arrow_schema()
     rows = scanned = 0
     with staged_output(Path(out)) as staging:
@@ -148,7 +149,7 @@ def export_keys_spark(
     master: str | None = None,
     spark: SparkSession | None = None,
     spark_conf: Mapping[str, str] | None = None,
-    range_bytes: int = DEFAULT_RANGE_BYTES,
+    range_bytes: int | None = None,
     progress_out: TextIO | None = None,
 ) -> ExportResult:
     """Write the key table on Spark, one Parquet part file per CommitLog range, into ``out``."""
@@ -158,7 +159,7 @@ def export_keys_spark(
     ) as job:
         from pyspark.sql import functions as F
 
-        ranges, warnings = export_ranges(job.plan(range_bytes))
+        ranges, warnings = export_ranges(job.plan(range_bytes or DEFAULT_RANGE_BYTES))
         job.label = "export keys"
         with staged_output(Path(out)) as staging:
             rdd = job.sc.parallelize(ranges, max(1, len(ranges))).flatMap(range_rows)

@@ -21,8 +21,8 @@ from store.config.store_config import StoreConfig
 from store.spark.errors import PipelineError, StageFailedError
 from store.spark.failures import describe_failure
 from store.spark.progress import SparkProgress
-from store.spark.ranges import CommitLogFile, FilePlan, list_files, plan_files_on
-from store.spark.session import open_session
+from store.spark.ranges import CommitLogFile, FilePlan, list_files, plan_file_sampled, plan_files_on
+from store.spark.session import open_session, task_slots
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -66,6 +66,16 @@ class SparkJob:
         ``ranges.plan_file_sampled``), in file order."""
         with self.stage(PLAN_RANGES):
             return plan_files_on(self.sc, self.files, range_bytes, sampled=sampled)
+
+    def plan_here(self, range_bytes: int) -> list[FilePlan]:
+        """The "plan ranges" stage by sampling (``ranges.plan_file_sampled``), run in this process:
+        it reads a few KiB per cut, less than the Spark job that would carry it costs to schedule."""
+        with self.stage(PLAN_RANGES):
+            return [plan_file_sampled(f, range_bytes) for f in self.files]
+
+    def task_slots(self) -> int:
+        """How many tasks the job's executors run at once (``session.task_slots``)."""
+        return task_slots(self.sc)
 
     def keep(self, rdd: Any) -> Any:
         """``rdd`` (persisted by the caller), unpersisted when the job ends, however it ends."""

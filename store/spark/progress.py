@@ -94,7 +94,10 @@ class SparkProgress:
             self.timings[label] = elapsed
             if ok:
                 done, total = self._settled_counts(group)
-                self._emit(render_bar(label, done, total) + f" done in {elapsed:.2f} s", final=True)
+                if total:
+                    self._emit(render_bar(label, done, total) + f" done in {elapsed:.2f} s", final=True)
+                else:  # no Spark job: the stage ran in the driver (a sampled plan, the index writer)
+                    self._emit(f"{label:<22} done in {elapsed:.2f} s by the driver", final=True)
             else:
                 done, total = self._counts(group)
                 self._emit(render_bar(label, done, total) + f" failed after {elapsed:.2f} s", final=True)

@@ -41,6 +41,19 @@ DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
 #: message, 4 MiB by default): none there means the data ended (zeros), and sampling stops.
 SAMPLE_SEARCH_BYTES = 8 * 1024 * 1024
 
+#: A sampled plan finds where a file's data ends by hopping from a record sampled this far before
+#: the file's end, not from its last cut: the hop is a serial stretch on the driver, and from the
+#: last cut of 256 MiB ranges it crossed ~0.1 s of records per file (issue 22's "plan stage rose").
+TAIL_SAMPLE_BYTES = 2 * SAMPLE_SEARCH_BYTES
+
+#: Ranges sized by the cores (``range_bytes_for``): about this many tasks per core, so a slow core
+#: (shared vCPUs) or a range with more keys leaves the others something to take, ...
+TASKS_PER_CORE = 2
+#: ... but none smaller than this (a PySpark task costs ~15-35 ms here even doing nothing) ...
+MIN_AUTO_RANGE_BYTES = 16 * 1024 * 1024
+#: ... nor larger than this (a task's entries, ~50 MB per GiB of ~1 KiB records, stay small).
+MAX_AUTO_RANGE_BYTES = 256 * 1024 * 1024
+
 STOP_BLANK = "blank"  # an end-of-file blank record: the file is complete
 STOP_FULL = "full"  # the last record ends within 8 bytes of the file's end
 STOP_UNWRITTEN = "unwritten"  # zeros: the writer has not got here yet
@@ -66,6 +79,9 @@ class FilePlan:
     end: int
     stop: str
     detail: str
+    #: Cuts or the end were found from sampled records (``plan_file_sampled``), not hopped to from
+    #: the file's start: the decode must prove them (``rebuild.sampled_plan_holds``).
+    sampled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +99,13 @@ class CommitLogRange:
     start: int
     end: int
     last: bool = False
+
+
+def range_bytes_for(total_bytes: int, cores: int) -> int:
+    """Bytes per range for ``total_bytes`` of CommitLog on ``cores`` task slots: ``TASKS_PER_CORE``
+    ranges per core, within ``MIN_AUTO_RANGE_BYTES`` .. ``MAX_AUTO_RANGE_BYTES``."""
+    share = -(-max(total_bytes, 1) // (TASKS_PER_CORE * max(cores, 1)))
+    return min(MAX_AUTO_RANGE_BYTES, max(MIN_AUTO_RANGE_BYTES, share))
 
 
 def list_files(directory: str | os.PathLike[str]) -> list[CommitLogFile]:
@@ -110,7 +133,9 @@ def plan_file_sampled(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYT
     and the hop runs only from the last cut to the end of the data. A candidate is a record boundary
     of the file's walk unless a message body holds a whole record that checks at exactly its own
     offset, so the driver accepts the plan only when the decode proves it (``sampled_plan_holds``)
-    and plans again with ``plan_file`` otherwise.
+    and plans again with ``plan_file`` otherwise. Where the data ends is found the same way: by
+    hopping from a record sampled ``TAIL_SAMPLE_BYTES`` before the file's end (when there is one
+    past the last cut), which the decode of the last range proves by arriving there exactly.
     """
     return _plan(file, target_bytes, sampled=True)
 
@@ -153,6 +178,7 @@ def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool) -> FilePlan:
         pos = 0
         cut = 0
         cuts = [file.start]
+        sampled_any = False
         if sampled:
             for nominal in range(target_bytes, length, target_bytes):
                 at = max(nominal, pos + 1)
@@ -161,23 +187,29 @@ def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool) -> FilePlan:
                     break
                 pos = found
                 cuts.append(file.start + pos)
-            cut, target_bytes = pos, length + 1  # the hop from the last cut cuts no more
+            tail_from = length - TAIL_SAMPLE_BYTES
+            if tail_from > pos:
+                tail = _first_record(mm, tail_from, length, file.start)
+                if tail is not None:
+                    pos = tail  # hop from here to the end of the data, not from the last cut
+            sampled_any = len(cuts) > 1 or pos > 0
+            cut, target_bytes = pos, length + 1  # the hop from here cuts no more
         while True:
             if pos - cut < target_bytes:
                 pos = hop(mm, pos, cut + target_bytes)  # every record up to the next cut, or a stop
             if pos + BLANK_SIZE > length:
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_FULL, "")
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_FULL, "", sampled_any)
             size, magic = size_and_magic(mm, pos)
             if magic == BLANK_MAGIC_CODE:
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_BLANK, "")
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_BLANK, "", sampled_any)
             if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or size < MIN_RECORD_SIZE:
                 if size == 0 and magic == 0:
-                    return FilePlan(file, tuple(cuts), file.start + pos, STOP_UNWRITTEN, "")
+                    return FilePlan(file, tuple(cuts), file.start + pos, STOP_UNWRITTEN, "", sampled_any)
                 detail = f"TOTALSIZE {size}, MAGICCODE {magic & 0xFFFFFFFF:#010x}"
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail)
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail, sampled_any)
             if pos + size > length:
                 detail = f"TOTALSIZE {size} runs past the end of the file"
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail)
+                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail, sampled_any)
             if pos - cut >= target_bytes:
                 cut = pos
                 cuts.append(file.start + pos)

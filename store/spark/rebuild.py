@@ -2,10 +2,15 @@
 
 Stages (each shown with a progress bar):
 
-1. plan ranges: one task per CommitLog file hops over its records and cuts ranges (``ranges``);
-2. decode records: one task per range packs its index entries (``decode``), kept in memory;
-3. write index files: entries are numbered globally in CommitLog order, cut into files by the
-   broker's roll-over rule (``assign``) and each file is written by its own task (``index_writer``).
+1. plan ranges: on the driver, each CommitLog file is cut where sampled records check in full
+   (``ranges.plan_file_sampled``), proven by the decode; where the decode does not prove it, one
+   task per file hops over its records and cuts ranges (``ranges.plan_file``) and the decode runs
+   again;
+2. decode records: one task per range packs its index entries into a file (``decode``);
+3. write index files: entries are numbered globally in CommitLog order and cut into files by the
+   broker's roll-over rule (``assign``). After a sampled plan, a thread of the driver writes them as
+   the ranges decode (``index_stream``), and the stage is what it has left when the decode ends;
+   after the hop, each file is written by its own task once the decode is done (``index_writer``).
 
 Files are written to a staging directory beside the destination and swapped in only when all are
 complete (``staging``), so a failure (corrupt record, out of memory) leaves the old index untouched.
@@ -32,10 +37,10 @@ from store.index.service import index_file_name
 from store.spark.assign import file_count, per_file, spans_by_file
 from store.spark.decode import decode_range_to_file
 from store.spark.errors import CorruptRecordError, PipelineError
-from store.spark.index_writer import WrittenFile, write_spans
+from store.spark.index_stream import IndexStreamWriter
+from store.spark.index_writer import WrittenFile, part_name, write_spans
 from store.spark.job import commitlog_files, spark_job
 from store.spark.ranges import (
-    DEFAULT_RANGE_BYTES,
     STOP_BLANK,
     STOP_FULL,
     STOP_INVALID,
@@ -43,6 +48,7 @@ from store.spark.ranges import (
     STOP_UNWRITTEN,
     CommitLogRange,
     FilePlan,
+    range_bytes_for,
 )
 from store.staging import staged_output
 
@@ -218,7 +224,7 @@ def sampled_plan_holds(
     (damage, a torn tail, a message body holding a record that checks at its own offset) returns
     False and the caller plans again by the hop.
     """
-    sampled_files = {p.file.start for p in plans if len(p.cuts) > 1}
+    sampled_files = {p.file.start for p in plans if p.sampled}
     for result in decoded:
         rng = ranges[result.index]
         if rng.file_start not in sampled_files:
@@ -251,6 +257,15 @@ def ranges_to_decode(plans: list[FilePlan], config: StoreConfig) -> list[CommitL
     return ranges
 
 
+def _discard(stream: IndexStreamWriter, staging: Path | None) -> None:
+    """Stop the driver's writer and wait for it; with ``staging``, delete the files it wrote there."""
+    stream.cancel()
+    stream.join()
+    if staging is not None:
+        for file_no in range(len(stream.written) + 1):  # the finished files and the one it was in
+            (staging / part_name(file_no)).unlink(missing_ok=True)
+
+
 def rebuild_index_spark(
     config: StoreConfig,
     *,
@@ -258,13 +273,17 @@ def rebuild_index_spark(
     out_dir: Path | None = None,
     spark: SparkSession | None = None,
     spark_conf: Mapping[str, str] | None = None,
-    range_bytes: int = DEFAULT_RANGE_BYTES,
+    range_bytes: int | None = None,
     progress_out: TextIO | None = None,
     around_gaps: bool = False,
 ) -> RebuildResult:
     """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir).
 
-    A gap in the CommitLog raises ``CommitLogGapError`` before anything is written, unless
+    ``range_bytes`` (CommitLog bytes per decode task) defaults to ``ranges.range_bytes_for`` the
+    CommitLog's size and the job's task slots: a few ranges per core, since every task costs Spark's
+    round trip whatever it holds.
+
+    A gap in the CommitLog raises ``CommitLogGapError`` before the index is replaced, unless
     ``around_gaps``: the rule and the message are the sequential builder's (``store.commitlog.gaps``).
     """
     target = Path(out_dir) if out_dir is not None else config.index_dir
@@ -283,46 +302,73 @@ def rebuild_index_spark(
             where = str(entries_dir)
             # Plan by sampling (no hop through every record); if the decode does not prove the
             # sampled cuts (a damaged file, a torn tail), plan by the hop and decode again.
-            for sampled in (True, False):
-                plans = job.plan(range_bytes, sampled=sampled)
-                ranges = ranges_to_decode(plans, config)
-                job.label = "decode records"
-                shutil.rmtree(entries_dir, ignore_errors=True)
-                entries_dir.mkdir()
-                with job.stage("decode records"):
-                    tasks = sc.parallelize(ranges, len(ranges)).map(lambda r: decode_range_to_file(r, where))
-                    collected = sorted(tasks.collect(), key=lambda pair: pair[0].index)
-                if not sampled or sampled_plan_holds(plans, ranges, [summary for summary, _ in collected]):
-                    break
-            summaries = [summary for summary, _ in collected]
-            gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
-            ordered_counts = [count for _, count in collected]
-            total_keys = sum(ordered_counts)
-            n_files = file_count(total_keys, keys_per_file)
+            if range_bytes is None:
+                range_bytes = range_bytes_for(sum(f.length for f in files), job.task_slots())
+            stream: IndexStreamWriter | None = None
+            try:
+                for sampled in (True, False):
+                    # Sampled: on the driver (a few KiB read per cut, no Spark job to schedule), the
+                    # index written by the driver as ranges decode; by the hop: a Spark job, one task
+                    # per file, and the write a Spark job after the decode, as before.
+                    plans = job.plan_here(range_bytes) if sampled else job.plan(range_bytes)
+                    ranges = ranges_to_decode(plans, config)
+                    job.label = "decode records"
+                    shutil.rmtree(entries_dir, ignore_errors=True)
+                    entries_dir.mkdir()
+                    if sampled:
+                        stream = IndexStreamWriter(
+                            staging, entries_dir, len(ranges), keys_per_file, slots, index_num
+                        )
+                        stream.start()
+                    with job.stage("decode records"):
+                        tasks = sc.parallelize(ranges, len(ranges)).map(
+                            lambda r: decode_range_to_file(r, where)
+                        )
+                        collected = sorted(tasks.collect(), key=lambda pair: pair[0].index)
+                    if not sampled or sampled_plan_holds(
+                        plans, ranges, [summary for summary, _ in collected]
+                    ):
+                        break
+                    # Not proven: what the writer wrote from these ranges is thrown away.
+                    assert stream is not None
+                    _discard(stream, staging)
+                    stream = None
+                summaries = [summary for summary, _ in collected]
+                gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
+                ordered_counts = [count for _, count in collected]
+                total_keys = sum(ordered_counts)
+                n_files = file_count(total_keys, keys_per_file)
 
-            job.label = "write index files"
-            if n_files:
-                staging_dir = str(staging)
-                by_file = spans_by_file(ordered_counts, keys_per_file)
-                spans = sorted((no, s) for no, s in by_file.items() if no < n_files)
-                with job.stage("write index files"):
-                    written = (
-                        sc.parallelize(spans, len(spans))
-                        .map(lambda f: write_spans(staging_dir, where, f[0], f[1], slots, index_num))
-                        .collect()
-                    )
-                shutil.rmtree(entries_dir)
-                written.sort(key=lambda w: w.file_no)
-                if [w.file_no for w in written] != list(range(n_files)):
-                    raise PipelineError(
-                        f"expected {n_files} index files, the write stage made {len(written)}"
-                    )
-                names = final_names(written)
-                for w, name in zip(written, names, strict=True):
-                    os.replace(w.path, staging / name)
-            else:
-                shutil.rmtree(entries_dir)
-                written, names = [], []
+                job.label = "write index files"
+                if stream is not None:
+                    with job.stage("write index files"):
+                        stream.join()  # what it has left after the last range decoded
+                    if stream.error is not None:
+                        raise stream.error
+                    written = stream.written
+                elif n_files:
+                    staging_dir = str(staging)
+                    by_file = spans_by_file(ordered_counts, keys_per_file)
+                    spans = sorted((no, s) for no, s in by_file.items() if no < n_files)
+                    with job.stage("write index files"):
+                        written = (
+                            sc.parallelize(spans, len(spans))
+                            .map(lambda f: write_spans(staging_dir, where, f[0], f[1], slots, index_num))
+                            .collect()
+                        )
+                else:
+                    written = []
+            except BaseException:
+                if stream is not None:
+                    _discard(stream, None)
+                raise
+            shutil.rmtree(entries_dir)
+            written.sort(key=lambda w: w.file_no)
+            if [w.file_no for w in written] != list(range(n_files)):
+                raise PipelineError(f"expected {n_files} index files, the write stage made {len(written)}")
+            names = final_names(written)
+            for w, name in zip(written, names, strict=True):
+                os.replace(w.path, staging / name)
         # The new index is in place: what fails from here on is reported, not raised as a failed job.
         after_swap = [left_behind(path) for path in leftovers]
         if out_dir is None:

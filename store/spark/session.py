@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import re
 import sys
 import tempfile
 import zipfile
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -42,6 +44,12 @@ def _quiet_log4j2_file() -> Path:
     if not path.exists():
         path.write_text(_QUIET_LOG4J2, encoding="ascii")
     return path
+
+
+#: The JVMs compile with C1 only. A pipeline's JVM schedules tasks and moves a few bytes per task
+#: (the work is in the Python workers), and for jobs this short C2's compiling never pays back: it
+#: was most of the ~70 ms a do-nothing PySpark task cost here (``benchmarks/spark_task_costs.py``).
+JVM_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 
 
 # The directory holding the ``protocol`` and ``store`` packages, which every task imports.
@@ -81,6 +89,28 @@ def ship_packages(session: SparkSession) -> Path:
     return archive
 
 
+_LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+
+
+def task_slots(sc: SparkContext) -> int:
+    """How many tasks run at once: ``N`` of ``local[N]`` (the machine's CPUs for ``local[*]``);
+    on a cluster the executors' registered cores, else ``spark.cores.max``, else Spark's default
+    parallelism (which ``build_session`` pins to its shuffle partitions)."""
+    match = _LOCAL_MASTER.fullmatch(sc.master.strip())
+    if match:
+        slots = match.group(1)
+        if slots is None:
+            return 1
+        return (os.cpu_count() or 1) if slots == "*" else max(1, int(slots))
+    try:
+        cores = int(sc._jsc.sc().schedulerBackend().totalCoreCount().get())
+    except Exception:  # another scheduler backend, or py4j cannot reach the field
+        cores = 0
+    if cores <= 0:
+        cores = int(sc.getConf().get("spark.cores.max", "0") or 0)
+    return cores if cores > 0 else max(1, sc.defaultParallelism)
+
+
 class SparkUnavailableError(RuntimeError):
     """PySpark (or the Java runtime it needs) is not installed: install the ``spark`` extra."""
 
@@ -110,7 +140,7 @@ def build_session(
     if local:
         # An embedded job has no cluster to talk to: keep every socket it opens on loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    log_option = f"-Dlog4j.configurationFile=file:{_quiet_log4j2_file()}"
+    jvm_options = f"-Dlog4j.configurationFile=file:{_quiet_log4j2_file()} {JVM_JIT_OPTION}"
     builder = (
         SparkSession.builder.master(master or DEFAULT_MASTER)
         .appName(app_name)
@@ -119,11 +149,14 @@ def build_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.python.worker.reuse", "true")
+        # The JVM and its Python workers talk over a Unix socket, not loopback TCP (Spark >= 4.1;
+        # ignored before): ~25 ms less per task here (BENCHMARKS.md, issue 22).
+        .config("spark.python.unix.domain.socket.enabled", "true")
         # Parquet timestamps as plain UTC milliseconds (not legacy INT96), like the local engine writes.
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", log_option)
-        .config("spark.executor.extraJavaOptions", log_option)
+        .config("spark.driver.extraJavaOptions", jvm_options)
+        .config("spark.executor.extraJavaOptions", jvm_options)
     )
     if local:
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(

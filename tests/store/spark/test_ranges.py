@@ -176,3 +176,12 @@ def test_the_compiled_hop_plans_what_the_reference_plans(
             monkeypatch.setattr(ranges, "hop", impl)
             plans[name] = [plan_file(f, target) for f in list_files(log_dir)]
         assert plans["compiled"] == plans["reference"], target
+
+
+def test_default_ranges_are_a_few_per_core_within_bounds() -> None:
+    mib = 1 << 20
+    assert ranges.range_bytes_for(1024 * mib, 2) == 256 * mib  # 2 per core: 4 ranges of 1 GiB
+    assert ranges.range_bytes_for(1024 * mib, 8) == 64 * mib
+    assert ranges.range_bytes_for(8192 * mib, 2) == 256 * mib  # no larger than 256 MiB
+    assert ranges.range_bytes_for(10 * mib, 2) == 16 * mib  # no smaller than 16 MiB
+    assert ranges.range_bytes_for(0, 0) == 16 * mib

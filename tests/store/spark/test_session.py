@@ -135,3 +135,17 @@ def test_spark_options_without_the_spark_engine_are_refused(
     assert info.value.code == 2  # a usage error, before anything runs
     assert f"{command}: error: --engine spark is needed for {named}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and not (tmp_path / "store" / "index").exists()
+
+
+def test_task_slots_of_local_masters() -> None:
+    from types import SimpleNamespace
+
+    from store.spark.session import task_slots
+
+    def slots(master: str) -> int:
+        return task_slots(SimpleNamespace(master=master))  # type: ignore[arg-type]
+
+    assert slots("local") == 1
+    assert slots("local[3]") == 3
+    assert slots("local[2,4]") == 2  # with task retries
+    assert slots("local[*]") == (os.cpu_count() or 1)

@@ -15,6 +15,7 @@ from store.commitlog.gaps import CommitLogGapError
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.index.builder import IndexBuilder, rebuild_index
+from store.spark import ranges as ranges_module
 from store.spark.rebuild import rebuild_index_spark
 from store.spark.synthetic import write_commitlog
 
@@ -42,11 +43,11 @@ def test_rebuild_index_engine_spark_equals_the_java_broker_index(
     # five full files of maxIndexNum - 1 keys, and the last one's indexCount - 1
     assert f"indexed {5 * 2047 + 1415} keys of 5000 records" in captured.out
     assert "into 6 index files" in captured.out
-    for stage in ("plan ranges", "decode records", "write index files"):
-        assert any(
-            line.startswith(stage) and "100.0%" in line and "done in" in line
-            for line in captured.err.splitlines()
-        )
+    lines = captured.err.splitlines()
+    assert any(line.startswith("decode records") and "100.0%" in line and "done in" in line for line in lines)
+    # The sampled plan and the write (as the ranges decode) run in the driver: no Spark tasks.
+    for stage in ("plan ranges", "write index files"):
+        assert any(line.startswith(stage) and line.endswith("by the driver") for line in lines)
 
 
 def test_out_needs_the_spark_engine(
@@ -252,3 +253,35 @@ def test_a_damaged_file_cut_by_sampling_is_planned_again_by_the_hop(
     assert _contents(out) == _contents(config.index_dir)
     assert result.keys_indexed == sequential.keys_indexed
     assert result.gaps == sequential.gaps and len(result.gaps) == 1
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_the_end_found_from_a_tail_sample_is_the_sequential_builders(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damaged: bool
+) -> None:
+    """Each file's end hopped to from a record sampled near its end (a small ``TAIL_SAMPLE_BYTES``,
+    as 16 MiB is to 1 GiB files), with the rebuild's default ranges: the index is the builder's;
+    with a bad record in the last range of a middle file, the decode refuses that plan and the job
+    plans again by the hop, and indexes around the gap as the builder does."""
+    monkeypatch.setattr(ranges_module, "TAIL_SAMPLE_BYTES", 20_000)
+    config = _generated(tmp_path, messages=1500)
+    files = sorted(config.store_path_commit_log.iterdir())
+    plans = [ranges_module.plan_file_sampled(f, 1 << 20) for f in ranges_module.list_files(files[0].parent)]
+    assert any(p.sampled and len(p.cuts) == 1 for p in plans)  # sampled by the tail alone
+    hopped = [ranges_module.plan_file(f, 1 << 20) for f in ranges_module.list_files(files[0].parent)]
+    assert [(p.end, p.stop) for p in plans] == [(p.end, p.stop) for p in hopped]
+    if damaged:
+        middle = files[2]
+        start = int(middle.name)
+        log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        offsets = [o for o, _ in log.iter_records(start) if o < start + config.mapped_file_size_commit_log]
+        log.close()
+        _flip_body_byte(middle, start, offsets[-3])
+    out = tmp_path / "spark"
+    result = rebuild_index_spark(
+        config, spark=spark, out_dir=out, progress_out=io.StringIO(), around_gaps=damaged
+    )
+    sequential = rebuild_index(config, around_gaps=damaged)
+    assert _contents(out) == _contents(config.index_dir)
+    assert result.keys_indexed == sequential.keys_indexed
+    assert len(result.gaps) == (1 if damaged else 0)
