@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store.check import consume_queues, index_files, store_check
+from store.check import consume_queues, index_scan, store_check
 from store.check.consume_queues import Claims
 from store.check.index_files import scan_index_file
 from store.check.store_check import check_store
@@ -87,7 +87,7 @@ def test_index_scan_holds_a_flag_per_entry_not_the_entries(
     two_stores: tuple[StoreConfig, StoreConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _small, large = two_stores
-    monkeypatch.setattr(index_files, "CHUNK", 1024)
+    monkeypatch.setattr(index_scan, "CHUNK", 1024)  # the reference's chunk (the compiled loops hold none)
     (path,) = sorted(large.index_dir.iterdir())
     f = IndexFile.open(path, large.max_hash_slot_num, large.max_index_num)
     try:
