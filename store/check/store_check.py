@@ -42,13 +42,15 @@ from store.check.consume_queues import check_consume_queues
 from store.check.index_files import Findings, scan_index_file
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
-from store.commitlog.gaps import Gap, GapWalk
+from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog, MappedFile
 from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from store.errors import CheckpointError, StoreError
 from store.index.builder import KeyHasher, index_keys
 from store.index.index_file import ENTRY, IndexFile, header_problem
 from store.platform.broker_lock import broker_lock_holder
+from store.reput.dispatcher import Run, record_size
+from store.reput.walk import Reput
 
 _ZEROS = bytes(1 << 20)
 #: A walk hands the CommitLog pages behind it back to the kernel every this many bytes: they stay
@@ -163,12 +165,15 @@ def _check_commitlog(
     (reported by ``_classify_gaps``, as problems or under a known gap)."""
     files = commitlog.files
     size = config.mapped_file_size_commit_log
-    last_end = files[0].start if files else 0
-    walk = GapWalk(commitlog, _note_gap)
-    for offset, buf in releasing(commitlog, walk.records(commitlog.min_offset)):
-        report.records += 1
-        last_end = offset + len(buf)
-    gaps = walk.gaps
+    counter = _RecordCounter(commitlog, files[0].start if files else 0)
+    # The reput's walk: whole records checked in one compiled call per run, across gaps as
+    # ``GapWalk`` crosses them (the gaps are reported below).
+    reput = Reput(commitlog, [counter], on_gap=_note_gap)
+    reput.run_once()
+    commitlog.release(counter.released, commitlog.max_offset)
+    report.records += counter.records
+    last_end = counter.end
+    gaps = reput.gaps
     explained: dict[int, list[str]] = {i: [] for i in range(len(gaps))}
 
     def within(start: int, end: int) -> int | None:
@@ -250,6 +255,50 @@ def _file_spans(files: list[MappedFile], size: int) -> list[tuple[str, tuple[int
         elif f.length != size:
             out.append((f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}", None))
     return out
+
+
+class _RecordCounter:
+    """The check's dispatcher of the reput's walk (``store.reput.walk.Reput``): counts the whole
+    records and where the last one ends. A ``Scanner``, so each stretch is checked by one compiled
+    ``record.whole_run`` call here (the reput's own check), not record by record."""
+
+    def __init__(self, commitlog: CommitLog, start: int) -> None:
+        self.commitlog = commitlog
+        self.records = 0
+        #: Just past the last whole record.
+        self.end = start
+        self.released = commitlog.min_offset
+
+    def begin(self) -> bool:
+        return True
+
+    def resume_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    def flush(self) -> None:
+        """Nothing is written."""
+
+    def scan(self, run: Run, max_records: int) -> tuple[int, int]:
+        stop, n = record.whole_run(run.view, run.pos, run.end, run.base, run.end, max_records)
+        if n:
+            self._took(n, run.base + stop)
+        return stop, n
+
+    def dispatch(self, run: Run) -> None:
+        """A run the reput's walk found itself (one record after a blank, a gap or corruption)."""
+        pos, n = run.pos, 0
+        while pos < run.end:
+            pos += record_size(run.view, pos)
+            n += 1
+        self._took(n, run.base + pos)
+
+    def _took(self, n: int, end: int) -> None:
+        self.records += n
+        self.end = end
+        if end - self.released >= RELEASE_BYTES:
+            # The pages behind the walk are done with: out of fsck's resident memory.
+            self.commitlog.release(self.released, end)
+            self.released = end
 
 
 def _note_gap(_gap: Gap) -> None:
