@@ -5,6 +5,7 @@
  *
  *   scan_slots(data, slots_at, slots_n, entries_at, count, refs) -> (used, events)
  *   scan_entries(data, slots_n, entries_at, count, begin, end, refs) -> events
+ *   matching_keys(entries, packed) -> how many leading 20-byte units agree in their first 12 bytes
  *
  * events: [(kind, times, a, b, c)], one per kind of problem in the order each kind was first met
  * (index_scan.py's docstring says what a, b, c are for each kind). refs (a bytearray of count
@@ -17,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SLOT_SIZE 4
 #define ENTRY_SIZE 20
@@ -195,6 +197,22 @@ done:
     return result;
 }
 
+static PyObject *matching_keys(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*:matching_keys", &a, &b))
+        return NULL;
+    Py_ssize_t n = (a.len < b.len ? a.len : b.len) / ENTRY_SIZE;
+    const uint8_t *pa = (const uint8_t *)a.buf, *pb = (const uint8_t *)b.buf;
+    Py_ssize_t i = 0;
+    while (i < n && memcmp(pa + i * ENTRY_SIZE, pb + i * ENTRY_SIZE, 12) == 0)
+        i++;
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
     {"scan_slots", scan_slots, METH_VARARGS,
      "scan_slots(data, slots_at, slots_n, entries_at, count, refs) -> (used, events)\n"
@@ -202,6 +220,9 @@ static PyMethodDef methods[] = {
     {"scan_entries", scan_entries, METH_VARARGS,
      "scan_entries(data, slots_n, entries_at, count, begin, end, refs) -> events\n"
      "The compiled store.check.index_scan.scan_entries (see that module)."},
+    {"matching_keys", matching_keys, METH_VARARGS,
+     "matching_keys(entries, packed) -> int\n"
+     "The compiled store.check.index_scan.matching_keys (see that module)."},
     {NULL, NULL, 0, NULL},
 };
 

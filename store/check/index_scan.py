@@ -27,7 +27,7 @@ import sys
 
 from protocol.accel import load
 
-__all__ = ["CHUNK", "Event", "scan_entries", "scan_slots"]
+__all__ = ["CHUNK", "Event", "matching_keys", "scan_entries", "scan_slots"]
 
 #: Slots or entries read at a time by the reference: what it holds of a file besides ``refs``.
 CHUNK = 1 << 16
@@ -132,11 +132,29 @@ def scan_entries(
     return found.out()
 
 
+def matching_keys(entries: bytes | memoryview, packed: bytes | bytearray | memoryview) -> int:
+    """How many leading entries of ``entries`` (IndexFile entries, 20 bytes each: key hash, CommitLog
+    offset, timeDiff, link) name the key hash and record of the same unit of ``packed`` (20 bytes
+    each: key hash, CommitLog offset, store time; what ``index_range`` packs for a stretch of records).
+
+    The deep check's bulk step: both start with the big-endian int32 hash and int64 offset, so a
+    unit agrees when its first 12 bytes do."""
+    n = min(len(entries), len(packed)) // ENTRY_SIZE
+    a, b = memoryview(entries), memoryview(packed)
+    for i in range(n):
+        at = i * ENTRY_SIZE
+        if a[at : at + 12] != b[at : at + 12]:
+            return i
+    return n
+
+
 #: The pure-Python references under their own names (the tests compare them with the compiled twins).
 scan_slots_reference = scan_slots
 scan_entries_reference = scan_entries
+matching_keys_reference = matching_keys
 
 _fast = load("store.check._index_scan_fast")
 if _fast is not None:
     scan_slots = _fast.scan_slots  # the compiled twins of the references above
     scan_entries = _fast.scan_entries
+    matching_keys = _fast.matching_keys
