@@ -137,3 +137,21 @@ def test_the_reference_reads_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
         scan_slots_reference(data, SLOTS_AT, 4, at, 4, bytearray(4)),
         scan_entries_reference(data, 4, at, 4, 100, 300, bytearray(4)),
     ) == whole
+
+
+@pytest.mark.parametrize(
+    "matching",
+    [
+        pytest.param(index_scan.matching_keys_reference, id="reference"),
+        pytest.param(index_scan.matching_keys, id="installed"),
+    ],
+)
+def test_matching_keys_compares_hash_and_offset_only(matching) -> None:  # type: ignore[no-untyped-def]
+    entries = _ENTRY.pack(5, 100, 7, 0) + _ENTRY.pack(6, 100, 7, 1) + _ENTRY.pack(9, 300, 0, 0)
+    packed = (
+        struct.pack(">iqq", 5, 100, 111) + struct.pack(">iqq", 6, 100, 111) + struct.pack(">iqq", 9, 301, 1)
+    )
+    assert matching(entries, packed) == 2  # the third names another record
+    assert matching(entries, packed[:40]) == 2
+    assert matching(entries[:20], packed) == 1
+    assert matching(b"", packed) == 0
