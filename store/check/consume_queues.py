@@ -47,7 +47,7 @@ from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run
 from store.reput.walk import Reput
 
-__all__ = ["Claims", "QueueCheck", "check_consume_queues"]
+__all__ = ["Claims", "ConsumeQueueCheck", "QueueCheck", "check_consume_queues"]
 
 _NAME = re.compile(r"^\d{20}$")
 _I32 = struct.Struct(">i")
@@ -387,31 +387,74 @@ def _same_entries(q: ConsumeQueue, first: int, entries: bytes) -> bool:
 def check_consume_queues(
     config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None, gaps: Sequence[Gap] = ()
 ) -> QueueCheck:
-    """The store's consume queues against ``commitlog``.
+    """The store's consume queues against ``commitlog``, in a walk of their own (``fsck`` shares the
+    CommitLog check's walk instead: ``ConsumeQueueCheck``).
 
     ``recent_ms``: a broker is running; a missing entry of a record stored at or after this time is
     only counted in a note (its reput thread writes it within milliseconds). ``gaps``: the CommitLog's
     gaps (``GapWalk``), of which those the queues were built around are returned in ``built_around``.
     """
-    root = config.consume_queue_dir
-    if not root.is_dir():
-        return QueueCheck(notes=[f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"])
+    check = ConsumeQueueCheck(config, commitlog, recent_ms=recent_ms)
     try:
-        check_geometry(root, config.consume_queue_file_size)
-    except StoreError as exc:
-        return QueueCheck(problems=[f"{exc} (the consume queues were not checked)"])
-    cl_min = commitlog.min_offset
-    check = _Check(config, commitlog, recent_ms)
-    queues, findings, claimed = check.queues, check.findings, check.claimed
-    problems: list[str] = []
-    try:
-        for key in _queue_dirs(root):
-            check.queue_of(key)
-            _check_files(config, key[0], key[1], findings[key])
-        walk = _QueueWalk(check)
-        # The reput's walk: runs of whole records checked in one compiled call each, across gaps as
-        # ``GapWalk`` crosses them (the CommitLog check reports them).
-        Reput(commitlog, [walk], on_gap=_ignore_gap).run_once()
+        if check.dispatcher is not None:
+            # The reput's walk: runs of whole records checked in one compiled call each, across
+            # gaps as ``GapWalk`` crosses them (the CommitLog check reports them).
+            Reput(commitlog, [check.dispatcher], on_gap=_ignore_gap).run_once()
+        return check.finish(gaps)
+    finally:
+        check.close()
+
+
+class ConsumeQueueCheck:
+    """One check of the consume queues in three steps: opened (the queues' files checked), fed the
+    CommitLog's records by a reput walk (``dispatcher``: ``fsck`` hands it the runs of its own
+    CommitLog walk, so the CommitLog is read once), then ``finish``: the entries no record claimed,
+    and the report. ``close`` closes the queues."""
+
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None) -> None:
+        self.commitlog = commitlog
+        #: The whole answer when there is nothing to walk (no queues, or a geometry refused).
+        self._early: QueueCheck | None = None
+        self._check = _Check(config, commitlog, recent_ms)
+        self._walk: _QueueWalk | None = None
+        root = config.consume_queue_dir
+        if not root.is_dir():
+            self._early = QueueCheck(
+                notes=[f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"]
+            )
+            return
+        try:
+            check_geometry(root, config.consume_queue_file_size)
+        except StoreError as exc:
+            self._early = QueueCheck(problems=[f"{exc} (the consume queues were not checked)"])
+            return
+        try:
+            for key in _queue_dirs(root):
+                self._check.queue_of(key)
+                _check_files(config, key[0], key[1], self._check.findings[key])
+        except BaseException:
+            self.close()
+            raise
+        self._walk = _QueueWalk(self._check)
+
+    @property
+    def dispatcher(self) -> _QueueWalk | None:
+        """The reput dispatcher to feed every record from the CommitLog's start (None: nothing to walk)."""
+        return self._walk
+
+    def close(self) -> None:
+        for q in self._check.queues.values():
+            q.close()
+
+    def finish(self, gaps: Sequence[Gap] = ()) -> QueueCheck:
+        """The report, once the walk is done; ``gaps``: the CommitLog's gaps (``GapWalk``), of which
+        those the queues were built around are returned in ``built_around``."""
+        if self._early is not None or self._walk is None:
+            return self._early if self._early is not None else QueueCheck()
+        check, walk, commitlog = self._check, self._walk, self.commitlog
+        queues, findings, claimed = check.queues, check.findings, check.claimed
+        cl_min = commitlog.min_offset
+        problems: list[str] = []
         records, entries, in_flight = walk.records, check.entries, check.in_flight
         last_claimed = check.last_claimed
         into_gaps: set[int] = set()  # the gaps (by index) some non-blank entry points into
@@ -443,6 +486,3 @@ def check_consume_queues(
             )
         around = [g for i, g in enumerate(gaps) if i not in into_gaps and last_claimed >= g.resume]
         return QueueCheck(problems, notes, around)
-    finally:
-        for q in queues.values():
-            q.close()

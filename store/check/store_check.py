@@ -40,7 +40,7 @@ from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from protocol.record_layout import SIZE_MAGIC_WIDTH
 from store.check import index_scan
-from store.check.consume_queues import check_consume_queues
+from store.check.consume_queues import ConsumeQueueCheck
 from store.check.index_files import Findings, scan_index_file
 from store.check.index_scan import matching_keys
 from store.checkpoint import Checkpoint, abnormal_exit
@@ -53,7 +53,7 @@ from store.index.builder import KeyHasher, index_keys
 from store.index.index_file import ENTRY, IndexFile, header_problem
 from store.index.index_range import index_range
 from store.platform.broker_lock import broker_lock_holder
-from store.reput.dispatcher import Run, record_size
+from store.reput.dispatcher import Dispatcher, Run, record_size
 from store.reput.walk import Reput
 
 _ZEROS = bytes(1 << 20)
@@ -86,25 +86,20 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
         _check_markers(config, index_files, report, live)
         started_ms = int(time.time() * 1000)
         commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        recent_ms = started_ms - LIVE_INDEX_LAG_MS if live is not None else None
+        queue_check = None
         try:
-            gaps = _check_commitlog(commitlog, config, report)
-            _check_index(
-                index_files,
-                commitlog,
-                report,
-                deep=deep,
-                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
-            )
-            queues = check_consume_queues(
-                config,
-                commitlog,
-                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
-                gaps=[g for g, _lines in gaps],
-            )
+            # The consume queue check rides the CommitLog check's walk: the CommitLog is read once.
+            queue_check = ConsumeQueueCheck(config, commitlog, recent_ms=recent_ms)
+            gaps = _check_commitlog(commitlog, config, report, queue_check.dispatcher)
+            _check_index(index_files, commitlog, report, deep=deep, recent_ms=recent_ms)
+            queues = queue_check.finish([g for g, _lines in gaps])
             report.problems += queues.problems
             report.notes += queues.notes
             _classify_gaps(config, index_files, queues.built_around, gaps, report)
         finally:
+            if queue_check is not None:
+                queue_check.close()
             commitlog.close()
     finally:
         for f in index_files:
@@ -163,16 +158,17 @@ def _check_markers(
 
 
 def _check_commitlog(
-    commitlog: CommitLog, config: StoreConfig, report: FsckReport
+    commitlog: CommitLog, config: StoreConfig, report: FsckReport, also: Dispatcher | None = None
 ) -> list[tuple[Gap, list[str]]]:
     """Check the CommitLog; returns its gaps, each with the file and record problems it explains
-    (reported by ``_classify_gaps``, as problems or under a known gap)."""
+    (reported by ``_classify_gaps``, as problems or under a known gap). ``also`` is fed every run of
+    the walk (the consume queue check's dispatcher)."""
     files = commitlog.files
     size = config.mapped_file_size_commit_log
     counter = _RecordCounter(commitlog, files[0].start if files else 0)
     # The reput's walk: whole records checked in one compiled call per run, across gaps as
     # ``GapWalk`` crosses them (the gaps are reported below).
-    reput = Reput(commitlog, [counter], on_gap=_note_gap)
+    reput = Reput(commitlog, [counter] if also is None else [counter, also], on_gap=_note_gap)
     reput.run_once()
     commitlog.release(counter.released, commitlog.max_offset)
     report.records += counter.records
@@ -283,21 +279,19 @@ class _RecordCounter:
         """Nothing is written."""
 
     def scan(self, run: Run, max_records: int) -> tuple[int, int]:
-        """``record.whole_run`` over ``run``, in steps of ``RELEASE_BYTES`` (released behind)."""
-        pos, total = run.pos, 0
-        while pos < run.end and total < max_records:
-            soft = min(run.end, pos + RELEASE_BYTES)
-            stop, n = record.whole_run(run.view, pos, run.end, run.base, soft, max_records - total)
-            if n:
-                self._took(n, run.base + stop)
-            total += n
-            if stop < soft:
-                return stop, total
-            pos = stop
-        return pos, total
+        """``record.whole_run`` over at most ``RELEASE_BYTES`` of ``run`` (the reput walks the
+        record after it itself and goes on): the pages before the stretch, which every dispatcher
+        has read, are released first."""
+        self._release(run.base + run.pos)
+        soft = min(run.end, run.pos + RELEASE_BYTES)
+        stop, n = record.whole_run(run.view, run.pos, run.end, run.base, soft, max_records)
+        if n:
+            self._took(n, run.base + stop)
+        return stop, n
 
     def dispatch(self, run: Run) -> None:
         """A run the reput's walk found itself (one record after a blank, a gap or corruption)."""
+        self._release(run.base + run.pos)
         pos, n = run.pos, 0
         while pos < run.end:
             pos += record_size(run.view, pos)
@@ -307,10 +301,12 @@ class _RecordCounter:
     def _took(self, n: int, end: int) -> None:
         self.records += n
         self.end = end
-        if end - self.released >= RELEASE_BYTES:
+
+    def _release(self, offset: int) -> None:
+        if offset - self.released >= RELEASE_BYTES:
             # The pages behind the walk are done with: out of fsck's resident memory.
-            self.commitlog.release(self.released, end)
-            self.released = end
+            self.commitlog.release(self.released, offset)
+            self.released = offset
 
 
 def _note_gap(_gap: Gap) -> None:
