@@ -21,6 +21,7 @@ import struct
 from array import array
 
 from protocol.accel import load
+from protocol.message_flags import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
 from protocol.message_properties import string_to_properties
 from protocol.record_layout import (
     BODY_LENGTH_WIDTH,
@@ -28,6 +29,7 @@ from protocol.record_layout import (
     MIN_RECORD_SIZE,
     PROPERTIES_LENGTH_WIDTH,
     SIZE_MAGIC_WIDTH,
+    STORE_TIMESTAMP_WIDTH,
     TOPIC_LENGTH_WIDTH_V1,
     TOPIC_LENGTH_WIDTH_V2,
     body_length_at,
@@ -137,13 +139,13 @@ def key_columns(
         if not (raw_topic.isascii() and raw_props.isascii()):
             break
         props = string_to_properties(raw_props.decode())
-        uniq, tags, keys = props.get("UNIQ_KEY"), props.get("TAGS"), props.get("KEYS")
+        uniq, tags, keys = props.get(PROPERTY_UNIQ_KEY), props.get(PROPERTY_TAGS), props.get(PROPERTY_KEYS)
         tokens = [k for k in keys.split(" ") if k] if keys else []
         want = (uniq is not None) + len(tokens)
         if rows > 0 and rows + want > max_rows:
             return BUDGET, pos, rows, columns.out()
         offset = base + pos
-        host_at = store_timestamp_at(sys_flag) + 8
+        host_at = store_timestamp_at(sys_flag) + STORE_TIMESTAMP_WIDTH
         host = bytes(view[pos + host_at : pos + host_at + store_host_width(sys_flag)])
         msg_id = (host + _I64.pack(offset)).hex().upper()
         store_ts = _I64.unpack_from(view, pos + store_timestamp_at(sys_flag))[0]
