@@ -53,7 +53,11 @@ __all__ = [
 #: record) the mapped pages are handed back to the kernel.
 DEFAULT_RSS_TRIM_BYTES = 128 << 20
 #: Records served between two looks at the process's resident file pages (``store.platform.resident``).
-RSS_CHECK_EVERY_RECORDS = 256
+#: A look costs ~1.7 us; a record read can map far more than its bytes: the kernel maps a fault's
+#: whole page-cache folio (ext4 with large folios on Linux 6.x: 0.4 to 1.4 MiB a random touch of
+#: a store written or read in sequence, measured in issue 22), so 256 records between looks could
+#: map ~360 MiB past the budget before the look came.
+RSS_CHECK_EVERY_RECORDS = 32
 log = logging.getLogger("store")
 
 
@@ -379,7 +383,12 @@ class MessageStore:
                 break
         # Each index entry visited is a page read at random in an IndexFile, like a small record: a
         # query returning one record may walk chains in every file (issue 22: on a 16 GiB store with
-        # four IndexFiles, 300 one-hit key queries left 846 MiB resident between two looks).
+        # four IndexFiles, 300 one-hit key queries left 846 MiB resident between two looks). And the
+        # slot read in each file walked is one more, uncounted by ``visited``: with the kernel
+        # mapping a fault's whole folio, a key query on a 20 GiB store (five IndexFiles) mapped
+        # ~4.8 MiB, so the peak grew with the files. Every key query is due a look (~1.7 us against
+        # the query's 100 us or more): the peak is the budget plus one query's pages.
+        self._records_since_check += RSS_CHECK_EVERY_RECORDS
         self._served(sum(map(len, buffers)) + 4096 * len(buffers), len(buffers) + result.visited)
         return result
 

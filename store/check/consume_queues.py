@@ -31,17 +31,27 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from store.commitlog.gaps import Gap, GapWalk
+from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.consumequeue.builder import check_geometry, safe_topic_dir
-from store.consumequeue.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, delay_level_table
+from store.consumequeue.builder import BATCH_RECORDS, check_geometry, safe_topic_dir
+from store.consumequeue.consume_queue import (
+    CQ_STORE_UNIT_SIZE,
+    PRE_BLANK_SIZE,
+    ConsumeQueue,
+    delay_level_table,
+)
+from store.consumequeue.consume_queue_build import SPECIAL, Group, extract_entries
 from store.errors import StoreError
 from store.reput.decode import DispatchError, dispatch_entry
+from store.reput.dispatcher import Run
+from store.reput.walk import Reput
 
-__all__ = ["Claims", "QueueCheck", "check_consume_queues"]
+__all__ = ["Claims", "ConsumeQueueCheck", "QueueCheck", "check_consume_queues"]
 
 _NAME = re.compile(r"^\d{20}$")
+_I32 = struct.Struct(">i")
+_ENTRY = struct.Struct(">qiq")
 #: Lines reported per queue and kind; the rest are counted.
 _MAX_LINES = 5
 #: The walk hands the CommitLog pages behind it back to the kernel every this many bytes, and the
@@ -145,6 +155,32 @@ class Claims:
             del self._open[c], self._claimed[c]
             self.full.add(c)
 
+    def claim_range(self, start: int, stop: int) -> None:
+        """``claim`` of every offset in ``[start, stop)``, a chunk at a time (a batch of entries that
+        matched its queue): a whole chunk claimed at once never gets flags."""
+        chunk = self.CHUNK
+        while start < stop:
+            c = start // chunk
+            base = c * chunk
+            size = min(chunk, self._total - base)
+            end = min(stop, base + size)
+            if c not in self.full:
+                flags = self._open.get(c)
+                if flags is None and start == base and end == base + size:
+                    self.full.add(c)
+                else:
+                    if flags is None:
+                        flags = self._open[c] = bytearray(size)
+                    flags[start - base : end - base] = b"\x01" * (end - start)
+                    claimed = size - flags.count(0)
+                    if claimed == size:
+                        del self._open[c]
+                        self._claimed.pop(c, None)
+                        self.full.add(c)
+                    else:
+                        self._claimed[c] = claimed
+            start = end
+
     def open_chunks(self) -> int:
         """Chunks holding flags now (the memory this uses, in ``CHUNK`` bytes)."""
         return len(self._open)
@@ -178,86 +214,250 @@ def _ignore_gap(_gap: Gap) -> None:
     """The check reads on after a gap (the CommitLog check reports it)."""
 
 
+class _QueueWalk:
+    """The reput's dispatcher for the check (``store.reput.walk.Reput``): each run of whole records
+    goes through the builder's compiled ``extract_entries``, which computes a run's entries per queue
+    in one call; a queue's batch that is consecutive, within the queue and equal byte for byte to
+    the queue's files is claimed at once. Anything else (a batch that differs or leaves the queue,
+    a record ``extract_entries`` leaves to ``dispatch_entry``) is checked one entry at a time, the
+    reference rules (``_check_entry``), so the lines said are the same either way."""
+
+    def __init__(self, check: _Check) -> None:
+        self.check = check
+        self.records = 0
+        commitlog = check.commitlog
+        self.released = commitlog.min_offset
+        self.releases = 0
+
+    # -- the reput's dispatcher ------------------------------------------------------------------------
+
+    def begin(self) -> bool:
+        return True
+
+    def resume_offset(self) -> int:
+        return self.check.commitlog.min_offset
+
+    def flush(self) -> None:
+        """Nothing is written."""
+
+    def dispatch(self, run: Run) -> None:
+        view, base, pos, end = run.view, run.base, run.pos, run.end
+        check = self.check
+        while pos < end:
+            stop, after, seen, groups = extract_entries(view, pos, end, base, BATCH_RECORDS)
+            self.records += seen
+            for group in groups:
+                check.group(group)
+            pos = after
+            if stop == SPECIAL:
+                size = _I32.unpack_from(view, pos)[0]
+                self.records += 1
+                check.one(base + pos, view[pos : pos + size])
+                pos += size
+        self._release(base + end)
+
+    def _release(self, offset: int) -> None:
+        """The CommitLog pages behind the walk, and the queues' pages read so far, are done with:
+        out of this process's resident memory (they stay in the page cache)."""
+        if offset - self.released < RELEASE_BYTES:
+            return
+        check = self.check
+        check.commitlog.release(self.released, offset)
+        self.released = offset
+        self.releases += 1
+        if self.releases % QUEUE_RELEASE_EVERY == 0:
+            for q in check.queues.values():
+                q.release()
+
+
+class _Check:
+    """The state of one check: the queues met, what each holds claimed, the findings."""
+
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, recent_ms: int | None) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.recent_ms = recent_ms
+        self.root = config.consume_queue_dir
+        self.delays = delay_level_table(config.message_delay_level)
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.findings: dict[tuple[str, int], _QueueFindings] = {}
+        self.claimed: dict[tuple[str, int], Claims] = {}
+        self.entries = self.in_flight = 0
+        self.last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
+        self._topics: dict[bytes, str] = {}
+
+    def queue_of(self, key: tuple[str, int]) -> ConsumeQueue:
+        q = self.queues.get(key)
+        if q is None:
+            q = ConsumeQueue(self.root, key[0], key[1], self.config.consume_queue_file_size, self.commitlog)
+            self.queues[key] = q
+            self.findings[key] = _QueueFindings(f"{key[0]}/{key[1]}")
+            self.claimed[key] = Claims(max(q.max_offset - q.min_offset, 0))
+        return q
+
+    def one(self, offset: int, buf: memoryview) -> None:
+        """The record at ``offset`` (``buf``), its entry computed by ``dispatch_entry``."""
+        try:
+            entry = dispatch_entry(buf, self.delays)
+        except (DispatchError, ValueError, struct.error):
+            return
+        if entry is None:
+            return
+        topic, queue_id, queue_offset, code, store_ts = entry
+        self.entries += 1
+        if not safe_topic_dir(topic):
+            return  # the builder skips it too (and says so)
+        key = (topic, queue_id)
+        self._check_entry(key, self.queue_of(key), offset, len(buf), code, queue_offset, store_ts)
+
+    def group(self, group: Group) -> None:
+        """One queue's entries of a run, as ``extract_entries`` computed them (in CommitLog order)."""
+        raw_topic, queue_id, entries, queue_offsets, times, consecutive = group
+        n = len(entries) // CQ_STORE_UNIT_SIZE
+        self.entries += n
+        topic = self._topics.get(raw_topic)
+        if topic is None:
+            topic = raw_topic.decode("utf-8", "replace")
+            if len(self._topics) < 4096:
+                self._topics[raw_topic] = topic
+        if not safe_topic_dir(topic):
+            return
+        key = (topic, queue_id)
+        q = self.queue_of(key)
+        offsets = memoryview(queue_offsets).cast("q")
+        first, last = offsets[0], offsets[n - 1]
+        low = q.min_offset
+        if consecutive and low <= first and last < q.max_offset and _same_entries(q, first, entries):
+            self.claimed[key].claim_range(first - low, last + 1 - low)
+            at = _ENTRY.unpack_from(entries, (n - 1) * CQ_STORE_UNIT_SIZE)[0]
+            if at > self.last_claimed:
+                self.last_claimed = at
+            return
+        stamps = memoryview(times).cast("q")
+        for i, (offset, size, code) in enumerate(_ENTRY.iter_unpack(entries)):
+            self._check_entry(key, q, offset, size, code, offsets[i], stamps[i])
+
+    def _check_entry(
+        self,
+        key: tuple[str, int],
+        q: ConsumeQueue,
+        offset: int,
+        size: int,
+        code: int,
+        queue_offset: int,
+        store_ts: int,
+    ) -> None:
+        """The reference rule: the entry at ``queue_offset`` of ``q`` against its record's."""
+        found = self.findings[key]
+        if queue_offset < q.min_offset:
+            return
+        if queue_offset >= q.max_offset:
+            if self.recent_ms is not None and store_ts >= self.recent_ms:
+                self.in_flight += 1
+                return
+            found.add("missing", f"no entry at offset {queue_offset} for the record at {offset} (behind)")
+            return
+        got = q.entry(queue_offset)
+        want = (offset, size, code)
+        self.claimed[key].claim(queue_offset - q.min_offset)
+        if offset > self.last_claimed:
+            self.last_claimed = offset
+        if got is None or (got.commit_log_offset, got.size, got.tags_code) != want:
+            have = "nothing" if got is None else f"({got.commit_log_offset}, {got.size}, {got.tags_code})"
+            found.add("entry", f"offset {queue_offset} holds {have}, its record says {want}")
+
+
+def _same_entries(q: ConsumeQueue, first: int, entries: bytes) -> bool:
+    """The queue holds exactly ``entries`` (20 bytes each) from logical offset ``first`` on."""
+    want = memoryview(entries)
+    done = 0
+    at = first
+    while done < len(want):
+        buf = q.index_buffer(at)
+        if buf is None:
+            return False
+        k = min(len(buf), len(want) - done) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+        if k == 0 or buf[:k] != want[done : done + k]:
+            return False
+        done += k
+        at += k // CQ_STORE_UNIT_SIZE
+    return True
+
+
 def check_consume_queues(
     config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None, gaps: Sequence[Gap] = ()
 ) -> QueueCheck:
-    """The store's consume queues against ``commitlog``.
+    """The store's consume queues against ``commitlog``, in a walk of their own (``fsck`` shares the
+    CommitLog check's walk instead: ``ConsumeQueueCheck``).
 
     ``recent_ms``: a broker is running; a missing entry of a record stored at or after this time is
     only counted in a note (its reput thread writes it within milliseconds). ``gaps``: the CommitLog's
     gaps (``GapWalk``), of which those the queues were built around are returned in ``built_around``.
     """
-    root = config.consume_queue_dir
-    if not root.is_dir():
-        return QueueCheck(notes=[f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"])
+    check = ConsumeQueueCheck(config, commitlog, recent_ms=recent_ms)
     try:
-        check_geometry(root, config.consume_queue_file_size)
-    except StoreError as exc:
-        return QueueCheck(problems=[f"{exc} (the consume queues were not checked)"])
-    delays = delay_level_table(config.message_delay_level)
-    cl_min = commitlog.min_offset
-    queues: dict[tuple[str, int], ConsumeQueue] = {}
-    findings: dict[tuple[str, int], _QueueFindings] = {}
-    claimed: dict[tuple[str, int], Claims] = {}
-    problems: list[str] = []
+        if check.dispatcher is not None:
+            # The reput's walk: runs of whole records checked in one compiled call each, across
+            # gaps as ``GapWalk`` crosses them (the CommitLog check reports them).
+            Reput(commitlog, [check.dispatcher], on_gap=_ignore_gap).run_once()
+        return check.finish(gaps)
+    finally:
+        check.close()
 
-    def queue_of(key: tuple[str, int]) -> ConsumeQueue:
-        q = queues.get(key)
-        if q is None:
-            q = ConsumeQueue(root, key[0], key[1], config.consume_queue_file_size, commitlog)
-            queues[key] = q
-            findings[key] = _QueueFindings(f"{key[0]}/{key[1]}")
-            claimed[key] = Claims(max(q.max_offset - q.min_offset, 0))
-        return q
 
-    try:
-        for key in _queue_dirs(root):
-            queue_of(key)
-            _check_files(config, key[0], key[1], findings[key])
-        records = entries = in_flight = 0
-        last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
+class ConsumeQueueCheck:
+    """One check of the consume queues in three steps: opened (the queues' files checked), fed the
+    CommitLog's records by a reput walk (``dispatcher``: ``fsck`` hands it the runs of its own
+    CommitLog walk, so the CommitLog is read once), then ``finish``: the entries no record claimed,
+    and the report. ``close`` closes the queues."""
+
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, *, recent_ms: int | None = None) -> None:
+        self.commitlog = commitlog
+        #: The whole answer when there is nothing to walk (no queues, or a geometry refused).
+        self._early: QueueCheck | None = None
+        self._check = _Check(config, commitlog, recent_ms)
+        self._walk: _QueueWalk | None = None
+        root = config.consume_queue_dir
+        if not root.is_dir():
+            self._early = QueueCheck(
+                notes=[f"no consumequeue directory at {root} (rmq-query rebuild-index builds it)"]
+            )
+            return
+        try:
+            check_geometry(root, config.consume_queue_file_size)
+        except StoreError as exc:
+            self._early = QueueCheck(problems=[f"{exc} (the consume queues were not checked)"])
+            return
+        try:
+            for key in _queue_dirs(root):
+                self._check.queue_of(key)
+                _check_files(config, key[0], key[1], self._check.findings[key])
+        except BaseException:
+            self.close()
+            raise
+        self._walk = _QueueWalk(self._check)
+
+    @property
+    def dispatcher(self) -> _QueueWalk | None:
+        """The reput dispatcher to feed every record from the CommitLog's start (None: nothing to walk)."""
+        return self._walk
+
+    def close(self) -> None:
+        for q in self._check.queues.values():
+            q.close()
+
+    def finish(self, gaps: Sequence[Gap] = ()) -> QueueCheck:
+        """The report, once the walk is done; ``gaps``: the CommitLog's gaps (``GapWalk``), of which
+        those the queues were built around are returned in ``built_around``."""
+        if self._early is not None or self._walk is None:
+            return self._early if self._early is not None else QueueCheck()
+        check, walk, commitlog = self._check, self._walk, self.commitlog
+        queues, findings, claimed = check.queues, check.findings, check.claimed
+        cl_min = commitlog.min_offset
+        problems: list[str] = []
+        records, entries, in_flight = walk.records, check.entries, check.in_flight
+        last_claimed = check.last_claimed
         into_gaps: set[int] = set()  # the gaps (by index) some non-blank entry points into
-        released = commitlog.min_offset
-        releases = 0
-        for offset, buf in GapWalk(commitlog, _ignore_gap).records(commitlog.min_offset):
-            if offset - released >= RELEASE_BYTES:
-                # The CommitLog pages behind the walk, and the queues' pages read so far, are done
-                # with: out of this process's resident memory (they stay in the page cache).
-                commitlog.release(released, offset)
-                released = offset
-                releases += 1
-                if releases % QUEUE_RELEASE_EVERY == 0:
-                    for q in queues.values():
-                        q.release()
-            records += 1
-            try:
-                entry = dispatch_entry(buf, delays)
-            except (DispatchError, ValueError, struct.error):
-                continue
-            if entry is None:
-                continue
-            topic, queue_id, queue_offset, code, store_ts = entry
-            entries += 1
-            if not safe_topic_dir(topic):
-                continue  # the builder skips it too (and says so)
-            key = (topic, queue_id)
-            q = queue_of(key)
-            found = findings[key]
-            if queue_offset < q.min_offset:
-                continue
-            if queue_offset >= q.max_offset:
-                if recent_ms is not None and store_ts >= recent_ms:
-                    in_flight += 1
-                    continue
-                found.add("missing", f"no entry at offset {queue_offset} for the record at {offset} (behind)")
-                continue
-            got = q.entry(queue_offset)
-            want = (offset, len(buf), code)
-            claimed[key].claim(queue_offset - q.min_offset)
-            last_claimed = offset
-            if got is None or (got.commit_log_offset, got.size, got.tags_code) != want:
-                have = "nothing" if got is None else f"({got.commit_log_offset}, {got.size}, {got.tags_code})"
-                found.add("entry", f"offset {queue_offset} holds {have}, its record says {want}")
         for key, q in queues.items():
             for i in claimed[key].unclaimed():
                 n = q.min_offset + i
@@ -273,7 +473,7 @@ def check_consume_queues(
                     "a record of this queue at this position",
                 )
             q.release()
-        commitlog.release(released, commitlog.max_offset)
+        commitlog.release(walk.released, commitlog.max_offset)
         for key in sorted(findings):
             problems += findings[key].report()
         notes = [
@@ -286,6 +486,3 @@ def check_consume_queues(
             )
         around = [g for i, g in enumerate(gaps) if i not in into_gaps and last_claimed >= g.resume]
         return QueueCheck(problems, notes, around)
-    finally:
-        for q in queues.values():
-            q.close()

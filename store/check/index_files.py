@@ -11,17 +11,13 @@ chunks: what the scan keeps is one byte per entry (``refs``), bounded by maxInde
 
 from __future__ import annotations
 
-import array
-import struct
-import sys
 from dataclasses import dataclass, field
 
+from store.check.index_scan import CHUNK, scan_entries, scan_slots
 from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from store.index.index_file import ENTRY, IndexFile
+from store.index.index_file import IndexFile
 
-#: Slots or entries read at a time: what the scan holds of a file besides one flag per entry.
-CHUNK = 1 << 16
-_HASH = struct.Struct(">i")
+__all__ = ["CHUNK", "Findings", "scan_index_file"]
 
 
 @dataclass(slots=True)
@@ -66,78 +62,21 @@ def scan_index_file(f: IndexFile) -> list[str]:
     def entry_at(n: int) -> int:
         return entries_at + n * INDEX_ENTRY_SIZE
 
-    unpack_hash = _HASH.unpack_from  # the loops below run once per slot and entry: kept lean
-    used = 0
-    for base in range(0, slots_n, CHUNK):
-        stop = min(base + CHUNK, slots_n)
-        slots = array.array(
-            "i", data[INDEX_HEADER_SIZE + base * INDEX_SLOT_SIZE : INDEX_HEADER_SIZE + stop * INDEX_SLOT_SIZE]
-        )
-        if sys.byteorder == "little":
-            slots.byteswap()
-        for k, value in enumerate(slots):
-            if value == 0:
-                continue
-            s = base + k
-            used += 1
-            if value < 0 or value >= count:
-                pos = INDEX_HEADER_SIZE + s * INDEX_SLOT_SIZE
-                found.add("slot", f"slot {s} (byte {pos}) points at entry {value}, outside 1..indexCount-1")
-                continue
-            if unpack_hash(data, entries_at + value * INDEX_ENTRY_SIZE)[0] % slots_n != s:
-                pos = INDEX_HEADER_SIZE + s * INDEX_SLOT_SIZE
-                found.add(
-                    "slot-hash",
-                    f"slot {s} (byte {pos}) points at entry {value}, whose key hash is not of slot {s}",
-                )
-            if refs[value] < 2:
-                refs[value] += 1
+    # The per-slot and per-entry loops (compiled when built: ``store.check.index_scan``) report each
+    # kind's first occurrence and count; the lines are said here.
+    used, events = scan_slots(data, INDEX_HEADER_SIZE, slots_n, entries_at, count, refs)
+    for kind, times, s, value, _ in events:
+        pos = INDEX_HEADER_SIZE + s * INDEX_SLOT_SIZE
+        if kind == "slot":
+            text = f"slot {s} (byte {pos}) points at entry {value}, outside 1..indexCount-1"
+        else:
+            text = f"slot {s} (byte {pos}) points at entry {value}, whose key hash is not of slot {s}"
+        found.add(kind, text, times)
     if used != h.hash_slot_count and count > 1:
         found.add("slots-used", f"hashSlotCount {h.hash_slot_count} (byte 32) but {used} slots are in use")
     begin, end = h.begin_phy_offset, h.end_phy_offset
-    last_phy = begin
-    for base in range(1, count, CHUNK):
-        stop = min(base + CHUNK, count)
-        n = base - 1
-        for key_hash, phy, diff, prev in ENTRY.iter_unpack(data[entry_at(base) : entry_at(stop)]):
-            n += 1
-            if key_hash < 0:
-                found.add("hash", f"entry {n} (byte {entry_at(n)}) has a negative key hash {key_hash}")
-            if diff < 0:
-                found.add("diff", f"entry {n} (byte {entry_at(n) + 12}) has a negative timeDiff {diff}")
-            if begin <= phy <= end:
-                if phy > last_phy:
-                    last_phy = phy
-                elif phy < last_phy:
-                    found.add(
-                        "phy-order",
-                        f"entry {n} (byte {entry_at(n) + 4}) points at CommitLog offset {phy}, before the "
-                        f"previous entry's {last_phy} (entries are written in CommitLog order)",
-                    )
-            else:
-                found.add(
-                    "phy-range",
-                    f"entry {n} (byte {entry_at(n) + 4}) points at CommitLog offset {phy}, outside the "
-                    f"header's {begin}..{end}",
-                )
-            if 0 < prev < n:
-                if unpack_hash(data, entries_at + prev * INDEX_ENTRY_SIZE)[0] % slots_n != key_hash % slots_n:
-                    found.add(
-                        "link-slot",
-                        f"entry {n} (byte {entry_at(n) + 16}) links to entry {prev} of another slot",
-                    )
-                if refs[prev] < 2:
-                    refs[prev] += 1
-            elif prev < 0:
-                found.add(
-                    "link-bad",
-                    f"entry {n} (byte {entry_at(n) + 16}) links to entry {prev}, which cannot exist",
-                )
-            elif prev >= n:
-                found.add(
-                    "link",
-                    f"entry {n} (byte {entry_at(n) + 16}) links forward to entry {prev} (a chain can loop)",
-                )
+    for kind, times, n, b, c in scan_entries(data, slots_n, entries_at, count, begin, end, refs):
+        found.add(kind, _entry_text(kind, entry_at(n), n, b, c, begin, end), times)
     # Entries nothing points at, and entries two things point at, in entry order: found with
     # bytearray searches instead of a Python step per entry.
     orphan = refs.find(0, 1, count)
@@ -158,3 +97,25 @@ def scan_index_file(f: IndexFile) -> list[str]:
             "by a crash (the builder undoes it)",
         )
     return found.lines(f.name)
+
+
+def _entry_text(kind: str, at: int, n: int, b: int, c: int, begin: int, end: int) -> str:
+    """The line for the first problem of ``kind`` at entry ``n`` (byte ``at``): ``scan_entries``' event."""
+    if kind == "hash":
+        return f"entry {n} (byte {at}) has a negative key hash {b}"
+    if kind == "diff":
+        return f"entry {n} (byte {at + 12}) has a negative timeDiff {b}"
+    if kind == "phy-order":
+        return (
+            f"entry {n} (byte {at + 4}) points at CommitLog offset {b}, before the previous entry's {c} "
+            "(entries are written in CommitLog order)"
+        )
+    if kind == "phy-range":
+        return (
+            f"entry {n} (byte {at + 4}) points at CommitLog offset {b}, outside the header's {begin}..{end}"
+        )
+    if kind == "link-slot":
+        return f"entry {n} (byte {at + 16}) links to entry {b} of another slot"
+    if kind == "link-bad":
+        return f"entry {n} (byte {at + 16}) links to entry {b}, which cannot exist"
+    return f"entry {n} (byte {at + 16}) links forward to entry {b} (a chain can loop)"

@@ -28,8 +28,10 @@ problems it explains, and the report stays OK, so a new problem stands out.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
+import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,18 +39,22 @@ from dataclasses import dataclass, field
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
 from protocol.record_layout import SIZE_MAGIC_WIDTH
-from store.check import index_files
-from store.check.consume_queues import check_consume_queues
+from store.check import index_scan
+from store.check.consume_queues import ConsumeQueueCheck
 from store.check.index_files import Findings, scan_index_file
+from store.check.index_scan import matching_keys
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
-from store.commitlog.gaps import Gap, GapWalk
+from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog, MappedFile
 from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from store.errors import CheckpointError, StoreError
 from store.index.builder import KeyHasher, index_keys
 from store.index.index_file import ENTRY, IndexFile, header_problem
+from store.index.index_range import index_range
 from store.platform.broker_lock import broker_lock_holder
+from store.reput.dispatcher import Dispatcher, Run, record_size
+from store.reput.walk import Reput
 
 _ZEROS = bytes(1 << 20)
 #: A walk hands the CommitLog pages behind it back to the kernel every this many bytes: they stay
@@ -80,25 +86,20 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
         _check_markers(config, index_files, report, live)
         started_ms = int(time.time() * 1000)
         commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+        recent_ms = started_ms - LIVE_INDEX_LAG_MS if live is not None else None
+        queue_check = None
         try:
-            gaps = _check_commitlog(commitlog, config, report)
-            _check_index(
-                index_files,
-                commitlog,
-                report,
-                deep=deep,
-                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
-            )
-            queues = check_consume_queues(
-                config,
-                commitlog,
-                recent_ms=started_ms - LIVE_INDEX_LAG_MS if live is not None else None,
-                gaps=[g for g, _lines in gaps],
-            )
+            # The consume queue check rides the CommitLog check's walk: the CommitLog is read once.
+            queue_check = ConsumeQueueCheck(config, commitlog, recent_ms=recent_ms)
+            gaps = _check_commitlog(commitlog, config, report, queue_check.dispatcher)
+            _check_index(index_files, commitlog, report, deep=deep, recent_ms=recent_ms)
+            queues = queue_check.finish([g for g, _lines in gaps])
             report.problems += queues.problems
             report.notes += queues.notes
             _classify_gaps(config, index_files, queues.built_around, gaps, report)
         finally:
+            if queue_check is not None:
+                queue_check.close()
             commitlog.close()
     finally:
         for f in index_files:
@@ -157,18 +158,22 @@ def _check_markers(
 
 
 def _check_commitlog(
-    commitlog: CommitLog, config: StoreConfig, report: FsckReport
+    commitlog: CommitLog, config: StoreConfig, report: FsckReport, also: Dispatcher | None = None
 ) -> list[tuple[Gap, list[str]]]:
     """Check the CommitLog; returns its gaps, each with the file and record problems it explains
-    (reported by ``_classify_gaps``, as problems or under a known gap)."""
+    (reported by ``_classify_gaps``, as problems or under a known gap). ``also`` is fed every run of
+    the walk (the consume queue check's dispatcher)."""
     files = commitlog.files
     size = config.mapped_file_size_commit_log
-    last_end = files[0].start if files else 0
-    walk = GapWalk(commitlog, _note_gap)
-    for offset, buf in releasing(commitlog, walk.records(commitlog.min_offset)):
-        report.records += 1
-        last_end = offset + len(buf)
-    gaps = walk.gaps
+    counter = _RecordCounter(commitlog, files[0].start if files else 0)
+    # The reput's walk: whole records checked in one compiled call per run, across gaps as
+    # ``GapWalk`` crosses them (the gaps are reported below).
+    reput = Reput(commitlog, [counter] if also is None else [counter, also], on_gap=_note_gap)
+    reput.run_once()
+    commitlog.release(counter.released, commitlog.max_offset)
+    report.records += counter.records
+    last_end = counter.end
+    gaps = reput.gaps
     explained: dict[int, list[str]] = {i: [] for i in range(len(gaps))}
 
     def within(start: int, end: int) -> int | None:
@@ -250,6 +255,58 @@ def _file_spans(files: list[MappedFile], size: int) -> list[tuple[str, tuple[int
         elif f.length != size:
             out.append((f"CommitLog file {f.path.name} has {f.length} bytes, expected {size}", None))
     return out
+
+
+class _RecordCounter:
+    """The check's dispatcher of the reput's walk (``store.reput.walk.Reput``): counts the whole
+    records and where the last one ends. A ``Scanner``, so each stretch is checked by one compiled
+    ``record.whole_run`` call here (the reput's own check), not record by record."""
+
+    def __init__(self, commitlog: CommitLog, start: int) -> None:
+        self.commitlog = commitlog
+        self.records = 0
+        #: Just past the last whole record.
+        self.end = start
+        self.released = commitlog.min_offset
+
+    def begin(self) -> bool:
+        return True
+
+    def resume_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    def flush(self) -> None:
+        """Nothing is written."""
+
+    def scan(self, run: Run, max_records: int) -> tuple[int, int]:
+        """``record.whole_run`` over at most ``RELEASE_BYTES`` of ``run`` (the reput walks the
+        record after it itself and goes on): the pages before the stretch, which every dispatcher
+        has read, are released first."""
+        self._release(run.base + run.pos)
+        soft = min(run.end, run.pos + RELEASE_BYTES)
+        stop, n = record.whole_run(run.view, run.pos, run.end, run.base, soft, max_records)
+        if n:
+            self._took(n, run.base + stop)
+        return stop, n
+
+    def dispatch(self, run: Run) -> None:
+        """A run the reput's walk found itself (one record after a blank, a gap or corruption)."""
+        self._release(run.base + run.pos)
+        pos, n = run.pos, 0
+        while pos < run.end:
+            pos += record_size(run.view, pos)
+            n += 1
+        self._took(n, run.base + pos)
+
+    def _took(self, n: int, end: int) -> None:
+        self.records += n
+        self.end = end
+
+    def _release(self, offset: int) -> None:
+        if offset - self.released >= RELEASE_BYTES:
+            # The pages behind the walk are done with: out of fsck's resident memory.
+            self.commitlog.release(self.released, offset)
+            self.released = offset
 
 
 def _note_gap(_gap: Gap) -> None:
@@ -374,29 +431,135 @@ def _check_index(
 def _check_entries_against_records(
     f: IndexFile, count: int, commitlog: CommitLog, hasher: KeyHasher, report: FsckReport
 ) -> None:
-    """Every entry of ``f`` against the record it points at. Entries come in CommitLog order and a
-    record's keys are consecutive entries, so each record is read and its keys hashed once for the
-    run of entries pointing at it; the entries are read in chunks (``index_files.CHUNK``)."""
+    """Every entry of ``f`` against the record it points at, a chunk of entries at a time.
+
+    Entries come in CommitLog order and a record's keys are consecutive entries, so a healthy chunk
+    is exactly what the index builder's compiled ``index_range`` makes of the records it spans: one
+    call packs their (key hash, offset) pairs and ``matching_keys`` compares them with the chunk's.
+    A chunk that differs anywhere is checked entry by entry (``_EntryCheck``, the reference rule:
+    each record read and its keys hashed once for the run of entries pointing at it), so the lines
+    said are the same either way."""
     found = Findings()
     released = commitlog.min_offset
     entries_at = INDEX_HEADER_SIZE + f.hash_slot_num * INDEX_SLOT_SIZE
     data = f.buffer
-    last_phy = -1
-    hashes: frozenset[int] | None = None  # the keys' hashes of the record at last_phy
-    problem = ""  # or why last_phy is not a record to check against
-    for base in range(1, count, index_files.CHUNK):
-        stop = min(base + index_files.CHUNK, count)
+    one_by_one = _EntryCheck(commitlog, hasher, found)
+    base = 1
+    while base < count:
+        stop = min(base + index_scan.CHUNK, count)
         chunk = data[entries_at + base * INDEX_ENTRY_SIZE : entries_at + stop * INDEX_ENTRY_SIZE]
+        n = stop - base
+
+        def phy(i: int, chunk: bytes = chunk) -> int:
+            return _PHY.unpack_from(chunk, i * INDEX_ENTRY_SIZE + 4)[0]
+
+        # At most RELEASE_BYTES of CommitLog a chunk (the pages behind are released between chunks).
+        within = bisect.bisect_left(range(n), phy(0) + RELEASE_BYTES, key=phy)
+        if 0 < within < n:
+            n = within + 1
+            chunk = chunk[: n * INDEX_ENTRY_SIZE]
+        if base + n < count:
+            # End the chunk at a record's first key (the next chunk starts there), unless it is one
+            # record's keys throughout.
+            last = _PHY.unpack_from(chunk, (n - 1) * INDEX_ENTRY_SIZE + 4)[0]
+            k = n - 1
+            while k > 0 and _PHY.unpack_from(chunk, (k - 1) * INDEX_ENTRY_SIZE + 4)[0] == last:
+                k -= 1
+            if k > 0:
+                n = k
+                chunk = chunk[: n * INDEX_ENTRY_SIZE]
+        first_phy = _PHY.unpack_from(chunk, 4)[0]
+        last_phy = _PHY.unpack_from(chunk, (n - 1) * INDEX_ENTRY_SIZE + 4)[0]
+        if _records_keys_match(commitlog, chunk, first_phy, last_phy):
+            one_by_one.last_phy = -1
+        else:
+            one_by_one.entries(base, chunk)
+        if last_phy - released >= RELEASE_BYTES:  # in CommitLog order: the pages behind are done
+            commitlog.release(released, last_phy)
+            released = last_phy
+        base += n
+    commitlog.release(released, commitlog.max_offset)
+    report.problems.extend(found.lines(f.name))
+
+
+_PHY = struct.Struct(">q")
+
+
+def _records_keys_match(commitlog: CommitLog, chunk: bytes, first_phy: int, last_phy: int) -> bool:
+    """The entries ``chunk`` name exactly the keys of the records from ``first_phy`` to the one at
+    ``last_phy``, in order (what the index builder puts for them: ``index_range``)."""
+    if first_phy < commitlog.min_offset or last_phy < first_phy:
+        return False
+    packed = bytearray()
+    topics: set[str] = set()
+    for mf in commitlog.files:
+        if mf.end <= first_phy or mf.start > last_phy or mf.mm is None:
+            continue
+        safe = mf.safe_length()
+        pos = max(first_phy - mf.start, 0)
+        end = safe
+        if last_phy < mf.end:
+            at = last_phy - mf.start
+            if at + 4 > safe:
+                return False
+            with mf.view() as view:
+                size = _SIZE.unpack_from(view, at)[0]
+            if size <= 0 or at + size > safe:
+                return False
+            end = at + size
+        if pos >= end:
+            return False
+        with mf.view() as view:
+            index_range(view, pos, end, mf.start, packed, topics, 0, _NO_LIMIT, mf.safe_length, True)
+    n, units = len(chunk) // INDEX_ENTRY_SIZE, len(packed) // INDEX_ENTRY_SIZE
+    if units < n:
+        return False
+    # An IndexFile may begin or end inside one record's keys (the previous file filled up between
+    # them): the chunk is then a run of packed's units that starts inside the first record's keys.
+    lead = _run_length(packed, units, first_phy) - _run_length(chunk, n, first_phy)
+    for skip in {max(lead, 0), 0}:
+        if skip + n <= units:
+            unit = packed[skip * INDEX_ENTRY_SIZE : (skip + n) * INDEX_ENTRY_SIZE]
+            if matching_keys(chunk, unit) == n:
+                return True
+    return False
+
+
+def _run_length(entries: bytes | bytearray, n: int, phy: int) -> int:
+    """How many of the first of ``n`` 20-byte units (offset at byte 4) point at ``phy``."""
+    k = 0
+    while k < n and _PHY.unpack_from(entries, k * INDEX_ENTRY_SIZE + 4)[0] == phy:
+        k += 1
+    return k
+
+
+_SIZE = struct.Struct(">i")
+_NO_LIMIT = 1 << 62
+
+
+class _EntryCheck:
+    """The reference rule for entries checked one at a time: each record read and its keys hashed
+    once for the run of entries pointing at it (``last_phy``, carried from chunk to chunk)."""
+
+    def __init__(self, commitlog: CommitLog, hasher: KeyHasher, found: Findings) -> None:
+        self.commitlog = commitlog
+        self.hasher = hasher
+        self.found = found
+        self.last_phy = -1
+        self.hashes: frozenset[int] | None = None  # the keys' hashes of the record at last_phy
+        self.problem = ""  # or why last_phy is not a record to check against
+
+    def entries(self, base: int, chunk: bytes) -> None:
+        """Entries ``base`` .. of ``chunk``."""
+        commitlog, found = self.commitlog, self.found
         for k, (key_hash, phy, _diff, _prev) in enumerate(ENTRY.iter_unpack(chunk)):
             n = base + k
-            if phy != last_phy:
-                last_phy = phy
-                if phy - released >= RELEASE_BYTES:  # in CommitLog order: the pages behind are done
-                    commitlog.release(released, phy)
-                    released = phy
-                hashes, problem = _record_key_hashes(commitlog, phy, hasher)
+            if phy != self.last_phy:
+                self.last_phy = phy
+                self.hashes, self.problem = _record_key_hashes(commitlog, phy, self.hasher)
+            hashes = self.hashes
             if hashes is None:
-                if problem == _NOT_A_RECORD:
+                if self.problem == _NOT_A_RECORD:
                     if phy >= commitlog.min_offset:
                         found.add("record", f"entry {n} points at {phy}, not a record")
                 else:
@@ -404,8 +567,6 @@ def _check_entries_against_records(
                 continue
             if key_hash not in hashes:
                 found.add("key", f"entry {n} hash matches no key of record {phy}")
-    commitlog.release(released, commitlog.max_offset)
-    report.problems.extend(found.lines(f.name))
 
 
 _NOT_A_RECORD = "not a record"

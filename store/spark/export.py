@@ -10,6 +10,7 @@ is written beside the destination and swapped in only when complete.
 from __future__ import annotations
 
 import mmap
+import struct
 import sys
 import time
 from collections.abc import Mapping
@@ -21,9 +22,10 @@ from protocol.record_layout import SIZE_MAGIC
 from store.commitlog import record
 from store.commitlog.record import describe_invalid
 from store.config.store_config import StoreConfig
-from store.spark.errors import PipelineError
+from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.job import commitlog_files, spark_job
-from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows
+from store.spark.key_columns import SPECIAL, key_columns
+from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows, record_rows
 from store.spark.progress import render_bar
 from store.spark.ranges import (
     DEFAULT_RANGE_BYTES,
@@ -97,6 +99,75 @@ def _arrow_schema():  # type: ignore[no-untyped-def]
     return pa.schema([*fields, pa.field(STORE_TIME, pa.timestamp("ms", tz="UTC"))])
 
 
+#: Rows one ``key_columns`` call lays out at most (a 64 MiB range holds ~250K of ~770-byte records).
+MAX_ROWS = 1 << 20
+_I32 = struct.Struct(">i")
+
+
+def range_table(rng: CommitLogRange, schema):  # type: ignore[no-untyped-def]
+    """The key rows of one range as one Arrow table of ``schema`` (None without rows): what
+    ``range_rows`` yields, laid out by ``key_columns`` (compiled when built) over the stretches
+    ``record.whole_run`` checks, and by ``record_rows`` for a record it leaves to the row path. A
+    record that does not check raises with its offset, as ``range_rows`` does."""
+    import pyarrow as pa
+
+    pieces = []
+    with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        base = rng.file_start
+        pos = rng.start - base
+        end = rng.end - base
+        while pos < end:
+            stop, _n = record.whole_run(mm, pos, end, base, end, 1 << 62)
+            while pos < stop:
+                why, pos, n, columns = key_columns(mm, pos, stop, base, MAX_ROWS)
+                if n:
+                    pieces.append(_columns_table(pa, schema, n, columns))
+                if why == SPECIAL:
+                    size = _I32.unpack_from(mm, pos)[0]
+                    rows = record_rows(mm, pos, base + pos, rng.path)
+                    if rows:
+                        pieces.append(_rows_table(pa, schema, rows))
+                    pos += size
+            if pos < end:
+                offset = base + pos
+                raise CorruptRecordError(rng.path, offset, describe_invalid(mm, pos, end, offset))
+    if not pieces:
+        return None
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces).combine_chunks()
+
+
+def _with_store_time(pa, schema, arrays: list):  # type: ignore[no-untyped-def]
+    ts = COLUMN_NAMES.index("store_timestamp")
+    arrays.append(arrays[ts].cast(pa.timestamp("ms", tz="UTC")))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _columns_table(pa, schema, n: int, columns: list):  # type: ignore[no-untyped-def]
+    """A table from ``key_columns``' buffers."""
+    arrays = []
+    for i, (_name, kind) in enumerate(COLUMNS):
+        column = columns[i]
+        if kind == "string":
+            valid, offsets, data = column
+            buffers = [
+                None if valid is None else pa.py_buffer(valid),
+                pa.py_buffer(offsets),
+                pa.py_buffer(data),
+            ]
+            arrays.append(pa.Array.from_buffers(pa.string(), n, buffers))
+        else:
+            arrays.append(pa.Array.from_buffers(schema.field(i).type, n, [None, pa.py_buffer(column)]))
+    return _with_store_time(pa, schema, arrays)
+
+
+def _rows_table(pa, schema, rows: list):  # type: ignore[no-untyped-def]
+    """A table from ``record_rows``' tuples."""
+    columns = list(zip(*rows, strict=True))
+    return _with_store_time(
+        pa, schema, [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
+    )
+
+
 def export_keys_local(
     config: StoreConfig,
     out: Path,
@@ -106,7 +177,6 @@ def export_keys_local(
 ) -> ExportResult:
     """Write the key table with pyarrow, one row group per range, into ``out/part-00000.parquet``."""
     try:
-        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise PipelineError("the local export engine needs pyarrow: pip install 'rmq-query[spark]'") from exc
@@ -119,16 +189,10 @@ def export_keys_local(
     with staged_output(Path(out)) as staging:
         with pq.ParquetWriter(staging / LOCAL_FILE_NAME, schema) as writer:
             for done, rng in enumerate(ranges, start=1):
-                columns: list[list[object]] = [[] for _ in COLUMN_NAMES]
-                for row in range_rows(rng):
-                    for column, value in zip(columns, row, strict=True):
-                        column.append(value)
-                if columns[0]:
-                    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
-                    ts = COLUMN_NAMES.index("store_timestamp")
-                    arrays.append(arrays[ts].cast(pa.timestamp("ms", tz="UTC")))
-                    writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
-                    rows += len(columns[0])
+                table = range_table(rng, schema)
+                if table is not None:
+                    writer.write_table(table)
+                    rows += table.num_rows
                 scanned += rng.end - rng.start
                 stream.write(render_bar("export keys", done, len(ranges), unit="ranges") + "\n")
                 stream.flush()

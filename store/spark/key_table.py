@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Iterator
+from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import decode_message
@@ -54,18 +55,25 @@ def range_rows(rng: CommitLogRange) -> Iterator[Row]:
             size = record.check(mm, pos, end, offset, check_crc=True)
             if size <= 0:
                 raise CorruptRecordError(rng.path, offset, describe_invalid(mm, pos, end, offset))
-            try:
-                msg = decode_message(mm, pos, read_body=False)
-                offset_msg_id = msg.offset_msg_id
-            except ProtocolError as exc:
-                raise CorruptRecordError(rng.path, offset, str(exc)) from exc
+            yield from record_rows(mm, pos, offset, rng.path)
             pos += size
-            if msg.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            uniq = msg.unique_key
-            tags = msg.tags
-            common = (offset_msg_id, offset, size, msg.store_timestamp, tags, msg.queue_id, msg.queue_offset)
-            if uniq is not None:
-                yield (msg.topic, uniq, KIND_UNIQ_KEY, uniq, *common)
-            for key in msg.keys:
-                yield (msg.topic, key, KIND_KEYS, uniq, *common)
+
+
+def record_rows(buf: mmap.mmap | memoryview | bytes, pos: int, offset: int, path: Path) -> list[Row]:
+    """The key rows of the checked record at ``buf[pos]`` (CommitLog ``offset``, in file ``path``)."""
+    try:
+        msg = decode_message(buf, pos, read_body=False)
+        offset_msg_id = msg.offset_msg_id
+    except ProtocolError as exc:
+        raise CorruptRecordError(path, offset, str(exc)) from exc
+    if msg.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+        return []
+    uniq = msg.unique_key
+    size = msg.store_size
+    common = (offset_msg_id, offset, size, msg.store_timestamp, msg.tags, msg.queue_id, msg.queue_offset)
+    rows: list[Row] = []
+    if uniq is not None:
+        rows.append((msg.topic, uniq, KIND_UNIQ_KEY, uniq, *common))
+    for key in msg.keys:
+        rows.append((msg.topic, key, KIND_KEYS, uniq, *common))
+    return rows

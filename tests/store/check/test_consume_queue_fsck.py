@@ -6,6 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
+from store.check import consume_queues
 from store.check.store_check import check_store
 from store.config.store_config import StoreConfig
 
@@ -69,3 +72,50 @@ def test_a_file_of_the_wrong_size_stops_the_check_with_the_reason(stores_dir: Pa
         f.truncate(10_000)
     problems = check_store(config).problems
     assert len(problems) == 1 and "has 10000 bytes but mappedFileSizeConsumeQueue gives 20000" in problems[0]
+
+
+def _damage(config: StoreConfig, how: str) -> None:
+    a, b = _queue_file(config, "TopicA", 1), _queue_file(config, "TopicB", 1)
+    da, db = bytearray(a.read_bytes()), bytearray(b.read_bytes())
+    if how == "tags":
+        da[7 * 20 + 12 + 7] ^= 1
+    elif how == "lost":
+        da[490 * 20 :] = bytes(len(da) - 490 * 20)
+    elif how == "other queue's":
+        da[5 * 20 : 6 * 20] = db[5 * 20 : 6 * 20]
+    elif how == "swapped":
+        da[10 * 20 : 12 * 20] = da[11 * 20 : 12 * 20] + da[10 * 20 : 11 * 20]
+    elif how == "zeroed":
+        da[100 * 20 : 140 * 20] = bytes(40 * 20)
+    a.write_bytes(bytes(da))
+
+
+@pytest.mark.parametrize("how", ["tags", "lost", "other queue's", "swapped", "zeroed"])
+def test_the_bulk_comparison_reports_what_the_entry_by_entry_check_reports(
+    stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A queue's batch that matches its files is claimed at once; one that does not is checked entry
+    by entry. Forcing every batch entry by entry must give the same report, line for line."""
+    config = _copy(stores_dir, tmp_path)
+    _damage(config, how)
+    bulk = check_store(config)
+    monkeypatch.setattr(consume_queues, "_same_entries", lambda *_args: False)
+    one_by_one = check_store(config)
+    assert bulk.problems and bulk.problems == one_by_one.problems
+    assert bulk.notes == one_by_one.notes
+
+
+def test_a_clean_queue_is_claimed_in_batches(
+    stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _copy(stores_dir, tmp_path)
+    single: list[int] = []
+    real = consume_queues.Claims.claim
+
+    def counting(self: consume_queues.Claims, i: int) -> None:
+        single.append(i)
+        real(self, i)
+
+    monkeypatch.setattr(consume_queues.Claims, "claim", counting)
+    assert check_store(config).problems == []
+    assert single == []

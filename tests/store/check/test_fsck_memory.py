@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store.check import consume_queues, index_files, store_check
+from store.check import consume_queues, index_scan, store_check
 from store.check.consume_queues import Claims
 from store.check.index_files import scan_index_file
 from store.check.store_check import check_store
@@ -87,7 +87,7 @@ def test_index_scan_holds_a_flag_per_entry_not_the_entries(
     two_stores: tuple[StoreConfig, StoreConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _small, large = two_stores
-    monkeypatch.setattr(index_files, "CHUNK", 1024)
+    monkeypatch.setattr(index_scan, "CHUNK", 1024)  # the reference's chunk (the compiled loops hold none)
     (path,) = sorted(large.index_dir.iterdir())
     f = IndexFile.open(path, large.max_hash_slot_num, large.max_index_num)
     try:
@@ -173,3 +173,18 @@ def test_deep_check_names_each_entry_that_misses_its_record(tmp_path: Path) -> N
     problems = check_store(config, deep=True).problems
     assert f"index file {path.name}: entry 4 hash matches no key of record {entries[3][1]}" in problems
     assert f"index file {path.name}: entry 9 points at {entries[8][1] + 1}, not a record" in problems
+
+
+def test_claiming_ranges_reports_what_claiming_each_offset_reports() -> None:
+    rng = random.Random(2222)
+    total = 6 * Claims.CHUNK + 300
+    ranges = [(0, Claims.CHUNK)]  # one whole chunk at once: it never gets flags
+    ranges += [(a, min(a + rng.randrange(1, 3 * Claims.CHUNK), total)) for a in rng.sample(range(total), 40)]
+    by_range, by_offset = Claims(total), Claims(total)
+    for start, stop in ranges:
+        by_range.claim_range(start, stop)
+        for i in range(start, stop):
+            by_offset.claim(i)
+    assert list(by_range.unclaimed()) == list(by_offset.unclaimed())
+    assert by_range.full == by_offset.full
+    assert 0 in by_range.full

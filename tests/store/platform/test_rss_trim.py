@@ -193,3 +193,19 @@ def test_index_entries_a_query_visits_count_toward_the_next_look(
         assert len(result.buffers) == 1
         assert result.visited >= RSS_CHECK_EVERY_RECORDS
     assert looks, "one query visiting hundreds of entries is due a look"
+
+
+def test_every_key_query_is_due_a_look(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key query reads a slot in every IndexFile it walks, and the kernel may map a whole large
+    folio for each (issue 22): even a one-entry walk is due a look at resident memory."""
+    config = StoreConfig.for_store(tmp_path / "s")
+    with StoreWriter(config) as writer:
+        for i in range(10):
+            writer.append("Few", b"x", keys=f"f-{i}")
+    looks: list[int] = []
+    monkeypatch.setattr(MessageStore, "_resident_over_limit", lambda self: looks.append(1) or False)
+    with MessageStore.open(config) as store:
+        for i in range(3):
+            result = store.query_message("Few", f"f-{i}", 1, 0, MAX)
+            assert len(result.buffers) == 1 and result.visited < RSS_CHECK_EVERY_RECORDS
+            assert len(looks) == i + 1
