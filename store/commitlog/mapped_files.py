@@ -202,6 +202,12 @@ class CommitLog:
                 names = []
             except OSError as exc:
                 raise CommitLogError(f"cannot list CommitLog directory {self.directory}: {exc}") from exc
+            if self._unchanged(names):
+                # Every check below found nothing to do: keep the snapshots (a writable store
+                # refreshes after every put), and look for records past the known end only.
+                self._max_offset = self._find_end()
+                self._settled_end = self._find_settled_end()
+                return
             old = {f.start: f for f in self._files}
             files: list[MappedFile] = []
             cut: int | None = None  # the lowest offset whose bytes changed under a known end
@@ -289,6 +295,28 @@ class CommitLog:
                 self._restart_at(cut)
             self._max_offset = self._find_end()
             self._settled_end = self._find_settled_end()
+
+    def _unchanged(self, names: list[str]) -> bool:
+        """The files ``refresh`` would keep as they are, all of them, and no other: the same names,
+        each file mapped, the same inode at its path, its size and its map's size both the mapped
+        length, and no SIGBUS fault since the last refresh.
+
+        The checks ``refresh``'s loop makes, in the same order, for the case a writable store meets
+        after nearly every put; anything else (a new, deleted, replaced, cut, grown or unreadable
+        file, a fault) is False and the loop handles it as it always did."""
+        files = self._files
+        if len(names) != len(files) or sigbus.fault_count() != self._faults_seen:
+            return False
+        for name, f in zip(names, files, strict=True):
+            if f.mm is None or f.path.name != name:
+                return False
+            try:
+                st = os.stat(f.path)
+            except OSError:
+                return False
+            if st.st_ino != f.inode or st.st_size != f.length or f.safe_length() != f.length:
+                return False
+        return True
 
     def _unreadable(self, start: int, path: Path, exc: OSError) -> MappedFile:
         reason = exc.strerror or str(exc)
