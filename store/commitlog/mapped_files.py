@@ -343,6 +343,8 @@ class CommitLog:
         Walking a CommitLog touches every page it reads; the pages stay in the page cache, but
         without this they would also stay counted in this process's resident memory.
         """
+        if end <= start:
+            return  # nothing walked (a refresh or reput pass that found nothing new)
         page = mmap.PAGESIZE
         for f in self._files:
             lo = max(start, f.start) - f.start
