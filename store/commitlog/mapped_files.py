@@ -83,6 +83,7 @@ _ViewSnap = tuple[list[mmap.mmap | None], list[int], list[int], Callable[[int, i
 RELEASE_EVERY = 64 << 20
 #: A walk re-checks the file's safe length every this many bytes of progress (see the module docstring).
 RECHECK_EVERY = 64 << 10
+_NO_LIMIT = 1 << 62
 
 
 @dataclass(slots=True)
@@ -202,6 +203,12 @@ class CommitLog:
                 names = []
             except OSError as exc:
                 raise CommitLogError(f"cannot list CommitLog directory {self.directory}: {exc}") from exc
+            if self._unchanged(names):
+                # Every check below found nothing to do: keep the snapshots (a writable store
+                # refreshes after every put), and look for records past the known end only.
+                self._max_offset = self._find_end()
+                self._settled_end = self._find_settled_end()
+                return
             old = {f.start: f for f in self._files}
             files: list[MappedFile] = []
             cut: int | None = None  # the lowest offset whose bytes changed under a known end
@@ -290,6 +297,28 @@ class CommitLog:
             self._max_offset = self._find_end()
             self._settled_end = self._find_settled_end()
 
+    def _unchanged(self, names: list[str]) -> bool:
+        """The files ``refresh`` would keep as they are, all of them, and no other: the same names,
+        each file mapped, the same inode at its path, its size and its map's size both the mapped
+        length, and no SIGBUS fault since the last refresh.
+
+        The checks ``refresh``'s loop makes, in the same order, for the case a writable store meets
+        after nearly every put; anything else (a new, deleted, replaced, cut, grown or unreadable
+        file, a fault) is False and the loop handles it as it always did."""
+        files = self._files
+        if len(names) != len(files) or sigbus.fault_count() != self._faults_seen:
+            return False
+        for name, f in zip(names, files, strict=True):
+            if f.mm is None or f.path.name != name:
+                return False
+            try:
+                st = os.stat(f.path)
+            except OSError:
+                return False
+            if st.st_ino != f.inode or st.st_size != f.length or f.safe_length() != f.length:
+                return False
+        return True
+
     def _unreadable(self, start: int, path: Path, exc: OSError) -> MappedFile:
         reason = exc.strerror or str(exc)
         self.unreadable[start] = reason
@@ -315,6 +344,8 @@ class CommitLog:
         Walking a CommitLog touches every page it reads; the pages stay in the page cache, but
         without this they would also stay counted in this process's resident memory.
         """
+        if end <= start:
+            return  # nothing walked (a refresh or reput pass that found nothing new)
         page = mmap.PAGESIZE
         for f in self._files:
             lo = max(start, f.start) - f.start
@@ -342,6 +373,9 @@ class CommitLog:
             return 0
         known = self._max_offset
         files = self._files
+        quick = self._quick_end(known)
+        if quick is not None:
+            return quick
         # No known end: start at the last file holding data (a running broker pre-creates the next).
         start_idx = len(files) - 1
         while start_idx > 0 and files[start_idx].error is None:
@@ -374,6 +408,45 @@ class CommitLog:
                 released = end
         self.release(released, end)
         return max(end, self._after_blank_end(end))
+
+    def _quick_end(self, known: int) -> int | None:
+        """``_find_end``'s answer when the known end lies inside the last file holding data and what
+        follows it is whole records (those a writer appended since, if any, less than
+        ``RECHECK_EVERY`` bytes) and then zeros: the case of a refresh after each put. None for
+        anything else (a shrunk or unreadable file, a blank, a torn or corrupt record, data in a
+        later file), which the full walk takes as before.
+
+        The same answer, the same ``_last_record``, the same ``bytes_visited`` and the same pages
+        released as ``_skip_whole`` and ``_walk`` give it: the records are checked by the same
+        compiled ``record.whole_run``, within the file's safe length asked once before reading, and
+        the end is where ``_walk`` would stop (zeros in the last file holding data, where
+        ``_resync`` finds no record at TOTALSIZE 0 and does not search on)."""
+        files = self._files
+        i = bisect.bisect_right(self._starts, known) - 1
+        if known <= 0 or i < 0:
+            return None
+        f = files[i]
+        if f.mm is None or not known < f.end:
+            return None
+        length = f.safe_length()
+        if length < f.length:
+            return None
+        view = self._views[i]
+        pos = known - f.start
+        soft = pos + RECHECK_EVERY
+        if soft > length:
+            return None
+        stop, n = record.whole_run(view, pos, length, f.start, soft, _NO_LIMIT)
+        if stop >= soft or stop + SIZE_MAGIC_WIDTH > length or view[stop : stop + SIZE_MAGIC_WIDTH] != _ZERO8:
+            return None
+        if not self._ends_the_data(files, self._views, i):
+            return None
+        if n:
+            last, _ = record.whole_run(view, pos, length, f.start, length, n - 1)
+            self._last_record = (f.start + last, stop - last)
+        self.bytes_visited += stop - pos + SIZE_MAGIC_WIDTH
+        self.release(known, f.start + stop)
+        return f.start + stop
 
     def _skip_whole(self, idx: int, pos_abs: int) -> int:
         """Where ``_find_end``'s record-by-record walk may start in file ``idx``: the last record of

@@ -266,12 +266,16 @@ class IndexService:
                     what = "replaced by another file"
                 elif not f.intact():
                     what = f"cut short to {f.safe_length()} of {f.size} bytes"
-                elif f.read_header().index_count < f.header.index_count:
-                    what = "zeroed or overwritten (its header's indexCount went down)"
-                elif _begins_differ(f.header, f.read_header()):
-                    what = "overwritten with another file's bytes (its header's begin values changed)"
                 else:
-                    continue
+                    # One read of the header on disk and one of ours, for both checks (this runs
+                    # after every put of a writable store).
+                    on_disk, ours = f.read_header(), f.header
+                    if on_disk.index_count < ours.index_count:
+                        what = "zeroed or overwritten (its header's indexCount went down)"
+                    elif _begins_differ(ours, on_disk):
+                        what = "overwritten with another file's bytes (its header's begin values changed)"
+                    else:
+                        continue
             self.warn(
                 f"audit:{f.name}:{f.inode}",
                 f"index file {f.path} was {what} while this process builds it: the keys it held are "

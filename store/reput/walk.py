@@ -93,8 +93,14 @@ class Reput:
         seen = 0
         pos = released = self.resume_offset(active)
         scanner = next((d for d in self._scanners if d in active), None)
+        following = self._on_gap is None
         try:
             while seen < budget:
+                if following and pos >= commitlog.settled_end:
+                    # Caught up: nothing settled is left, and a follower's walk from here would find
+                    # no record and no stall (``report_stall`` says nothing at or past the limit). A
+                    # writable store runs a pass for every put: this spares it the empty look.
+                    break
                 span = self._span(pos)
                 at_record = True  # whether a whole record may start at pos (the fast path's question)
                 if span is not None:
