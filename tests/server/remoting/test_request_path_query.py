@@ -35,7 +35,7 @@ from server.remoting.dispatch import Dispatcher
 from server.remoting.processors.query_message import QueryMessageProcessor
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
-from store.message_store import MessageStore
+from store.message_store import RSS_CHECK_EVERY_RECORDS, MessageStore
 from store.write.writer import StoreWriter
 from tests.server.remoting.test_request_path import Recorder, query, split_frames
 from tests.support.hot_window import (
@@ -364,7 +364,35 @@ def test_served_bytes_are_counted_as_the_python_path_counts_them(
         run(dispatcher, reads)
         monkeypatch.undo()
         totals.append(tuple(counted))
-    assert totals[0] == totals[1] and totals[0][0] > 0 and totals[0][1] > 0
+    # The Python path's query_message counts each query's look at resident memory
+    # (RSS_CHECK_EVERY_RECORDS) beside _served; the compiled path hands it to _served with the rest.
+    python = (totals[1][0], totals[1][1] + RSS_CHECK_EVERY_RECORDS * len(frames))
+    assert totals[0] == python and totals[0][0] > 0 and totals[0][1] > 0
+
+
+def test_every_compiled_query_is_due_a_look_at_resident_memory(
+    hot_store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``MessageStore.query_message`` makes every key query due a look at the process's resident
+    pages (``RSS_CHECK_EVERY_RECORDS`` counted per query, besides its records and entries): a batch
+    of queries the compiled loop answers is due one too, even when nothing was found or read."""
+    reads = [b"".join(query(TOPIC, f"no-such-key-{i}", opaque=i) for i in range(4))]
+    for compiled in (True, False):
+        looks = []
+
+        def look(looks: list[int] = looks) -> bool:
+            looks.append(1)
+            return False
+
+        monkeypatch.setattr(hot_store, "_resident_over_limit", look)
+        hot_store._records_since_check = 0
+        dispatcher, counts = dispatcher_for(hot_store, compiled)
+        out, _, _ = run(dispatcher, reads)
+        monkeypatch.undo()
+        assert out.count(b'"code":22') == 4, out  # QUERY_NOT_FOUND
+        if counts is not None:
+            assert counts.fallback == counts.handoff == 0
+        assert looks, f"compiled={compiled}: no look at resident memory"
 
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hot_window_4.9.7.json"
