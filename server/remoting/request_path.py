@@ -305,7 +305,7 @@ class RequestPath:
             # view_message_copy's accounting: each answer counts its record and a page; a compiled
             # query counts as MessageStore.query_message counts (records, a page each, entries read,
             # and RSS_CHECK_EVERY_RECORDS: every key query is due a look at resident memory; one
-            # handed to the pool gets its look from the pool's query_message).
+            # handed to the pool is counted by ``_handoff``).
             looks = RSS_CHECK_EVERY_RECORDS * compiled
             self._store.served(found_bytes + 4096 * views + query_bytes, views + query_records + looks)
         family = counts[_TOTAL]
@@ -395,6 +395,9 @@ class RequestPath:
     ) -> bytes | None:
         """A query the compiled loop's inline walk stopped, handed to the pool to continue from where
         it stopped (``QueryMessageProcessor.handoff``): the refusal's frame, or None (a task answers)."""
+        # The inline query_message the Python path runs first counts its look at resident memory
+        # (its records and entries are in the batch's counts).
+        self._store.served(0, RSS_CHECK_EVERY_RECORDS)
         round_, last_query_time, visited, timestamp, phyoffset, key_hash, capped, point = state
         resume = None
         if point is not None:

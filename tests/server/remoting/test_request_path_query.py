@@ -395,6 +395,42 @@ def test_every_compiled_query_is_due_a_look_at_resident_memory(
         assert looks, f"compiled={compiled}: no look at resident memory"
 
 
+def test_handed_off_queries_are_counted_as_the_python_path_counts_them(
+    hot_config: StoreConfig, hot_store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With queries the inline budget stops and the pool continues, the records, bytes and looks at
+    resident memory counted (``_served``, and ``query_message``'s ``RSS_CHECK_EVERY_RECORDS`` per
+    call) add up the same whichever path answered."""
+    frames = [f for f, _ in window_frames(hot_config)[:24]]
+    totals = []
+    for compiled in (True, False):
+        counted = [0, 0]
+        served, query_message = hot_store._served, hot_store.query_message
+
+        def counting(nbytes: int, records: int, served: Any = served, counted: list[int] = counted) -> None:
+            counted[0] += nbytes
+            counted[1] += records
+            served(nbytes, records)
+
+        def calls(*args: Any, run_query: Any = query_message, counted: list[int] = counted, **kw: Any) -> Any:
+            counted[1] += RSS_CHECK_EVERY_RECORDS
+            return run_query(*args, **kw)
+
+        monkeypatch.setattr(hot_store, "_served", counting)
+        monkeypatch.setattr(hot_store, "query_message", calls)
+        pool = QueryPool(2)
+        try:
+            dispatcher, counts = dispatcher_for(hot_store, compiled, pool, inline_budget=3)
+            run(dispatcher, [b"".join(frames)])
+        finally:
+            pool.close()
+            monkeypatch.undo()
+        if counts is not None:
+            assert counts.handoff > 0 and counts.fallback == 0
+        totals.append(tuple(counted))
+    assert totals[0] == totals[1]
+
+
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hot_window_4.9.7.json"
 
 
