@@ -35,11 +35,12 @@ from store.consumequeue.get_message import total_physical_memory
 from store.errors import DispatchWriteError, StoreError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.index.service import ResumePoint
-from store.message_store import QueryArgumentError, QueryResume
+from store.message_store import RSS_CHECK_EVERY_RECORDS, QueryArgumentError, QueryResume
 from store.platform.disk import disk_used_ratio
 
 __all__ = [
     "QUERY_WALK_COMPILED",
+    "RSS_CHECK_EVERY_RECORDS",
     "AppendResult",
     "CommitLogBounds",
     "ConsumeQueueStore",

@@ -62,7 +62,7 @@ from server.remoting.processors.query_message import (
 )
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
-from server.store_api import QueryResume, ResumePoint, total_physical_memory
+from server.store_api import RSS_CHECK_EVERY_RECORDS, QueryResume, ResumePoint, total_physical_memory
 
 _fast = load("server.remoting._request_path_fast")
 
@@ -300,11 +300,14 @@ class RequestPath:
                 )  # fmt: skip
         finally:
             self._start = self._stats = self._snapshot = None
-        if views or query_records:
-            # view_message_copy's accounting: each answer counts its record and a page; a compiled
-            # query counts as MessageStore.query_message counts (records, a page each, entries read).
-            self._store.served(found_bytes + 4096 * views + query_bytes, views + query_records)
         compiled = queries_found + queries_not_found
+        if views or query_records or compiled:
+            # view_message_copy's accounting: each answer counts its record and a page; a compiled
+            # query counts as MessageStore.query_message counts (records, a page each, entries read,
+            # and RSS_CHECK_EVERY_RECORDS: every key query is due a look at resident memory; one
+            # handed to the pool is counted by ``_handoff``).
+            looks = RSS_CHECK_EVERY_RECORDS * compiled
+            self._store.served(found_bytes + 4096 * views + query_bytes, views + query_records + looks)
         family = counts[_TOTAL]
         each = 0.0
         if stats is not None and (views or compiled or family):
@@ -392,6 +395,9 @@ class RequestPath:
     ) -> bytes | None:
         """A query the compiled loop's inline walk stopped, handed to the pool to continue from where
         it stopped (``QueryMessageProcessor.handoff``): the refusal's frame, or None (a task answers)."""
+        # The inline query_message the Python path runs first counts its look at resident memory
+        # (its records and entries are in the batch's counts).
+        self._store.served(0, RSS_CHECK_EVERY_RECORDS)
         round_, last_query_time, visited, timestamp, phyoffset, key_hash, capped, point = state
         resume = None
         if point is not None:

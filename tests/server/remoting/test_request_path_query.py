@@ -35,7 +35,7 @@ from server.remoting.dispatch import Dispatcher
 from server.remoting.processors.query_message import QueryMessageProcessor
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
-from store.message_store import MessageStore
+from store.message_store import RSS_CHECK_EVERY_RECORDS, MessageStore
 from store.write.writer import StoreWriter
 from tests.server.remoting.test_request_path import Recorder, query, split_frames
 from tests.support.hot_window import (
@@ -364,7 +364,71 @@ def test_served_bytes_are_counted_as_the_python_path_counts_them(
         run(dispatcher, reads)
         monkeypatch.undo()
         totals.append(tuple(counted))
-    assert totals[0] == totals[1] and totals[0][0] > 0 and totals[0][1] > 0
+    # The Python path's query_message counts each query's look at resident memory
+    # (RSS_CHECK_EVERY_RECORDS) beside _served; the compiled path hands it to _served with the rest.
+    python = (totals[1][0], totals[1][1] + RSS_CHECK_EVERY_RECORDS * len(frames))
+    assert totals[0] == python and totals[0][0] > 0 and totals[0][1] > 0
+
+
+def test_every_compiled_query_is_due_a_look_at_resident_memory(
+    hot_store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``MessageStore.query_message`` makes every key query due a look at the process's resident
+    pages (``RSS_CHECK_EVERY_RECORDS`` counted per query, besides its records and entries): a batch
+    of queries the compiled loop answers is due one too, even when nothing was found or read."""
+    reads = [b"".join(query(TOPIC, f"no-such-key-{i}", opaque=i) for i in range(4))]
+    for compiled in (True, False):
+        looks = []
+
+        def look(looks: list[int] = looks) -> bool:
+            looks.append(1)
+            return False
+
+        monkeypatch.setattr(hot_store, "_resident_over_limit", look)
+        hot_store._records_since_check = 0
+        dispatcher, counts = dispatcher_for(hot_store, compiled)
+        out, _, _ = run(dispatcher, reads)
+        monkeypatch.undo()
+        assert out.count(b'"code":22') == 4, out  # QUERY_NOT_FOUND
+        if counts is not None:
+            assert counts.fallback == counts.handoff == 0
+        assert looks, f"compiled={compiled}: no look at resident memory"
+
+
+def test_handed_off_queries_are_counted_as_the_python_path_counts_them(
+    hot_config: StoreConfig, hot_store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With queries the inline budget stops and the pool continues, the records, bytes and looks at
+    resident memory counted (``_served``, and ``query_message``'s ``RSS_CHECK_EVERY_RECORDS`` per
+    call) add up the same whichever path answered."""
+    frames = [f for f, _ in window_frames(hot_config)[:24]]
+    totals = []
+    for compiled in (True, False):
+        counted = [0, 0]
+        served, query_message = hot_store._served, hot_store.query_message
+
+        def counting(nbytes: int, records: int, served: Any = served, counted: list[int] = counted) -> None:
+            counted[0] += nbytes
+            counted[1] += records
+            served(nbytes, records)
+
+        def calls(*args: Any, run_query: Any = query_message, counted: list[int] = counted, **kw: Any) -> Any:
+            counted[1] += RSS_CHECK_EVERY_RECORDS
+            return run_query(*args, **kw)
+
+        monkeypatch.setattr(hot_store, "_served", counting)
+        monkeypatch.setattr(hot_store, "query_message", calls)
+        pool = QueryPool(2)
+        try:
+            dispatcher, counts = dispatcher_for(hot_store, compiled, pool, inline_budget=3)
+            run(dispatcher, [b"".join(frames)])
+        finally:
+            pool.close()
+            monkeypatch.undo()
+        if counts is not None:
+            assert counts.handoff > 0 and counts.fallback == 0
+        totals.append(tuple(counted))
+    assert totals[0] == totals[1]
 
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hot_window_4.9.7.json"
