@@ -6,6 +6,8 @@ filtering and long polling, read-only serving) and the script that recorded ``ja
 
 from __future__ import annotations
 
+import json
+
 
 def pull_fields(topic: str, queue_id: int, offset: int, max_nums: int) -> dict[str, str]:
     """What DefaultMQPullConsumer sends (sysFlag 4: subscription only, no commit, no suspend)."""
@@ -34,3 +36,28 @@ def records(body: bytes | None) -> list[bytes]:
         out.append(data[position : position + size])
         position += size
     return out
+
+
+def heartbeat(client_id: str, group: str, topics: dict[str, str], *, model: str = "CLUSTERING") -> bytes:
+    """The HEART_BEAT body of a pulling consumer: one group subscribing ``topics`` (topic -> tag
+    expression), as the Java client registers it before it pulls."""
+    subs = [
+        {"topic": t, "subString": e, "tagsSet": [] if e == "*" else e.split(" || "), "subVersion": 1}
+        for t, e in topics.items()
+    ]
+    return json.dumps(
+        {
+            "clientID": client_id,
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": model,
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscriptionDataSet": subs,
+                    "unitMode": False,
+                }
+            ],
+            "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}],
+        }
+    ).encode()

@@ -27,7 +27,7 @@ from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import StoreRecord
-from tests.server.remoting.test_request_path import IDENTITY, CountingPath, frame, serve
+from tests.support.request_path import IDENTITY, CountingPath, frame, serve
 
 compiled = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 

@@ -35,8 +35,8 @@ from server.remoting.write_path import WritePath
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord
-from tests.server.remoting.processors.test_consume_side import heartbeat
-from tests.server.remoting.test_request_path import CountingPath, Recorder, frame
+from tests.support.pulls import heartbeat
+from tests.support.request_path import CountingPath, Recorder, frame
 
 PULL = int(RequestCode.PULL_MESSAGE)
 TOPIC = "PullT"

@@ -37,7 +37,6 @@ from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.message_store import RSS_CHECK_EVERY_RECORDS, MessageStore
 from store.write.writer import StoreWriter
-from tests.server.remoting.test_request_path import Recorder, query, split_frames
 from tests.support.hot_window import (
     HOT,
     MAX,
@@ -48,6 +47,7 @@ from tests.support.hot_window import (
     windows,
     write_hot_window_store,
 )
+from tests.support.request_path import Recorder, query, split_frames
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 

@@ -13,32 +13,9 @@ from protocol.message import decode_message
 from server.app import QueryServer
 from server.broker.writable_store import WritableStore
 from tests.support.harness import RawClient
-from tests.support.pulls import pull_fields, records
+from tests.support.pulls import heartbeat, pull_fields, records
 
 ServerAndStore = tuple[QueryServer, WritableStore]
-
-
-def heartbeat(client_id: str, group: str, topics: dict[str, str], *, model: str = "CLUSTERING") -> bytes:
-    subs = [
-        {"topic": t, "subString": e, "tagsSet": [] if e == "*" else e.split(" || "), "subVersion": 1}
-        for t, e in topics.items()
-    ]
-    return json.dumps(
-        {
-            "clientID": client_id,
-            "consumerDataSet": [
-                {
-                    "groupName": group,
-                    "consumeType": "CONSUME_PASSIVELY",
-                    "messageModel": model,
-                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-                    "subscriptionDataSet": subs,
-                    "unitMode": False,
-                }
-            ],
-            "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}],
-        }
-    ).encode()
 
 
 def send_fields(topic: str, queue_id: int = 0, tags: str | None = None) -> dict[str, str]:
