@@ -464,6 +464,36 @@ def test_odd_query_fields(
         )
 
 
+#: Value bytes that are not UTF-8 (cut, a stray continuation byte, a surrogate, overlong, past
+#: U+10FFFF, never UTF-8) and some that are: the reference rejects the whole header for the first.
+NOT_UTF8 = [
+    b"\xc3",
+    b"tr\x9due",
+    b"\x80",
+    b"\xed\xa0\x80",
+    b"\xc0\xaf",
+    b"\xe0\x80\xaf",
+    b"\xf4\x90\x80\x80",
+    b"\xff",
+]
+UTF8 = [b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xef\xbf\xbf", b"\xf4\x8f\xbf\xbf"]
+
+
+@compiled
+@pytest.mark.parametrize("value", NOT_UTF8 + UTF8)
+def test_a_value_it_does_not_decode_must_be_utf8_too(
+    dispatchers: tuple[Dispatcher, Dispatcher], keys: list[tuple[str, str]], value: bytes
+) -> None:
+    """``_UNIQUE_KEY_QUERY`` is only compared with "true" here, but a header that is not UTF-8 is
+    malformed to the reference (the connection closes): the compiled path must not answer it."""
+    topic, key = keys[0]
+    odd = frame(
+        query_header(topic, key, opaque=5, unique=True).encode().replace(b'"true"', b'"' + value + b'"')
+    )
+    out = same_both_ways(dispatchers, [query(topic, key, opaque=4) + odd + query(topic, key, opaque=6)])
+    assert (b'"opaque":5' in out) == (value in UTF8)
+
+
 @compiled
 def test_queries_handed_to_the_pool_and_refused(
     java_store: MessageStore, keys: list[tuple[str, str]]
