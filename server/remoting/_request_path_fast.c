@@ -51,7 +51,8 @@
  *     extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version, each at most once;
  *     code, flag, opaque and version are int32 JSON numbers (missing ones are 0, as in the
  *     reference decoder); language is a plain string; remark a plain string or null;
- *     serializeTypeCurrentRPC "JSON"; the flag has neither the response nor the oneway bit;
+ *     serializeTypeCurrentRPC "JSON"; the flag has neither the response nor the oneway bit; every
+ *     string value valid UTF-8, even one ignored here (the reference decodes the whole header);
  *   - VIEW_MESSAGE_BY_ID (33): extFields exactly {"offset":"<1-18 digits>"};
  *   - QUERY_MESSAGE (12): extFields of strings without escapes or control characters (topic and
  *     key valid UTF-8, decoded strictly as the reference decoder does), exactly topic, key, maxNum
