@@ -51,7 +51,8 @@
  *     extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version, each at most once;
  *     code, flag, opaque and version are int32 JSON numbers (missing ones are 0, as in the
  *     reference decoder); language is a plain string; remark a plain string or null;
- *     serializeTypeCurrentRPC "JSON"; the flag has neither the response nor the oneway bit;
+ *     serializeTypeCurrentRPC "JSON"; the flag has neither the response nor the oneway bit; every
+ *     string value valid UTF-8, even one ignored here (the reference decodes the whole header);
  *   - VIEW_MESSAGE_BY_ID (33): extFields exactly {"offset":"<1-18 digits>"};
  *   - QUERY_MESSAGE (12): extFields of strings without escapes or control characters (topic and
  *     key valid UTF-8, decoded strictly as the reference decoder does), exactly topic, key, maxNum
@@ -235,9 +236,40 @@ static int parse_int32(cursor *c, long long *out)
     return SURE;
 }
 
+/* The length of the UTF-8 sequence at p (lead byte >= 0x80) as the strict decoder takes it: 2..4,
+ * or 0 when it is not one (cut, a stray continuation byte, overlong, a surrogate, past U+10FFFF). */
+static inline int utf8_sequence(const unsigned char *p, const unsigned char *end)
+{
+    unsigned char b = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (b >= 0xC2 && b <= 0xDF)
+        n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+        n = 3;
+        if (b == 0xE0)
+            lo = 0xA0;
+        else if (b == 0xED)
+            hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        n = 4;
+        if (b == 0xF0)
+            lo = 0x90;
+        else if (b == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (end - p < n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
 /* A JSON string without escapes or control characters; [*s, *s + *n) is its text. With ascii_only
- * its bytes must be printable ASCII; otherwise the others may be UTF-8 (checked when it is decoded:
- * answer_query leaves the frame to the reference when it is not valid UTF-8). */
+ * its bytes must be printable ASCII; otherwise the others must be UTF-8 (the reference decodes the
+ * whole header strictly: one bad byte in any value, even one ignored here, makes it malformed). */
 static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int ascii_only)
 {
     const unsigned char *p = c->p;
@@ -247,6 +279,13 @@ static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int as
     while (p < c->end && *p != '"') {
         if (*p < 0x20 || *p == 0x7f || *p == '\\' || (ascii_only && *p > 0x7f))
             return UNSURE;
+        if (*p > 0x7f) {
+            int len = utf8_sequence(p, c->end);
+            if (len == 0)
+                return UNSURE;
+            p += len;
+            continue;
+        }
         p++;
     }
     if (p >= c->end)

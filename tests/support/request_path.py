@@ -156,3 +156,18 @@ def split_frames(data: bytes) -> list[bytes]:
         frames.append(data[pos : pos + 4 + length])
         pos += 4 + length
     return frames
+
+
+#: Value bytes that are not UTF-8 (cut, a stray continuation byte, a surrogate, overlong, past
+#: U+10FFFF, never UTF-8) and some that are: the reference rejects the whole header for the first.
+NOT_UTF8 = [
+    b"\xc3",
+    b"tr\x9due",
+    b"\x80",
+    b"\xed\xa0\x80",
+    b"\xc0\xaf",
+    b"\xe0\x80\xaf",
+    b"\xf4\x90\x80\x80",
+    b"\xff",
+]
+UTF8 = [b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xef\xbf\xbf", b"\xf4\x8f\xbf\xbf"]

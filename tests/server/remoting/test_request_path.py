@@ -32,7 +32,9 @@ from store.message_store import MessageStore
 from tests.support.request_path import (
     IDENTITY,
     MAX,
+    NOT_UTF8,
     QUERY,
+    UTF8,
     VIEW,
     CountingPath,
     Recorder,
@@ -341,6 +343,21 @@ def test_odd_query_fields(
         same_both_ways(
             dispatchers, [query(topic, key, opaque=4) + frame(json.dumps(header, separators=(",", ":")))]
         )
+
+
+@compiled
+@pytest.mark.parametrize("value", NOT_UTF8 + UTF8)
+def test_a_value_it_does_not_decode_must_be_utf8_too(
+    dispatchers: tuple[Dispatcher, Dispatcher], keys: list[tuple[str, str]], value: bytes
+) -> None:
+    """``_UNIQUE_KEY_QUERY`` is only compared with "true" here, but a header that is not UTF-8 is
+    malformed to the reference (the connection closes): the compiled path must not answer it."""
+    topic, key = keys[0]
+    odd = frame(
+        query_header(topic, key, opaque=5, unique=True).encode().replace(b'"true"', b'"' + value + b'"')
+    )
+    out = same_both_ways(dispatchers, [query(topic, key, opaque=4) + odd + query(topic, key, opaque=6)])
+    assert (b'"opaque":5' in out) == (value in UTF8)
 
 
 @compiled

@@ -27,7 +27,7 @@ from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import StoreRecord
-from tests.support.request_path import IDENTITY, CountingPath, frame, serve
+from tests.support.request_path import IDENTITY, NOT_UTF8, UTF8, CountingPath, frame, serve
 
 compiled = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 
@@ -169,6 +169,18 @@ def test_the_broker_name_a_java_client_sends_is_taken(pair: tuple[Dispatcher, Di
     out = same_both_ways(pair, reads)
     assert answered(pair[0]) - before == 4
     assert answers(out)[0]["extFields"] == {"offset": "498"}  # the Java store's max offset of TopicA/1
+
+
+@compiled
+@pytest.mark.parametrize("value", NOT_UTF8 + UTF8)
+def test_a_broker_name_that_is_not_utf8(pair: tuple[Dispatcher, Dispatcher], value: bytes) -> None:
+    """``bname`` is ignored, but a header that is not UTF-8 is malformed to the reference."""
+    plain = ask(MAX_OFFSET, "TopicA", 1, opaque=9)
+    for code in CODES:
+        odd = ask(code, "TopicA", 1, 5 if code == SEARCH else None, opaque=5, bname="@")
+        odd = frame(odd[8:].replace(b'"@"', b'"' + value + b'"'))
+        out = same_both_ways(pair, [plain + odd + plain])
+        assert (b'"opaque":5' in out) == (value in UTF8)
 
 
 #: Headers the compiled path must leave to the reference (or may take: the bytes must match).

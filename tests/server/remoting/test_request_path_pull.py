@@ -36,7 +36,7 @@ from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord
 from tests.support.pulls import heartbeat
-from tests.support.request_path import CountingPath, Recorder, frame
+from tests.support.request_path import NOT_UTF8, UTF8, CountingPath, Recorder, frame
 
 PULL = int(RequestCode.PULL_MESSAGE)
 TOPIC = "PullT"
@@ -302,6 +302,16 @@ async def test_pulls_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
             assert answered(sides[0]) - before == 1  # the first: the compiled path stops at the shape
         # (the unknown group exists from here on: the reference created it)
         await same_both_ways(sides, [beat(1, "*"), shape + pull(1) + pull(2, queue_id=1)])
+
+
+@pytest.mark.parametrize("value", NOT_UTF8 + UTF8)
+async def test_a_broker_name_that_is_not_utf8(sides: tuple[Side, Side], value: bytes) -> None:
+    """``bname`` is ignored, but a header that is not UTF-8 is malformed to the reference (the
+    connection closes, nothing of the frame is done: no commit)."""
+    odd = pull(5, sys_flag=SUBSCRIPTION | COMMIT, commit_offset=5, opaque=5, bname="@")
+    odd = frame(odd[8:].replace(b'"@"', b'"' + value + b'"'))
+    out = await same_both_ways(sides, [pull(3) + odd + pull(4)])
+    assert (b'"opaque":5' in out) == (value in UTF8)
 
 
 async def test_a_failing_commit_is_answered_as_the_python_path_answers_it(
