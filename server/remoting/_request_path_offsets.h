@@ -290,24 +290,6 @@ static int cq_file_view(PyObject *f, Py_buffer *buf, long long *written)
     return 0;
 }
 
-/* bisect_right(list of ints, x) - 1. */
-static int bisect_index(PyObject *starts, long long x, Py_ssize_t *out)
-{
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(starts);
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        long long s;
-        if (view_as_int64(PyList_GET_ITEM(starts, mid), &s) < 0)
-            return -1;
-        if (x < s)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    *out = lo - 1;
-    return 0;
-}
-
 /* CommitLog.select(offset, size) over the batch's snapshot: 1 found (sel->buf holds the map's buffer,
  * the bytes at sel->pos; cl_sel_release it), 0 none, 2 leave (a shrunk file: the reference reports it),
  * -1 error. `checked` (or NULL): the index of a file whose size was already asked in this request,
@@ -337,7 +319,7 @@ static int cl_select(const offsets_ctx_t *ctx, long long offset, long long size,
     if (PyList_GET_SIZE(ctx->maps) != n || PyList_GET_SIZE(ctx->lengths) != n)
         return 2;
     Py_ssize_t i;
-    if (bisect_index(ctx->starts, offset, &i) < 0)
+    if (view_bisect(ctx->starts, offset, &i) < 0)
         return -1;
     long long start = 0;
     if (i >= 0 && view_as_int64(PyList_GET_ITEM(ctx->starts, i), &start) < 0)
@@ -412,16 +394,13 @@ static int store_time(const offsets_ctx_t *ctx, long long offset, long long size
     return rc;
 }
 
-/* The entry at logical `offset` (ConsumeQueue.entry): 0 found (*phy, *size), 2 none, 1 leave, -1 error. */
-static int cq_entry(const cq_t *q, long long offset, long long *phy, long long *size)
+/* The queue file holding `byte_offset` (a logical offset times CQ_UNIT), viewed: 0 with *buf held
+ * (the caller releases it), *pos the entry's position in it and *written where its entries end;
+ * 2 no file holds it; 1 leave (cq_file_view's); -1 error. */
+static int cq_locate(const cq_t *q, long long byte_offset, Py_buffer *buf, long long *pos, long long *written)
 {
-    if (offset < 0 || offset > LLONG_MAX / CQ_UNIT)
-        return 2;
-    long long byte_offset = offset * CQ_UNIT;
-    if (byte_offset < q->min_logic)
-        return 2;
     Py_ssize_t i;
-    if (bisect_index(q->starts, byte_offset, &i) < 0)
+    if (view_bisect(q->starts, byte_offset, &i) < 0)
         return -1;
     if (i < 0)
         return 2;
@@ -431,12 +410,26 @@ static int cq_entry(const cq_t *q, long long offset, long long *phy, long long *
         return -1;
     if (byte_offset >= start + q->file_size)
         return 2;
-    Py_buffer buf;
-    long long written;
-    int rc = cq_file_view(f, &buf, &written);
+    int rc = cq_file_view(f, buf, written);
     if (rc != 0)
         return rc;
-    long long pos = byte_offset % q->file_size;
+    *pos = byte_offset % q->file_size;
+    return 0;
+}
+
+/* The entry at logical `offset` (ConsumeQueue.entry): 0 found (*phy, *size), 2 none, 1 leave, -1 error. */
+static int cq_entry(const cq_t *q, long long offset, long long *phy, long long *size)
+{
+    if (offset < 0 || offset > LLONG_MAX / CQ_UNIT)
+        return 2;
+    long long byte_offset = offset * CQ_UNIT;
+    if (byte_offset < q->min_logic)
+        return 2;
+    Py_buffer buf;
+    long long pos, written;
+    int rc = cq_locate(q, byte_offset, &buf, &pos, &written);
+    if (rc != 0)
+        return rc;
     if (pos >= written)
         rc = 2;
     else if (written - pos < CQ_UNIT)

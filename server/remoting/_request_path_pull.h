@@ -165,23 +165,11 @@ static int pull_scan(const offsets_ctx_t *octx, const pull_ctx_t *pctx, const cq
         return 0;
     /* index_buffer(offset): the entries from offset to the written end of its file */
     long long byte_offset = offset * CQ_UNIT;
-    Py_ssize_t fi;
-    if (bisect_index(q->starts, byte_offset, &fi) < 0)
-        return -1;
-    if (fi < 0)
-        return 0; /* OFFSET_FOUND_NULL */
-    PyObject *f = PyList_GET_ITEM(q->files, fi);
-    long long start;
-    if (attr_int64(f, n_start, &start) < 0)
-        return -1;
-    if (byte_offset >= start + q->file_size)
-        return 0;
     Py_buffer cq;
-    long long written;
-    int rc = cq_file_view(f, &cq, &written);
+    long long pos, written;
+    int rc = cq_locate(q, byte_offset, &cq, &pos, &written);
     if (rc != 0)
-        return rc < 0 ? -1 : 0;
-    long long pos = byte_offset % q->file_size;
+        return rc < 0 ? -1 : 0; /* no file holds it (OFFSET_FOUND_NULL), or left to the reference */
     long long avail = written - pos;
     if (avail <= 0 || avail % CQ_UNIT) {
         PyBuffer_Release(&cq);

@@ -62,6 +62,25 @@ static inline int view_as_int64(PyObject *obj, long long *out)
 }
 
 /* The file's current size (view_read.current_size): 0 for None or a closed map; -1 on another error. */
+/* bisect_right(starts, x) - 1 into *out: the last of the ascending ints in the list `starts` that
+ * is <= x (-1 when none). 0, or -1 with an error set. */
+static int view_bisect(PyObject *starts, long long x, Py_ssize_t *out)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(starts);
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        long long s;
+        if (view_as_int64(PyList_GET_ITEM(starts, mid), &s) < 0)
+            return -1;
+        if (x < s)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *out = lo - 1;
+    return 0;
+}
+
 static inline int view_current_size(PyObject *mm, PyObject *size_name, long long *out)
 {
     *out = 0;
@@ -98,19 +117,9 @@ static int view_locate(PyObject *maps, PyObject *starts, PyObject *lengths, long
     rec->have_buf = 0;
     if (offset < 0 || offset >= max_offset)
         return VIEW_NONE;
-    /* bisect_right(starts, offset) - 1 */
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(starts);
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        long long s;
-        if (view_as_int64(PyList_GET_ITEM(starts, mid), &s) < 0)
-            return -1;
-        if (offset < s)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    Py_ssize_t i = lo - 1;
+    Py_ssize_t i;
+    if (view_bisect(starts, offset, &i) < 0)
+        return -1;
     if (i < 0)
         return VIEW_NONE;
     if (i >= PyList_GET_SIZE(lengths) || i >= PyList_GET_SIZE(maps)) {
