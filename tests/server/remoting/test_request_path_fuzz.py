@@ -12,11 +12,8 @@ the C side's parsing (``server/remoting/_request_path_fast.c``). Skipped without
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-import struct
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -24,85 +21,24 @@ import pytest
 from clients.samples import sample_store
 from protocol.codes import RequestCode
 from server.app import ServerSettings, build_dispatcher
-from server.identity import BrokerIdentity
 from server.remoting import request_path
-from server.remoting.connection import RemotingConnection
 from server.remoting.dispatch import Dispatcher
-from server.remoting.refusal import IncompleteRequests
 from store.message_store import MessageStore
+from tests.support.request_path import IDENTITY, MAX, QUERY, VIEW, frame, serve
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 
-IDENTITY = BrokerIdentity(
-    cluster="DefaultCluster", broker_name="broker-a", address="127.0.0.1:1", queue_nums=4
-)
-VIEW = int(RequestCode.VIEW_MESSAGE_BY_ID)
-QUERY = int(RequestCode.QUERY_MESSAGE)
 SEARCH = int(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP)
 FAMILY = (
     int(RequestCode.GET_MAX_OFFSET),
     int(RequestCode.GET_MIN_OFFSET),
     int(RequestCode.GET_EARLIEST_MSG_STORETIME),
 )
-MAX = 2**63 - 1
 QUEUES = [("TopicA", 0), ("TopicA", 1), ("TopicA", 2), ("TopicB", 0), ("TopicB", 2)]
 NUMBERS = ["0", "-0", "-1", "00", "007", str(MAX), str(MAX + 1), str(-MAX - 1), "9" * 26, "2147483648", "1e3",
            "1.5", "0x10", " 1", "+1", "", "\u0661", "NaN", "null"]  # fmt: skip
 TEXTS = ["", "\u00e9", "\U0001f600", "\\u0000", "\\ud800", '\\"', "\x7f", "k" * 3000, "\u2028"]
 INSERTS = [b",", b'"', b"{", b"}", b"\\", b"\xff", b"\xc3", b"\xed\xa0\x80", b'"x":"1",', b"\x00", b" "]
-
-
-class Transport:
-    """Keeps what is written and the other calls."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-        self.calls: list[str] = []
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("10.0.0.7", 40001) if name == "peername" else default
-
-    def writelines(self, parts: Iterable[bytes]) -> None:
-        for part in parts:
-            self.data += part
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def is_closing(self) -> bool:
-        return "close" in self.calls or "abort" in self.calls
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.calls.append("pause_reading")
-
-    def resume_reading(self) -> None:
-        self.calls.append("resume_reading")
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-    def abort(self) -> None:
-        self.calls.append("abort")
-
-
-def serve(dispatcher: Dispatcher, reads: list[bytes]) -> tuple[bytes, list[str]]:
-    async def run() -> tuple[bytes, list[str]]:
-        transport = Transport()
-        connection = RemotingConnection(dispatcher, idle_timeout=0, incomplete=IncompleteRequests())
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        for data in reads:
-            connection.data_received(data)
-        connection.connection_lost(None)
-        return bytes(transport.data), transport.calls
-
-    return asyncio.run(run())
-
-
-def frame(head: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:
-    return struct.pack(">iI", 4 + len(head) + len(body), (serialize_type << 24) | len(head)) + head + body
 
 
 def seeds(rng: random.Random, offsets: list[int], keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
