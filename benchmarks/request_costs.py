@@ -75,27 +75,7 @@ class _CountingTransport:
 
 def through_connection_us(dispatcher: object, chunks: list[bytes]) -> float:
     """CPU per request of ``data_received`` over reads of ``PIPELINED`` frames (answers written)."""
-    from server.remoting.buffer_budget import BufferBudget
-    from server.remoting.connection import RemotingConnection
-    from server.remoting.refusal import IncompleteRequests
-    from server.remoting.write_budget import WriteBudget
-
-    async def run() -> float:
-        transport = _CountingTransport()
-        # With the bookkeeping the server gives every connection (budgets, the request deadline).
-        connection = RemotingConnection(
-            dispatcher,  # type: ignore[arg-type]
-            idle_timeout=0,
-            budget=BufferBudget(),
-            write_budget=WriteBudget(),
-            incomplete=IncompleteRequests(),
-        )
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
-        assert transport.writes >= 5 * len(chunks)  # every read was answered
-        return per_read / PIPELINED
-
-    return asyncio.run(run())
+    return asyncio.run(through_connection_async_us(dispatcher, chunks))
 
 
 def measure(conf: Path) -> dict[str, float]:
@@ -313,7 +293,7 @@ def pull_rows(conf: Path) -> dict[str, float]:
 
 
 async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -> float:
-    """``through_connection_us`` inside a running loop (the writable server's)."""
+    """``through_connection_us`` inside a running loop (the writable server's, or its own)."""
     from server.remoting.buffer_budget import BufferBudget
     from server.remoting.connection import RemotingConnection
     from server.remoting.refusal import IncompleteRequests
