@@ -24,7 +24,7 @@ from server.app import ServerSettings, build_dispatcher
 from server.remoting import request_path
 from server.remoting.dispatch import Dispatcher
 from store.message_store import MessageStore
-from tests.support.request_path import IDENTITY, MAX, QUERY, VIEW, frame, serve
+from tests.support.request_path import IDENTITY, MAX, QUERY, VIEW, CountingPath, frame, serve
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 
@@ -152,26 +152,12 @@ def mutated_frame(pool: list[dict[str, Any]], rng: random.Random) -> bytes:
     return frame(head)
 
 
-class Counting:
-    """The compiled path, counting the requests it answered (so the test knows it ran)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.codes = inner.codes
-        self.answered = 0
-
-    def answer(self, *args: Any) -> tuple[bytes | None, int, int]:
-        out, pos, count = self.inner.answer(*args)
-        self.answered += count
-        return out, pos, count
-
-
 @pytest.fixture(scope="module")
 def pair(java_store: MessageStore) -> tuple[Dispatcher, Dispatcher]:
     for name, queue_id in QUEUES:
         java_store.min_offset(name, queue_id)  # opened, as after a first request
     fast = build_dispatcher(java_store, IDENTITY, ServerSettings())
-    fast.fast_path = Counting(fast.fast_path)
+    fast.fast_path = CountingPath(fast.fast_path)
     reference = build_dispatcher(java_store, IDENTITY, ServerSettings())
     reference.fast_path = None
     return fast, reference
@@ -184,7 +170,7 @@ def test_mutated_frames_answer_as_the_python_path(
     keys = samples.keys + samples.unique_keys
     rng = random.Random(22)
     counter = pair[0].fast_path
-    assert isinstance(counter, Counting)
+    assert isinstance(counter, CountingPath)
     for n in range(3000):
         pool = seeds(rng, samples.offsets, keys)
         data = b"".join(mutated_frame(pool, rng) for _ in range(rng.randrange(1, 6)))
