@@ -10,6 +10,7 @@ reordering it). Bins of 8+ colliding keys turn into trees in Java; no header com
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -47,12 +48,33 @@ def hashmap_order_by_hash(
     return sorted(item_list, key=lambda item: _spread_bucket(hash_code(item), mask))
 
 
+#: Key sets whose order is remembered are at most this many characters in all: a header's own keys
+#: (every answer of one kind has the same few), never a client's arbitrarily long ones.
+_MEMO_CHARS = 512
+
+
+def _sorted_keys(keys: tuple[str, ...], capacity: int) -> tuple[str, ...]:
+    mask = capacity - 1
+    # sorted() is stable, so keys sharing a bucket keep their insertion order, as in Java.
+    return tuple(sorted(keys, key=lambda key: _bucket(key, mask)))
+
+
+_memo_sorted_keys = functools.lru_cache(maxsize=1024)(_sorted_keys)
+
+
+def _ordered_keys(keys: tuple[str, ...], capacity: int) -> tuple[str, ...]:
+    """``_sorted_keys``, remembered for small key sets: every SEND answer, pull answer and header
+    the server builds orders the same few keys, and hashing them in Python each time was a few
+    microseconds of every request."""
+    if sum(map(len, keys)) <= _MEMO_CHARS:
+        return _memo_sorted_keys(keys, capacity)
+    return _sorted_keys(keys, capacity)
+
+
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:
     """``keys`` (distinct, in insertion order) in the order a default Java ``HashMap`` iterates them."""
-    key_list = list(keys)
-    mask = _capacity(len(key_list)) - 1
-    # sorted() is stable, so keys sharing a bucket keep their insertion order, as in Java.
-    return sorted(key_list, key=lambda key: _bucket(key, mask))
+    key_tuple = tuple(keys)
+    return list(_ordered_keys(key_tuple, _capacity(len(key_tuple))))
 
 
 def as_java_hashmap(mapping: Mapping[str, str]) -> dict[str, str]:
@@ -99,6 +121,5 @@ class JavaHashMap:
 
     def ordered(self) -> dict[str, str]:
         """The entries in Java's iteration order (buckets in index order, each in insertion order)."""
-        mask = self._capacity - 1
-        keys = sorted(self._items, key=lambda key: _bucket(key, mask))
-        return {key: self._items[key] for key in keys}
+        items = self._items
+        return {key: items[key] for key in _ordered_keys(tuple(items), self._capacity)}
