@@ -61,9 +61,9 @@
  *     optionally _UNIQUE_KEY_QUERY, in any order.
  *   - SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
  *     GET_EARLIEST_MSG_STORETIME (32): extFields exactly topic and queueId, and timestamp for 29
- *     only (parse_offsets_fields), of a consume queue the store has opened.
+ *     only (offsets_fields), of a consume queue the store has opened.
  *   - PULL_MESSAGE (11), given the pulls' context (serve --writable): the plain fields
- *     (parse_pull_fields) of a pull that finds messages (_request_path_pull.h says when).
+ *     (pull_fields) of a pull that finds messages (_request_path_pull.h says when).
  * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
@@ -74,6 +74,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -326,25 +327,12 @@ static inline int literal(cursor *c, const char *s, Py_ssize_t n)
 
 #define LITERAL(c, s) literal((c), (s), (Py_ssize_t)(sizeof(s) - 1))
 
-#include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
-#include "_request_path_pull.h"    /* PULL_MESSAGE */
-
-enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
-enum { Q_TOPIC = 1, Q_KEY = 2, Q_MAX_NUM = 4, Q_BEGIN = 8, Q_END = 16, Q_UNIQUE = 32 };
-#define Q_REQUIRED (Q_TOPIC | Q_KEY | Q_MAX_NUM | Q_BEGIN | Q_END)
-
-typedef struct {
-    long long code, flag, opaque;
-    /* extFields, as far as they were read (ext_kind says which shape) */
-    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's, 4 = a PULL's */
-    long long offset;
-    const unsigned char *topic, *key;
-    Py_ssize_t topic_n, key_n;
-    long long max_num, begin, end;
-    int unique;
-    offsets_req_t q; /* ext_kind 3: the offset family's fields */
-    pull_req_t p;    /* ext_kind 4: a PULL's */
-} request_t;
+/* -- extFields: read once, then matched against each request kind's table -----------------------
+ * Every request taken here has extFields of the same shape: {"key":"value",...}, keys printable
+ * ASCII and values UTF-8, neither with an escape or control character. They are read once
+ * (read_ext_fields) and then matched against the tables of the kinds (match_fields): which keys a
+ * kind takes, how each value is read and where it goes. A kind's table and its rules sit beside the
+ * code that answers it (_request_path_offsets.h, _request_path_pull.h, below for VIEW and QUERY). */
 
 /* Plain digits without a sign or a leading zero (but "0"), at most max_digits (<= 19) of them and
  * at most Long.MAX_VALUE. */
@@ -364,79 +352,172 @@ static int plain_number(const unsigned char *s, Py_ssize_t n, int max_digits, lo
     return SURE;
 }
 
-/* extFields of a VIEW: exactly {"offset":"<1-18 digits>"} (an 18-digit number fits a long long;
- * leading zeros are read as Java and the reference read them). */
-static int parse_offset_fields(cursor *c, long long *offset)
+/* 1 to max_digits (<= 18) ASCII digits, leading zeros allowed (read as Java's Long.parseLong and the
+ * reference read them). */
+static int any_digits(const unsigned char *s, Py_ssize_t n, int max_digits, long long *out)
 {
-    if (!LITERAL(c, "{\"offset\":\""))
+    if (n <= 0 || n > max_digits)
         return UNSURE;
-    const unsigned char *p = c->p;
     long long v = 0;
-    int digits = 0;
-    while (p < c->end && *p >= '0' && *p <= '9') {
-        if (++digits > 18)
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
             return UNSURE;
-        v = v * 10 + (*p - '0');
-        p++;
+        v = v * 10 + (s[i] - '0');
     }
-    if (digits == 0)
-        return UNSURE;
-    c->p = p;
-    if (!LITERAL(c, "\"}"))
-        return UNSURE;
-    *offset = v;
+    *out = v;
     return SURE;
 }
 
-/* extFields of a QUERY_MESSAGE: topic, key, maxNum, beginTimestamp, endTimestamp (all required, plain
- * strings; the numbers plain digits: maxNum up to 9, the timestamps up to 19) and optionally
- * _UNIQUE_KEY_QUERY, in any order, nothing else. */
-static int parse_query_fields(cursor *c, request_t *r)
+/* No request of ours has more fields than this; a header with more is left to the Python path. */
+#define MAX_EXT_FIELDS 16
+
+typedef struct {
+    const unsigned char *key, *value;
+    Py_ssize_t key_n, value_n;
+} ext_field;
+
+typedef struct {
+    ext_field f[MAX_EXT_FIELDS];
+    int n;
+} ext_fields;
+
+/* {"key":"value",...} with at least one field and at most MAX_EXT_FIELDS, in e (pointers into the
+ * header). */
+static int read_ext_fields(cursor *c, ext_fields *e)
 {
-    unsigned seen = 0;
+    e->n = 0;
     if (!expect(c, '{'))
         return UNSURE;
-    r->unique = 0;
     for (;;) {
-        const unsigned char *k, *v;
-        Py_ssize_t kn, vn;
-        if (!plain_string(c, &k, &kn) || !expect(c, ':') || !raw_string(c, &v, &vn))
+        if (e->n == MAX_EXT_FIELDS)
             return UNSURE;
-        unsigned field;
-        int ok = SURE;
-        if (kn == 5 && memcmp(k, "topic", 5) == 0) {
-            field = Q_TOPIC;
-            r->topic = v;
-            r->topic_n = vn;
-        } else if (kn == 3 && memcmp(k, "key", 3) == 0) {
-            field = Q_KEY;
-            r->key = v;
-            r->key_n = vn;
-        } else if (kn == 6 && memcmp(k, "maxNum", 6) == 0) {
-            field = Q_MAX_NUM;
-            ok = plain_number(v, vn, 9, &r->max_num);
-        } else if (kn == 14 && memcmp(k, "beginTimestamp", 14) == 0) {
-            field = Q_BEGIN;
-            ok = plain_number(v, vn, 19, &r->begin);
-        } else if (kn == 12 && memcmp(k, "endTimestamp", 12) == 0) {
-            field = Q_END;
-            ok = plain_number(v, vn, 19, &r->end);
-        } else if (kn == 17 && memcmp(k, "_UNIQUE_KEY_QUERY", 17) == 0) {
-            field = Q_UNIQUE;
-            r->unique = vn == 4 && memcmp(v, "true", 4) == 0;
-        } else {
+        ext_field *f = &e->f[e->n++];
+        if (!plain_string(c, &f->key, &f->key_n) || !expect(c, ':') || !raw_string(c, &f->value, &f->value_n))
             return UNSURE;
-        }
-        if (!ok || (seen & field))
-            return UNSURE;
-        seen |= field;
         if (expect(c, ','))
             continue;
         if (expect(c, '}'))
-            break;
+            return SURE;
         return UNSURE;
     }
-    return (seen & Q_REQUIRED) == Q_REQUIRED ? SURE : UNSURE;
+}
+
+typedef enum {
+    FIELD_TEXT,    /* the value as it is: a pointer (at) and a length (at_n) */
+    FIELD_NUMBER,  /* plain_number of at most `digits` digits, a long long */
+    FIELD_DIGITS,  /* any_digits of at most `digits` digits, a long long */
+    FIELD_TRUE,    /* an int: whether the value is exactly "true" */
+    FIELD_IGNORED, /* taken, not read */
+} field_kind;
+
+typedef struct {
+    const char *name;
+    Py_ssize_t name_n;
+    field_kind kind;
+    int digits;
+    size_t at, at_n; /* offsetof the value (and of a TEXT's length) in the caller's struct */
+} field_spec;
+
+#define FIELD(name, kind, digits, at, at_n) {name, (Py_ssize_t)(sizeof(name) - 1), kind, digits, at, at_n}
+#define BIT(i) (1u << (i))
+
+/* Whether e is exactly a request of the kind specs describe (at most 32 specs): every field one of
+ * them, none twice, every spec of `required` there, every value readable as its spec says. The values
+ * go into out; absent fields are left as they were (the caller sets their defaults). *seen, when
+ * given, says which specs were there (BIT(i) for specs[i]). */
+static int match_fields(const ext_fields *e, const field_spec *specs, int n_specs, unsigned required, void *out,
+                        unsigned *seen_out)
+{
+    char *base = out;
+    unsigned seen = 0;
+    for (int i = 0; i < e->n; i++) {
+        const ext_field *f = &e->f[i];
+        int s = 0;
+        while (s < n_specs && !(specs[s].name_n == f->key_n && memcmp(specs[s].name, f->key, (size_t)f->key_n) == 0))
+            s++;
+        if (s == n_specs || (seen & BIT(s)))
+            return UNSURE;
+        seen |= BIT(s);
+        const field_spec *sp = &specs[s];
+        switch (sp->kind) {
+        case FIELD_TEXT:
+            *(const unsigned char **)(base + sp->at) = f->value;
+            *(Py_ssize_t *)(base + sp->at_n) = f->value_n;
+            break;
+        case FIELD_NUMBER:
+            if (!plain_number(f->value, f->value_n, sp->digits, (long long *)(base + sp->at)))
+                return UNSURE;
+            break;
+        case FIELD_DIGITS:
+            if (!any_digits(f->value, f->value_n, sp->digits, (long long *)(base + sp->at)))
+                return UNSURE;
+            break;
+        case FIELD_TRUE:
+            *(int *)(base + sp->at) = f->value_n == 4 && memcmp(f->value, "true", 4) == 0;
+            break;
+        case FIELD_IGNORED:
+            break;
+        }
+    }
+    if ((seen & required) != required)
+        return UNSURE;
+    if (seen_out != NULL)
+        *seen_out = seen;
+    return SURE;
+}
+
+#include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
+#include "_request_path_pull.h"    /* PULL_MESSAGE */
+
+enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
+
+typedef struct {
+    long long code, flag, opaque;
+    /* extFields, as far as they were read (ext_kind says which shape) */
+    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's, 4 = a PULL's */
+    long long offset;
+    const unsigned char *topic, *key;
+    Py_ssize_t topic_n, key_n;
+    long long max_num, begin, end;
+    int unique;
+    offsets_req_t q; /* ext_kind 3: the offset family's fields */
+    pull_req_t p;    /* ext_kind 4: a PULL's */
+} request_t;
+
+/* VIEW_MESSAGE_BY_ID's extFields: exactly offset, 1-18 digits (an 18-digit number fits a long long;
+ * leading zeros are read as Java and the reference read them). */
+enum { V_OFFSET, N_VIEW_FIELDS };
+static const field_spec view_fields[N_VIEW_FIELDS] = {
+    [V_OFFSET] = FIELD("offset", FIELD_DIGITS, 18, offsetof(request_t, offset), 0),
+};
+
+/* QUERY_MESSAGE's extFields: topic, key, maxNum, beginTimestamp, endTimestamp (all required; the
+ * numbers plain digits: maxNum up to 9, the timestamps up to 19) and optionally _UNIQUE_KEY_QUERY,
+ * in any order, nothing else. */
+enum { Q_TOPIC, Q_KEY, Q_MAX_NUM, Q_BEGIN, Q_END, Q_UNIQUE, N_QUERY_FIELDS };
+static const field_spec query_fields[N_QUERY_FIELDS] = {
+    [Q_TOPIC] = FIELD("topic", FIELD_TEXT, 0, offsetof(request_t, topic), offsetof(request_t, topic_n)),
+    [Q_KEY] = FIELD("key", FIELD_TEXT, 0, offsetof(request_t, key), offsetof(request_t, key_n)),
+    [Q_MAX_NUM] = FIELD("maxNum", FIELD_NUMBER, 9, offsetof(request_t, max_num), 0),
+    [Q_BEGIN] = FIELD("beginTimestamp", FIELD_NUMBER, 19, offsetof(request_t, begin), 0),
+    [Q_END] = FIELD("endTimestamp", FIELD_NUMBER, 19, offsetof(request_t, end), 0),
+    [Q_UNIQUE] = FIELD("_UNIQUE_KEY_QUERY", FIELD_TRUE, 0, offsetof(request_t, unique), 0),
+};
+#define Q_REQUIRED (BIT(Q_TOPIC) | BIT(Q_KEY) | BIT(Q_MAX_NUM) | BIT(Q_BEGIN) | BIT(Q_END))
+
+/* Which of our kinds e is (request_t.ext_kind), its values read into r; 0 when none. */
+static int ext_kind_of(const ext_fields *e, request_t *r)
+{
+    if (match_fields(e, view_fields, N_VIEW_FIELDS, BIT(V_OFFSET), r, NULL))
+        return 1;
+    r->unique = 0;
+    if (match_fields(e, query_fields, N_QUERY_FIELDS, Q_REQUIRED, r, NULL))
+        return 2;
+    if (offsets_fields_of(e, &r->q))
+        return 3;
+    if (pull_fields_of(e, &r->p))
+        return 4;
+    return 0;
 }
 
 static int parse_header(const unsigned char *data, Py_ssize_t size, request_t *r)
@@ -462,25 +543,9 @@ static int parse_header(const unsigned char *data, Py_ssize_t size, request_t *r
             ok = parse_int32(&c, &r->code);
         } else if (n == 9 && memcmp(key, "extFields", 9) == 0) {
             field = F_EXT;
-            /* Both shapes are tried: the code may come after extFields. */
-            const unsigned char *at = c.p;
-            if ((ok = parse_offset_fields(&c, &r->offset)))
-                r->ext_kind = 1;
-            else {
-                c.p = at;
-                if ((ok = parse_query_fields(&c, r)))
-                    r->ext_kind = 2;
-                else {
-                    c.p = at;
-                    if ((ok = parse_offsets_fields(&c, &r->q)))
-                        r->ext_kind = 3;
-                    else {
-                        c.p = at;
-                        if ((ok = parse_pull_fields(&c, &r->p)))
-                            r->ext_kind = 4;
-                    }
-                }
-            }
+            /* Read whole, whatever the code (it may come after extFields), then matched. */
+            ext_fields e;
+            ok = read_ext_fields(&c, &e) && (r->ext_kind = ext_kind_of(&e, r)) != 0;
         } else if (n == 4 && memcmp(key, "flag", 4) == 0) {
             field = F_FLAG;
             ok = parse_int32(&c, &r->flag);

@@ -19,7 +19,7 @@
  * rules: the file by offset (offset 0 falls back to the first file), its current size asked of the
  * map, nothing past min(current size, written end) read.
  *
- * Taken only when every field is plain (see parse_offsets_fields) and the queue is opened; a file
+ * Taken only when every field is plain (see offsets_fields) and the queue is opened; a file
  * that shrank (the reference reports it), a released view, a partial entry or any Python error is
  * left to the Python path before anything of the frame is written (nothing here has side effects).
  */
@@ -38,9 +38,6 @@
 #define N_COUNTS (N_OFFSET_CODES + 6)
 #define CQ_UNIT 20
 
-/* _request_path_fast.c's (defined after the request type this header's fields are part of). */
-static int plain_number(const unsigned char *s, Py_ssize_t n, int max_digits, long long *out);
-
 /* The request's extFields, as far as they were read. */
 typedef struct {
     const unsigned char *topic;
@@ -49,51 +46,25 @@ typedef struct {
     int has_timestamp;
 } offsets_req_t;
 
-enum { O_TOPIC = 1, O_QUEUE_ID = 2, O_TIMESTAMP = 4, O_BNAME = 8 };
-
 /* extFields of the family: exactly topic (a string without escapes or control characters), queueId
  * (plain digits, at most 9, no leading zero) and optionally timestamp (plain digits, at most 19, no
  * leading zero, at most Long.MAX_VALUE) and bname (a string: RpcRequestHeader's broker name, which a
  * 4.9.7 client sends and the reference ignores), in any order, nothing else. */
-static int parse_offsets_fields(cursor *c, offsets_req_t *q)
+enum { O_TOPIC, O_QUEUE_ID, O_TIMESTAMP, O_BNAME, N_OFFSETS_FIELDS };
+static const field_spec offsets_fields[N_OFFSETS_FIELDS] = {
+    [O_TOPIC] = FIELD("topic", FIELD_TEXT, 0, offsetof(offsets_req_t, topic), offsetof(offsets_req_t, topic_n)),
+    [O_QUEUE_ID] = FIELD("queueId", FIELD_NUMBER, 9, offsetof(offsets_req_t, queue_id), 0),
+    [O_TIMESTAMP] = FIELD("timestamp", FIELD_NUMBER, 19, offsetof(offsets_req_t, timestamp), 0),
+    [O_BNAME] = FIELD("bname", FIELD_IGNORED, 0, 0, 0),
+};
+
+static int offsets_fields_of(const ext_fields *e, offsets_req_t *q)
 {
-    unsigned seen = 0;
-    q->has_timestamp = 0;
-    if (!expect(c, '{'))
+    unsigned seen;
+    if (!match_fields(e, offsets_fields, N_OFFSETS_FIELDS, BIT(O_TOPIC) | BIT(O_QUEUE_ID), q, &seen))
         return UNSURE;
-    for (;;) {
-        const unsigned char *k, *v;
-        Py_ssize_t kn, vn;
-        if (!plain_string(c, &k, &kn) || !expect(c, ':') || !raw_string(c, &v, &vn))
-            return UNSURE;
-        unsigned field;
-        int ok = SURE;
-        if (kn == 5 && memcmp(k, "topic", 5) == 0) {
-            field = O_TOPIC;
-            q->topic = v;
-            q->topic_n = vn;
-        } else if (kn == 7 && memcmp(k, "queueId", 7) == 0) {
-            field = O_QUEUE_ID;
-            ok = plain_number(v, vn, 9, &q->queue_id);
-        } else if (kn == 9 && memcmp(k, "timestamp", 9) == 0) {
-            field = O_TIMESTAMP;
-            ok = plain_number(v, vn, 19, &q->timestamp);
-            q->has_timestamp = 1;
-        } else if (kn == 5 && memcmp(k, "bname", 5) == 0) {
-            field = O_BNAME;
-        } else {
-            return UNSURE;
-        }
-        if (!ok || (seen & field))
-            return UNSURE;
-        seen |= field;
-        if (expect(c, ','))
-            continue;
-        if (expect(c, '}'))
-            break;
-        return UNSURE;
-    }
-    return (seen & (O_TOPIC | O_QUEUE_ID)) == (O_TOPIC | O_QUEUE_ID) ? SURE : UNSURE;
+    q->has_timestamp = (seen & BIT(O_TIMESTAMP)) != 0;
+    return SURE;
 }
 
 /* The answer templates (bind_offsets): SUCCESS with {"offset"}, SUCCESS with {"timestamp"}, and a

@@ -8,7 +8,7 @@
  * The one branch taken here is the common one, reproduced byte for byte from
  * server/remoting/processors/pull_message.py (_first_pass -> pull_once -> _pull_registered -> _read)
  * and store/consumequeue/get_message.py: every check passes and the store finds messages (FOUND).
- *   1. the header is plain (parse_pull_fields);
+ *   1. the header is plain (pull_fields);
  *   2. plan(group, topic, queueId, sysFlag, subVersion, subscription, expressionType), the
  *      processor's plain_pull, answers (tag filter,): the checks of _pull_registered pass, found
  *      without a side effect (no group is auto-created); None, or an error, leaves the frame;
@@ -39,86 +39,41 @@ typedef struct {
     long long queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, suspend, sub_version;
 } pull_req_t;
 
-enum {
-    P_GROUP = 1, P_TOPIC = 2, P_QUEUE_ID = 4, P_QUEUE_OFFSET = 8, P_MAX_MSG_NUMS = 16, P_SYS_FLAG = 32,
-    P_COMMIT_OFFSET = 64, P_SUSPEND = 128, P_SUB_VERSION = 256, P_SUBSCRIPTION = 512, P_EXPRESSION_TYPE = 1024,
-    P_BNAME = 2048
-};
-#define P_REQUIRED 511
-
 /* extFields of a PULL: exactly the nine @CFNotNull fields (consumerGroup, topic: strings without
  * escapes or control characters; queueId, maxMsgNums, sysFlag: plain digits, at most 9; queueOffset,
  * commitOffset, suspendTimeoutMillis, subVersion: at most 19, at most Long.MAX_VALUE; no leading
  * zeros) and optionally subscription, expressionType and bname (strings; bname is RpcRequestHeader's
  * broker name, which a 4.9.7 client sends and the reference ignores), in any order, nothing else. */
-static int parse_pull_fields(cursor *c, pull_req_t *p)
+enum {
+    P_GROUP, P_TOPIC, P_QUEUE_ID, P_QUEUE_OFFSET, P_MAX_MSG_NUMS, P_SYS_FLAG, P_COMMIT_OFFSET, P_SUSPEND,
+    P_SUB_VERSION, P_SUBSCRIPTION, P_EXPRESSION_TYPE, P_BNAME, N_PULL_FIELDS
+};
+#define PULL_TEXT(name, field) FIELD(name, FIELD_TEXT, 0, offsetof(pull_req_t, field), offsetof(pull_req_t, field##_n))
+#define PULL_NUMBER(name, digits, field) FIELD(name, FIELD_NUMBER, digits, offsetof(pull_req_t, field), 0)
+static const field_spec pull_fields[N_PULL_FIELDS] = {
+    [P_GROUP] = PULL_TEXT("consumerGroup", group),
+    [P_TOPIC] = PULL_TEXT("topic", topic),
+    [P_QUEUE_ID] = PULL_NUMBER("queueId", 9, queue_id),
+    [P_QUEUE_OFFSET] = PULL_NUMBER("queueOffset", 19, queue_offset),
+    [P_MAX_MSG_NUMS] = PULL_NUMBER("maxMsgNums", 9, max_msg_nums),
+    [P_SYS_FLAG] = PULL_NUMBER("sysFlag", 9, sys_flag),
+    [P_COMMIT_OFFSET] = PULL_NUMBER("commitOffset", 19, commit_offset),
+    [P_SUSPEND] = PULL_NUMBER("suspendTimeoutMillis", 19, suspend),
+    [P_SUB_VERSION] = PULL_NUMBER("subVersion", 19, sub_version),
+    [P_SUBSCRIPTION] = PULL_TEXT("subscription", subscription),
+    [P_EXPRESSION_TYPE] = PULL_TEXT("expressionType", expression_type),
+    [P_BNAME] = FIELD("bname", FIELD_IGNORED, 0, 0, 0),
+};
+#undef PULL_TEXT
+#undef PULL_NUMBER
+/* The nine @CFNotNull fields: every spec before P_SUBSCRIPTION. */
+#define P_REQUIRED (BIT(P_SUBSCRIPTION) - 1)
+
+static int pull_fields_of(const ext_fields *e, pull_req_t *p)
 {
-    unsigned seen = 0;
     p->subscription = p->expression_type = NULL;
     p->subscription_n = p->expression_type_n = 0;
-    if (!expect(c, '{'))
-        return UNSURE;
-    for (;;) {
-        const unsigned char *k, *v;
-        Py_ssize_t kn, vn;
-        if (!plain_string(c, &k, &kn) || !expect(c, ':') || !raw_string(c, &v, &vn))
-            return UNSURE;
-        unsigned field;
-        int ok = SURE;
-#define KEY(s) (kn == (Py_ssize_t)(sizeof(s) - 1) && memcmp(k, s, sizeof(s) - 1) == 0)
-        if (KEY("consumerGroup")) {
-            field = P_GROUP;
-            p->group = v;
-            p->group_n = vn;
-        } else if (KEY("topic")) {
-            field = P_TOPIC;
-            p->topic = v;
-            p->topic_n = vn;
-        } else if (KEY("queueId")) {
-            field = P_QUEUE_ID;
-            ok = plain_number(v, vn, 9, &p->queue_id);
-        } else if (KEY("queueOffset")) {
-            field = P_QUEUE_OFFSET;
-            ok = plain_number(v, vn, 19, &p->queue_offset);
-        } else if (KEY("maxMsgNums")) {
-            field = P_MAX_MSG_NUMS;
-            ok = plain_number(v, vn, 9, &p->max_msg_nums);
-        } else if (KEY("sysFlag")) {
-            field = P_SYS_FLAG;
-            ok = plain_number(v, vn, 9, &p->sys_flag);
-        } else if (KEY("commitOffset")) {
-            field = P_COMMIT_OFFSET;
-            ok = plain_number(v, vn, 19, &p->commit_offset);
-        } else if (KEY("suspendTimeoutMillis")) {
-            field = P_SUSPEND;
-            ok = plain_number(v, vn, 19, &p->suspend);
-        } else if (KEY("subVersion")) {
-            field = P_SUB_VERSION;
-            ok = plain_number(v, vn, 19, &p->sub_version);
-        } else if (KEY("subscription")) {
-            field = P_SUBSCRIPTION;
-            p->subscription = v;
-            p->subscription_n = vn;
-        } else if (KEY("expressionType")) {
-            field = P_EXPRESSION_TYPE;
-            p->expression_type = v;
-            p->expression_type_n = vn;
-        } else if (KEY("bname")) {
-            field = P_BNAME;
-        } else {
-            return UNSURE;
-        }
-#undef KEY
-        if (!ok || (seen & field))
-            return UNSURE;
-        seen |= field;
-        if (expect(c, ','))
-            continue;
-        if (expect(c, '}'))
-            break;
-        return UNSURE;
-    }
-    return (seen & P_REQUIRED) == P_REQUIRED ? SURE : UNSURE;
+    return match_fields(e, pull_fields, N_PULL_FIELDS, P_REQUIRED, p, NULL);
 }
 
 /* What the batch's pulls need besides the offsets context: the processor's calls and the store's
