@@ -1,5 +1,5 @@
 """Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage (and
-the whole of GET_MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP).
+the whole of GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, a PULL and a SEND).
 
     python -m benchmarks.request_costs [--store-conf ../shared/stores/java-4.9.7-a.broker.conf]
 
@@ -292,6 +292,60 @@ def pull_rows(conf: Path) -> dict[str, float]:
     return out
 
 
+def send_rows() -> dict[str, float]:
+    """SEND_MESSAGE_V2 under ``serve --writable``, on a fresh store with the test kit's geometry: a
+    256-byte body with KEYS, TAGS and a fresh UNIQ_KEY as the Java producer sends them
+    (``benchmarks.send_load``'s requests), per request through the connection. Every SEND is stored
+    and indexed before it is answered, so this is ``put_cost``'s put plus the request's own path:
+    decode, the checks, the record's properties, the answer."""
+    import tempfile
+
+    from clients.testkit.server import kit_store_config
+    from protocol.codes import LanguageCode, RequestCode, SerializeType
+    from protocol.command import RemotingCommand
+    from protocol.frame import encode_frame
+    from protocol.message_id import UniqueIdGenerator
+    from protocol.send_message import SendMessageRequestHeader, client_properties
+    from server.app import QueryServer, ServerSettings
+    from server.broker.writable_store import WritableStore
+    from server.remoting.write_path import write_path
+
+    ids = UniqueIdGenerator()
+    n = 800
+    frames = []
+    for i in range(n):
+        header = SendMessageRequestHeader(
+            "load_group", "CostTopic", "TBW102", 4, i % 4, 0, 1700000000000 + i, 0,
+            client_properties(f"cost-{i}", "TagL", None, ids.next_id()), 0, False, None, False, "broker-a",
+        )  # fmt: skip
+        command = RemotingCommand(
+            RequestCode.SEND_MESSAGE_V2, LanguageCode.JAVA, 407, i, 0, None,
+            header.to_ext_fields(v2=True), b"x" * 256, SerializeType.JSON,
+        )  # fmt: skip
+        frames.append(encode_frame(command))
+    chunks = [b"".join(frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="rmq-costs-") as tmp:
+        store = WritableStore(kit_store_config(Path(tmp) / "store"))
+        store.create_topic("CostTopic")  # a SEND that creates its topic waits for topics.json: not timed
+
+        async def run() -> None:
+            server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+            await server.start()
+            try:
+                out[
+                    f"send (256 bytes): through the connection ({PIPELINED} pipelined per read)"
+                ] = await through_connection_async_us(server.dispatcher, chunks)
+            finally:
+                await server.stop()
+
+        try:
+            asyncio.run(run())
+        finally:
+            store.close()
+    return out
+
+
 async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -> float:
     """``through_connection_us`` inside a running loop (the writable server's, or its own)."""
     from server.remoting.buffer_budget import BufferBudget
@@ -320,7 +374,7 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps({**measure(args.store_conf), **pull_rows(args.store_conf)}))
+        print(json.dumps({**measure(args.store_conf), **pull_rows(args.store_conf), **send_rows()}))
         return 0
     runs = {}
     for label, env in (("compiled", {"RMQ_PURE_PYTHON": ""}), ("pure Python", {"RMQ_PURE_PYTHON": "1"})):
