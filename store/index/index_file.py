@@ -571,12 +571,14 @@ class IndexFile:
         if self.writable and not self._closed:
             self._mm.flush()
 
-    def close(self) -> None:
+    def close(self, *, flush: bool = True) -> None:
+        """Unmap the file; a writable one is flushed first unless ``flush=False`` (one of several
+        writers of the file on this host, whose pages another's ``flush`` writes out)."""
         if self._closed:
             return
         self._closed = True
         try:
-            if self.writable:
+            if self.writable and flush:
                 self._mm.flush()
             self._mm.close()
         except (BufferError, ValueError, OSError):
