@@ -101,8 +101,6 @@ def child(args: argparse.Namespace) -> None:
         from store.spark.rebuild import rebuild_index_spark
         from store.spark.session import build_session
 
-        args.engine, _, write_tasks = args.engine.partition("#")
-        args.write_tasks = int(write_tasks or 0)
         conf = {"spark.cores.max": str(args.cores_max)} if args.cores_max else None
         started = time.perf_counter()
         session = build_session(args.engine, conf=conf)
@@ -120,7 +118,6 @@ def child(args: argparse.Namespace) -> None:
                 out_dir=args.out,
                 range_bytes=args.range_mib * MIB or None,
                 progress_out=io.StringIO(),
-                **({"write_tasks": args.write_tasks} if args.write_tasks else {}),
             )
             out.update(
                 seconds=time.perf_counter() - started, keys=result.keys_indexed, records=result.records
@@ -250,11 +247,6 @@ def main() -> None:
         default=None,
         help="a checkout of earlier code (C twins built): its Spark engines run too, alternating",
     )
-    parser.add_argument(
-        "--write-tasks",
-        default="",
-        help="this checkout's engines once per value, comma-separated: write tasks (0: the default)",
-    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default=SEQUENTIAL, help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
@@ -271,8 +263,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}")
     engines: list[tuple[str, str, int, Path | None]] = [(SEQUENTIAL, SEQUENTIAL, 0, None)]
     for m in (m for m in args.masters.split(",") if m):
-        for w in [int(w) for w in args.write_tasks.split(",") if w] or [0]:
-            engines.append((f"{m} write_tasks={w}" if w else m, f"{m}#{w}" if w else m, 0, None))
+        engines.append((m, m, 0, None))
         if args.before is not None:
             engines.append((f"before {m}", m, 0, args.before.resolve()))
     procs: list[subprocess.Popen] = []

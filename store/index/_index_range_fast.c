@@ -484,27 +484,12 @@ static PyObject *set_write_hook(PyObject *self, PyObject *hook)
     Py_RETURN_NONE;
 }
 
-/* IndexFile.put_hash: 1 put, 0 when the file is full, -1 when the write hook raised.
- * owned == 0 (put_entries with a slot range, the key's slot outside it): IndexFile.put_hash(owned=False),
- * only the header state advances (the entry is another writer's); header == 0: the header is not
- * written (IndexFile.put_hash(header=False)). */
-static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_ts, int owned, int header)
+/* IndexFile.put_hash: 1 put, 0 when the file is full, -1 when the write hook raised. */
+static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_ts)
 {
     int64_t count = w->index_count;
     if (count >= w->index_num)
         return 0;
-    if (!owned) {
-        if (count <= 1) {
-            w->begin_phy = phy;
-            w->begin_ts = store_ts;
-        }
-        w->index_count = count + 1;
-        w->end_phy = phy;
-        w->end_ts = store_ts;
-        if (header)
-            writer_header(w);
-        return 1;
-    }
     uint8_t *m = (uint8_t *)w->map.buf;
     int64_t slot_pos = HEADER_SIZE + ((int64_t)key_hash % w->hash_slot_num) * SLOT_SIZE;
     int64_t slot_value = (int32_t)be32(m + slot_pos);
@@ -544,8 +529,6 @@ static int writer_put(writer_t *w, int32_t key_hash, int64_t phy, int64_t store_
     w->index_count = count + 1;
     w->end_phy = phy;
     w->end_ts = store_ts;
-    if (!header)
-        return 1;
     if (before_write() < 0)
         return -1;
     writer_header(w);
@@ -702,7 +685,7 @@ static PyObject *index_range(PyObject *self, PyObject *args)
             } else if (offset >= w.end_phy) {
                 int put = 1;
                 for (; skip < hs.n; skip++) {
-                    if ((put = writer_put(&w, hs.h[skip], offset, r.store_ts, 1, 1)) <= 0)
+                    if ((put = writer_put(&w, hs.h[skip], offset, r.store_ts)) <= 0)
                         break;
                     keys_put++;
                 }
@@ -739,8 +722,7 @@ static PyObject *put_entries(PyObject *self, PyObject *args)
     (void)self;
     PyObject *target;
     Py_buffer blob;
-    long long slot_lo = 0, slot_hi = -1;
-    if (!PyArg_ParseTuple(args, "Oy*|LL:put_entries", &target, &blob, &slot_lo, &slot_hi))
+    if (!PyArg_ParseTuple(args, "Oy*:put_entries", &target, &blob))
         return NULL;
     if (blob.len % PACKED_SIZE != 0 || target == Py_None) {
         PyBuffer_Release(&blob);
@@ -753,28 +735,12 @@ static PyObject *put_entries(PyObject *self, PyObject *args)
         PyBuffer_Release(&blob);
         return NULL;
     }
-    /* A slot range [slot_lo, slot_hi) other than all slots: the writer owns only those slots. */
-    if (slot_hi < 0)
-        slot_hi = w.hash_slot_num;
-    if (slot_lo < 0 || slot_lo > slot_hi || slot_hi > w.hash_slot_num) {
-        writer_close(&w);
-        PyBuffer_Release(&blob);
-        PyErr_SetString(PyExc_ValueError, "put_entries: the slot range is not inside [0, hash_slot_num]");
-        return NULL;
-    }
-    int all = slot_lo == 0 && slot_hi == w.hash_slot_num;
     const uint8_t *b = (const uint8_t *)blob.buf;
     Py_ssize_t count = blob.len / PACKED_SIZE, put = 0;
     int failed = 0;
     for (; put < count; put++) {
         const uint8_t *e = b + put * PACKED_SIZE;
-        int32_t key_hash = (int32_t)be32(e);
-        int owned = 1;
-        if (!all) {
-            int64_t slot = (int64_t)key_hash % w.hash_slot_num;
-            owned = slot >= slot_lo && slot < slot_hi;
-        }
-        int rc = writer_put(&w, key_hash, (int64_t)be64(e + 4), (int64_t)be64(e + 12), owned, all);
+        int rc = writer_put(&w, (int32_t)be32(e), (int64_t)be64(e + 4), (int64_t)be64(e + 12));
         if (rc < 0)
             failed = 1;
         if (rc <= 0)
@@ -793,7 +759,7 @@ static PyMethodDef methods[] = {
      "    -> (stop, pos, skip, seen, records, keys)\n"
      "The compiled store.index.index_range.index_range (see that module)."},
     {"put_entries", put_entries, METH_VARARGS,
-     "put_entries(target, blob, slot_lo=0, slot_hi=-1) -> keys put\n"
+     "put_entries(target, blob) -> keys put\n"
      "The compiled store.index.index_range.put_entries (see that module)."},
     {"_crc32", crc32_py, METH_O, "Tests only: zlib.crc32 of a buffer, as the record check computes it."},
     {"_set_write_hook", set_write_hook, METH_O,

@@ -394,31 +394,13 @@ class IndexFile:
         """The broker's ``putKey``; False when the file is full (the caller rolls to a new file)."""
         return self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
 
-    def put_hash(
-        self, key_hash: int, phy_offset: int, store_timestamp: int, *, owned: bool = True, header: bool = True
-    ) -> bool:
-        """``putKey`` for an already computed key hash (the builder's hot path).
-
-        ``owned=False``: the key's slot belongs to another writer of the same file (a Spark write
-        task owning a range of slots, ``store.spark.slot_writer``): only the header state advances,
-        as the put would advance it, and nothing is written; ``header=False``: the header is not
-        written (those writers share it; the driver writes it once they are done).
-        """
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """``putKey`` for an already computed key hash (the builder's hot path)."""
         if not self.writable:
             raise IndexFileError(f"index file {self.path} is open read-only")
         index_count = self._index_count
         if index_count >= self.index_num:
             return False
-        if not owned:
-            if index_count <= 1:
-                self._begin_phy = phy_offset
-                self._begin_ts = store_timestamp
-            self._index_count = index_count + 1
-            self._end_phy = phy_offset
-            self._end_ts = store_timestamp
-            if header:
-                self._write_header()
-            return True
         entry_pos = self._entries_at + index_count * INDEX_ENTRY_SIZE
         if entry_pos + INDEX_ENTRY_SIZE > self._reserved:
             self.reserve(1)  # before the slot is read: on a full tmpfs even reading a hole faults
@@ -449,8 +431,7 @@ class IndexFile:
         self._index_count = index_count + 1
         self._end_phy = phy_offset
         self._end_ts = store_timestamp
-        if header:
-            self._write_header()
+        self._write_header()
         return True
 
     def writer_state(self) -> tuple[int, int, int, int, int, int]:
@@ -475,10 +456,6 @@ class IndexFile:
         self._begin_ts, self._end_ts = begin_ts, end_ts
         self._begin_phy, self._end_phy = begin_phy, end_phy
         self._slot_count, self._index_count = slot_count, index_count
-
-    def write_header(self) -> None:
-        """Write the writer's header state into the file (after puts made with ``header=False``)."""
-        self._write_header()
 
     def _write_header(self) -> None:
         HEADER.pack_into(
@@ -571,14 +548,12 @@ class IndexFile:
         if self.writable and not self._closed:
             self._mm.flush()
 
-    def close(self, *, flush: bool = True) -> None:
-        """Unmap the file; a writable one is flushed first unless ``flush=False`` (one of several
-        writers of the file on this host, whose pages another's ``flush`` writes out)."""
+    def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
-            if self.writable and flush:
+            if self.writable:
                 self._mm.flush()
             self._mm.close()
         except (BufferError, ValueError, OSError):

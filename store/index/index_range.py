@@ -142,38 +142,15 @@ def index_range(
         pos += size
 
 
-def put_entries(
-    target: IndexFile, blob: bytes | bytearray | memoryview, slot_lo: int = 0, slot_hi: int = -1
-) -> int:
+def put_entries(target: IndexFile, blob: bytes | bytearray | memoryview) -> int:
     """Put the packed ``PACKED`` entries of ``blob`` into ``target`` in order, as ``IndexFile.put_hash``
-    puts keys; returns how many went in (fewer than the blob holds only when ``target`` is full).
-
-    A slot range ``[slot_lo, slot_hi)`` other than all slots (``slot_hi=-1``: up to the last) makes
-    this one of several writers of the same file, each owning a range of slots: an entry whose slot
-    (``key_hash % hash_slot_num``) is outside the range is another writer's, and only advances the
-    header state (``put_hash(owned=False)``); no header is written (``header=False``). Since an
-    entry's number is its position in the file and ``prevIndex`` only links entries of one slot,
-    such writers write disjoint bytes, and each ends with the header state the single writer has,
-    except ``hashSlotCount``, which counts only its own slots (``store.spark.slot_writer`` sums them).
-    """
+    puts keys; returns how many went in (fewer than the blob holds only when ``target`` is full)."""
     if len(blob) % PACKED.size:
         raise ValueError("put_entries: need an IndexFile and whole 20-byte entries")
-    slots = target.hash_slot_num
-    if slot_hi < 0:
-        slot_hi = slots
-    if not 0 <= slot_lo <= slot_hi <= slots:
-        raise ValueError("put_entries: the slot range is not inside [0, hash_slot_num]")
     put = target.put_hash
     done = 0
-    if slot_lo == 0 and slot_hi == slots:
-        for key_hash, offset, store_ts in PACKED.iter_unpack(blob):
-            if not put(key_hash, offset, store_ts):
-                break
-            done += 1
-        return done
     for key_hash, offset, store_ts in PACKED.iter_unpack(blob):
-        owned = slot_lo <= key_hash % slots < slot_hi
-        if not put(key_hash, offset, store_ts, owned=owned, header=False):
+        if not put(key_hash, offset, store_ts):
             break
         done += 1
     return done

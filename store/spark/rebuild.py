@@ -8,11 +8,9 @@ Stages (each shown with a progress bar):
    again;
 2. decode records: one task per range packs its index entries into a file (``decode``);
 3. write index files: entries are numbered globally in CommitLog order and cut into files by the
-   broker's roll-over rule (``assign``). With ``write_tasks`` > 1 (default: the job's task
-   slots), that many tasks each write every file's keys of a range of hash slots once the decode
-   is done (``slot_writer``); with 1, after a sampled plan a thread of the driver writes them as
-   the ranges decode (``index_stream``), and the stage is what it has left when the decode ends
-   (after the hop, one task writes them, by ``slot_writer``).
+   broker's roll-over rule (``assign``). After a sampled plan, a thread of the driver writes them as
+   the ranges decode (``index_stream``), and the stage is what it has left when the decode ends;
+   after the hop, each file is written by its own task once the decode is done (``index_writer``).
 
 Files are written to a staging directory beside the destination and swapped in only when all are
 complete (``staging``), so a failure (corrupt record, out of memory) leaves the old index untouched.
@@ -30,17 +28,17 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from store.commitlog.gaps import CommitLogGapError, Gap, LogFile, gap_causes
 from store.config.store_config import StoreConfig
 from store.index.builder import left_behind, update_index_timestamp
 from store.index.service import index_file_name
-from store.spark.assign import file_count, per_file
+from store.spark.assign import file_count, per_file, spans_by_file
 from store.spark.decode import decode_range_to_file
 from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.index_stream import IndexStreamWriter
-from store.spark.index_writer import WrittenFile, part_name
+from store.spark.index_writer import WrittenFile, part_name, write_spans
 from store.spark.job import commitlog_files, spark_job
 from store.spark.ranges import (
     STOP_BLANK,
@@ -52,7 +50,6 @@ from store.spark.ranges import (
     FilePlan,
     range_bytes_for,
 )
-from store.spark.slot_writer import create_files, finish_files, kernel_id, slot_ranges, write_slot_range
 from store.staging import staged_output
 
 if TYPE_CHECKING:
@@ -269,41 +266,6 @@ def _discard(stream: IndexStreamWriter, staging: Path | None) -> None:
             (staging / part_name(file_no)).unlink(missing_ok=True)
 
 
-def _write_by_slots(
-    sc: Any,
-    staging: Path,
-    where: str,
-    counts: list[int],
-    keys_per_file: int,
-    slots: int,
-    index_num: int,
-    writers: int,
-) -> list[WrittenFile]:
-    """The write stage: ``writers`` tasks, each owning a range of hash slots (``slot_writer``).
-
-    The driver creates the files first and writes their headers after; a task that ran on another
-    host than the driver's wrote nothing (see ``slot_writer``), and the driver writes its slots.
-    """
-    create_files(staging, where, counts, keys_per_file, slots, index_num)
-    staging_dir = str(staging)
-    kernel = kernel_id()
-    parts = slot_ranges(slots, writers)
-    states = (
-        sc.parallelize(parts, len(parts))
-        .map(
-            lambda part: write_slot_range(
-                staging_dir, where, counts, keys_per_file, slots, index_num, part[0], part[1], kernel
-            )
-        )
-        .collect()
-    )
-    for i, state in enumerate(states):
-        if state is None:  # on another host: written here instead
-            lo, hi = parts[i]
-            states[i] = write_slot_range(staging_dir, where, counts, keys_per_file, slots, index_num, lo, hi)
-    return finish_files(staging, where, counts, keys_per_file, slots, index_num, states)
-
-
 def rebuild_index_spark(
     config: StoreConfig,
     *,
@@ -314,7 +276,6 @@ def rebuild_index_spark(
     range_bytes: int | None = None,
     progress_out: TextIO | None = None,
     around_gaps: bool = False,
-    write_tasks: int | None = None,
 ) -> RebuildResult:
     """Rebuild the index of the store ``config`` describes into ``out_dir`` (default: its index dir).
 
@@ -324,11 +285,6 @@ def rebuild_index_spark(
 
     A gap in the CommitLog raises ``CommitLogGapError`` before the index is replaced, unless
     ``around_gaps``: the rule and the message are the sequential builder's (``store.commitlog.gaps``).
-
-    ``write_tasks`` (default: the job's task slots) is how many tasks write the index files after
-    the decode, each owning a range of hash slots (``slot_writer``); with 1 (``local[1]``), the
-    driver's thread writes them while the ranges decode instead (``index_stream``), when the plan
-    was sampled.
     """
     target = Path(out_dir) if out_dir is not None else config.index_dir
     files = commitlog_files(config)
@@ -346,10 +302,8 @@ def rebuild_index_spark(
             where = str(entries_dir)
             # Plan by sampling (no hop through every record); if the decode does not prove the
             # sampled cuts (a damaged file, a torn tail), plan by the hop and decode again.
-            slots_now = job.task_slots()
             if range_bytes is None:
-                range_bytes = range_bytes_for(sum(f.length for f in files), slots_now)
-            writers = max(1, write_tasks if write_tasks is not None else slots_now)
+                range_bytes = range_bytes_for(sum(f.length for f in files), job.task_slots())
             stream: IndexStreamWriter | None = None
             try:
                 for sampled in (True, False):
@@ -361,7 +315,7 @@ def rebuild_index_spark(
                     job.label = "decode records"
                     shutil.rmtree(entries_dir, ignore_errors=True)
                     entries_dir.mkdir()
-                    if sampled and writers == 1:
+                    if sampled:
                         stream = IndexStreamWriter(
                             staging, entries_dir, len(ranges), keys_per_file, slots, index_num
                         )
@@ -376,9 +330,9 @@ def rebuild_index_spark(
                     ):
                         break
                     # Not proven: what the writer wrote from these ranges is thrown away.
-                    if stream is not None:
-                        _discard(stream, staging)
-                        stream = None
+                    assert stream is not None
+                    _discard(stream, staging)
+                    stream = None
                 summaries = [summary for summary, _ in collected]
                 gaps, warnings = gaps_allowed(summaries, ranges, plans, config, around_gaps)
                 ordered_counts = [count for _, count in collected]
@@ -393,9 +347,14 @@ def rebuild_index_spark(
                         raise stream.error
                     written = stream.written
                 elif n_files:
+                    staging_dir = str(staging)
+                    by_file = spans_by_file(ordered_counts, keys_per_file)
+                    spans = sorted((no, s) for no, s in by_file.items() if no < n_files)
                     with job.stage("write index files"):
-                        written = _write_by_slots(
-                            sc, staging, where, ordered_counts, keys_per_file, slots, index_num, writers
+                        written = (
+                            sc.parallelize(spans, len(spans))
+                            .map(lambda f: write_spans(staging_dir, where, f[0], f[1], slots, index_num))
+                            .collect()
                         )
                 else:
                     written = []

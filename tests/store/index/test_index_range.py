@@ -8,7 +8,6 @@ lengths, bytes that are not UTF-8) and on randomly damaged record ranges called 
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 import shutil
@@ -518,56 +517,4 @@ def test_put_entries_writes_what_put_hash_writes_and_stops_when_full(tmp_path: P
         assert (bytes(target.buffer), target.writer_state()) == expected, name
         with pytest.raises(ValueError):
             put(target, b"\x00" * 19)
-        target.close()
-
-
-@pytest.mark.parametrize("parts", [1, 2, 3, 7])
-def test_put_entries_by_slot_range_writes_the_single_writers_bytes(tmp_path: Path, parts: int) -> None:
-    """Writers owning disjoint slot ranges, each over every entry of the same file, leave the bytes
-    the single writer leaves once the header is written with the sum of their hashSlotCounts; each
-    writer's header state is the single writer's but for that count, and writes no header itself.
-    The first entry of a successor file sees the previous file's end as its begin timestamp."""
-    rng = random.Random(17 + parts)
-    slots, index_num = 11, 60
-    entries = [
-        (rng.randrange(2**31), 1000 + 97 * i, 1_700_000_000_000 + rng.randrange(-5000, 90_000))
-        for i in range(index_num - 1)
-    ]
-    blob = b"".join(index_range.PACKED.pack(*e) for e in entries)
-    prev = {"end_phy_offset": 900, "end_timestamp": 1_699_999_990_000}
-    single = IndexFile.create(tmp_path / "single", slots, index_num, **prev)
-    assert index_range.put_entries_reference(single, blob) == index_num - 1
-    expected, expected_state = bytes(single.buffer), single.writer_state()
-    single.close()
-    cuts = [p * slots // parts for p in range(parts + 1)]
-    for name, put in PUT_ENTRIES.items():
-        path = tmp_path / f"{name}-{parts}"
-        IndexFile.create(path, slots, index_num, **prev).close()
-        states = []
-        for lo, hi in itertools.pairwise(cuts):
-            writer = IndexFile.open(path, slots, index_num, writable=True)
-            header_before = bytes(writer.buffer[:INDEX_HEADER_SIZE])
-            assert put(writer, blob[: 10 * 20], lo, hi) == 10  # in two calls, as runs arrive
-            assert put(writer, blob[10 * 20 :], lo, hi) == index_num - 1 - 10
-            assert put(writer, blob[:20], lo, hi) == 0  # full
-            if parts > 1:  # all slots: the ordinary put, which writes the header after every key
-                assert bytes(writer.buffer[:INDEX_HEADER_SIZE]) == header_before
-            states.append(writer.writer_state())
-            writer.close()
-        for state in states:
-            assert state[:4] + state[5:] == expected_state[:4] + expected_state[5:], name
-        assert sum(state[4] for state in states) == expected_state[4], name
-        final = IndexFile.open(path, slots, index_num, writable=True)
-        final.set_writer_state(*expected_state)
-        final.write_header()
-        assert bytes(final.buffer) == expected, name
-        final.close()
-
-
-def test_put_entries_refuses_a_slot_range_outside_the_file(tmp_path: Path) -> None:
-    for name, put in PUT_ENTRIES.items():
-        target = IndexFile.create(tmp_path / name, 7, 30)
-        for lo, hi in ((-1, 3), (4, 3), (0, 8)):
-            with pytest.raises(ValueError):
-                put(target, b"", lo, hi)
         target.close()
