@@ -426,6 +426,13 @@ static Py_ssize_t fd_size(int fd, Py_ssize_t mapped) {
 static int seg_cache_open(PyObject *cache, long long begin_ts, long long begin_phy, long long index_count,
                           int resumed, long long slot, PyObject **held, long long *meta_out) {
     *held = NULL;
+    if (PyDict_GET_SIZE(cache) == 0) {
+        /* nothing cached yet (most files, most of the time): no lookup; the header values are
+         * written with the first segments (seg_cache_add) */
+        long long m[4] = {begin_ts, begin_phy, index_count, 0};
+        memcpy(meta_out, m, sizeof m);
+        return 1;
+    }
     PyObject *mkey = PyLong_FromLong(-1);
     if (mkey == NULL) goto error;
     PyObject *meta = PyDict_GetItemWithError(cache, mkey); /* borrowed */
@@ -481,16 +488,23 @@ error:
 
 /* Add a walk's new segments (newest first) to the slot's, one per start, up to SEG_CAP per file. The
  * dict is read again here (other threads may have added or dropped segments while this walk ran
- * without the GIL): nothing is added when the cache was dropped or is another header's since. */
+ * without the GIL): nothing is added when it is another header's since; an empty one takes this
+ * walk's header values. */
 static void seg_cache_add(PyObject *cache, long long slot, const qw_seg *add, Py_ssize_t n_add, long long begin_ts,
-                          long long begin_phy) {
+                          long long begin_phy, long long index_count) {
     PyObject *mkey = NULL, *skey = NULL, *out = NULL, *b = NULL;
     long long meta[4];
     if (n_add <= 0) return;
     if ((mkey = PyLong_FromLong(-1)) == NULL || (skey = PyLong_FromLongLong(slot)) == NULL) goto done;
     PyObject *m = PyDict_GetItemWithError(cache, mkey); /* borrowed */
-    if (m == NULL || !PyBytes_CheckExact(m) || PyBytes_GET_SIZE(m) != (Py_ssize_t)sizeof meta) goto done;
-    memcpy(meta, PyBytes_AS_STRING(m), sizeof meta);
+    if (m == NULL && !PyErr_Occurred() && PyDict_GET_SIZE(cache) == 0) {
+        /* the file's first segments: the header they hold for */
+        meta[0] = begin_ts, meta[1] = begin_phy, meta[2] = index_count, meta[3] = 0;
+    } else if (m == NULL || !PyBytes_CheckExact(m) || PyBytes_GET_SIZE(m) != (Py_ssize_t)sizeof meta) {
+        goto done;
+    } else {
+        memcpy(meta, PyBytes_AS_STRING(m), sizeof meta);
+    }
     Py_ssize_t room = SEG_CAP - (Py_ssize_t)meta[3];
     if (meta[0] != begin_ts || meta[1] != begin_phy || room <= 0) goto done;
     PyObject *held = PyDict_GetItemWithError(cache, skey); /* borrowed; not used across a call into Python */
@@ -755,7 +769,7 @@ static int qw_query_files(PyObject *maps, PyObject *fds, PyObject *headers, Py_s
                 if (r.cache_bad)
                     PyDict_Clear(cache);
                 else if (r.n_new > 0)
-                    seg_cache_add(cache, slot, r.new_segs, r.n_new, h[0], h[2]);
+                    seg_cache_add(cache, slot, r.new_segs, r.n_new, h[0], h[2], index_count);
             }
             Py_XDECREF(held);
             Py_XDECREF(cache);
