@@ -4,7 +4,10 @@
  * query_files) and the compiled QUERY_MESSAGE of server/remoting/_request_path_fast.c
  * (server/remoting/_query_loop.h), which runs the whole store query in C. The rules and the safety
  * contract are query_walk.py's and _query_walk_fast.c's header comment's; this file holds the code:
- *   walk()            one chain walk (IndexFile.selectPhyOffset's loop, budget, deadline, loop guard)
+ *   walk()            one chain walk (IndexFile.selectPhyOffset's loop, budget, deadline, loop guard),
+ *                     passing over cached walked segments that hold no answer and no stop ("Walked
+ *                     segments" below: the rule, and why the answer is the plain walk's)
+ *   seg_cache_open/add  a file's segment cache (IndexFile.segments), with the GIL held
  *   record_size()     record.check without BODYCRC (read_records' test of a whole record)
  *   qw_query_files()  query_files' loop over the files (size check, header rules, pruning, resume),
  *                     with what it met as C events for the caller to turn into Python values or not.
