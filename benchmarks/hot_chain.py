@@ -51,8 +51,8 @@ def main() -> None:
             times.append((time.perf_counter() - started) * 1e6)
     mean, p50, first20 = statistics.mean(times), statistics.median(times), statistics.mean(times[:20])
     print(
-        f"{len(starts)} distinct ranges: mean {mean:.1f} us, p50 {p50:.1f} us, first 20 mean {first20:.1f} us, "
-        f"{visited / len(starts):.0f} entries per query"
+        f"{len(starts)} distinct ranges: mean {mean:.1f} us, p50 {p50:.1f} us, "
+        f"first 20 mean {first20:.1f} us, {visited / len(starts):.0f} entries per query"
     )
 
     first, again = [], []
