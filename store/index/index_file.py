@@ -127,9 +127,10 @@ class IndexFile:
         self._closed = False
         #: The chain segments the compiled key query walked in this map, to pass over the ones that
         #: cannot hold an answer or a stop for a later range (``store/index/_query_walk_core.h``,
-        #: "Walked segments"; at most 4096 segments, ~128 KiB). Filled and read by the compiled walk
-        #: with the GIL held; valid only for the bytes this map holds, so emptied when the map is
-        #: closed or entries are rolled back, and a file replaced by another inode gets a new object.
+        #: "Walked segments"; at most 4096 segments: 128 KiB, < 0.6 MiB with the dict). Filled and
+        #: read by the compiled walk with the GIL held; valid only for the bytes this map holds, so
+        #: emptied when the map is closed or entries are rolled back, and a file replaced by another
+        #: inode gets a new object.
         self.segments: dict[int, bytes] = {}
         #: The last header judged by ``problem()`` and the verdict: (header, last, problem).
         self._judged: tuple[IndexHeader, bool, str | None] | None = None
