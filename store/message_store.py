@@ -396,13 +396,14 @@ class MessageStore:
         """What ``query_message`` reads of the index, for the compiled request path, which runs its
         loop in C (``server/remoting/_query_loop.h``) over the CommitLog's ``view_snapshot``:
         (index files, their maps, descriptors, a writer's headers or None, file size, hash slots,
-        index entries, maxMsgsNumBatch); None without index files (the Python path answers)."""
+        index entries, maxMsgsNumBatch, the files' walked-segment caches); None without index files
+        (the Python path answers)."""
         index = self.index
-        files, maps, fds, headers = index.query_maps()
+        files, maps, fds, headers, caches = index.query_maps()
         if not files:
             return None
         return (files, maps, fds, headers, files[0].size, index.hash_slot_num, index.index_num,
-                index.max_msgs_num_batch)  # fmt: skip
+                index.max_msgs_num_batch, caches)  # fmt: skip
 
     def _skipped_offsets(self, phy_offsets: list[int], records: list[memoryview | None]) -> None:
         """Warn (once) about an index entry whose offset holds no whole record, if it is damage."""

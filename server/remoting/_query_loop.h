@@ -34,7 +34,7 @@
 /* The snapshot tuple's fields (RequestPath._query_snapshot). */
 enum {
     QS_MAPS, QS_FDS, QS_HEADERS, QS_SIZE, QS_SLOTS, QS_INDEX_NUM, QS_BATCH_MAX, QS_DEFAULT_MAX_NUM,
-    QS_INLINE_BUDGET, QS_INLINE_NS, QS_HANDOFF, QS_FIELDS
+    QS_INLINE_BUDGET, QS_INLINE_NS, QS_HANDOFF, QS_CACHES, QS_FIELDS
 };
 
 /* A record found: where it is (file number, position in that file's buffer) and its size. */
@@ -90,6 +90,7 @@ typedef struct {
     int state; /* 0: not asked yet; 1: compiled; -1: every query to the Python callback */
     PyObject *snap;
     PyObject *maps, *fds, *headers; /* borrowed from snap; headers NULL when the files' own are read */
+    PyObject *caches; /* borrowed from snap: each file's walked segments (IndexFile.segments), or NULL */
     Py_ssize_t size;
     long long slots, index_num, batch_max, default_max_num, inline_budget, inline_ns;
     int handoff; /* the pool can take a query the inline budget stopped */
@@ -138,6 +139,9 @@ static int query_ctx_ready(query_ctx *q, PyObject *snapshot_fn, PyObject *cmaps,
     q->headers = PyTuple_GET_ITEM(snap, QS_HEADERS);
     if (q->headers == Py_None)
         q->headers = NULL;
+    q->caches = PyTuple_GET_ITEM(snap, QS_CACHES);
+    if (!PyList_Check(q->caches))
+        q->caches = NULL;
     if (!PyList_Check(q->maps) || !PyList_Check(q->fds) || (q->headers != NULL && !PyList_Check(q->headers))) {
         PyErr_SetString(PyExc_TypeError, "the query snapshot's maps, descriptors and headers are lists");
         return -1;
@@ -373,7 +377,7 @@ static int answer_query_compiled(out_buf *out, const request_t *req, query_ctx *
         qw_outcome o;
         if (qw_query_files(q->maps, q->fds, q->headers, q->size, q->slots, q->index_num, key_hash, (Py_ssize_t)capped,
                            req->begin, last_query_time, (Py_ssize_t)(q->inline_budget - visited_before), NULL, NULL,
-                           0, deadline, q->index_sizes, &o) < 0) {
+                           0, deadline, q->index_sizes, q->caches, &o) < 0) {
             PyErr_Clear(); /* the reference meets it again */
             unsure = 1;
             break;

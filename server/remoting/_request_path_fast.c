@@ -878,6 +878,7 @@ static PyMethodDef methods[] = {
      "Answer the VIEW, QUERY, offset and PULL frames at the start of a read (see the module comment)."},
     {"bind", bind, METH_VARARGS, "Hand over the answer templates made by server.remoting.request_path."},
     {"bind_offsets", bind_offsets, METH_VARARGS, "The offset family's answer templates (_request_path_offsets.h)."},
+    QW_SEGMENT_METHODS
     {NULL, NULL, 0, NULL},
 };
 

@@ -385,10 +385,10 @@ class RequestPath:
         if snapshot is None or self._compiled is None:
             return None
         self._snapshot = snapshot
-        _, maps, fds, headers, size, slots, index_num, batch_max = snapshot
+        _, maps, fds, headers, size, slots, index_num, batch_max, caches = snapshot
         default_max_num, inline_budget, inline_ns, handoff = self._compiled
         return (maps, fds, headers, size, slots, index_num, batch_max, default_max_num, inline_budget,
-                inline_ns, int(handoff))  # fmt: skip
+                inline_ns, int(handoff), caches)  # fmt: skip
 
     def _handoff(
         self, opaque: int, topic: str, key: str, max_num: int, begin: int, end: int, state: tuple[Any, ...]

@@ -59,7 +59,7 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     memset(&r, 0, sizeof r);
     Py_BEGIN_ALLOW_THREADS
     walk((const unsigned char *)view.buf, length, entries_at, start, (int32_t)key_hash, index_count, limit,
-         begin_ts, begin_phy, begin, end, room, budget, chain_start, chain_visited, deadline, &r);
+         begin_ts, begin_phy, begin, end, room, budget, chain_start, chain_visited, deadline, NULL, &r);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (r.nomem) {
@@ -258,12 +258,13 @@ static Py_ssize_t current_size(PyObject *mm, Py_ssize_t mapped) {
 }
 
 static PyObject *query_files(PyObject *self, PyObject *args) {
-    PyObject *maps_in, *fds_in, *headers_in, *resume_in = Py_None;
+    PyObject *maps_in, *fds_in, *headers_in, *resume_in = Py_None, *caches_in = Py_None;
     Py_ssize_t size, max_num, budget;
     long long hash_slot_num, index_num, begin, end, deadline = 0;
     int key_hash;
-    if (!PyArg_ParseTuple(args, "OOOnLLinLLn|OL:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
-                          &index_num, &key_hash, &max_num, &begin, &end, &budget, &resume_in, &deadline))
+    if (!PyArg_ParseTuple(args, "OOOnLLinLLn|OLO:query_files", &maps_in, &fds_in, &headers_in, &size, &hash_slot_num,
+                          &index_num, &key_hash, &max_num, &begin, &end, &budget, &resume_in, &deadline,
+                          &caches_in))
         return NULL;
     /* A resume point (query_walk.Resume): where a budget stopped an earlier call. */
     qw_point point_in;
@@ -276,7 +277,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
                               &point_in.last_phy))
             return NULL;
     }
-    PyObject *maps = NULL, *fds = NULL, *headers = NULL, *found = NULL, *events = NULL, *point = NULL;
+    PyObject *maps = NULL, *fds = NULL, *headers = NULL, *found = NULL, *events = NULL, *point = NULL, *caches = NULL;
     int64_t *resume_offsets = NULL;
     Py_ssize_t n_resume = 0;
     qw_outcome o;
@@ -284,6 +285,8 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
     if ((maps = PySequence_Fast(maps_in, "maps must be a sequence")) == NULL) goto fail;
     if ((fds = PySequence_Fast(fds_in, "fds must be a sequence")) == NULL) goto fail;
     if (headers_in != Py_None && (headers = PySequence_Fast(headers_in, "headers must be a sequence or None")) == NULL)
+        goto fail;
+    if (caches_in != Py_None && (caches = PySequence_Fast(caches_in, "caches must be a sequence or None")) == NULL)
         goto fail;
     if (r_offsets != NULL) {
         if ((found = PySequence_Fast(r_offsets, "resume offsets must be a sequence")) == NULL) goto fail;
@@ -299,7 +302,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
         }
     }
     if (qw_query_files(maps, fds, headers, size, hash_slot_num, index_num, (int32_t)key_hash, max_num, begin, end,
-                       budget, r_offsets != NULL ? &point_in : NULL, resume_offsets, n_resume, deadline, NULL, &o) < 0)
+                       budget, r_offsets != NULL ? &point_in : NULL, resume_offsets, n_resume, deadline, NULL, caches, &o) < 0)
         goto fail;
     if ((events = PyList_New(0)) == NULL) goto fail;
     for (Py_ssize_t k = 0; k < o.n_events; k++) {
@@ -348,6 +351,7 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
     Py_XDECREF(fds);
     Py_XDECREF(headers);
     Py_XDECREF(found);
+    Py_XDECREF(caches);
     return result;
 fail:
     qw_outcome_free(&o);
@@ -358,15 +362,16 @@ fail:
     Py_XDECREF(fds);
     Py_XDECREF(headers);
     Py_XDECREF(found);
+    Py_XDECREF(caches);
     return NULL;
 }
-
 
 static PyMethodDef methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS, "Compiled store.index.query_walk.walk_chain (GIL released)."},
     {"read_records", read_records, METH_VARARGS, "Compiled store.index.query_walk.read_records."},
     {"read_checked", read_checked, METH_VARARGS, "Compiled store.index.query_walk.read_checked."},
     {"query_files", query_files, METH_VARARGS, "Compiled store.index.query_walk.query_files."},
+    QW_SEGMENT_METHODS
     {NULL, NULL, 0, NULL},
 };
 

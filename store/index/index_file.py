@@ -125,6 +125,13 @@ class IndexFile:
         self.fd = fd
         self._close_fd = weakref.finalize(self._mm, os.close, fd)
         self._closed = False
+        #: The chain segments the compiled key query walked in this map, to pass over the ones that
+        #: cannot hold an answer or a stop for a later range (``store/index/_query_walk_core.h``,
+        #: "Walked segments"; at most 4096 segments: 128 KiB, < 0.6 MiB with the dict). Filled and
+        #: read by the compiled walk with the GIL held; valid only for the bytes this map holds, so
+        #: emptied when the map is closed or entries are rolled back, and a file replaced by another
+        #: inode gets a new object.
+        self.segments: dict[int, bytes] = {}
         #: The last header judged by ``problem()`` and the verdict: (header, last, problem).
         self._judged: tuple[IndexHeader, bool, str | None] | None = None
         #: Problems met while reading this file, each logged once (see ``store.warn_once``).
@@ -495,6 +502,7 @@ class IndexFile:
         """
         if not self.writable:
             raise IndexFileError(f"index file {self.path} is open read-only")
+        self.segments.clear()  # entries are rewritten in place: what was walked is no longer known
         keep = max(keep, 1)
         mm = self._mm
         # A count outside the file is garbage: the torn entries, if any, follow the last kept one.
@@ -552,6 +560,7 @@ class IndexFile:
         if self._closed:
             return
         self._closed = True
+        self.segments.clear()
         try:
             if self.writable:
                 self._mm.flush()

@@ -266,6 +266,7 @@ def query_files(
     budget: int,
     resume: Resume | None = None,
     deadline: int = 0,
+    caches: Sequence[dict[int, bytes]] | None = None,
 ) -> tuple[list[int], int, bool, int, int, list[tuple[int, int, object]], Resume | None]:
     """The broker's ``queryOffset`` over a store's IndexFiles (``maps``, oldest first, all mapped
     whole at ``size`` bytes with one geometry): (offsets, visited, budget_exhausted,
@@ -295,6 +296,12 @@ def query_files(
 
     ``deadline`` (``time.monotonic_ns()``, 0 for none) stops the walks as a spent budget does once
     it has passed (``walk_chain``): answered as exhausted, with a resume point.
+
+    ``caches`` (one per map, ``IndexFile.segments``; None for none) is where the compiled twin
+    keeps the chain segments its long walks went through, to pass over those it can prove hold no
+    answer and no stop for a later range (``_query_walk_core.h``, "Walked segments"): the answer is
+    the plain walk's, entries passed over are counted as visited. This reference walks every entry
+    and leaves them alone.
     """
     entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
     if hash_slot_num <= 0 or index_num <= 0 or size < entries_at or hash_slot_num > 1 << 40:

@@ -28,6 +28,8 @@ from store.platform import sigbus
 from store.warn_once import WarnOnce
 
 _INDEX_NAME = re.compile(r"^\d+$")
+#: (files, their maps, descriptors, walked-segment caches): the lists the compiled walk takes.
+_Maps = tuple[list[IndexFile] | None, list[object], list[int], list[dict[int, bytes]]]
 log = logging.getLogger("store.index")
 
 
@@ -102,7 +104,7 @@ class IndexService:
         self.max_msgs_num_batch = config.max_msgs_num_batch
         self._files: list[IndexFile] = []
         #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
-        self._maps: tuple[list[IndexFile] | None, list[object], list[int]] = (None, [], [])
+        self._maps: _Maps = (None, [], [], [])
         self._lock = threading.RLock()
         #: Files left out (wrong size) or untrusted (garbage header), each logged once.
         self.warn = WarnOnce(log)
@@ -313,7 +315,7 @@ class IndexService:
                 end_timestamp=end_ts,
             )
             self._files.append(f)
-            self._maps = (None, [], [])  # the list changed in place: its maps are gathered again
+            self._maps = (None, [], [], [])  # the list changed in place: its maps are gathered again
             return f
 
     def writable_last_file(self) -> IndexFile:
@@ -332,16 +334,19 @@ class IndexService:
         h = last.header
         return h.end_timestamp, h.end_phy_offset
 
-    def query_maps(self) -> tuple[list[IndexFile], list[object], list[int], list[IndexHeader] | None]:
+    def query_maps(
+        self,
+    ) -> tuple[list[IndexFile], list[object], list[int], list[IndexHeader] | None, list[dict[int, bytes]]]:
         """What ``query_offsets`` walks, for a compiled caller that runs its loop itself (the request
         path's QUERY_MESSAGE, ``server.remoting.request_path``): (files oldest first, their maps, their
-        descriptors, a writer's headers or None), the same lists ``query_offsets`` would use now."""
+        descriptors, a writer's headers or None, their walked-segment caches), the same lists
+        ``query_offsets`` would use now."""
         files = self._files
         maps = self._maps
         if maps[0] is not files:
-            maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
+            maps = self._maps = _query_maps(files)
         headers = [f.header for f in files] if self.writable else None
-        return files, maps[1], maps[2], headers  # type: ignore[return-value]
+        return files, maps[1], maps[2], headers, maps[3]  # type: ignore[return-value]
 
     def query_offsets(
         self,
@@ -378,6 +383,7 @@ class IndexService:
             if resume.query != (key_hash, max_num, begin, end):
                 raise ValueError("query_offsets: a resume point of another query")
             files, file_maps, fds, headers = resume.files, resume.maps, resume.fds, resume.headers
+            caches = [f.segments for f in files]
         else:
             files = self._files
             if not files:
@@ -387,8 +393,8 @@ class IndexService:
             # own header state, as ``IndexFile.header`` does.
             maps = self._maps
             if maps[0] is not files:
-                maps = self._maps = (files, [f.buffer for f in files], [f.fd for f in files])
-            file_maps, fds = maps[1], maps[2]
+                maps = self._maps = _query_maps(files)
+            file_maps, fds, caches = maps[1], maps[2], maps[3]
             headers = [f.header for f in files] if self.writable else None
         offsets, visited, exhausted, last_ts, last_phy, events, point = query_files(
             file_maps,
@@ -404,6 +410,7 @@ class IndexService:
             budget,
             None if resume is None else resume.point,
             deadline,
+            caches,
         )
         if events:
             self._report(files, key_hash, events)
@@ -458,3 +465,8 @@ class IndexService:
             for f in self._files:
                 f.close()
             self._files = []
+
+
+def _query_maps(files: list[IndexFile]) -> _Maps:
+    """The lists the compiled walk takes for ``files``: maps, descriptors and walked-segment caches."""
+    return files, [f.buffer for f in files], [f.fd for f in files], [f.segments for f in files]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import random
 import shutil
 import struct
 from collections.abc import Iterator
@@ -48,6 +49,7 @@ from tests.support.hot_window import (
     write_hot_window_store,
 )
 from tests.support.request_path import Recorder, query, split_frames
+from tests.support.walked_segments import short_segments
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled request path is not in use")
 
@@ -486,3 +488,26 @@ def test_every_inline_budget_of_one_walk(hot_store: MessageStore) -> None:
         assert counts.fallback == 0
         handed += counts.handoff
     assert whole > 100 and handed > whole // 3
+
+
+def test_every_time_range_again_once_the_walked_segments_are_cached(hot_config: StoreConfig) -> None:
+    """The compiled loop's walks pass over cached chain segments (``_query_walk_core.h``, "Walked
+    segments"; recorded every 4 entries here): the windows asked three times, in order and shuffled,
+    inline and with the pool continuing walks stopped after 50 entries, answer as the broker's rule,
+    as the Python path, and the cache is used."""
+    cases = window_frames(hot_config)
+    rng = random.Random(22)
+    with short_segments() as skipped, MessageStore.open(hot_config) as store:
+        before = skipped()
+        for round_ in range(3):
+            order = cases if round_ == 0 else rng.sample(cases, len(cases))
+            frames = [f for f, _ in order]
+            reads = [b"".join(frames[i : i + 8]) for i in range(0, len(frames), 8)]
+            dispatcher, counts = dispatcher_for(store, True)
+            out, _, _ = run(dispatcher, reads)
+            assert counts is not None and counts.fallback == 0 and counts.handoff == 0
+            answers = split_frames(out)
+            assert [record_offsets(a) for a in answers] == [want for _, want in order], round_
+        _, counts = both_ways(store, reads, pool_threads=2, inline_budget=50)
+        assert counts.handoff > 0 and counts.fallback == 0
+        assert skipped() - before > 1_000, "the cached segments were not used"

@@ -16,6 +16,7 @@ import hashlib
 import json
 import mmap
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from tests.support.hot_window import (
     windows,
     write_hot_window_store,
 )
+from tests.support.walked_segments import short_segments
 
 GOLDEN = Path(__file__).resolve().parents[2] / "server" / "golden" / "hot_window_4.9.7.json"
 KEY_HASH = index_key_hash(build_index_key(TOPIC, HOT))
@@ -258,3 +260,44 @@ def test_the_real_brokers_answers(store_config: StoreConfig, store: MessageStore
         assert str(result.index_last_update_phyoffset) == q["indexLastUpdatePhyoffset"], label
         want = java_query_offsets(store_config, q["topic"], q["key"], q["maxNum"], q["begin"], q["end"])
         assert sorted(want[0]) == [r[0] for r in q["records"]], "the written rule agrees with the broker"
+
+
+# -- the same ranges again, once earlier walks filled the compiled walk's segment cache ---------------
+
+
+def test_every_range_again_and_shuffled_once_walked_segments_are_cached(store_config: StoreConfig) -> None:
+    """The compiled walk passes over cached chain segments that can hold no answer and no stop
+    (``_query_walk_core.h``, "Walked segments"): every range asked three times (in order, then
+    shuffled twice, so most walks find segments earlier ones recorded) answers as the rule does,
+    and a query stopped by its budget and continued still answers as one walk."""
+    with short_segments() as skipped, MessageStore.open(store_config) as store:
+        before = skipped()
+        asked = windows(store_config)
+        rng = random.Random(22)
+        for round_ in range(3):
+            if round_:
+                asked = rng.sample(asked, len(asked))
+            for max_num, begin, end in asked:
+                want = java_query_offsets(store_config, TOPIC, HOT, max_num, begin, end)
+                got = store.index.query_offsets(TOPIC, HOT, max_num, begin, end)
+                label = (round_, max_num, begin - T0, end - T0)
+                last = (got.index_last_update_timestamp, got.index_last_update_phyoffset)
+                assert (got.phy_offsets, *last) == want, label
+                result = store.query_message(TOPIC, HOT, max_num, begin, end)
+                assert [_record_offset(b) for b in result.buffers] == sorted(want[0]), label
+        for max_num, begin, end in asked[::5]:
+            whole = store.index.query_offsets(TOPIC, HOT, max_num, begin, end)
+            for budget in (1, whole.visited // 3, whole.visited - 1):
+                part = store.index.query_offsets(TOPIC, HOT, max_num, begin, end, budget=max(budget, 0))
+                if part.resume is None:
+                    continue
+                rest = store.index.query_offsets(TOPIC, HOT, max_num, begin, end, resume=part.resume)
+                assert (rest.phy_offsets, rest.visited) == (whole.phy_offsets, whole.visited)
+        if query_walk.COMPILED:
+            assert skipped() - before > 1_000, "the cached segments were not used"
+        if GOLDEN.exists():
+            golden = json.loads(GOLDEN.read_text(encoding="utf-8"))["queries"]
+            for q in rng.sample(golden, len(golden)):
+                result = store.query_message(q["topic"], q["key"], q["maxNum"], q["begin"], q["end"])
+                got = [[_record_offset(b), hashlib.sha256(b).hexdigest()] for b in result.buffers]
+                assert got == q["records"], (q["maxNum"], q["begin"], q["end"])
