@@ -27,7 +27,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -242,9 +242,7 @@ def pull_rows(conf: Path) -> dict[str, float]:
     from protocol.codes import LanguageCode, RequestCode, SerializeType
     from protocol.command import RemotingCommand
     from protocol.frame import encode_frame
-    from server.app import QueryServer, ServerSettings
     from server.broker.writable_store import WritableStore
-    from server.remoting.write_path import write_path
     from store.config.store_config import StoreConfig
 
     fields = {"consumerGroup": "TOOLS_CONSUMER", "topic": "TopicA", "queueId": "1", "queueOffset": "0",
@@ -268,27 +266,17 @@ def pull_rows(conf: Path) -> dict[str, float]:
         config = dataclasses.replace(
             source, store_path_root_dir=root, store_path_commit_log=root / "commitlog"
         )
-        store = WritableStore(config)
 
-        async def run() -> None:
-            server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
-            await server.start()
-            try:
-                dispatcher = server.dispatcher
-                fast = dispatcher.fast_path  # type: ignore[union-attr]
-                for label, path in (("as served", fast), ("on the Python path", None)):
-                    dispatcher.fast_path = path  # type: ignore[union-attr]
-                    out[
-                        f"pull (32 records): through the connection, {label} ({PIPELINED} pipelined per read)"
-                    ] = await through_connection_async_us(dispatcher, chunks)
-                dispatcher.fast_path = fast  # type: ignore[union-attr]
-            finally:
-                await server.stop()
+        async def timed(dispatcher: Any) -> None:
+            fast = dispatcher.fast_path
+            for label, path in (("as served", fast), ("on the Python path", None)):
+                dispatcher.fast_path = path
+                out[
+                    f"pull (32 records): through the connection, {label} ({PIPELINED} pipelined per read)"
+                ] = await through_connection_async_us(dispatcher, chunks)
+            dispatcher.fast_path = fast
 
-        try:
-            asyncio.run(run())
-        finally:
-            store.close()
+        on_writable_server(WritableStore(config), timed)
     return out
 
 
@@ -306,9 +294,7 @@ def send_rows() -> dict[str, float]:
     from protocol.frame import encode_frame
     from protocol.message_id import UniqueIdGenerator
     from protocol.send_message import SendMessageRequestHeader, client_properties
-    from server.app import QueryServer, ServerSettings
     from server.broker.writable_store import WritableStore
-    from server.remoting.write_path import write_path
 
     ids = UniqueIdGenerator()
     n = 800
@@ -329,21 +315,33 @@ def send_rows() -> dict[str, float]:
         store = WritableStore(kit_store_config(Path(tmp) / "store"))
         store.create_topic("CostTopic")  # a SEND that creates its topic waits for topics.json: not timed
 
-        async def run() -> None:
-            server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
-            await server.start()
-            try:
-                out[
-                    f"send (256 bytes): through the connection ({PIPELINED} pipelined per read)"
-                ] = await through_connection_async_us(server.dispatcher, chunks)
-            finally:
-                await server.stop()
+        async def timed(dispatcher: Any) -> None:
+            out[
+                f"send (256 bytes): through the connection ({PIPELINED} pipelined per read)"
+            ] = await through_connection_async_us(dispatcher, chunks)
 
-        try:
-            asyncio.run(run())
-        finally:
-            store.close()
+        on_writable_server(store, timed)
     return out
+
+
+def on_writable_server(store: Any, timed: Callable[[Any], Awaitable[None]]) -> None:
+    """``timed(dispatcher)`` against ``serve --writable``'s dispatcher over ``store`` (a
+    ``WritableStore``, closed after), the server started and stopped around it in its own loop."""
+    from server.app import QueryServer, ServerSettings
+    from server.remoting.write_path import write_path
+
+    async def run() -> None:
+        server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+        await server.start()
+        try:
+            await timed(server.dispatcher)
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
 
 
 async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -> float:
