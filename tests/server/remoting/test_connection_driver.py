@@ -21,46 +21,27 @@ from protocol.frame import FrameDecoder, encode_frame
 from server.remoting.connection import RemotingConnection
 from server.remoting.dispatch import Dispatcher
 from server.remoting.peer import CURRENT_PEER
+from tests.support.request_path import Recorder as RecordingTransport
 
 ECHO, SLOW = 9001, 9002
 GARBAGE = struct.pack(">i", -5) + b"\0" * 8
 
 
-class Recorder:
-    """The transport calls a connection makes, in order (answers decoded back into commands)."""
+class Recorder(RecordingTransport):
+    """The transport calls a connection makes, in order, each write among them (answers decoded back
+    into commands)."""
 
     def __init__(self) -> None:
-        self.calls: list[str] = []
+        super().__init__()
         self.answers: list[RemotingCommand] = []
         self._decoder = FrameDecoder()
+        self._decoded = 0
 
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("10.0.0.7", 40001) if name == "peername" else default
-
-    def writelines(self, parts: list[bytes]) -> None:
-        self.write(b"".join(parts))
-
-    def write(self, data: bytes) -> None:
+    def _wrote(self) -> None:
+        super()._wrote()
         self.calls.append("write")
-        self.answers.extend(self._decoder.feed(bytes(data)))
-
-    def is_closing(self) -> bool:
-        return "close" in self.calls or "abort" in self.calls
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.calls.append("pause_reading")
-
-    def resume_reading(self) -> None:
-        self.calls.append("resume_reading")
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-    def abort(self) -> None:
-        self.calls.append("abort")
+        self.answers.extend(self._decoder.feed(bytes(self.data[self._decoded :])))
+        self._decoded = len(self.data)
 
 
 def request(code: int, opaque: int, flag: int = 0) -> RemotingCommand:
