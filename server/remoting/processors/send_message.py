@@ -95,7 +95,11 @@ class SendMessageProcessor:
         after = self.store.topic_changes()
         if after == before:
             return answer
-        return self._when_saved(self.store.topics_saved(after), answer)
+        return self.when_saved(after, answer)
+
+    def when_saved(self, change: int, answer: RemotingCommand) -> Awaitable[RemotingCommand]:
+        """``answer``, once the topic table holding ``change`` is saved."""
+        return self._when_saved(self.store.topics_saved(change), answer)
 
     @staticmethod
     async def _when_saved(saved: Future[None], answer: RemotingCommand) -> RemotingCommand:
@@ -112,49 +116,73 @@ class SendMessageProcessor:
         header = SendMessageRequestHeader.from_ext_fields(
             request.ext_fields, v2=request.code != RequestCode.SEND_MESSAGE
         )
+        body = bytes(request.body) if request.body is not None else b""
+        return self.answer_outcome(request, self.store_send(header, body, born, request.version))
+
+    def answer_outcome(
+        self, request: RemotingCommand, outcome: tuple[Sequence[AppendResult], int] | PutRefused
+    ) -> RemotingCommand:
+        """The answer to ``request`` for what ``store_send`` did."""
+        if isinstance(outcome, PutRefused):
+            return self._answer(request, outcome.code, outcome.remark)
+        appended, queue_id = outcome
+        return self._success(request, appended, queue_id)
+
+    @staticmethod
+    def takes_compiled(header: SendMessageRequestHeader) -> bool:
+        """Whether the compiled request path may hand this SEND to ``store_send`` without its
+        request: not a batch (its body is decoded here) and not a consumer's own retry (which reads
+        the request's version); ``server/remoting/_request_path_send.h``."""
+        return not header.batch and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+    def store_send(
+        self, header: SendMessageRequestHeader, body: bytes, born: tuple[str, int], version: int
+    ) -> tuple[Sequence[AppendResult], int] | PutRefused:
+        """Check and store one SEND as the broker does: what was appended and the queue the client
+        is answered with, or the refusal to answer (nothing stored). ``version`` is the request's
+        (a consumer's retry reads it)."""
         try:
             config = check_send(self.store, header, born)
         except PutRefused as refused:
-            return self._answer(request, refused.code, refused.remark)
+            return refused
         header = header_to_store(header, config)
         answered_queue = header.queue_id
         if self.broker is not None and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not header.batch:
             try:
-                header = self._retry_or_dead_letter(header, request.version)
+                header = self._retry_or_dead_letter(header, version)
             except PutRefused as refused:
-                return self._answer(request, refused.code, refused.remark)
-        body = bytes(request.body) if request.body is not None else b""
+                return refused
         ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1], self.store.max_delay_level)
         try:
             if header.batch:
                 try:
                     items = decode_batch_body(body)
                 except MessageDecodeError as exc:
-                    return self._answer(request, ResponseCode.SYSTEM_ERROR, f"bad batch body: {exc}")
+                    return PutRefused(ResponseCode.SYSTEM_ERROR, f"bad batch body: {exc}")
                 records = batch_records(header, body, items, ctx)
             else:
                 if self.reject_transactions and is_half_message(header):
-                    return self._answer(request, ResponseCode.NO_PERMISSION, reject_remark(self.broker_ip))
+                    return PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.broker_ip))
                 records = [single_record(header, body, ctx)]
                 if records[0].topic == TRANS_HALF_TOPIC:
                     system_topic(self.store, TRANS_HALF_TOPIC, int(time.time() * 1000))
         except PutRefused as refused:
-            return self._answer(request, refused.code, refused.remark)
+            return refused
         try:
             appended = self.store.put(records)
         except PutRefused as refused:  # the store's own refusals: records no file can hold, a full disk
             if isinstance(refused, StoreUnavailable):
                 self._write_errors.event("writing the CommitLog failed: %s", refused.__cause__ or refused)
-            return self._answer(request, refused.code, refused.remark)
+            return refused
         except OSError as exc:
             # CREATE_MAPEDFILE_FAILED's answer (a full disk, a read-only store): nothing was stored.
             self._write_errors.event("writing the CommitLog failed: %s", exc)
-            return self._answer(
-                request, ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+            return PutRefused(
+                ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
             )
         if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
             self.on_scheduled()
-        return self._success(request, appended, answered_queue)
+        return appended, answered_queue
 
     def _retry_or_dead_letter(
         self, header: SendMessageRequestHeader, version: int
