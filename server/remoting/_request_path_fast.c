@@ -19,7 +19,8 @@
  *   answer_batch(data, pos, maps, starts, lengths, max_offset, max_size, shrunk,
  *                max_frame_length, max_header_length, flush_bytes, query)
  *       -> (answers: bytes | None, pos: int, views: int, found: int, found_bytes: int, queries: int,
- *           query_bytes: int, query_records: int, queries_found: int, queries_not_found: int)
+ *           query_bytes: int, query_records: int, queries_found: int, queries_not_found: int,
+ *           sends: int, again: int)
  *       answers the frames of data[pos:] it is sure of, in order, stopping at the first other one,
  *       at an incomplete frame, or once the answers reach flush_bytes; pos is where it stopped.
  *       views is how many VIEWs were answered, found how many of them with their record (the
@@ -43,10 +44,15 @@
  *       dict, commitlog, commitlog file size, counts list, pulls: None or (plan, commit, limits)):
  *       what they answered is written into counts (N_COUNTS gives the layout; left as it was when
  *       nothing was). Without it (or None) those frames are left to the Python path.
+ *   answer_batch(..., query, family, sends)
+ *       the same, and also SEND_MESSAGE_V2 given a sends context (_request_path_send.h says what
+ *       and how; None: left to the Python path). sends is how many were answered (or handed to a
+ *       task); again is 1 when the batch stopped after SENDs at a frame that must read what they
+ *       stored: the caller calls again from pos with a fresh snapshot.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
  *   - its length words are within the limits and the frame is whole in data; JSON serialization;
- *     no body;
+ *     no body (but a SEND's);
  *   - its header is one flat JSON object without whitespace or escapes whose keys are among code,
  *     extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version, each at most once;
  *     code, flag, opaque and version are int32 JSON numbers (missing ones are 0, as in the
@@ -64,13 +70,16 @@
  *     only (offsets_fields), of a consume queue the store has opened.
  *   - PULL_MESSAGE (11), given the pulls' context (serve --writable): the plain fields
  *     (pull_fields) of a pull that finds messages (_request_path_pull.h says when).
+ *   - SEND_MESSAGE_V2 (310), given the sends context (serve --writable): the plain fields
+ *     (send_fields, where only the properties may hold JSON escapes) of a SEND the processor
+ *     takes (_request_path_send.h).
  * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
  * left to the Python path, which meets it again and answers it the reference's way.
  *
  * The GIL is held throughout except inside mmap.size(), the compiled query's chain walks and the
- * query callback. No file is written.
+ * query callback. No file is written here: a SEND's records are written by the sends callback.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -92,7 +101,7 @@ static PyObject *size_name; /* "size", interned */
 /* -- answer templates ------------------------------------------------------------------------------
  * An answer's JSON header is fixed text around a few numbers (holes): bind() hands over, per kind of
  * answer, the text pieces and which number goes between them, made by the Python encoder. */
-enum { HOLE_OPAQUE, HOLE_OFFSET, HOLE_TIMESTAMP, HOLE_PHYOFFSET, N_HOLES };
+enum { HOLE_OPAQUE, HOLE_OFFSET, HOLE_TIMESTAMP, HOLE_PHYOFFSET, HOLE_QUEUE_ID, HOLE_MSG_ID, N_HOLES };
 enum { T_VIEW_FOUND, T_VIEW_MISSING, T_QUERY_FOUND, T_QUERY_NOT_FOUND, N_TEMPLATES };
 #define MAX_PIECES 8
 
@@ -166,6 +175,13 @@ typedef struct {
 static void set_hole(hole_values *v, int hole, long long x)
 {
     v->digits[hole] = decimal(x, v->tmp[hole], (int)sizeof v->tmp[hole], &v->n[hole]);
+}
+
+/* A hole that takes text as it is (the caller checked it needs no JSON escape); s must outlive v. */
+static void set_hole_text(hole_values *v, int hole, const char *s, int n)
+{
+    v->digits[hole] = s;
+    v->n[hole] = n;
 }
 
 static Py_ssize_t template_size(const template_t *t, const hole_values *v)
@@ -268,17 +284,50 @@ static inline int utf8_sequence(const unsigned char *p, const unsigned char *end
     return n;
 }
 
-/* A JSON string without escapes or control characters; [*s, *s + *n) is its text. With ascii_only
+/* A JSON string without control characters; [*s, *s + *n) is its text as written. With ascii_only
  * its bytes must be printable ASCII; otherwise the others must be UTF-8 (the reference decodes the
- * whole header strictly: one bad byte in any value, even one ignored here, makes it malformed). */
-static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int ascii_only)
+ * whole header strictly: one bad byte in any value, even one ignored here, makes it malformed).
+ * escaped == NULL: no escape may occur. Otherwise the JSON escapes \" \\ \/ \b \f \n \r \t and
+ * \uXXXX (but a surrogate, which is left to the reference) are taken, and *escaped says whether
+ * any did (json_text decodes them). */
+static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int ascii_only, int *escaped)
 {
     const unsigned char *p = c->p;
     if (p >= c->end || *p != '"')
         return UNSURE;
     const unsigned char *start = ++p;
     while (p < c->end && *p != '"') {
-        if (*p < 0x20 || *p == 0x7f || *p == '\\' || (ascii_only && *p > 0x7f))
+        if (*p == '\\') {
+            if (escaped == NULL || c->end - p < 2)
+                return UNSURE;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                if (c->end - p < 6)
+                    return UNSURE;
+                unsigned v = 0;
+                for (int i = 2; i < 6; i++) {
+                    unsigned char h = p[i];
+                    unsigned d = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
+                                 : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
+                                 : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
+                                                        : 16u;
+                    if (d == 16u)
+                        return UNSURE;
+                    v = v * 16 + d;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF)
+                    return UNSURE;
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
+                p += 2;
+            } else {
+                return UNSURE;
+            }
+            *escaped = 1;
+            continue;
+        }
+        if (*p < 0x20 || *p == 0x7f || (ascii_only && *p > 0x7f))
             return UNSURE;
         if (*p > 0x7f) {
             int len = utf8_sequence(p, c->end);
@@ -299,12 +348,57 @@ static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int as
 
 static inline int plain_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
 {
-    return scan_string(c, s, n, 1);
+    return scan_string(c, s, n, 1, NULL);
 }
 
-static inline int raw_string(cursor *c, const unsigned char **s, Py_ssize_t *n)
+/* A value of extFields: UTF-8, escapes taken (*escaped says whether any occurred). */
+static inline int value_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int *escaped)
 {
-    return scan_string(c, s, n, 0);
+    *escaped = 0;
+    return scan_string(c, s, n, 0, escaped);
+}
+
+/* A JSON string's text as scan_string took it (escapes already checked), as a str. */
+static PyObject *json_text(const unsigned char *s, Py_ssize_t n, int escaped)
+{
+    if (!escaped)
+        return PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    /* Every escape is at least as long as the UTF-8 of what it stands for. */
+    unsigned char *buf = PyMem_Malloc(n ? (size_t)n : 1);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (s[i] != '\\') {
+            buf[k++] = s[i++];
+            continue;
+        }
+        unsigned char e = s[i + 1];
+        if (e != 'u') {
+            buf[k++] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            i += 2;
+            continue;
+        }
+        unsigned v = 0;
+        for (int j = 2; j < 6; j++) {
+            unsigned char h = s[i + j];
+            v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        i += 6;
+        if (v < 0x80) {
+            buf[k++] = (unsigned char)v;
+        } else if (v < 0x800) {
+            buf[k++] = (unsigned char)(0xC0 | (v >> 6));
+            buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
+        } else {
+            buf[k++] = (unsigned char)(0xE0 | (v >> 12));
+            buf[k++] = (unsigned char)(0x80 | ((v >> 6) & 0x3F));
+            buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)buf, k, "strict");
+    PyMem_Free(buf);
+    return text;
 }
 
 static inline int expect(cursor *c, unsigned char ch)
@@ -374,6 +468,7 @@ static int any_digits(const unsigned char *s, Py_ssize_t n, int max_digits, long
 typedef struct {
     const unsigned char *key, *value;
     Py_ssize_t key_n, value_n;
+    int escaped; /* the value holds a JSON escape: only a FIELD_JSON_TEXT takes it */
 } ext_field;
 
 typedef struct {
@@ -392,7 +487,8 @@ static int read_ext_fields(cursor *c, ext_fields *e)
         if (e->n == MAX_EXT_FIELDS)
             return UNSURE;
         ext_field *f = &e->f[e->n++];
-        if (!plain_string(c, &f->key, &f->key_n) || !expect(c, ':') || !raw_string(c, &f->value, &f->value_n))
+        if (!plain_string(c, &f->key, &f->key_n) || !expect(c, ':') ||
+            !value_string(c, &f->value, &f->value_n, &f->escaped))
             return UNSURE;
         if (expect(c, ','))
             continue;
@@ -407,8 +503,17 @@ typedef enum {
     FIELD_NUMBER,  /* plain_number of at most `digits` digits, a long long */
     FIELD_DIGITS,  /* any_digits of at most `digits` digits, a long long */
     FIELD_TRUE,    /* an int: whether the value is exactly "true" */
+    FIELD_BOOLEAN, /* an int: Java's Boolean.parseBoolean (equalsIgnoreCase "true") */
+    FIELD_JSON_TEXT, /* a json_text_t: the value as written, escapes allowed (decode with json_text) */
     FIELD_IGNORED, /* taken, not read */
 } field_kind;
+
+/* A FIELD_JSON_TEXT's value (s == NULL: absent). */
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t n;
+    int escaped;
+} json_text_t;
 
 typedef struct {
     const char *name;
@@ -439,6 +544,8 @@ static int match_fields(const ext_fields *e, const field_spec *specs, int n_spec
             return UNSURE;
         seen |= BIT(s);
         const field_spec *sp = &specs[s];
+        if (f->escaped && sp->kind != FIELD_JSON_TEXT)
+            return UNSURE;
         switch (sp->kind) {
         case FIELD_TEXT:
             *(const unsigned char **)(base + sp->at) = f->value;
@@ -455,6 +562,17 @@ static int match_fields(const ext_fields *e, const field_spec *specs, int n_spec
         case FIELD_TRUE:
             *(int *)(base + sp->at) = f->value_n == 4 && memcmp(f->value, "true", 4) == 0;
             break;
+        case FIELD_BOOLEAN:
+            *(int *)(base + sp->at) = f->value_n == 4 && (f->value[0] | 0x20) == 't' && (f->value[1] | 0x20) == 'r' &&
+                                      (f->value[2] | 0x20) == 'u' && (f->value[3] | 0x20) == 'e';
+            break;
+        case FIELD_JSON_TEXT: {
+            json_text_t *t = (json_text_t *)(base + sp->at);
+            t->s = f->value;
+            t->n = f->value_n;
+            t->escaped = f->escaped;
+            break;
+        }
         case FIELD_IGNORED:
             break;
         }
@@ -468,13 +586,15 @@ static int match_fields(const ext_fields *e, const field_spec *specs, int n_spec
 
 #include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
 #include "_request_path_pull.h"    /* PULL_MESSAGE */
+#include "_request_path_send.h"    /* SEND_MESSAGE_V2 */
 
 enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
 
 typedef struct {
     long long code, flag, opaque;
     /* extFields, as far as they were read (ext_kind says which shape) */
-    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's, 4 = a PULL's */
+    int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's,
+                     4 = a PULL's, 5 = a SEND_MESSAGE_V2's */
     long long offset;
     const unsigned char *topic, *key;
     Py_ssize_t topic_n, key_n;
@@ -482,6 +602,7 @@ typedef struct {
     int unique;
     offsets_req_t q; /* ext_kind 3: the offset family's fields */
     pull_req_t p;    /* ext_kind 4: a PULL's */
+    send_req_t s;    /* ext_kind 5: a SEND_MESSAGE_V2's */
 } request_t;
 
 /* VIEW_MESSAGE_BY_ID's extFields: exactly offset, 1-18 digits (an 18-digit number fits a long long;
@@ -517,6 +638,8 @@ static int ext_kind_of(const ext_fields *e, request_t *r)
         return 3;
     if (pull_fields_of(e, &r->p))
         return 4;
+    if (send_fields_of(e, &r->s))
+        return 5;
     return 0;
 }
 
@@ -707,8 +830,8 @@ done:
 static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 12 && nargs != 13) {
-        PyErr_Format(PyExc_TypeError, "answer_batch() takes 12 or 13 arguments (%zd given)", nargs);
+    if (nargs < 12 || nargs > 14) {
+        PyErr_Format(PyExc_TypeError, "answer_batch() takes 12 to 14 arguments (%zd given)", nargs);
         return NULL;
     }
     if (!bound) {
@@ -744,13 +867,16 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         pos = size; /* nothing to answer */
 
     offsets_ctx_t offsets;
-    int have_offsets = offsets_ctx_init(&offsets, nargs == 13 ? args[12] : NULL, args, max_offset);
+    int have_offsets = offsets_ctx_init(&offsets, nargs >= 13 ? args[12] : NULL, args, max_offset);
     pull_ctx_t pulls;
     int have_pulls = have_offsets > 0 ? pull_ctx_init(&pulls, offsets.pulls) : pull_ctx_init(&pulls, NULL);
-    if (have_offsets < 0 || have_pulls < 0) {
+    send_ctx_t sends;
+    int have_sends = send_ctx_init(&sends, nargs == 14 ? args[13] : NULL);
+    if (have_offsets < 0 || have_pulls < 0 || have_sends < 0) {
         PyBuffer_Release(&in);
         return NULL;
     }
+    int again = 0; /* stopped after SENDs at another frame: call again with a fresh snapshot */
     out_buf out = {NULL, 0, 0};
     long long views = 0, found_count = 0, found_bytes = 0, queries = 0;
     PyObject *result = NULL;
@@ -764,14 +890,28 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             break; /* the reference says what is wrong */
         uint32_t word = (uint32_t)view_be32(f + 4);
         long long header_len = word & HEADER_LENGTH_MASK;
-        if ((word >> 24) != 0 || header_len != (long long)length - 4 || header_len > max_header)
-            break; /* not JSON, a body (neither request has one) or a header over the limit */
+        if ((word >> 24) != 0 || header_len > (long long)length - 4 || header_len > max_header)
+            break; /* not JSON, a header longer than the frame or over the limit */
         if (size - pos - 4 < length)
             break; /* incomplete: the decoder keeps it */
+        long long body_n = (long long)length - 4 - header_len;
         request_t req;
         if (!parse_header(f + 8, (Py_ssize_t)header_len, &req) || (req.flag & (RPC_TYPE_RESPONSE | RPC_ONEWAY)))
             break;
-        if (req.code == VIEW_MESSAGE_BY_ID && req.ext_kind == 1) {
+        int is_send = req.code == SEND_MESSAGE_V2 && req.ext_kind == 5 && have_sends;
+        if (body_n != 0 && !is_send)
+            break; /* only a SEND has a body here */
+        if (sends.answered && !is_send) {
+            again = 1; /* what the SENDs changed is not in this batch's snapshot */
+            break;
+        }
+        if (is_send) {
+            int done_here = answer_send(&out, &sends, req.opaque, &req.s, f + 8 + header_len, (Py_ssize_t)body_n);
+            if (done_here < 0)
+                goto done;
+            if (done_here == O_LEAVE)
+                break;
+        } else if (req.code == VIEW_MESSAGE_BY_ID && req.ext_kind == 1) {
             int leave = 0;
             if (answer_view(&out, &req, args, max_offset, max_size, &found_count, &found_bytes, &leave) < 0)
                 goto done;
@@ -812,8 +952,8 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         goto done;
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)
-        result = Py_BuildValue("(NLLLLLLLLL)", answers, pos, views, found_count, found_bytes, queries,
-                               qc.served_bytes, qc.served_records, qc.found, qc.not_found);
+        result = Py_BuildValue("(NLLLLLLLLLLi)", answers, pos, views, found_count, found_bytes, queries,
+                               qc.served_bytes, qc.served_records, qc.found, qc.not_found, sends.answered, again);
 done:
     query_ctx_clear(&qc);
     PyMem_Free(out.p);

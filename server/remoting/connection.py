@@ -210,29 +210,33 @@ class RemotingConnection(asyncio.Protocol):
         decoder. Their answers are written as ``_process_pending`` writes its batches: in arrival
         order before anything after them, at least every ``FLUSH_BYTES``, and no further once the
         peer stops reading (the rest is then decoded and waits, as on the Python path). The context
-        variables ``_process_pending`` sets (``CURRENT_PEER``, ``CURRENT_CHANNEL``) are not set here:
-        no request the compiled path answers reads them (a pull names its peer only in refusals,
-        which the Python path answers; ``_request_path_pull.h``)."""
+        variable ``CURRENT_PEER`` is set as ``_process_pending`` sets it (a SEND's born host is the
+        peer); ``CURRENT_CHANNEL`` is not: no request the compiled path answers reads it (a pull
+        names its peer only in refusals, which the Python path answers; ``_request_path_pull.h``)."""
         decoder = self._decoder
         stats = self._dispatcher.stats
         pos = answered = 0
         end = len(data)
-        while True:
-            out, pos, count = fast.answer(
-                data,
-                pos,
-                decoder.max_frame_length,
-                decoder.max_header_length,
-                FLUSH_BYTES,
-                stats,
-                self._start_answer,
-            )
-            answered += count
-            if out is None:
-                break
-            self._write([out])  # may call pause_writing() right here
-            if pos >= end or len(out) < FLUSH_BYTES or not self._state.answering:
-                break
+        token = CURRENT_PEER.set(self._peer_address)
+        try:
+            while True:
+                out, pos, count = fast.answer(
+                    data,
+                    pos,
+                    decoder.max_frame_length,
+                    decoder.max_header_length,
+                    FLUSH_BYTES,
+                    stats,
+                    self._start_answer,
+                )
+                answered += count
+                if out is None:
+                    break
+                self._write([out])  # may call pause_writing() right here
+                if pos >= end or len(out) < FLUSH_BYTES or not self._state.answering:
+                    break
+        finally:
+            CURRENT_PEER.reset(token)
         if not pos:
             return answered, data
         return answered, memoryview(data)[pos:] if pos < end else b""

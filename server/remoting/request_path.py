@@ -28,21 +28,25 @@ read in C from the store's opened consume queues (``_request_path_offsets.h``), 
 --writable`` (``answer_pulls``) the pulls that find messages for a known group are answered in C
 with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with the commit-offset
 flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
+There too (``answer_sends``), a SEND_MESSAGE_V2's frame is split, its header read and its SUCCESS
+answer written in C, around one call of ``SendMessageProcessor.store_send``, where the broker's
+checks and the append stay (``_request_path_send.h``); after SENDs, a request that reads the store
+is answered from a fresh snapshot (``answer`` calls the C side again).
 
 What the Python path does besides answering is done here too: the store's served-bytes accounting
 per batch (``MessageStore.served``, which may release pages; a query the callback runs counts its
 own), the ``/metrics`` counts (VIEWs, compiled queries, offset requests and pulls per batch with
-``RequestStats.observe_many``, each timed at the batch's mean; a query the callback runs on its
-own), a pull's ``PullStats`` and served bytes per batch, a query handed to the pool answered from a
-task as ``Dispatcher`` answers it (``Dispatcher.finish``), and a processor failure answered as
-``Dispatcher`` answers it.
+``RequestStats.observe_many``, each timed at the batch's mean; a query the callback runs, and a
+SEND, on its own), a pull's ``PullStats`` and served bytes per batch, a query handed to the pool
+answered from a task as ``Dispatcher`` answers it (``Dispatcher.finish``), and a processor failure
+answered as ``Dispatcher`` answers it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from protocol.accel import load
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -50,7 +54,9 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import offset_response_fields, timestamp_response_fields
 from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
+from protocol.send_message import SendMessageRequestHeader
 from server.remoting.dispatch import Dispatcher
+from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.pull_message import PullMessageProcessor
 from server.remoting.processors.pull_message import response_fields as pull_fields
 from server.remoting.processors.query_message import (
@@ -60,6 +66,7 @@ from server.remoting.processors.query_message import (
     response_fields,
     view_not_found_remark,
 )
+from server.remoting.processors.send_message import SendMessageProcessor
 from server.remoting.reply import system_error
 from server.request_stats import RequestStats
 from server.store_api import RSS_CHECK_EVERY_RECORDS, QueryResume, ResumePoint, total_physical_memory
@@ -75,6 +82,9 @@ _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
 _SUCCESS = ResponseCode.SUCCESS
 _QUERY_NOT_FOUND = ResponseCode.QUERY_NOT_FOUND
 _PULL = RequestCode.PULL_MESSAGE
+_SEND = RequestCode.SEND_MESSAGE_V2
+#: The sender's address when the connection set none (``SendMessageProcessor.process``'s default).
+_NO_PEER = ("127.0.0.1", 0)
 #: The remark of a pull that found messages (``GetMessageStatus.FOUND``'s name).
 FOUND = "FOUND"
 #: The offset family, in the order of the C side's counts (request codes 29..32).
@@ -89,16 +99,24 @@ OFFSET_CODES = (
 #: ``OFFSET_CODES``, the total (pulls included), then the pulls' found, records, bytes, slowest scan
 #: (ms) and SUCCESS answers.
 _TOTAL = 4
+_MAX_MS = _TOTAL + 4
 _N_COUNTS = _TOTAL + 6
 
 #: The numbers in an answer header (the C file's holes, same order) and the stand-in each is made
 #: with in the templates: each occurs once in its header, and none inside another.
 HOLES = {"opaque": 1234567891, "offset": 987654321987654321, "timestamp": 111122223333444455,
-         "phyoffset": 555566667777888899}  # fmt: skip
+         "phyoffset": 555566667777888899, "queueid": 246813579, "msgid": 135792468013579246}  # fmt: skip
 _HOLE_IDS = {name: i for i, name in enumerate(HOLES)}
 
 #: Starts an answer's coroutine as the connection starts a coroutine processor's (a task).
 Start = Callable[[Coroutine[Any, Any, RemotingCommand | None]], None]
+
+
+class _StoredStandIn(NamedTuple):
+    """What the SEND answer's template is made from: an ``AppendResult``'s two fields it shows."""
+
+    offset_msg_id: str
+    queue_offset: int
 
 
 class ViewStore(Protocol):
@@ -187,6 +205,15 @@ if _fast is not None:
     _fast.bind_offsets(*_offset_templates())
 
 
+def _add_counts(total: list[int] | None, counts: list[int]) -> list[int]:
+    """Two calls' offset and pull counts (``_N_COUNTS``) as one batch's: sums, the slowest scan's max."""
+    if total is None:
+        return list(counts)
+    added = [a + b for a, b in zip(total, counts, strict=True)]
+    added[_MAX_MS] = max(total[_MAX_MS], counts[_MAX_MS])
+    return added
+
+
 class RequestPath:
     """VIEW_MESSAGE_BY_ID (and, given its processor, QUERY_MESSAGE) answered by the compiled path,
     for one store and one dispatcher."""
@@ -201,6 +228,8 @@ class RequestPath:
         "_pulls",
         "_query",
         "_query_arg",
+        "_send_context",
+        "_sends",
         "_snapshot",
         "_start",
         "_stats",
@@ -226,6 +255,9 @@ class RequestPath:
         #: The pull processor whose plain pulls are answered here (``answer_pulls``), or None.
         self._pulls: PullMessageProcessor | None = None
         self._pull_context: tuple[Any, ...] | None = None
+        #: The SEND processor whose plain SEND_MESSAGE_V2s are answered here (``answer_sends``).
+        self._sends: SendMessageProcessor | None = None
+        self._send_context: tuple[Any, ...] | None = None
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
         self._max_size = max_size
         self._dispatcher = dispatcher
@@ -271,35 +303,45 @@ class RequestPath:
         """(answers, where it stopped, how many): the frames of ``data[pos:]`` answered in order up to
         the first frame the compiled path is not sure of, an incomplete frame, or ``flush_bytes`` of
         answers. A query handed to the pool is answered later, from a task ``start`` starts."""
-        store = self._store
-        maps, starts, lengths, shrunk, max_offset = store.view_snapshot()
+        parts: list[bytes] = []
+        views = found = found_bytes = queries = query_bytes = query_records = 0
+        queries_found = queries_not_found = sends = 0
         started = time.perf_counter() if stats is not None else 0.0
         self._start = start
         self._stats = stats
         counts = self._counts
+        family_counts: list[int] | None = None
         try:
-            if self._offsets:
-                commitlog = store.commitlog  # type: ignore[attr-defined]
-                offsets = (
-                    store.opened_queues(),  # type: ignore[attr-defined]
-                    commitlog,
-                    commitlog.mapped_file_size,
-                    counts,
-                    self._pull_context,
-                )
-                (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
-                 queries_not_found) = _fast.answer_batch(  # type: ignore[union-attr]
-                    data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                    max_frame_length, max_header_length, flush_bytes, self._query_arg, offsets,
+            again = True
+            while again:
+                # Once SENDs were answered, the batch stops at the next other frame: what they wrote
+                # is read with a fresh snapshot (``_request_path_send.h``).
+                (out, pos, n_views, n_found, n_found_bytes, n_queries, n_query_bytes, n_query_records,
+                 n_queries_found, n_queries_not_found, n_sends, again) = self._answer_once(
+                    data, pos, max_frame_length, max_header_length, flush_bytes
                 )  # fmt: skip
-            else:
-                (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
-                 queries_not_found) = _fast.answer_batch(  # type: ignore[union-attr]
-                    data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
-                    max_frame_length, max_header_length, flush_bytes, self._query_arg,
-                )  # fmt: skip
+                if out is not None:
+                    parts.append(out)
+                    flush_bytes -= len(out)
+                views += n_views
+                found += n_found
+                found_bytes += n_found_bytes
+                queries += n_queries
+                query_bytes += n_query_bytes
+                query_records += n_query_records
+                queries_found += n_queries_found
+                queries_not_found += n_queries_not_found
+                sends += n_sends
+                again = again and flush_bytes > 0
+                if again and counts[_TOTAL]:
+                    # Each call writes its own counts: the batch's are their sum (the slowest scan's max).
+                    family_counts = _add_counts(family_counts, counts)
+                    counts[:] = [0] * _N_COUNTS
         finally:
             self._start = self._stats = self._snapshot = None
+        out = None if not parts else parts[0] if len(parts) == 1 else b"".join(parts)
+        if family_counts is not None:
+            counts[:] = _add_counts(family_counts, counts)
         compiled = queries_found + queries_not_found
         if views or query_records or compiled:
             # view_message_copy's accounting: each answer counts its record and a page; a compiled
@@ -321,10 +363,39 @@ class RequestPath:
                 stats.observe_many(_QUERY, _SUCCESS, queries_found, each)
             if queries_not_found:
                 stats.observe_many(_QUERY, _QUERY_NOT_FOUND, queries_not_found, each)
-        answered = views + queries
+        answered = views + queries + sends
         if family:
             answered += self._count_family(counts, stats, each)
         return out, pos, answered
+
+    def _answer_once(
+        self,
+        data: bytes | bytearray | memoryview,
+        pos: int,
+        max_frame_length: int,
+        max_header_length: int,
+        flush_bytes: int,
+    ) -> tuple[Any, ...]:
+        """One ``answer_batch`` call over a fresh snapshot of the store."""
+        store = self._store
+        maps, starts, lengths, shrunk, max_offset = store.view_snapshot()
+        if not self._offsets:
+            return _fast.answer_batch(  # type: ignore[union-attr,no-any-return]
+                data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+                max_frame_length, max_header_length, flush_bytes, self._query_arg,
+            )  # fmt: skip
+        commitlog = store.commitlog  # type: ignore[attr-defined]
+        offsets = (
+            store.opened_queues(),  # type: ignore[attr-defined]
+            commitlog,
+            commitlog.mapped_file_size,
+            self._counts,
+            self._pull_context,
+        )
+        return _fast.answer_batch(  # type: ignore[union-attr,no-any-return]
+            data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
+            max_frame_length, max_header_length, flush_bytes, self._query_arg, offsets, self._send_context,
+        )  # fmt: skip
 
     def _count_family(self, counts: list[int], stats: RequestStats | None, each: float) -> int:
         """The offset family's and the pulls' answers of the batch: counted for ``/metrics`` (each
@@ -362,6 +433,59 @@ class RequestPath:
         self._pulls = pulls
         self._pull_context = (pulls.plain_pull, self._commit, limits)
         self.codes = self.codes | {_PULL}
+
+    def answer_sends(self, sends: SendMessageProcessor) -> None:
+        """Answer the plain SEND_MESSAGE_V2s ``sends`` would answer (``serve --writable``; see
+        ``_request_path_send.h``): the frame and the answer here, the checks and the append in
+        ``SendMessageProcessor.store_send``. Its SUCCESS header is made here by the processor's own
+        encoder, with its region and trace flag."""
+        if not self._offsets:
+            return
+        request = RemotingCommand(_SEND, opaque=HOLES["opaque"])
+        stored = [_StoredStandIn(str(HOLES["msgid"]), HOLES["offset"])]
+        success = encode_json_header(sends.answer_outcome(request, (stored, HOLES["queueid"])))  # type: ignore[arg-type]
+        self._sends = sends
+        self._send_context = (
+            self._answer_send,
+            SendMessageRequestHeader,
+            template(success, ("opaque", "queueid", "offset", "msgid")),
+        )
+        self.codes = self.codes | {_SEND}
+
+    def _answer_send(self, opaque: int, header: SendMessageRequestHeader, body: bytes) -> Any:
+        """One SEND_MESSAGE_V2 for the C loop: False (left to the Python path, nothing done),
+        (msgId, queueId, queueOffset) for SUCCESS, a whole answer frame, or None when a task answers
+        (the SEND created its topic: answered once the topic table is saved, as ``process`` does)."""
+        sends = self._sends
+        if not sends.takes_compiled(header):  # type: ignore[union-attr]
+            return False
+        started = time.perf_counter()
+        store = sends.store  # type: ignore[union-attr]
+        before = store.topic_changes()
+        failure: Exception | None = None
+        try:
+            outcome = sends.store_send(header, body, CURRENT_PEER.get() or _NO_PEER, 0)  # type: ignore[union-attr]
+        except Exception as exc:  # as Dispatcher answers a processor's failure
+            failure = exc
+        after = store.topic_changes()
+        if failure is None and type(outcome) is tuple and after == before:
+            if self._stats is not None:
+                self._stats.observe(_SEND, _SUCCESS, time.perf_counter() - started)
+            appended, queue_id = outcome
+            return (appended[0].offset_msg_id, queue_id, appended[0].queue_offset)
+        request = RemotingCommand(
+            _SEND, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON
+        )
+        answered: Any = failure
+        if failure is None:
+            answered = sends.answer_outcome(request, outcome)  # type: ignore[union-attr]
+            if after != before:
+                answered = sends.when_saved(after, answered)  # type: ignore[union-attr]
+        answer = self._dispatcher.finish(request, answered, started)
+        if type(answer) is RemotingCommand:
+            return encode_frame(answer)
+        self._start(answer)  # type: ignore[misc, arg-type]
+        return None
 
     def _commit(self, group: str, topic: str, queue_id: int, offset: int, opaque: int) -> bytes | None:
         """A plain pull's commit-offset flag, for the C loop: None, or the answer frame the Python

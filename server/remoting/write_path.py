@@ -175,6 +175,9 @@ class WritePath:
         if isinstance(fast, RequestPath):
             # Its plain pulls (messages found for a known group) answered by the compiled path too.
             fast.answer_pulls(pulls, self.store.reader, self.store.config)
+            if self.sends is not None:
+                # And its plain SEND_MESSAGE_V2s: the frame and the answer there, the put here.
+                fast.answer_sends(self.sends)
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock_batch_mq)

@@ -1,0 +1,254 @@
+/*
+ * The compiled request path's SEND_MESSAGE_V2 (310), included by _request_path_fast.c. Only under
+ * `serve --writable` (the test kit's server), given the sends context (RequestPath.answer_sends).
+ *
+ * What is compiled is the request's own path, not the write: the frame is split here, its header
+ * read (send_fields) and the SUCCESS answer written from a template made by the Python encoder
+ * (SendMessageProcessor's answer, with the processor's region and trace flag); the checks, the
+ * record and the append stay where their rules are written once, in Python
+ * (SendMessageProcessor.store_send: server.broker.send_check, put_message, WritableStore.put). So
+ * the frame costs one call of the sends callback instead of the frame decoder, the header codec, the
+ * dispatcher and the answer's encoder.
+ *
+ *   1. the header is plain (send_fields): the fields of SendMessageRequestHeaderV2 a..n; the
+ *      properties (i) may hold JSON escapes (a Java client writes its separators 1 and 2 as
+ *      \u0001 and \u0002), the other strings may not; numbers are plain digits (ints at most 9,
+ *      bornTimestamp at most 19, no sign, no leading zero), booleans Boolean.parseBoolean's;
+ *   2. the header object is made here, header_class(a, b, c, d, e, f, g, h, i, j, k, l, m, n) (the
+ *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
+ *      copied into bytes, as the processor copies it;
+ *   3. callback(opaque, header, body) answers
+ *        False           nothing was done: the frame is left to the Python path (a batch, a
+ *                        consumer's retry: the processor's own shapes),
+ *        (msgId, queueId, queueOffset)  stored: SUCCESS is written here (msgId is the offset
+ *                        message id(s), which need no JSON escape),
+ *        bytes           a whole answer frame (a refusal, as the Python path answers it),
+ *        None            the answer comes later, from a task the callback started (a SEND that
+ *                        created its topic is answered once the topic table is saved).
+ *      An error from it is raised (the callback turns a processor's failure into an answer).
+ *
+ * A SEND changes what the batch's other requests read (the CommitLog's end, the queues), which the
+ * batch read once at its start (view_snapshot, the opened queues, a compiled query's snapshot): so
+ * once a SEND was answered, the batch stops at the first frame that is not one (answer_batch then
+ * reports `again`, and request_path.py calls again with a fresh snapshot).
+ */
+#ifndef RMQ_REQUEST_PATH_SEND_H
+#define RMQ_REQUEST_PATH_SEND_H
+
+#define SEND_MESSAGE_V2 310
+
+typedef struct {
+    const unsigned char *group, *topic, *default_topic, *bname;
+    Py_ssize_t group_n, topic_n, default_topic_n, bname_n;
+    long long default_queue_nums, queue_id, sys_flag, born_timestamp, flag, reconsume_times, max_reconsume_times;
+    int unit_mode, batch;
+    json_text_t properties;
+    unsigned seen;
+} send_req_t;
+
+/* extFields of SEND_MESSAGE_V2 (SendMessageRequestHeaderV2's one-letter names): a producerGroup,
+ * b topic, c defaultTopic, d defaultTopicQueueNums, e queueId, f sysFlag, g bornTimestamp, h flag
+ * (required), i properties, j reconsumeTimes, k unitMode, l maxReconsumeTimes, m batch, n bname
+ * (optional), in any order, nothing else. */
+enum { S_A, S_B, S_C, S_D, S_E, S_F, S_G, S_H, S_I, S_J, S_K, S_L, S_M, S_N, N_SEND_FIELDS };
+#define SEND_TEXT(name, field) FIELD(name, FIELD_TEXT, 0, offsetof(send_req_t, field), offsetof(send_req_t, field##_n))
+#define SEND_NUMBER(name, digits, field) FIELD(name, FIELD_NUMBER, digits, offsetof(send_req_t, field), 0)
+static const field_spec send_fields[N_SEND_FIELDS] = {
+    [S_A] = SEND_TEXT("a", group),
+    [S_B] = SEND_TEXT("b", topic),
+    [S_C] = SEND_TEXT("c", default_topic),
+    [S_D] = SEND_NUMBER("d", 9, default_queue_nums),
+    [S_E] = SEND_NUMBER("e", 9, queue_id),
+    [S_F] = SEND_NUMBER("f", 9, sys_flag),
+    [S_G] = SEND_NUMBER("g", 19, born_timestamp),
+    [S_H] = SEND_NUMBER("h", 9, flag),
+    [S_I] = FIELD("i", FIELD_JSON_TEXT, 0, offsetof(send_req_t, properties), 0),
+    [S_J] = SEND_NUMBER("j", 9, reconsume_times),
+    [S_K] = FIELD("k", FIELD_BOOLEAN, 0, offsetof(send_req_t, unit_mode), 0),
+    [S_L] = SEND_NUMBER("l", 9, max_reconsume_times),
+    [S_M] = FIELD("m", FIELD_BOOLEAN, 0, offsetof(send_req_t, batch), 0),
+    [S_N] = SEND_TEXT("n", bname),
+};
+#undef SEND_TEXT
+#undef SEND_NUMBER
+/* The @CFNotNull fields a..h. */
+#define S_REQUIRED (BIT(S_I) - 1)
+
+static int send_fields_of(const ext_fields *e, send_req_t *r)
+{
+    r->properties.s = NULL;
+    r->bname = NULL;
+    r->bname_n = 0;
+    r->unit_mode = r->batch = 0;
+    return match_fields(e, send_fields, N_SEND_FIELDS, S_REQUIRED, r, &r->seen);
+}
+
+/* The batch's sends: (callback, header_class, (pieces, holes)) and the SUCCESS template. */
+typedef struct {
+    PyObject *callback, *header_class;
+    template_t success; /* borrowed pieces: the context tuple outlives the batch */
+    long long answered;
+} send_ctx_t;
+
+/* 1 with ctx filled, 0 without sends (None), -1 on error. */
+static int send_ctx_init(send_ctx_t *ctx, PyObject *arg)
+{
+    memset(ctx, 0, sizeof *ctx);
+    if (arg == NULL || arg == Py_None)
+        return 0;
+    PyObject *pieces, *holes;
+    if (!PyArg_ParseTuple(arg, "OO(O!O!)", &ctx->callback, &ctx->header_class, &PyTuple_Type, &pieces,
+                          &PyTuple_Type, &holes))
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(pieces);
+    if (n < 1 || n > MAX_PIECES || PyTuple_GET_SIZE(holes) != n - 1) {
+        PyErr_SetString(PyExc_ValueError, "a template is 1..8 pieces and one hole between each two");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *piece = PyTuple_GET_ITEM(pieces, i);
+        if (!PyBytes_Check(piece)) {
+            PyErr_SetString(PyExc_TypeError, "template pieces are bytes");
+            return -1;
+        }
+        ctx->success.pieces[i] = piece;
+        if (i + 1 < n) {
+            long hole = PyLong_AsLong(PyTuple_GET_ITEM(holes, i));
+            if (hole < 0 || hole >= N_HOLES) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "unknown hole");
+                return -1;
+            }
+            ctx->success.holes[i] = (int)hole;
+        }
+    }
+    ctx->success.n_pieces = (int)n;
+    return 1;
+}
+
+/* An optional number field: its value, or None when absent. */
+static PyObject *optional_number(const send_req_t *r, int spec, long long v)
+{
+    if (!(r->seen & BIT(spec)))
+        return Py_NewRef(Py_None);
+    return PyLong_FromLongLong(v);
+}
+
+/* The header object (step 2): NULL with *leave set when a text is not UTF-8 (the reference
+ * decides), NULL with an error set otherwise. */
+static PyObject *send_header(const send_ctx_t *ctx, const send_req_t *r, int *leave)
+{
+    PyObject *a[14] = {NULL};
+    PyObject *header = NULL;
+    if ((a[0] = decode_text(r->group, r->group_n, leave)) == NULL ||
+        (a[1] = decode_text(r->topic, r->topic_n, leave)) == NULL ||
+        (a[2] = decode_text(r->default_topic, r->default_topic_n, leave)) == NULL ||
+        (a[3] = PyLong_FromLongLong(r->default_queue_nums)) == NULL ||
+        (a[4] = PyLong_FromLongLong(r->queue_id)) == NULL || (a[5] = PyLong_FromLongLong(r->sys_flag)) == NULL ||
+        (a[6] = PyLong_FromLongLong(r->born_timestamp)) == NULL || (a[7] = PyLong_FromLongLong(r->flag)) == NULL)
+        goto done;
+    if (r->properties.s == NULL)
+        a[8] = Py_NewRef(Py_None);
+    else if ((a[8] = json_text(r->properties.s, r->properties.n, r->properties.escaped)) == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            *leave = 1;
+        }
+        goto done;
+    }
+    if ((a[9] = optional_number(r, S_J, r->reconsume_times)) == NULL)
+        goto done;
+    a[10] = Py_NewRef(r->unit_mode ? Py_True : Py_False);
+    if ((a[11] = optional_number(r, S_L, r->max_reconsume_times)) == NULL)
+        goto done;
+    a[12] = Py_NewRef(r->batch ? Py_True : Py_False);
+    if (r->bname == NULL)
+        a[13] = Py_NewRef(Py_None);
+    else if ((a[13] = decode_text(r->bname, r->bname_n, leave)) == NULL)
+        goto done;
+    header = PyObject_Vectorcall(ctx->header_class, a, 14, NULL);
+done:
+    for (int i = 0; i < 14; i++)
+        Py_XDECREF(a[i]);
+    return header;
+}
+
+/* SUCCESS for (msgId, queueId, queueOffset). 0, or -1 with an error set. */
+static int send_success(out_buf *out, const send_ctx_t *ctx, long long opaque, PyObject *stored)
+{
+    long long queue_id, queue_offset;
+    PyObject *msg_id = PyTuple_GET_ITEM(stored, 0);
+    if (!PyUnicode_Check(msg_id) || view_as_int64(PyTuple_GET_ITEM(stored, 1), &queue_id) < 0 ||
+        view_as_int64(PyTuple_GET_ITEM(stored, 2), &queue_offset) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "the send callback's msgId is a str");
+        return -1;
+    }
+    Py_ssize_t id_n;
+    const char *id = PyUnicode_AsUTF8AndSize(msg_id, &id_n);
+    if (id == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < id_n; i++) {
+        unsigned char ch = (unsigned char)id[i];
+        if (ch < 0x20 || ch == '"' || ch == '\\' || ch > 0x7e) {
+            PyErr_SetString(PyExc_ValueError, "the send callback's msgId needs a JSON escape");
+            return -1;
+        }
+    }
+    if (id_n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "msgId too long");
+        return -1;
+    }
+    hole_values v;
+    set_hole(&v, HOLE_OPAQUE, opaque);
+    set_hole(&v, HOLE_QUEUE_ID, queue_id);
+    set_hole(&v, HOLE_OFFSET, queue_offset);
+    set_hole_text(&v, HOLE_MSG_ID, id, (int)id_n);
+    Py_ssize_t header_n = template_size(&ctx->success, &v);
+    if (ob_need(out, 8 + header_n) < 0)
+        return -1;
+    put_be32(out, (uint32_t)(4 + header_n));
+    put_be32(out, (uint32_t)header_n);
+    put_template(out, &ctx->success, &v);
+    return 0;
+}
+
+/* One SEND_MESSAGE_V2: O_ANSWERED (its answer in out, or to come from a task), O_LEAVE (nothing
+ * done), -1 with an error set. */
+static int answer_send(out_buf *out, send_ctx_t *ctx, long long opaque, const send_req_t *r,
+                       const unsigned char *body, Py_ssize_t body_n)
+{
+    int leave = 0, rc = -1;
+    PyObject *header = send_header(ctx, r, &leave), *data = NULL, *got = NULL;
+    if (header == NULL)
+        return leave ? O_LEAVE : -1;
+    if ((data = PyBytes_FromStringAndSize((const char *)body, body_n)) == NULL)
+        goto done;
+    got = PyObject_CallFunction(ctx->callback, "LOO", opaque, header, data);
+    if (got == NULL)
+        goto done;
+    if (got == Py_False) {
+        rc = O_LEAVE;
+    } else if (got == Py_None) {
+        rc = O_ANSWERED;
+    } else if (PyBytes_Check(got)) {
+        if (ob_need(out, PyBytes_GET_SIZE(got)) == 0) {
+            put(out, PyBytes_AS_STRING(got), PyBytes_GET_SIZE(got));
+            rc = O_ANSWERED;
+        }
+    } else if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 3) {
+        if (send_success(out, ctx, opaque, got) == 0)
+            rc = O_ANSWERED;
+    } else {
+        PyErr_SetString(PyExc_TypeError, "the send callback answers False, None, bytes or (msgId, queueId, queueOffset)");
+    }
+    if (rc == O_ANSWERED)
+        ctx->answered++;
+done:
+    Py_DECREF(header);
+    Py_XDECREF(data);
+    Py_XDECREF(got);
+    return rc;
+}
+
+#endif
