@@ -45,7 +45,7 @@
  *       what they answered is written into counts (N_COUNTS gives the layout; left as it was when
  *       nothing was). Without it (or None) those frames are left to the Python path.
  *   answer_batch(..., query, family, sends)
- *       the same, and also SEND_MESSAGE_V2 given a sends context (_request_path_send.h says what
+ *       the same, and also SEND_MESSAGE_V2 and SEND_MESSAGE given a sends context (_request_path_send.h says what
  *       and how; None: left to the Python path). sends is how many were answered (or handed to a
  *       task); again is 1 when the batch stopped after SENDs at a frame that must read what they
  *       stored: the caller calls again from pos with a fresh snapshot.
@@ -70,9 +70,9 @@
  *     only (offsets_fields), of a consume queue the store has opened.
  *   - PULL_MESSAGE (11), given the pulls' context (serve --writable): the plain fields
  *     (pull_fields) of a pull that finds messages (_request_path_pull.h says when).
- *   - SEND_MESSAGE_V2 (310), given the sends context (serve --writable): the plain fields
- *     (send_fields, where only the properties may hold JSON escapes) of a SEND the processor
- *     takes (_request_path_send.h).
+ *   - SEND_MESSAGE_V2 (310) and SEND_MESSAGE (10), given the sends context (serve --writable):
+ *     the plain fields (send_fields, send_fields_v1; only the properties may hold JSON escapes) of a
+ *     SEND the processor takes (_request_path_send.h).
  * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
@@ -594,7 +594,7 @@ typedef struct {
     long long code, flag, opaque;
     /* extFields, as far as they were read (ext_kind says which shape) */
     int ext_kind; /* 0 = none of ours, 1 = VIEW's {"offset"}, 2 = QUERY's fields, 3 = the offset family's,
-                     4 = a PULL's, 5 = a SEND_MESSAGE_V2's */
+                     4 = a PULL's, 5 = a SEND_MESSAGE_V2's, 6 = a SEND_MESSAGE's */
     long long offset;
     const unsigned char *topic, *key;
     Py_ssize_t topic_n, key_n;
@@ -602,7 +602,7 @@ typedef struct {
     int unique;
     offsets_req_t q; /* ext_kind 3: the offset family's fields */
     pull_req_t p;    /* ext_kind 4: a PULL's */
-    send_req_t s;    /* ext_kind 5: a SEND_MESSAGE_V2's */
+    send_req_t s;    /* ext_kind 5 and 6: a SEND's */
 } request_t;
 
 /* VIEW_MESSAGE_BY_ID's extFields: exactly offset, 1-18 digits (an 18-digit number fits a long long;
@@ -638,8 +638,9 @@ static int ext_kind_of(const ext_fields *e, request_t *r)
         return 3;
     if (pull_fields_of(e, &r->p))
         return 4;
-    if (send_fields_of(e, &r->s))
-        return 5;
+    int form = send_fields_of(e, &r->s);
+    if (form)
+        return form == 1 ? 5 : 6;
     return 0;
 }
 
@@ -898,7 +899,8 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         request_t req;
         if (!parse_header(f + 8, (Py_ssize_t)header_len, &req) || (req.flag & (RPC_TYPE_RESPONSE | RPC_ONEWAY)))
             break;
-        int is_send = req.code == SEND_MESSAGE_V2 && req.ext_kind == 5 && have_sends;
+        int is_send = have_sends && ((req.code == SEND_MESSAGE_V2 && req.ext_kind == 5) ||
+                                     (req.code == SEND_MESSAGE && req.ext_kind == 6));
         if (body_n != 0 && !is_send)
             break; /* only a SEND has a body here */
         if (sends.answered && !is_send) {
@@ -906,7 +908,8 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             break;
         }
         if (is_send) {
-            int done_here = answer_send(&out, &sends, req.opaque, &req.s, f + 8 + header_len, (Py_ssize_t)body_n);
+            int done_here =
+                answer_send(&out, &sends, req.code, req.opaque, &req.s, f + 8 + header_len, (Py_ssize_t)body_n);
             if (done_here < 0)
                 goto done;
             if (done_here == O_LEAVE)

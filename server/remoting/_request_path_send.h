@@ -1,6 +1,8 @@
 /*
- * The compiled request path's SEND_MESSAGE_V2 (310), included by _request_path_fast.c. Only under
- * `serve --writable` (the test kit's server), given the sends context (RequestPath.answer_sends).
+ * The compiled request path's SEND_MESSAGE_V2 (310) and SEND_MESSAGE (10), included by
+ * _request_path_fast.c. Only under `serve --writable` (the test kit's server), given the sends
+ * context (RequestPath.answer_sends). A Java producer sends V2 (one-letter fields), the Go client's
+ * single messages SEND_MESSAGE (the long names); both read into the same send_req_t.
  *
  * What is compiled is the request's own path, not the write: the frame is split here, its header
  * read (send_fields) and the SUCCESS answer written from a template made by the Python encoder
@@ -10,14 +12,15 @@
  * the frame costs one call of the sends callback instead of the frame decoder, the header codec, the
  * dispatcher and the answer's encoder.
  *
- *   1. the header is plain (send_fields): the fields of SendMessageRequestHeaderV2 a..n; the
+ *   1. the header is plain (send_fields, send_fields_v1): the fields of SendMessageRequestHeaderV2
+ *      a..n (or SendMessageRequestHeader's names for SEND_MESSAGE); the
  *      properties (i) may hold JSON escapes (a Java client writes its separators 1 and 2 as
  *      \u0001 and \u0002), the other strings may not; numbers are plain digits (ints at most 9,
  *      bornTimestamp at most 19, no sign, no leading zero), booleans Boolean.parseBoolean's;
  *   2. the header object is made here, header_class(a, b, c, d, e, f, g, h, i, j, k, l, m, n) (the
  *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
  *      copied into bytes, as the processor copies it;
- *   3. callback(opaque, header, body) answers
+ *   3. callback(opaque, code, header, body) answers
  *        False           nothing was done: the frame is left to the Python path (a batch, a
  *                        consumer's retry: the processor's own shapes),
  *        (msgId, queueId, queueOffset)  stored: SUCCESS is written here (msgId is the offset
@@ -35,6 +38,7 @@
 #ifndef RMQ_REQUEST_PATH_SEND_H
 #define RMQ_REQUEST_PATH_SEND_H
 
+#define SEND_MESSAGE 10
 #define SEND_MESSAGE_V2 310
 
 typedef struct {
@@ -74,13 +78,40 @@ static const field_spec send_fields[N_SEND_FIELDS] = {
 /* The @CFNotNull fields a..h. */
 #define S_REQUIRED (BIT(S_I) - 1)
 
+/* SEND_MESSAGE's: the same fields under SendMessageRequestHeader's names, in the same order. */
+#define SEND_TEXT(name, field) FIELD(name, FIELD_TEXT, 0, offsetof(send_req_t, field), offsetof(send_req_t, field##_n))
+#define SEND_NUMBER(name, digits, field) FIELD(name, FIELD_NUMBER, digits, offsetof(send_req_t, field), 0)
+static const field_spec send_fields_v1[N_SEND_FIELDS] = {
+    [S_A] = SEND_TEXT("producerGroup", group),
+    [S_B] = SEND_TEXT("topic", topic),
+    [S_C] = SEND_TEXT("defaultTopic", default_topic),
+    [S_D] = SEND_NUMBER("defaultTopicQueueNums", 9, default_queue_nums),
+    [S_E] = SEND_NUMBER("queueId", 9, queue_id),
+    [S_F] = SEND_NUMBER("sysFlag", 9, sys_flag),
+    [S_G] = SEND_NUMBER("bornTimestamp", 19, born_timestamp),
+    [S_H] = SEND_NUMBER("flag", 9, flag),
+    [S_I] = FIELD("properties", FIELD_JSON_TEXT, 0, offsetof(send_req_t, properties), 0),
+    [S_J] = SEND_NUMBER("reconsumeTimes", 9, reconsume_times),
+    [S_K] = FIELD("unitMode", FIELD_BOOLEAN, 0, offsetof(send_req_t, unit_mode), 0),
+    [S_L] = SEND_NUMBER("maxReconsumeTimes", 9, max_reconsume_times),
+    [S_M] = FIELD("batch", FIELD_BOOLEAN, 0, offsetof(send_req_t, batch), 0),
+    [S_N] = SEND_TEXT("bname", bname),
+};
+#undef SEND_TEXT
+#undef SEND_NUMBER
+
+/* 1 (V2's fields), 2 (SEND_MESSAGE's) or 0, with r filled. */
 static int send_fields_of(const ext_fields *e, send_req_t *r)
 {
-    r->properties.s = NULL;
-    r->bname = NULL;
-    r->bname_n = 0;
-    r->unit_mode = r->batch = 0;
-    return match_fields(e, send_fields, N_SEND_FIELDS, S_REQUIRED, r, &r->seen);
+    for (int form = 1; form <= 2; form++) {
+        r->properties.s = NULL;
+        r->bname = NULL;
+        r->bname_n = 0;
+        r->unit_mode = r->batch = 0;
+        if (match_fields(e, form == 1 ? send_fields : send_fields_v1, N_SEND_FIELDS, S_REQUIRED, r, &r->seen))
+            return form;
+    }
+    return 0;
 }
 
 /* The batch's sends: (callback, header_class, (pieces, holes)) and the SUCCESS template. */
@@ -213,9 +244,9 @@ static int send_success(out_buf *out, const send_ctx_t *ctx, long long opaque, P
     return 0;
 }
 
-/* One SEND_MESSAGE_V2: O_ANSWERED (its answer in out, or to come from a task), O_LEAVE (nothing
+/* One SEND_MESSAGE_V2 or SEND_MESSAGE: O_ANSWERED (its answer in out, or to come from a task), O_LEAVE (nothing
  * done), -1 with an error set. */
-static int answer_send(out_buf *out, send_ctx_t *ctx, long long opaque, const send_req_t *r,
+static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long opaque, const send_req_t *r,
                        const unsigned char *body, Py_ssize_t body_n)
 {
     int leave = 0, rc = -1;
@@ -224,7 +255,7 @@ static int answer_send(out_buf *out, send_ctx_t *ctx, long long opaque, const se
         return leave ? O_LEAVE : -1;
     if ((data = PyBytes_FromStringAndSize((const char *)body, body_n)) == NULL)
         goto done;
-    got = PyObject_CallFunction(ctx->callback, "LOO", opaque, header, data);
+    got = PyObject_CallFunction(ctx->callback, "LLOO", opaque, code, header, data);
     if (got == NULL)
         goto done;
     if (got == Py_False) {

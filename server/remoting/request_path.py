@@ -28,10 +28,10 @@ read in C from the store's opened consume queues (``_request_path_offsets.h``), 
 --writable`` (``answer_pulls``) the pulls that find messages for a known group are answered in C
 with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with the commit-offset
 flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
-There too (``answer_sends``), a SEND_MESSAGE_V2's frame is split, its header read and its SUCCESS
-answer written in C, around one call of ``SendMessageProcessor.store_send``, where the broker's
-checks and the append stay (``_request_path_send.h``); after SENDs, a request that reads the store
-is answered from a fresh snapshot (``answer`` calls the C side again).
+There too (``answer_sends``), a SEND_MESSAGE_V2's or SEND_MESSAGE's frame is split, its header
+read and its SUCCESS answer written in C, around one call of ``SendMessageProcessor.store_send``,
+where the broker's checks and the append stay (``_request_path_send.h``); after SENDs, a request
+that reads the store is answered from a fresh snapshot (``answer`` calls the C side again).
 
 What the Python path does besides answering is done here too: the store's served-bytes accounting
 per batch (``MessageStore.served``, which may release pages; a query the callback runs counts its
@@ -435,10 +435,10 @@ class RequestPath:
         self.codes = self.codes | {_PULL}
 
     def answer_sends(self, sends: SendMessageProcessor) -> None:
-        """Answer the plain SEND_MESSAGE_V2s ``sends`` would answer (``serve --writable``; see
-        ``_request_path_send.h``): the frame and the answer here, the checks and the append in
-        ``SendMessageProcessor.store_send``. Its SUCCESS header is made here by the processor's own
-        encoder, with its region and trace flag."""
+        """Answer the plain SEND_MESSAGE_V2s and SEND_MESSAGEs ``sends`` would answer (``serve
+        --writable``; see ``_request_path_send.h``): the frame and the answer here, the checks and
+        the append in ``SendMessageProcessor.store_send``. Its SUCCESS header is made here by the
+        processor's own encoder, with its region and trace flag."""
         if not self._offsets:
             return
         request = RemotingCommand(_SEND, opaque=HOLES["opaque"])
@@ -450,12 +450,13 @@ class RequestPath:
             SendMessageRequestHeader,
             template(success, ("opaque", "queueid", "offset", "msgid")),
         )
-        self.codes = self.codes | {_SEND}
+        self.codes = self.codes | {_SEND, RequestCode.SEND_MESSAGE}
 
-    def _answer_send(self, opaque: int, header: SendMessageRequestHeader, body: bytes) -> Any:
-        """One SEND_MESSAGE_V2 for the C loop: False (left to the Python path, nothing done),
-        (msgId, queueId, queueOffset) for SUCCESS, a whole answer frame, or None when a task answers
-        (the SEND created its topic: answered once the topic table is saved, as ``process`` does)."""
+    def _answer_send(self, opaque: int, code: int, header: SendMessageRequestHeader, body: bytes) -> Any:
+        """One SEND_MESSAGE_V2 or SEND_MESSAGE (``code``) for the C loop: False (left to the Python
+        path, nothing done), (msgId, queueId, queueOffset) for SUCCESS, a whole answer frame, or None
+        when a task answers (the SEND created its topic: answered once the topic table is saved, as
+        ``process`` does)."""
         sends = self._sends
         if not sends.takes_compiled(header):  # type: ignore[union-attr]
             return False
@@ -464,18 +465,17 @@ class RequestPath:
         before = store.topic_changes()
         failure: Exception | None = None
         try:
+            # version 0: only a consumer's retry reads the request's version, and it is left above
             outcome = sends.store_send(header, body, CURRENT_PEER.get() or _NO_PEER, 0)  # type: ignore[union-attr]
         except Exception as exc:  # as Dispatcher answers a processor's failure
             failure = exc
         after = store.topic_changes()
         if failure is None and type(outcome) is tuple and after == before:
             if self._stats is not None:
-                self._stats.observe(_SEND, _SUCCESS, time.perf_counter() - started)
+                self._stats.observe(code, _SUCCESS, time.perf_counter() - started)
             appended, queue_id = outcome
             return (appended[0].offset_msg_id, queue_id, appended[0].queue_offset)
-        request = RemotingCommand(
-            _SEND, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON
-        )
+        request = RemotingCommand(code, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON)
         answered: Any = failure
         if failure is None:
             answered = sends.answer_outcome(request, outcome)  # type: ignore[union-attr]

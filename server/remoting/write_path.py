@@ -176,7 +176,7 @@ class WritePath:
             # Its plain pulls (messages found for a known group) answered by the compiled path too.
             fast.answer_pulls(pulls, self.store.reader, self.store.config)
             if self.sends is not None:
-                # And its plain SEND_MESSAGE_V2s: the frame and the answer there, the put here.
+                # And its plain SENDs: the frame and the answer there, the checks and the put here.
                 fast.answer_sends(self.sends)
         locks = RebalanceLockProcessor(broker)
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, locks.lock_batch_mq)
