@@ -6,7 +6,9 @@ send to, the topic's config or its creation, the queue id), the records and the 
 (``put_message``), the append (``writable_store``). Each refusal is answered with its code and remark.
 Every answer carries ``MSG_REGION`` and ``TRACE_ON``; SUCCESS adds the offset msg id(s), the queue
 the client chose and the first queue offset. A oneway SEND is stored and gets no answer (the
-connection drops answers to oneway requests).
+connection drops answers to oneway requests). Where the compiled request path runs, a plain SEND is
+decoded and answered there (``server/remoting/_request_path_send.h``) and only ``store_send`` runs
+here, so the checks and the put have one home.
 """
 
 from __future__ import annotations
