@@ -21,11 +21,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import server_load, vs_java
+from benchmarks import alternating, server_load, vs_java
 
 KINDS = ("PULL_MESSAGE", "SEARCH_OFFSET_BY_TIMESTAMP")
 SHAPES = ((1, 1), (16, 8))
@@ -70,26 +69,17 @@ def main() -> int:
     parser.add_argument("--no-java", action="store_true")
     args = parser.parse_args()
     names = ["A", "B"] + ([] if args.no_java else ["java"])
-    results: dict[str, list[dict[tuple[str, int], tuple[float, float, float]]]] = {n: [] for n in names}
-    with tempfile.TemporaryDirectory(prefix="rmq-pullvs-") as tmp:
-        for round_no in range(args.rounds):
-            order = names if round_no % 2 == 0 else names[::-1]
-            for k, name in enumerate(order):
-                work = Path(tmp) / f"r{round_no}-{name}"
-                work.mkdir()
-                store, conf = vs_java.golden_copy(work)
-                port = args.port + 10 * k
-                if name == "java":
-                    server = vs_java.start_java(store, port, work / "log")
-                else:
-                    checkout = args.base if name == "A" else vs_java.REPO
-                    server = start_ours(checkout, store, conf, port, work / "log")
-                try:
-                    print(f"round {round_no + 1}: {name}", file=sys.stderr, flush=True)
-                    results[name].append(run_one(server, args.seconds))
-                finally:
-                    server.stop()
-    print(f"load average {os.getloadavg()}; cpu {cpu_model()}")
+
+    def start(name: str, work: Path, port: int) -> vs_java.Server:
+        store, conf = vs_java.golden_copy(work)
+        if name == "java":
+            return vs_java.start_java(store, port, work / "log")
+        return start_ours(args.base if name == "A" else vs_java.REPO, store, conf, port, work / "log")
+
+    results = alternating.alternate(
+        names, args.rounds, args.port, start, lambda s: run_one(s, args.seconds), "rmq-pullvs-"
+    )
+    print(f"load average {os.getloadavg()}; cpu {alternating.cpu_model()}")
     print("| row | " + " | ".join(names) + " | B / A | " + ("B / java |" if "java" in names else ""))
     print("|---|" + "---:|" * (len(names) + 1 + ("java" in names)))
     for kind in KINDS:
@@ -107,16 +97,9 @@ def main() -> int:
                         else (b[kind, connections][index] / o[kind, connections][index])
                         for b, o in zip(results["B"], results[other], strict=True)
                     ]
-                    row += f" | {statistics.median(ratios):.2f}x ({' '.join(f'{r:.2f}' for r in ratios)})"
+                    row += f" | {alternating.ratio_cell(ratios)}"
                 print(row + " |")
     return 0
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 if __name__ == "__main__":

@@ -23,11 +23,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import send_load, vs_java
+from benchmarks import alternating, send_load, vs_java
 
 SHAPES = ((1, 1), (4, 4))
 TOPIC = "SendVs"
@@ -88,26 +87,18 @@ def main() -> int:
             "the Java broker is not built in /tmp/rmqjava (../shared/java-harness/README.md); --no-java"
         )
     names = ["A", "B"] + ([] if args.no_java else ["java"])
-    results: dict[str, list[dict[tuple[int, int], dict]]] = {n: [] for n in names}
-    with tempfile.TemporaryDirectory(prefix="rmq-sendvs-") as tmp:
-        for round_no in range(args.rounds):
-            order = names if round_no % 2 == 0 else names[::-1]
-            for k, name in enumerate(order):
-                work = Path(tmp) / f"r{round_no}-{name}"
-                store = work / "store"
-                store.mkdir(parents=True)
-                port = args.port + 10 * k
-                if name == "java":
-                    server = vs_java.start_java(store, port, work / "log")
-                else:
-                    checkout = args.base if name == "A" else vs_java.REPO
-                    server = start_ours(checkout, store, port, work / "log")
-                try:
-                    print(f"round {round_no + 1}: {name}", file=sys.stderr, flush=True)
-                    results[name].append(run_one(server, args.seconds, args.warmup))
-                finally:
-                    server.stop()
-    print(f"load average {os.getloadavg()}; cpu {vs_java_cpu_model()}")
+
+    def start(name: str, work: Path, port: int) -> vs_java.Server:
+        store = work / "store"
+        store.mkdir()
+        if name == "java":
+            return vs_java.start_java(store, port, work / "log")
+        return start_ours(args.base if name == "A" else vs_java.REPO, store, port, work / "log")
+
+    results = alternating.alternate(
+        names, args.rounds, args.port, start, lambda s: run_one(s, args.seconds, args.warmup), "rmq-sendvs-"
+    )
+    print(f"load average {os.getloadavg()}; cpu {alternating.cpu_model()}")
     print("| row | " + " | ".join(names) + " | B / A | " + ("B / java |" if "java" in names else ""))
     print("|---|" + "---:|" * (len(names) + 1 + ("java" in names)))
     for label, shape, key, larger in ROWS:
@@ -118,16 +109,9 @@ def main() -> int:
                 (b[shape][key] / o[shape][key]) if larger else (o[shape][key] / b[shape][key])
                 for b, o in zip(results["B"], results[other], strict=True)
             ]
-            row += f" | {statistics.median(ratios):.2f}x ({' '.join(f'{r:.2f}' for r in ratios)})"
+            row += f" | {alternating.ratio_cell(ratios)}"
         print(row + " |")
     return 0
-
-
-def vs_java_cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 if __name__ == "__main__":

@@ -874,6 +874,7 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     send_ctx_t sends;
     int have_sends = send_ctx_init(&sends, nargs == 14 ? args[13] : NULL);
     if (have_offsets < 0 || have_pulls < 0 || have_sends < 0) {
+        send_ctx_clear(&sends);
         PyBuffer_Release(&in);
         return NULL;
     }
@@ -959,6 +960,7 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
                                qc.served_bytes, qc.served_records, qc.found, qc.not_found, sends.answered, again);
 done:
     query_ctx_clear(&qc);
+    send_ctx_clear(&sends);
     PyMem_Free(out.p);
     PyBuffer_Release(&in);
     return result;
@@ -974,34 +976,9 @@ static PyObject *bind(PyObject *self, PyObject *args)
     }
     template_t fresh[N_TEMPLATES];
     memset(fresh, 0, sizeof fresh);
-    for (int k = 0; k < N_TEMPLATES; k++) {
-        PyObject *pieces, *holes;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(args, k), "O!O!", &PyTuple_Type, &pieces, &PyTuple_Type, &holes))
+    for (int k = 0; k < N_TEMPLATES; k++)
+        if (template_from(PyTuple_GET_ITEM(args, k), &fresh[k]) < 0)
             goto fail;
-        Py_ssize_t n = PyTuple_GET_SIZE(pieces);
-        if (n < 1 || n > MAX_PIECES || PyTuple_GET_SIZE(holes) != n - 1) {
-            PyErr_SetString(PyExc_ValueError, "a template is 1..8 pieces and one hole between each two");
-            goto fail;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *piece = PyTuple_GET_ITEM(pieces, i);
-            if (!PyBytes_Check(piece)) {
-                PyErr_SetString(PyExc_TypeError, "template pieces are bytes");
-                goto fail;
-            }
-            fresh[k].pieces[i] = Py_NewRef(piece);
-            fresh[k].n_pieces = (int)i + 1;
-            if (i + 1 < n) {
-                long hole = PyLong_AsLong(PyTuple_GET_ITEM(holes, i));
-                if (hole < 0 || hole >= N_HOLES) {
-                    if (!PyErr_Occurred())
-                        PyErr_SetString(PyExc_ValueError, "unknown hole");
-                    goto fail;
-                }
-                fresh[k].holes[i] = (int)hole;
-            }
-        }
-    }
     for (int k = 0; k < N_TEMPLATES; k++) {
         for (int i = 0; i < templates[k].n_pieces; i++)
             Py_CLEAR(templates[k].pieces[i]);

@@ -117,44 +117,28 @@ static int send_fields_of(const ext_fields *e, send_req_t *r)
 /* The batch's sends: (callback, header_class, (pieces, holes)) and the SUCCESS template. */
 typedef struct {
     PyObject *callback, *header_class;
-    template_t success; /* borrowed pieces: the context tuple outlives the batch */
+    template_t success; /* its own references: send_ctx_clear releases them */
     long long answered;
 } send_ctx_t;
 
-/* 1 with ctx filled, 0 without sends (None), -1 on error. */
+/* 1 with ctx filled, 0 without sends (None), -1 on error (then cleared too). */
 static int send_ctx_init(send_ctx_t *ctx, PyObject *arg)
 {
     memset(ctx, 0, sizeof *ctx);
     if (arg == NULL || arg == Py_None)
         return 0;
-    PyObject *pieces, *holes;
-    if (!PyArg_ParseTuple(arg, "OO(O!O!)", &ctx->callback, &ctx->header_class, &PyTuple_Type, &pieces,
-                          &PyTuple_Type, &holes))
+    PyObject *success;
+    if (!PyArg_ParseTuple(arg, "OOO", &ctx->callback, &ctx->header_class, &success) ||
+        template_from(success, &ctx->success) < 0)
         return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(pieces);
-    if (n < 1 || n > MAX_PIECES || PyTuple_GET_SIZE(holes) != n - 1) {
-        PyErr_SetString(PyExc_ValueError, "a template is 1..8 pieces and one hole between each two");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *piece = PyTuple_GET_ITEM(pieces, i);
-        if (!PyBytes_Check(piece)) {
-            PyErr_SetString(PyExc_TypeError, "template pieces are bytes");
-            return -1;
-        }
-        ctx->success.pieces[i] = piece;
-        if (i + 1 < n) {
-            long hole = PyLong_AsLong(PyTuple_GET_ITEM(holes, i));
-            if (hole < 0 || hole >= N_HOLES) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "unknown hole");
-                return -1;
-            }
-            ctx->success.holes[i] = (int)hole;
-        }
-    }
-    ctx->success.n_pieces = (int)n;
     return 1;
+}
+
+static void send_ctx_clear(send_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->success.n_pieces; i++)
+        Py_CLEAR(ctx->success.pieces[i]);
+    ctx->success.n_pieces = 0;
 }
 
 /* An optional number field: its value, or None when absent. */

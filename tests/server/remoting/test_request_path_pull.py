@@ -27,16 +27,14 @@ from protocol.index_key import java_string_hash
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
 from server.remoting import request_path
-from server.remoting.connection import RemotingConnection
-from server.remoting.dispatch import Dispatcher
-from server.remoting.refusal import IncompleteRequests
-from server.remoting.request_path import RequestPath
 from server.remoting.write_path import WritePath
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord
 from tests.support.pulls import heartbeat
-from tests.support.request_path import NOT_UTF8, UTF8, CountingPath, Recorder, frame
+from tests.support.request_path import NOT_UTF8, UTF8, frame
+from tests.support.writable_sides import WritableSide, takes_code
+from tests.support.writable_sides import same_both_ways as both_ways
 
 PULL = int(RequestCode.PULL_MESSAGE)
 TOPIC = "PullT"
@@ -97,30 +95,8 @@ def beat(opaque: int, subscription: str) -> bytes:
     return frame(json.dumps(header, separators=(",", ":")), body)
 
 
-class Side:
-    """One writable server (not listening to anyone but the test) and what it counts."""
-
-    def __init__(self, server: QueryServer, store: WritableStore, hook: WritePath) -> None:
-        self.server, self.store, self.hook = server, store, hook
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        assert self.server.dispatcher is not None
-        return self.server.dispatcher
-
-    async def feed(self, reads: list[bytes]) -> tuple[bytes, list[str]]:
-        transport = Recorder()
-        connection = RemotingConnection(self.dispatcher, idle_timeout=0, incomplete=IncompleteRequests())
-        transport.protocol = connection
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        for data in reads:
-            connection.data_received(data)
-        for _ in range(50):  # a held pull answers within its 20 ms suspend timeout
-            if not connection.in_flight:
-                break
-            await asyncio.sleep(0.01)
-        connection.connection_lost(None)
-        return bytes(transport.data), transport.calls
+class Side(WritableSide):
+    """A writable side and what it counts."""
 
     def counted(self) -> tuple[Any, ...]:
         stats = self.server.pull_stats
@@ -173,14 +149,10 @@ async def open_side(root: Path, compiled_path: bool, memory_ratio: int = 40) -> 
     for topic, queue_id in ((TOPIC, 0), (TOPIC, 1), (SMALL, 0)):
         store.reader.min_offset(topic, queue_id)
     hook.broker.find_group(GROUP)
-    dispatcher = server.dispatcher
-    assert dispatcher is not None
-    dispatcher.stats = RequestStats()
-    if not compiled_path:
-        dispatcher.fast_path = None
-    elif dispatcher.fast_path is not None:
-        dispatcher.fast_path = CountingPath(dispatcher.fast_path)
-    return Side(server, store, hook)
+    side = Side(server, store, hook)
+    side.dispatcher.stats = RequestStats()
+    side.use_compiled_path(compiled_path)
+    return side
 
 
 @pytest.fixture(params=[40, 0], ids=["in-memory", "on-disk"])
@@ -196,29 +168,18 @@ async def sides(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
 
 
 async def same_both_ways(sides: tuple[Side, Side], reads: list[bytes]) -> bytes:
-    fast, reference = sides
-    got = await fast.feed(reads)
-    expected = await reference.feed(reads)
-    assert got[1] == expected[1]
-    assert got[0] == expected[0]
-    assert fast.counted() == reference.counted()
-    return got[0]
+    return await both_ways(*sides, reads, Side.counted)
 
 
 def answered(side: Side) -> int:
-    path = side.dispatcher.fast_path
-    return path.answered if isinstance(path, CountingPath) else 0
+    return side.answered
 
 
 def test_pulls_are_among_the_codes_of_a_writable_server(tmp_path: Path) -> None:
     async def run() -> None:
         side = await open_side(tmp_path / "s", True)
         try:
-            path = side.dispatcher.fast_path
-            assert (path is not None) == request_path.COMPILED
-            if path is not None:
-                assert PULL in path.codes
-                assert isinstance(path.inner, RequestPath)  # type: ignore[attr-defined]
+            takes_code(side, PULL)
         finally:
             await side.server.stop()
             side.store.close()

@@ -30,14 +30,12 @@ from protocol.send_message import SendMessageRequestHeader, client_properties
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
 from server.remoting import request_path
-from server.remoting.connection import RemotingConnection
-from server.remoting.dispatch import Dispatcher
-from server.remoting.refusal import IncompleteRequests
-from server.remoting.request_path import RequestPath
 from server.remoting.write_path import WritePath
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
-from tests.support.request_path import CountingPath, Recorder, frame
+from tests.support.request_path import frame
+from tests.support.writable_sides import WritableSide, takes_code
+from tests.support.writable_sides import same_both_ways as both_ways
 
 SEND = int(RequestCode.SEND_MESSAGE_V2)
 TOPIC = "SendT"
@@ -102,30 +100,16 @@ def view(offset: int, opaque: int) -> bytes:
     return frame(json.dumps(head, separators=(",", ":")))
 
 
-class Side:
-    """One writable server (not listening to anyone but the test)."""
+class Side(WritableSide):
+    """A writable side over the store at ``root``."""
 
-    def __init__(self, server: QueryServer, store: WritableStore, root: Path) -> None:
-        self.server, self.store, self.root = server, store, root
+    def __init__(self, server: QueryServer, store: WritableStore, hook: WritePath, root: Path) -> None:
+        super().__init__(server, store, hook)
+        self.root = root
 
-    @property
-    def dispatcher(self) -> Dispatcher:
-        assert self.server.dispatcher is not None
-        return self.server.dispatcher
-
-    async def feed(self, reads: list[bytes]) -> tuple[bytes, list[str]]:
-        transport = Recorder()
-        connection = RemotingConnection(self.dispatcher, idle_timeout=0, incomplete=IncompleteRequests())
-        transport.protocol = connection
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        for data in reads:
-            connection.data_received(data)
-        for _ in range(200):  # a SEND that created its topic is answered once the table is saved
-            if not connection.in_flight:
-                break
-            await asyncio.sleep(0.01)
-        connection.connection_lost(None)
-        return bytes(transport.data), transport.calls
+    async def feed(self, reads: list[bytes], settle_s: float = 2.0) -> tuple[bytes, list[str]]:
+        # a SEND that created its topic is answered once the table is saved, on its own thread
+        return await super().feed(reads, settle_s)
 
     def stored(self) -> tuple[Any, ...]:
         """The CommitLog's bytes, the queues' ends, the topics and the ``/metrics`` counts."""
@@ -147,14 +131,10 @@ async def open_side(root: Path, compiled_path: bool, *, auto_create: bool = True
     await server.start()
     store.set_store_address("127.0.0.1", 10911)  # the same STOREHOST in both stores' records
     store.create_topic(TOPIC, 4)
-    dispatcher = server.dispatcher
-    assert dispatcher is not None
-    dispatcher.stats = RequestStats()
-    if not compiled_path:
-        dispatcher.fast_path = None
-    elif dispatcher.fast_path is not None:
-        dispatcher.fast_path = CountingPath(dispatcher.fast_path)
-    return Side(server, store, root)
+    side = Side(server, store, hook, root)
+    side.dispatcher.stats = RequestStats()
+    side.use_compiled_path(compiled_path)
+    return side
 
 
 @pytest.fixture
@@ -165,37 +145,24 @@ async def sides(tmp_path: Path) -> AsyncIterator[tuple[Side, Side]]:
         yield fast, reference
     finally:
         for side in (fast, reference):
-            await side.server.stop()
-            side.store.close()
+            await side.stop()
 
 
 async def same_both_ways(sides: tuple[Side, Side], reads: list[bytes]) -> bytes:
-    fast, reference = sides
-    got = await fast.feed(reads)
-    expected = await reference.feed(reads)
-    assert got[1] == expected[1]
-    assert got[0] == expected[0]
-    assert fast.stored() == reference.stored()
-    return got[0]
+    return await both_ways(*sides, reads, Side.stored)
 
 
 def answered(side: Side) -> int:
-    path = side.dispatcher.fast_path
-    return path.answered if isinstance(path, CountingPath) else 0
+    return side.answered
 
 
 def test_sends_are_among_the_codes_of_a_writable_server(tmp_path: Path) -> None:
     async def run() -> None:
         side = await open_side(tmp_path / "s", True)
         try:
-            path = side.dispatcher.fast_path
-            assert (path is not None) == request_path.COMPILED
-            if path is not None:
-                assert SEND in path.codes
-                assert isinstance(path.inner, RequestPath)  # type: ignore[attr-defined]
+            takes_code(side, SEND)
         finally:
-            await side.server.stop()
-            side.store.close()
+            await side.stop()
 
     asyncio.run(run())
 
@@ -318,8 +285,7 @@ async def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
         assert b"not exist" in out
     finally:
         for side in (fast, reference):
-            await side.server.stop()
-            side.store.close()
+            await side.stop()
 
 
 TEXTS = ["", "\u00e9", "\U0001f600", "\\u0000", "\\ud800", '\\"', "\x7f", "\x01", "k" * 300, "\u2028"]

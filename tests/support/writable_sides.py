@@ -1,0 +1,87 @@
+"""Two ``serve --writable`` servers fed the same reads, one with the compiled request path and one
+without it (the reference): the harness of the compiled path's differential tests on writable
+stores (``test_request_path_pull.py``, ``test_request_path_send.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from server.app import QueryServer
+from server.broker.writable_store import WritableStore
+from server.remoting import request_path
+from server.remoting.connection import RemotingConnection
+from server.remoting.dispatch import Dispatcher
+from server.remoting.refusal import IncompleteRequests
+from server.remoting.request_path import RequestPath
+from server.remoting.write_path import WritePath
+from tests.support.request_path import CountingPath, Recorder
+
+
+class WritableSide:
+    """One writable server (not listening to anyone but the test), fed reads on a fresh connection."""
+
+    def __init__(self, server: QueryServer, store: WritableStore, hook: WritePath) -> None:
+        self.server, self.store, self.hook = server, store, hook
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        assert self.server.dispatcher is not None
+        return self.server.dispatcher
+
+    def use_compiled_path(self, compiled: bool) -> None:
+        """Drop the compiled path (the reference), or count what it answers (``answered``)."""
+        dispatcher = self.dispatcher
+        if not compiled:
+            dispatcher.fast_path = None
+        elif dispatcher.fast_path is not None:
+            dispatcher.fast_path = CountingPath(dispatcher.fast_path)
+
+    @property
+    def answered(self) -> int:
+        """How many requests the compiled path answered (0 without it)."""
+        path = self.dispatcher.fast_path
+        return path.answered if isinstance(path, CountingPath) else 0
+
+    async def feed(self, reads: list[bytes], settle_s: float = 0.5) -> tuple[bytes, list[str]]:
+        """The bytes written and the transport's other calls, after ``reads`` and up to ``settle_s``
+        for the answers that come from tasks (a held pull, a SEND that created its topic)."""
+        transport = Recorder()
+        connection = RemotingConnection(self.dispatcher, idle_timeout=0, incomplete=IncompleteRequests())
+        transport.protocol = connection
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        for data in reads:
+            connection.data_received(data)
+        for _ in range(int(settle_s / 0.01)):
+            if not connection.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        connection.connection_lost(None)
+        return bytes(transport.data), transport.calls
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        self.store.close()
+
+
+async def same_both_ways(
+    fast: WritableSide, reference: WritableSide, reads: list[bytes], state: Callable[[Any], object]
+) -> bytes:
+    """Feed ``reads`` to both sides: the bytes written, the transport's calls and ``state(side)``
+    (what the side stored or counted) must be the same; the bytes are returned."""
+    got = await fast.feed(reads)
+    expected = await reference.feed(reads)
+    assert got[1] == expected[1]
+    assert got[0] == expected[0]
+    assert state(fast) == state(reference)
+    return got[0]
+
+
+def takes_code(side: WritableSide, code: int) -> None:
+    """The side's compiled path (when built) answers ``code``, and is the ``RequestPath``."""
+    path = side.dispatcher.fast_path
+    assert (path is not None) == request_path.COMPILED
+    if path is not None:
+        assert code in path.codes
+        assert isinstance(path.inner, RequestPath)  # type: ignore[attr-defined]
