@@ -228,8 +228,8 @@ static int send_success(out_buf *out, const send_ctx_t *ctx, long long opaque, P
     return 0;
 }
 
-/* One SEND_MESSAGE_V2 or SEND_MESSAGE: O_ANSWERED (its answer in out, or to come from a task), O_LEAVE (nothing
- * done), -1 with an error set. */
+/* One SEND_MESSAGE_V2 or SEND_MESSAGE: O_ANSWERED (its answer in out, or to come from a task),
+ * O_LEAVE (nothing done), -1 with an error set. */
 static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long opaque, const send_req_t *r,
                        const unsigned char *body, Py_ssize_t body_n)
 {
@@ -255,7 +255,8 @@ static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long 
         if (send_success(out, ctx, opaque, got) == 0)
             rc = O_ANSWERED;
     } else {
-        PyErr_SetString(PyExc_TypeError, "the send callback answers False, None, bytes or (msgId, queueId, queueOffset)");
+        PyErr_SetString(PyExc_TypeError,
+                        "the send callback answers False, None, bytes or (msgId, queueId, queueOffset)");
     }
     if (rc == O_ANSWERED)
         ctx->answered++;
