@@ -51,6 +51,8 @@ class FastPath(Protocol):
     """A compiled answer to some request codes for a whole read (``server.remoting.request_path``)."""
 
     codes: frozenset[int]
+    #: Whether a request it answers reads the sender (``CURRENT_PEER``: a SEND's born host).
+    needs_peer: bool
 
     def answer(
         self,

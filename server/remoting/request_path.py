@@ -235,6 +235,7 @@ class RequestPath:
         "_stats",
         "_store",
         "codes",
+        "needs_peer",
     )
 
     def __init__(
@@ -279,6 +280,8 @@ class RequestPath:
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
         codes = (_VIEW, _QUERY) if query is not None else (_VIEW,)
         self.codes = frozenset(codes + OFFSET_CODES if offsets else codes)
+        #: Whether the connection must set ``CURRENT_PEER`` around ``answer`` (SENDs are answered).
+        self.needs_peer = False
 
     @staticmethod
     def usable(store: object) -> bool:
@@ -303,45 +306,18 @@ class RequestPath:
         """(answers, where it stopped, how many): the frames of ``data[pos:]`` answered in order up to
         the first frame the compiled path is not sure of, an incomplete frame, or ``flush_bytes`` of
         answers. A query handed to the pool is answered later, from a task ``start`` starts."""
-        parts: list[bytes] = []
-        views = found = found_bytes = queries = query_bytes = query_records = 0
-        queries_found = queries_not_found = sends = 0
         started = time.perf_counter() if stats is not None else 0.0
         self._start = start
         self._stats = stats
         counts = self._counts
-        family_counts: list[int] | None = None
         try:
-            again = True
-            while again:
-                # Once SENDs were answered, the batch stops at the next other frame: what they wrote
-                # is read with a fresh snapshot (``_request_path_send.h``).
-                (out, pos, n_views, n_found, n_found_bytes, n_queries, n_query_bytes, n_query_records,
-                 n_queries_found, n_queries_not_found, n_sends, again) = self._answer_once(
-                    data, pos, max_frame_length, max_header_length, flush_bytes
-                )  # fmt: skip
-                if out is not None:
-                    parts.append(out)
-                    flush_bytes -= len(out)
-                views += n_views
-                found += n_found
-                found_bytes += n_found_bytes
-                queries += n_queries
-                query_bytes += n_query_bytes
-                query_records += n_query_records
-                queries_found += n_queries_found
-                queries_not_found += n_queries_not_found
-                sends += n_sends
-                again = again and flush_bytes > 0
-                if again and counts[_TOTAL]:
-                    # Each call writes its own counts: the batch's are their sum (the slowest scan's max).
-                    family_counts = _add_counts(family_counts, counts)
-                    counts[:] = [0] * _N_COUNTS
+            result = self._answer_once(data, pos, max_frame_length, max_header_length, flush_bytes)
+            if result[11]:
+                result = self._answer_again(result, data, max_frame_length, max_header_length, flush_bytes)
         finally:
             self._start = self._stats = self._snapshot = None
-        out = None if not parts else parts[0] if len(parts) == 1 else b"".join(parts)
-        if family_counts is not None:
-            counts[:] = _add_counts(family_counts, counts)
+        (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
+         queries_not_found, sends, _) = result  # fmt: skip
         compiled = queries_found + queries_not_found
         if views or query_records or compiled:
             # view_message_copy's accounting: each answer counts its record and a page; a compiled
@@ -397,6 +373,40 @@ class RequestPath:
             max_frame_length, max_header_length, flush_bytes, self._query_arg, offsets, self._send_context,
         )  # fmt: skip
 
+    def _answer_again(
+        self,
+        first: tuple[Any, ...],
+        data: bytes | bytearray | memoryview,
+        max_frame_length: int,
+        max_header_length: int,
+        flush_bytes: int,
+    ) -> tuple[Any, ...]:
+        """After SENDs the C side stopped at a frame that must read what they stored (``again``):
+        call it again from there with a fresh snapshot, as often as that happens in the read, and
+        add the calls' results up (the answers joined; the offset and pull counts each call wrote
+        summed, the slowest scan's max)."""
+        counts = self._counts
+        totals = list(first)
+        parts = [first[0]] if first[0] is not None else []
+        flush_bytes -= len(first[0] or b"")
+        family: list[int] | None = None
+        result = first
+        while result[11] and flush_bytes > 0:
+            if counts[_TOTAL]:
+                family = _add_counts(family, counts)
+                counts[:] = [0] * _N_COUNTS
+            result = self._answer_once(data, result[1], max_frame_length, max_header_length, flush_bytes)
+            if result[0] is not None:
+                parts.append(result[0])
+                flush_bytes -= len(result[0])
+            totals[1] = result[1]
+            for k in range(2, 11):
+                totals[k] += result[k]
+        if family is not None:
+            counts[:] = _add_counts(family, counts)
+        totals[0] = b"".join(parts) if parts else None
+        return tuple(totals)
+
     def _count_family(self, counts: list[int], stats: RequestStats | None, each: float) -> int:
         """The offset family's and the pulls' answers of the batch: counted for ``/metrics`` (each
         timed at the batch's mean ``each``, as VIEWs are; all SUCCESS, but a pull whose commit
@@ -451,6 +461,7 @@ class RequestPath:
             template(success, ("opaque", "queueid", "offset", "msgid")),
         )
         self.codes = self.codes | {_SEND, RequestCode.SEND_MESSAGE}
+        self.needs_peer = True
 
     def _answer_send(self, opaque: int, code: int, header: SendMessageRequestHeader, body: bytes) -> Any:
         """One SEND_MESSAGE_V2 or SEND_MESSAGE (``code``) for the C loop: False (left to the Python
