@@ -45,10 +45,11 @@
  *       what they answered is written into counts (N_COUNTS gives the layout; left as it was when
  *       nothing was). Without it (or None) those frames are left to the Python path.
  *   answer_batch(..., query, family, sends)
- *       the same, and also SEND_MESSAGE_V2 and SEND_MESSAGE given a sends context (_request_path_send.h says what
- *       and how; None: left to the Python path). sends is how many were answered (or handed to a
- *       task); again is 1 when the batch stopped after SENDs at a frame that must read what they
- *       stored: the caller calls again from pos with a fresh snapshot.
+ *       the same, and also SEND_MESSAGE_V2 and SEND_MESSAGE given a sends context
+ *       (_request_path_send.h says what and how; None: left to the Python path). sends is how many
+ *       were answered (or handed to a task); again is 1 when the batch stopped after SENDs at a
+ *       frame that must read what they stored: the caller calls again from pos with a fresh
+ *       snapshot.
  *
  * A frame is taken only when all of this holds, anything else is left to the Python path:
  *   - its length words are within the limits and the frame is whole in data; JSON serialization;
@@ -586,7 +587,7 @@ static int match_fields(const ext_fields *e, const field_spec *specs, int n_spec
 
 #include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
 #include "_request_path_pull.h"    /* PULL_MESSAGE */
-#include "_request_path_send.h"    /* SEND_MESSAGE_V2 */
+#include "_request_path_send.h"    /* SEND_MESSAGE_V2, SEND_MESSAGE */
 
 enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
 

@@ -256,7 +256,7 @@ class RequestPath:
         #: The pull processor whose plain pulls are answered here (``answer_pulls``), or None.
         self._pulls: PullMessageProcessor | None = None
         self._pull_context: tuple[Any, ...] | None = None
-        #: The SEND processor whose plain SEND_MESSAGE_V2s are answered here (``answer_sends``).
+        #: The SEND processor whose plain SENDs are answered here (``answer_sends``).
         self._sends: SendMessageProcessor | None = None
         self._send_context: tuple[Any, ...] | None = None
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
@@ -450,7 +450,7 @@ class RequestPath:
         the append in ``SendMessageProcessor.store_send``. Its SUCCESS header is made here by the
         processor's own encoder, with its region and trace flag."""
         if not self._offsets:
-            return
+            return  # the sends context goes to the C side with the offsets context
         request = RemotingCommand(_SEND, opaque=HOLES["opaque"])
         stored = [_StoredStandIn(str(HOLES["msgid"]), HOLES["offset"])]
         success = encode_json_header(sends.answer_outcome(request, (stored, HOLES["queueid"])))  # type: ignore[arg-type]
