@@ -1,14 +1,14 @@
-"""The compiled request path's SEND_MESSAGE_V2 answers and stores exactly as the Python path (issue 22).
+"""The compiled request path's SENDs answer and store exactly as the Python path (issue 22).
 
 Two ``serve --writable`` servers over two fresh stores (same clock, same store address), one with
 the compiled path and one without it (the reference: ``FrameDecoder``, ``Dispatcher``,
 ``SendMessageProcessor``), get the same reads on a ``RemotingConnection`` each: SENDs of the shapes
-the C side takes (``_request_path_send.h``: properties with JSON escapes and unicode, the optional
-fields, delayed and transactional records, refusals), of shapes it must leave (a batch, a consumer's
-retry, oneway, numbers it does not read, a surrogate escape), a SEND that creates its topic, and
-SENDs followed in the same read by requests that must see what they stored; SEND_MESSAGE as the Go
-client writes it. Compared: every byte
-and transport call, the CommitLog files byte for byte, the consume queues' ends and the
+the C side takes (``_request_path_send.h``: SEND_MESSAGE_V2 as the Java producer writes it with
+properties holding JSON escapes and unicode, the optional fields, delayed and transactional
+records, refusals; SEND_MESSAGE as the Go client writes it), of shapes it must leave (a batch, a
+consumer's retry, oneway, numbers it does not read, a surrogate escape), a SEND that creates its
+topic, and SENDs followed in the same read by requests that must see what they stored. Compared:
+every byte and transport call, the CommitLog files byte for byte, the consume queues' ends and the
 ``/metrics`` counts. Under ``RMQ_PURE_PYTHON=1`` the reference runs against itself.
 """
 
@@ -220,7 +220,8 @@ async def test_refusals_are_answered_as_the_python_path_answers_them(sides: tupl
 
 async def test_shapes_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
     """Frames the C side leaves (a batch, a retry, oneway, numbers it does not read, a surrogate
-    escape, another field, SEND_MESSAGE): answered by the Python path, each where it stands."""
+    escape, another field, SEND_MESSAGE with the V2 header's letters): answered by the Python path,
+    each where it stands."""
     shapes = [
         send(1, m="true"),
         send(2, topic="%RETRY%G"),
@@ -312,9 +313,11 @@ def mutated(rng: random.Random, opaque: int) -> bytes:
             data[at:at] = rng.choice(INSERTS)
         else:
             del data[at : at + rng.randrange(1, 5)]
-        # keep the length words right, so the frame is whole (a damaged header, not a cut stream)
+        # keep the length words right, so the frame is whole (a damaged header or body, not a cut
+        # stream): the frame's length, and the header's when the change is inside it
         head = int.from_bytes(data[4:8], "big") & 0xFFFFFF
-        head += len(data) - (4 + int.from_bytes(data[:4], "big"))
+        if at < 8 + head:
+            head += len(data) - (4 + int.from_bytes(data[:4], "big"))
         data[:8] = (len(data) - 4).to_bytes(4, "big") + head.to_bytes(4, "big")
     return bytes(data)
 
