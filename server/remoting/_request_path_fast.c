@@ -45,7 +45,7 @@
  *       what they answered is written into counts (N_COUNTS gives the layout; left as it was when
  *       nothing was). Without it (or None) those frames are left to the Python path.
  *   answer_batch(..., query, family, sends)
- *       the same, and also SEND_MESSAGE_V2 and SEND_MESSAGE given a sends context
+ *       the same, and also the SENDs given a sends context
  *       (_request_path_send.h says what and how; None: left to the Python path). sends is how many
  *       were answered (or handed to a task); again is 1 when the batch stopped after SENDs at a
  *       frame that must read what they stored: the caller calls again from pos with a fresh
@@ -71,9 +71,9 @@
  *     only (offsets_fields), of a consume queue the store has opened.
  *   - PULL_MESSAGE (11), given the pulls' context (serve --writable): the plain fields
  *     (pull_fields) of a pull that finds messages (_request_path_pull.h says when).
- *   - SEND_MESSAGE_V2 (310) and SEND_MESSAGE (10), given the sends context (serve --writable):
- *     the plain fields (send_fields, send_fields_v1; only the properties may hold JSON escapes) of a
- *     SEND the processor takes (_request_path_send.h).
+ *   - SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and SEND_MESSAGE (10), given the sends
+ *     context (serve --writable): the plain fields (send_fields, send_fields_v1; only the
+ *     properties may hold JSON escapes) of a SEND the processor takes (_request_path_send.h).
  * A VIEW's record is read by view_locate() (store/commitlog/_view_read_core.h, the same code as
  * CommitLog.read_record_copy's compiled twin), so the safe-length rules are the same. A Python error
  * while reading it (only MemoryError or a failing shrink reporter can raise) is cleared and the frame
@@ -587,7 +587,7 @@ static int match_fields(const ext_fields *e, const field_spec *specs, int n_spec
 
 #include "_request_path_offsets.h" /* SEARCH_OFFSET_BY_TIMESTAMP, GET_MAX/MIN_OFFSET, GET_EARLIEST_MSG_STORETIME */
 #include "_request_path_pull.h"    /* PULL_MESSAGE */
-#include "_request_path_send.h"    /* SEND_MESSAGE_V2, SEND_MESSAGE */
+#include "_request_path_send.h"    /* SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, SEND_MESSAGE */
 
 enum { F_CODE = 1, F_EXT = 2, F_FLAG = 4, F_LANGUAGE = 8, F_OPAQUE = 16, F_REMARK = 32, F_SER = 64, F_VERSION = 128 };
 
@@ -901,8 +901,9 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         request_t req;
         if (!parse_header(f + 8, (Py_ssize_t)header_len, &req) || (req.flag & (RPC_TYPE_RESPONSE | RPC_ONEWAY)))
             break;
-        int is_send = have_sends && ((req.code == SEND_MESSAGE_V2 && req.ext_kind == 5) ||
-                                     (req.code == SEND_MESSAGE && req.ext_kind == 6));
+        int is_send = have_sends &&
+                      (((req.code == SEND_MESSAGE_V2 || req.code == SEND_BATCH_MESSAGE) && req.ext_kind == 5) ||
+                       (req.code == SEND_MESSAGE && req.ext_kind == 6));
         if (body_n != 0 && !is_send)
             break; /* only a SEND has a body here */
         if (sends.answered && !is_send) {

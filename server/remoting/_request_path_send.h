@@ -1,8 +1,10 @@
 /*
- * The compiled request path's SEND_MESSAGE_V2 (310) and SEND_MESSAGE (10), included by
- * _request_path_fast.c. Only under `serve --writable` (the test kit's server), given the sends
- * context (RequestPath.answer_sends). A Java producer sends V2 (one-letter fields), the Go client's
- * single messages SEND_MESSAGE (the long names); both read into the same send_req_t.
+ * The compiled request path's SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and SEND_MESSAGE
+ * (10), included by _request_path_fast.c. Only under `serve --writable` (the test kit's server),
+ * given the sends context (RequestPath.answer_sends). A Java producer sends V2 (one-letter fields)
+ * and its batches with the same header, the Go client's single messages SEND_MESSAGE (the long
+ * names); all read into the same send_req_t. Whether a SEND is a batch is the header's `batch`
+ * flag, as for the broker: store_send decodes the batch body.
  *
  * What is compiled is the request's own path, not the write: the frame is split here, its header
  * read (send_fields) and the SUCCESS answer written from a template made by the Python encoder
@@ -21,10 +23,10 @@
  *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
  *      copied into bytes, as the processor copies it;
  *   3. callback(opaque, code, header, body) answers
- *        False           nothing was done: the frame is left to the Python path (a batch, a
- *                        consumer's retry: the processor's own shapes),
+ *        False           nothing was done: the frame is left to the Python path (a consumer's
+ *                        retry, which reads the request's version),
  *        (msgId, queueId, queueOffset)  stored: SUCCESS is written here (msgId is the offset
- *                        message id(s), which need no JSON escape),
+ *                        message id, or a batch's ids joined by commas: no JSON escape needed),
  *        bytes           a whole answer frame (a refusal, as the Python path answers it),
  *        None            the answer comes later, from a task the callback started (a SEND that
  *                        created its topic is answered once the topic table is saved).
@@ -40,6 +42,7 @@
 
 #define SEND_MESSAGE 10
 #define SEND_MESSAGE_V2 310
+#define SEND_BATCH_MESSAGE 320
 
 typedef struct {
     const unsigned char *group, *topic, *default_topic, *bname;
@@ -228,7 +231,7 @@ static int send_success(out_buf *out, const send_ctx_t *ctx, long long opaque, P
     return 0;
 }
 
-/* One SEND_MESSAGE_V2 or SEND_MESSAGE: O_ANSWERED (its answer in out, or to come from a task),
+/* One SEND: O_ANSWERED (its answer in out, or to come from a task),
  * O_LEAVE (nothing done), -1 with an error set. */
 static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long opaque, const send_req_t *r,
                        const unsigned char *body, Py_ssize_t body_n)

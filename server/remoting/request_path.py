@@ -28,7 +28,7 @@ read in C from the store's opened consume queues (``_request_path_offsets.h``), 
 --writable`` (``answer_pulls``) the pulls that find messages for a known group are answered in C
 with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with the commit-offset
 flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
-There too (``answer_sends``), a SEND_MESSAGE_V2's or SEND_MESSAGE's frame is split, its header
+There too (``answer_sends``), a SEND's (V2, a batch, SEND_MESSAGE) frame is split, its header
 read and its SUCCESS answer written in C, around one call of ``SendMessageProcessor.store_send``,
 where the broker's checks and the append stay (``_request_path_send.h``); after SENDs, a request
 that reads the store is answered from a fresh snapshot (``answer`` calls the C side again).
@@ -445,7 +445,7 @@ class RequestPath:
         self.codes = self.codes | {_PULL}
 
     def answer_sends(self, sends: SendMessageProcessor) -> None:
-        """Answer the plain SEND_MESSAGE_V2s and SEND_MESSAGEs ``sends`` would answer (``serve
+        """Answer the plain SENDs (V2, batches, SEND_MESSAGE) ``sends`` would answer (``serve
         --writable``; see ``_request_path_send.h``): the frame and the answer here, the checks and
         the append in ``SendMessageProcessor.store_send``. Its SUCCESS header is made here by the
         processor's own encoder, with its region and trace flag."""
@@ -460,14 +460,14 @@ class RequestPath:
             SendMessageRequestHeader,
             template(success, ("opaque", "queueid", "offset", "msgid")),
         )
-        self.codes = self.codes | {_SEND, RequestCode.SEND_MESSAGE}
+        self.codes = self.codes | {_SEND, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE}
         self.needs_peer = True
 
     def _answer_send(self, opaque: int, code: int, header: SendMessageRequestHeader, body: bytes) -> Any:
-        """One SEND_MESSAGE_V2 or SEND_MESSAGE (``code``) for the C loop: False (left to the Python
-        path, nothing done), (msgId, queueId, queueOffset) for SUCCESS, a whole answer frame, or None
-        when a task answers (the SEND created its topic: answered once the topic table is saved, as
-        ``process`` does)."""
+        """One SEND (``code``: SEND_MESSAGE_V2, SEND_BATCH_MESSAGE or SEND_MESSAGE) for the C loop:
+        False (left to the Python path, nothing done), (msgId, queueId, queueOffset) for SUCCESS, a
+        whole answer frame, or None when a task answers (the SEND created its topic: answered once
+        the topic table is saved, as ``process`` does)."""
         sends = self._sends
         if not sends.takes_compiled(header):  # type: ignore[union-attr]
             return False
@@ -485,7 +485,9 @@ class RequestPath:
             if self._stats is not None:
                 self._stats.observe(code, _SUCCESS, time.perf_counter() - started)
             appended, queue_id = outcome
-            return (appended[0].offset_msg_id, queue_id, appended[0].queue_offset)
+            first = appended[0]
+            ids = first.offset_msg_id if len(appended) == 1 else ",".join(a.offset_msg_id for a in appended)
+            return (ids, queue_id, first.queue_offset)  # as SendMessageProcessor._success answers
         request = RemotingCommand(code, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON)
         answered: Any = failure
         if failure is None:

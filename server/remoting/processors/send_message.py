@@ -133,9 +133,9 @@ class SendMessageProcessor:
     @staticmethod
     def takes_compiled(header: SendMessageRequestHeader) -> bool:
         """Whether the compiled request path may hand this SEND to ``store_send`` without its
-        request: not a batch (its body is decoded here) and not a consumer's own retry (which reads
-        the request's version); ``server/remoting/_request_path_send.h``."""
-        return not header.batch and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        request: not one to a ``%RETRY%`` topic (a consumer's own retry reads the request's
+        version); ``server/remoting/_request_path_send.h``."""
+        return not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
     def store_send(
         self, header: SendMessageRequestHeader, body: bytes, born: tuple[str, int], version: int

@@ -5,7 +5,7 @@ the compiled path and one without it (the reference: ``FrameDecoder``, ``Dispatc
 ``SendMessageProcessor``), get the same reads on a ``RemotingConnection`` each: SENDs of the shapes
 the C side takes (``_request_path_send.h``: SEND_MESSAGE_V2 as the Java producer writes it with
 properties holding JSON escapes and unicode, the optional fields, delayed and transactional
-records, refusals; SEND_MESSAGE as the Go client writes it), of shapes it must leave (a batch, a
+records, batches, refusals; SEND_MESSAGE as the Go client writes it), of shapes it must leave (a
 consumer's retry, oneway, numbers it does not read, a surrogate escape), a SEND that creates its
 topic, and SENDs followed in the same read by requests that must see what they stored. Compared:
 every byte and transport call, the CommitLog files byte for byte, the consume queues' ends and the
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from protocol.codes import RequestCode
-from protocol.send_message import SendMessageRequestHeader, client_properties
+from protocol.send_message import SendMessageRequestHeader, client_properties, encode_batch_body
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
 from server.remoting import request_path
@@ -38,6 +38,7 @@ from tests.support.writable_sides import WritableSide, takes_code
 from tests.support.writable_sides import same_both_ways as both_ways
 
 SEND = int(RequestCode.SEND_MESSAGE_V2)
+SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 TOPIC = "SendT"
 
 
@@ -85,6 +86,16 @@ def send_v1(opaque: int, *, topic: str = TOPIC, queue_id: int = 0, body: bytes =
     head = {"code": int(RequestCode.SEND_MESSAGE), "language": "GO", "version": 317, "opaque": opaque}
     head.update({"flag": 0, "remark": "", "extFields": header.to_ext_fields(v2=False)})
     return frame(json.dumps(head, separators=(",", ":")), body)
+
+
+def batch(opaque: int, n: int, *, code: int = SEND_BATCH, queue_id: int = 0, **fields: Any) -> bytes:
+    """A batch of ``n`` messages as the Java producer sends ``send(Collection)``: the V2 header with
+    ``m`` true (and the batch's own properties) and ``MessageDecoder.encodeMessages``' body."""
+    messages = [
+        (i, b"m%d" % i, {"KEYS": f"b{opaque}-{i}", "UNIQ_KEY": f"UNIQ{opaque:024d}{i:04d}", "WAIT": "true"})
+        for i in range(n)
+    ]
+    return send(opaque, code=code, queue_id=queue_id, body=encode_batch_body(messages), m="true", **fields)
 
 
 def get_max_offset(topic: str, queue_id: int, opaque: int) -> bytes:
@@ -188,6 +199,9 @@ async def test_plain_sends(sides: tuple[Side, Side]) -> None:
         send(16, g="9223372036854775807"),
         send_v1(17),
         send_v1(18, queue_id=2, body=b""),
+        batch(19, 3),
+        batch(20, 1, queue_id=3),
+        batch(21, 2, code=SEND),  # the broker takes the batch path on the header's flag
     ]
     reads = [b"".join(shapes[i : i + 5]) for i in range(0, len(shapes), 5)]
     before = answered(sides[0])
@@ -195,7 +209,8 @@ async def test_plain_sends(sides: tuple[Side, Side]) -> None:
     if request_path.COMPILED:
         assert answered(sides[0]) - before == len(shapes)
     assert out.count(b'"code":0,') == len(shapes)
-    assert sides[0].store.reader.max_offset(TOPIC, 0) == 14  # one went to queue 3, one to 1, one delayed
+    assert sides[0].store.reader.max_offset(TOPIC, 0) == 14 + 3 + 2  # and the batches' to queue 0
+    assert out.count(b'"msgId":"') == len(shapes) and out.count(b",7F000001") == 2 + 1
 
 
 async def test_refusals_are_answered_as_the_python_path_answers_them(sides: tuple[Side, Side]) -> None:
@@ -210,6 +225,9 @@ async def test_refusals_are_answered_as_the_python_path_answers_them(sides: tupl
         send(7, properties="k\x01" + "v" * 40000),
         send(8, f=(1 << 2)),  # a half message: stored to the half topic
         send(9),
+        send(10, m="true"),  # a batch flag over a body that is no batch: "bad batch body"
+        batch(11, 2, properties=client_properties(None, None, {"DELAY": "2"}, None)),  # no delay in a batch
+        batch(12, 0),
     ]
     before = answered(sides[0])
     out = await same_both_ways(sides, [b"".join(shapes)])
@@ -219,11 +237,11 @@ async def test_refusals_are_answered_as_the_python_path_answers_them(sides: tupl
 
 
 async def test_shapes_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
-    """Frames the C side leaves (a batch, a retry, oneway, numbers it does not read, a surrogate
-    escape, another field, SEND_MESSAGE with the V2 header's letters): answered by the Python path,
-    each where it stands."""
+    """Frames the C side leaves (a retry, also as a batch, oneway, numbers it does not read, a
+    surrogate escape, another field, SEND_MESSAGE with the V2 header's letters): answered by the
+    Python path, each where it stands."""
     shapes = [
-        send(1, m="true"),
+        batch(1, 2, topic="%RETRY%G"),
         send(2, topic="%RETRY%G"),
         send(3, rpc_flag=2),
         send(4, queue_id="01"),
