@@ -285,6 +285,24 @@ static inline int utf8_sequence(const unsigned char *p, const unsigned char *end
     return n;
 }
 
+/* The four hex digits of a JSON \uXXXX escape at p: 1 with *v their value, 0 when one is not hex. */
+static inline int hex4(const unsigned char *p, unsigned *v)
+{
+    unsigned x = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char h = p[i];
+        unsigned d = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
+                     : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
+                     : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
+                                            : 16u;
+        if (d == 16u)
+            return 0;
+        x = x * 16 + d;
+    }
+    *v = x;
+    return 1;
+}
+
 /* A JSON string without control characters; [*s, *s + *n) is its text as written. With ascii_only
  * its bytes must be printable ASCII; otherwise the others must be UTF-8 (the reference decodes the
  * whole header strictly: one bad byte in any value, even one ignored here, makes it malformed).
@@ -303,20 +321,8 @@ static int scan_string(cursor *c, const unsigned char **s, Py_ssize_t *n, int as
                 return UNSURE;
             unsigned char e = p[1];
             if (e == 'u') {
-                if (c->end - p < 6)
-                    return UNSURE;
-                unsigned v = 0;
-                for (int i = 2; i < 6; i++) {
-                    unsigned char h = p[i];
-                    unsigned d = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
-                                 : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
-                                 : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
-                                                        : 16u;
-                    if (d == 16u)
-                        return UNSURE;
-                    v = v * 16 + d;
-                }
-                if (v >= 0xD800 && v <= 0xDFFF)
+                unsigned v;
+                if (c->end - p < 6 || !hex4(p + 2, &v) || (v >= 0xD800 && v <= 0xDFFF))
                     return UNSURE;
                 p += 6;
             } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
@@ -357,49 +363,6 @@ static inline int value_string(cursor *c, const unsigned char **s, Py_ssize_t *n
 {
     *escaped = 0;
     return scan_string(c, s, n, 0, escaped);
-}
-
-/* A JSON string's text as scan_string took it (escapes already checked), as a str. */
-static PyObject *json_text(const unsigned char *s, Py_ssize_t n, int escaped)
-{
-    if (!escaped)
-        return PyUnicode_DecodeUTF8((const char *)s, n, "strict");
-    /* Every escape is at least as long as the UTF-8 of what it stands for. */
-    unsigned char *buf = PyMem_Malloc(n ? (size_t)n : 1);
-    if (buf == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < n;) {
-        if (s[i] != '\\') {
-            buf[k++] = s[i++];
-            continue;
-        }
-        unsigned char e = s[i + 1];
-        if (e != 'u') {
-            buf[k++] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
-            i += 2;
-            continue;
-        }
-        unsigned v = 0;
-        for (int j = 2; j < 6; j++) {
-            unsigned char h = s[i + j];
-            v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-        }
-        i += 6;
-        if (v < 0x80) {
-            buf[k++] = (unsigned char)v;
-        } else if (v < 0x800) {
-            buf[k++] = (unsigned char)(0xC0 | (v >> 6));
-            buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
-        } else {
-            buf[k++] = (unsigned char)(0xE0 | (v >> 12));
-            buf[k++] = (unsigned char)(0x80 | ((v >> 6) & 0x3F));
-            buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
-        }
-    }
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)buf, k, "strict");
-    PyMem_Free(buf);
-    return text;
 }
 
 static inline int expect(cursor *c, unsigned char ch)
@@ -505,7 +468,8 @@ typedef enum {
     FIELD_DIGITS,  /* any_digits of at most `digits` digits, a long long */
     FIELD_TRUE,    /* an int: whether the value is exactly "true" */
     FIELD_BOOLEAN, /* an int: Java's Boolean.parseBoolean (equalsIgnoreCase "true") */
-    FIELD_JSON_TEXT, /* a json_text_t: the value as written, escapes allowed (decode with json_text) */
+    FIELD_JSON_TEXT, /* a json_text_t: the value as written, escapes allowed (_request_path_send.h's
+                        json_text decodes it) */
     FIELD_IGNORED, /* taken, not read */
 } field_kind;
 

@@ -117,24 +117,41 @@ static int send_fields_of(const ext_fields *e, send_req_t *r)
     return 0;
 }
 
-/* The batch's sends: (callback, header_class, (pieces, holes)) and the SUCCESS template. */
+/* The batch's sends: (callback, header_class, (pieces, holes)), read at the batch's first SEND
+ * (send_ctx_ready): a read of VIEWs or pulls on a writable server pays nothing for it. */
 typedef struct {
+    PyObject *arg;
     PyObject *callback, *header_class;
-    template_t success; /* its own references: send_ctx_clear releases them */
+    template_t success; /* its own references, once ready: send_ctx_clear releases them */
+    int ready;
     long long answered;
 } send_ctx_t;
 
-/* 1 with ctx filled, 0 without sends (None), -1 on error (then cleared too). */
+/* 1 with sends (the context's shape checked), 0 without (None), -1 on error. */
 static int send_ctx_init(send_ctx_t *ctx, PyObject *arg)
 {
     memset(ctx, 0, sizeof *ctx);
     if (arg == NULL || arg == Py_None)
         return 0;
-    PyObject *success;
-    if (!PyArg_ParseTuple(arg, "OOO", &ctx->callback, &ctx->header_class, &success) ||
-        template_from(success, &ctx->success) < 0)
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 3) {
+        PyErr_SetString(PyExc_TypeError, "the sends context is (callback, header class, (pieces, holes))");
         return -1;
+    }
+    ctx->arg = arg;
     return 1;
+}
+
+/* The callback, the header class and the SUCCESS template, read once per batch. 0, or -1. */
+static int send_ctx_ready(send_ctx_t *ctx)
+{
+    if (ctx->ready)
+        return 0;
+    ctx->callback = PyTuple_GET_ITEM(ctx->arg, 0);
+    ctx->header_class = PyTuple_GET_ITEM(ctx->arg, 1);
+    if (template_from(PyTuple_GET_ITEM(ctx->arg, 2), &ctx->success) < 0)
+        return -1;
+    ctx->ready = 1;
+    return 0;
 }
 
 static void send_ctx_clear(send_ctx_t *ctx)
@@ -142,6 +159,48 @@ static void send_ctx_clear(send_ctx_t *ctx)
     for (int i = 0; i < ctx->success.n_pieces; i++)
         Py_CLEAR(ctx->success.pieces[i]);
     ctx->success.n_pieces = 0;
+}
+
+/* The properties as a str (escapes decoded), or None when absent: NULL with *leave set if not UTF-8
+ * (scan_string checked the escapes; every escape is at least as long as the UTF-8 of what it stands
+ * for, so the text decoded fits in n bytes). */
+static PyObject *json_text(const json_text_t *t, int *leave)
+{
+    if (t->s == NULL || !t->escaped)
+        return optional_text(t->s, t->n, leave);
+    const unsigned char *s = t->s;
+    Py_ssize_t n = t->n, k = 0;
+    unsigned char *buf = PyMem_Malloc(n ? (size_t)n : 1);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n;) {
+        if (s[i] != '\\') {
+            buf[k++] = s[i++];
+            continue;
+        }
+        unsigned char e = s[i + 1];
+        if (e != 'u') {
+            buf[k++] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            i += 2;
+            continue;
+        }
+        unsigned v = 0;
+        hex4(s + i + 2, &v);
+        i += 6;
+        if (v < 0x80) {
+            buf[k++] = (unsigned char)v;
+        } else if (v < 0x800) {
+            buf[k++] = (unsigned char)(0xC0 | (v >> 6));
+            buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
+        } else {
+            buf[k++] = (unsigned char)(0xE0 | (v >> 12));
+            buf[k++] = (unsigned char)(0x80 | ((v >> 6) & 0x3F));
+            buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
+        }
+    }
+    PyObject *text = decode_text(buf, k, leave);
+    PyMem_Free(buf);
+    return text;
 }
 
 /* An optional number field: its value, or None when absent. */
@@ -165,24 +224,14 @@ static PyObject *send_header(const send_ctx_t *ctx, const send_req_t *r, int *le
         (a[4] = PyLong_FromLongLong(r->queue_id)) == NULL || (a[5] = PyLong_FromLongLong(r->sys_flag)) == NULL ||
         (a[6] = PyLong_FromLongLong(r->born_timestamp)) == NULL || (a[7] = PyLong_FromLongLong(r->flag)) == NULL)
         goto done;
-    if (r->properties.s == NULL)
-        a[8] = Py_NewRef(Py_None);
-    else if ((a[8] = json_text(r->properties.s, r->properties.n, r->properties.escaped)) == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            *leave = 1;
-        }
-        goto done;
-    }
-    if ((a[9] = optional_number(r, S_J, r->reconsume_times)) == NULL)
+    if ((a[8] = json_text(&r->properties, leave)) == NULL ||
+        (a[9] = optional_number(r, S_J, r->reconsume_times)) == NULL)
         goto done;
     a[10] = Py_NewRef(r->unit_mode ? Py_True : Py_False);
     if ((a[11] = optional_number(r, S_L, r->max_reconsume_times)) == NULL)
         goto done;
     a[12] = Py_NewRef(r->batch ? Py_True : Py_False);
-    if (r->bname == NULL)
-        a[13] = Py_NewRef(Py_None);
-    else if ((a[13] = decode_text(r->bname, r->bname_n, leave)) == NULL)
+    if ((a[13] = optional_text(r->bname, r->bname_n, leave)) == NULL)
         goto done;
     header = PyObject_Vectorcall(ctx->header_class, a, 14, NULL);
 done:
@@ -237,6 +286,8 @@ static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long 
                        const unsigned char *body, Py_ssize_t body_n)
 {
     int leave = 0, rc = -1;
+    if (send_ctx_ready(ctx) < 0)
+        return -1;
     PyObject *header = send_header(ctx, r, &leave), *data = NULL, *got = NULL;
     if (header == NULL)
         return leave ? O_LEAVE : -1;
