@@ -3,9 +3,12 @@ benchmarks (``pull_vs``, ``send_vs``: a base checkout A, this checkout B, the Ja
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -39,6 +42,26 @@ def alternate(
                 finally:
                     server.stop()
     return results
+
+
+def start_writable(checkout: Path, store: Path, port: int, log: Path, *options: str) -> vs_java.Server:
+    """``serve --writable`` of ``checkout`` over ``store`` on core ``vs_java.SERVER_CORE``, with
+    ``options``, once it listens on ``port`` (and a second more to settle)."""
+    cmd = ["taskset", "-c", vs_java.SERVER_CORE, sys.executable, "-m", "clients.cli", "serve", "--writable"]
+    cmd += ["--store", str(store), "--port", str(port), "--log-level", "WARNING", *options]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=checkout, env=env)
+    vs_java.wait_port(port, 60, process)
+    time.sleep(1.0)
+    return vs_java.Server(str(checkout), port, process)
+
+
+def print_header(names: list[str]) -> None:
+    """The load, the CPU and a table's head: a column per server, B's ratio to A (and to Java)."""
+    print(f"load average {os.getloadavg()}; cpu {cpu_model()}")
+    print("| row | " + " | ".join(names) + " | B / A | " + ("B / java |" if "java" in names else ""))
+    print("|---|" + "---:|" * (len(names) + 1 + ("java" in names)))
 
 
 def ratio_cell(ratios: list[float]) -> str:

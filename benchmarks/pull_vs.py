@@ -17,11 +17,8 @@ median of the per-round ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchmarks import alternating, server_load, vs_java
@@ -29,17 +26,6 @@ from benchmarks import alternating, server_load, vs_java
 KINDS = ("PULL_MESSAGE", "SEARCH_OFFSET_BY_TIMESTAMP")
 SHAPES = ((1, 1), (16, 8))
 WARMUP = 0.5
-
-
-def start_ours(checkout: Path, store: Path, conf: Path, port: int, log: Path) -> vs_java.Server:
-    cmd = ["taskset", "-c", vs_java.SERVER_CORE, sys.executable, "-m", "clients.cli", "serve", "--writable"]
-    cmd += ["--store", str(store), "--config", str(conf), "--port", str(port), "--log-level", "WARNING"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=checkout, env=env)
-    vs_java.wait_port(port, 60, process)
-    time.sleep(1.0)
-    return vs_java.Server(str(checkout), port, process)
 
 
 def run_one(server: vs_java.Server, seconds: float) -> dict[tuple[str, int], tuple[float, float, float]]:
@@ -74,14 +60,13 @@ def main() -> int:
         store, conf = vs_java.golden_copy(work)
         if name == "java":
             return vs_java.start_java(store, port, work / "log")
-        return start_ours(args.base if name == "A" else vs_java.REPO, store, conf, port, work / "log")
+        checkout = args.base if name == "A" else vs_java.REPO
+        return alternating.start_writable(checkout, store, port, work / "log", "--config", str(conf))
 
     results = alternating.alternate(
         names, args.rounds, args.port, start, lambda s: run_one(s, args.seconds), "rmq-pullvs-"
     )
-    print(f"load average {os.getloadavg()}; cpu {alternating.cpu_model()}")
-    print("| row | " + " | ".join(names) + " | B / A | " + ("B / java |" if "java" in names else ""))
-    print("|---|" + "---:|" * (len(names) + 1 + ("java" in names)))
+    alternating.print_header(names)
     for kind in KINDS:
         for connections, depth in SHAPES:
             for what, index in (("requests/s", 0), ("p50 ms", 1), ("answers per server CPU-second", 2)):

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchmarks import alternating, send_load, vs_java
 
 SHAPES = ((1, 1), (4, 4))
 TOPIC = "SendVs"
+#: Ours serves SENDs on its remoting port only (no gRPC or HTTP port to bind and share the core with).
+QUIET_PORTS = ("--grpc-port", "0", "--http", "off")
 #: (row label, shape, the result's key, larger is better)
 ROWS = (
     ("1x1 p50 ms", (1, 1), "p50_ms", False),
@@ -38,18 +37,6 @@ ROWS = (
     ("4x4 p99 ms", (4, 4), "p99_ms", False),
     ("4x4 SENDs per server CPU-second", (4, 4), "per_cpu", True),
 )
-
-
-def start_ours(checkout: Path, store: Path, port: int, log: Path) -> vs_java.Server:
-    cmd = ["taskset", "-c", vs_java.SERVER_CORE, sys.executable, "-m", "clients.cli", "serve", "--writable"]
-    cmd += ["--store", str(store), "--port", str(port), "--grpc-port", "0", "--http", "off"]
-    cmd += ["--log-level", "WARNING"]
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=checkout, env=env)
-    vs_java.wait_port(port, 60, process)
-    time.sleep(1.0)
-    return vs_java.Server(str(checkout), port, process)
 
 
 def run_one(server: vs_java.Server, seconds: float, warmup: float) -> dict[tuple[int, int], dict]:
@@ -93,14 +80,13 @@ def main() -> int:
         store.mkdir()
         if name == "java":
             return vs_java.start_java(store, port, work / "log")
-        return start_ours(args.base if name == "A" else vs_java.REPO, store, port, work / "log")
+        checkout = args.base if name == "A" else vs_java.REPO
+        return alternating.start_writable(checkout, store, port, work / "log", *QUIET_PORTS)
 
     results = alternating.alternate(
         names, args.rounds, args.port, start, lambda s: run_one(s, args.seconds, args.warmup), "rmq-sendvs-"
     )
-    print(f"load average {os.getloadavg()}; cpu {alternating.cpu_model()}")
-    print("| row | " + " | ".join(names) + " | B / A | " + ("B / java |" if "java" in names else ""))
-    print("|---|" + "---:|" * (len(names) + 1 + ("java" in names)))
+    alternating.print_header(names)
     for label, shape, key, larger in ROWS:
         cells = [statistics.median(r[shape][key] for r in results[n]) for n in names]
         row = f"| {label} | " + " | ".join(f"{c:,.0f}" if larger else f"{c:.2f}" for c in cells)
