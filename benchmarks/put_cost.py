@@ -1,7 +1,10 @@
 """The in-process cost of one ``WritableStore.put`` (what a SEND costs the server past its frame),
 and where it goes: the append, the CommitLog refresh, the reput pass, the index audit.
 
-    taskset -c 1 python -m benchmarks.put_cost --puts 5000
+    taskset -c 1 python -m benchmarks.put_cost --puts 5000 [--group N]
+
+``--group N``: N appends settled once (``append`` N times, then ``settle``), as the compiled request
+path stores the SENDs of one read; the figures are still per record.
 
 A fresh store in a temporary directory with the test kit's geometry (``clients.testkit``); one
 256-byte record a put with KEYS, TAGS and a fresh UNIQ_KEY, four queues in turn. The parts are
@@ -34,8 +37,8 @@ def _timed(acc: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable
     return wrapped
 
 
-def measure(puts: int) -> dict[str, float]:
-    """Microseconds per put, whole and by part."""
+def measure(puts: int, group: int = 1) -> dict[str, float]:
+    """Microseconds per put, whole and by part; ``group`` appends per settle."""
     with tempfile.TemporaryDirectory() as tmp:
         store = WritableStore(kit_store_config(Path(tmp) / "store"))
         try:
@@ -52,8 +55,14 @@ def measure(puts: int) -> dict[str, float]:
                 reput.run_once = _timed(parts, "reput", reput.run_once)  # type: ignore[method-assign]
             reader.index.audit = _timed(parts, "index_audit", reader.index.audit)  # type: ignore[method-assign]
             started = time.perf_counter()
-            for rec in records:
-                store.put([rec])
+            if group == 1:
+                for rec in records:
+                    store.put([rec])
+            else:
+                for first in range(0, puts, group):
+                    for rec in records[first : first + group]:
+                        store.append([rec])
+                    store.settle()
             whole = time.perf_counter() - started
         finally:
             store.close()
@@ -63,10 +72,11 @@ def measure(puts: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puts", type=int, default=5000, help="puts to time (default 5000)")
+    parser.add_argument("--group", type=int, default=1, help="appends per settle (default 1: a put each)")
     args = parser.parse_args(argv)
-    if args.puts < 1:
-        parser.error("--puts must be at least 1")
-    print(json.dumps({k: round(v, 1) for k, v in measure(args.puts).items()}))
+    if args.puts < 1 or args.group < 1:
+        parser.error("--puts and --group must be at least 1")
+    print(json.dumps({k: round(v, 1) for k, v in measure(args.puts, args.group).items()}))
     return 0
 
 

@@ -1,12 +1,15 @@
 """The write path's store: one writer, the topic table, dispatch to the index, scheduled deliveries.
 
-``serve --writable`` and the test kit put records through here. After every append the new records
+``serve --writable`` and the test kit put records through here. After every put the new records
 are dispatched at once, as the broker's reput does: the IndexFiles get their keys (the same index
 builder that ``rebuild-index`` uses, so the bytes are the broker's) and the query side's CommitLog
 view is refreshed, so a message is queryable by key, unique key and offset id as soon as its SEND is
-answered. Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their
-real topic when due by ``deliver_due`` (the caller's timer drives it); when each is due and how far
-each level was delivered (``config/delayOffset.json``) is ``scheduled_delivery.DeliverySchedule``'s.
+answered. A put is ``append`` then ``settle``; the compiled request path appends the SENDs of one
+read one by one and settles them once.
+
+Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their real
+topic when due by ``deliver_due`` (the caller's timer drives it); when each is due and how far each
+level was delivered (``config/delayOffset.json``) is ``scheduled_delivery.DeliverySchedule``'s.
 
 One process writes: the writer holds the store's ``lock`` file for as long as this store is open.
 """
@@ -80,6 +83,8 @@ class WritableStore:
         self.deleted_topics: set[str] = set()
         #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
         self.not_writable: str | None = None
+        #: What ``append`` took since the last ``settle``: (records, where they went) per append.
+        self._unsettled: list[tuple[list[StoreRecord], list[Appended]]] = []
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
         )
@@ -252,6 +257,20 @@ class WritableStore:
         written from the CommitLog by the first dispatch that succeeds (tried again by every put, by
         the server's refresh, and by the next start), and puts are taken again from then on.
         """
+        appended = self.append(records, store_timestamp=store_timestamp)
+        self.settle()
+        return appended
+
+    def append(self, records: list[StoreRecord], *, store_timestamp: int | None = None) -> list[Appended]:
+        """``put``'s first half: the refusals before the append, and the append. The records are
+        acknowledged only once ``settle`` returns.
+
+        A caller with several puts at hand (the SENDs of one received read, on the compiled request
+        path) appends each and settles them once: the reput, the CommitLog refresh and the index
+        audit then run once for all of them, and each record keeps its own store timestamp and
+        refusals, as separate puts give them. Nothing else should put in between: the caller settles
+        before it yields (one event loop writes); a ``put`` of someone else would settle these too.
+        """
         if self.not_writable is not None:
             raise self._unavailable()
         if self.dispatch_failed is not None:
@@ -270,6 +289,20 @@ class WritableStore:
             # the part the kernel took): the broker's answer when its disk is full. The next append
             # goes where this one would have, once space returns.
             raise self._unavailable() from exc
+        self._unsettled.append((records, appended))
+        return appended
+
+    def settle(self) -> list[StoreRecord]:
+        """``put``'s second half, for every record ``append`` took since the last call: dispatch
+        them, check the CommitLog reads to their end, wake the pulls held on their queues and
+        schedule the delayed ones. The records settled, or ``StoreUnavailable`` when none of them
+        may be acknowledged (a file was cut under the writer); an error of the dispatch itself other
+        than ``DispatchWriteError`` is raised as it is, and none of them is acknowledged either."""
+        unsettled, self._unsettled = self._unsettled, []
+        if not unsettled:
+            if self.not_writable is not None:
+                raise self._unavailable()  # whoever settled them found the log cut
+            return []
         try:
             self.dispatch()
         except DispatchWriteError as exc:
@@ -286,16 +319,18 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
+        settled = [rec for records, _ in unsettled for rec in records]
         arrived = self.arrived
         if arrived is not None:
-            for topic, queue_id in {(rec.topic, rec.queue_id) for rec in records}:
+            for topic, queue_id in {(rec.topic, rec.queue_id) for rec in settled}:
                 arrived(topic, queue_id)
-        for rec, done in zip(records, appended, strict=True):
-            if rec.topic == SCHEDULE_TOPIC:
-                self._schedule.schedule(
-                    rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
-                )
-        return appended
+        for records, appended in unsettled:
+            for rec, done in zip(records, appended, strict=True):
+                if rec.topic == SCHEDULE_TOPIC:
+                    self._schedule.schedule(
+                        rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
+                    )
+        return settled
 
     def _dispatch_failed(self, why: str) -> None:
         """A consume queue or index entry could not be written: refuse puts until it is (said once)."""
