@@ -8,7 +8,8 @@ Every answer carries ``MSG_REGION`` and ``TRACE_ON``; SUCCESS adds the offset ms
 the client chose and the first queue offset. A oneway SEND is stored and gets no answer (the
 connection drops answers to oneway requests). Where the compiled request path runs, a plain SEND is
 decoded and answered there (``server/remoting/_request_path_send.h``) and only ``store_send`` runs
-here, so the checks and the put have one home.
+here, so the checks and the put have one home; there the SENDs of one read are appended one by one
+and acknowledged by one ``settle`` (``server/remoting/send_group.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -48,6 +50,7 @@ from server.burst_log import BurstLog
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.consumer_send_back import group_not_exist_remark
 from server.store_api import AppendResult
+from store.write.writer import StoreRecord
 
 log = logging.getLogger(__name__)
 
@@ -138,11 +141,18 @@ class SendMessageProcessor:
         return not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
     def store_send(
-        self, header: SendMessageRequestHeader, body: bytes, born: tuple[str, int], version: int
+        self,
+        header: SendMessageRequestHeader,
+        body: bytes,
+        born: tuple[str, int],
+        version: int,
+        *,
+        settle: bool = True,
     ) -> tuple[Sequence[AppendResult], int] | PutRefused:
         """Check and store one SEND as the broker does: what was appended and the queue the client
         is answered with, or the refusal to answer (nothing stored). ``version`` is the request's
-        (a consumer's retry reads it)."""
+        (a consumer's retry reads it). With ``settle`` False the records are only appended
+        (``WritableStore.append``), and the SEND is acknowledged once ``settle()`` says so."""
         try:
             config = check_send(self.store, header, born)
         except PutRefused as refused:
@@ -170,21 +180,43 @@ class SendMessageProcessor:
                     system_topic(self.store, TRANS_HALF_TOPIC, int(time.time() * 1000))
         except PutRefused as refused:
             return refused
+        appended = self._stored(self.store.put if settle else self.store.append, records)
+        if isinstance(appended, PutRefused):
+            return appended
+        if settle:
+            self._scheduled(records)
+        return appended, answered_queue
+
+    def settle(self) -> PutRefused | None:
+        """Acknowledge the SENDs ``store_send(..., settle=False)`` appended since the last call
+        (``WritableStore.settle``: one reput for all of them): None, or the refusal each of them is
+        answered with instead, as ``store_send`` answers a put that fails the same way."""
+        settled = self._stored(self.store.settle)
+        if isinstance(settled, PutRefused):
+            return settled
+        self._scheduled(settled)
+        return None
+
+    def _stored(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` (the store's put, append or settle), or the refusal its failure is
+        answered with: the store's own refusals (records no file can hold, a full disk), and
+        CREATE_MAPEDFILE_FAILED's answer to an ``OSError`` (a full disk, a read-only store)."""
         try:
-            appended = self.store.put(records)
-        except PutRefused as refused:  # the store's own refusals: records no file can hold, a full disk
+            return call(*args)
+        except PutRefused as refused:
             if isinstance(refused, StoreUnavailable):
                 self._write_errors.event("writing the CommitLog failed: %s", refused.__cause__ or refused)
             return refused
         except OSError as exc:
-            # CREATE_MAPEDFILE_FAILED's answer (a full disk, a read-only store): nothing was stored.
             self._write_errors.event("writing the CommitLog failed: %s", exc)
             return PutRefused(
                 ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
             )
+
+    def _scheduled(self, records: Sequence[StoreRecord]) -> None:
+        """Arm the server's delivery timer if any of ``records`` went to the schedule topic."""
         if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
             self.on_scheduled()
-        return appended, answered_queue
 
     def _retry_or_dead_letter(
         self, header: SendMessageRequestHeader, version: int
