@@ -22,7 +22,9 @@
  *   2. the header object is made here, header_class(a, b, c, d, e, f, g, h, i, j, k, l, m, n) (the
  *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
  *      copied into bytes, as the processor copies it;
- *   3. callback(opaque, code, header, body) answers
+ *   3. callback(opaque, code, header, body, at) answers (at: the length of the batch's answers so
+ *      far, where this SEND's answer will start: the callback holds SUCCESS answers until the call
+ *      returns, settles them, and replaces those whose settle failed; send_group.py)
  *        False           nothing was done: the frame is left to the Python path (a consumer's
  *                        retry, which reads the request's version),
  *        (msgId, queueId, queueOffset)  stored: SUCCESS is written here (msgId is the offset
@@ -293,7 +295,7 @@ static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long 
         return leave ? O_LEAVE : -1;
     if ((data = PyBytes_FromStringAndSize((const char *)body, body_n)) == NULL)
         goto done;
-    got = PyObject_CallFunction(ctx->callback, "LLOO", opaque, code, header, data);
+    got = PyObject_CallFunction(ctx->callback, "LLOOn", opaque, code, header, data, out->len);
     if (got == NULL)
         goto done;
     if (got == Py_False) {

@@ -30,8 +30,10 @@ with one call of ``PullMessageProcessor.plain_pull`` for the checks and, with th
 flag, one of its ``commit_offset`` (``_request_path_pull.h`` lists what is left to the Python path).
 There too (``answer_sends``), a SEND's (V2, a batch, SEND_MESSAGE) frame is split, its header
 read and its SUCCESS answer written in C, around one call of ``SendMessageProcessor.store_send``,
-where the broker's checks and the append stay (``_request_path_send.h``); after SENDs, a request
-that reads the store is answered from a fresh snapshot (``answer`` calls the C side again).
+where the broker's checks and the append stay (``_request_path_send.h``). The SENDs of one C call
+are settled together when it returns (one reput for all; ``send_group.py``), before any of their
+answers leaves; after SENDs, a request that reads the store is answered from a fresh snapshot
+(``answer`` calls the C side again).
 
 What the Python path does besides answering is done here too: the store's served-bytes accounting
 per batch (``MessageStore.served``, which may release pages; a query the callback runs counts its
@@ -56,7 +58,6 @@ from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
 from protocol.send_message import SendMessageRequestHeader
 from server.remoting.dispatch import Dispatcher
-from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.pull_message import PullMessageProcessor
 from server.remoting.processors.pull_message import response_fields as pull_fields
 from server.remoting.processors.query_message import (
@@ -68,6 +69,7 @@ from server.remoting.processors.query_message import (
 )
 from server.remoting.processors.send_message import SendMessageProcessor
 from server.remoting.reply import system_error
+from server.remoting.send_group import SendGroup
 from server.request_stats import RequestStats
 from server.store_api import RSS_CHECK_EVERY_RECORDS, QueryResume, ResumePoint, total_physical_memory
 
@@ -83,8 +85,6 @@ _SUCCESS = ResponseCode.SUCCESS
 _QUERY_NOT_FOUND = ResponseCode.QUERY_NOT_FOUND
 _PULL = RequestCode.PULL_MESSAGE
 _SEND = RequestCode.SEND_MESSAGE_V2
-#: The sender's address when the connection set none (``SendMessageProcessor.process``'s default).
-_NO_PEER = ("127.0.0.1", 0)
 #: The remark of a pull that found messages (``GetMessageStatus.FOUND``'s name).
 FOUND = "FOUND"
 #: The offset family, in the order of the C side's counts (request codes 29..32).
@@ -256,8 +256,8 @@ class RequestPath:
         #: The pull processor whose plain pulls are answered here (``answer_pulls``), or None.
         self._pulls: PullMessageProcessor | None = None
         self._pull_context: tuple[Any, ...] | None = None
-        #: The SEND processor whose plain SENDs are answered here (``answer_sends``).
-        self._sends: SendMessageProcessor | None = None
+        #: The plain SENDs answered here (``answer_sends``), held and settled per C call.
+        self._sends: SendGroup | None = None
         self._send_context: tuple[Any, ...] | None = None
         #: The processor's ``view_message_copy`` limit (a bigger "record" is answered as none).
         self._max_size = max_size
@@ -314,6 +314,10 @@ class RequestPath:
             result = self._answer_once(data, pos, max_frame_length, max_header_length, flush_bytes)
             if result[11]:
                 result = self._answer_again(result, data, max_frame_length, max_header_length, flush_bytes)
+        except BaseException:
+            if self._sends is not None:
+                self._sends.abandon()
+            raise
         finally:
             self._start = self._stats = self._snapshot = None
         (out, pos, views, found, found_bytes, queries, query_bytes, query_records, queries_found,
@@ -368,10 +372,13 @@ class RequestPath:
             self._counts,
             self._pull_context,
         )
-        return _fast.answer_batch(  # type: ignore[union-attr,no-any-return]
+        result = _fast.answer_batch(  # type: ignore[union-attr]
             data, pos, maps, starts, lengths, max_offset, self._max_size, shrunk,
             max_frame_length, max_header_length, flush_bytes, self._query_arg, offsets, self._send_context,
         )  # fmt: skip
+        if result[10]:  # SENDs answered: settle them before their answers or the next call
+            result = (self._sends.finish(result[0], self._stats), *result[1:])  # type: ignore[union-attr]
+        return result  # type: ignore[no-any-return]
 
     def _answer_again(
         self,
@@ -454,7 +461,7 @@ class RequestPath:
         request = RemotingCommand(_SEND, opaque=HOLES["opaque"])
         stored = [_StoredStandIn(str(HOLES["msgid"]), HOLES["offset"])]
         success = encode_json_header(sends.answer_outcome(request, (stored, HOLES["queueid"])))  # type: ignore[arg-type]
-        self._sends = sends
+        self._sends = SendGroup(sends, self._dispatcher)
         self._send_context = (
             self._answer_send,
             SendMessageRequestHeader,
@@ -463,42 +470,11 @@ class RequestPath:
         self.codes = self.codes | {_SEND, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE}
         self.needs_peer = True
 
-    def _answer_send(self, opaque: int, code: int, header: SendMessageRequestHeader, body: bytes) -> Any:
-        """One SEND (``code``: SEND_MESSAGE_V2, SEND_BATCH_MESSAGE or SEND_MESSAGE) for the C loop:
-        False (left to the Python path, nothing done), (msgId, queueId, queueOffset) for SUCCESS, a
-        whole answer frame, or None when a task answers (the SEND created its topic: answered once
-        the topic table is saved, as ``process`` does)."""
-        sends = self._sends
-        if not sends.takes_compiled(header):  # type: ignore[union-attr]
-            return False
-        started = time.perf_counter()
-        store = sends.store  # type: ignore[union-attr]
-        before = store.topic_changes()
-        failure: Exception | None = None
-        try:
-            # version 0: only a consumer's retry reads the request's version, and it is left above
-            outcome = sends.store_send(header, body, CURRENT_PEER.get() or _NO_PEER, 0)  # type: ignore[union-attr]
-        except Exception as exc:  # as Dispatcher answers a processor's failure
-            failure = exc
-        after = store.topic_changes()
-        if failure is None and type(outcome) is tuple and after == before:
-            if self._stats is not None:
-                self._stats.observe(code, _SUCCESS, time.perf_counter() - started)
-            appended, queue_id = outcome
-            first = appended[0]
-            ids = first.offset_msg_id if len(appended) == 1 else ",".join(a.offset_msg_id for a in appended)
-            return (ids, queue_id, first.queue_offset)  # as SendMessageProcessor._success answers
-        request = RemotingCommand(code, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON)
-        answered: Any = failure
-        if failure is None:
-            answered = sends.answer_outcome(request, outcome)  # type: ignore[union-attr]
-            if after != before:
-                answered = sends.when_saved(after, answered)  # type: ignore[union-attr]
-        answer = self._dispatcher.finish(request, answered, started)
-        if type(answer) is RemotingCommand:
-            return encode_frame(answer)
-        self._start(answer)  # type: ignore[misc, arg-type]
-        return None
+    def _answer_send(
+        self, opaque: int, code: int, header: SendMessageRequestHeader, body: bytes, at: int
+    ) -> Any:
+        """One SEND for the C loop (``SendGroup.answer``); ``at``: the length of its output so far."""
+        return self._sends.answer(opaque, code, header, body, at, self._stats, self._start)  # type: ignore[union-attr]
 
     def _commit(self, group: str, topic: str, queue_id: int, offset: int, opaque: int) -> bytes | None:
         """A plain pull's commit-offset flag, for the C loop: None, or the answer frame the Python

@@ -349,3 +349,86 @@ async def test_mutated_sends_answer_and_store_as_the_python_path(sides: tuple[Si
         await same_both_ways(sides, reads)
     if request_path.COMPILED:
         assert answered(sides[0]) > 30  # the frames before the first odd one of each read
+
+
+def count_settles(side: Side) -> list[int]:
+    """How many settles of at least one record ``side``'s store runs from now on (a put is one)."""
+    count = [0]
+    real = side.store.settle
+
+    def counting() -> list[Any]:
+        settled = real()
+        count[0] += bool(settled)
+        return settled
+
+    side.store.settle = counting  # type: ignore[method-assign]
+    return count
+
+
+async def test_the_sends_of_one_read_are_settled_once(sides: tuple[Side, Side]) -> None:
+    """The SENDs of one read are appended one by one and settled once on the compiled path (one
+    reput, refresh and audit for all); a put each on the Python path; the same bytes and store."""
+    fast, reference = count_settles(sides[0]), count_settles(sides[1])
+    reads = [b"".join(send(i, queue_id=i % 4) for i in range(1, 7)), send(7) + batch(8, 3) + send_v1(9)]
+    out = await same_both_ways(sides, reads)
+    assert out.count(b'"code":0,') == 9
+    assert reference[0] == 9
+    if request_path.COMPILED:
+        assert fast[0] == 2
+
+
+@pytest.mark.parametrize(
+    "error", [OSError(5, "Input/output error"), RuntimeError("the reput broke")], ids=["oserror", "bug"]
+)
+async def test_a_failed_settle_acknowledges_none_of_the_sends_it_covered(
+    sides: tuple[Side, Side], error: Exception
+) -> None:
+    """The dispatch fails after the appends: no SEND of the read is acknowledged, each answered as
+    the Python path answers a put that fails so (on the compiled path their SUCCESS answers, written
+    before the settle, are replaced); what came before them in the read is answered as usual; once
+    the dispatch works again, the next put dispatches every stored record."""
+    await same_both_ways(sides, [send(1) + get_max_offset(TOPIC, 0, 2)])  # the queue opened
+
+    def failing() -> None:
+        raise error
+
+    real = [side.store.dispatch for side in sides]
+    for side in sides:
+        side.store.dispatch = failing  # type: ignore[method-assign]
+    read = get_max_offset(TOPIC, 0, 10) + send(11) + batch(12, 2) + send(13, topic="NewT") + send(14)
+    got = [await side.feed([read]) for side in sides]
+    for side in sides:  # a SEND answered with a processor's failure does not wait for the table
+        await asyncio.wrap_future(side.store.topics_saved(side.store.topic_changes()))
+    assert got[0] == got[1]
+    assert sides[0].stored() == sides[1].stored()
+    out = got[0][0]
+    assert out.count(b'"code":0,') == 1  # the GET_MAX_OFFSET alone
+    assert out.count(b'"code":1,') == 4 and out.count(b'"opaque":13') == 1
+    for side, dispatch in zip(sides, real, strict=True):
+        side.store.dispatch = dispatch  # type: ignore[method-assign]
+    out = await same_both_ways(sides, [send(20) + get_max_offset(TOPIC, 0, 21)])
+    assert re.findall(rb'"extFields":\{"offset":"(\d+)"\}', out) == [b"6"]  # 1, 11, 12 (2), 14, 20
+
+
+async def test_an_error_after_sends_were_appended_settles_them_unacknowledged(
+    sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C call fails after SENDs were appended (a third SEND's callback raises): nothing of the
+    read is answered, and the appended records are settled (dispatched, not acknowledged)."""
+    if not request_path.COMPILED:
+        pytest.skip("the compiled path is not built")
+    fast = sides[0]
+    await fast.feed([send(1) + get_max_offset(TOPIC, 0, 2)])
+    real = request_path.SendGroup.answer
+    calls = itertools.count()
+
+    def third_fails(self: Any, *args: Any) -> Any:
+        if next(calls) == 2:
+            raise MemoryError
+        return real(self, *args)
+
+    monkeypatch.setattr(request_path.SendGroup, "answer", third_fails)
+    with pytest.raises(MemoryError):
+        await fast.feed([send(3) + send(4) + send(5)])
+    assert fast.store.reader.max_offset(TOPIC, 0) == 3
+    assert fast.store.settle() == []
