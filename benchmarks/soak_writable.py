@@ -12,7 +12,8 @@ What runs, for ``--minutes``, in one asyncio loop:
   ``--disk-mib`` (``mount -t tmpfs``, as ``tests/store/write/test_disk_full.py`` does; unmounted at
   the end). Where mounting is refused the store stays on ``DIR`` and the disk-full cycles are
   skipped, which the report says (``disk.tmpfs: false``);
-* ``--producers`` producers (``clients.producer.Producer``, one connection each) sending to two
+* ``--producers`` producers (``clients.producer.Producer``, one connection each, ``--in-flight``
+  SENDs on it at a time, so one read may bring the server several) sending to two
   topics auto-created from TBW102, one message in ten as a batch of three; every SEND_OK goes to the
   journal (``DIR/journal.jsonl``: topic, key, unique id, offset id, queue, queue offset), every failure
   too, with its class or code (a timeout or a closed connection may or may not have stored it);
@@ -299,55 +300,60 @@ class Soak:
     # -- producers ----------------------------------------------------------------------------------
 
     async def produce(self, n: int) -> None:
-        rng = random.Random(self.args.seed * 1000 + n)
-        interval = 1.0 / self.args.rate if self.args.rate > 0 else 0.0
+        """Producer ``n``: one connection with ``--in-flight`` SENDs on it at a time (its lanes), so
+        that the server gets several SENDs in one read, as from a Java producer's threads."""
+        async with Producer(self.server.addr, group=f"SoakProducer{n}", timeout=3.0) as producer:
+            await asyncio.gather(*(self._lane(producer, n, lane) for lane in range(self.args.in_flight)))
+
+    async def _lane(self, producer: Producer, n: int, lane: int) -> None:
+        """One lane of producer ``n``: a SEND at a time, ``--rate`` shared by the producer's lanes."""
+        rng = random.Random(self.args.seed * 1000 + n + 1_000_000 * lane)
+        interval = self.args.in_flight / self.args.rate if self.args.rate > 0 else 0.0
+        name = f"p{n}" if lane == 0 else f"p{n}.{lane}"
         sent = 0
         next_new_topic = time.monotonic() + self.args.new_topic_every
-        async with Producer(self.server.addr, group=f"SoakProducer{n}", timeout=3.0) as producer:
-            while not self.stop_producers.is_set():
-                topic = TOPICS[rng.randrange(len(TOPICS))]
-                if n == 0 and self.args.new_topic_every > 0 and time.monotonic() >= next_new_topic:
-                    # A SEND that auto-creates a topic (its topics.json write, on a full disk too).
-                    next_new_topic = time.monotonic() + self.args.new_topic_every
-                    topic = f"SoakNew{len(self.new_topics)}"
-                    self.new_topics.append(topic)
-                batch = rng.random() < 0.1
-                keys = [f"p{n}-{sent + i}" for i in range(3 if batch else 1)]
-                sent += len(keys)
-                bodies = [
-                    (k + " ").encode() + rng.randbytes(rng.randrange(50, 600)).hex().encode() for k in keys
-                ]
-                try:
-                    if batch:
-                        messages = [
-                            OutgoingMessage(b, keys=k, tags="TagB") for k, b in zip(keys, bodies, strict=True)
-                        ]
-                        results = await producer.send_batch(topic, messages)
-                    else:
-                        one = await producer.send(topic, bodies[0], keys=keys[0], tags="TagA")
-                        assert one is not None
-                        results = [one]
-                except ResponseCodeError as exc:
-                    code = int(getattr(exc, "code", -1))
-                    self.stats.send_failures[f"code {code}"] += len(keys)
-                    self.stats.refused_disk_full += len(keys) * (code == ResponseCode.SERVICE_NOT_AVAILABLE)
-                    for k in keys:
-                        self._journal({"topic": topic, "key": k, "failed": f"code {code}"})
-                    await asyncio.sleep(0.05)
-                    continue
-                except (ClientError, ProtocolError, OSError) as exc:
-                    self.stats.send_failures[type(exc).__name__] += len(keys)
-                    for k in keys:
-                        self._journal({"topic": topic, "key": k, "failed": type(exc).__name__})
-                    await asyncio.sleep(0.1)
-                    continue
-                for k, r in zip(keys, results, strict=True):
-                    acked = Acked(topic, k, r.msg_id, r.offset_msg_id, r.queue_id, r.queue_offset)
-                    self.acked.append(acked)
-                    self._journal(asdict(acked))
-                self.stats.sends_ok += len(keys)
-                if interval:
-                    await asyncio.sleep(rng.uniform(0, 2 * interval))
+        while not self.stop_producers.is_set():
+            topic = TOPICS[rng.randrange(len(TOPICS))]
+            if n == lane == 0 and self.args.new_topic_every > 0 and time.monotonic() >= next_new_topic:
+                # A SEND that auto-creates a topic (its topics.json write, on a full disk too).
+                next_new_topic = time.monotonic() + self.args.new_topic_every
+                topic = f"SoakNew{len(self.new_topics)}"
+                self.new_topics.append(topic)
+            batch = rng.random() < 0.1
+            keys = [f"{name}-{sent + i}" for i in range(3 if batch else 1)]
+            sent += len(keys)
+            bodies = [(k + " ").encode() + rng.randbytes(rng.randrange(50, 600)).hex().encode() for k in keys]
+            try:
+                if batch:
+                    messages = [
+                        OutgoingMessage(b, keys=k, tags="TagB") for k, b in zip(keys, bodies, strict=True)
+                    ]
+                    results = await producer.send_batch(topic, messages)
+                else:
+                    one = await producer.send(topic, bodies[0], keys=keys[0], tags="TagA")
+                    assert one is not None
+                    results = [one]
+            except ResponseCodeError as exc:
+                code = int(getattr(exc, "code", -1))
+                self.stats.send_failures[f"code {code}"] += len(keys)
+                self.stats.refused_disk_full += len(keys) * (code == ResponseCode.SERVICE_NOT_AVAILABLE)
+                for k in keys:
+                    self._journal({"topic": topic, "key": k, "failed": f"code {code}"})
+                await asyncio.sleep(0.05)
+                continue
+            except (ClientError, ProtocolError, OSError) as exc:
+                self.stats.send_failures[type(exc).__name__] += len(keys)
+                for k in keys:
+                    self._journal({"topic": topic, "key": k, "failed": type(exc).__name__})
+                await asyncio.sleep(0.1)
+                continue
+            for k, r in zip(keys, results, strict=True):
+                acked = Acked(topic, k, r.msg_id, r.offset_msg_id, r.queue_id, r.queue_offset)
+                self.acked.append(acked)
+                self._journal(asdict(acked))
+            self.stats.sends_ok += len(keys)
+            if interval:
+                await asyncio.sleep(rng.uniform(0, 2 * interval))
 
     # -- consumers ----------------------------------------------------------------------------------
 
@@ -853,6 +859,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-mib", type=int, default=128, help="size of the tmpfs holding the store")
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=40.0, help="sends a second per producer (0: no pause)")
+    parser.add_argument(
+        "--in-flight", type=int, default=1, help="SENDs each producer has in flight on its connection"
+    )
     parser.add_argument("--groups", type=int, default=2, help="consumer groups, one member each")
     parser.add_argument("--consumer-restart", type=float, default=20.0, help="seconds a member lives")
     parser.add_argument("--kill-every", type=float, default=30.0, help="seconds between kill -9s")
@@ -869,6 +878,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the working directory even if all held")
     args = parser.parse_args(argv)
+    if args.in_flight < 1:
+        parser.error("--in-flight must be at least 1")
     work = args.store if args.store is not None else Path(tempfile.mkdtemp(prefix="soak-writable-"))
     work.mkdir(parents=True, exist_ok=True)
     disk = work / "disk"

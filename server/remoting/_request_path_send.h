@@ -23,8 +23,9 @@
  *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
  *      copied into bytes, as the processor copies it;
  *   3. callback(opaque, code, header, body, at) answers (at: the length of the batch's answers so
- *      far, where this SEND's answer will start: the callback holds SUCCESS answers until the call
- *      returns, settles them, and replaces those whose settle failed; send_group.py)
+ *      far, where this SEND's answer starts: once this call returns, and before any answer is sent,
+ *      request_path.py settles the stored SENDs together and replaces the answers of those whose
+ *      settle failed; send_group.py)
  *        False           nothing was done: the frame is left to the Python path (a consumer's
  *                        retry, which reads the request's version),
  *        (msgId, queueId, queueOffset)  stored: SUCCESS is written here (msgId is the offset
@@ -37,7 +38,8 @@
  * A SEND changes what the batch's other requests read (the CommitLog's end, the queues), which the
  * batch read once at its start (view_snapshot, the opened queues, a compiled query's snapshot): so
  * once a SEND was answered, the batch stops at the first frame that is not one (answer_batch then
- * reports `again`, and request_path.py calls again with a fresh snapshot).
+ * reports `again`, and request_path.py calls again with a fresh snapshot). So a call's SEND answers
+ * are the last of its output, each running to the next one's `at`.
  */
 #ifndef RMQ_REQUEST_PATH_SEND_H
 #define RMQ_REQUEST_PATH_SEND_H
