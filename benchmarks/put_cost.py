@@ -1,10 +1,11 @@
 """The in-process cost of one ``WritableStore.put`` (what a SEND costs the server past its frame),
 and where it goes: the append, the CommitLog refresh, the reput pass, the index audit.
 
-    taskset -c 1 python -m benchmarks.put_cost --puts 5000 [--group N]
+    taskset -c 1 python -m benchmarks.put_cost --puts 5000 [--group N] [--files F]
 
 ``--group N``: N appends settled once (``append`` N times, then ``settle``), as the compiled request
-path stores the SENDs of one read; the figures are still per record.
+path stores the SENDs of one read; the figures are still per record. ``--files F``: 64 KiB CommitLog
+files, F of them written before the timing (how a put's cost grows with the store's files).
 
 A fresh store in a temporary directory with the test kit's geometry (``clients.testkit``); one
 256-byte record a put with KEYS, TAGS and a fresh UNIQ_KEY, four queues in turn. The parts are
@@ -25,6 +26,9 @@ from clients.testkit.server import kit_store_config
 from server.broker.writable_store import WritableStore
 from store.write.writer import StoreRecord
 
+#: The CommitLog file size of a ``--files`` run: small, so that many files are quick to write.
+FILL_FILE_SIZE = 64 * 1024
+
 
 def _timed(acc: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -37,12 +41,17 @@ def _timed(acc: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable
     return wrapped
 
 
-def measure(puts: int, group: int = 1) -> dict[str, float]:
-    """Microseconds per put, whole and by part; ``group`` appends per settle."""
+def measure(puts: int, group: int = 1, files: int = 0) -> dict[str, float]:
+    """Microseconds per put, whole and by part; ``group`` appends per settle; ``files`` CommitLog
+    files of 64 KiB written first (0: the test kit's geometry, from an empty store)."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = WritableStore(kit_store_config(Path(tmp) / "store"))
+        overrides = {"mapped_file_size_commit_log": FILL_FILE_SIZE} if files else {}
+        store = WritableStore(kit_store_config(Path(tmp) / "store", **overrides))
         try:
             props = "KEYS\x01key-%d\x02TAGS\x01TagA\x02UNIQ_KEY\x01%032X\x02"
+            filler = b"f" * 2000
+            for i in range(files * (FILL_FILE_SIZE // 2100)):  # ~31 records a file
+                store.put([StoreRecord("PutCostFill", filler, props % (i, i))])
             records = [
                 StoreRecord("PutCost", b"x" * 256, props % (i, i), queue_id=i % 4) for i in range(puts)
             ]
@@ -73,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puts", type=int, default=5000, help="puts to time (default 5000)")
     parser.add_argument("--group", type=int, default=1, help="appends per settle (default 1: a put each)")
+    parser.add_argument("--files", type=int, default=0, help="64 KiB CommitLog files written first")
     args = parser.parse_args(argv)
-    if args.puts < 1 or args.group < 1:
-        parser.error("--puts and --group must be at least 1")
-    print(json.dumps({k: round(v, 1) for k, v in measure(args.puts, args.group).items()}))
+    if args.puts < 1 or args.group < 1 or args.files < 0:
+        parser.error("--puts and --group must be at least 1, --files at least 0")
+    print(json.dumps({k: round(v, 1) for k, v in measure(args.puts, args.group, args.files).items()}))
     return 0
 
 

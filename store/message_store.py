@@ -566,14 +566,16 @@ class MessageStore:
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
-    def refresh(self, max_records: int | None = None) -> bool:
+    def refresh(self, max_records: int | None = None, *, tail: bool = False) -> bool:
         """Pick up new CommitLog data and index files; index new records when this store builds its own.
 
         ``max_records`` bounds the indexing done by this call (the caller can serve in between);
-        returns True when records are left to index, so the caller should call again soon.
+        returns True when records are left to index, so the caller should call again soon. ``tail``:
+        the CommitLog's files before the known end were checked recently enough
+        (``CommitLog.refresh``'s; a writable store's refresh after a put).
         """
         with self._lock:
-            self.commitlog.refresh()
+            self.commitlog.refresh(tail=tail)
             if self._reput is not None:
                 if self._builder is not None:
                     self.index.audit()

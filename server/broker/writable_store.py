@@ -407,8 +407,10 @@ class WritableStore:
                     )
 
     def dispatch(self) -> None:
-        """The reput: bring the index and the query side up to the end of the CommitLog."""
-        self.reader.refresh()
+        """The reput: bring the index and the query side up to the end of the CommitLog (the files
+        before the one being written are checked for changes every ``FULL_CHECK_EVERY``, not on
+        every put: ``CommitLog.refresh(tail=True)``)."""
+        self.reader.refresh(tail=True)
 
     def next_delivery(self) -> int | None:
         """When the next scheduled message is due (ms), or None."""

@@ -27,7 +27,12 @@ releases the GIL) gets a buffer plus a length checked at most that long before: 
 ``read_record_copy`` (VIEW's, in ``store.commitlog.view_read``) and ``read_records`` check each file once per
 call, a walk re-checks at each file and every ``RECHECK_EVERY`` bytes of progress, ``refresh()``
 remaps a shrunk file and re-walks it from its start.
-A shrink is logged once per file. The remaining window is the time between the check and the read
+A shrink is logged once per file. A writable store refreshes after every put with ``refresh(tail=True)``:
+the files from the one holding the known end on, and whether the next file exists, are checked
+then, and every file (the listing, each file's inode and size) only when the last full check is
+``FULL_CHECK_EVERY`` old or anything looked changed, so a put costs the same whatever the number
+of files; a change to an older file is seen within that time (at once after a SIGBUS fault).
+The remaining window is the time between the check and the read
 (microseconds for a record; one ``RECHECK_EVERY`` stretch for a walk); under load some read is
 nearly always in it, so ``store.platform.sigbus`` installs a SIGBUS guard that turns such a late read into
 zeros, and ``refresh()`` remaps every file once the guard reports a fault. Answers are copied out
@@ -57,6 +62,7 @@ import os
 import re
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +90,9 @@ RELEASE_EVERY = 64 << 20
 #: A walk re-checks the file's safe length every this many bytes of progress (see the module docstring).
 RECHECK_EVERY = 64 << 10
 _NO_LIMIT = 1 << 62
+#: ``refresh(tail=True)`` checks every file (lists the directory, each file's inode and size) when
+#: the last such check is this old (seconds); in between only the files from the known end on.
+FULL_CHECK_EVERY = 0.05
 
 
 @dataclass(slots=True)
@@ -165,6 +174,9 @@ class CommitLog:
         self.mapped_file_size = mapped_file_size
         self._files: list[MappedFile] = []
         self._starts: list[int] = []
+        #: Each file's name and path as ``str``, for ``_unchanged``'s checks after every put.
+        self._names: list[str] = []
+        self._paths: list[str] = []
         self._views: list[memoryview] = []
         # (files, starts, views) replaced as one object, so a reader on another thread never pairs
         # one refresh's file list with another's views.
@@ -189,14 +201,23 @@ class CommitLog:
         self.bytes_visited = 0
         sigbus.install()
         self._faults_seen = sigbus.fault_count()
+        #: When every file was last checked (``time.monotonic``): ``refresh(tail=True)``'s clock.
+        self._full_checked_at = 0.0
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
+    def refresh(self, *, tail: bool = False) -> None:
         """Re-read the directory: map new files, remap grown or shrunk ones, forget deleted ones,
-        find the end and the settled end."""
+        find the end and the settled end. With ``tail`` (a writable store after a put), only the
+        files from the known end on when every file was checked less than ``FULL_CHECK_EVERY`` ago
+        and nothing there changed (``_tail_unchanged``)."""
         with self._lock:
+            if tail and self._tail_unchanged():
+                self._max_offset = self._find_end()
+                self._settled_end = self._find_settled_end()
+                return
+            self._full_checked_at = time.monotonic()
             try:
                 names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
             except FileNotFoundError:
@@ -284,6 +305,8 @@ class CommitLog:
                 gone.close()
             self._files = files
             self._starts = [f.start for f in files]
+            self._names = [f.path.name for f in files]
+            self._paths = [str(f.path) for f in files]
             self._views = [f.view() for f in files]
             self._snap = (self._files, self._starts, self._views)
             self._copy_snap = (
@@ -299,25 +322,55 @@ class CommitLog:
 
     def _unchanged(self, names: list[str]) -> bool:
         """The files ``refresh`` would keep as they are, all of them, and no other: the same names,
-        each file mapped, the same inode at its path, its size and its map's size both the mapped
-        length, and no SIGBUS fault since the last refresh.
+        each file mapped, the same inode at its path, its size the mapped length, and no SIGBUS
+        fault since the last refresh.
 
         The checks ``refresh``'s loop makes, in the same order, for the case a writable store meets
         after nearly every put; anything else (a new, deleted, replaced, cut, grown or unreadable
-        file, a fault) is False and the loop handles it as it always did."""
+        file, a fault) is False and the loop handles it as it always did. One ``stat`` per file:
+        the same inode at the path means the map's own ``fstat`` (``safe_length``) would find the
+        same size, so it is not asked again."""
         files = self._files
-        if len(names) != len(files) or sigbus.fault_count() != self._faults_seen:
+        if names != self._names or sigbus.fault_count() != self._faults_seen:
             return False
-        for name, f in zip(names, files, strict=True):
-            if f.mm is None or f.path.name != name:
+        stat = os.stat
+        for f, path in zip(files, self._paths, strict=True):
+            if f.mm is None:
                 return False
             try:
-                st = os.stat(f.path)
+                st = stat(path)
             except OSError:
                 return False
-            if st.st_ino != f.inode or st.st_size != f.length or f.safe_length() != f.length:
+            if st.st_ino != f.inode or st.st_size != f.length:
                 return False
         return True
+
+    def _tail_unchanged(self) -> bool:
+        """What ``_unchanged`` checks, for the files from the one holding the known end on (those a
+        writer appends to), and no file after the last: True only within ``FULL_CHECK_EVERY`` of
+        the last full check and with no SIGBUS fault since. A file the writer adds (or anything
+        else found) is False: the full refresh maps it."""
+        files = self._files
+        if (
+            not files
+            or time.monotonic() - self._full_checked_at >= FULL_CHECK_EVERY
+            or sigbus.fault_count() != self._faults_seen
+        ):
+            return False
+        first = max(bisect.bisect_right(self._starts, self._max_offset) - 1, 0)
+        stat = os.stat
+        for i in range(first, len(files)):
+            f = files[i]
+            if f.mm is None:
+                return False
+            try:
+                st = stat(self._paths[i])
+            except OSError:
+                return False
+            if st.st_ino != f.inode or st.st_size != f.length:
+                return False
+        after = files[-1].start + self.mapped_file_size
+        return not os.path.exists(os.path.join(self.directory, f"{after:020d}"))
 
     def _unreadable(self, start: int, path: Path, exc: OSError) -> MappedFile:
         reason = exc.strerror or str(exc)
@@ -347,7 +400,14 @@ class CommitLog:
         if end <= start:
             return  # nothing walked (a refresh or reput pass that found nothing new)
         page = mmap.PAGESIZE
-        for f in self._files:
+        files = self._files
+        # Only the files the range overlaps: a put's reput releases a few bytes of the last file,
+        # and a walk over every file of a large store would make each put cost more as it grows.
+        first = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        for i in range(first, len(files)):
+            f = files[i]
+            if f.start >= end:
+                break
             lo = max(start, f.start) - f.start
             hi = min(end, f.end) - f.start
             if hi <= lo or f.mm is None:
@@ -668,6 +728,15 @@ class CommitLog:
     def files(self) -> list[MappedFile]:
         return list(self._files)
 
+    def file_holding(self, offset: int) -> MappedFile | None:
+        """The file whose mapped bytes hold ``offset`` (of one snapshot), or None; by bisection, so
+        a reput near the end does not walk the list of a large store's files."""
+        files, starts, _ = self._snap
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0 or offset >= files[i].end:
+            return None
+        return files[i]
+
     @property
     def settled_end(self) -> int:
         """The end of the records an indexer may take: a record that may still be arriving is not
@@ -807,6 +876,8 @@ class CommitLog:
                 f.close()
             self._files = []
             self._starts = []
+            self._names = []
+            self._paths = []
             self._snap = ([], [], [])
             self._copy_snap = ([], [], [], self._shrunk_at([]))
             self._max_offset = 0

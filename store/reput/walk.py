@@ -181,11 +181,11 @@ class Reput:
         the CommitLog's own walk (``_records``) takes it from there.
         """
         limit = self.commitlog.settled_end
-        for f in self.commitlog.files:
-            if f.start <= offset < f.end:
-                end = min(f.end, limit, f.start + f.safe_length()) - f.start
-                return (f, end) if offset - f.start < end and f.mm is not None else None
-        return None
+        f = self.commitlog.file_holding(offset)
+        if f is None:
+            return None
+        end = min(f.end, limit, f.start + f.safe_length()) - f.start
+        return (f, end) if offset - f.start < end and f.mm is not None else None
 
 
 def run_to_end(commitlog: CommitLog, dispatcher: Dispatcher, *, around_gaps: bool) -> list[Gap]:
