@@ -37,6 +37,7 @@ from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.index.service import ResumePoint
 from store.message_store import RSS_CHECK_EVERY_RECORDS, QueryArgumentError, QueryResume
 from store.platform.disk import disk_used_ratio
+from store.write.writer import StoreRecord
 
 __all__ = [
     "QUERY_WALK_COMPILED",
@@ -54,6 +55,7 @@ __all__ = [
     "QueryStore",
     "ResumePoint",
     "StoreError",
+    "StoreRecord",
     "StoreWithCommitLog",
     "disk_used_ratio",
     "total_physical_memory",

@@ -49,8 +49,7 @@ from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.consumer_send_back import group_not_exist_remark
-from server.store_api import AppendResult
-from store.write.writer import StoreRecord
+from server.store_api import AppendResult, StoreRecord
 
 log = logging.getLogger(__name__)
 
