@@ -400,10 +400,11 @@ class CommitLog:
         if end <= start:
             return  # nothing walked (a refresh or reput pass that found nothing new)
         page = mmap.PAGESIZE
-        files = self._files
-        # Only the files the range overlaps: a put's reput releases a few bytes of the last file,
-        # and a walk over every file of a large store would make each put cost more as it grows.
-        first = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        # Only the files the range overlaps (of one snapshot: a refresh on another thread replaces
+        # the lists together): a put's reput releases a few bytes of the last file, and a walk over
+        # every file of a large store would make each put cost more as it grows.
+        files, starts, _ = self._snap
+        first = max(bisect.bisect_right(starts, start) - 1, 0)
         for i in range(first, len(files)):
             f = files[i]
             if f.start >= end:
