@@ -11,6 +11,8 @@ at once after a SIGBUS fault), and then exactly as the full refresh sees it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,7 +38,7 @@ def _records(n: int, first: int = 0) -> list[StoreRecord]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> WritableStore:
+def store(tmp_path: Path) -> Iterator[WritableStore]:
     config = StoreConfig.for_store(tmp_path / "s", mapped_file_size_commit_log=SIZE)
     with WritableStore(config) as opened:
         opened.create_topic("T", 2)
@@ -63,71 +65,62 @@ def test_beside_a_writer_the_tail_refresh_finds_what_the_full_one_finds(
         full.close()
 
 
+def _fresh_state(directory: Path) -> tuple[object, ...]:
+    """What a CommitLog opened now (a full refresh) sees."""
+    full = CommitLog(directory, SIZE)
+    try:
+        return _state(full)
+    finally:
+        full.close()
+
+
+@contextmanager
+def _tail_view(store: WritableStore, records: int) -> Iterator[tuple[CommitLog, Path]]:
+    """``records`` put, then a CommitLog view of the store's directory (and the directory)."""
+    for rec in _records(records):
+        store.put([rec])
+    directory = store.config.store_path_commit_log
+    view = CommitLog(directory, SIZE)
+    try:
+        yield view, directory
+    finally:
+        view.close()
+
+
 def test_a_cut_of_the_file_being_written_is_seen_at_once(
     store: WritableStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(mapped_files, "FULL_CHECK_EVERY", 1e9)
-    for rec in _records(100):
-        store.put([rec])
-    directory = store.config.store_path_commit_log
-    tail = CommitLog(directory, SIZE)
-    try:
+    with _tail_view(store, 100) as (tail, directory):
         last = tail.files[-1]
         os.truncate(last.path, 100)
         tail.refresh(tail=True)
         assert tail.max_offset <= last.start + 100
-        full = CommitLog(directory, SIZE)
-        try:
-            assert _state(tail) == _state(full)
-        finally:
-            full.close()
-    finally:
-        tail.close()
+        assert _state(tail) == _fresh_state(directory)
 
 
 def test_a_cut_of_an_older_file_is_seen_after_full_check_every(
     store: WritableStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for rec in _records(200):
-        store.put([rec])
-    directory = store.config.store_path_commit_log
-    tail = CommitLog(directory, SIZE)
-    try:
+    with _tail_view(store, 200) as (tail, directory):
         before = _state(tail)
-        first = tail.files[0]
-        os.truncate(first.path, 100)  # an older file: records the writer is past
+        os.truncate(tail.files[0].path, 100)  # an older file: records the writer is past
         monkeypatch.setattr(mapped_files, "FULL_CHECK_EVERY", 1e9)
         tail.refresh(tail=True)
         assert _state(tail) == before, "not looked at between full checks"
         monkeypatch.setattr(mapped_files, "FULL_CHECK_EVERY", 0.0)
         tail.refresh(tail=True)
-        full = CommitLog(directory, SIZE)
-        try:
-            assert _state(tail) == _state(full) != before
-        finally:
-            full.close()
-    finally:
-        tail.close()
+        assert _state(tail) == _fresh_state(directory) != before
 
 
 def test_a_sigbus_fault_makes_the_next_tail_refresh_a_full_one(
     store: WritableStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for rec in _records(200):
-        store.put([rec])
-    directory = store.config.store_path_commit_log
-    tail = CommitLog(directory, SIZE)
-    try:
+    with _tail_view(store, 200) as (tail, directory):
         os.truncate(tail.files[0].path, 100)
         monkeypatch.setattr(mapped_files, "FULL_CHECK_EVERY", 1e9)
         faults = mapped_files.sigbus.fault_count()
         monkeypatch.setattr(mapped_files.sigbus, "fault_count", lambda: faults + 1)
         tail.refresh(tail=True)
-        full = CommitLog(directory, SIZE)
-        try:
-            assert _state(tail) == _state(full)
-            assert tail.files[0].length == 100
-        finally:
-            full.close()
-    finally:
-        tail.close()
+        assert _state(tail) == _fresh_state(directory)
+        assert tail.files[0].length == 100
