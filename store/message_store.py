@@ -578,7 +578,7 @@ class MessageStore:
             self.commitlog.refresh(tail=tail)
             if self._reput is not None:
                 if self._builder is not None:
-                    self.index.audit()
+                    self.index.audit(tail=tail)
                 else:
                     self.index.refresh()
                 try:

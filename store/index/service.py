@@ -31,6 +31,9 @@ _INDEX_NAME = re.compile(r"^\d+$")
 #: (files, their maps, descriptors, walked-segment caches): the lists the compiled walk takes.
 _Maps = tuple[list[IndexFile] | None, list[object], list[int], list[dict[int, bytes]]]
 log = logging.getLogger("store.index")
+#: ``audit(tail=True)`` audits every file when the last such audit is this old (seconds), as the
+#: CommitLog's ``refresh(tail=True)`` checks every file (``mapped_files.FULL_CHECK_EVERY``).
+FULL_AUDIT_EVERY = 0.05
 
 
 class QueryArgumentError(StoreError):
@@ -103,6 +106,8 @@ class IndexService:
         self.index_num = config.max_index_num
         self.max_msgs_num_batch = config.max_msgs_num_batch
         self._files: list[IndexFile] = []
+        #: When ``audit(tail=True)`` last audited every file (``time.monotonic``).
+        self._audited_all_at = 0.0
         #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
         self._maps: _Maps = (None, [], [], [])
         self._lock = threading.RLock()
@@ -253,10 +258,21 @@ class IndexService:
             "(rmq-query rebuild-index)",
         )
 
-    def audit(self) -> None:
+    def audit(self, *, tail: bool = False) -> None:
         """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
-        once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost)."""
-        for f in list(self._files):
+        once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost).
+
+        With ``tail`` (a writable store after a put) only the last file, the one being written, and
+        every file each ``FULL_AUDIT_EVERY``: it only warns, and a put then costs the same whatever
+        the number of index files."""
+        files = list(self._files)
+        if tail and files:
+            now = time.monotonic()
+            if now - self._audited_all_at < FULL_AUDIT_EVERY:
+                files = files[-1:]
+            else:
+                self._audited_all_at = now
+        for f in files:
             try:
                 inode = os.stat(f.path).st_ino
             except FileNotFoundError:
