@@ -327,23 +327,10 @@ class CommitLog:
 
         The checks ``refresh``'s loop makes, in the same order, for the case a writable store meets
         after nearly every put; anything else (a new, deleted, replaced, cut, grown or unreadable
-        file, a fault) is False and the loop handles it as it always did. One ``stat`` per file:
-        the same inode at the path means the map's own ``fstat`` (``safe_length``) would find the
-        same size, so it is not asked again."""
-        files = self._files
+        file, a fault) is False and the loop handles it as it always did."""
         if names != self._names or sigbus.fault_count() != self._faults_seen:
             return False
-        stat = os.stat
-        for f, path in zip(files, self._paths, strict=True):
-            if f.mm is None:
-                return False
-            try:
-                st = stat(path)
-            except OSError:
-                return False
-            if st.st_ino != f.inode or st.st_size != f.length:
-                return False
-        return True
+        return self._files_unchanged(0)
 
     def _tail_unchanged(self) -> bool:
         """What ``_unchanged`` checks, for the files from the one holding the known end on (those a
@@ -357,20 +344,28 @@ class CommitLog:
             or sigbus.fault_count() != self._faults_seen
         ):
             return False
-        first = max(bisect.bisect_right(self._starts, self._max_offset) - 1, 0)
+        if not self._files_unchanged(max(bisect.bisect_right(self._starts, self._max_offset) - 1, 0)):
+            return False
+        after = files[-1].start + self.mapped_file_size
+        return not os.path.exists(os.path.join(self.directory, f"{after:020d}"))
+
+    def _files_unchanged(self, first: int) -> bool:
+        """Each file from index ``first`` on mapped, with the same inode at its path and its size
+        the mapped length. One ``stat`` per file: the same inode at the path means the map's own
+        ``fstat`` (``safe_length``) would find the same size, so it is not asked again."""
+        files, paths = self._files, self._paths
         stat = os.stat
         for i in range(first, len(files)):
             f = files[i]
             if f.mm is None:
                 return False
             try:
-                st = stat(self._paths[i])
+                st = stat(paths[i])
             except OSError:
                 return False
             if st.st_ino != f.inode or st.st_size != f.length:
                 return False
-        after = files[-1].start + self.mapped_file_size
-        return not os.path.exists(os.path.join(self.directory, f"{after:020d}"))
+        return True
 
     def _unreadable(self, start: int, path: Path, exc: OSError) -> MappedFile:
         reason = exc.strerror or str(exc)
