@@ -1,4 +1,5 @@
-"""SYSTEM_ERROR, the broker's catch-all answer, shared by the dispatcher and the processors.
+"""SYSTEM_ERROR, the broker's catch-all answer, shared by the dispatcher and the processors, and
+the request the compiled request path answers for (``compiled_request``).
 
 ``RemotingCommand.make_response`` (protocol) already answers as the Java broker does (same opaque,
 request's serialization, the broker's version and language); this only names the one error answer
@@ -7,8 +8,15 @@ several places give, and its form for a request the broker failed on with an exc
 
 from __future__ import annotations
 
-from protocol.codes import ResponseCode, SerializeType
+from protocol.codes import LanguageCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+
+
+def compiled_request(code: int, opaque: int) -> RemotingCommand:
+    """The request an answer of the compiled request path is made for, when the C side read only
+    its code and opaque: a Java client's, JSON (all ``make_response`` and a failure's answer take
+    from a request)."""
+    return RemotingCommand(code, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON)
 
 
 def system_error(request: RemotingCommand, remark: str) -> RemotingCommand:

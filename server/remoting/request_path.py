@@ -51,7 +51,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, NamedTuple, Protocol
 
 from protocol.accel import load
-from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.custom_headers import offset_response_fields, timestamp_response_fields
 from protocol.frame import encode_frame
@@ -68,7 +68,7 @@ from server.remoting.processors.query_message import (
     view_not_found_remark,
 )
 from server.remoting.processors.send_message import SendMessageProcessor
-from server.remoting.reply import system_error
+from server.remoting.reply import compiled_request, system_error
 from server.remoting.send_group import SendGroup
 from server.request_stats import RequestStats
 from server.store_api import RSS_CHECK_EVERY_RECORDS, QueryResume, ResumePoint, total_physical_memory
@@ -483,10 +483,7 @@ class RequestPath:
         try:
             self._pulls.commit_offset(group, topic, queue_id, offset)  # type: ignore[union-attr]
         except Exception as exc:
-            request = RemotingCommand(
-                _PULL, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON
-            )
-            answer = self._dispatcher.finish(request, exc, started)
+            answer = self._dispatcher.finish(compiled_request(_PULL, opaque), exc, started)
             return encode_frame(answer)  # type: ignore[arg-type]
         return None
 

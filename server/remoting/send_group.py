@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.codes import LanguageCode, ResponseCode, SerializeType
+from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
 from protocol.send_message import SendMessageRequestHeader
@@ -36,6 +36,7 @@ from server.broker.put_message import PutRefused
 from server.remoting.dispatch import Dispatcher
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.send_message import SendMessageProcessor
+from server.remoting.reply import compiled_request
 from server.request_stats import RequestStats
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class SendGroup:
             elif settled is not None:
                 failure = settled
         self._answered.append(_Answered(at, opaque, code, started, False))
-        request = _request(code, opaque)
+        request = compiled_request(code, opaque)
         answered_with: Any = failure
         if failure is None:
             answered_with = sends.answer_outcome(request, outcome)
@@ -181,14 +182,9 @@ class SendGroup:
     def _refusal(self, one: _Answered) -> bytes:
         """The answer frame of a held SEND whose settle failed, as the Python path answers a put
         that fails so (``store_send``'s refusal, or a processor's failure)."""
-        request = _request(one.code, one.opaque)
+        request = compiled_request(one.code, one.opaque)
         failure = one.failure
         answered = self.sends.answer_outcome(request, failure) if isinstance(failure, PutRefused) else failure
         answer = self._dispatcher.finish(request, answered, one.started)
         assert type(answer) is RemotingCommand  # neither is awaited
         return encode_frame(answer)
-
-
-def _request(code: int, opaque: int) -> RemotingCommand:
-    """The request a SEND's answer is made for (the C side read only its code and opaque)."""
-    return RemotingCommand(code, LanguageCode.JAVA, 0, opaque, 0, None, None, None, SerializeType.JSON)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable
 
-from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType
+from protocol.codes import RPC_TYPE_RESPONSE, LanguageCode, RequestCode, ResponseCode
 from protocol.command import BROKER_VERSION, RemotingCommand
 from protocol.custom_headers import (
     QueryMessageRequestHeader,
@@ -26,7 +26,7 @@ from protocol.custom_headers import (
 )
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, INLINE_SECONDS, OVERLOAD_REMARK, QueryPool
-from server.remoting.reply import system_error
+from server.remoting.reply import compiled_request, system_error
 from server.store_api import QueryArgumentError, QueryResult, QueryStore
 
 #: ``MessageStoreConfig.defaultQueryMaxNum``: maxNum of every unique-key query.
@@ -77,9 +77,7 @@ def query_request(request: RemotingCommand | int) -> RemotingCommand:
     takes from its request (``make_response``) and all a failure's answer names (the code)."""
     if isinstance(request, RemotingCommand):
         return request
-    return RemotingCommand(
-        RequestCode.QUERY_MESSAGE, _JAVA, 0, request, 0, None, None, None, SerializeType.JSON
-    )
+    return compiled_request(RequestCode.QUERY_MESSAGE, request)
 
 
 def cap_records(buffers: list[memoryview], limit: int) -> list[memoryview]:
