@@ -35,6 +35,7 @@ from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS
+from server.http import DEFAULT_MAX_SERIES
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
@@ -153,6 +154,8 @@ class ServerSettings:
     #: The HTTP port (``server.http``: JSON API, OpenAPI, ``/metrics``); 0 picks one; None (the
     #: default for a server built in code) = none. ``serve`` defaults to the listen port + 2.
     http_port: int | None = None
+    #: The most per-topic and per-group series one ``/metrics`` scrape carries (the rest counted).
+    metrics_max_series: int = DEFAULT_MAX_SERIES
 
 
 def build_dispatcher(
@@ -510,6 +513,7 @@ class QueryServer:
             offsets=offsets,
             state=state,
             http=http_stats,
+            max_series=self.settings.metrics_max_series,
         )
         from server.http.resend import Resender
 

@@ -17,8 +17,9 @@ and, when this store builds its own index, feeds the new records through one rep
 from __future__ import annotations
 
 import logging
-import os
 import threading
+from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from store.config.store_config import StoreConfig
 from store.config.topics import read_topic_attributes
 from store.consumequeue.consume_queue import store_time_picker
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, get_message
-from store.consumequeue.queue_table import QueueTable, read_topics_json
+from store.consumequeue.queue_table import QueueTable
+from store.consumequeue.topic_counts import TopicQueueNums
 from store.errors import CheckpointError, DispatchWriteError
 from store.index.index_file import UNBOUNDED
 from store.index.service import IndexService, QueryArgumentError, ResumePoint
@@ -180,6 +182,9 @@ class MessageStore:
                 )
             else:
                 self._cq_builder = ConsumeQueueBuilder(config, self.commitlog)
+                # The queues it creates from now on are told to the topic counts (no directory
+                # listing per new queue).
+                self._cq_builder.new_queue = self.queues.counts.note_queue
             # One walk feeds both, in the broker's order: consume queue, then index.
             dispatchers = [d for d in (self._cq_builder, self._builder) if d is not None]
             self._reput = Reput(self.commitlog, dispatchers) if dispatchers else None
@@ -195,7 +200,9 @@ class MessageStore:
                 self.queues.refresh()
         else:
             self.index = IndexService(config)
-        self._seen_topics: set[str] = set()
+        #: ``topics()``'s answer and the (counts version, topics seen) it was made for.
+        self._topics_cache: frozenset[str] = frozenset()
+        self._topics_key: tuple[int, int] = (-1, -1)
 
     @classmethod
     def open(
@@ -458,13 +465,14 @@ class MessageStore:
         answers the offset requests of these from their maps, as ``min_offset`` and the others do."""
         return self.queues.opened()
 
-    def queue_nums(self) -> dict[str, int]:
-        """topic -> read queue count: ``config/topics.json``, else highest consumequeue id + 1."""
-        return {topic: nums.read for topic, nums in self.queues.queue_nums().items()}
+    def queue_nums(self) -> Mapping[str, int]:
+        """topic -> read queue count: ``config/topics.json``, else highest consumequeue id + 1. A
+        view of the kept table (``TopicCounts``): O(1) per lookup, never copied."""
+        return _CountView(self.queues.queue_nums(), write=False)
 
-    def write_queue_nums(self) -> dict[str, int]:
+    def write_queue_nums(self) -> Mapping[str, int]:
         """topic -> write queue count (what GET_TOPIC_STATS_INFO walks), same sources as ``queue_nums``."""
-        return {topic: nums.write for topic, nums in self.queues.queue_nums().items()}
+        return _CountView(self.queues.queue_nums(), write=True)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         """``getMinOffsetInQueue`` (0 for an unknown queue, as the broker's made-up empty queue says)."""
@@ -512,9 +520,10 @@ class MessageStore:
         One row per write queue; lastUpdateTimestamp is the store time at maxOffset-1 (0 when
         empty). An unknown topic gives ``[]`` (the broker answers TOPIC_NOT_EXIST).
         """
-        nums = self.write_queue_nums().get(topic)
-        if nums is None:
+        counts = self.queues.queue_nums().get(topic)
+        if counts is None:
             return []
+        nums = counts.write
         rows = []
         for qid in range(nums):
             lo = max(self.min_offset(topic, qid), 0)
@@ -543,18 +552,18 @@ class MessageStore:
         none left out: what the gRPC route's accepted message types are read from."""
         return read_topic_attributes(self.config.store_path_root_dir / "config" / "topics.json")
 
-    def topics(self) -> set[str]:
-        """Topics present in the store: consumequeue directories, config/topics.json, indexed topics."""
-        found: set[str] = set(self._seen_topics)
-        root = self.config.store_path_root_dir
-        try:
-            found.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
-        except OSError:
-            pass
-        found.update(read_topics_json(root / "config" / "topics.json"))
-        if self._builder is not None:
-            found.update(self._builder.topics_seen)
-        return found
+    def topics(self) -> AbstractSet[str]:
+        """Topics present in the store: ``config/topics.json``, the consumequeue directories, and the
+        topics the index builder saw. Kept, rebuilt only when one of them changed (not per call)."""
+        counts = self.queues.queue_nums()
+        seen = self._builder.topics_seen if self._builder is not None else ()
+        key = (self.queues.counts.version, len(seen))
+        if key != self._topics_key:
+            found = set(counts)
+            found.update(seen)
+            self._topics_cache = frozenset(found)
+            self._topics_key = key
+        return self._topics_cache
 
     def queue_ends(self) -> tuple[dict[tuple[str, int], int], int] | None:
         """The consume queues this store builds: (each queue's next queue offset, the CommitLog offset
@@ -587,12 +596,21 @@ class MessageStore:
                     # The entries written before the failure are served; the failed one is retried
                     # by the next pass (the builders' resume points stay at its record).
                     self.dispatch_error = str(exc)
+                    if self._cq_builder is not None:
+                        self._cq_builder.take_changed()
                     self.queues.refresh()
                     raise
                 self.dispatch_error = None
                 if self._cq_builder is not None and read == 0:
                     self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
-                self.queues.refresh()
+                if tail and self._cq_builder is not None:
+                    # A put's refresh: only the queues this builder wrote changed (the server's
+                    # periodic refresh, not ``tail``, still looks at every opened queue).
+                    self.queues.refresh_some(self._cq_builder.take_changed())
+                else:
+                    if self._cq_builder is not None:
+                        self._cq_builder.take_changed()
+                    self.queues.refresh()
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():
                     self._release_pages()
@@ -627,3 +645,32 @@ def _maintained_by_broker(config: StoreConfig, directory: Path) -> tuple[int, in
         return None
     mapped = index_files_mapped_by(holder, directory)
     return (holder, len(mapped)) if mapped else None
+
+
+class _CountView(Mapping[str, int]):
+    """topic -> one of its queue counts, read through the kept ``TopicQueueNums`` table."""
+
+    __slots__ = ("_counts", "_write")
+
+    def __init__(self, counts: Mapping[str, TopicQueueNums], *, write: bool) -> None:
+        self._counts = counts
+        self._write = write
+
+    def __getitem__(self, topic: str) -> int:
+        nums = self._counts[topic]
+        return nums.write if self._write else nums.read
+
+    def get(self, topic: str, default: Any = None) -> Any:  # type: ignore[override]
+        nums = self._counts.get(topic)
+        if nums is None:
+            return default
+        return nums.write if self._write else nums.read
+
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._counts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)

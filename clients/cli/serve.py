@@ -53,6 +53,7 @@ from server.broker.transactions import (
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.grpc.defaults import DEFAULT_GRPC_PORT
+from server.http import DEFAULT_MAX_SERIES
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
@@ -118,6 +119,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{HTTP_PORT_OFFSET}, beside the fast port (-2), the broker's HA port (+1) and clear of gRPC; 0 "
         "with --port 0); 0 picks a free one; off turns it off; bound on --host like the broker port; "
         "the start-up line prints its URL",
+    )
+    parser.add_argument(
+        "--metrics-max-series",
+        type=positive_int,
+        default=DEFAULT_MAX_SERIES,
+        metavar="N",
+        help=f"the most per-topic and per-group series one /metrics scrape carries (default "
+        f"{DEFAULT_MAX_SERIES}; topics, then groups, in name order); what it leaves out is counted "
+        "in rmq_query_metrics_series_dropped_last and _total",
     )
     parser.add_argument(
         "--advertise",
@@ -363,6 +373,7 @@ def settings_from(
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
         grpc_port=grpc_port_of(args.grpc_port, port),
         http_port=http_port_of(getattr(args, "http", None), port),
+        metrics_max_series=args.metrics_max_series,
     )
 
 

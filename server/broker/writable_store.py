@@ -130,6 +130,11 @@ class WritableStore:
         try:
             self.topics = TopicTable.load(config.store_path_root_dir / "config" / "topics.json")
             listed = self.topics.path.exists()
+            # The read side's topic counts follow this table from now on (each change in O(1)),
+            # instead of re-reading the file this store rewrites.
+            counts = self.reader.queues.counts
+            counts.follow_table(self.topics.queue_counts())
+            self.topics.listener = counts.table_changed
             # One table: the writer adds a topic as its first record is written, as the broker
             # creates it at send time, and the send path's creations go to the same object.
             self.writer.use_topic_table(self.topics)

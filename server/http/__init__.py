@@ -6,3 +6,8 @@ calls the remoting processors make), so a lookup on the HTTP port and the same l
 give the same records. ``lookups`` answers the questions (sans-IO apart from the store reads),
 ``app`` turns them into routes, errors and exports, ``metrics`` into Prometheus series.
 """
+
+#: The per-topic and per-group series one ``/metrics`` scrape carries at most, by default
+#: (``serve --metrics-max-series``): a 100k-topic broker would otherwise make a scrape of ~700k series
+#: (100 MB). What the cap leaves out is counted (``rmq_query_metrics_series_dropped_total``).
+DEFAULT_MAX_SERIES = 50_000

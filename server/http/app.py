@@ -29,6 +29,7 @@ allowed explicitly, and an account limited to some topics does not learn of the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import csv
@@ -53,7 +54,7 @@ from server.burst_log import BurstLog
 from server.http.errors import ApiError, bad_parameter, not_found
 from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
 from server.http.lookups import MAX_BUCKETS, MAX_KEY_RESULTS, Lookups, Page, message_json, parse_cursor
-from server.http.metrics import HttpStats, StoreCollector
+from server.http.metrics import Families, HttpStats, StoreCollector
 from server.http.openapi import openapi_document
 from server.http.resend import Resender, default_target
 from server.http.trace import TRACE_TOPIC
@@ -482,6 +483,7 @@ class HttpApi:
         self.http_stats = http_stats
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
+        self.collector = collector
         self._failures = BurstLog(log, level=logging.ERROR)
 
     # -- the application ----------------------------------------------------------------------------
@@ -565,7 +567,11 @@ class HttpApi:
 
     async def metrics(self, request: web.Request) -> web.Response:
         self.access.require_metrics(request)
-        body = generate_latest(self.registry)
+        # Computed in slices on the loop (the store is the loop's), rendered on a thread.
+        families = await self.collector.collect_async()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Families(families))
+        body = await asyncio.to_thread(generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # -- topics --------------------------------------------------------------------------------------

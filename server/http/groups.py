@@ -26,9 +26,13 @@ DLQ_PREFIX = "%DLQ%"
 
 
 class OffsetTable(Protocol):
-    """``ConsumerOffsetTable``'s reading side: ``topic@group`` -> {queue id: offset}."""
+    """``ConsumerOffsetTable``'s reading side: ``topic@group`` -> {queue id: offset}, indexed by group."""
 
     offsets: dict[str, dict[int, int]]
+
+    def sorted_groups(self) -> list[str]: ...
+
+    def topics_of_group(self, group: str) -> set[str]: ...
 
 
 class OffsetSource(Protocol):
@@ -84,14 +88,15 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 def group_names(table: OffsetTable) -> list[str]:
-    return sorted({split_key(key)[1] for key in table.offsets})
+    """The groups with committed offsets, sorted (kept by the table until a group appears or goes)."""
+    return table.sorted_groups()
 
 
 def group_json(
     store: ConsumeQueueStore, table: OffsetTable, group: str, online: int
 ) -> dict[str, Any] | None:
     """One group's topics and queues with committed offsets and diffs; None when it has no offsets."""
-    topics = sorted(t for t, g in map(split_key, table.offsets) if g == group)
+    topics = sorted(table.topics_of_group(group))
     if not topics:
         return None
     queue_nums = store.queue_nums()

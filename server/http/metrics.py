@@ -21,11 +21,14 @@ exporter's ``RMQMetricsCollector``; the values are:
 TPS, latency and put-time series of the exporter are the broker's own counters of its traffic, which
 a reader of the store cannot know: they are left out rather than faked. The server's own series are
 prefixed ``rmq_query_`` (see README). Everything is computed at scrape time from the store's mapped
-files (no scan: queue ends and one record per index file), so a scrape costs O(topics × queues).
+files (no scan: queue ends and one record per index file), so a scrape costs O(topics × queues),
+computed a slice of names at a time with the event loop let go in between (``collect_async``) and
+capped at ``max_series`` per-topic and per-group series (names in order; the rest counted).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -39,9 +42,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from protocol.codes import RequestCode
+from server.http import DEFAULT_MAX_SERIES
 from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
 from server.request_stats import LATENCY_BUCKETS, RequestStats
 from server.store_api import IndexedStore
+
+#: Topics (or groups) computed between two yields of the event loop while a scrape is built.
+SLICE = 200
 
 #: ``MessageModel.CLUSTERING.ordinal()``, the exporter's msgModel label for the diffs it exports.
 CLUSTERING = "1"
@@ -133,6 +140,7 @@ class StoreCollector(Collector):
         offsets: OffsetSource,
         state: ServerState,
         http: HttpStats,
+        max_series: int = DEFAULT_MAX_SERIES,
     ) -> None:
         self.store = store
         self.cluster = cluster
@@ -142,14 +150,44 @@ class StoreCollector(Collector):
         self.offsets = offsets
         self.state = state
         self.http = http
+        #: The most per-topic and per-group series one scrape carries (``--metrics-max-series``).
+        self.max_series = max_series
+        #: Series the cap left out of the last scrape, and of every scrape so far.
+        self.dropped_last = 0
+        self.dropped_total = 0
+        self._topics_seen: object = None
+        self._topics_sorted: list[str] = []
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._topics()
-        yield from self._groups()
+        """Every family at once (the synchronous form: tests, and a registry asked directly)."""
+        families: list[Metric] = []
+        for _ in self._store_steps(families):
+            pass
+        yield from families
         yield from self._runtime()
         yield from self._own()
 
-    def _topics(self) -> Iterator[Metric]:
+    async def collect_async(self) -> list[Metric]:
+        """Every family, the per-topic and per-group part computed ``SLICE`` names at a time with the
+        event loop let go between slices, so a scrape of a big broker never holds the loop (issue 30:
+        one scrape at 3,018 topics held every client for 375 s)."""
+        families: list[Metric] = []
+        for _ in self._store_steps(families):
+            await asyncio.sleep(0)
+        families += self._runtime()
+        families += self._own()
+        return families
+
+    def _store_steps(self, out: list[Metric]) -> Iterator[None]:
+        """The topics' and groups' series into ``out``, a pause after each slice; at most
+        ``max_series`` of them (names in order), the rest counted as dropped."""
+        budget = [self.max_series, 0]  # series left, series dropped
+        yield from self._topics(out, budget)
+        yield from self._groups(out, budget)
+        self.dropped_last = budget[1]
+        self.dropped_total += budget[1]
+
+    def _topics(self, out: list[Metric], budget: list[int]) -> Iterator[None]:
         labels = ["cluster", "broker", "topic"]
         normal = GaugeMetricFamily(
             "rocketmq_producer_offset", "sum of the topic's queue max offsets", labels=labels
@@ -173,8 +211,13 @@ class StoreCollector(Collector):
             labels=["topic"],
         )
         store = self.store
-        for topic in sorted(store.topics() | set(store.queue_nums())):
+        for i, topic in enumerate(self._sorted_topics()):
+            if i and i % SLICE == 0:
+                yield
             stats = store.topic_stats(topic)
+            # one series per queue, the topic's own two
+            if not _fits(budget, len(stats) + 2):
+                continue
             total = sum(max_offset for _, _, max_offset, _ in stats)
             for queue_id, _, max_offset, _ in stats:
                 queue.add_metric([topic, str(queue_id)], max_offset)
@@ -185,9 +228,17 @@ class StoreCollector(Collector):
                 dlq.add_metric([self.cluster, self.broker, topic[len(DLQ_PREFIX) :]], total)
             else:
                 normal.add_metric([self.cluster, self.broker, topic], total)
-        yield from (normal, retry, dlq, queue, last)
+        out.extend((normal, retry, dlq, queue, last))
 
-    def _groups(self) -> Iterator[Metric]:
+    def _sorted_topics(self) -> list[str]:
+        """The store's topics in name order, kept until the set changes."""
+        topics = self.store.topics()
+        if topics is not self._topics_seen:
+            self._topics_sorted = sorted(topics | set(self.store.queue_nums()))
+            self._topics_seen = topics
+        return self._topics_sorted
+
+    def _groups(self, out: list[Metric], budget: list[int]) -> Iterator[None]:
         diff_labels = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
         diffs = {
             "normal": GaugeMetricFamily(
@@ -211,10 +262,16 @@ class StoreCollector(Collector):
             labels=["group", "topic", "queue"],
         )
         table = self.offsets.table()
-        for group in group_names(table):
+        for i, group in enumerate(group_names(table)):
+            if i and i % SLICE == 0:
+                yield
             online = self.offsets.online(group)
             info = group_json(self.store, table, group, online)  # type: ignore[arg-type]
             if info is None:
+                continue
+            if not _fits(
+                budget, sum(len(t["queues"]) + (1 if t["kind"] == "dlq" else 2) for t in info["topics"])
+            ):
                 continue
             for topic in info["topics"]:
                 diffs[topic["kind"]].add_metric(
@@ -226,7 +283,7 @@ class StoreCollector(Collector):
                     )
                 for q in topic["queues"]:
                     queue_lag.add_metric([group, topic["topic"], str(q["queueId"])], q["diff"])
-        yield from (*diffs.values(), offset, queue_lag)
+        out.extend((*diffs.values(), offset, queue_lag))
 
     def _runtime(self) -> Iterator[Metric]:
         table = self.runtime_info()
@@ -278,6 +335,18 @@ class StoreCollector(Collector):
             )
             lag.add_metric([], max(time.monotonic() - last, 0.0))
             yield lag
+        dropped = GaugeMetricFamily(
+            "rmq_query_metrics_series_dropped_last",
+            "per-topic and per-group series the last scrape left out (--metrics-max-series)",
+        )
+        dropped.add_metric([], self.dropped_last)
+        yield dropped
+        dropped_total = CounterMetricFamily(
+            "rmq_query_metrics_series_dropped",
+            "per-topic and per-group series left out by every scrape so far",
+        )
+        dropped_total.add_metric([], self.dropped_total)
+        yield dropped_total
         yield from self._requests()
         http = CounterMetricFamily(
             "rmq_query_http_requests",
@@ -320,3 +389,25 @@ class StoreCollector(Collector):
 
 def metric_names(families: Any) -> list[str]:
     return [f.name for f in families]
+
+
+def _fits(budget: list[int], series: int) -> bool:
+    """Take ``series`` from what is left; once one name does not fit, every later one is dropped too
+    (the cap keeps names in order, without gaps), and counted."""
+    if series <= budget[0]:
+        budget[0] -= series
+        return True
+    budget[0] = 0
+    budget[1] += series
+    return False
+
+
+class Families(Collector):
+    """Families already computed, for rendering off the event loop (``generate_latest`` of a few
+    hundred thousand series takes seconds of CPU: it runs on a thread, reading only these)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families

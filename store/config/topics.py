@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,6 +174,9 @@ class TopicTable:
         self._save_lock = threading.Lock()
         #: Set while a ``TopicPersister`` writes this table: ``save_soon`` then only notifies it.
         self.persister: ConfigPersister | None = None
+        #: Told of every topic put (its read and write queue counts) or removed (None), so a reader
+        #: of the counts (``TopicCounts.table_changed``) stays current in O(1) per change.
+        self.listener: Callable[[str, tuple[int, int] | None], None] | None = None
 
     @classmethod
     def load(cls, path: Path) -> TopicTable:
@@ -194,6 +198,8 @@ class TopicTable:
             self.timestamp = now_ms
             for config in configs:
                 self.topics[config.topic_name] = config
+        for config in configs:
+            self._tell(config.topic_name, config)
 
     def put(self, config: TopicConfig, now_ms: int) -> None:
         """Add or replace a topic and bump the data version (saved by ``save`` or ``save_soon``)."""
@@ -201,6 +207,7 @@ class TopicTable:
             self.topics[config.topic_name] = config
             self.counter += 1
             self.timestamp = now_ms
+        self._tell(config.topic_name, config)
 
     def remove(self, topic: str, now_ms: int) -> TopicConfig | None:
         """``deleteTopicConfig``: drop a topic and bump the data version (saved by the caller); the
@@ -210,7 +217,19 @@ class TopicTable:
             if old is not None:
                 self.counter += 1
                 self.timestamp = now_ms
-            return old
+        if old is not None:
+            self._tell(topic, None)
+        return old
+
+    def queue_counts(self) -> dict[str, tuple[int, int]]:
+        """topic -> (read, write) queue counts of every topic now (a snapshot)."""
+        with self._lock:
+            return {name: (c.read_queue_nums, c.write_queue_nums) for name, c in self.topics.items()}
+
+    def _tell(self, topic: str, config: TopicConfig | None) -> None:
+        listener = self.listener
+        if listener is not None:
+            listener(topic, None if config is None else (config.read_queue_nums, config.write_queue_nums))
 
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, now_ms: int, *, auto_create: bool

@@ -46,7 +46,7 @@ import os
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from store.checkpoint import Checkpoint
@@ -521,6 +521,9 @@ class ConsumeQueueBuilder:
         self.after_swap: list[str] = []
         #: The queues this builder added entries to.
         self.queues_built: set[tuple[str, int]] = set()
+        #: The queues given entries since the store last refreshed its view of them
+        #: (``take_changed``): a put refreshes those, not every opened queue.
+        self.changed: set[tuple[str, int]] = set()
         self._last_store_ts = 0
         self._dirty = False
         #: Queues whose file was closed (too many open) since the last flush: synced by ``flush``.
@@ -532,6 +535,9 @@ class ConsumeQueueBuilder:
         #: (topic bytes, queue id) -> the key and appender of ``extract_entries``' groups (None: a
         #: topic that cannot name a directory).
         self._by_raw: dict[tuple[bytes, int], tuple[tuple[str, int], _QueueAppender] | None] = {}
+        #: Told of each queue this builder starts after it opened (topic, queue id), before its
+        #: first entry is written: the store's topic counts learn of it without listing directories.
+        self.new_queue: Callable[[str, int], None] | None = None
         self._next_offset = self._resume_point()
         self._reput: Reput | None = None
 
@@ -579,7 +585,15 @@ class ConsumeQueueBuilder:
                 take_back_from=take_back_from,
             )
             self._queues[key] = queue
+            if self.new_queue is not None:
+                self.new_queue(topic, queue_id)
         return queue
+
+    def take_changed(self) -> set[tuple[str, int]]:
+        """The queues given entries since the last call (and forget them)."""
+        with self._lock:
+            changed, self.changed = self.changed, set()
+        return changed
 
     def queue_ends(self) -> dict[tuple[str, int], int]:
         """(topic, queue id) -> the queue's written end in entries: the next record's queue offset.
@@ -672,6 +686,7 @@ class ConsumeQueueBuilder:
                 if put:
                     self.entries_written += put
                     self.queues_built.add(key)
+                    self.changed.add(key)
                     self._dirty = True
                 offset, _size, _code = _ENTRY.unpack_from(entries, max(last + 1, 0) * CQ_STORE_UNIT_SIZE)
                 raise ConsumeQueueWriteError(
@@ -682,6 +697,7 @@ class ConsumeQueueBuilder:
             if put:
                 self.entries_written += put
                 self.queues_built.add(key)
+                self.changed.add(key)
                 self._dirty = True
                 at = _ENTRY.unpack_from(entries, last * CQ_STORE_UNIT_SIZE)[0]
                 if at > last_at:
@@ -766,6 +782,7 @@ class ConsumeQueueBuilder:
                 if put:
                     self.entries_written += 1
                     self.queues_built.add(key)
+                    self.changed.add(key)
                     self._last_store_ts = store_ts
                     self._dirty = True
                 self._touch(key, queue)

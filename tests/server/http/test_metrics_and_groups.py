@@ -191,3 +191,67 @@ async def test_exporter_series_have_the_exporters_names_and_label_order(tmp_path
     }
     [dlq_diff] = families["rocketmq_group_dlqdiff"].samples
     assert (dlq_diff.labels["topic"], dlq_diff.labels["msgModel"], dlq_diff.value) == ("%DLQ%g1", "1", 1)
+
+
+async def test_a_scrape_is_capped_counts_what_it_left_out_and_lets_the_loop_run(tmp_path: Path) -> None:
+    """``--metrics-max-series``: topics (then groups) in name order until the cap, the rest counted
+    in ``rmq_query_metrics_series_dropped_last``/``_total``; and a scrape of many topics lets other
+    callbacks run between its slices (issue 30: one scrape held every client for minutes)."""
+    from clients.testkit.jsonl_store import make_store
+    from server.http import metrics
+    from store.config.store_config import StoreConfig
+    from store.message_store import MessageStore
+
+    # named to sort before the broker's start-up topics (``startup_topics``)
+    topics = [f"A{i:04d}" for i in range(3 * metrics.SLICE)]
+    lines = [
+        {"topic": t, "store_timestamp": 1_767_225_600_000 + i, "body": "x"} for i, t in enumerate(topics)
+    ]
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = StoreConfig.for_store(tmp_path / "store", mapped_file_size_commit_log=4 * 1024 * 1024)
+    make_store(config, spec)
+    write_offsets(tmp_path / "store", {"A0000@g1": {0: 1}})
+    store = MessageStore.open(config)
+    # each topic: 4 queues (the writer's least count) + its sum and last-store-time series = 6
+    cap = 6 * 10 + 3
+    server = QueryServer(store, settings_for(store.config, http_port=0, metrics_max_series=cap))
+    await server.start()
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.http_port}") as session:
+            async with session.get("/metrics") as response:
+                first = samples(await response.text())
+            async with session.get("/metrics") as response:
+                second = samples(await response.text())
+        routes = server.http_app.app.router.routes()  # type: ignore[union-attr]
+        api = next(r.handler for r in routes if r.resource and r.resource.canonical == "/metrics").__self__
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        await api.collector.collect_async()
+        during = ticks - before
+        stop.set()
+        await task
+    finally:
+        await server.stop()
+        store.close()
+    shown = sorted(s.labels["topic"] for s in first["rocketmq_producer_offset"])
+    assert shown == [*topics[:10]]
+    assert len(first["rmq_query_queue_max_offset"]) == 40
+    # left out: 590 topics x 6 series; the start-up topics' queues (SELF_TEST_TOPIC 1, TBW102 8,
+    # BenchmarkTest 1024, DefaultCluster 16, the broker's own 1, OFFSET_MOVED_EVENT 1,
+    # SCHEDULE_TOPIC_XXXX 18, DefaultCluster_REPLY_TOPIC 1) + 2 series each; the group's 4 queues + 2
+    left_out = (len(topics) - 10) * 6 + (1 + 8 + 1024 + 16 + 1 + 1 + 18 + 1) + 8 * 2 + 6
+    assert first["rmq_query_metrics_series_dropped_last"][0].value == left_out
+    assert second["rmq_query_metrics_series_dropped_total"][0].value == 2 * left_out
+    assert "rocketmq_group_diff" not in first
+    assert during >= 3  # the ticker ran between the scrape's slices (600 topics: 3 or more)

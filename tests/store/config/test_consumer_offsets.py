@@ -77,3 +77,38 @@ def test_groups_and_topics_are_found_and_removed(tmp_path: Path) -> None:
     assert table.groups_of_topic("T") == {"h"} and table.topics_of_group("g") == set()
     table.remove_topic("T")
     assert table.offsets == {}
+
+
+def test_groups_and_topics_are_indexed_as_keys_come_and_go(tmp_path: Path) -> None:
+    """Which topics a group committed in and which groups a topic has are read from indexes kept
+    with the table (issue 30), through loading, commits and both removals."""
+    path = tmp_path / "consumerOffset.json"
+    path.write_text(BROKER_TEXT, encoding="utf-8")
+    table = ConsumerOffsetTable.load(path)
+    assert table.topics_of_group("g") == {"%RETRY%g", "T"}
+    assert table.groups_of_topic("T") == {"g"}
+    table.commit("h", "T", 0, 5)
+    table.commit("h", "U", 1, 7)
+    table.commit("a@b", "T", 0, 1)  # split at the first "@", as every reader splits the key
+    assert table.groups_of_topic("T") == {"g", "h", "a@b"}
+    assert table.topics_of_group("a@b") == {"T"}
+    assert table.sorted_groups() == ["a@b", "g", "h"]
+    table.remove_topic("T")
+    assert set(table.offsets) == {"%RETRY%g@g", "U@h"}
+    assert table.groups_of_topic("T") == set()
+    assert table.sorted_groups() == ["g", "h"]
+    table.remove_group("h")
+    assert set(table.offsets) == {"%RETRY%g@g"}
+    assert table.topics_of_group("h") == set() and table.groups_of_topic("U") == set()
+    assert table.sorted_groups() == ["g"]
+
+
+def test_a_group_sorted_list_is_kept_while_no_group_appears(tmp_path: Path) -> None:
+    table = ConsumerOffsetTable(tmp_path / "consumerOffset.json")
+    for i in range(100):
+        table.commit(f"g{i:03d}", "T", 0, i)
+    first = table.sorted_groups()
+    table.commit("g001", "T", 0, 99)  # a commit of a known group: the same list
+    assert table.sorted_groups() is first
+    table.commit("g100", "T", 0, 1)
+    assert table.sorted_groups()[-1] == "g100"
