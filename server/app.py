@@ -37,6 +37,7 @@ from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS
 from server.http import DEFAULT_MAX_SERIES
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
+from server.loop_watchdog import LoopWatchdog
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
 from server.remoting.connection import (
@@ -269,6 +270,8 @@ class QueryServer:
         self.http_port = 0
         #: Remoting requests counted by code for ``/metrics`` (only while the HTTP port is on).
         self.request_stats = RequestStats()
+        #: How long the event loop was held, and by what (``server.loop_watchdog``).
+        self.watchdog = LoopWatchdog()
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
         self.changes = StoreChanges()
         self.settings = settings or ServerSettings()
@@ -379,6 +382,7 @@ class QueryServer:
         ``defer_front_doors`` leaves them to ``start_front_doors``."""
         main, fast = await self._bind_pair()
         self._servers = [main, fast]
+        self.watchdog.start(asyncio.get_running_loop())
         self.port = _bound_port(main)
         self.fast_port = _bound_port(fast)
         advertise = advertised_address(self.settings, self.port)
@@ -503,6 +507,7 @@ class QueryServer:
             query_pool_pending=lambda: pool.pending,
             last_refresh=lambda: self.changes.last_pulse,
             requests=self.request_stats,
+            watchdog=self.watchdog,
         )
         collector = StoreCollector(
             self.store,  # type: ignore[arg-type]
@@ -604,6 +609,7 @@ class QueryServer:
         if self._stopped or not self._servers:
             return
         self._stopped = True
+        self.watchdog.stop()
         self.changes.close()  # held pulls answer now instead of at their timeout
         for server in self._servers:
             server.close()

@@ -44,6 +44,7 @@ from prometheus_client.registry import Collector
 from protocol.codes import RequestCode
 from server.http import DEFAULT_MAX_SERIES
 from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
+from server.loop_watchdog import LoopWatchdog
 from server.request_stats import LATENCY_BUCKETS, RequestStats
 from server.store_api import IndexedStore
 
@@ -106,6 +107,7 @@ class ServerState:
         query_pool_pending: Callable[[], int],
         last_refresh: Callable[[], float | None],
         requests: RequestStats | None,
+        watchdog: LoopWatchdog | None = None,
     ) -> None:
         self.connections = connections
         self.max_connections = max_connections
@@ -113,6 +115,7 @@ class ServerState:
         self.query_pool_pending = query_pool_pending
         self.last_refresh = last_refresh
         self.requests = requests
+        self.watchdog = watchdog
 
 
 class HttpStats:
@@ -335,6 +338,29 @@ class StoreCollector(Collector):
             )
             lag.add_metric([], max(time.monotonic() - last, 0.0))
             yield lag
+        watchdog = state.watchdog
+        if watchdog is not None:
+            for name, doc, value in (
+                (
+                    "rmq_query_event_loop_max_stall_seconds",
+                    "the longest time the event loop was held since the last scrape (every client waits)",
+                    watchdog.take_recent_max(),
+                ),
+                (
+                    "rmq_query_event_loop_max_stall_since_start_seconds",
+                    "the longest time the event loop was held since the server started",
+                    watchdog.max_stall,
+                ),
+            ):
+                gauge = GaugeMetricFamily(name, doc)
+                gauge.add_metric([], value)
+                yield gauge
+            stalls = CounterMetricFamily(
+                "rmq_query_event_loop_stalls",
+                "times the event loop was held longer than the watchdog's threshold (each logged)",
+            )
+            stalls.add_metric([], watchdog.stalls_over_threshold)
+            yield stalls
         dropped = GaugeMetricFamily(
             "rmq_query_metrics_series_dropped_last",
             "per-topic and per-group series the last scrape left out (--metrics-max-series)",

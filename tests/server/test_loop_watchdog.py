@@ -1,0 +1,34 @@
+"""The event loop's watchdog: a stall is measured and logged with the stack that held the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from server.loop_watchdog import LoopWatchdog
+
+
+def hold_the_loop_for(seconds: float) -> None:
+    time.sleep(seconds)  # a callback that never yields, as an O(topics^2) scrape did
+
+
+async def test_a_stall_is_measured_and_its_stack_logged(caplog: pytest.LogCaptureFixture) -> None:
+    dog = LoopWatchdog(interval=0.01, threshold=0.15)
+    dog.start(asyncio.get_running_loop())
+    try:
+        await asyncio.sleep(0.05)
+        assert dog.max_stall < 0.15
+        with caplog.at_level(logging.WARNING, logger="server.loop_watchdog"):
+            hold_the_loop_for(0.4)
+            await asyncio.sleep(0.05)
+    finally:
+        dog.stop()
+    assert 0.3 <= dog.max_stall < 1.0
+    assert dog.stalls_over_threshold == 1
+    assert dog.take_recent_max() == dog.max_stall
+    assert dog.take_recent_max() < 0.15  # a new window
+    [record] = [r for r in caplog.records if "event loop has been held" in r.getMessage()]
+    assert "hold_the_loop_for" in record.getMessage()
