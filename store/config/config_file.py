@@ -110,8 +110,23 @@ def write_config_text(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     if path.exists():
-        shutil.copyfile(path, path.with_name(path.name + ".bak"))
+        _keep_as_bak(path)
     tmp.replace(path)
+
+
+def _keep_as_bak(path: Path) -> None:
+    """``path``'s current content becomes ``<name>.bak``: a second link to the file (the rename that
+    follows gives ``path`` a new inode, so the link keeps the old content), no copy of a table that
+    may be megabytes; copied where the file system has no hard links."""
+    bak = path.with_name(path.name + ".bak")
+    link = path.with_name(path.name + ".bak.tmp")
+    try:
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+    except OSError:
+        shutil.copyfile(path, bak)
+        return
+    link.replace(bak)
 
 
 def json_text(value: object) -> str:

