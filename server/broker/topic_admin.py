@@ -11,10 +11,13 @@ order, each config's fields sorted.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 from server.broker.topic_validator import admin_topic_refusal, startup_system_topics
 from server.broker.writable_store import WritableStore
 from store.config.config_file import concurrent_map_order, json_text
-from store.config.topics import TOPIC_TABLE_BUCKETS, TopicConfig
+from store.config.topics import TOPIC_TABLE_BUCKETS, TopicConfig, TopicTable
 
 #: ``TopicFilterType``'s names.
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -87,16 +90,53 @@ def update_topic(
 
 
 def topic_config_wrapper_json(store: WritableStore) -> bytes:
-    """``TopicConfigManager.encode()``: the GET_ALL_TOPIC_CONFIG body."""
+    """``TopicConfigManager.encode()``: the GET_ALL_TOPIC_CONFIG body. Safe to call off the event loop
+    (it reads a snapshot of the table); each topic's text is kept between calls while its config is
+    the same object, and the whole body while the table's data version and size are unchanged
+    (issue 30: at 50,000 topics the body is megabytes, made from scratch on every request before)."""
     table = store.topics
-    topics = dict(table.topics)
-    entries = []
-    # the table's own order: a ConcurrentHashMap(1024), as its file is written (golden: "all topic
-    # config", whose order a HashMap's 16-64 buckets did not give)
-    for name in concurrent_map_order(topics, TOPIC_TABLE_BUCKETS):
-        fields = ",".join(f"{json_text(k)}:{json_text(v)}" for k, v in topics[name].to_json().items())
-        entries.append(f"{json_text(name)}:{{{fields}}}")
-    return (
-        f'{{"dataVersion":{{"counter":{table.counter},"timestamp":{table.timestamp}}},'
-        f'"topicConfigTable":{{{",".join(entries)}}}}}'
-    ).encode()
+    counter, timestamp, topics = table.snapshot()
+    cache = _WIRE_CACHES.get(table)
+    if cache is None:
+        cache = _WIRE_CACHES.setdefault(table, _WireCache())
+    return cache.body(counter, timestamp, topics)
+
+
+class _WireCache:
+    """One table's compact texts: per topic, and the last body."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[TopicConfig, str]] = {}
+        self._body: tuple[tuple[int, int, int], bytes] | None = None
+
+    def body(self, counter: int, timestamp: int, topics: dict[str, TopicConfig]) -> bytes:
+        key = (counter, timestamp, len(topics))
+        with self._lock:
+            if self._body is not None and self._body[0] == key:
+                return self._body[1]
+            entries = []
+            kept: dict[str, tuple[TopicConfig, str]] = {}
+            known = self._entries
+            # the table's own order: a ConcurrentHashMap(1024), as its file is written (golden: "all
+            # topic config", whose order a HashMap's 16-64 buckets did not give)
+            for name in concurrent_map_order(topics, TOPIC_TABLE_BUCKETS):
+                config = topics[name]
+                found = known.get(name)
+                if found is not None and found[0] is config:
+                    text = found[1]
+                else:
+                    fields = ",".join(f"{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
+                    text = f"{json_text(name)}:{{{fields}}}"
+                kept[name] = (config, text)
+                entries.append(text)
+            self._entries = kept
+            body = (
+                f'{{"dataVersion":{{"counter":{counter},"timestamp":{timestamp}}},'
+                f'"topicConfigTable":{{{",".join(entries)}}}}}'
+            ).encode()
+            self._body = (key, body)
+            return body
+
+
+_WIRE_CACHES: weakref.WeakKeyDictionary[TopicTable, _WireCache] = weakref.WeakKeyDictionary()

@@ -169,6 +169,12 @@ class SubscriptionGroupTable:
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self.groups.get(group)
 
+    def snapshot(self) -> tuple[int, int, dict[str, SubscriptionGroupConfig]]:
+        """(counter, timestamp, a copy of the groups), taken together: for a reader on another thread.
+        A config is never changed in place once in the table (a change ``put``s a new one)."""
+        with self._lock:
+            return self.counter, self.timestamp, dict(self.groups)
+
     def _bump(self) -> None:
         self.counter += 1
         self.timestamp = time.time_ns() // 1_000_000

@@ -224,6 +224,11 @@ class TopicTable:
             self._tell(topic, None)
         return old
 
+    def snapshot(self) -> tuple[int, int, dict[str, TopicConfig]]:
+        """(counter, timestamp, a copy of the topics), taken together: for a reader on another thread."""
+        with self._lock:
+            return self.counter, self.timestamp, dict(self.topics)
+
     def queue_counts(self) -> dict[str, tuple[int, int]]:
         """topic -> (read, write) queue counts of every topic now (a snapshot)."""
         with self._lock:
