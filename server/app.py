@@ -153,6 +153,9 @@ class ServerSettings:
     #: The HTTP port (``server.http``: JSON API, OpenAPI, ``/metrics``); 0 picks one; None (the
     #: default for a server built in code) = none. ``serve`` defaults to the listen port + 2.
     http_port: int | None = None
+    #: Names the HTTP port answers to besides loopback, IP addresses, the bound and advertised host
+    #: and this machine's name (``serve --http-allow-host``; ``server.http.host_check``).
+    http_allowed_hosts: tuple[str, ...] = ()
 
 
 def build_dispatcher(
@@ -511,6 +514,7 @@ class QueryServer:
             state=state,
             http=http_stats,
         )
+        from server.http.host_check import AllowedHosts
         from server.http.resend import Resender
 
         # under --writable the write path's SEND processor is registered by now (``start`` runs the
@@ -524,6 +528,14 @@ class QueryServer:
             http_stats=http_stats,
             acl=self.settings.acl,
             resender=Resender(sends.process) if sends is not None else None,
+            allowed_hosts=AllowedHosts(
+                (
+                    self.settings.host,
+                    identity.address.rpartition(":")[0].strip("[]"),
+                    socket.gethostname(),
+                    *self.settings.http_allowed_hosts,
+                )
+            ),
         )
         http = HttpServer(api.application(), self.settings.host, self.settings.http_port)
         self.http_port = await http.start()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from clients.cli.arg_types import (
     PORT_OFF,
     host_port,
+    http_host_name,
     non_negative_int,
     port_number,
     port_or_off,
@@ -118,6 +119,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{HTTP_PORT_OFFSET}, beside the fast port (-2), the broker's HA port (+1) and clear of gRPC; 0 "
         "with --port 0); 0 picks a free one; off turns it off; bound on --host like the broker port; "
         "the start-up line prints its URL",
+    )
+    parser.add_argument(
+        "--http-allow-host",
+        type=http_host_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the HTTP port answers to (repeatable): besides localhost, IP addresses, --host, the "
+        "advertised host and this machine's name, a request whose Host header names anything else is "
+        "refused (421), so a web page cannot reach the API through a name it points at this server "
+        "(DNS rebinding); give the names a reverse proxy or DNS alias serves it under",
     )
     parser.add_argument(
         "--advertise",
@@ -363,6 +375,7 @@ def settings_from(
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
         grpc_port=grpc_port_of(args.grpc_port, port),
         http_port=http_port_of(getattr(args, "http", None), port),
+        http_allowed_hosts=tuple(getattr(args, "http_allow_host", ())),
     )
 
 
