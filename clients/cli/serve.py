@@ -447,10 +447,16 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if writable is not None and server.identity is not None:
-        # For test suites in other languages: one line on stdout to read the address from, printed
-        # once a SIGTERM would stop the server cleanly.
-        print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
+    # For test suites in other languages: one line on stdout to read the address from, printed
+    # once a SIGTERM would stop the server cleanly; when a port was named for the HTTP or gRPC door,
+    # only once that port is bound too (a start that fails on it never said it serves).
+    announce = server.identity.address if writable is not None and server.identity is not None else None
+    named_doors = any(
+        port is not None and door not in settings.optional_front_doors
+        for door, port in (("grpc", settings.grpc_port), ("http", settings.http_port))
+    )
+    if announce is not None and not named_doors:
+        print(f"NAMESRV_ADDR={announce}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:
@@ -464,9 +470,11 @@ async def serve(
             log.warning(door_left_closed("grpc", settings.grpc_port))
         if settings.http_port is not None and not server.http_port:
             log.warning(door_left_closed("http", settings.http_port))
-        if writable is not None and server.identity is not None:
+        if announce is not None:
+            if named_doors:
+                print(f"NAMESRV_ADDR={announce}", flush=True)
             if server.grpc_port:
-                host = server.identity.address.rpartition(":")[0]
+                host = announce.rpartition(":")[0]
                 print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
             if server.http_port:
                 print(f"HTTP_URL={server.http_url}", flush=True)

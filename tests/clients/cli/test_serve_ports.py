@@ -169,9 +169,10 @@ async def test_a_named_port_taken_ends_the_start_naming_its_flag(
             status = await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT)
         finally:
             await kill_if_running(proc)
-    assert proc.stderr is not None
+    assert proc.stderr is not None and proc.stdout is not None
     log = (await proc.stderr.read()).decode()
     assert status == 4, log
+    assert await proc.stdout.read() == b""  # it never said it serves
     assert "Traceback" not in log
     error = next(line for line in log.splitlines() if " ERROR " in line)
     where = rf"cannot listen on 127\.0\.0\.1:{taken_port} for the \w+ port: address already in use"
