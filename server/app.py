@@ -7,9 +7,11 @@ broker it is routed to. Binding with port 0 (tests) picks a free pair P and P âˆ
 port rule still holds. ``stop()`` stops accepting, lets in-flight requests finish and flush, then
 closes every connection.
 
-With ``grpc_port`` set (``serve --grpc-port``, the Proxy's 8081 by default there), a third port
-serves RocketMQ 5 clients over gRPC (``server.grpc``) on the same event loop and store; it is bound
-before the remoting ports start serving, so a port in use fails the start as a whole.
+With ``grpc_port`` set (``serve --grpc-port``; ``serve --writable`` opens it by default on the
+listen port + 3), a third port serves RocketMQ 5 clients over gRPC (``server.grpc``) on the same
+event loop and store; it is bound before the remoting ports start serving, so a port in use fails
+the start as a whole (``server.port_errors``), unless ``optional_front_doors`` says its port was
+only a default: then the server starts without it and says so.
 
 With ``http_port`` set (``serve --http``, the listen port + 2 by default there), one more port serves
 the HTTP JSON API, its OpenAPI description and Prometheus ``/metrics`` (``server.http``), also on
@@ -38,6 +40,7 @@ from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCUR
 from server.http import DEFAULT_MAX_SERIES
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.loop_watchdog import LoopWatchdog
+from server.port_errors import PortUnusableError
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
 from server.remoting.connection import (
@@ -146,7 +149,7 @@ class ServerSettings:
     max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES
     max_queued_bytes_per_connection: int = DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
     #: The gRPC port for RocketMQ 5 clients (``server.grpc``); 0 picks one; None (the default for
-    #: a server built in code) = none. ``serve`` defaults to the Proxy's 8081.
+    #: a server built in code) = none. ``serve --writable`` defaults to the listen port + 3.
     grpc_port: int | None = None
     #: Streams one gRPC connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).
     grpc_max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
@@ -157,6 +160,12 @@ class ServerSettings:
     http_port: int | None = None
     #: The most per-topic and per-group series one ``/metrics`` scrape carries (the rest counted).
     metrics_max_series: int = DEFAULT_MAX_SERIES
+    #: Names the HTTP port answers to besides loopback, IP addresses, the bound and advertised host
+    #: and this machine's name (``serve --http-allow-host``; ``server.http.host_check``).
+    http_allowed_hosts: tuple[str, ...] = ()
+    #: Front doors (``"grpc"``, ``"http"``) whose port is a default rather than one the operator
+    #: named: when it cannot be bound the door stays closed with a warning, the server starts.
+    optional_front_doors: frozenset[str] = frozenset()
 
 
 def build_dispatcher(
@@ -354,12 +363,16 @@ class QueryServer:
                 raise ValueError(
                     f"port {self.settings.port} unusable: it and its fast port (port - 2) must be in 1-65535"
                 )
-            main = await self._listen(self.settings.port)
+            host, port = self.settings.host, self.settings.port
             try:
-                fast = await self._listen(self.settings.port - FAST_PORT_OFFSET)
-            except OSError:
+                main = await self._listen(port)
+            except OSError as exc:
+                raise PortUnusableError.from_os_error("listen", host, port, exc) from None
+            try:
+                fast = await self._listen(port - FAST_PORT_OFFSET)
+            except OSError as exc:
                 main.close()
-                raise
+                raise PortUnusableError.from_os_error("fast", host, port - FAST_PORT_OFFSET, exc) from None
             return main, fast
         # Port 0: find a free P whose P - 2 is free too, so the VIP-port rule holds in tests as well.
         for _ in range(_PAIR_ATTEMPTS):
@@ -449,9 +462,9 @@ class QueryServer:
         started_before = self._http is not None or self._grpc is not None
         try:
             if self.settings.http_port is not None and self._http is None:
-                await self._start_http(self.identity)
+                await self._open_front_door("http", self._start_http(self.identity))
             if self.settings.grpc_port is not None and self._grpc is None:
-                await self._start_grpc(self.identity)
+                await self._open_front_door("grpc", self._start_grpc(self.identity))
         except BaseException:
             if self._http is not None:
                 await self._http.stop()
@@ -459,6 +472,16 @@ class QueryServer:
             raise
         if self._servers and not started_before:
             self._announce()  # deferred by ``start``: the line names every port
+
+    async def _open_front_door(self, name: str, start: Awaitable[None]) -> None:
+        """Run ``start``; a port it cannot bind fails the start, unless ``name`` is one of
+        ``settings.optional_front_doors`` (its port only a default): then that door stays closed."""
+        try:
+            await start
+        except PortUnusableError as exc:
+            if name not in self.settings.optional_front_doors:
+                raise
+            log.warning("%s: serving without %s (the port was a default, not one asked for)", exc, exc.role)
 
     def _front_doors_text(self) -> str:
         return (f", gRPC on {self.settings.host}:{self.grpc_port}" if self._grpc is not None else "") + (
@@ -520,6 +543,7 @@ class QueryServer:
             http=http_stats,
             max_series=self.settings.metrics_max_series,
         )
+        from server.http.host_check import AllowedHosts
         from server.http.resend import Resender
 
         # under --writable the write path's SEND processor is registered by now (``start`` runs the
@@ -533,6 +557,14 @@ class QueryServer:
             http_stats=http_stats,
             acl=self.settings.acl,
             resender=Resender(sends.process) if sends is not None else None,
+            allowed_hosts=AllowedHosts(
+                (
+                    self.settings.host,
+                    identity.address.rpartition(":")[0].strip("[]"),
+                    socket.gethostname(),
+                    *self.settings.http_allowed_hosts,
+                )
+            ),
         )
         http = HttpServer(api.application(), self.settings.host, self.settings.http_port)
         self.http_port = await http.start()
@@ -548,13 +580,14 @@ class QueryServer:
         writer = self._grpc_writer
         topics = GrpcTopics(self.store, identity.perm, writer.store if writer is not None else None)  # type: ignore[arg-type]
         host = identity.address.rpartition(":")[0].strip("[]")
+        consumers = self._grpc_consumers(topics, identity)
         service = MessagingService(
             topics,
             broker_name=identity.broker_name,
             endpoint=lambda: (host, self.grpc_port),
             writer=writer,
             access=GrpcAccess(self.settings.acl) if self.settings.acl is not None else None,
-            consumers=self._grpc_consumers(topics, identity),
+            consumers=consumers,
         )
         assert self.settings.grpc_port is not None
         grpc_server = GrpcServer(
@@ -568,6 +601,8 @@ class QueryServer:
         )
         self.grpc_port = await grpc_server.start()
         self._grpc = grpc_server
+        if consumers is not None:
+            self.run_in_background(consumers.renew_forever)  # once bound: a port refused renews nothing
 
     def _grpc_consumers(self, topics: GrpcTopics, identity: BrokerIdentity) -> GrpcConsumers | None:
         """SimpleConsumer calls over the remoting port's consume side, when there is one to share."""
@@ -579,11 +614,9 @@ class QueryServer:
             return None
         leases = store_leases(writer.broker, identity.broker_name)
         host = identity.address.rpartition(":")[0]
-        consumers = GrpcConsumers(
+        return GrpcConsumers(
             writer.broker, leases, topics, self.changes, clock=writer.broker.clock, host=host
         )
-        self.run_in_background(consumers.renew_forever)
-        return consumers
 
     def run_in_background(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""

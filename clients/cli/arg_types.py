@@ -18,6 +18,7 @@ import math
 
 from clients.errors import ConnectError
 from protocol.custom_headers import java_parse_boolean
+from server.http.host_check import host_name
 
 
 def _integer_in(value: str, low: int, high: int | None, expected: str) -> int:
@@ -179,6 +180,15 @@ def duration_arg(text: str) -> float:
     if not 0 < value <= MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"must be in (0, {MAX_SECONDS:g}]: {text!r}")
     return value
+
+
+def http_host_name(value: str) -> str:
+    """``--http-allow-host``: a host name or address a browser may name in ``Host`` (no port, no
+    scheme): what ``server.http.host_check`` compares, so a value it could never match is refused."""
+    name = host_name(value)
+    if name is None or name != value.strip().lower().rstrip(".").strip("[]") or "*" in name:
+        raise argparse.ArgumentTypeError(f"expected a host name or address without port, got {value!r}")
+    return name
 
 
 def host_port(value: str) -> str:

@@ -2,6 +2,7 @@
 
 Defaults follow the broker: the store is ``~/store``, the port 10911 plus the fast port 10909, and
 the identity (cluster, broker name, maxNum defaults) comes from ``--config broker.conf`` when given.
+The HTTP and gRPC ports derive from the listen port (``clients.cli.serve_ports``).
 Only loopback is bound unless ``--host`` says otherwise. SIGINT/SIGTERM stop accepting, let
 in-flight requests finish, and close cleanly. uvloop is used when installed.
 """
@@ -23,13 +24,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clients.cli.arg_types import (
-    PORT_OFF,
     host_port,
+    http_host_name,
     non_negative_int,
     port_number,
     port_or_off,
     positive_int,
     seconds_or_off,
+)
+from clients.cli.serve_ports import (
+    EXIT_PORT_UNUSABLE,
+    GRPC_PORT_OFFSET,
+    HTTP_PORT_OFFSET,
+    door_left_closed,
+    grpc_port_of,
+    http_port_of,
+    optional_front_doors,
+    unusable_port_message,
 )
 from clients.cli.store_options import add_store_arguments, config_file
 from clients.cli.store_options import config_from_args as load_config
@@ -52,8 +63,8 @@ from server.broker.transactions import (
 )
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
-from server.grpc.defaults import DEFAULT_GRPC_PORT
 from server.http import DEFAULT_MAX_SERIES
+from server.port_errors import PortUnusableError
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES
@@ -107,18 +118,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--grpc-port",
-        type=port_number,
-        help=f"gRPC port for RocketMQ 5 clients (the Proxy's MessagingService; default {DEFAULT_GRPC_PORT} "
-        "as the Proxy's, or 0 with --port 0); 0 picks a free one, printed on the start-up line",
+        type=port_or_off,
+        metavar="PORT",
+        help="gRPC port for RocketMQ 5 clients (the Proxy's MessagingService): with --writable on by "
+        f"default on the listen port + {GRPC_PORT_OFFSET} (0 with --port 0); a read-only server opens it "
+        "only when given; 0 picks a free one, printed on the start-up line; off turns it off",
     )
     parser.add_argument(
         "--http",
         type=port_or_off,
         metavar="PORT",
         help=f"HTTP port: JSON API, /openapi.json and Prometheus /metrics (default: the listen port + "
-        f"{HTTP_PORT_OFFSET}, beside the fast port (-2), the broker's HA port (+1) and clear of gRPC; 0 "
-        "with --port 0); 0 picks a free one; off turns it off; bound on --host like the broker port; "
-        "the start-up line prints its URL",
+        f"{HTTP_PORT_OFFSET}, beside the fast port (-2), the broker's HA port (+1) and gRPC (+"
+        f"{GRPC_PORT_OFFSET}); 0 with --port 0); 0 picks a free one; off turns it off; bound on --host "
+        "like the broker port; the start-up line prints its URL",
+    )
+    parser.add_argument(
+        "--http-allow-host",
+        type=http_host_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the HTTP port answers to (repeatable): besides localhost, IP addresses, --host, the "
+        "advertised host and this machine's name, a request whose Host header names anything else is "
+        "refused (421), so a web page cannot reach the API through a name it points at this server "
+        "(DNS rebinding); give the names a reverse proxy or DNS alias serves it under",
     )
     parser.add_argument(
         "--metrics-max-series",
@@ -371,36 +395,12 @@ def settings_from(
         max_held_pulls_per_connection=args.max_held_pulls_per_connection,
         max_queued_bytes=args.max_queued_mib * 1024 * 1024,
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
-        grpc_port=grpc_port_of(args.grpc_port, port),
+        grpc_port=grpc_port_of(args.grpc_port, port, args.writable),
         http_port=http_port_of(getattr(args, "http", None), port),
         metrics_max_series=args.metrics_max_series,
+        http_allowed_hosts=tuple(getattr(args, "http_allow_host", ())),
+        optional_front_doors=optional_front_doors(args),
     )
-
-
-#: ``serve --http``'s default is the listen port plus this: the broker's own ports are the listen
-#: port, its fast port (-2) and its HA port (+1), so +2 is the nearest one a broker leaves free.
-HTTP_PORT_OFFSET = 2
-
-
-def http_port_of(given: int | None, port: int) -> int | None:
-    """``--http``: the port given, None for ``off``, else the listen port + 2 (0 with ``--port 0``)."""
-    if given == PORT_OFF:
-        return None
-    if given is not None:
-        return given
-    if port == 0:
-        return 0
-    if port + HTTP_PORT_OFFSET > 65535:
-        raise ValueError(f"no default HTTP port above listen port {port}: give --http PORT or --http off")
-    return port + HTTP_PORT_OFFSET
-
-
-def grpc_port_of(given: int | None, port: int) -> int:
-    """``--grpc-port``, else the Proxy's 8081; with ``--port 0`` (tests, several servers on one
-    machine) 0 too, so that asking for free ports never collides on a fixed one."""
-    if given is not None:
-        return given
-    return 0 if port == 0 else DEFAULT_GRPC_PORT
 
 
 #: Seconds between two checks of the store's file count against the connection limit.
@@ -458,10 +458,16 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if writable is not None and server.identity is not None:
-        # For test suites in other languages: one line on stdout to read the address from, printed
-        # once a SIGTERM would stop the server cleanly.
-        print(f"NAMESRV_ADDR={server.identity.address}", flush=True)
+    # For test suites in other languages: one line on stdout to read the address from, printed
+    # once a SIGTERM would stop the server cleanly; when a port was named for the HTTP or gRPC door,
+    # only once that port is bound too (a start that fails on it never said it serves).
+    announce = server.identity.address if writable is not None and server.identity is not None else None
+    named_doors = any(
+        port is not None and door not in settings.optional_front_doors
+        for door, port in (("grpc", settings.grpc_port), ("http", settings.http_port))
+    )
+    if announce is not None and not named_doors:
+        print(f"NAMESRV_ADDR={announce}", flush=True)
     if refresh_interval > 0:
         server.run_in_background(lambda: refresh_forever(store, refresh_interval, server.changes.pulse))
         if file_watch is not None and config is not None:
@@ -471,9 +477,15 @@ async def serve(
             )
     try:
         await server.start_front_doors(_grpc_writer(writable, settings, timer, path))
-        if writable is not None and server.identity is not None:
+        if settings.grpc_port is not None and not server.grpc_port:
+            log.warning(door_left_closed("grpc", settings.grpc_port))
+        if settings.http_port is not None and not server.http_port:
+            log.warning(door_left_closed("http", settings.http_port))
+        if announce is not None:
+            if named_doors:
+                print(f"NAMESRV_ADDR={announce}", flush=True)
             if server.grpc_port:
-                host = server.identity.address.rpartition(":")[0]
+                host = announce.rpartition(":")[0]
                 print(f"GRPC_ENDPOINTS={host}:{server.grpc_port}", flush=True)
             if server.http_port:
                 print(f"HTTP_URL={server.http_url}", flush=True)
@@ -611,13 +623,22 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             "route requests will be answered TOPIC_NOT_EXIST, so clients cannot reach this store's messages"
         )
     budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
+    try:
+        settings = settings_from(args, config, acl, budget)
+    except ValueError as exc:
+        log.error("%s", exc)
+        if writable is not None:
+            writable.close()
+        else:
+            store.close()
+        return 2
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(
                 serve(
                     store,
-                    settings_from(args, config, acl, budget),
+                    settings,
                     args.refresh_interval,
                     workers=max(0, args.workers - 1),
                     config=config,
@@ -626,6 +647,9 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
                     consume=consume_settings(args),
                 )
             )
+    except PortUnusableError as exc:
+        log.error("%s", unusable_port_message(exc, args))
+        return EXIT_PORT_UNUSABLE
     except (OSError, ValueError) as exc:
         log.error("cannot listen: %s", exc)
         return 1

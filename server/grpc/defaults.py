@@ -4,8 +4,6 @@ loaded)."""
 
 from __future__ import annotations
 
-#: The Proxy's ``grpcServerPort``.
-DEFAULT_GRPC_PORT = 8081
 #: Streams one HTTP/2 connection may have open at once.
 DEFAULT_MAX_CONCURRENT_STREAMS = 100
 #: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.

@@ -21,6 +21,7 @@ from server.grpc.defaults import (
 )
 from server.grpc.service import MessagingService
 from server.grpc.v2 import service_grpc
+from server.port_errors import probe
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,10 @@ class GrpcServer:
         host = f"[{self.host}]" if ":" in self.host else self.host or "0.0.0.0"
         try:
             bound = self._server.add_insecure_port(f"{host}:{self.port}")
-        except RuntimeError as exc:  # grpcio raises when it cannot bind
-            raise OSError(f"cannot listen for gRPC on {host}:{self.port}: {exc}") from None
+        except RuntimeError as exc:  # grpcio raises when it cannot bind, without saying why
+            raise probe("gRPC", self.host, self.port, str(exc)) from None
         if bound == 0:
-            raise OSError(f"cannot listen for gRPC on {host}:{self.port}")
+            raise probe("gRPC", self.host, self.port, "grpc could not bind it")
         await self._server.start()
         self._started = True
         self.port = bound

@@ -12,9 +12,11 @@ serve (``tests/server/http`` compares the two). Every request is bounded: counts
 key queries by the query pool's budget, time-range listings by pages. Every route but one is a GET:
 the API is read-only unless the server is ``--writable``, and then the one POST resends a stored
 message (``server.http.resend``: a producer's SEND of it, through the remoting port's processor).
-A POST must be JSON (``Content-Type: application/json``) and, when the browser names an ``Origin``,
-come from this server's own page: a form or script of another site cannot make one (cross-site
-request forgery with the credentials a browser keeps for this server).
+A POST must be JSON (``Content-Type: application/json``) and carry this server's token
+(``server.http.csrf``): a form or script of another site cannot make one (cross-site request
+forgery with the credentials a browser keeps for this server). Every request must name this server
+in its ``Host`` header (``server.http.host_check``), else it is answered 421: a page of another site
+cannot read the API through a name it rebinds to this server's address (DNS rebinding).
 
 With ``--acl``, every route but the page (``/`` and its static files) needs HTTP basic credentials
 of an account of ``plain_acl.yml`` (access key : secret key), unless the peer is whitelisted as
@@ -51,8 +53,11 @@ from protocol.message import MessageExt
 from server.acl.config import GET, PUB, SUB, Account, AclConfig, check_permission
 from server.acl.validator import DeniedError, check_resources
 from server.burst_log import BurstLog
+from server.http.csrf import HEADER as CSRF_HEADER
+from server.http.csrf import CsrfToken
 from server.http.errors import ApiError, bad_parameter, not_found
 from server.http.groups import DLQ_PREFIX, RETRY_PREFIX, OffsetSource, group_json, group_names
+from server.http.host_check import AllowedHosts
 from server.http.lookups import MAX_BUCKETS, MAX_KEY_RESULTS, Lookups, Page, message_json, parse_cursor
 from server.http.metrics import Families, HttpStats, StoreCollector
 from server.http.openapi import openapi_document
@@ -95,9 +100,9 @@ FORMATS = ("json", "jsonl", "csv")
 #: The lookup page's files (``server/http/static``, package data): plain HTML, CSS and JavaScript,
 #: nothing fetched from elsewhere, so the page works on a machine with no internet access.
 STATIC_DIR = resources.files("server.http") / "static"
-#: Routes served without credentials under ``--acl``: the page and its files hold no data (every
-#: request the page makes for data asks for them).
-PUBLIC_ROUTES = frozenset({"/", "/static/{name}"})
+#: Routes served without credentials under ``--acl``: the page, its files and the CSRF token hold no
+#: data (every request the page makes for data asks for them).
+PUBLIC_ROUTES = frozenset({"/", "/static/{name}", "/api/csrf-token"})
 STATIC_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 
 
@@ -150,6 +155,13 @@ ROUTES: tuple[Route, ...] = (
         tags=("page",),
     ),
     Route("/openapi.json", "openapi", "this description", errors=(), tags=("meta",)),
+    Route(
+        "/api/csrf-token",
+        "csrf_token",
+        f"the token a POST must send in the {CSRF_HEADER} header (cross-site request forgery)",
+        errors=(),
+        tags=("meta",),
+    ),
     Route(
         "/metrics",
         "metrics",
@@ -258,7 +270,7 @@ ROUTES: tuple[Route, ...] = (
         "send a copy of the message (a new message id) as a producer's SEND of it would: only under "
         "--writable (405 otherwise), with PUB on the target topic under --acl",
         (_ID,),
-        errors=(400, 404, 405, 409, 415, 503),
+        errors=(400, 403, 404, 405, 409, 415, 503),
         method="POST",
         body=(
             (
@@ -452,6 +464,10 @@ class Access:
             raise ApiError(403, "forbidden", f"no permission to read {what}")
 
 
+#: The ``HttpApi`` an application serves (``app[HTTP_API]``).
+HTTP_API: web.AppKey[HttpApi] = web.AppKey("http_api")
+
+
 def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "unauthorized", message)
 
@@ -472,8 +488,14 @@ class HttpApi:
         http_stats: HttpStats,
         acl: AclConfig | None = None,
         resender: Resender | None = None,
+        allowed_hosts: AllowedHosts | None = None,
+        csrf: CsrfToken | None = None,
     ) -> None:
         self.store = store
+        #: The ``Host`` names answered (``server.http.host_check``; default: loopback and addresses).
+        self.allowed_hosts = allowed_hosts if allowed_hosts is not None else AllowedHosts()
+        #: The token a state-changing request must send (``server.http.csrf``).
+        self.csrf = csrf if csrf is not None else CsrfToken()
         #: The write path's way to resend (``serve --writable``); None: read-only, the POST is 405.
         self.resender = resender
         self.lookups = Lookups(store)
@@ -490,6 +512,7 @@ class HttpApi:
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024)
+        app[HTTP_API] = self
         for route in ROUTES:
             handler = getattr(self, route.handler_name)
             if route.method == "GET":
@@ -505,8 +528,19 @@ class HttpApi:
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else "unmatched"
         try:
+            host = request.headers.get("Host")
+            if not self.allowed_hosts.allows(host):
+                raise ApiError(
+                    421,
+                    "host_not_allowed",
+                    f"this server does not answer to the host {str(host)[:100]!r} (a page of another "
+                    "site may have pointed that name at it); if it is a name of this server, start "
+                    "serve with --http-allow-host NAME",
+                )
             if route not in PUBLIC_ROUTES:
                 self.access.account(request)  # 401 before any work (handlers ask again: cheap)
+            if request.match_info.http_exception is None:
+                self.csrf.check(request)  # a request that changes something: 403 without the token
             response = await handler(request)
         except ApiError as exc:
             response = json_response(exc.body(), exc.status)
@@ -564,6 +598,11 @@ class HttpApi:
 
     async def openapi(self, request: web.Request) -> web.Response:
         return json_response(openapi_document(ROUTES))
+
+    async def csrf_token(self, request: web.Request) -> web.Response:
+        response = json_response({"csrfToken": self.csrf.value, "header": CSRF_HEADER})
+        response.headers["Cache-Control"] = "no-store"
+        return response
 
     async def metrics(self, request: web.Request) -> web.Response:
         self.access.require_metrics(request)
@@ -748,7 +787,6 @@ class HttpApi:
             raise ApiError(
                 405, "read_only", "this server is read-only: start it with --writable to resend messages"
             )
-        _same_origin(request)
         if request.content_type != "application/json":
             raise ApiError(415, "unsupported_media_type", "send the request as application/json")
         try:
@@ -775,14 +813,3 @@ class HttpApi:
 
 #: ``TopicValidator``'s topic names (the SEND checks them again, with the broker's remark).
 _TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
-
-
-def _same_origin(request: web.Request) -> None:
-    """A POST whose browser names another site as its ``Origin`` is refused (cross-site request
-    forgery: the browser would attach the credentials it keeps for this server)."""
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return  # not a browser's cross-origin request (curl, scripts): credentials decide
-    host = request.headers.get("Host", "")
-    if origin.partition("://")[2].rstrip("/") != host:
-        raise ApiError(403, "forbidden", "a POST from another origin is refused")

@@ -7,6 +7,7 @@ import socket
 from aiohttp import web
 
 from server.file_budget import LISTEN_BACKLOG
+from server.port_errors import PortUnusableError
 
 #: Seconds in-flight HTTP requests get when the server stops.
 HTTP_STOP_GRACE = 2.0
@@ -31,6 +32,9 @@ class HttpServer:
         )
         try:
             await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise PortUnusableError.from_os_error("HTTP", self.host, self.port, exc) from None
         except BaseException:
             await self._runner.cleanup()
             raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -108,3 +109,40 @@ async def serving(*args: str) -> AsyncIterator[ServeProcess]:
         assert await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT) == 0
     finally:
         await kill_if_running(proc)
+
+
+def free_port_block(offsets: tuple[int, ...] = (-2, 0, 2, 3)) -> int:
+    """A listen port P whose ``P + offset`` ports are all free on 127.0.0.1 now (serve's own layout
+    by default), for the tests about serve's fixed and derived ports: port 0 cannot say which."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if not all(1024 < port + o <= 65535 for o in offsets):
+            continue
+        held: list[socket.socket] = []
+        try:
+            for offset in offsets:
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port + offset))
+            return port
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise RuntimeError("no free block of ports found")
+
+
+def listen_on(port: int) -> socket.socket | None:
+    """A plain listener on 127.0.0.1:PORT (what a 5.x Proxy on 8081 is to us); None when another
+    process holds the port already, which leaves it just as taken."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        return None
+    return sock

@@ -13,15 +13,34 @@ const $ = (id) => document.getElementById(id);
 
 // -- helpers -------------------------------------------------------------------------------------
 
+// The server's token a POST must send (GET /api/csrf-token; pages of other sites cannot read it).
+let csrf = null;
+
 async function api(path, post) {
   // {status, body}; a network failure is status 0 with a message, never an exception to the caller.
-  // ``post``: an object sent as the JSON body of a POST (the server takes no other POST).
+  // ``post``: an object sent as the JSON body of a POST (the server takes no other POST), with the
+  // server's token; a token refused (the server restarted since it was fetched) is fetched again once.
+  if (post === undefined) return request(path);
+  for (let attempt = 0; ; attempt++) {
+    if (csrf === null) {
+      const t = await request("/api/csrf-token");
+      if (t.status !== 200) return t;
+      csrf = t.body;
+    }
+    const answer = await request(path, post, csrf);
+    if (answer.status !== 403 || (answer.body || {}).error !== "csrf" || attempt > 0) return answer;
+    csrf = null;
+  }
+}
+
+async function request(path, post, token) {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), 30000);
   const init = { signal: abort.signal, headers: { Accept: "application/json" } };
   if (post !== undefined) {
     init.method = "POST";
     init.headers["Content-Type"] = "application/json";
+    init.headers[token.header] = token.csrfToken;
     init.body = JSON.stringify(post);
   }
   try {

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from clients.cli.arg_types import PORT_OFF, port_or_off
-from clients.cli.serve import http_port_of
+from clients.cli.serve_ports import http_port_of
 
 
 def test_the_default_is_beside_the_brokers_ports() -> None:

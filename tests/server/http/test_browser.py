@@ -28,6 +28,7 @@ import pytest
 
 from clients.testkit.jsonl_store import make_store
 from server.app import QueryServer
+from server.http.app import HTTP_API
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.java_store import JAVA_STORE, open_java_store, settings_for
@@ -543,6 +544,8 @@ async def test_resend_from_the_message_view(
     await server.start()
     try:
         page = await open_page(browser, server)
+        posts: list[dict[str, str]] = []
+        page.on("request", lambda r: posts.append(r.headers) if r.method == "POST" else None)
         traced = orders()[TRACED]
         await search(page, traced.uniq)
         assert await field(page, "Topic") == "Orders"
@@ -550,6 +553,17 @@ async def test_resend_from_the_message_view(
         await expect(page.locator("#resend-status")).to_contain_text("Sent to Orders")
         copy_id = await page.locator("#resend-status").get_attribute("data-offset-msg-id")
         assert copy_id
+        # the page sent the server's CSRF token; a token that changed under it (a restarted server)
+        # is fetched again once and the resend goes through
+        assert server.http_app is not None
+        api = server.http_app.app[HTTP_API]
+        assert [p["x-rmq-csrf-token"] for p in posts] == [api.csrf.value]
+        api.csrf.value = "changed-since-the-page-fetched-it"
+        await page.click("#resend")
+        await expect(page.locator("#resend-status")).not_to_have_attribute("data-offset-msg-id", copy_id)
+        await expect(page.locator("#resend-status")).to_contain_text("Sent to Orders")
+        tokens = [p.get("x-rmq-csrf-token") for p in posts[1:]]
+        assert tokens == [posts[0]["x-rmq-csrf-token"], api.csrf.value]
         await search(page, copy_id)
         await expect(page.locator("#result-summary")).to_contain_text("Found by offset message id: 1 record")
         await expect(page.locator("#body")).to_have_text(traced.body)

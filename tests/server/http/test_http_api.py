@@ -20,6 +20,7 @@ import pytest
 
 from server.app import QueryServer
 from tests.support.harness import StartServer
+from tests.support.http_csrf import csrf_headers
 from tests.support.java_store import JAVA_STORE
 
 
@@ -307,7 +308,8 @@ async def test_topics_and_groups_page_by_name(http: Any, cq_expected: dict[str, 
 async def test_resend_on_a_read_only_server_is_405(http: Any, java_expected: dict[str, Any]) -> None:
     _, session = http
     msg_id = java_expected["messages"][0]["offsetMsgId"]
-    async with session.post(f"/api/messages/{msg_id}/resend", json={}) as response:
+    token = await csrf_headers(session)
+    async with session.post(f"/api/messages/{msg_id}/resend", json={}, headers=token) as response:
         body = await response.json()
         assert (response.status, body["error"]) == (405, "read_only")
         assert "--writable" in body["message"]

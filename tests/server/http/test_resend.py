@@ -28,6 +28,7 @@ from server.broker.writable_store import WritableStore
 from server.remoting.write_path import WritePath, write_path
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord
+from tests.support.http_csrf import csrf_headers
 
 READER = ("reader-ak-1", "reader-sk-1")
 WRITER = ("writer-ak-1", "writer-sk-1")
@@ -93,6 +94,7 @@ async def writable(tmp_path: Path) -> AsyncIterator[tuple[aiohttp.ClientSession,
 async def post(
     session: aiohttp.ClientSession, msg_id: str, body: Any = None, status: int = 201, **kwargs: Any
 ) -> dict[str, Any]:
+    kwargs["headers"] = {**await csrf_headers(session), **kwargs.get("headers", {})}
     async with session.post(f"/api/messages/{msg_id}/resend", json=body or {}, **kwargs) as response:
         answer = await response.json()
         assert response.status == status, answer
@@ -153,7 +155,8 @@ async def test_a_retry_copy_goes_back_to_its_topic_without_the_retrys_properties
         ({"json": {"topic": "bad topic!"}}, 400, "bad_request"),
         ({"json": ["Orders"]}, 400, "bad_request"),
         ({"data": "{}", "headers": {"Content-Type": "text/plain"}}, 415, "unsupported_media_type"),
-        ({"json": {}, "headers": {"Origin": "http://evil.example"}}, 403, "forbidden"),
+        ({"json": {}, "headers": {"Origin": "http://evil.example"}}, 403, "csrf"),
+        ({"json": {}, "headers": {"Sec-Fetch-Site": "cross-site"}}, 403, "csrf"),
         ({"json": {"topic": "NoSuchTopic"}}, 404, "not_found"),  # auto-create is off: TOPIC_NOT_EXIST
         ({"json": {"topic": "SCHEDULE_TOPIC_XXXX"}}, 403, "forbidden"),  # nobody may send there
     ],
@@ -161,10 +164,12 @@ async def test_a_retry_copy_goes_back_to_its_topic_without_the_retrys_properties
 async def test_refusals(writable: Any, kwargs: dict[str, Any], status: int, error: str) -> None:
     session, path = writable
     original_id = send_original(path, "Orders", ORIGINAL_PROPS, b"x")
+    token = await csrf_headers(session)
+    kwargs["headers"] = {**token, **kwargs.get("headers", {})}
     async with session.post(f"/api/messages/{original_id}/resend", **kwargs) as response:
         body = await response.json()
         assert (response.status, body["error"]) == (status, error), body
-    async with session.post("/api/messages/no-such-id/resend", json={}) as response:
+    async with session.post("/api/messages/no-such-id/resend", json={}, headers=token) as response:
         assert response.status == 404
 
 
