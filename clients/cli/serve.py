@@ -55,6 +55,12 @@ from server.app import (
     default_advertise_host,
 )
 from server.broker.controller import ConsumeSettings
+from server.broker.creation_limits import (
+    DEFAULT_MAX_GROUPS,
+    DEFAULT_MAX_PER_CONNECTION,
+    DEFAULT_MAX_TOPICS,
+    CreationLimits,
+)
 from server.broker.transactions import (
     DEFAULT_CHECK_INTERVAL_MS,
     DEFAULT_CHECK_MAX,
@@ -95,14 +101,21 @@ HELP = "serve queryMsgByKey / queryMsgById / queryMsgByUniqueKey from a RocketMQ
 log = logging.getLogger("server")
 
 
-def consume_settings(args: argparse.Namespace) -> ConsumeSettings:
-    """The broker options of ``--writable``'s consume side from the command line."""
+def consume_settings(args: argparse.Namespace, config: StoreConfig | None = None) -> ConsumeSettings:
+    """The broker options of ``--writable``'s consume side from the command line (and broker.conf's
+    ``autoCreateSubscriptionGroup``)."""
     return ConsumeSettings(
+        auto_create_subscription_group=True if config is None else config.auto_create_subscription_group,
+        creation=CreationLimits(
+            max_topics=args.max_topics,
+            max_groups=args.max_groups,
+            per_connection=args.max_auto_create_per_connection,
+        ),
         transactions=TransactionSettings(
             check_interval_ms=args.transaction_check_interval_ms,
             timeout_ms=args.transaction_timeout_ms,
             check_max=args.transaction_check_max,
-        )
+        ),
     )
 
 
@@ -176,6 +189,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --writable: create unknown topics on their first SEND from TBW102 "
         "(default: broker.conf's autoCreateTopicEnable, else on)",
+    )
+    parser.add_argument(
+        "--max-topics",
+        type=positive_int,
+        default=DEFAULT_MAX_TOPICS,
+        metavar="N",
+        help="with --writable: past N topics, none is created by a client (a SEND to an unknown topic gets "
+        "TOPIC_NOT_EXIST, a heartbeat's %%RETRY%% topic is skipped); an operator's updateTopic still "
+        "creates (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-groups",
+        type=positive_int,
+        default=DEFAULT_MAX_GROUPS,
+        metavar="N",
+        help="with --writable: past N subscription groups (or N groups with offsets), none is created by "
+        "a client's heartbeat or offset update (SUBSCRIPTION_GROUP_NOT_EXIST); default %(default)s",
+    )
+    parser.add_argument(
+        "--max-auto-create-per-connection",
+        type=positive_int,
+        default=DEFAULT_MAX_PER_CONNECTION,
+        metavar="N",
+        help="with --writable: the most topics and groups one connection's heartbeats and offset updates "
+        "may create (default %(default)s)",
     )
     parser.add_argument(
         "--transaction-check-interval-ms",
@@ -644,7 +682,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
                     config=config,
                     writable=writable,
                     file_watch=FileWatch(budget, lambda: store_file_count(config)),
-                    consume=consume_settings(args),
+                    consume=consume_settings(args, config),
                 )
             )
     except PortUnusableError as exc:

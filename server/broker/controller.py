@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from protocol.heartbeat import ClientHeartbeat
 from server.broker.client_channel import Channel, ClientChannelInfo
 from server.broker.consumer_groups import ConsumerGroups, IdsChanged
+from server.broker.creation_limits import CreationBudget, CreationLimits
 from server.broker.offset_moved import offset_moved_record
 from server.broker.producer_groups import ProducerGroups
 from server.broker.rebalance_locks import RebalanceLocks
@@ -27,7 +28,7 @@ from server.broker.transactions import TransactionSettings
 from server.broker.writable_store import WritableStore
 from store.config.consumer_offsets import ConsumerOffsetTable
 from store.config.persister import ConfigPersister
-from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
+from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable, is_system_group
 from store.config.topics import PERM_READ, PERM_WRITE, TopicConfig
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class ConsumeSettings:
     auto_create_subscription_group: bool = True
     #: ``notifyConsumerIdsChangedEnable``: tell a group's members when it changes.
     notify_consumer_ids_changed: bool = True
+    #: What clients may make the broker create by themselves (``creation_limits``).
+    creation: CreationLimits = field(default_factory=CreationLimits)
     #: ``transactionCheckInterval``, ``transactionTimeOut``, ``transactionCheckMax``,
     #: ``rejectTransactionMessage``.
     transactions: TransactionSettings = field(default_factory=TransactionSettings)
@@ -86,6 +89,9 @@ class BrokerController:
         self.offsets = ConsumerOffsetTable.load(config_dir / "consumerOffset.json")
         self.locks = RebalanceLocks()
         self._watched: set[int] = set()
+        #: What each connection created by itself, against ``settings.creation``.
+        self.creation = CreationBudget(self.settings.creation)
+        store.topic_budget = self.creation
         self.closed = False
 
     # -- notifications --------------------------------------------------------------------------
@@ -100,24 +106,61 @@ class BrokerController:
 
     # -- subscription groups --------------------------------------------------------------------
 
-    def find_group(self, group: str) -> SubscriptionGroupConfig | None:
-        """``findSubscriptionGroupConfig``: created when missing if auto-creation allows it."""
-        return self.groups.find(group, auto_create=self.settings.auto_create_subscription_group)
+    def find_group(self, group: str, connection: int | None = None) -> SubscriptionGroupConfig | None:
+        """``findSubscriptionGroupConfig``: created when missing if auto-creation allows it, within
+        what ``connection`` (and the broker) may create (``creation_limits``)."""
+        config = self.groups.get(group)
+        if config is not None:
+            return config
+        auto = self.settings.auto_create_subscription_group
+        if (auto or is_system_group(group)) and not self.creation.allow(
+            "group", group, connection, len(self.groups.groups)
+        ):
+            return None
+        config = self.groups.find(group, auto_create=auto)
+        if config is not None:
+            self.creation.created(connection)
+        return config
 
-    def create_topic_in_send_back(self, topic: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig:
+    def create_topic_in_send_back(
+        self, topic: str, queue_nums: int, sys_flag: int = 0, connection: int | None = None
+    ) -> TopicConfig | None:
         """``createTopicInSendMessageBackMethod``: ``topic`` as it is, else created readable and
-        writable with ``queue_nums`` queues (saved off the loop: ``store.topic_changes``)."""
+        writable with ``queue_nums`` queues (saved off the loop: ``store.topic_changes``); None when
+        ``creation_limits`` refuse a heartbeat's connection one more topic."""
         existing = self.store.topic_config(topic)
         if existing is not None:
             return existing
+        # Only a heartbeat's retry topic is a client's creation (``connection``): a send-back's retry
+        # or dead-letter topic holds a message of a group that exists (whose creation was counted).
+        if connection is not None and not self.creation.allow(
+            "topic", topic, connection, len(self.store.topics.topics)
+        ):
+            return None
         config = TopicConfig(topic, queue_nums, queue_nums, PERM_READ | PERM_WRITE, topic_sys_flag=sys_flag)
         self.store.topics.put(config, self.clock())
         self.store.topics.save_soon()
+        self.creation.created(connection)
         return config
 
-    def create_retry_topic(self, group: str, queue_nums: int, sys_flag: int = 0) -> TopicConfig:
-        """The group's ``%RETRY%`` topic, created if missing."""
-        return self.create_topic_in_send_back(retry_topic(group), queue_nums, sys_flag)
+    def create_retry_topic(
+        self, group: str, queue_nums: int, sys_flag: int = 0, connection: int | None = None
+    ) -> TopicConfig | None:
+        """The group's ``%RETRY%`` topic, created if missing (None: ``creation_limits`` refused it)."""
+        return self.create_topic_in_send_back(retry_topic(group), queue_nums, sys_flag, connection)
+
+    def may_commit(self, group: str, connection: int | None = None) -> bool:
+        """May an offset update of ``group`` be kept? A group the broker knows (its config, or offsets
+        already committed) always; an unknown one only with ``autoCreateSubscriptionGroup`` and
+        within ``creation_limits`` (it becomes a group of the offset table, kept across restarts)."""
+        if self.groups.get(group) is not None or self.offsets.has_group(group):
+            return True
+        if not self.settings.auto_create_subscription_group:
+            return False
+        if not self.creation.allow("group", group, connection, self.offsets.group_count()):
+            return False
+        self.creation.created(connection)
+        return True
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -135,12 +178,12 @@ class BrokerController:
             group = data.groupName
             if group is None:
                 continue
-            config = self.find_group(group)
+            config = self.find_group(group, channel.id)
             notify = True
             if config is not None:
                 notify = config.notify_consumer_ids_changed_enable
                 # ``TopicSysFlag.buildSysFlag(false, true)`` for a unit-mode consumer.
-                self.create_retry_topic(group, config.retry_queue_nums, 2 if data.unitMode else 0)
+                self.create_retry_topic(group, config.retry_queue_nums, 2 if data.unitMode else 0, channel.id)
             info = ClientChannelInfo(channel, client_id, language, version, now)
             self.consumers.register(
                 group,
@@ -169,6 +212,7 @@ class BrokerController:
     def channel_closed(self, channel: Channel) -> None:
         """The connection closed: the client leaves every group it was in."""
         self._watched.discard(channel.id)
+        self.creation.forget(channel.id)
         self.consumers.channel_closed(channel)
         self.producers.channel_closed(channel)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from protocol.message import decode_message
+from server.broker.creation_limits import CreationBudget
 from server.broker.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
@@ -75,6 +76,9 @@ class WritableStore:
         )
         self.closed = False
         self._persister: TopicPersister | None = None
+        #: What clients may create by themselves (``creation_limits.CreationBudget``, set by the
+        #: ``BrokerController`` over this store); None: no limit.
+        self.topic_budget: CreationBudget | None = None
         #: Called with (topic, queue id) of each queue a put added to, once it is readable (the
         #: broker's ``NotifyMessageArrivingListener``: held pulls on that queue answer at once).
         self.arrived: Callable[[str, int], None] | None = None
@@ -218,7 +222,12 @@ class WritableStore:
     def create_topic_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int
     ) -> TopicConfig | None:
-        """A SEND to an unknown topic: create it from ``default_topic`` if that is allowed."""
+        """A SEND to an unknown topic: create it from ``default_topic`` if that is allowed, and within
+        the broker-wide topic limit (``topic_budget``: None when there is none); None otherwise, which
+        the SEND answers TOPIC_NOT_EXIST as for a topic TBW102 may not create."""
+        budget = self.topic_budget
+        if budget is not None and not budget.allow("topic", topic, None, len(self.topics.topics)):
+            return None
         return self.topics.create_in_send(
             topic, default_topic, client_queue_nums, self._clock(), auto_create=self.auto_create_topics
         )

@@ -89,6 +89,9 @@ class ConsumerOffsetTable:
         with self._lock:
             return list(self._by_group)
 
+    def has_group(self, group: str) -> bool:
+        return group in self._by_group
+
     def group_count(self) -> int:
         return len(self._by_group)
 

@@ -151,6 +151,9 @@ class StoreConfig:
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     #: ``autoCreateTopicEnable``: a SEND to an unknown topic creates it from TBW102 (write path only).
     auto_create_topic_enable: bool = True
+    #: ``autoCreateSubscriptionGroup``: a heartbeat or pull of an unknown group creates its config;
+    #: off, an offset update for a group the broker does not know is refused (write path only).
+    auto_create_subscription_group: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -246,6 +249,7 @@ class StoreConfig:
         for key, name in (
             ("messageIndexEnable", "message_index_enable"),
             ("autoCreateTopicEnable", "auto_create_topic_enable"),
+            ("autoCreateSubscriptionGroup", "auto_create_subscription_group"),
         ):
             if key in props:
                 values[name] = _parse_bool(key, props[key])

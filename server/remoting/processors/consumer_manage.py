@@ -25,6 +25,7 @@ from protocol.custom_headers import (
 )
 from protocol.record_layout import PHYSICAL_OFFSET_AT, PHYSICAL_OFFSET_WIDTH
 from server.broker.controller import BrokerController
+from server.remoting.channel import CURRENT_CHANNEL
 from server.store_api import StoreWithCommitLog, total_physical_memory
 
 #: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
@@ -97,6 +98,15 @@ class ConsumerOffsetProcessor(ConsumerManageProcessor):
 
     def update_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        channel = CURRENT_CHANNEL.get(None)
+        if not self._broker.may_commit(header.consumer_group, None if channel is None else channel.id):
+            # 5.x's answer to an offset of a group it does not know (4.9.7 keeps any): without
+            # autoCreateSubscriptionGroup, or past ``creation_limits``, a group is never made here
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                remark=f"Group {header.consumer_group} not exist!",
+                ext_fields={},
+            )
         self._broker.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return request.make_response(ResponseCode.SUCCESS, ext_fields={})
 
