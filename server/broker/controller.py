@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from protocol.heartbeat import ClientHeartbeat
 from server.broker.client_channel import Channel, ClientChannelInfo
 from server.broker.consumer_groups import ConsumerGroups, IdsChanged
+from server.broker.decided_halves import DecidedHalves
 from server.broker.offset_moved import offset_moved_record
 from server.broker.producer_groups import ProducerGroups
 from server.broker.rebalance_locks import RebalanceLocks
@@ -85,6 +86,8 @@ class BrokerController:
         self._group_persister = ConfigPersister(self.groups)
         self.offsets = ConsumerOffsetTable.load(config_dir / "consumerOffset.json")
         self.locks = RebalanceLocks()
+        #: The half messages END_TRANSACTION already decided (both front doors: one table).
+        self.decided_halves = DecidedHalves()
         self._watched: set[int] = set()
         self.closed = False
 
