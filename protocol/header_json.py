@@ -193,11 +193,23 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
 
 
 def _undecodable(data: bytes | bytearray | memoryview, exc: Exception) -> RemotingCommand:
-    """The header again with its lone surrogate escapes as Java stores them, or ``HeaderDecodeError``
-    when it has none (then nothing can read it)."""
-    fixed = _without_lone_surrogates(data)
+    """The header read again as Java reads it, or ``HeaderDecodeError`` when that changes nothing
+    (then nothing can read it).
+
+    The broker makes a String of the bytes first (``new String(data, UTF_8)``: each malformed
+    sequence a U+FFFD) and fastjson parses that, keeping lone surrogate escapes, which it writes back
+    as ``?`` (see ``_without_lone_surrogates``). msgspec refuses both, so without this such a header
+    would close the connection with no answer (issue 31 item 8)."""
+    raw = bytes(data)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raw = raw.decode("utf-8", "replace").encode("utf-8")
+    fixed = _without_lone_surrogates(raw)
     if fixed is None:
-        raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
+        if raw == data:
+            raise HeaderDecodeError(f"JSON header cannot be decoded: {exc}") from exc
+        fixed = raw
     return decode_json_header(fixed)
 
 

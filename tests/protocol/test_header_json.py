@@ -97,7 +97,6 @@ def test_non_string_ext_values_become_java_strings() -> None:
         b'{"opaque":-2147483649}',
         b'{"remark":5}',
         b'{"extFields":[]}',
-        b'{"code":1,"remark":"\xff"}',
     ],
 )
 def test_undecodable_headers_raise_header_decode_error(data: bytes) -> None:
@@ -109,6 +108,13 @@ def test_undecodable_headers_raise_header_decode_error(data: bytes) -> None:
     ("data", "remark", "fields"),
     [
         (b'{"remark":"\\ud800"}', "?", None),
+        # Not UTF-8: read as ``new String(bytes, UTF_8)`` reads it, each malformed sequence a U+FFFD.
+        (b'{"code":1,"remark":"\xff"}', "\ufffd", None),
+        (
+            b'{"extFields":{"topic":"a\xff\xfeb","s":"\xc3\\ud800"}}',
+            None,
+            {"topic": "a\ufffd\ufffdb", "s": "\ufffd?"},
+        ),
         (
             b'{"code":17,"extFields":{"topic":"T\\ud800x","k":"\\udc00\\ud83d"}}',
             None,
@@ -122,7 +128,7 @@ def test_undecodable_headers_raise_header_decode_error(data: bytes) -> None:
         (b'{"extFields":{"n":5,"s":"\\ud800"}}', None, {"n": "5", "s": "?"}),
     ],
 )
-def test_lone_surrogate_escapes_are_read_as_java_stores_them(
+def test_lone_surrogates_and_invalid_utf8_are_read_as_java_reads_them(
     data: bytes, remark: str | None, fields: dict[str, str] | None
 ) -> None:
     """fastjson reads ``\\ud800`` into a Java String and the broker answers; what it writes of it as

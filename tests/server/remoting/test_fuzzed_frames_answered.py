@@ -8,7 +8,7 @@ UPDATE_AND_CREATE_TOPIC (17) and DELETE_TOPIC_IN_BROKER (215) frames that got no
 surrogate escape (``\\ud800``) in a JSON header, which msgspec refuses: the header was undecodable,
 so the connection was closed. fastjson reads it, and the broker answers (an illegal topic name, an
 unknown topic, ...); the escape is now read as Java stores it (``?``). The same holds for text that is
-not UTF-8 in a ROCKETMQ header (read as U+FFFD, as ``new String(bytes, UTF_8)``). A frame whose header
+not UTF-8 in a JSON or ROCKETMQ header (read as U+FFFD, as ``new String(bytes, UTF_8)``). A frame whose header
 is no header at all still closes the connection, as the broker's ``NettyDecoder`` does.
 
 Each frame goes on a connection of its own to a ``serve --writable`` child on port 0, with 5 s to
