@@ -76,6 +76,11 @@ class HeaderFieldError(ProtocolError):
         self.reason = reason
 
 
+class JsonBodyError(ProtocolError):
+    """A request body that is not the JSON expected: malformed, not UTF-8, the wrong shape, or
+    nested deeper than the decoder goes (``protocol.json_body``)."""
+
+
 class MessageDecodeError(ProtocolError):
     """A CommitLog message record is truncated or inconsistent."""
 

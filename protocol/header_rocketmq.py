@@ -62,8 +62,10 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 def decode_rocketmq_header(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
     """A command (without body) from the ROCKETMQ header at ``buf[start:end]``.
 
-    Raises ``HeaderDecodeError`` for a truncated header, a length pointing outside it, trailing
-    bytes, or text that is not UTF-8.
+    Raises ``HeaderDecodeError`` for a truncated header, a length pointing outside it, or trailing
+    bytes. Text that is not UTF-8 is read as Java's ``new String(bytes, UTF_8)`` reads it (each
+    malformed sequence a U+FFFD), so the request is answered as the broker answers it rather than the
+    connection closed without an answer (issue 31 item 8).
     """
     if end - start < MIN_HEADER_LENGTH:
         raise HeaderDecodeError(f"ROCKETMQ header of {end - start} bytes is shorter than {MIN_HEADER_LENGTH}")
@@ -83,7 +85,7 @@ def decode_rocketmq_header(buf: bytes | bytearray | memoryview, start: int, end:
             stop = pos + remark_len
             remark = text[pos:stop]
             if not remark.isascii():
-                remark = header[pos:stop].decode("utf-8")
+                remark = header[pos:stop].decode("utf-8", "replace")
             pos = stop
         (ext_len,) = _I32.unpack_from(header, pos)
         pos += 4
@@ -128,7 +130,7 @@ def _decode_ext_fields(header: bytes, text: str, pos: int, end: int) -> dict[str
         stop = pos + key_len
         key = text[pos:stop]
         if not key.isascii():
-            key = header[pos:stop].decode("utf-8")
+            key = header[pos:stop].decode("utf-8", "replace")
         (value_len,) = i32(header, stop)
         pos = stop + 4
         if value_len < 0 or value_len > end - pos:
@@ -136,7 +138,7 @@ def _decode_ext_fields(header: bytes, text: str, pos: int, end: int) -> dict[str
         stop = pos + value_len
         value = text[pos:stop]
         if not value.isascii():
-            value = header[pos:stop].decode("utf-8")
+            value = header[pos:stop].decode("utf-8", "replace")
         pos = stop
         if key and value:
             fields[key] = value

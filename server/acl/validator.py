@@ -17,11 +17,15 @@ the order of ``PlainPermissionManager.validate`` before its processor runs:
 Resources, as 4.9.7's ``PlainAccessValidator.parse`` derives them: SEND_MESSAGE needs PUB on
 ``topic``, SEND_MESSAGE_V2 PUB on ``b`` (its abbreviated topic); a send to a ``%RETRY%`` topic needs
 SUB on the group instead (``group``, which 4.9.7 clients never fill, so nothing; V2's ``a``);
-SEND_BATCH_MESSAGE only the signature (4.9.7 has no case for it; 5.x added one); CONSUMER_SEND_MSG_BACK
-SUB on ``%RETRY%<group>``; UPDATE_CONSUMER_OFFSET SUB on ``%RETRY%<consumerGroup>`` and on ``topic``;
+SEND_BATCH_MESSAGE as SEND_MESSAGE_V2 (its header is V2's; a batch is one topic), deliberately tighter
+than 4.9.7, which has no case for it and checks only the signature (5.x added the case);
+CONSUMER_SEND_MSG_BACK SUB on ``%RETRY%<group>``, and (tighter than 4.9.7) SUB on the topic of the
+record it copies, checked by its processor once it read it (``server.acl.record_access``);
+UPDATE_CONSUMER_OFFSET SUB on ``%RETRY%<consumerGroup>`` and on ``topic``;
 QUERY_MESSAGE needs SUB (or GET, see ``server.acl.config``) on ``topic``; VIEW_MESSAGE_BY_ID needs
 the same on ``topic`` when the request names one (5.x; a 4.9.x broker checks only the signature, and
-mqadmin 4.9's by-offset view sends no topic); HEART_BEAT needs SUB on each consumer group's retry
+mqadmin 4.9's by-offset view sends no topic) and, tighter than 4.9.7, on the topic of the record it
+answers (``server.acl.record_access``); HEART_BEAT needs SUB on each consumer group's retry
 topic and each subscribed topic in its body (decoded within ``protocol.heartbeat``'s bounds);
 UNREGISTER_CLIENT SUB on ``%RETRY%<consumerGroup>``; PULL_MESSAGE SUB on ``topic`` and on
 ``%RETRY%<consumerGroup>``; GET_CONSUMER_LIST_BY_GROUP SUB on ``%RETRY%<consumerGroup>``;
@@ -80,6 +84,12 @@ ADMIN_CODES = frozenset(
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 
+#: The SENDs whose topic needs PUB: SEND_BATCH_MESSAGE included, unlike 4.9.7 (see the docstring).
+_SEND_CODES = frozenset(
+    {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
+)
+
+
 class DeniedError(Exception):
     """The request may not be served; the message is the NO_PERMISSION remark."""
 
@@ -94,12 +104,13 @@ def required_resources(request: RemotingCommand) -> dict[str, int]:
         if resource is not None:  # ``addResourceAndPerm`` ignores a null resource
             needed[resource] = perm
 
-    if code == RequestCode.SEND_MESSAGE or code == RequestCode.SEND_MESSAGE_V2:
+    if code in _SEND_CODES:
         # V2 abbreviates the header: ``b`` is the topic, ``a`` the producer group. A send to a retry
         # topic (a consumer sending back) needs SUB on the group instead; SEND_MESSAGE reads the
         # group from ``group``, a field 4.9.7 clients never fill (they send ``producerGroup``), so
-        # such a send needs nothing, as on the broker.
-        v2 = code == RequestCode.SEND_MESSAGE_V2
+        # such a send needs nothing, as on the broker. SEND_BATCH_MESSAGE carries V2's header (the
+        # processor reads it so): checked as V2, which 4.9.7 does not do (issue 31).
+        v2 = code != RequestCode.SEND_MESSAGE
         topic = fields.get("b" if v2 else "topic")
         if topic is not None and topic.startswith(RETRY_PREFIX):
             add(_retry(fields.get("a" if v2 else "group")), SUB)
@@ -162,10 +173,11 @@ class AccessValidator:
             return str(exc)
         return None
 
-    def validate(self, request: RemotingCommand, remote_host: str | None) -> None:
-        """Raise ``DeniedError`` unless the request may be served."""
+    def validate(self, request: RemotingCommand, remote_host: str | None) -> Account | None:
+        """Raise ``DeniedError`` unless the request may be served; else the account it is served for,
+        None when a whitelist let it through (nothing further is checked for it)."""
         if any(pattern.matches(remote_host) for pattern in self.config.global_white):
-            return
+            return None
         fields = request.ext_fields or {}
         access_key = fields.get(ACCESS_KEY)
         if access_key is None:
@@ -175,17 +187,18 @@ class AccessValidator:
             raise DeniedError(f"No acl config for {access_key}")
         white = account.white_remote_address
         if white is not None and white.matches(remote_host):
-            return
+            return None
         if not _signature_matches(request, fields, account.secret_key):
             raise DeniedError(f"Check signature failed for accessKey={access_key}")
         needed = required_resources(request)
         if needed.get(TRACE_TOPIC) == PUB:
-            return
+            return account
         if request.code in ADMIN_CODES and not account.admin:
             raise DeniedError(
                 f"Need admin permission for request code={request.code}, but accessKey={access_key} is not"
             )
         check_resources(account, needed)
+        return account
 
 
 def check_resources(account: Account, needed: dict[str, int]) -> None:

@@ -21,6 +21,7 @@ from protocol.heartbeat import ClientHeartbeat
 from server.broker.client_channel import Channel, ClientChannelInfo
 from server.broker.consumer_groups import ConsumerGroups, IdsChanged
 from server.broker.creation_limits import CreationBudget, CreationLimits
+from server.broker.decided_halves import DecidedHalves
 from server.broker.offset_moved import offset_moved_record
 from server.broker.producer_groups import ProducerGroups
 from server.broker.rebalance_locks import RebalanceLocks
@@ -88,6 +89,8 @@ class BrokerController:
         self._group_persister = ConfigPersister(self.groups)
         self.offsets = ConsumerOffsetTable.load(config_dir / "consumerOffset.json")
         self.locks = RebalanceLocks()
+        #: The half messages END_TRANSACTION already decided (both front doors: one table).
+        self.decided_halves = DecidedHalves()
         self._watched: set[int] = set()
         #: What each connection created by itself, against ``settings.creation``.
         self.creation = CreationBudget(self.settings.creation)

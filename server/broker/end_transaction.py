@@ -5,8 +5,14 @@ record there, checks it is the one named (producer group, queue offset, CommitLo
 ``checkPrepareMessage``), and then, for a commit, writes the real message (``transactions``) and,
 for either, the op record that tells the check-back the message is decided. An unknown state (the
 producer's UNKNOW, type 0) changes nothing and gets no answer, as does any other type the header
-check let through. The broker keeps no table of decided transactions: a second commit of the same
-half message writes the real message again, as 4.9.7 does.
+check let through. The 4.9.7 broker keeps no table of decided transactions: a second commit of the
+same half message writes the real message again, a rollback after a commit is answered SUCCESS and a
+commit after a rollback delivers the message (recorded: ``tests/server/golden/
+end_transaction_twice_4.9.7.json``). Here, deliberately, a half message is decided once
+(``server.broker.decided_halves``): the same decision again gets the broker's answer to it and
+writes nothing (neither the message nor a second op record); a different one, or any one when the
+first was read back from the op queue and its kind is not known, is refused SYSTEM_ERROR (as
+``checkPrepareMessage``'s refusals) naming what was decided.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from protocol.errors import ProtocolError
 from protocol.message import MessageExt, decode_message
 from protocol.message_flags import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from server.broker.controller import BrokerController
+from server.broker.decided_halves import Decision
 from server.broker.put_message import PutRefused, StoreUnavailable
 from server.broker.transaction_states import HalfEvent, HalfMessageState
 from server.broker.transactions import (
@@ -43,6 +50,20 @@ class EndOutcome:
 
     code: int
     remark: str | None
+
+
+def already_decided_remark(decision: Decision) -> str:
+    """SYSTEM_ERROR's remark for a second, different decision of a decided half message."""
+    return f"The prepared transaction message was already {decision.value}"
+
+
+def _second_decision(event: HalfEvent, earlier: Decision) -> EndOutcome:
+    """The answer to a decision for a half message decided before: nothing is written."""
+    if event is HalfEvent.COMMIT and earlier is Decision.COMMIT:
+        return EndOutcome(ResponseCode.SUCCESS, None)
+    if event is HalfEvent.ROLLBACK and earlier is Decision.ROLLBACK:
+        return EndOutcome(ResponseCode.SUCCESS, NOT_SET_REMARK)
+    return EndOutcome(ResponseCode.SYSTEM_ERROR, already_decided_remark(earlier))
 
 
 def look_message(broker: BrokerController, offset: int) -> MessageExt | None:
@@ -88,6 +109,10 @@ def end_transaction(
     if remark is not None:
         return EndOutcome(ResponseCode.SYSTEM_ERROR, remark)
     assert half is not None
+    decided = broker.decided_halves
+    earlier = decided.decision(broker.store.reader, half.queue_id, half.queue_offset)
+    if earlier is not None:
+        return _second_decision(event, earlier)
     HalfMessageState.from_check_times(half.properties.get(PROPERTY_CHECK_TIMES)).apply(
         event, settings.check_max
     )
@@ -100,6 +125,9 @@ def end_transaction(
         except OSError as exc:
             log.error("writing the committed message of %s failed: %s", half.msg_id, exc)
             return EndOutcome(ResponseCode.SYSTEM_ERROR, "Create mapped file failed.")
+    decided.record(
+        half.queue_id, half.queue_offset, Decision.COMMIT if event is HalfEvent.COMMIT else Decision.ROLLBACK
+    )
     _write_op(broker, half)
     return EndOutcome(ResponseCode.SUCCESS, None if event is HalfEvent.COMMIT else NOT_SET_REMARK)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 import weakref
 
-import msgspec
-
+from protocol.errors import JsonBodyError
 from protocol.java_hashmap import java_hashmap_order
+from protocol.json_body import decode_json_body
 from server.broker.controller import BrokerController
 from store.config.config_file import json_text
 from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
@@ -28,8 +28,8 @@ def decode_group_config(body: bytes | bytearray | memoryview | None) -> Subscrip
     if not body:
         return None
     try:
-        data = msgspec.json.decode(bytes(body))
-    except msgspec.DecodeError:
+        data = decode_json_body(body)
+    except JsonBodyError:  # not UTF-8 or nested too deeply too: answered, never a traceback (issue 31)
         return None
     if not isinstance(data, dict):
         return None

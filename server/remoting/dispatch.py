@@ -15,7 +15,9 @@ before anything else and answered NO_PERMISSION when denied, unknown codes inclu
 processor lookup never fails (its AdminBrokerProcessor is the default and answers unknown codes
 REQUEST_CODE_NOT_SUPPORTED itself), and its ACL hook runs before that processor (checked against the
 real 4.9.7 broker: an unsigned unknown code is refused "No accessKey is configured", a signed one is
-REQUEST_CODE_NOT_SUPPORTED).
+REQUEST_CODE_NOT_SUPPORTED). The processors of ``server.acl.record_access.RECORD_CHECKED_CODES``
+(VIEW_MESSAGE_BY_ID, CONSUMER_SEND_MSG_BACK) run with the account in ``RECORD_ACCESS``, so they can
+check the topic of the record they read, which no header names.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any, Protocol
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
-from server.acl.validator import UNCHECKED_CODES, AccessValidator
+from server.acl.record_access import RECORD_ACCESS, RECORD_CHECKED_CODES, RecordAccess
+from server.acl.validator import UNCHECKED_CODES, AccessValidator, DeniedError
 from server.burst_log import BurstLog
 from server.remoting.processors.not_supported import not_supported
 from server.remoting.reply import exception_answer
@@ -186,14 +189,31 @@ class Dispatcher:
         # which answers unknown codes) included: an unknown code is checked too.
         if self._access is not None and code not in UNCHECKED_CODES:
             try:
-                remark = self._access.denial(request, remote_host)
-            except Exception as exc:  # a check that fails refuses nothing silently: one answer, as Java
-                return self._failure(request, exc)
-            if remark is not None:
+                account = self._access.validate(request, remote_host)
+            except DeniedError as denied:
+                remark = str(denied)
                 self._denials.event(
                     "access denied (NO_PERMISSION): %s, code %d, from %s", remark, code, remote_host
                 )
                 return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
+            except Exception as exc:  # a check that fails refuses nothing silently: one answer, as Java
+                return self._failure(request, exc)
+            if account is not None and code in RECORD_CHECKED_CODES:
+                access = RecordAccess(account)
+                token = RECORD_ACCESS.set(access)
+                try:
+                    result = self._process(request, code, remote_host, peer)
+                finally:
+                    RECORD_ACCESS.reset(token)
+                if result is None or type(result) is RemotingCommand:
+                    return result
+                # A coroutine runs later, in the awaiting task's context: it gets the check itself.
+                return _with_record_access(result, access)  # type: ignore[arg-type]
+        return self._process(request, code, remote_host, peer)
+
+    def _process(
+        self, request: RemotingCommand, code: int, remote_host: str | None, peer: str | None
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | None] | None:
         processor = self._sync.get(code)
         async_processor = self._async.get(code) if processor is None else None
         peer_processor = self._peer.get(code) if processor is None and async_processor is None else None
@@ -251,6 +271,17 @@ class Dispatcher:
             exc_info=exc,
         )
         return exception_answer(request, failure_remark(request.code))
+
+
+async def _with_record_access(
+    pending: Coroutine[Any, Any, RemotingCommand | None], access: RecordAccess
+) -> RemotingCommand | None:
+    """``pending`` awaited with ``RECORD_ACCESS`` set, so a coroutine processor checks records too."""
+    token = RECORD_ACCESS.set(access)
+    try:
+        return await pending
+    finally:
+        RECORD_ACCESS.reset(token)
 
 
 def java_remote_address(peer: str) -> str:

@@ -21,6 +21,7 @@ import msgspec
 from protocol.codes import LanguageCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import UnregisterClientRequestHeader
+from protocol.errors import JsonBodyError
 from protocol.heartbeat import (
     AnyObject,
     ClientHeartbeat,
@@ -28,6 +29,7 @@ from protocol.heartbeat import (
     HeartbeatBodyError,
     decode_heartbeat,
 )
+from protocol.json_body import decode_json_body
 from server.broker.controller import BrokerController
 from server.remoting.channel import CURRENT_CHANNEL
 from server.remoting.reply import exception_answer, system_error
@@ -118,8 +120,8 @@ class ClientManageProcessor:
         subscription = None
         if request.body:
             try:
-                subscription = msgspec.json.decode(bytes(request.body), type=CheckClientBody).subscriptionData
-            except (msgspec.DecodeError, UnicodeDecodeError):
+                subscription = decode_json_body(request.body, CheckClientBody).subscriptionData
+            except JsonBodyError:  # nested too deeply included (issue 31)
                 return exception_answer(request, BAD_CHECK_BODY_REMARK)
         if subscription is not None and subscription.expressionType not in (None, "", "TAG"):
             return request.make_response(

@@ -5,7 +5,10 @@ Answered in ``SendMessageProcessor.consumerSendMsgBack``'s order (4.9.7): the su
 (SUCCESS, nothing stored: the broker's answer), the ``%RETRY%`` topic created with the group's
 ``retryQueueNums`` (NO_PERMISSION when it exists and is not writable), the original record read by
 its CommitLog offset (SYSTEM_ERROR ``look message by offset failed, <offset>`` when there is none),
-then the ``%DLQ%`` topic when the message is past its reconsume times. What is stored is
+then (under ``--acl``, tighter than 4.9.7: ``server.acl.record_access``) SUB on the record's topic
+and its ``REAL_TOPIC``, NO_PERMISSION otherwise, so no account copies a topic it may not consume
+into its own retry or dead-letter queue; then the ``%DLQ%`` topic when the message is past its
+reconsume times. What is stored is
 ``server.broker.send_back``'s; a store that refuses it is SYSTEM_ERROR with the put status's name.
 Success is SUCCESS with no header. Topics created here are on disk before the answer, as the broker
 persists them before it answers; a retry goes through the schedule topic, so the delivery timer is
@@ -24,6 +27,8 @@ from protocol.command import RemotingCommand
 from protocol.custom_headers import ConsumerSendMsgBackRequestHeader
 from protocol.errors import ProtocolError
 from protocol.message import MessageExt, decode_message
+from server.acl.config import SUB
+from server.acl.record_access import PROPERTY_REAL_TOPIC, RECORD_ACCESS
 from server.broker.controller import BrokerController
 from server.broker.put_message import SCHEDULE_TOPIC, PutRefused, StoreUnavailable
 from server.broker.send_back import (
@@ -113,6 +118,12 @@ class ConsumerSendBackProcessor:
         original = self._original(header.offset)
         if original is None:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=look_failed_remark(header.offset))
+        access = RECORD_ACCESS.get()
+        if access is not None:  # under ``--acl``: only a record of a topic the account may consume
+            topics = (original.topic, original.properties.get(PROPERTY_REAL_TOPIC))
+            remark = access.denial(topics, SUB)
+            if remark is not None:
+                return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
         max_times = max_reconsume_times(header.max_reconsume_times, request.version, group.retry_max_times)
         dest = destination(
             header.group,

@@ -7,7 +7,9 @@ record means QUERY_NOT_FOUND with the broker's remark. The body is whole raw Com
 ascending offset order, trimmed to whole records below the frame limit (a client closes the
 connection on a frame over 16 MiB, and ``MessageDecoder.decodes`` stops at a partial record anyway).
 A VIEW_MESSAGE_BY_ID "record" too large for a frame can only be a garbage size word read inside a
-record: it is answered as no message.
+record: it is answered as no message. Under ``--acl`` the account must hold SUB (or GET) on the
+record's topic (and its ``REAL_TOPIC``), checked once the record is read (``server.acl.record_access``,
+tighter than 4.9.7); bytes that are no whole record cannot be checked and are refused.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from protocol.custom_headers import (
     is_unique_key_query,
     java_string,
 )
+from protocol.errors import ProtocolError
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
+from server.acl.record_access import RECORD_ACCESS, record_topics
+from server.acl.validator import LOOKUP
 from server.query_pool import DEFAULT_QUERY_BUDGET, INLINE_BUDGET, INLINE_SECONDS, OVERLOAD_REMARK, QueryPool
 from server.remoting.reply import compiled_request, system_error
 from server.store_api import QueryArgumentError, QueryResult, QueryStore
@@ -257,6 +262,14 @@ class QueryMessageProcessor:
         record = self._store.view_message_copy(offset, self._body_limit)
         if record is None:
             return system_error(request, view_not_found_remark(offset))
+        access = RECORD_ACCESS.get()
+        if access is not None:  # under ``--acl``: the account must be let read the record's topic
+            try:
+                remark = access.denial(record_topics(record), LOOKUP)
+            except ProtocolError:
+                remark = f"the bytes at offset {offset} are no message, so their topic cannot be checked"
+            if remark is not None:
+                return request.make_response(ResponseCode.NO_PERMISSION, remark=remark)
         # ``request.make_response(ResponseCode.SUCCESS, body=record)`` spelled out: the same command
         # (tests/server/remoting/processors/test_processors.py compares them), one Python call fewer per
         # VIEW (5% of its in-process instructions).

@@ -11,6 +11,8 @@ import msgspec
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
+from protocol.errors import JsonBodyError
+from protocol.json_body import decode_json_body
 from server.broker.controller import BrokerController
 from server.broker.rebalance_locks import QueueId
 from server.remoting.reply import exception_answer
@@ -36,8 +38,8 @@ def _queues(body: LockBatchBody) -> list[QueueId]:
 
 def _decode(request: RemotingCommand) -> LockBatchBody | None:
     try:
-        return msgspec.json.decode(bytes(request.body or b""), type=LockBatchBody)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+        return decode_json_body(request.body, LockBatchBody)
+    except JsonBodyError:  # also JSON nested too deeply: answered, never a traceback (issue 31)
         return None
 
 

@@ -17,6 +17,7 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from protocol.codes import RequestCode, ResponseCode
 from protocol.message import decode_message
 from server.app import QueryServer, ServerSettings
 from server.broker.controller import ConsumeSettings
@@ -28,6 +29,7 @@ from server.remoting.write_path import DeliveryTimer, WritePath, write_path
 from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig
 from tests.support.grpc_calls import META, send_request
+from tests.support.harness import RawClient
 
 TX = definition.Resource(name="TxTopic")
 
@@ -243,3 +245,35 @@ async def test_offset_calls_over_the_broker_offset_table(served: Served, stub) -
     ]
     for call, code in refusals:
         assert (await call).status.code == code
+
+
+async def test_a_commit_over_both_doors_stores_one_copy(served: Served, stub) -> None:
+    """Issue 31 item 6: EndTransaction and the remoting END_TRANSACTION share the broker's decision
+    (``server.broker.decided_halves``): a half message committed over gRPC and then again over remoting
+    (as a 4.x tool or a retrying client might) is in the topic once; the second commit gets the
+    broker's answer to a commit and writes nothing."""
+    sent = await stub.SendMessage(half("TX-9", b"once"), metadata=META, timeout=5)
+    assert sent.status.code == Code.OK
+    [buf] = served.store.reader.get_message("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0, 1).buffers
+    half_message = decode_message(buf)
+    committed = await stub.EndTransaction(end("TX-9", 1), metadata=META, timeout=5)
+    assert committed.status.code == Code.OK
+    again = RawClient.request(
+        RequestCode.END_TRANSACTION,
+        {
+            "producerGroup": half_message.properties["PGROUP"],
+            "tranStateTableOffset": str(half_message.queue_offset),
+            "commitLogOffset": str(half_message.commit_log_offset),
+            "commitOrRollback": "8",
+            "fromTransactionCheck": "false",
+            "msgId": "TX-9",
+            "transactionId": "TX-9",
+        },
+    )
+    client = await RawClient.connect("127.0.0.1", served.server.port)
+    try:
+        answer = await client.call(again)
+    finally:
+        await client.close()
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    assert topic_bodies(served.store) == [b"once"]
