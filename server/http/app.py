@@ -49,6 +49,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from protocol.errors import JsonBodyError
+from protocol.json_body import decode_json_body
 from protocol.message import MessageExt
 from server.acl.config import GET, PUB, SUB, Account, AclConfig, check_permission
 from server.acl.validator import DeniedError, check_resources
@@ -790,8 +792,10 @@ class HttpApi:
         if request.content_type != "application/json":
             raise ApiError(415, "unsupported_media_type", "send the request as application/json")
         try:
-            options = await request.json() if request.can_read_body else {}
-        except (ValueError, UnicodeDecodeError):
+            # read within the app's client_max_size, decoded with one bound on nesting (a deeply
+            # nested body is a 400, not a RecursionError's traceback: issue 31, item 8)
+            options = decode_json_body(await request.read()) if request.can_read_body else {}
+        except JsonBodyError:
             raise bad_parameter("body", "not JSON") from None
         if options is None:
             options = {}

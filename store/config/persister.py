@@ -88,6 +88,11 @@ class ConfigPersister:
                 if not self._unsaved:
                     log.error("cannot write %s (retried at the next change): %s", self.table.path, exc)
                 self._unsaved = True
+            except Exception:
+                # a bug, not the disk: said with its traceback, and the thread goes on (otherwise every
+                # later change would wait forever for a write that never comes)
+                log.exception("cannot write %s (retried at the next change)", self.table.path)
+                self._unsaved = True
             else:
                 self.writes += 1
                 if self._unsaved:

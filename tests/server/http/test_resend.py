@@ -154,6 +154,8 @@ async def test_a_retry_copy_goes_back_to_its_topic_without_the_retrys_properties
     [
         ({"json": {"topic": "bad topic!"}}, 400, "bad_request"),
         ({"json": ["Orders"]}, 400, "bad_request"),
+        # nested past the decoder's bound: a 400, not a RecursionError (issue 31, item 8)
+        ({"data": "[" * 20_000, "headers": {"Content-Type": "application/json"}}, 400, "bad_request"),
         ({"data": "{}", "headers": {"Content-Type": "text/plain"}}, 415, "unsupported_media_type"),
         ({"json": {}, "headers": {"Origin": "http://evil.example"}}, 403, "csrf"),
         ({"json": {}, "headers": {"Sec-Fetch-Site": "cross-site"}}, 403, "csrf"),

@@ -61,3 +61,23 @@ def test_a_failed_write_is_said_once_releases_its_waiters_and_is_made_good_at_cl
     blocker.unlink()
     persister.close()
     assert set(TopicTable.load(blocker / "topics.json").topics) == {"A", "B"}
+
+
+def test_a_bug_in_a_save_is_logged_and_the_thread_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a disk error but a bug: its waiters are released and later changes are still written
+    (a dead thread would leave every later topic-creating SEND waiting forever)."""
+    table = TopicTable(tmp_path / "topics.json", {}, 0, 0)
+    persister = TopicPersister(table)
+    real_save = table.save
+    monkeypatch.setattr(table, "save", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with caplog.at_level(logging.ERROR):
+        table.put(TopicConfig("A", 4, 4, 6), 1)
+        persister.saved(persister.request()).result(timeout=10)
+    assert any(r.exc_info for r in caplog.records)
+    monkeypatch.setattr(table, "save", real_save)
+    table.put(TopicConfig("B", 4, 4, 6), 1)
+    persister.saved(persister.request()).result(timeout=10)
+    persister.close()
+    assert set(TopicTable.load(tmp_path / "topics.json").topics) == {"A", "B"}
