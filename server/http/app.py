@@ -34,13 +34,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import bisect
 import csv
 import hmac
 import io
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -337,11 +338,21 @@ def time_param(request: web.Request, name: str, default: int | None) -> int:
     return value
 
 
-def _name_page(request: web.Request, names: Iterable[str]) -> tuple[list[str], str | None]:
-    """One page of sorted ``names`` after ``after`` (``limit`` of them); and the next page's ``after``."""
+def _name_page(
+    request: web.Request, names: Sequence[str], allowed: Callable[[str], bool]
+) -> tuple[list[str], str | None]:
+    """One page of the sorted ``names`` after ``after`` (``limit`` of them that ``allowed``); and the
+    next page's ``after``. Found by bisection: a page costs what it returns, not a pass over every
+    name (issue 30: 50,000 topics or groups)."""
     limit = int_param(request, "limit", MAX_LIMIT, 1, MAX_LIMIT)
     after = request.query.get("after", "")
-    page = [n for n in names if n > after][: limit + 1]
+    page: list[str] = []
+    for i in range(bisect.bisect_right(names, after), len(names)):
+        name = names[i]
+        if allowed(name):
+            page.append(name)
+            if len(page) > limit:
+                break
     return page[:limit], (page[limit - 1] if len(page) > limit else None)
 
 
@@ -627,7 +638,7 @@ class HttpApi:
     async def topics(self, request: web.Request) -> web.Response:
         account = self.access.account(request)
         names, next_after = _name_page(
-            request, (t for t in self.lookups.topic_names() if self.access.may_read(account, t))
+            request, self.lookups.topic_names(), lambda t: self.access.may_read(account, t)
         )
         return json_response({"topics": [self.lookups.topic_json(t) for t in names], "nextAfter": next_after})
 
@@ -752,7 +763,7 @@ class HttpApi:
         account = self.access.account(request)
         table = self.offsets.table()
         names, next_after = _name_page(
-            request, (g for g in group_names(table) if self.access.may_read(account, RETRY_PREFIX + g))
+            request, group_names(table), lambda g: self.access.may_read(account, RETRY_PREFIX + g)
         )
         out = []
         for group in names:

@@ -141,6 +141,8 @@ class Lookups:
     def __init__(self, store: ConsumeQueueStore, key_query: KeyQuery | None = None) -> None:
         self.store = store
         self._key_query = key_query or self._inline_key_query
+        self._topics_seen: object = None
+        self._topics_sorted: list[str] = []
 
     def _inline_key_query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> Any:
         return self.store.query_message(topic, key, max_num, begin, end)
@@ -374,4 +376,10 @@ class Lookups:
         }
 
     def topic_names(self) -> Sequence[str]:
-        return sorted(self.store.topics() | set(self.store.queue_nums()))
+        """The store's topics, sorted; kept while the store's set is the same object (the store
+        makes a new one only when a topic came or went)."""
+        topics = self.store.topics()
+        if topics is not self._topics_seen:
+            self._topics_sorted = sorted(topics | set(self.store.queue_nums()))
+            self._topics_seen = topics
+        return self._topics_sorted
