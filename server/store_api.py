@@ -27,7 +27,8 @@ committed offsets a live broker saves, re-read when the file changes) and tells 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from store.config.consumer_offsets import ConsumerOffsetTable
@@ -100,7 +101,9 @@ class QueryStore(Protocol):
         """The record at ``offset`` copied out of the store, or None (also for one over ``max_size``)."""
         ...
 
-    def topics(self) -> set[str]: ...
+    def topics(self) -> AbstractSet[str]:
+        """The store's topics: a set kept by the store, a new object only when a topic came or went."""
+        ...
 
 
 class GetMessageResult(Protocol):
@@ -119,7 +122,9 @@ class GetMessageResult(Protocol):
 class ConsumeQueueStore(QueryStore, Protocol):
     """The consume-queue reads: offsets per queue, offset by time, pulls, the figures of topic stats."""
 
-    def queue_nums(self) -> dict[str, int]: ...
+    def queue_nums(self) -> Mapping[str, int]:
+        """topic -> read queue count: a view of the kept table (O(1) per lookup)."""
+        ...
 
     def min_offset(self, topic: str, queue_id: int) -> int: ...
 

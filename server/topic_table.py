@@ -9,6 +9,7 @@ creates shows up within that time, as with the name server's own refresh).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Protocol
 
 #: Seconds the table is reused.
@@ -16,7 +17,7 @@ DEFAULT_TTL = 1.0
 
 
 class QueueNumsSource(Protocol):
-    def queue_nums(self) -> dict[str, int]: ...
+    def queue_nums(self) -> Mapping[str, int]: ...
 
 
 class TopicTable:
@@ -27,10 +28,10 @@ class TopicTable:
     def __init__(self, source: QueueNumsSource, ttl: float = DEFAULT_TTL) -> None:
         self._source = source
         self._ttl = ttl
-        self._table: dict[str, int] = {}
+        self._table: Mapping[str, int] = {}
         self._expire = float("-inf")
 
-    def queue_nums(self) -> dict[str, int]:
+    def queue_nums(self) -> Mapping[str, int]:
         now = time.monotonic()
         if now >= self._expire:
             self._table = self._source.queue_nums()

@@ -17,6 +17,8 @@ name server's ``HashSet`` gives them: copied from its 1024-bucket ``topicQueueTa
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -72,6 +74,7 @@ class NameServerProcessor:
         "_routes",
         "_store",
         "_table",
+        "_topic_list",
         "_topics",
         "_topics_expire",
     )
@@ -82,8 +85,10 @@ class NameServerProcessor:
         self._store = store
         self._table = topics if topics is not None else TopicTable(store)
         self._identity = identity
-        self._topics: set[str] = set()
-        self._queue_nums: dict[str, int] = {}
+        self._topics: AbstractSet[str] = frozenset()
+        self._queue_nums: Mapping[str, int] = {}
+        #: GET_ALL_TOPIC_LIST_FROM_NAMESERVER's body, and the topic set it was made of.
+        self._topic_list: tuple[object, bytes] = (None, b"")
         self._topics_expire = float("-inf")
         # Routes differ only in the queue count: one encoded route per count.
         self._routes: dict[int, bytes] = {}
@@ -93,7 +98,9 @@ class NameServerProcessor:
         now = time.monotonic()
         if now >= self._topics_expire or not self._topics:
             self._queue_nums = self._table.queue_nums()
-            self._topics = self._store.topics() | set(self._queue_nums)
+            # the store's topics include every topic it counts queues of, and its set is kept (a
+            # new object only when a topic came or went): no copy per look
+            self._topics = self._store.topics()
             self._topics_expire = now + TOPICS_TTL
 
     def queue_nums_of(self, topic: str) -> int | None:
@@ -122,8 +129,8 @@ class NameServerProcessor:
 
     def get_all_topic_list(self, request: RemotingCommand) -> RemotingCommand:
         self._refresh_topics()
-        identity = self._identity
-        topics = self._topics | set(broker_builtin_topics(identity.cluster, identity.broker_name))
-        return request.make_response(
-            ResponseCode.SUCCESS, body=topic_list_json(name_server_topic_order(topics))
-        )
+        if self._topic_list[0] is not self._topics:
+            identity = self._identity
+            topics = self._topics | set(broker_builtin_topics(identity.cluster, identity.broker_name))
+            self._topic_list = (self._topics, topic_list_json(name_server_topic_order(topics)))
+        return request.make_response(ResponseCode.SUCCESS, body=self._topic_list[1])
