@@ -285,3 +285,17 @@ async def test_unacked_leases_are_lost_on_restart_and_the_message_handed_out_aga
     assert await run(first) == [1, 1]
     # the restart comes long before the hour's invisible time: only the unacked one is handed out
     assert await run(second) == [(b"unacked", 1)]
+
+
+async def test_an_empty_receive_without_long_polling_answers_before_the_clients_deadline(stub) -> None:
+    """The Go client's receive: no long polling timeout, a deadline of its await duration (5 s) plus
+    its request timeout (3 s). The Proxy polls for the time remaining minus half the request timeout
+    (8 - 1.5 = 6.5 s), so "nothing found" arrives before the deadline, not as DEADLINE_EXCEEDED."""
+    request = receive_request()
+    request.ClearField("long_polling_timeout")
+    started = time.monotonic()
+    responses = [r async for r in stub.ReceiveMessage(request, metadata=META, timeout=8)]
+    took = time.monotonic() - started
+    assert [r.WhichOneof("content") for r in responses] == ["status", "delivery_timestamp"]
+    assert responses[0].status.code == Code.MESSAGE_NOT_FOUND
+    assert 6.0 <= took < 7.5
