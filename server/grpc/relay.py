@@ -381,6 +381,8 @@ class _Front(_Side):
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+        if self._connecting is not None and self.partner is None:
+            self._connecting.cancel()  # no one left to relay for
         self.relay._forget(self)
         super().connection_lost(exc)
 
