@@ -222,6 +222,11 @@ async def test_a_consumers_heartbeat_makes_it_a_member_of_the_group_until_it_ter
         assert (group.consume_type, group.message_model) == ("CONSUME_ACTIVELY", "CLUSTERING")
         (member,) = group.members.values()
         assert member.language == "PYTHON"
+        # the client's own address (the TLS relay's client side), not the relay's toward grpcio
+        relay = served.server._grpc.relay
+        assert relay is not None
+        clients = {f"{host}:{port}" for host, port in (front.peer for front in relay._open)}
+        assert member.channel.client_address in clients
         subscription = group.subscriptions["Plain"]
         assert subscription.subString == "A || B" and subscription.tagsSet == ["A", "B"]
         ended = await stub.NotifyClientTermination(
