@@ -1,10 +1,13 @@
-"""The official 5.x Python client with TLS on and off against ``serve --writable``'s ``--grpc-tls`` modes.
+"""The official 5.x Python and Node.js clients, TLS on and off, against ``serve --writable``'s ``--grpc-tls``
+modes.
 
 The Go and Java 5.x clients dial TLS by default, the Python and Node clients plaintext; the Proxy's
 default (``permissive``) takes both on one port. Each round trip (send, receive, ack:
 ``tests.support.v5_tls_round_trip``) runs in a child process trusting the certificate the server
 presents, which is the self-signed one ``serve`` made at start (read off the port with the standard
-library's ``ssl``, as a user would with ``openssl s_client``).
+library's ``ssl``, as a user would with ``openssl s_client``). The Node.js client (``sslEnabled``,
+``tests/server/interop5/client.js``'s ``job.ssl``) is given it the same way: grpc-js reads
+``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from clients.admin import QueryAdmin
+from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
 from tests.support.v5_tls_round_trip import run_round_trip
@@ -108,3 +113,35 @@ async def test_disabled_refuses_a_tls_client_and_serves_plaintext(tmp_path: Path
     assert refused["status"] != 0 and refused["sent"] is None and refused["error"] is not None, refused
     assert plaintext["error"] is None and plaintext["status"] == 0, plaintext
     assert plaintext["received"] == [plaintext["sent"]]
+
+
+async def test_the_node_client_sends_with_tls_on_and_off_on_one_permissive_port(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    write_topics(store, {TOPIC: None})
+    proc, port, grpc_port = await start_writable_grpc(store)
+    try:
+        roots = await served_certificate(grpc_port, tmp_path / "served.pem")
+
+        def job(ssl_on: bool) -> dict:
+            name = "tls" if ssl_on else "plaintext"
+            return {
+                "mode": "produce",
+                "ssl": ssl_on,
+                "endpoints": f"127.0.0.1:{grpc_port}",
+                "topics": [TOPIC],
+                "messages": [
+                    {"name": name, "topic": TOPIC, "body": f"node over {name}", "keys": [f"k-{name}"]}
+                ],
+            }
+
+        over_tls, over_plaintext = await asyncio.gather(
+            run_node_client(job(True), timeout=30, env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": roots}),
+            run_node_client(job(False), timeout=30),
+        )
+        async with QueryAdmin(f"127.0.0.1:{port}") as admin:
+            for name, report in (("tls", over_tls), ("plaintext", over_plaintext)):
+                (found,) = (await admin.query_by_key(TOPIC, f"k-{name}")).messages
+                assert found.body == f"node over {name}".encode()
+                assert found.properties["UNIQ_KEY"] == report["receipts"][name]["messageId"]
+    finally:
+        await stop(proc)
