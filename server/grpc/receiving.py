@@ -75,6 +75,8 @@ DEFAULT_REQUEST_TIMEOUT_MS = 3_000
 #: "nothing found" reaches the client after it gave up (DEADLINE_EXCEEDED); this leaves the answer
 #: time to arrive.
 ANSWER_MARGIN_MS = 500
+#: The first client version that knows ILLEGAL_POLLING_TIME; older ones are answered BAD_REQUEST.
+ILLEGAL_POLLING_TIME_SINCE = "5.0.3"
 #: The shortest wait of a held receive between two looks.
 MIN_WAIT_SECONDS = 0.05
 #: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
@@ -99,7 +101,9 @@ def request_timeout_ms(settings: definition.Settings | None) -> int:
     return DEFAULT_REQUEST_TIMEOUT_MS
 
 
-def polling_time_ms(long_polling_ms: int | None, request_timeout: int, time_remaining_ms: int | None) -> int:
+def polling_time_ms(
+    long_polling_ms: int | None, request_timeout: int, time_remaining_ms: int | None, client_version: str = ""
+) -> int:
     """How long an empty ReceiveMessage waits, by ``ReceiveMessageActivity``'s rule.
 
     ``long_polling_ms``: the request's long polling timeout (None when it has none);
@@ -108,7 +112,9 @@ def polling_time_ms(long_polling_ms: int | None, request_timeout: int, time_rema
     deadline is its await duration plus its request timeout, so the answer comes half a request
     timeout early), else (no deadline either) the longest; clamped to 5..20 s. It must end
     ``ANSWER_MARGIN_MS`` before the deadline: when it would not, it is shortened to that, or, with
-    less than the 5 s minimum left, the call is refused ILLEGAL_POLLING_TIME as the Proxy refuses it.
+    less than the 5 s minimum left, the call is refused as the Proxy refuses it: ILLEGAL_POLLING_TIME,
+    BAD_REQUEST for a client older than 5.0.3 (its ``x-mq-client-version``, compared as Java compares
+    strings; none counts as older), which does not know that code.
     """
     if long_polling_ms is not None:
         polling = long_polling_ms
@@ -120,7 +126,9 @@ def polling_time_ms(long_polling_ms: int | None, request_timeout: int, time_rema
     if time_remaining_ms is not None and polling > time_remaining_ms - ANSWER_MARGIN_MS:
         if time_remaining_ms < MIN_POLLING_MS:
             raise GrpcStatusError(
-                Code.ILLEGAL_POLLING_TIME,
+                Code.BAD_REQUEST
+                if ILLEGAL_POLLING_TIME_SINCE > client_version
+                else Code.ILLEGAL_POLLING_TIME,
                 "The deadline time remaining is not enough for polling, please check network condition",
             )
         polling = time_remaining_ms - ANSWER_MARGIN_MS
@@ -279,6 +287,7 @@ class GrpcConsumers:
         time_remaining_ms: int | None,
         *,
         client_id: str = "",
+        client_version: str = "",
     ) -> AsyncIterator[service.ReceiveMessageResponse]:
         """The responses of one ReceiveMessage call; raises ``GrpcStatusError`` before the first.
 
@@ -288,6 +297,7 @@ class GrpcConsumers:
             duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else None,
             request_timeout_ms(settings),
             time_remaining_ms,
+            client_version,
         )
         topic, group = request.message_queue.topic.name, request.group.name
         validate_topic(topic)

@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 MAX_CLIENTS = 10_000
 
 CLIENT_ID_KEY = "x-mq-client-id"
+#: The client's SDK version (``x-mq-client-version``): which status codes it knows.
+CLIENT_VERSION_KEY = "x-mq-client-version"
 #: The client's ``LanguageCode`` name (``x-mq-language``), recorded with its group membership.
 LANGUAGE_KEY = "x-mq-language"
 #: NOT_IMPLEMENTED's message for what needs the writable consume side.
@@ -478,6 +480,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 self.settings.get(client_id),
                 None if remaining is None else int(remaining * 1000),
                 client_id=client_id,
+                client_version=self._metadata(context, CLIENT_VERSION_KEY),
             )
             async for response in responses:
                 yield response

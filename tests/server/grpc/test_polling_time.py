@@ -2,7 +2,8 @@
 
 The expected values are worked out by hand from the Proxy's rule: the request's long polling
 timeout, else the time remaining minus half the client's request timeout; clamped to 5..20 s; inside
-the deadline with the answer's margin (0.5 s), or ILLEGAL_POLLING_TIME under 5 s left.
+the deadline with the answer's margin (0.5 s), or under 5 s left ILLEGAL_POLLING_TIME (BAD_REQUEST
+for a client older than 5.0.3, by Java's string comparison).
 """
 
 from __future__ import annotations
@@ -38,10 +39,23 @@ def test_polling_time(
 
 
 @pytest.mark.parametrize("long_polling", [None, 5_000, 20_000])
-def test_under_five_seconds_left_is_illegal_polling_time(long_polling: int | None) -> None:
+@pytest.mark.parametrize(
+    ("version", "code"),
+    [
+        ("5.1.2", Code.ILLEGAL_POLLING_TIME),
+        ("5.0.3", Code.ILLEGAL_POLLING_TIME),
+        ("5.0.10", Code.BAD_REQUEST),  # Java's String.compareTo: "5.0.3" > "5.0.10"
+        ("5.0.2", Code.BAD_REQUEST),
+        ("", Code.BAD_REQUEST),  # no version: an old client
+    ],
+)
+def test_under_five_seconds_left_is_illegal_polling_time_for_the_clients_that_know_it(
+    long_polling: int | None, version: str, code: int
+) -> None:
     with pytest.raises(GrpcStatusError) as refused:
-        polling_time_ms(long_polling, 3_000, 4_999)
-    assert refused.value.code == Code.ILLEGAL_POLLING_TIME
+        polling_time_ms(long_polling, 3_000, 4_999, version)
+    assert refused.value.code == code
+    assert refused.value.message.startswith("The deadline time remaining is not enough for polling")
 
 
 def test_request_timeout_is_the_clients_else_three_seconds() -> None:

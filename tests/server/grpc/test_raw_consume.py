@@ -304,3 +304,15 @@ async def test_an_empty_receive_without_long_polling_answers_before_the_clients_
     assert [r.WhichOneof("content") for r in responses] == ["status", "delivery_timestamp"]
     assert responses[0].status.code == Code.MESSAGE_NOT_FOUND
     assert 6.0 <= took < 7.5
+
+
+async def test_under_five_seconds_left_is_refused_with_the_code_the_client_knows(stub) -> None:
+    """The Proxy answers ILLEGAL_POLLING_TIME to clients from 5.0.3 on (``x-mq-client-version``),
+    BAD_REQUEST to older ones and to a client that names no version."""
+    for meta, code in (
+        (META, Code.BAD_REQUEST),
+        ((*META, ("x-mq-client-version", "5.0.2")), Code.BAD_REQUEST),
+        ((*META, ("x-mq-client-version", "5.1.2")), Code.ILLEGAL_POLLING_TIME),
+    ):
+        responses = [r async for r in stub.ReceiveMessage(receive_request(), metadata=meta, timeout=4)]
+        assert responses[0].status.code == code
