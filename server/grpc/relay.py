@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from enum import Enum
 from typing import cast
 
@@ -410,6 +409,3 @@ class _Back(_Side):
                 del self.relay._peers[self._local_port]
         super().connection_lost(exc)
 
-
-#: For type checkers: what ``RelayPort.peer_of`` is to the service.
-PeerOf = Callable[[tuple[str, int]], tuple[str, int]]
