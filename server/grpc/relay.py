@@ -408,4 +408,3 @@ class _Back(_Side):
             if self.relay._peers.get(self._local_port) == front.peer:
                 del self.relay._peers[self._local_port]
         super().connection_lost(exc)
-
