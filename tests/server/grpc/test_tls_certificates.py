@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import socket
 import ssl
 import subprocess
 import sys
@@ -198,3 +199,29 @@ def test_serve_refuses_tls_flags_that_cannot_work(flags: list[str], said: str, t
     assert result.returncode == 2, result.stderr
     assert said in result.stderr
     assert not (tmp_path / "s").exists()  # refused before the store was created
+
+
+async def test_a_client_trusting_any_certificate_gets_h2_by_alpn_as_grpc_clients_require(
+    store: WritableStore,
+) -> None:
+    """The Go and Java 5.x clients' default: TLS that trusts any certificate, ALPN ``h2`` (grpc-go
+    refuses a server that selects none). The default server (permissive, a generated certificate)
+    selects it over TLS 1.3 and 1.2."""
+    srv = QueryServer(store.reader, ServerSettings(port=0, broker_name="b1", grpc_port=0))
+    await srv.start()
+    try:
+
+        def handshake(version: ssl.TLSVersion) -> tuple[str | None, str | None]:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            context.minimum_version = context.maximum_version = version
+            context.set_alpn_protocols(["h2"])
+            with socket.create_connection(("127.0.0.1", srv.grpc_port), timeout=5) as raw:
+                with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    return tls.selected_alpn_protocol(), tls.version()
+
+        assert await asyncio.to_thread(handshake, ssl.TLSVersion.TLSv1_3) == ("h2", "TLSv1.3")
+        assert await asyncio.to_thread(handshake, ssl.TLSVersion.TLSv1_2) == ("h2", "TLSv1.2")
+    finally:
+        await srv.stop()
