@@ -27,7 +27,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS
+from server.grpc.tls import GrpcTls
 from server.http import DEFAULT_MAX_SERIES
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.loop_watchdog import LoopWatchdog
@@ -155,6 +156,9 @@ class ServerSettings:
     grpc_max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
     #: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.
     grpc_max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_RPCS
+    #: The gRPC port's TLS (``server.grpc.tls``): permissive by default, as the Proxy's, with a
+    #: self-signed certificate made at start.
+    grpc_tls: GrpcTls = field(default_factory=GrpcTls)
     #: The HTTP port (``server.http``: JSON API, OpenAPI, ``/metrics``); 0 picks one; None (the
     #: default for a server built in code) = none. ``serve`` defaults to the listen port + 2.
     http_port: int | None = None
@@ -598,6 +602,8 @@ class QueryServer:
             max_concurrent_streams=self.settings.grpc_max_concurrent_streams,
             max_concurrent_rpcs=self.settings.grpc_max_concurrent_calls,
             idle_timeout=self.settings.idle_timeout,
+            tls=self.settings.grpc_tls,
+            advertised_host=host,
         )
         self.grpc_port = await grpc_server.start()
         self._grpc = grpc_server

@@ -69,6 +69,7 @@ from server.broker.transactions import (
 )
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
+from server.grpc.tls import DISABLED, PERMISSIVE, TLS_MODES, GrpcTls, TlsConfigError, load_files
 from server.http import DEFAULT_MAX_SERIES
 from server.port_errors import PortUnusableError
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
@@ -136,6 +137,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gRPC port for RocketMQ 5 clients (the Proxy's MessagingService): with --writable on by "
         f"default on the listen port + {GRPC_PORT_OFFSET} (0 with --port 0); a read-only server opens it "
         "only when given; 0 picks a free one, printed on the start-up line; off turns it off",
+    )
+    parser.add_argument(
+        "--grpc-tls",
+        choices=TLS_MODES,
+        default=PERMISSIVE,
+        help="TLS on the gRPC port, as the 5.x Proxy's tls.server.mode: permissive (default) takes TLS "
+        "and plaintext clients on the one port (the Go and Java clients dial TLS by default, the Python "
+        "and Node clients plaintext), enforcing TLS clients only, disabled plaintext only",
+    )
+    parser.add_argument(
+        "--grpc-tls-cert",
+        type=Path,
+        metavar="PEM",
+        help="the gRPC port's certificate (chain), PEM; with --grpc-tls-key (default: a self-signed "
+        "certificate made at start for the advertised host, this machine's name and loopback; its "
+        "SHA-256 fingerprint is logged)",
+    )
+    parser.add_argument(
+        "--grpc-tls-key", type=Path, metavar="PEM", help="the private key of --grpc-tls-cert, PEM"
+    )
+    parser.add_argument(
+        "--grpc-tls-client-ca",
+        type=Path,
+        metavar="PEM",
+        help="CA certificate(s), PEM: TLS clients must show a certificate one of them signed "
+        "(the Proxy's tlsServerNeedClientAuth)",
     )
     parser.add_argument(
         "--http",
@@ -349,7 +376,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> str | None:
-    """``--demo`` writes and serves its own store: the flags that describe another store would be ignored."""
+    """``--demo`` writes and serves its own store: the flags that describe another store would be
+    ignored; the gRPC TLS files go together and need TLS on."""
+    tls_files = [
+        flag
+        for flag, value in (
+            ("--grpc-tls-cert", args.grpc_tls_cert),
+            ("--grpc-tls-key", args.grpc_tls_key),
+            ("--grpc-tls-client-ca", args.grpc_tls_client_ca),
+        )
+        if value is not None
+    ]
+    if tls_files and args.grpc_tls == DISABLED:
+        ignored = ", ".join(tls_files)
+        return f"argument --grpc-tls disabled: the gRPC port is plaintext only, so {ignored} would be ignored"
+    if (args.grpc_tls_cert is None) != (args.grpc_tls_key is None):
+        return "arguments --grpc-tls-cert and --grpc-tls-key go together"
     if args.demo:
         given = [
             flag
@@ -401,11 +443,25 @@ def make_demo(args: argparse.Namespace, stack: contextlib.ExitStack) -> StoreCon
     return StoreConfig.load(root / "broker.conf")
 
 
+def grpc_tls_of(args: argparse.Namespace) -> GrpcTls:
+    """``--grpc-tls`` and its files, read and checked (``TlsConfigError`` for a file that cannot serve)."""
+    mode = getattr(args, "grpc_tls", PERMISSIVE)
+    if mode == DISABLED:
+        return GrpcTls(mode=DISABLED)
+    cert, key, client_ca = load_files(
+        getattr(args, "grpc_tls_cert", None),
+        getattr(args, "grpc_tls_key", None),
+        getattr(args, "grpc_tls_client_ca", None),
+    )
+    return GrpcTls(mode=mode, cert_pem=cert, key_pem=key, client_ca_pem=client_ca)
+
+
 def settings_from(
     args: argparse.Namespace,
     config: StoreConfig,
     acl: AclConfig | None = None,
     budget: FileBudget | None = None,
+    grpc_tls: GrpcTls | None = None,
 ) -> ServerSettings:
     from_conf = args.demo or config_file(args) is not None
     port = args.port if args.port is not None else (config.listen_port if from_conf else DEFAULT_PORT)
@@ -434,6 +490,7 @@ def settings_from(
         max_queued_bytes=args.max_queued_mib * 1024 * 1024,
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
         grpc_port=grpc_port_of(args.grpc_port, port, args.writable),
+        grpc_tls=grpc_tls if grpc_tls is not None else GrpcTls(),
         http_port=http_port_of(getattr(args, "http", None), port),
         metrics_max_series=args.metrics_max_series,
         http_allowed_hosts=tuple(getattr(args, "http_allow_host", ())),
@@ -609,6 +666,11 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     except AclConfigError as exc:
         log.error("bad --acl file: %s", exc)
         return 2
+    try:
+        grpc_tls = grpc_tls_of(args)
+    except TlsConfigError as exc:
+        log.error("cannot serve gRPC with TLS: %s", exc)
+        return 2
     writable: WritableStore | None = None
     if args.writable:
         if args.workers > 1:
@@ -662,7 +724,7 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
         )
     budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
     try:
-        settings = settings_from(args, config, acl, budget)
+        settings = settings_from(args, config, acl, budget, grpc_tls)
     except ValueError as exc:
         log.error("%s", exc)
         if writable is not None:

@@ -7,5 +7,7 @@ official Python client's ``rocketmq.grpc_protocol``); ``conversion`` turns a v2 
 the SEND a Proxy makes of it, sans-IO; ``validation`` holds the Proxy's input checks and the
 statuses they answer; ``route`` builds QueryRoute's queues from a topic's config; ``client_settings``
 the Settings the Proxy answers on the Telemetry stream; ``service`` the MessagingService calls;
-``server`` the grpcio asyncio server, its bounds, start and stop.
+``server`` the grpcio asyncio server, its bounds, start and stop; ``tls`` the port's TLS modes and
+certificate, ``relay`` the public port in front of grpcio when TLS is on (TLS and plaintext clients
+on one port, as the Proxy's permissive mode).
 """

@@ -4,9 +4,11 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
 - QueryAssignment (``RouteActivity.queryAssignment``): a readable topic is one assignment, queue id
   -1 ("any queue of this broker"), or one per read queue for a FIFO group; none readable is
   FORBIDDEN "no readable queue".
-- ReceiveMessage (``ReceiveMessageActivity``): the polling time is the request's long polling
-  timeout clamped to 5..20 s (``grpcClientConsumer{Min,Max}LongPollingTimeoutMillis``) and to the
-  call's deadline; the invisible duration must be 10 s..12 h (ILLEGAL_INVISIBLE_TIME); a bad tag
+- ReceiveMessage (``ReceiveMessageActivity``): the polling time (``polling_time_ms``) is the
+  request's long polling timeout, or, when the client sent none (the Go client), the call's time
+  remaining minus half the client's request timeout; then clamped to 5..20 s
+  (``grpcClientConsumer{Min,Max}LongPollingTimeoutMillis``) and kept inside the call's deadline;
+  the invisible duration must be 10 s..12 h (ILLEGAL_INVISIBLE_TIME); a bad tag
   expression is ILLEGAL_FILTER_EXPRESSION, SQL92 unsupported as on the remoting port. Like a pop
   with queue id -1, every readable queue of the topic is looked at, starting from the request's
   queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
@@ -65,6 +67,16 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000
 DEFAULT_INVISIBLE_MS = 60_000
 #: ``PopMessageProcessor``: a pop asks for at most 32 messages.
 MAX_BATCH = 32
+#: ``ClientConfiguration``'s request timeout in every official client (3 s): what half of is kept
+#: for the answer when the client sent no Settings (or none with a request timeout).
+DEFAULT_REQUEST_TIMEOUT_MS = 3_000
+#: How long before the call's deadline an empty receive is answered at the latest. The Proxy polls
+#: up to the deadline itself when the time remaining is shorter than the polling time, so its
+#: "nothing found" reaches the client after it gave up (DEADLINE_EXCEEDED); this leaves the answer
+#: time to arrive.
+ANSWER_MARGIN_MS = 500
+#: The first client version that knows ILLEGAL_POLLING_TIME; older ones are answered BAD_REQUEST.
+ILLEGAL_POLLING_TIME_SINCE = "5.0.3"
 #: The shortest wait of a held receive between two looks.
 MIN_WAIT_SECONDS = 0.05
 #: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
@@ -78,6 +90,49 @@ _MESSAGE_TYPES = {
 
 def duration_ms(value: Duration) -> int:
     return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
+
+
+def request_timeout_ms(settings: definition.Settings | None) -> int:
+    """The client's request timeout from its Settings (``DEFAULT_REQUEST_TIMEOUT_MS`` without one)."""
+    if settings is not None and settings.HasField("request_timeout"):
+        given = duration_ms(settings.request_timeout)
+        if given > 0:
+            return given
+    return DEFAULT_REQUEST_TIMEOUT_MS
+
+
+def polling_time_ms(
+    long_polling_ms: int | None, request_timeout: int, time_remaining_ms: int | None, client_version: str = ""
+) -> int:
+    """How long an empty ReceiveMessage waits, by ``ReceiveMessageActivity``'s rule.
+
+    ``long_polling_ms``: the request's long polling timeout (None when it has none);
+    ``time_remaining_ms``: until the call's deadline (None: no deadline). The polling time is the
+    long polling timeout, else the time remaining minus half the request timeout (the client's
+    deadline is its await duration plus its request timeout, so the answer comes half a request
+    timeout early), else (no deadline either) the longest; clamped to 5..20 s. It must end
+    ``ANSWER_MARGIN_MS`` before the deadline: when it would not, it is shortened to that, or, with
+    less than the 5 s minimum left, the call is refused as the Proxy refuses it: ILLEGAL_POLLING_TIME,
+    BAD_REQUEST for a client older than 5.0.3 (its ``x-mq-client-version``, compared as Java compares
+    strings; none counts as older), which does not know that code.
+    """
+    if long_polling_ms is not None:
+        polling = long_polling_ms
+    elif time_remaining_ms is not None:
+        polling = time_remaining_ms - request_timeout // 2
+    else:
+        polling = MAX_POLLING_MS
+    polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+    if time_remaining_ms is not None and polling > time_remaining_ms - ANSWER_MARGIN_MS:
+        if time_remaining_ms < MIN_POLLING_MS:
+            raise GrpcStatusError(
+                Code.BAD_REQUEST
+                if ILLEGAL_POLLING_TIME_SINCE > client_version
+                else Code.ILLEGAL_POLLING_TIME,
+                "The deadline time remaining is not enough for polling, please check network condition",
+            )
+        polling = time_remaining_ms - ANSWER_MARGIN_MS
+    return polling
 
 
 def _timestamp(ms: int) -> Timestamp:
@@ -232,24 +287,18 @@ class GrpcConsumers:
         time_remaining_ms: int | None,
         *,
         client_id: str = "",
+        client_version: str = "",
     ) -> AsyncIterator[service.ReceiveMessageResponse]:
         """The responses of one ReceiveMessage call; raises ``GrpcStatusError`` before the first.
 
         ``auto_renew`` (a PushConsumer's receive): the messages stay invisible while ``client_id`` is a
         live member of the group (``ReceiveLeases``' renewal), the client's handle good for its ack."""
-        polling = (
-            duration_ms(request.long_polling_timeout)
-            if request.HasField("long_polling_timeout")
-            else MAX_POLLING_MS
+        polling = polling_time_ms(
+            duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else None,
+            request_timeout_ms(settings),
+            time_remaining_ms,
+            client_version,
         )
-        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
-        if time_remaining_ms is not None and polling > time_remaining_ms:
-            if time_remaining_ms < MIN_POLLING_MS:
-                raise GrpcStatusError(
-                    Code.ILLEGAL_POLLING_TIME,
-                    "The deadline time remaining is not enough for polling, please check network condition",
-                )
-            polling = time_remaining_ms
         topic, group = request.message_queue.topic.name, request.group.name
         validate_topic(topic)
         self._group(group)

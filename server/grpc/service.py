@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 MAX_CLIENTS = 10_000
 
 CLIENT_ID_KEY = "x-mq-client-id"
+#: The client's SDK version (``x-mq-client-version``): which status codes it knows.
+CLIENT_VERSION_KEY = "x-mq-client-version"
 #: The client's ``LanguageCode`` name (``x-mq-language``), recorded with its group membership.
 LANGUAGE_KEY = "x-mq-language"
 #: NOT_IMPLEMENTED's message for what needs the writable consume side.
@@ -132,8 +134,14 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         )
         #: Consumers and producers as members of the broker's groups (``channels``).
         self.clients = GrpcClients(consumers.broker, self.transactions) if consumers is not None else None
+        #: The client behind the address grpcio sees (the TLS relay's ``peer_of``; itself without one).
+        self.peer_of: Callable[[tuple[str, int]], tuple[str, int]] = lambda address: address
 
     # -- the common frame of every call ----------------------------------------------------------
+
+    def _peer(self, context: Any) -> tuple[str, int]:
+        """The calling client's (host, port), through the relay when there is one."""
+        return self.peer_of(parse_peer(context.peer() or ""))
 
     @staticmethod
     def _metadata(context: Any, name: str) -> str:
@@ -151,7 +159,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         if self.access is None:
             return None
         metadata = {str(k): str(v) for k, v in context.invocation_metadata() or ()}
-        return self.access.authenticate(metadata, parse_peer(context.peer() or "")[0])
+        return self.access.authenticate(metadata, self._peer(context)[0])
 
     def _context_check(self, context: Any, request: Any = None) -> str:
         """The client id, or the status the Proxy answers before looking at the request: its
@@ -225,7 +233,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         )
 
     async def Heartbeat(self, request: service.HeartbeatRequest, context: Any) -> service.HeartbeatResponse:
-        peer = parse_peer(context.peer() or "")
+        peer = self._peer(context)
         language = self._metadata(context, LANGUAGE_KEY) or "JAVA"
         return await self._unary(
             service.HeartbeatResponse,
@@ -296,7 +304,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         except GrpcStatusError as refused:
             yield service.TelemetryCommand(status=status(refused.code, refused.message))
             return
-        peer = parse_peer(context.peer() or "")
+        peer = self._peer(context)
         language = self._metadata(context, LANGUAGE_KEY) or "JAVA"
         outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=TELEMETRY_OUTBOX)
         channels: list[TelemetryChannel] = []
@@ -386,7 +394,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def SendMessage(
         self, request: service.SendMessageRequest, context: Any
     ) -> service.SendMessageResponse:
-        born = parse_peer(context.peer() or "")
+        born = self._peer(context)
         return await self._unary(
             service.SendMessageResponse, context, lambda _: self._send(request, born), request
         )
@@ -472,6 +480,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 self.settings.get(client_id),
                 None if remaining is None else int(remaining * 1000),
                 client_id=client_id,
+                client_version=self._metadata(context, CLIENT_VERSION_KEY),
             )
             async for response in responses:
                 yield response

@@ -25,7 +25,7 @@ from tests.support.java_scenarios import JavaKit
 from tests.support.java_store import JAVA_STORE, settings_for
 
 #: Test modules whose every test also runs on uvloop, the loop ``serve`` uses when it is installed.
-BOTH_LOOPS = {"test_connection.py"}
+BOTH_LOOPS = {"test_connection.py", "test_relay.py"}
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:

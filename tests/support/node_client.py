@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 from typing import Any
@@ -42,9 +43,11 @@ def ensure_installed() -> None:
         pytest.fail(f"`npm ci --prefix {INTEROP5_DIR}` failed:\n{result.stdout}\n{result.stderr}")
 
 
-async def run_node_client(job: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run ``client.js`` on ``job``; its report. Fails the test on a non-zero exit or a timeout
-    (the process is killed first)."""
+async def run_node_client(
+    job: dict[str, Any], timeout: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``client.js`` on ``job`` (``env``: more environment variables); its report. Fails the
+    test on a non-zero exit or a timeout (the process is killed first)."""
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not installed (the 5.x Node.js interop test needs Node.js >= 18)")
@@ -53,6 +56,7 @@ async def run_node_client(job: dict[str, Any], timeout: float) -> dict[str, Any]
         node,
         str(INTEROP5_DIR / "client.js"),
         cwd=INTEROP5_DIR,
+        env={**os.environ, **env} if env else None,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

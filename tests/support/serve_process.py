@@ -78,13 +78,18 @@ async def start_writable(
     return proc, int(line.strip().rsplit(":", 1)[1])
 
 
-async def start_writable_grpc(store: Path, *args: str) -> tuple[asyncio.subprocess.Process, int, int]:
+async def start_writable_grpc(
+    store: Path, *args: str, log: Path | None = None
+) -> tuple[asyncio.subprocess.Process, int, int]:
     """``serve --writable --store STORE --port 0 ARGS`` (gRPC on a free port too); returns the process,
-    its remoting port and its gRPC port, read from the ``NAMESRV_ADDR=`` and ``GRPC_ENDPOINTS=`` lines."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
-        *args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    its remoting port and its gRPC port, read from the ``NAMESRV_ADDR=`` and ``GRPC_ENDPOINTS=`` lines.
+
+    ``log``: a file the server's log is appended to (default: discarded)."""
+    with open(log if log is not None else "/dev/null", "ab") as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(store), "--port", "0",
+            *args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err,
+        )  # fmt: skip
     assert proc.stdout is not None
     lines = [(await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode() for _ in range(2)]
     assert lines[0].startswith("NAMESRV_ADDR=127.0.0.1:"), f"serve --writable exited early: {lines!r}"

@@ -222,6 +222,11 @@ async def test_a_consumers_heartbeat_makes_it_a_member_of_the_group_until_it_ter
         assert (group.consume_type, group.message_model) == ("CONSUME_ACTIVELY", "CLUSTERING")
         (member,) = group.members.values()
         assert member.language == "PYTHON"
+        # the client's own address (the TLS relay's client side), not the relay's toward grpcio
+        relay = served.server._grpc.relay
+        assert relay is not None
+        clients = {f"{host}:{port}" for host, port in (front.peer for front in relay._open)}
+        assert member.channel.client_address in clients
         subscription = group.subscriptions["Plain"]
         assert subscription.subString == "A || B" and subscription.tagsSet == ["A", "B"]
         ended = await stub.NotifyClientTermination(
@@ -285,3 +290,29 @@ async def test_unacked_leases_are_lost_on_restart_and_the_message_handed_out_aga
     assert await run(first) == [1, 1]
     # the restart comes long before the hour's invisible time: only the unacked one is handed out
     assert await run(second) == [(b"unacked", 1)]
+
+
+async def test_an_empty_receive_without_long_polling_answers_before_the_clients_deadline(stub) -> None:
+    """The Go client's receive: no long polling timeout, a deadline of its await duration (5 s) plus
+    its request timeout (3 s). The Proxy polls for the time remaining minus half the request timeout
+    (8 - 1.5 = 6.5 s), so "nothing found" arrives before the deadline, not as DEADLINE_EXCEEDED."""
+    request = receive_request()
+    request.ClearField("long_polling_timeout")
+    started = time.monotonic()
+    responses = [r async for r in stub.ReceiveMessage(request, metadata=META, timeout=8)]
+    took = time.monotonic() - started
+    assert [r.WhichOneof("content") for r in responses] == ["status", "delivery_timestamp"]
+    assert responses[0].status.code == Code.MESSAGE_NOT_FOUND
+    assert 6.0 <= took < 7.5
+
+
+async def test_under_five_seconds_left_is_refused_with_the_code_the_client_knows(stub) -> None:
+    """The Proxy answers ILLEGAL_POLLING_TIME to clients from 5.0.3 on (``x-mq-client-version``),
+    BAD_REQUEST to older ones and to a client that names no version."""
+    for meta, code in (
+        (META, Code.BAD_REQUEST),
+        ((*META, ("x-mq-client-version", "5.0.2")), Code.BAD_REQUEST),
+        ((*META, ("x-mq-client-version", "5.1.2")), Code.ILLEGAL_POLLING_TIME),
+    ):
+        responses = [r async for r in stub.ReceiveMessage(receive_request(), metadata=meta, timeout=4)]
+        assert responses[0].status.code == code

@@ -1,6 +1,8 @@
 'use strict';
 // Drives the official RocketMQ 5 Node.js client (`rocketmq-client-nodejs`) against our gRPC port.
 // Reads a JSON job on stdin, prints a JSON report on stdout; the client's log goes to stderr.
+// job.ssl true: every client dials TLS (sslEnabled), trusting the roots grpc-js is given
+// (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
 //
 // job.mode "produce": a Producer sends job.messages (normal, FIFO with a message group, delayed by
 //   a delivery timestamp job.delayMs ahead); the report has the start-up time and one receipt each.
@@ -56,7 +58,7 @@ async function produce(job) {
   // and opens Telemetry after the first; a server that answers the Settings before the last route
   // arrives is answered while the client is not yet waiting for them, and start-up waits forever
   // (BaseClient#startup sets its resolver only after updateRoutes). The others are fetched on send.
-  const producer = new Producer({ endpoints: job.endpoints, namespace: '', topic: job.topics.slice(0, 1), logger });
+  const producer = new Producer({ endpoints: job.endpoints, sslEnabled: job.ssl === true, namespace: '', topic: job.topics.slice(0, 1), logger });
   await producer.startup();
   const report = { startupMs: Date.now() - started, receipts: {} };
   try {
@@ -96,7 +98,7 @@ async function transact(job) {
       return TransactionResolution.COMMIT;
     },
   };
-  const producer = new Producer({ endpoints: job.endpoints, namespace: '', topic: [job.topic], checker, logger });
+  const producer = new Producer({ endpoints: job.endpoints, sslEnabled: job.ssl === true, namespace: '', topic: [job.topic], checker, logger });
   await producer.startup();
   const report = { ids: {}, asked };
   try {
@@ -128,6 +130,7 @@ async function consume(job) {
   const started = Date.now();
   const consumer = new SimpleConsumer({
     endpoints: job.endpoints,
+    sslEnabled: job.ssl === true,
     namespace: '',
     consumerGroup: job.group,
     subscriptions: new Map([[job.topic, '*']]),
@@ -170,6 +173,7 @@ async function consume(job) {
 async function dead(job) {
   const consumer = new SimpleConsumer({
     endpoints: job.endpoints,
+    sslEnabled: job.ssl === true,
     namespace: '',
     consumerGroup: job.group,
     subscriptions: new Map([[job.topic, '*']]),
@@ -194,6 +198,7 @@ async function dead(job) {
 async function fifo(job) {
   const consumer = new SimpleConsumer({
     endpoints: job.endpoints,
+    sslEnabled: job.ssl === true,
     namespace: '',
     consumerGroup: job.group,
     subscriptions: new Map([[job.topic, '*']]),
@@ -228,6 +233,7 @@ async function push(job) {
   const deliveries = [];
   const consumer = new PushConsumer({
     endpoints: job.endpoints,
+    sslEnabled: job.ssl === true,
     namespace: '',
     consumerGroup: job.group,
     subscriptions: new Map([[job.topic, '*']]),
