@@ -170,6 +170,16 @@ class _File:
     data_end: int = -1
     #: The mapped inode: a file of the same name with another one was replaced under us.
     inode: int = 0
+    #: The first entry and the last written one as the last refresh saw them (``_overwritten``:
+    #: a writer never changes a written entry), and the written bytes then.
+    seen_first: bytes = b""
+    seen_last: bytes = b""
+    seen_written: int = 0
+    #: An in-memory copy rebuilt from the CommitLog stands for the file on disk, which failed its
+    #: checks (``store.consumequeue.file_rebuild``); ``pending`` while it is being filled: it
+    #: answers nothing then.
+    rebuilt: bool = False
+    pending: bool = False
 
     def close(self) -> None:
         self.view.release()
@@ -298,6 +308,12 @@ class ConsumeQueue:
         self._min_logic_offset = 0
         #: Files replaced by bytes that are not this queue's: start -> the rejected inode.
         self._rejected: dict[int, int] = {}
+        #: Files overwritten in place, waiting to be rebuilt from the CommitLog: (the empty copy
+        #: answering for it, its buffer, the CommitLog offsets to walk); taken by the store.
+        self.rebuilds: list[tuple[_File, bytearray, int, int]] = []
+        #: Files that failed their checks, and files rebuilt, since the queue was opened.
+        self.failed_checks = 0
+        self.files_rebuilt = 0
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
@@ -316,7 +332,7 @@ class ConsumeQueue:
                 names = []
             old = {f.start: f for f in self._files}
             files: list[_File] = []
-            for name in names:
+            for i, name in enumerate(names):
                 start = int(name)
                 path = self.directory / name
                 try:
@@ -326,9 +342,17 @@ class ConsumeQueue:
                 mtime_ms = st.st_mtime_ns // 1_000_000
                 known = old.pop(start, None)
                 if known is not None and known.length == st.st_size and known.inode == st.st_ino:
-                    known.mtime_ms = mtime_ms
-                    files.append(known)
-                    continue
+                    if known.mtime_ms != mtime_ms:
+                        # Written since: by a writer appending, or by something overwriting it.
+                        if known.rebuilt and not known.pending and self._restored(known, path):
+                            known.close()
+                            known = None
+                        elif not known.rebuilt and self._overwritten(known):
+                            known = self._rebuild(known, path, st.st_ino, last=i == len(names) - 1)
+                    if known is not None:
+                        known.mtime_ms = mtime_ms
+                        files.append(known)
+                        continue
                 if known is not None and known.inode != st.st_ino and self._keep_over(known, path, st.st_ino):
                     files.append(known)
                     continue
@@ -373,8 +397,115 @@ class ConsumeQueue:
                 files = sorted(files + kept, key=lambda f: f.start)
             self._recover(files)
             self._correct_min_offset()
+            for f in self._files:
+                if f.seen_written != f.written and not f.rebuilt:
+                    self._remember(f)
 
     # -- damage under a running reader (issue 18, item 11): said once, answered from what is intact --
+
+    # -- a file overwritten in place (issue 31, item 7): rebuilt from the CommitLog -------------------
+
+    @staticmethod
+    def _remember(f: _File) -> None:
+        """Note the first and last written entries: a writer never changes them again."""
+        f.seen_written = f.written
+        if f.written >= CQ_STORE_UNIT_SIZE:
+            f.seen_first = bytes(f.view[:CQ_STORE_UNIT_SIZE])
+            f.seen_last = bytes(f.view[f.written - CQ_STORE_UNIT_SIZE : f.written])
+        else:
+            f.seen_first = f.seen_last = b""
+
+    @staticmethod
+    def _overwritten(f: _File) -> bool:
+        """Do the entries the last refresh saw in ``f``'s map differ now (the same inode written
+        over: ``cp`` of other bytes onto it)? Two 20-byte compares, made only when its mtime moved."""
+        if not f.seen_first:
+            return False
+        last = f.seen_written - CQ_STORE_UNIT_SIZE
+        return (
+            bytes(f.view[:CQ_STORE_UNIT_SIZE]) != f.seen_first
+            or bytes(f.view[last : f.seen_written]) != f.seen_last
+        )
+
+    def _rebuild(self, known: _File, path: Path, inode: int, *, last: bool) -> _File:
+        """``known``'s entries were overwritten: an empty copy takes its place, to be filled from the
+        CommitLog (``rebuilds`` hands the work to the store); said once."""
+        first_phy, first_size = _OFFSET_SIZE.unpack_from(known.seen_first, 0)
+        last_phy, last_size = _OFFSET_SIZE.unpack_from(known.seen_last, 0)
+        if first_size == PRE_BLANK_SIZE:
+            first_phy = self.commitlog.min_offset if self.commitlog is not None else 0
+        to_offset = last_phy + max(last_size, 1)
+        if last and self.commitlog is not None:
+            # The queue's last file: the entries a writer adds from now on are in the CommitLog too.
+            to_offset = max(to_offset, self.commitlog.max_offset)
+        buffer = bytearray(known.length)
+        # While pending its view is empty: every reader (the compiled request path too, which leaves
+        # a file whose written end lies past its view to the Python path) finds nothing to answer.
+        copy = _File(
+            known.start,
+            path,
+            known.length,
+            None,
+            memoryview(b""),
+            known.mtime_ms,
+            written=known.seen_written,
+            data_end=known.length,
+            inode=inode,
+            rebuilt=True,
+            pending=True,
+        )
+        known.close()
+        self.failed_checks += 1
+        self.warn(
+            f"overwritten:{path}:{known.mtime_ms}",
+            f"consume queue file {path} was overwritten with entries that are not this queue's "
+            f"({self.topic}/{self.queue_id} from queue offset {known.start // CQ_STORE_UNIT_SIZE}): "
+            "not answering from it; rebuilding it in memory from the CommitLog records "
+            f"{first_phy}..{to_offset}",
+        )
+        self.rebuilds.append((copy, buffer, first_phy, to_offset))
+        return copy
+
+    def rebuilt(self, copy: _File, buffer: bytearray, written: int) -> None:
+        """The rebuild of ``copy`` is done: it answers from ``buffer`` from now on, ``written``
+        bytes of entries."""
+        with self._lock:
+            copy.view = memoryview(buffer)
+            copy.written = written
+            copy.seen_written = written
+            copy.pending = False
+            self.files_rebuilt += 1
+            log.warning(
+                "consume queue file %s: rebuilt from the CommitLog (%d entries); answering from the "
+                "rebuilt copy until the file is restored",
+                copy.path,
+                written // CQ_STORE_UNIT_SIZE,
+            )
+            if copy in self._files:
+                self._recover(self._files)
+                self._correct_min_offset()
+
+    def _restored(self, copy: _File, path: Path) -> bool:
+        """Does the file on disk hold the rebuilt copy's entries again (its first and last)?"""
+        if copy.written < CQ_STORE_UNIT_SIZE:
+            return False
+        last = copy.written - CQ_STORE_UNIT_SIZE
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(CQ_STORE_UNIT_SIZE)
+                fh.seek(last)
+                tail = fh.read(CQ_STORE_UNIT_SIZE)
+        except OSError:
+            return False
+        if head != bytes(copy.view[:CQ_STORE_UNIT_SIZE]) or tail != bytes(copy.view[last : copy.written]):
+            return False
+        log.info("consume queue file %s holds its entries again: answering from it", path)
+        return True
+
+    def rebuilding(self, offset: int) -> bool:
+        """Is the file holding logical ``offset`` being rebuilt (nothing to answer there yet)?"""
+        f = self._file_for(offset * CQ_STORE_UNIT_SIZE) if offset >= 0 else None
+        return f is not None and f.pending
 
     def _keep_deleted(self, gone: _File) -> bool:
         """A known file no longer listed: keep answering from its map when it was damage, not the
@@ -386,7 +517,7 @@ class ConsumeQueue:
         was deleted by something else; this process still maps its bytes, so the queue keeps
         pulling what it held (until a restart, or a rebuild with ``rmq-query rebuild-index``).
         """
-        if self.commitlog is None or gone.written < CQ_STORE_UNIT_SIZE:
+        if self.commitlog is None or gone.written < CQ_STORE_UNIT_SIZE or gone.pending:
             return False
         first = _I64.unpack_from(gone.view, 0)[0]
         last = _I64.unpack_from(gone.view, gone.written - CQ_STORE_UNIT_SIZE)[0]
@@ -458,11 +589,13 @@ class ConsumeQueue:
         """``ConsumeQueue.recover``: the written end, from the third-last file on; later files are dirty."""
         first = max(0, len(files) - 3)
         for f in files[:first]:
-            f.written = f.length
+            if not f.rebuilt:
+                f.written = f.length
         kept = len(files)
         for i in range(first, len(files)):
             f = files[i]
-            f.written = _written_end(f)
+            if not f.rebuilt:
+                f.written = _written_end(f)
             if f.written < self.mapped_file_size:
                 kept = i + 1
                 break
@@ -490,6 +623,8 @@ class ConsumeQueue:
             self._min_logic_offset = 0
             return
         f = self._files[0]
+        if f.pending:
+            return  # nothing to read in it yet: the min offset is corrected once it is rebuilt
         phy_min = self._commitlog_min_offset()
         view = f.view
         # The entries' CommitLog offsets grow (pre-blank entries say 0), so search for the first >= phy_min.
@@ -549,7 +684,7 @@ class ConsumeQueue:
         if f is None:
             return None
         pos = byte_offset % self.mapped_file_size
-        if pos >= f.written:
+        if pos >= f.written or f.pending:
             return None
         return f.view[pos : f.written]
 
@@ -582,7 +717,7 @@ class ConsumeQueue:
             if candidate.mtime_ms >= timestamp:
                 f = candidate
                 break
-        if f.written <= 0:
+        if f.written <= 0 or f.pending:
             return 0
         low = self._min_logic_offset - f.start if self._min_logic_offset > f.start else 0
         high = f.written - CQ_STORE_UNIT_SIZE

@@ -14,6 +14,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -59,6 +60,8 @@ class QueueTable:
         self.commitlog = commitlog
         self.root = config.consume_queue_dir
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: Queues holding files to rebuild (``take_rebuilds``).
+        self._rebuilds: list[ConsumeQueue] = []
         self._lock = threading.RLock()
 
     def directory_queue_ids(self) -> dict[str, list[int]]:
@@ -115,6 +118,19 @@ class QueueTable:
         with self._lock:
             for queue in self._queues.values():
                 queue.refresh()
+                if queue.rebuilds:
+                    self._rebuilds.append(queue)
+
+    def take_rebuilds(self) -> list[tuple[ConsumeQueue, tuple[Any, bytearray, int, int]]]:
+        """The files the queues' refreshes found overwritten, to rebuild from the CommitLog
+        (``ConsumeQueue.rebuilds``), each given out once."""
+        with self._lock:
+            out = []
+            for queue in self._rebuilds:
+                out.extend((queue, item) for item in queue.rebuilds)
+                queue.rebuilds.clear()
+            self._rebuilds.clear()
+            return out
 
     def close(self) -> None:
         with self._lock:
