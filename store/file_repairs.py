@@ -14,8 +14,8 @@ what it found. The counters are what ``/metrics`` shows (``rmq_query_files_faile
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
@@ -25,20 +25,38 @@ from store.consumequeue.queue_table import QueueTable
 from store.errors import StoreError
 from store.index.file_rebuild import IndexFileRebuild
 from store.index.service import IndexService
+from store.reput.dispatcher import Run
 from store.reput.walk import Reput
 
 log = logging.getLogger("store.repair")
 _NO_LIMIT = 1 << 62
 
 
+class Rebuild(Protocol):
+    """What a file's rebuild is to the driver: a reput dispatcher that puts its file in place."""
+
+    label: str
+    #: Nothing more to take (the file is whole, or full).
+    done: bool
+    #: The file may still be written (a queue's last file, the newest IndexFile): once installed
+    #: its rebuild goes on taking the records the CommitLog gains, until it is ``done``.
+    follow: bool
+
+    def begin(self) -> bool: ...
+    def resume_offset(self) -> int: ...
+    def dispatch(self, run: Run) -> None: ...
+    def flush(self) -> None: ...
+    def install(self) -> None: ...
+    def extend(self) -> None: ...
+    def alive(self) -> bool: ...
+    def abandon(self) -> None: ...
+
+
 @dataclass(slots=True)
 class _Job:
-    rebuild: IndexFileRebuild | QueueFileRebuild
+    rebuild: Rebuild
     reput: Reput
-    #: Called once the walk is done: puts the rebuilt file in its place.
-    install: Callable[[], None]
-    #: Called when the store closes before it is done.
-    abandon: Callable[[], None]
+    installed: bool = False
 
 
 class FileRepairs:
@@ -55,8 +73,13 @@ class FileRepairs:
 
     @property
     def pending(self) -> int:
-        """Rebuilds under way."""
-        return len(self._jobs)
+        """Rebuilds not installed yet."""
+        return sum(not job.installed for job in self._jobs)
+
+    @property
+    def following(self) -> int:
+        """Rebuilt files still taking the records of a file being written."""
+        return sum(job.installed for job in self._jobs)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """kind -> (files that failed their checks, files rebuilt) since the store was opened."""
@@ -71,70 +94,62 @@ class FileRepairs:
 
     def _collect(self) -> None:
         """Start a rebuild for each file that asked for one since the last call."""
-        for name, good, first_entry, previous in self.index.take_damaged():
+        for request in self.index.take_damaged():
             try:
-                index_rebuild = IndexFileRebuild(
-                    name,
-                    self.index.index_dir / name,
-                    self.index.hash_slot_num,
-                    self.index.index_num,
-                    good,
-                    first_entry,
-                    previous,
-                    self.commitlog,
-                )
+                index_rebuild = IndexFileRebuild(self.index, request, self.commitlog)
             except (OSError, StoreError) as exc:
                 log.warning(
                     "index file %s cannot be rebuilt now (%s): it stays left out of queries",
-                    self.index.index_dir / name,
+                    self.index.index_dir / request[0],
                     exc,
                 )
                 continue
-            self._start(index_rebuild, self._index_installer(index_rebuild), index_rebuild.abandon)
-        for queue, (copy, buffer, first, stop) in self.queues.take_rebuilds():
-            queue_rebuild = QueueFileRebuild(
-                queue.topic, queue.queue_id, copy.start, buffer, first, stop, self._delays
-            )
-
-            def install(q=queue, c=copy, b=buffer, r=queue_rebuild) -> None:  # type: ignore[no-untyped-def]
-                q.rebuilt(c, b, r.finish(c.seen_written))
-
-            self._start(queue_rebuild, install, lambda: None)
-
-    def _index_installer(self, rebuild: IndexFileRebuild) -> Callable[[], None]:
-        def install() -> None:
-            self.index.install_rebuilt(rebuild.name, rebuild.finish())
-
-        return install
-
-    def _start(
-        self,
-        rebuild: IndexFileRebuild | QueueFileRebuild,
-        install: Callable[[], None],
-        abandon: Callable[[], None],
-    ) -> None:
-        self._jobs.append(_Job(rebuild, Reput(self.commitlog, [rebuild]), install, abandon))
+            self._jobs.append(_Job(index_rebuild, Reput(self.commitlog, [index_rebuild])))
+        for queue, request in self.queues.take_rebuilds():
+            queue_rebuild = QueueFileRebuild(queue, request, self._delays)
+            self._jobs.append(_Job(queue_rebuild, Reput(self.commitlog, [queue_rebuild])))
 
     def run(self, max_records: int | None = None) -> bool:
-        """Advance the rebuilds by at most ``max_records`` records in all; True while some are left."""
+        """Advance the rebuilds by at most ``max_records`` records in all; True while one that is
+        not installed yet is left (followers of a file still written do not keep the caller busy)."""
         self._collect()
         budget = _NO_LIMIT if max_records is None else max_records
-        while self._jobs and budget > 0:
-            job = self._jobs[0]
-            read = job.reput.run_once(budget)
-            budget -= read
-            if job.rebuild.done or read == 0:
-                # Done, or nothing more to read now (the CommitLog's end, a gap): what it holds is
-                # what the CommitLog still has of the file's records.
-                self._jobs.pop(0)
-                try:
-                    job.install()
-                except (OSError, StoreError) as exc:
-                    job.abandon()
-                    log.warning("%s could not be rebuilt (%s): it stays left out", job.rebuild.label, exc)
-        return bool(self._jobs)
+        progressed = True
+        while progressed and budget > 0:
+            progressed = False
+            for job in list(self._jobs):
+                if budget <= 0:
+                    break
+                read = self._advance(job, budget)
+                budget -= read
+                progressed = progressed or read > 0
+        return any(not job.installed for job in self._jobs)
+
+    def _advance(self, job: _Job, budget: int) -> int:
+        """One pass of ``job``'s walk (at most ``budget`` records); installs or extends its file."""
+        rebuild = job.rebuild
+        if job.installed and not rebuild.alive():
+            self._jobs.remove(job)  # the file was restored: its copy answers no more
+            return 0
+        read = job.reput.run_once(budget)
+        try:
+            if not job.installed and (rebuild.done or read == 0):
+                # Done, or caught up with the CommitLog (its end, or a gap): what it holds is what
+                # the CommitLog has of the file's records.
+                rebuild.install()
+                job.installed = True
+            elif job.installed and read:
+                rebuild.extend()
+        except (OSError, StoreError) as exc:
+            self._jobs.remove(job)
+            rebuild.abandon()
+            log.warning("%s could not be rebuilt (%s): it stays left out", rebuild.label, exc)
+            return read
+        if job.installed and (rebuild.done or not rebuild.follow):
+            self._jobs.remove(job)
+        return read
 
     def close(self) -> None:
         for job in self._jobs:
-            job.abandon()
+            job.rebuild.abandon()
         self._jobs.clear()

@@ -180,6 +180,9 @@ class _File:
     #: answers nothing then.
     rebuilt: bool = False
     pending: bool = False
+    #: The rebuilt copy of the queue's last file, still filled as the CommitLog grows: nothing is
+    #: answered past what it holds yet.
+    following: bool = False
 
     def close(self) -> None:
         self.view.release()
@@ -458,22 +461,23 @@ class ConsumeQueue:
         self.failed_checks += 1
         self.warn(
             f"overwritten:{path}:{known.mtime_ms}",
-            f"consume queue file {path} was overwritten with entries that are not this queue's "
-            f"({self.topic}/{self.queue_id} from queue offset {known.start // CQ_STORE_UNIT_SIZE}): "
-            "not answering from it; rebuilding it in memory from the CommitLog records "
-            f"{first_phy}..{to_offset}",
+            f"consume queue file {path} was overwritten while in use (its first or last entry is not "
+            f"the one it held; {self.topic}/{self.queue_id} from queue offset "
+            f"{known.start // CQ_STORE_UNIT_SIZE}): not answering from it; rebuilding it in memory "
+            f"from the CommitLog records {first_phy}..{to_offset}",
         )
-        self.rebuilds.append((copy, buffer, first_phy, to_offset))
+        self.rebuilds.append((copy, buffer, first_phy, to_offset, last))
         return copy
 
-    def rebuilt(self, copy: _File, buffer: bytearray, written: int) -> None:
-        """The rebuild of ``copy`` is done: it answers from ``buffer`` from now on, ``written``
-        bytes of entries."""
+    def rebuilt(self, copy: _File, buffer: bytearray, written: int, *, following: bool) -> None:
+        """The rebuild of ``copy`` caught up: it answers from ``buffer`` from now on, ``written``
+        bytes of entries (more to come while ``following``)."""
         with self._lock:
             copy.view = memoryview(buffer)
             copy.written = written
             copy.seen_written = written
             copy.pending = False
+            copy.following = following
             self.files_rebuilt += 1
             log.warning(
                 "consume queue file %s: rebuilt from the CommitLog (%d entries); answering from the "
@@ -484,6 +488,16 @@ class ConsumeQueue:
             if copy in self._files:
                 self._recover(self._files)
                 self._correct_min_offset()
+
+    def extend(self, copy: _File, written: int, *, following: bool) -> None:
+        """The rebuilt copy of the last file holds ``written`` bytes of entries now."""
+        with self._lock:
+            copy.written = copy.seen_written = written
+            copy.following = following
+
+    def holds(self, copy: _File) -> bool:
+        """Does ``copy`` still answer for its file (not dropped for a restored one)?"""
+        return any(f is copy for f in self._files)
 
     def _restored(self, copy: _File, path: Path) -> bool:
         """Does the file on disk hold the rebuilt copy's entries again (its first and last)?"""
@@ -504,8 +518,9 @@ class ConsumeQueue:
 
     def rebuilding(self, offset: int) -> bool:
         """Is the file holding logical ``offset`` being rebuilt (nothing to answer there yet)?"""
-        f = self._file_for(offset * CQ_STORE_UNIT_SIZE) if offset >= 0 else None
-        return f is not None and f.pending
+        byte_offset = offset * CQ_STORE_UNIT_SIZE
+        f = self._file_for(byte_offset) if offset >= 0 else None
+        return f is not None and (f.pending or (f.following and byte_offset - f.start >= f.written))
 
     def _keep_deleted(self, gone: _File) -> bool:
         """A known file no longer listed: keep answering from its map when it was damage, not the
@@ -596,6 +611,8 @@ class ConsumeQueue:
             f = files[i]
             if not f.rebuilt:
                 f.written = _written_end(f)
+            elif f.following:
+                continue  # filled as the CommitLog grows: the files after it are the writer's
             if f.written < self.mapped_file_size:
                 kept = i + 1
                 break

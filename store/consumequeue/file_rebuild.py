@@ -11,16 +11,20 @@ from the builder's ``extract_entries`` (``dispatch_entry`` for the records it le
 entry lands at the slot of its record's QUEUEOFFSET, the first record of a queue offset winning as
 in ``putMessagePositionInfo``. The walk starts at the CommitLog offset of the file's first entry
 known before the damage and ends past its last (for the queue's last file: the CommitLog's end when
-the rebuild began, so the entries a live writer added meanwhile are found too). Slots below the last
-entry found that no record claims get the broker's blank entry (``fillPreBlank``, a record lost in a
-gap), so every later entry stays at its queue offset.
+the rebuild began). Slots below the last entry found that no record claims get the broker's blank
+entry (``fillPreBlank``, a record lost in a gap), so every later entry stays at its queue offset.
+
+The queue's last file may still be written (a live broker, or this process's own builder): once
+installed, its rebuild goes on following the CommitLog (``follow``), so the entries the writer adds
+are found in the records, until the file is full; a read past what it holds meanwhile is sent back
+to its own offset (``ConsumeQueue.rebuilding``), never past entries still to come.
 """
 
 from __future__ import annotations
 
 import struct
 
-from store.consumequeue.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, entry_bytes
+from store.consumequeue.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, ConsumeQueue, entry_bytes
 from store.consumequeue.consume_queue_build import SPECIAL, extract_entries
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run, skip_to
@@ -36,35 +40,49 @@ class QueueFileRebuild:
 
     kind = "consume_queue"
 
-    def __init__(
-        self,
-        topic: str,
-        queue_id: int,
-        start: int,
-        buffer: bytearray,
-        from_offset: int,
-        to_offset: int,
-        delays: tuple[dict[int, int], int],
-    ) -> None:
-        self.topic = topic
-        self.queue_id = queue_id
-        self._raw_topic = topic.encode("utf-8")
+    def __init__(self, queue: ConsumeQueue, request: object, delays: tuple[dict[int, int], int]) -> None:
+        copy, buffer, from_offset, to_offset, follow = request  # type: ignore[misc]
+        self.queue = queue
+        self.copy = copy
+        self.topic = queue.topic
+        self.queue_id = queue.queue_id
+        self._raw_topic = self.topic.encode("utf-8")
         #: The file's first byte offset in the queue (its name) and the queue offsets it holds.
-        self.start = start
-        self.first_slot = start // CQ_STORE_UNIT_SIZE
+        self.start = copy.start
+        self.first_slot = self.start // CQ_STORE_UNIT_SIZE
         self.slots = len(buffer) // CQ_STORE_UNIT_SIZE
         self.buffer = buffer
         self._filled = bytearray(self.slots)
-        #: The CommitLog offset of the next record to read, and the one past which none is needed.
+        self._count = 0
+        #: Slots below this are all filled (entries or blanks): ``written`` looks from here on.
+        self._low = 0
+        #: The CommitLog offset of the next record to read, and the one past which none is needed
+        #: (none: ``follow``, the queue's last file, is read until it is full).
         self.next_offset = from_offset
         self.to_offset = to_offset
+        self.follow = follow
         self._delays = delays
         self.done = False
-        self.found = 0
+        self.label = f"consume queue file {copy.path}"
 
-    @property
-    def label(self) -> str:
-        return f"{self.topic}/{self.queue_id} file {self.start:020d}"
+    # -- in the queue ---------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """The walk caught up: the copy answers from now on."""
+        self.queue.rebuilt(
+            self.copy, self.buffer, self.written(self.copy.seen_written), following=not self.done
+        )
+
+    def extend(self) -> None:
+        """The walk found more of the file (following the queue's last file)."""
+        self.queue.extend(self.copy, self.written(0), following=not self.done)
+
+    def alive(self) -> bool:
+        """Is the copy still answering for the file (not dropped for a restored file)?"""
+        return self.queue.holds(self.copy)
+
+    def abandon(self) -> None:
+        self.done = True
 
     # -- the reput's dispatcher -----------------------------------------------------------------------
 
@@ -83,7 +101,7 @@ class QueueFileRebuild:
             return
         if base + pos < self.next_offset:
             pos = skip_to(run, self.next_offset)
-        while pos < end and base + pos < self.to_offset:
+        while pos < end and (self.follow or base + pos < self.to_offset):
             stop, after, _seen, groups = extract_entries(view, pos, end, base, _BATCH_RECORDS)
             for raw_topic, queue_id, entries, queue_offsets, _times, _consecutive in groups:
                 if queue_id == self.queue_id and raw_topic == self._raw_topic:
@@ -97,7 +115,7 @@ class QueueFileRebuild:
                 self._one(view[pos : pos + size], base + pos, size)
                 pos += size
         self.next_offset = base + pos
-        if self.next_offset >= self.to_offset:
+        if self._count == self.slots or (not self.follow and self.next_offset >= self.to_offset):
             self.done = True
 
     def _one(self, buf: memoryview, offset: int, size: int) -> None:
@@ -116,18 +134,20 @@ class QueueFileRebuild:
         slot = queue_offset - self.first_slot
         if 0 <= slot < self.slots and not self._filled[slot]:
             self._filled[slot] = 1
+            self._count += 1
             at = slot * CQ_STORE_UNIT_SIZE
             self.buffer[at : at + CQ_STORE_UNIT_SIZE] = entry
-            self.found += 1
 
-    def finish(self, at_least: int) -> int:
+    def written(self, at_least: int) -> int:
         """Blank the slots no record claimed below the last one found, and below ``at_least`` (the
         written bytes the file had: entries whose records are gone stay blanks, not a shorter
         queue); the file's written bytes."""
-        self.done = True
         top = max(self._filled.rfind(1) + 1, min(at_least // CQ_STORE_UNIT_SIZE, self.slots))
-        for slot in range(top):
+        low, self._low = self._low, max(self._low, top)
+        for slot in range(low, top):
             if not self._filled[slot]:
                 at = slot * CQ_STORE_UNIT_SIZE
                 self.buffer[at : at + CQ_STORE_UNIT_SIZE] = _BLANK
+                self._filled[slot] = 1
+                self._count += 1
         return top * CQ_STORE_UNIT_SIZE

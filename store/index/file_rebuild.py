@@ -5,7 +5,9 @@ it: same inode, a header that begins elsewhere) leaves nothing of its keys to an
 ``IndexService.refresh`` leaves it out of queries. This rebuilds that one file, as the builder would
 have written it, into a file of its own outside the store (an unlinked temporary file: a read-only
 server never writes into a broker's directory), which then answers for it
-(``IndexService.install_rebuilt``) until the file on disk is whole again.
+(``IndexService.install_rebuilt``) until the file on disk is whole again. The newest file may still
+be written (a live broker keeps putting keys into what is now garbage): its rebuild goes on
+following the CommitLog once installed (``follow``), until the file is full, as the writer's would.
 
 The file is made the way the broker made it: created with the previous file's end values (or, for
 the first file, values that give its first entry the time difference it had), then the records from
@@ -24,8 +26,9 @@ import tempfile
 from pathlib import Path
 
 from store.commitlog.mapped_files import CommitLog
-from store.index.index_file import IndexFile, IndexHeader
+from store.index.index_file import IndexFile
 from store.index.index_range import END, OTHER, ROLL, index_range
+from store.index.service import IndexService
 from store.reput.dispatcher import Run, record_size, skip_to
 
 log = logging.getLogger("store.index")
@@ -37,23 +40,18 @@ class IndexFileRebuild:
 
     kind = "index"
 
-    def __init__(
-        self,
-        name: str,
-        path: Path,
-        hash_slot_num: int,
-        index_num: int,
-        good: IndexHeader,
-        first_entry: tuple[int, int, int, int] | None,
-        previous: IndexFile | None,
-        commitlog: CommitLog,
-    ) -> None:
+    def __init__(self, service: IndexService, request: object, commitlog: CommitLog) -> None:
+        name, good, first_entry, previous, newest = request  # type: ignore[misc]
+        self.service = service
         self.name = name
         #: Where the file lives in the store (for the log; the rebuilt one is elsewhere).
-        self.path = path
+        self.path = service.index_dir / name
+        path = self.path
         self.good = good
-        self.hash_slot_num = hash_slot_num
-        self.index_num = index_num
+        self.hash_slot_num = hash_slot_num = service.hash_slot_num
+        self.index_num = index_num = service.index_num
+        #: The newest file: followed once installed, until it is full.
+        self.follow = newest
         created_phy = created_ts = 0
         skip = 0
         if previous is not None:
@@ -70,18 +68,19 @@ class IndexFileRebuild:
             diff = first_entry[2]
             created_ts = good.begin_timestamp - diff * 1000 if diff > 0 else 0
         self.label = f"index file {path}"
-        self._dir = Path(tempfile.mkdtemp(prefix="rmq-query-index-"))
+        directory = Path(tempfile.mkdtemp(prefix="rmq-query-index-"))
         try:
             self.target = IndexFile.create(
-                self._dir / name,
+                directory / name,
                 hash_slot_num,
                 index_num,
                 end_phy_offset=min(created_phy, good.begin_phy_offset),
                 end_timestamp=created_ts,
             )
-        except BaseException:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            raise
+        finally:
+            # The map and descriptor keep the file: nothing is left behind, whatever happens next.
+            shutil.rmtree(directory, ignore_errors=True)
+        self.target.path = path
         self.next_offset = good.begin_phy_offset
         self._skip = skip
         last = commitlog.read_record(good.end_phy_offset)
@@ -110,7 +109,8 @@ class IndexFileRebuild:
             pos = skip_to(run, self.next_offset)
         if base + pos != self.next_offset:
             skip = 0  # the keys already in belong to a record before this one
-        end = min(end, self.to_offset - base)
+        if not self.follow:
+            end = min(end, self.to_offset - base)
         target = self.target
         while pos < end:
             target.reserve((end - pos) // 2 + 1)
@@ -120,6 +120,7 @@ class IndexFileRebuild:
             self.next_offset, self._skip = base + pos, skip
             if stop == ROLL:
                 self.done = True  # full: the keys after it went to the next file
+                self.target.flush()
                 return
             if stop == OTHER:
                 # Whole, but its fields cannot be read: no keys (as the builder skips it).
@@ -128,34 +129,33 @@ class IndexFileRebuild:
                 self.next_offset, self._skip = base + pos, 0
             elif stop == END:
                 break
-        if self.next_offset >= self.to_offset:
+        if not self.follow and self.next_offset >= self.to_offset:
             self.done = True
 
-    # -- the result -----------------------------------------------------------------------------------
+    # -- in the index ---------------------------------------------------------------------------------
 
-    def finish(self) -> IndexFile:
-        """The rebuilt file, opened read-only (its directory entry removed: the map keeps it)."""
-        self.done = True
-        target = self.target
-        made = target.header
-        target.close()
-        try:
-            rebuilt = IndexFile.open(self._dir / self.name, self.hash_slot_num, self.index_num)
-        finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
-        rebuilt.path = self.path
-        if made != self.good:
+    def install(self) -> None:
+        """The walk caught up: the rebuilt file answers for the file from now on."""
+        made = self.target.header
+        if made != self.good and not self.follow:
             log.warning(
                 "index file %s: the rebuilt file's header %s differs from the one it last had %s (records "
-                "lost from the CommitLog, or the file was being written): answering from what was rebuilt",
+                "lost from the CommitLog?): answering from what was rebuilt",
                 self.path,
                 made,
                 self.good,
             )
-        return rebuilt
+        self.service.install_rebuilt(self.name, self.target)
+
+    def extend(self) -> None:
+        """More keys were put (following the newest file): they are in the map already."""
+
+    def alive(self) -> bool:
+        """Does the rebuilt file still answer for the file (not dropped for a restored one)?"""
+        return self.service.answers_with(self.name, self.target)
 
     def abandon(self) -> None:
-        """Drop the unfinished file (the store is closing)."""
+        """Drop the file (the store is closing, or it could not be installed)."""
         self.done = True
-        self.target.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if not self.alive():
+            self.target.close()

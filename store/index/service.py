@@ -22,7 +22,7 @@ from pathlib import Path
 from protocol.index_key import build_index_key, index_key_hash
 from store.config.store_config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
-from store.index.index_file import HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
+from store.index.index_file import ENTRY, HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
 from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, Resume, query_files
 from store.platform import sigbus
 from store.warn_once import WarnOnce
@@ -251,17 +251,20 @@ class IndexService:
 
     def take_damaged(
         self,
-    ) -> list[tuple[str, IndexHeader, tuple[int, int, int, int] | None, IndexFile | None]]:
+    ) -> list[tuple[str, IndexHeader, tuple[int, int, int, int] | None, IndexFile | None, bool]]:
         """Files to rebuild since the last call: (name, the header it had, its first entry, the file
-        before it now answering, if any)."""
+        before it now answering if any, whether it is the newest file)."""
         with self._lock:
             out = []
             for name in self._damaged:
                 previous = None
+                newest = True
                 for f in self._files:
                     if f.name < name:
                         previous = f
-                out.append((name, self._good[name], self._first_entry.get(name), previous))
+                    elif f.name > name:
+                        newest = False
+                out.append((name, self._good[name], self._first_entry.get(name), previous, newest))
             self._damaged.clear()
             return out
 
@@ -282,11 +285,33 @@ class IndexService:
             rebuilt.read_header().index_count - 1,
         )
 
+    def answers_with(self, name: str, rebuilt: IndexFile) -> bool:
+        """Does ``rebuilt`` answer for file ``name`` now?"""
+        return self._rebuilt.get(name) is rebuilt
+
     def _restored(self, name: str, rebuilt: IndexFile) -> bool:
-        """Does the file on disk hold what was rebuilt for it again (a restored copy)?"""
-        header = _read_header(self.index_dir / name)
-        if header is None or header != rebuilt.read_header():
+        """Does the file on disk hold what was rebuilt for it again (a restored copy)? Its header,
+        its first entry and its last must be the rebuilt file's: a writer still putting keys into
+        the overwritten file (a live broker's newest one) rewrites the header with the right counts,
+        but the entries before are the other file's."""
+        header = rebuilt.read_header()
+        count = header.index_count
+        at = rebuilt.size - (rebuilt.index_num - 1) * ENTRY.size  # where entry 1 starts
+        spans = [(0, HEADER.size)]
+        if count > 1:
+            spans += [(at, ENTRY.size), (at + (count - 2) * ENTRY.size, ENTRY.size)]
+        try:
+            fd = os.open(self.index_dir / name, os.O_RDONLY)
+        except OSError:
             return False
+        try:
+            for start, length in spans:
+                if os.pread(fd, length, start) != rebuilt.buffer[start : start + length]:
+                    return False
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
         log.info("index file %s holds its keys again: answering from it", self.index_dir / name)
         del self._rebuilt[name]
         rebuilt.close()

@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from protocol.message import decode_message
 from store.config.store_config import StoreConfig
 from store.consumequeue.get_message import GetMessageStatus
 from store.message_store import MessageStore
+from store.write.writer import StoreWriter
 
 JAVA = "java-4.9.7-a"
 
@@ -244,3 +246,54 @@ def test_rebuilds_run_in_slices_and_a_pull_meanwhile_is_sent_back_to_its_offset(
         assert wrong_key_answers(store, expected) == []
         assert wrong_queue_answers(store, cq_expected) == []
         assert store.file_checks() == {"index": (1, 1), "consume_queue": (1, 1)}
+
+
+def test_the_last_files_rebuilt_copies_follow_a_writer_that_keeps_writing_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A writer (as a live broker) keeps appending while its last consume queue file and newest
+    # IndexFile are overwritten under it: it goes on writing into what is now the other file's
+    # bytes. The rebuilt copies follow the CommitLog until they are full, so the messages sent
+    # after the damage are pulled and found by key too, and the files the writer rolls to next
+    # are read as usual.
+    config = StoreConfig.for_store(
+        tmp_path / "s",
+        mapped_file_size_commit_log=1 << 20,
+        mapped_file_size_consume_queue=200,  # 10 entries a file
+        max_hash_slot_num=16,
+        max_index_num=40,  # 39 keys a file: a message has two (its key and its unique key)
+        broker_ip1="127.0.0.1",
+    )
+    clock = iter(range(1_000_000, 2_000_000, 300)).__next__
+    with StoreWriter(config, clock=clock) as writer, caplog.at_level(logging.WARNING):
+        for i in range(25):
+            writer.append("T", f"body-{i}".encode(), keys=f"k{i}", queue_id=0)
+        writer.index()  # its consume queue and index entries written, as a broker's reput does
+        with MessageStore.open(config) as store:
+            queue_files = sorted((config.consume_queue_dir / "T" / "0").iterdir())
+            index_files = sorted(config.index_dir.iterdir())
+            assert [len(queue_files), len(index_files)] == [3, 2]
+            assert store.max_offset("T", 0) == 25  # the queue opened, as a server serving it has
+            _overwrite(queue_files[-1], queue_files[0])
+            _overwrite(index_files[-1], index_files[0])
+            store.refresh()
+            assert store.file_checks() == {"index": (1, 1), "consume_queue": (1, 1)}
+            for i in range(25, 70):
+                writer.append("T", f"body-{i}".encode(), keys=f"k{i}", queue_id=0)
+                writer.index()
+                if i % 10 == 0:
+                    store.refresh()
+            store.refresh()
+            assert store.max_offset("T", 0) == 70
+            bodies, offset = [], 0
+            while offset < 70:
+                result = store.get_message("T", 0, offset, 32)
+                assert result.status == GetMessageStatus.FOUND, offset
+                bodies += [decode_message(b).body for b in result.buffers]
+                offset = result.next_begin_offset
+            assert bodies == [f"body-{i}".encode() for i in range(70)]
+            for i in range(70):
+                found = store.query_message("T", f"k{i}", 64, 0, 1 << 62).buffers
+                assert [decode_message(b).body for b in found] == [f"body-{i}".encode()], i
+            assert store.repairs.following == 0  # both copies full: the writer rolled past them
+            assert len(sorted(config.index_dir.iterdir())) == 4  # 140 keys, 39 a file
