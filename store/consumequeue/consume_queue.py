@@ -561,6 +561,7 @@ class ConsumeQueue:
             if self._names_own_records(path, known.start):
                 return False
             self._rejected[known.start] = inode  # checked once: later refreshes keep the old map
+            self.failed_checks += 1
         self.warn(
             f"replaced:{path}:{inode}",
             f"consume queue file {path} was replaced by another file whose entries are not this "

@@ -114,6 +114,7 @@ def test_a_consume_queue_file_replaced_by_other_bytes_is_said_once_and_answered_
             for _ in range(3):
                 store.refresh()
             assert _pulled_bodies(store) == before
+            assert store.file_checks()["consume_queue"] == (1, 0)  # failed its check, old map kept
         assert _warnings(caplog, f"consume queue file {files[3]} was replaced") == 1
 
 
@@ -139,6 +140,8 @@ def test_an_index_file_replaced_by_another_ones_bytes_is_said_once_and_never_ans
                 store.refresh()
             after = _keys_answered(store)
         assert _warnings(caplog, f"index file {victim} was replaced by another file's bytes") == 1
+        # Renamed over: the old map kept; copied over: rebuilt from the CommitLog.
+        assert store.file_checks()["index"] == (1, 0 if how == "renamed-over" else 1)
         # Renamed over: answered from the file as it was, still mapped. Overwritten in place:
         # nothing of it is intact; it is rebuilt from the CommitLog (issue 31, item 7), which
         # answers for it (tests/store/test_file_fallback.py has the details).
