@@ -214,6 +214,8 @@ class IndexService:
                 )
                 self._seen_count.pop(gone.name, None)
                 self._rebuilt.pop(gone.name, None)
+                self._good.pop(gone.name, None)
+                self._first_entry.pop(gone.name, None)
                 gone.close()
             self._files = files
             if not self.writable:
@@ -257,6 +259,8 @@ class IndexService:
         with self._lock:
             out = []
             for name in self._damaged:
+                if name not in self._good:
+                    continue  # deleted since: nothing to rebuild it for
                 previous = None
                 newest = True
                 for f in self._files:
@@ -391,11 +395,15 @@ class IndexService:
     def audit(self, *, tail: bool = False) -> None:
         """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
         once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost).
+        A full file (not the one being written) overwritten in place is left out of queries and
+        rebuilt from the CommitLog, as ``refresh`` does for a read-only store's
+        (``store.index.file_rebuild``; the writer's own header is the one to reproduce).
 
         With ``tail`` (a writable store after a put) only the last file, the one being written, and
         every file each ``FULL_AUDIT_EVERY``: it only warns, and a put then costs the same whatever
         the number of index files."""
         files = list(self._files)
+        last = files[-1] if files else None
         if tail and files:
             now = time.monotonic()
             if now - self._audited_all_at < FULL_AUDIT_EVERY:
@@ -403,6 +411,9 @@ class IndexService:
             else:
                 self._audited_all_at = now
         for f in files:
+            if self._rebuilt.get(f.name) is f:
+                continue  # this process's own rebuilt copy, outside the store
+            overwritten = False
             try:
                 inode = os.stat(f.path).st_ino
             except FileNotFoundError:
@@ -418,17 +429,40 @@ class IndexService:
                     # One read of the header on disk and one of ours, for both checks (this runs
                     # after every put of a writable store).
                     on_disk, ours = f.read_header(), f.header
+                    overwritten = True
                     if on_disk.index_count < ours.index_count:
                         what = "zeroed or overwritten (its header's indexCount went down)"
                     elif _begins_differ(ours, on_disk):
                         what = "overwritten with another file's bytes (its header's begin values changed)"
                     else:
+                        if ours.index_count > 1 and f.name not in self._first_entry:
+                            self._first_entry[f.name] = f.entry(1)
                         continue
+            consequence = (
+                "the keys it held are lost for queries or a restart (rmq-query rebuild-index rebuilds them)"
+            )
+            if overwritten and f is not last and f.header.index_count > 1:
+                consequence = self._rebuild_own(f)
             self.warn(
                 f"audit:{f.name}:{f.inode}",
-                f"index file {f.path} was {what} while this process builds it: the keys it held are "
-                "lost for queries or a restart (rmq-query rebuild-index rebuilds them)",
+                f"index file {f.path} was {what} while this process builds it: {consequence}",
             )
+
+    def _rebuild_own(self, f: IndexFile) -> str:
+        """The builder's full file ``f`` was overwritten: leave it out and ask for its rebuild."""
+        with self._lock:
+            if f.name not in self._asked:
+                self._asked.add(f.name)
+                self._good[f.name] = f.header
+                self._damaged.append(f.name)
+                self.failed_checks += 1
+                self._files = [g for g in self._files if g is not f]
+                f.close()
+        h = f.header
+        return (
+            "left out of queries; rebuilding it from the CommitLog records "
+            f"{h.begin_phy_offset}..{h.end_phy_offset}, which then answers for it"
+        )
 
     @property
     def files(self) -> list[IndexFile]:

@@ -297,3 +297,35 @@ def test_the_last_files_rebuilt_copies_follow_a_writer_that_keeps_writing_them(
                 assert [decode_message(b).body for b in found] == [f"body-{i}".encode()], i
             assert store.repairs.following == 0  # both copies full: the writer rolled past them
             assert len(sorted(config.index_dir.iterdir())) == 4  # 140 keys, 39 a file
+
+
+def test_a_full_index_file_of_this_process_own_build_overwritten_in_place_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ``serve --build-index`` / ``--writable``: the index is this process's own build; a full file
+    # overwritten in place (the one being written is the builder's) is left out and rebuilt too.
+    config = StoreConfig.for_store(
+        tmp_path / "s",
+        mapped_file_size_commit_log=1 << 20,
+        mapped_file_size_consume_queue=200,
+        max_hash_slot_num=16,
+        max_index_num=40,
+        broker_ip1="127.0.0.1",
+    )
+    with StoreWriter(config, clock=iter(range(1_000_000, 2_000_000, 300)).__next__) as writer:
+        for i in range(70):
+            writer.append("T", f"body-{i}".encode(), keys=f"k{i}", queue_id=0)
+    paths = sorted(config.index_dir.iterdir())
+    assert len(paths) == 4
+    original = paths[1].read_bytes()
+    with MessageStore.open(config, build_index=True) as store, caplog.at_level(logging.WARNING):
+        assert store.index.writable  # the builder's own files
+        _overwrite(paths[1], paths[2])
+        store.refresh()
+        for i in range(70):
+            found = store.query_message("T", f"k{i}", 64, 0, 1 << 62).buffers
+            assert [decode_message(b).body for b in found] == [f"body-{i}".encode()], i
+        rebuilt = next(f for f in store.index.files if f.name == paths[1].name)
+        assert bytes(rebuilt.buffer) == original
+        assert store.file_checks()["index"] == (1, 1)
+        assert _warnings(caplog, str(paths[1]), "while this process builds it", "rebuilding it") == 1
