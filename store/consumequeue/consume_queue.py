@@ -312,8 +312,9 @@ class ConsumeQueue:
         #: Files replaced by bytes that are not this queue's: start -> the rejected inode.
         self._rejected: dict[int, int] = {}
         #: Files overwritten in place, waiting to be rebuilt from the CommitLog: (the empty copy
-        #: answering for it, its buffer, the CommitLog offsets to walk); taken by the store.
-        self.rebuilds: list[tuple[_File, bytearray, int, int]] = []
+        #: answering for it, its buffer, the CommitLog offsets to walk, whether it is the queue's
+        #: last file); taken by the store (``store.file_repairs``).
+        self.rebuilds: list[tuple[_File, bytearray, int, int, bool]] = []
         #: Files that failed their checks, and files rebuilt, since the queue was opened.
         self.failed_checks = 0
         self.files_rebuilt = 0
@@ -404,8 +405,6 @@ class ConsumeQueue:
                 if f.seen_written != f.written and not f.rebuilt:
                     self._remember(f)
 
-    # -- damage under a running reader (issue 18, item 11): said once, answered from what is intact --
-
     # -- a file overwritten in place (issue 31, item 7): rebuilt from the CommitLog -------------------
 
     @staticmethod
@@ -485,7 +484,7 @@ class ConsumeQueue:
                 copy.path,
                 written // CQ_STORE_UNIT_SIZE,
             )
-            if copy in self._files:
+            if self.holds(copy):
                 self._recover(self._files)
                 self._correct_min_offset()
 
@@ -521,6 +520,8 @@ class ConsumeQueue:
         byte_offset = offset * CQ_STORE_UNIT_SIZE
         f = self._file_for(byte_offset) if offset >= 0 else None
         return f is not None and (f.pending or (f.following and byte_offset - f.start >= f.written))
+
+    # -- damage under a running reader (issue 18, item 11): said once, answered from what is intact --
 
     def _keep_deleted(self, gone: _File) -> bool:
         """A known file no longer listed: keep answering from its map when it was damage, not the

@@ -278,6 +278,9 @@ class IndexService:
         with self._lock:
             self._rebuilt[name] = rebuilt
             files = [f for f in self._files if f.name != name]
+            for f in self._files:
+                if f.name == name:
+                    f.close()  # the file on disk, restored while the rebuild ran: the next refresh says so
             files.append(rebuilt)
             files.sort(key=lambda f: f.name)
             self._files = files
