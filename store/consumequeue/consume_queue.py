@@ -287,6 +287,8 @@ class ConsumeQueue:
     ``commitlog`` is what the entries point into: the min offset follows its first offset. Without
     one (fsck, the builder's resume) the min offset assumes a CommitLog starting at 0. ``root`` None
     gives the empty in-memory queue the broker makes up for an unknown topic or queue id.
+    ``repair``: a served queue; files that fail their checks are rebuilt from the CommitLog (issue 31,
+    item 7: an overwritten file seen at refresh, a mapped one naming another queue's records).
     """
 
     def __init__(
@@ -296,6 +298,8 @@ class ConsumeQueue:
         queue_id: int,
         mapped_file_size: int,
         commitlog: CommitLog | None = None,
+        *,
+        repair: bool = False,
     ) -> None:
         if mapped_file_size <= 0 or mapped_file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"consume queue file size {mapped_file_size} is not a positive multiple of 20")
@@ -304,6 +308,9 @@ class ConsumeQueue:
         self.mapped_file_size = mapped_file_size
         self.directory = None if root is None else Path(root) / topic / str(queue_id)
         self.commitlog = commitlog
+        #: A served queue (``QueueTable``): a file it maps that holds another file's entries is
+        #: rebuilt rather than answered from (``_check_mapped``); a check (fsck) reads files as they are.
+        self.repair = repair
         self.warn = WarnOnce(log)
         self._lock = threading.RLock()
         self._files: list[_File] = []
@@ -336,6 +343,7 @@ class ConsumeQueue:
                 names = []
             old = {f.start: f for f in self._files}
             files: list[_File] = []
+            fresh: list[_File] = []
             for i, name in enumerate(names):
                 start = int(name)
                 path = self.directory / name
@@ -351,7 +359,7 @@ class ConsumeQueue:
                         if known.rebuilt and not known.pending and self._restored(known, path):
                             known.close()
                             known = None
-                        elif not known.rebuilt and self._overwritten(known):
+                        elif not known.rebuilt and self.repair and self._overwritten(known):
                             known = self._rebuild(known, path, st.st_ino, last=i == len(names) - 1)
                     if known is not None:
                         known.mtime_ms = mtime_ms
@@ -388,11 +396,11 @@ class ConsumeQueue:
                         f"consume queue file {path} has {st.st_size} bytes, not mappedFileSizeConsumeQueue "
                         f"{self.mapped_file_size}: reading the whole entries it holds",
                     )
-                files.append(
-                    _File(
-                        start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end, inode=st.st_ino
-                    )
+                mapped = _File(
+                    start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end, inode=st.st_ino
                 )
+                files.append(mapped)
+                fresh.append(mapped)
             kept = [gone for gone in old.values() if self._keep_deleted(gone)]
             for gone in old.values():
                 if gone not in kept:
@@ -400,6 +408,8 @@ class ConsumeQueue:
             if kept:
                 files = sorted(files + kept, key=lambda f: f.start)
             self._recover(files)
+            if fresh and self.repair and self.commitlog is not None:
+                self._check_mapped(fresh)
             self._correct_min_offset()
             for f in self._files:
                 if f.seen_written != f.written and not f.rebuilt:
@@ -431,42 +441,113 @@ class ConsumeQueue:
 
     def _rebuild(self, known: _File, path: Path, inode: int, *, last: bool) -> _File:
         """``known``'s entries were overwritten: an empty copy takes its place, to be filled from the
-        CommitLog (``rebuilds`` hands the work to the store); said once."""
+        CommitLog records between its first and last entries as they were (``rebuilds`` hands the
+        work to the store); said once."""
         first_phy, first_size = _OFFSET_SIZE.unpack_from(known.seen_first, 0)
         last_phy, last_size = _OFFSET_SIZE.unpack_from(known.seen_last, 0)
         if first_size == PRE_BLANK_SIZE:
             first_phy = self.commitlog.min_offset if self.commitlog is not None else 0
-        to_offset = last_phy + max(last_size, 1)
-        if last and self.commitlog is not None:
-            # The queue's last file: the entries a writer adds from now on are in the CommitLog too.
-            to_offset = max(to_offset, self.commitlog.max_offset)
-        buffer = bytearray(known.length)
-        # While pending its view is empty: every reader (the compiled request path too, which leaves
-        # a file whose written end lies past its view to the Python path) finds nothing to answer.
-        copy = _File(
-            known.start,
-            path,
-            known.length,
-            None,
-            memoryview(b""),
-            known.mtime_ms,
-            written=known.seen_written,
-            data_end=known.length,
-            inode=inode,
-            rebuilt=True,
-            pending=True,
-        )
-        known.close()
-        self.failed_checks += 1
+        copy = self._copy_for(known, inode, first_phy, last_phy + max(last_size, 1), last=last)
+        copy.written = known.seen_written
         self.warn(
             f"overwritten:{path}:{known.mtime_ms}",
             f"consume queue file {path} was overwritten while in use (its first or last entry is not "
             f"the one it held; {self.topic}/{self.queue_id} from queue offset "
             f"{known.start // CQ_STORE_UNIT_SIZE}): not answering from it; rebuilding it in memory "
-            f"from the CommitLog records {first_phy}..{to_offset}",
+            f"from the CommitLog records {first_phy}..{self.rebuilds[-1][3]}",
         )
+        return copy
+
+    def _copy_for(self, f: _File, inode: int, first_phy: int, to_offset: int, *, last: bool) -> _File:
+        """An empty copy to stand for ``f`` (closed here) while it is rebuilt from the CommitLog
+        records ``first_phy..to_offset`` (to the CommitLog's end, and on, for the queue's last file);
+        counted as a file that failed its checks."""
+        if last and self.commitlog is not None:
+            # The queue's last file: the entries a writer adds from now on are in the CommitLog too.
+            to_offset = max(to_offset, self.commitlog.max_offset)
+        buffer = bytearray(f.length)
+        # While pending its view is empty: every reader (the compiled request path too, which leaves
+        # a file whose written end lies past its view to the Python path) finds nothing to answer.
+        copy = _File(
+            f.start,
+            f.path,
+            f.length,
+            None,
+            memoryview(b""),
+            f.mtime_ms,
+            written=f.written,
+            data_end=f.length,
+            inode=inode,
+            rebuilt=True,
+            pending=True,
+        )
+        f.close()
+        self.failed_checks += 1
         self.rebuilds.append((copy, buffer, first_phy, to_offset, last))
         return copy
+
+    def _check_mapped(self, mapped: list[_File]) -> None:
+        """Files this refresh mapped (a queue opened after the damage, a file that appeared): their
+        first and last entries must not name another queue's record, or this queue's at another
+        queue offset (another file's bytes: ``cp`` of another queue's file over it). Two record
+        reads a file, once per map. Such a file is rebuilt from the CommitLog between its
+        neighbours' entries; other damage (an entry naming no whole record) is answered as the
+        broker answers it."""
+        files = self._files
+        for f in mapped:
+            if f.written < CQ_STORE_UNIT_SIZE:
+                continue
+            i = next((i for i, g in enumerate(files) if g is f), None)
+            if i is None:
+                continue
+            wrong = self._foreign_entry(f, 0) or self._foreign_entry(f, f.written - CQ_STORE_UNIT_SIZE)
+            if wrong is None:
+                continue
+            first_phy = self.commitlog.min_offset if self.commitlog is not None else 0
+            before = files[i - 1] if i > 0 else None
+            if before is not None and not before.pending and before.written >= CQ_STORE_UNIT_SIZE:
+                phy, size = _OFFSET_SIZE.unpack_from(before.view, before.written - CQ_STORE_UNIT_SIZE)
+                if size != PRE_BLANK_SIZE:
+                    first_phy = phy + size
+            after = files[i + 1] if i + 1 < len(files) else None
+            to_offset = self.commitlog.max_offset if self.commitlog is not None else 0
+            if after is not None and not after.pending and after.written >= CQ_STORE_UNIT_SIZE:
+                to_offset = _OFFSET_SIZE.unpack_from(after.view, 0)[0]
+            last = after is None
+            written = f.written if last else f.length  # until rebuilt: the bounds the file gave
+            copy = self._copy_for(f, f.inode, first_phy, to_offset, last=last)
+            copy.written = written
+            files[i] = copy
+            self.warn(
+                f"foreign:{f.path}:{f.inode}",
+                f"consume queue file {f.path} holds another file's entries ({wrong}; "
+                f"{self.topic}/{self.queue_id} from queue offset {f.start // CQ_STORE_UNIT_SIZE}): not "
+                "answering from it; rebuilding it in memory from the CommitLog records "
+                f"{first_phy}..{self.rebuilds[-1][3]}",
+            )
+
+    def _foreign_entry(self, f: _File, pos: int) -> str | None:
+        """Does the entry at ``pos`` of ``f`` name a whole record of another queue, or of this queue
+        at another queue offset? What it names, or None (also when it names no whole record: a
+        blank, a record gone or cut, which the broker answers its own way)."""
+        offset, size = _OFFSET_SIZE.unpack_from(f.view, pos)
+        commitlog = self.commitlog
+        if commitlog is None or size == PRE_BLANK_SIZE or offset < commitlog.min_offset:
+            return None
+        buf = commitlog.read_record(offset)
+        if buf is None or len(buf) != size:
+            return None
+        try:
+            msg = decode_message(buf, read_body=False)
+        except ProtocolError:
+            return None
+        queue_offset = (f.start + pos) // CQ_STORE_UNIT_SIZE
+        if (msg.topic, msg.queue_id, msg.queue_offset) == (self.topic, self.queue_id, queue_offset):
+            return None
+        return (
+            f"queue offset {queue_offset} names the record at {offset} of {msg.topic}/{msg.queue_id} "
+            f"queue offset {msg.queue_offset}"
+        )
 
     def rebuilt(self, copy: _File, buffer: bytearray, written: int, *, following: bool) -> None:
         """The rebuild of ``copy`` caught up: it answers from ``buffer`` from now on, ``written``

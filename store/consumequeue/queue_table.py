@@ -102,6 +102,7 @@ class QueueTable:
                 queue_id,
                 self.config.consume_queue_file_size,
                 self.commitlog,
+                repair=True,
             )
             if not exists:
                 return queue

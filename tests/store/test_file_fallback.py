@@ -329,3 +329,33 @@ def test_a_full_index_file_of_this_process_own_build_overwritten_in_place_is_reb
         assert bytes(rebuilt.buffer) == original
         assert store.file_checks()["index"] == (1, 1)
         assert _warnings(caplog, str(paths[1]), "while this process builds it", "rebuilding it") == 1
+
+
+@pytest.mark.parametrize(("victim", "source"), [("TopicA/0", "TopicB/0"), ("TopicB/3", "TopicB/1")])
+def test_a_queue_first_opened_after_its_file_was_overwritten_is_rebuilt(
+    stores_dir: Path,
+    tmp_path: Path,
+    cq_expected: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+    victim: str,
+    source: str,
+) -> None:
+    # A served queue is opened on its first request: one nobody asked for before the damage maps
+    # the other file's bytes fresh. Its first and last entries name another queue's records (or
+    # this queue's at other queue offsets): it is rebuilt, not answered from.
+    config = _copy(stores_dir, tmp_path)
+    name = "0" * 20
+    topic, qid = victim.split("/")
+    with MessageStore.open(config) as store, caplog.at_level(logging.WARNING):
+        _overwrite(config.consume_queue_dir / victim / name, config.consume_queue_dir / source / name)
+        # Until the next refresh rebuilds it, a pull there is sent back to its own offset.
+        result = store.get_message(topic, int(qid), 3, 32)
+        assert (result.status, result.next_begin_offset) == (GetMessageStatus.OFFSET_FOUND_NULL, 3)
+        store.refresh()
+        assert wrong_queue_answers(store, cq_expected) == []
+        f = store.queues.get(topic, int(qid))._files[0]
+        assert (
+            f.rebuilt and bytes(f.view) == (stores_dir / JAVA / "consumequeue" / victim / name).read_bytes()
+        )
+        assert store.file_checks()["consume_queue"] == (1, 1)
+        assert _warnings(caplog, victim, "holds another file's entries", "rebuilding it") == 1
