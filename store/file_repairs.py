@@ -6,9 +6,11 @@ CommitLog (``store.index.file_rebuild``, ``store.consumequeue.file_rebuild``). T
 rebuilds: each is a reput dispatcher with a walk of its own over the CommitLog range the file
 covered, advanced by ``MessageStore.refresh`` at most ``max_records`` records a call, so the server's
 refresh loop (``server.refresh``) keeps the event loop free in between, as it does for indexing.
-A rebuild whose walk finds nothing more to read (the CommitLog's end, or a gap) is finished with
-what it found. The counters are what ``/metrics`` shows (``rmq_query_files_failed_checks``,
-``rmq_query_files_rebuilt``).
+A rebuild whose walk finds nothing more to read (the CommitLog's end, or a gap) is installed with
+what it found; one of a file still being written (a queue's last file, the newest IndexFile) then
+follows the CommitLog, a pass each refresh, until the file is full. Only rebuilds not installed
+yet keep ``refresh`` asking to be called again at once. The counters are what ``/metrics`` shows
+(``rmq_query_files_failed_checks``, ``rmq_query_files_rebuilt``).
 """
 
 from __future__ import annotations

@@ -194,6 +194,11 @@ class _File:
             self.mm = None
 
 
+#: A file to rebuild (``ConsumeQueue.rebuilds``): the empty copy answering for it, the buffer it is
+#: filled into, the CommitLog offsets to walk, whether it is the queue's last file.
+RebuildRequest = tuple[_File, bytearray, int, int, bool]
+
+
 def _valid(view: memoryview, pos: int) -> bool:
     offset, size = _OFFSET_SIZE.unpack_from(view, pos)
     return offset >= 0 and size > 0
@@ -321,7 +326,7 @@ class ConsumeQueue:
         #: Files overwritten in place, waiting to be rebuilt from the CommitLog: (the empty copy
         #: answering for it, its buffer, the CommitLog offsets to walk, whether it is the queue's
         #: last file); taken by the store (``store.file_repairs``).
-        self.rebuilds: list[tuple[_File, bytearray, int, int, bool]] = []
+        self.rebuilds: list[RebuildRequest] = []
         #: Files that failed their checks, and files rebuilt, since the queue was opened.
         self.failed_checks = 0
         self.files_rebuilt = 0

@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import struct
 
-from store.consumequeue.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, ConsumeQueue, entry_bytes
+from store.consumequeue.consume_queue import (
+    CQ_STORE_UNIT_SIZE,
+    PRE_BLANK_SIZE,
+    ConsumeQueue,
+    RebuildRequest,
+    entry_bytes,
+)
 from store.consumequeue.consume_queue_build import SPECIAL, extract_entries
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run, skip_to
@@ -38,10 +44,10 @@ _BATCH_RECORDS = 4096
 class QueueFileRebuild:
     """The reput dispatcher that refills one consume queue file's buffer from the CommitLog."""
 
-    kind = "consume_queue"
-
-    def __init__(self, queue: ConsumeQueue, request: object, delays: tuple[dict[int, int], int]) -> None:
-        copy, buffer, from_offset, to_offset, follow = request  # type: ignore[misc]
+    def __init__(
+        self, queue: ConsumeQueue, request: RebuildRequest, delays: tuple[dict[int, int], int]
+    ) -> None:
+        copy, buffer, from_offset, to_offset, follow = request
         self.queue = queue
         self.copy = copy
         self.topic = queue.topic

@@ -14,13 +14,12 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.consumequeue.consume_queue import ConsumeQueue
+from store.consumequeue.consume_queue import ConsumeQueue, RebuildRequest
 
 __all__ = ["QueueTable", "TopicQueueNums", "read_topics_json"]
 
@@ -122,11 +121,11 @@ class QueueTable:
                 if queue.rebuilds:
                     self._rebuilds.append(queue)
 
-    def take_rebuilds(self) -> list[tuple[ConsumeQueue, tuple[Any, bytearray, int, int]]]:
+    def take_rebuilds(self) -> list[tuple[ConsumeQueue, RebuildRequest]]:
         """The files the queues' refreshes found overwritten, to rebuild from the CommitLog
         (``ConsumeQueue.rebuilds``), each given out once."""
         with self._lock:
-            out = []
+            out: list[tuple[ConsumeQueue, RebuildRequest]] = []
             for queue in self._rebuilds:
                 out.extend((queue, item) for item in queue.rebuilds)
                 queue.rebuilds.clear()

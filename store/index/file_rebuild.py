@@ -28,7 +28,7 @@ from pathlib import Path
 from store.commitlog.mapped_files import CommitLog
 from store.index.index_file import IndexFile
 from store.index.index_range import END, OTHER, ROLL, index_range
-from store.index.service import IndexService
+from store.index.service import DamagedFile, IndexService
 from store.reput.dispatcher import Run, record_size, skip_to
 
 log = logging.getLogger("store.index")
@@ -38,10 +38,8 @@ _NO_LIMIT = 1 << 62
 class IndexFileRebuild:
     """The reput dispatcher that writes one IndexFile again, into a temporary file of its own."""
 
-    kind = "index"
-
-    def __init__(self, service: IndexService, request: object, commitlog: CommitLog) -> None:
-        name, good, first_entry, previous, newest = request  # type: ignore[misc]
+    def __init__(self, service: IndexService, request: DamagedFile, commitlog: CommitLog) -> None:
+        name, good, first_entry, previous, newest = request
         self.service = service
         self.name = name
         #: Where the file lives in the store (for the log; the rebuilt one is elsewhere).

@@ -36,6 +36,11 @@ log = logging.getLogger("store.index")
 FULL_AUDIT_EVERY = 0.05
 
 
+#: A file to rebuild (``IndexService.take_damaged``): its name, the header it last had sound, its
+#: first entry if known, the file before it now answering (if any), whether it is the newest file.
+DamagedFile = tuple[str, IndexHeader, tuple[int, int, int, int] | None, IndexFile | None, bool]
+
+
 class QueryArgumentError(StoreError):
     """A query argument the broker rejects with an exception (answered as SYSTEM_ERROR)."""
 
@@ -251,13 +256,11 @@ class IndexService:
             f"{good.begin_phy_offset}..{good.end_phy_offset}, which then answers for it until it is restored"
         )
 
-    def take_damaged(
-        self,
-    ) -> list[tuple[str, IndexHeader, tuple[int, int, int, int] | None, IndexFile | None, bool]]:
+    def take_damaged(self) -> list[DamagedFile]:
         """Files to rebuild since the last call: (name, the header it had, its first entry, the file
         before it now answering if any, whether it is the newest file)."""
         with self._lock:
-            out = []
+            out: list[DamagedFile] = []
             for name in self._damaged:
                 if name not in self._good:
                     continue  # deleted since: nothing to rebuild it for
