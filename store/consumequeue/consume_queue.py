@@ -435,14 +435,16 @@ class ConsumeQueue:
     @staticmethod
     def _overwritten(f: _File) -> bool:
         """Do the entries the last refresh saw in ``f``'s map differ now (the same inode written
-        over: ``cp`` of other bytes onto it)? Two 20-byte compares, made only when its mtime moved."""
+        over: ``cp`` of other bytes onto it)? Two 20-byte compares, made only when its mtime moved.
+        A last entry now zeroed under an unchanged first one is a writer cutting the queue back
+        (read as before), not other bytes."""
         if not f.seen_first:
             return False
+        if bytes(f.view[:CQ_STORE_UNIT_SIZE]) != f.seen_first:
+            return True
         last = f.seen_written - CQ_STORE_UNIT_SIZE
-        return (
-            bytes(f.view[:CQ_STORE_UNIT_SIZE]) != f.seen_first
-            or bytes(f.view[last : f.seen_written]) != f.seen_last
-        )
+        now = bytes(f.view[last : f.seen_written])
+        return now != f.seen_last and _valid(memoryview(now), 0)
 
     def _rebuild(self, known: _File, path: Path, inode: int, *, last: bool) -> _File:
         """``known``'s entries were overwritten: an empty copy takes its place, to be filled from the

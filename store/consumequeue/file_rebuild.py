@@ -67,6 +67,10 @@ class QueueFileRebuild:
         self.next_offset = from_offset
         self.to_offset = to_offset
         self.follow = follow
+        #: The written bytes a file not being written keeps (entries whose records are gone stay
+        #: blanks, not a shorter file that would end the queue there); a followed file has what the
+        #: CommitLog has.
+        self._at_least = 0 if follow else copy.written
         self._delays = delays
         self.done = False
         self.label = f"consume queue file {copy.path}"
@@ -75,9 +79,7 @@ class QueueFileRebuild:
 
     def install(self) -> None:
         """The walk caught up: the copy answers from now on."""
-        self.queue.rebuilt(
-            self.copy, self.buffer, self.written(self.copy.seen_written), following=not self.done
-        )
+        self.queue.rebuilt(self.copy, self.buffer, self.written(self._at_least), following=not self.done)
 
     def extend(self) -> None:
         """The walk found more of the file (following the queue's last file)."""

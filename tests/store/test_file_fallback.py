@@ -359,3 +359,33 @@ def test_a_queue_first_opened_after_its_file_was_overwritten_is_rebuilt(
         )
         assert store.file_checks()["consume_queue"] == (1, 1)
         assert _warnings(caplog, victim, "holds another file's entries", "rebuilding it") == 1
+
+
+def test_a_queue_tail_zeroed_in_place_is_a_writer_cutting_it_back_not_other_bytes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A writer cutting a queue back past records its CommitLog lost leaves the last entries zeroed:
+    # its own doing, not another file's bytes. Nothing is said or rebuilt (the queue's end is read
+    # as before this change).
+    config = StoreConfig.for_store(
+        tmp_path / "s",
+        mapped_file_size_commit_log=1 << 20,
+        mapped_file_size_consume_queue=200,
+        max_hash_slot_num=16,
+        max_index_num=40,
+        broker_ip1="127.0.0.1",
+    )
+    with StoreWriter(config, clock=iter(range(1_000_000, 2_000_000, 300)).__next__) as writer:
+        for i in range(25):
+            writer.append("T", f"body-{i}".encode(), keys=f"k{i}", queue_id=0)
+    last = sorted((config.consume_queue_dir / "T" / "0").iterdir())[-1]
+    with MessageStore.open(config) as store, caplog.at_level(logging.WARNING):
+        assert store.max_offset("T", 0) == 25
+        before = last.stat().st_mtime_ns
+        with open(last, "r+b") as fh:
+            fh.seek(2 * 20)
+            fh.write(bytes(3 * 20))  # entries 22..24 zeroed in place
+        os.utime(last, ns=(before, before + 1_000_000_000))
+        store.refresh()
+        assert store.file_checks()["consume_queue"] == (0, 0)
+        assert _warnings(caplog, str(last)) == 0
