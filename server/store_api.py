@@ -177,6 +177,11 @@ class IndexedStore(StoreWithCommitLog, Protocol):
 
     def view_message_copy(self, offset: int, max_size: int) -> bytes | None: ...
 
+    def file_checks(self) -> dict[str, tuple[int, int]]:
+        """kind ("index", "consume_queue") -> (files that failed their checks while served, files
+        rebuilt from the CommitLog)."""
+        ...
+
 
 class AppendResult(Protocol):
     """``store.write.writer.Appended``: where one record of a SEND went (the SEND's answer)."""

@@ -36,6 +36,7 @@ from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, g
 from store.consumequeue.queue_table import QueueTable
 from store.consumequeue.topic_counts import TopicQueueNums
 from store.errors import CheckpointError, DispatchWriteError
+from store.file_repairs import FileRepairs
 from store.index.index_file import UNBOUNDED
 from store.index.service import IndexService, QueryArgumentError, ResumePoint
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
@@ -203,6 +204,8 @@ class MessageStore:
         #: ``topics()``'s answer and the (counts version, topics seen) it was made for.
         self._topics_cache: frozenset[str] = frozenset()
         self._topics_key: tuple[int, int] = (-1, -1)
+        #: Files that failed their checks under us, rebuilt from the CommitLog in refresh's slices.
+        self.repairs = FileRepairs(config, self.commitlog, self.index, self.queues)
 
     @classmethod
     def open(
@@ -614,13 +617,27 @@ class MessageStore:
                 # The index pages the builder wrote stay mapped: bound them even when no query comes.
                 if read and self._resident_over_limit():
                     self._release_pages()
-                return max_records is not None and read >= max_records
+                more = self._repair(max_records, tail)
+                return (max_records is not None and read >= max_records) or more
             self.queues.refresh()
             self.index.refresh()
+            return self._repair(max_records, tail)
+
+    def _repair(self, max_records: int | None, tail: bool) -> bool:
+        """Advance the rebuilds of files that failed their checks (``store.file_repairs``); not in
+        the refresh after a put (``tail``), which must cost the same whatever is under way."""
+        if tail:
             return False
+        return self.repairs.run(max_records)
+
+    def file_checks(self) -> dict[str, tuple[int, int]]:
+        """kind ("index", "consume_queue") -> (files that failed their checks while served, files
+        rebuilt from the CommitLog), for ``/metrics``."""
+        return self.repairs.counts()
 
     def close(self) -> None:
         with self._lock:
+            self.repairs.close()
             self.queues.close()
             if self._cq_builder is not None:
                 self._cq_builder.close()

@@ -315,6 +315,20 @@ class StoreCollector(Collector):
         )
         stamp.add_metric([], self.store.index_last_update()[0])
         yield stamp
+        failed = CounterMetricFamily(
+            "rmq_query_files_failed_checks",
+            "index and consume queue files found replaced by other bytes while served",
+            labels=["kind"],
+        )
+        rebuilt = CounterMetricFamily(
+            "rmq_query_files_rebuilt",
+            "index and consume queue files rebuilt from the CommitLog after failing their checks",
+            labels=["kind"],
+        )
+        for kind, (failed_count, rebuilt_count) in sorted(self.store.file_checks().items()):
+            failed.add_metric([kind], failed_count)
+            rebuilt.add_metric([kind], rebuilt_count)
+        yield from (failed, rebuilt)
 
     def _own(self) -> Iterator[Metric]:
         state = self.state

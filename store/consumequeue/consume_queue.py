@@ -170,6 +170,19 @@ class _File:
     data_end: int = -1
     #: The mapped inode: a file of the same name with another one was replaced under us.
     inode: int = 0
+    #: The first entry and the last written one as the last refresh saw them (``_overwritten``:
+    #: a writer never changes a written entry), and the written bytes then.
+    seen_first: bytes = b""
+    seen_last: bytes = b""
+    seen_written: int = 0
+    #: An in-memory copy rebuilt from the CommitLog stands for the file on disk, which failed its
+    #: checks (``store.consumequeue.file_rebuild``); ``pending`` while it is being filled: it
+    #: answers nothing then.
+    rebuilt: bool = False
+    pending: bool = False
+    #: The rebuilt copy of the queue's last file, still filled as the CommitLog grows: nothing is
+    #: answered past what it holds yet.
+    following: bool = False
 
     def close(self) -> None:
         self.view.release()
@@ -179,6 +192,11 @@ class _File:
             except BufferError:
                 pass  # a view handed out earlier still uses it; the GC unmaps it later
             self.mm = None
+
+
+#: A file to rebuild (``ConsumeQueue.rebuilds``): the empty copy answering for it, the buffer it is
+#: filled into, the CommitLog offsets to walk, whether it is the queue's last file.
+RebuildRequest = tuple[_File, bytearray, int, int, bool]
 
 
 def _valid(view: memoryview, pos: int) -> bool:
@@ -274,6 +292,8 @@ class ConsumeQueue:
     ``commitlog`` is what the entries point into: the min offset follows its first offset. Without
     one (fsck, the builder's resume) the min offset assumes a CommitLog starting at 0. ``root`` None
     gives the empty in-memory queue the broker makes up for an unknown topic or queue id.
+    ``repair``: a served queue; files that fail their checks are rebuilt from the CommitLog (issue 31,
+    item 7: an overwritten file seen at refresh, a mapped one naming another queue's records).
     """
 
     def __init__(
@@ -283,6 +303,8 @@ class ConsumeQueue:
         queue_id: int,
         mapped_file_size: int,
         commitlog: CommitLog | None = None,
+        *,
+        repair: bool = False,
     ) -> None:
         if mapped_file_size <= 0 or mapped_file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"consume queue file size {mapped_file_size} is not a positive multiple of 20")
@@ -291,6 +313,9 @@ class ConsumeQueue:
         self.mapped_file_size = mapped_file_size
         self.directory = None if root is None else Path(root) / topic / str(queue_id)
         self.commitlog = commitlog
+        #: A served queue (``QueueTable``): a file it maps that holds another file's entries is
+        #: rebuilt rather than answered from (``_check_mapped``); a check (fsck) reads files as they are.
+        self.repair = repair
         self.warn = WarnOnce(log)
         self._lock = threading.RLock()
         self._files: list[_File] = []
@@ -298,6 +323,13 @@ class ConsumeQueue:
         self._min_logic_offset = 0
         #: Files replaced by bytes that are not this queue's: start -> the rejected inode.
         self._rejected: dict[int, int] = {}
+        #: Files overwritten in place, waiting to be rebuilt from the CommitLog: (the empty copy
+        #: answering for it, its buffer, the CommitLog offsets to walk, whether it is the queue's
+        #: last file); taken by the store (``store.file_repairs``).
+        self.rebuilds: list[RebuildRequest] = []
+        #: Files that failed their checks, and files rebuilt, since the queue was opened.
+        self.failed_checks = 0
+        self.files_rebuilt = 0
         self.refresh()
 
     # -- file queue ----------------------------------------------------------------------------------
@@ -316,7 +348,8 @@ class ConsumeQueue:
                 names = []
             old = {f.start: f for f in self._files}
             files: list[_File] = []
-            for name in names:
+            fresh: list[_File] = []
+            for i, name in enumerate(names):
                 start = int(name)
                 path = self.directory / name
                 try:
@@ -326,9 +359,17 @@ class ConsumeQueue:
                 mtime_ms = st.st_mtime_ns // 1_000_000
                 known = old.pop(start, None)
                 if known is not None and known.length == st.st_size and known.inode == st.st_ino:
-                    known.mtime_ms = mtime_ms
-                    files.append(known)
-                    continue
+                    if known.mtime_ms != mtime_ms:
+                        # Written since: by a writer appending, or by something overwriting it.
+                        if known.rebuilt and not known.pending and self._restored(known, path):
+                            known.close()
+                            known = None
+                        elif not known.rebuilt and self.repair and self._overwritten(known):
+                            known = self._rebuild(known, path, st.st_ino, last=i == len(names) - 1)
+                    if known is not None:
+                        known.mtime_ms = mtime_ms
+                        files.append(known)
+                        continue
                 if known is not None and known.inode != st.st_ino and self._keep_over(known, path, st.st_ino):
                     files.append(known)
                     continue
@@ -360,11 +401,11 @@ class ConsumeQueue:
                         f"consume queue file {path} has {st.st_size} bytes, not mappedFileSizeConsumeQueue "
                         f"{self.mapped_file_size}: reading the whole entries it holds",
                     )
-                files.append(
-                    _File(
-                        start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end, inode=st.st_ino
-                    )
+                mapped = _File(
+                    start, path, length, mm, memoryview(mm), mtime_ms, data_end=data_end, inode=st.st_ino
                 )
+                files.append(mapped)
+                fresh.append(mapped)
             kept = [gone for gone in old.values() if self._keep_deleted(gone)]
             for gone in old.values():
                 if gone not in kept:
@@ -372,7 +413,201 @@ class ConsumeQueue:
             if kept:
                 files = sorted(files + kept, key=lambda f: f.start)
             self._recover(files)
+            if fresh and self.repair and self.commitlog is not None:
+                self._check_mapped(fresh)
             self._correct_min_offset()
+            for f in self._files:
+                if f.seen_written != f.written and not f.rebuilt:
+                    self._remember(f)
+
+    # -- a file overwritten in place (issue 31, item 7): rebuilt from the CommitLog -------------------
+
+    @staticmethod
+    def _remember(f: _File) -> None:
+        """Note the first and last written entries: a writer never changes them again."""
+        f.seen_written = f.written
+        if f.written >= CQ_STORE_UNIT_SIZE:
+            f.seen_first = bytes(f.view[:CQ_STORE_UNIT_SIZE])
+            f.seen_last = bytes(f.view[f.written - CQ_STORE_UNIT_SIZE : f.written])
+        else:
+            f.seen_first = f.seen_last = b""
+
+    @staticmethod
+    def _overwritten(f: _File) -> bool:
+        """Do the entries the last refresh saw in ``f``'s map differ now (the same inode written
+        over: ``cp`` of other bytes onto it)? Two 20-byte compares, made only when its mtime moved.
+        A last entry now zeroed under an unchanged first one is a writer cutting the queue back
+        (read as before), not other bytes."""
+        if not f.seen_first:
+            return False
+        if bytes(f.view[:CQ_STORE_UNIT_SIZE]) != f.seen_first:
+            return True
+        last = f.seen_written - CQ_STORE_UNIT_SIZE
+        now = bytes(f.view[last : f.seen_written])
+        return now != f.seen_last and _valid(memoryview(now), 0)
+
+    def _rebuild(self, known: _File, path: Path, inode: int, *, last: bool) -> _File:
+        """``known``'s entries were overwritten: an empty copy takes its place, to be filled from the
+        CommitLog records between its first and last entries as they were (``rebuilds`` hands the
+        work to the store); said once."""
+        first_phy, first_size = _OFFSET_SIZE.unpack_from(known.seen_first, 0)
+        last_phy, last_size = _OFFSET_SIZE.unpack_from(known.seen_last, 0)
+        if first_size == PRE_BLANK_SIZE:
+            first_phy = self.commitlog.min_offset if self.commitlog is not None else 0
+        copy = self._copy_for(known, inode, first_phy, last_phy + max(last_size, 1), last=last)
+        copy.written = known.seen_written
+        self.warn(
+            f"overwritten:{path}:{known.mtime_ms}",
+            f"consume queue file {path} was overwritten while in use (its first or last entry is not "
+            f"the one it held; {self.topic}/{self.queue_id} from queue offset "
+            f"{known.start // CQ_STORE_UNIT_SIZE}): not answering from it; rebuilding it in memory "
+            f"from the CommitLog records {first_phy}..{self.rebuilds[-1][3]}",
+        )
+        return copy
+
+    def _copy_for(self, f: _File, inode: int, first_phy: int, to_offset: int, *, last: bool) -> _File:
+        """An empty copy to stand for ``f`` (closed here) while it is rebuilt from the CommitLog
+        records ``first_phy..to_offset`` (to the CommitLog's end, and on, for the queue's last file);
+        counted as a file that failed its checks."""
+        if last and self.commitlog is not None:
+            # The queue's last file: the entries a writer adds from now on are in the CommitLog too.
+            to_offset = max(to_offset, self.commitlog.max_offset)
+        buffer = bytearray(f.length)
+        # While pending its view is empty: every reader (the compiled request path too, which leaves
+        # a file whose written end lies past its view to the Python path) finds nothing to answer.
+        copy = _File(
+            f.start,
+            f.path,
+            f.length,
+            None,
+            memoryview(b""),
+            f.mtime_ms,
+            written=f.written,
+            data_end=f.length,
+            inode=inode,
+            rebuilt=True,
+            pending=True,
+        )
+        f.close()
+        self.failed_checks += 1
+        self.rebuilds.append((copy, buffer, first_phy, to_offset, last))
+        return copy
+
+    def _check_mapped(self, mapped: list[_File]) -> None:
+        """Files this refresh mapped (a queue opened after the damage, a file that appeared): their
+        first and last entries must not name another queue's record, or this queue's at another
+        queue offset (another file's bytes: ``cp`` of another queue's file over it). Two record
+        reads a file, once per map. Such a file is rebuilt from the CommitLog between its
+        neighbours' entries; other damage (an entry naming no whole record) is answered as the
+        broker answers it."""
+        files = self._files
+        for f in mapped:
+            if f.written < CQ_STORE_UNIT_SIZE:
+                continue
+            i = next((i for i, g in enumerate(files) if g is f), None)
+            if i is None:
+                continue
+            wrong = self._foreign_entry(f, 0) or self._foreign_entry(f, f.written - CQ_STORE_UNIT_SIZE)
+            if wrong is None:
+                continue
+            first_phy = self.commitlog.min_offset if self.commitlog is not None else 0
+            before = files[i - 1] if i > 0 else None
+            if before is not None and not before.pending and before.written >= CQ_STORE_UNIT_SIZE:
+                phy, size = _OFFSET_SIZE.unpack_from(before.view, before.written - CQ_STORE_UNIT_SIZE)
+                if size != PRE_BLANK_SIZE:
+                    first_phy = phy + size
+            after = files[i + 1] if i + 1 < len(files) else None
+            to_offset = self.commitlog.max_offset if self.commitlog is not None else 0
+            if after is not None and not after.pending and after.written >= CQ_STORE_UNIT_SIZE:
+                to_offset = _OFFSET_SIZE.unpack_from(after.view, 0)[0]
+            last = after is None
+            written = f.written if last else f.length  # until rebuilt: the bounds the file gave
+            copy = self._copy_for(f, f.inode, first_phy, to_offset, last=last)
+            copy.written = written
+            files[i] = copy
+            self.warn(
+                f"foreign:{f.path}:{f.inode}",
+                f"consume queue file {f.path} holds another file's entries ({wrong}; "
+                f"{self.topic}/{self.queue_id} from queue offset {f.start // CQ_STORE_UNIT_SIZE}): not "
+                "answering from it; rebuilding it in memory from the CommitLog records "
+                f"{first_phy}..{self.rebuilds[-1][3]}",
+            )
+
+    def _foreign_entry(self, f: _File, pos: int) -> str | None:
+        """Does the entry at ``pos`` of ``f`` name a whole record of another queue, or of this queue
+        at another queue offset? What it names, or None (also when it names no whole record: a
+        blank, a record gone or cut, which the broker answers its own way)."""
+        offset, size = _OFFSET_SIZE.unpack_from(f.view, pos)
+        commitlog = self.commitlog
+        if commitlog is None or size == PRE_BLANK_SIZE or offset < commitlog.min_offset:
+            return None
+        buf = commitlog.read_record(offset)
+        if buf is None or len(buf) != size:
+            return None
+        try:
+            msg = decode_message(buf, read_body=False)
+        except ProtocolError:
+            return None
+        queue_offset = (f.start + pos) // CQ_STORE_UNIT_SIZE
+        if (msg.topic, msg.queue_id, msg.queue_offset) == (self.topic, self.queue_id, queue_offset):
+            return None
+        return (
+            f"queue offset {queue_offset} names the record at {offset} of {msg.topic}/{msg.queue_id} "
+            f"queue offset {msg.queue_offset}"
+        )
+
+    def rebuilt(self, copy: _File, buffer: bytearray, written: int, *, following: bool) -> None:
+        """The rebuild of ``copy`` caught up: it answers from ``buffer`` from now on, ``written``
+        bytes of entries (more to come while ``following``)."""
+        with self._lock:
+            copy.view = memoryview(buffer)
+            copy.written = written
+            copy.seen_written = written
+            copy.pending = False
+            copy.following = following
+            self.files_rebuilt += 1
+            log.warning(
+                "consume queue file %s: rebuilt from the CommitLog (%d entries); answering from the "
+                "rebuilt copy until the file is restored",
+                copy.path,
+                written // CQ_STORE_UNIT_SIZE,
+            )
+            if self.holds(copy):
+                self._recover(self._files)
+                self._correct_min_offset()
+
+    def extend(self, copy: _File, written: int, *, following: bool) -> None:
+        """The rebuilt copy of the last file holds ``written`` bytes of entries now."""
+        with self._lock:
+            copy.written = copy.seen_written = written
+            copy.following = following
+
+    def holds(self, copy: _File) -> bool:
+        """Does ``copy`` still answer for its file (not dropped for a restored one)?"""
+        return any(f is copy for f in self._files)
+
+    def _restored(self, copy: _File, path: Path) -> bool:
+        """Does the file on disk hold the rebuilt copy's entries again (its first and last)?"""
+        if copy.written < CQ_STORE_UNIT_SIZE:
+            return False
+        last = copy.written - CQ_STORE_UNIT_SIZE
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(CQ_STORE_UNIT_SIZE)
+                fh.seek(last)
+                tail = fh.read(CQ_STORE_UNIT_SIZE)
+        except OSError:
+            return False
+        if head != bytes(copy.view[:CQ_STORE_UNIT_SIZE]) or tail != bytes(copy.view[last : copy.written]):
+            return False
+        log.info("consume queue file %s holds its entries again: answering from it", path)
+        return True
+
+    def rebuilding(self, offset: int) -> bool:
+        """Is the file holding logical ``offset`` being rebuilt (nothing to answer there yet)?"""
+        byte_offset = offset * CQ_STORE_UNIT_SIZE
+        f = self._file_for(byte_offset) if offset >= 0 else None
+        return f is not None and (f.pending or (f.following and byte_offset - f.start >= f.written))
 
     # -- damage under a running reader (issue 18, item 11): said once, answered from what is intact --
 
@@ -386,7 +621,7 @@ class ConsumeQueue:
         was deleted by something else; this process still maps its bytes, so the queue keeps
         pulling what it held (until a restart, or a rebuild with ``rmq-query rebuild-index``).
         """
-        if self.commitlog is None or gone.written < CQ_STORE_UNIT_SIZE:
+        if self.commitlog is None or gone.written < CQ_STORE_UNIT_SIZE or gone.pending:
             return False
         first = _I64.unpack_from(gone.view, 0)[0]
         last = _I64.unpack_from(gone.view, gone.written - CQ_STORE_UNIT_SIZE)[0]
@@ -415,6 +650,7 @@ class ConsumeQueue:
             if self._names_own_records(path, known.start):
                 return False
             self._rejected[known.start] = inode  # checked once: later refreshes keep the old map
+            self.failed_checks += 1
         self.warn(
             f"replaced:{path}:{inode}",
             f"consume queue file {path} was replaced by another file whose entries are not this "
@@ -458,11 +694,15 @@ class ConsumeQueue:
         """``ConsumeQueue.recover``: the written end, from the third-last file on; later files are dirty."""
         first = max(0, len(files) - 3)
         for f in files[:first]:
-            f.written = f.length
+            if not f.rebuilt:
+                f.written = f.length
         kept = len(files)
         for i in range(first, len(files)):
             f = files[i]
-            f.written = _written_end(f)
+            if not f.rebuilt:
+                f.written = _written_end(f)
+            elif f.following:
+                continue  # filled as the CommitLog grows: the files after it are the writer's
             if f.written < self.mapped_file_size:
                 kept = i + 1
                 break
@@ -490,6 +730,8 @@ class ConsumeQueue:
             self._min_logic_offset = 0
             return
         f = self._files[0]
+        if f.pending:
+            return  # nothing to read in it yet: the min offset is corrected once it is rebuilt
         phy_min = self._commitlog_min_offset()
         view = f.view
         # The entries' CommitLog offsets grow (pre-blank entries say 0), so search for the first >= phy_min.
@@ -549,7 +791,7 @@ class ConsumeQueue:
         if f is None:
             return None
         pos = byte_offset % self.mapped_file_size
-        if pos >= f.written:
+        if pos >= f.written or f.pending:
             return None
         return f.view[pos : f.written]
 
@@ -582,7 +824,7 @@ class ConsumeQueue:
             if candidate.mtime_ms >= timestamp:
                 f = candidate
                 break
-        if f.written <= 0:
+        if f.written <= 0 or f.pending:
             return 0
         low = self._min_logic_offset - f.start if self._min_logic_offset > f.start else 0
         high = f.written - CQ_STORE_UNIT_SIZE

@@ -5,7 +5,8 @@ broker's, rule for rule (``java-4.9.7-a.cq-expected.json`` pins them):
 
 - max offset 0 -> NO_MESSAGE_IN_QUEUE (next 0); offset < min -> OFFSET_TOO_SMALL (next min);
   offset == max -> OFFSET_OVERFLOW_ONE (next offset); offset > max -> OFFSET_OVERFLOW_BADLY (next max);
-  no readable entry at the offset -> OFFSET_FOUND_NULL (next: the start of the next queue file).
+  no readable entry at the offset -> OFFSET_FOUND_NULL (next: the start of the next queue file; the
+  offset itself while its file is being rebuilt, ``store.consumequeue.file_rebuild``).
 - Otherwise the entries from ``offset`` to the end of *its* file are scanned (at most
   max(16000, 20 * maxMsgNums) bytes of them): an entry whose tagsCode the filter rejects is skipped
   (NO_MATCHED_MESSAGE while nothing was found), one whose record is gone from the CommitLog
@@ -125,9 +126,10 @@ def get_message(
         return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
     buf = queue.index_buffer(offset)
     if buf is None:
-        return GetMessageResult(
-            GetMessageStatus.OFFSET_FOUND_NULL, queue.roll_next_file(offset), min_offset, max_offset
-        )
+        # A file being rebuilt from the CommitLog (it failed its checks) has nothing to answer yet:
+        # the puller is sent back to the same offset, never past the entries it is to get.
+        later = offset if queue.rebuilding(offset) else queue.roll_next_file(offset)
+        return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, later, min_offset, max_offset)
     memory = int(total_physical_memory() * (config.access_message_in_memory_max_ratio / 100.0))
     file_size = commitlog.mapped_file_size
     status = GetMessageStatus.NO_MATCHED_MESSAGE

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.consumequeue.consume_queue import ConsumeQueue
+from store.consumequeue.consume_queue import ConsumeQueue, RebuildRequest
 from store.consumequeue.topic_counts import TopicCounts, TopicQueueNums, read_topics_json
 
 __all__ = ["QueueTable", "TopicQueueNums", "read_topics_json"]
@@ -30,6 +30,8 @@ class QueueTable:
         self.commitlog = commitlog
         self.root = config.consume_queue_dir
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: Queues holding files to rebuild (``take_rebuilds``).
+        self._rebuilds: list[ConsumeQueue] = []
         self._lock = threading.RLock()
         #: topic -> queue counts, kept current (``TopicCounts``: re-read only when a source changed).
         self.counts = TopicCounts(config.store_path_root_dir / "config" / "topics.json", self.root)
@@ -69,6 +71,7 @@ class QueueTable:
                 queue_id,
                 self.config.consume_queue_file_size,
                 self.commitlog,
+                repair=True,
             )
             if not exists:
                 return queue
@@ -85,6 +88,19 @@ class QueueTable:
         with self._lock:
             for queue in self._queues.values():
                 queue.refresh()
+                if queue.rebuilds:
+                    self._rebuilds.append(queue)
+
+    def take_rebuilds(self) -> list[tuple[ConsumeQueue, RebuildRequest]]:
+        """The files the queues' refreshes found overwritten, to rebuild from the CommitLog
+        (``ConsumeQueue.rebuilds``), each given out once."""
+        with self._lock:
+            out: list[tuple[ConsumeQueue, RebuildRequest]] = []
+            for queue in self._rebuilds:
+                out.extend((queue, item) for item in queue.rebuilds)
+                queue.rebuilds.clear()
+            self._rebuilds.clear()
+            return out
 
     def refresh_some(self, keys: set[tuple[str, int]]) -> None:
         """Refresh the opened queues among ``keys`` only: after a put, the queues it wrote (every
@@ -95,6 +111,8 @@ class QueueTable:
                 queue = queues.get(key)
                 if queue is not None:
                     queue.refresh()
+                    if queue.rebuilds:
+                        self._rebuilds.append(queue)
 
     def close(self) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ from pathlib import Path
 from protocol.index_key import build_index_key, index_key_hash
 from store.config.store_config import StoreConfig
 from store.errors import IndexFileError, IndexGeometryError, StoreError
-from store.index.index_file import HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
+from store.index.index_file import ENTRY, HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
 from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, Resume, query_files
 from store.platform import sigbus
 from store.warn_once import WarnOnce
@@ -34,6 +34,11 @@ log = logging.getLogger("store.index")
 #: ``audit(tail=True)`` audits every file when the last such audit is this old (seconds), as the
 #: CommitLog's ``refresh(tail=True)`` checks every file (``mapped_files.FULL_CHECK_EVERY``).
 FULL_AUDIT_EVERY = 0.05
+
+
+#: A file to rebuild (``IndexService.take_damaged``): its name, the header it last had sound, its
+#: first entry if known, the file before it now answering (if any), whether it is the newest file.
+DamagedFile = tuple[str, IndexHeader, tuple[int, int, int, int] | None, IndexFile | None, bool]
 
 
 class QueryArgumentError(StoreError):
@@ -119,6 +124,19 @@ class IndexService:
         #: (beginTimestamp, beginPhyOffset) of each file once set: a writer never changes them, so a
         #: file of that name with others holds another file's bytes.
         self._begins: dict[str, tuple[int, int]] = {}
+        #: The header each read-only file had at the last refresh that found it whole and sound, and
+        #: its first entry: what a rebuild of it must reproduce (``store.index.file_rebuild``).
+        self._good: dict[str, IndexHeader] = {}
+        self._first_entry: dict[str, tuple[int, int, int, int]] = {}
+        #: Files overwritten in place, waiting for the store to rebuild them (``take_damaged``), and
+        #: rebuilt files answering for theirs until it is whole again (``install_rebuilt``).
+        self._damaged: list[str] = []
+        self._rebuilt: dict[str, IndexFile] = {}
+        #: Files whose rebuild was asked (and not given up on, nor made moot by a restored file).
+        self._asked: set[str] = set()
+        #: Files that failed their checks (replaced by another file's bytes), and files rebuilt.
+        self.failed_checks = 0
+        self.files_rebuilt = 0
         sigbus.install()
         self._faults_seen = sigbus.fault_count()
         self.refresh()
@@ -145,13 +163,22 @@ class IndexService:
                 # The SIGBUS guard put zero pages into some map (store.platform.sigbus): reopen every file.
                 self._faults_seen = faults
                 for f in known.values():
-                    f.close()
-                known = {}
+                    if self._rebuilt.get(f.name) is not f:
+                        f.close()
+                known = {n: f for n, f in known.items() if self._rebuilt.get(n) is f}
             files: list[IndexFile] = []
             wrong: list[IndexGeometryError] = []
             sizes: set[int] = set()
             for name in names:
                 f = known.pop(name, None)
+                rebuilt = self._rebuilt.get(name)
+                if rebuilt is not None:
+                    if f is not None and f is not rebuilt:
+                        f.close()
+                    if not self._restored(name, rebuilt):
+                        files.append(rebuilt)
+                        continue
+                    f = None
                 if f is not None and not self.writable and not self._still_good(f):
                     f.close()
                     f = None
@@ -174,7 +201,7 @@ class IndexService:
                         continue
                     header = f.read_header()
                     if self._other_bytes(name, header):
-                        self._say_replaced(f.path, f.inode, header, "left out of queries")
+                        self._say_replaced(f.path, f.inode, header, self._left_out(name))
                         f.close()
                         continue
                     self._seen_count[name] = header.index_count
@@ -191,8 +218,116 @@ class IndexService:
                     "found (rmq-query rebuild-index rebuilds them)",
                 )
                 self._seen_count.pop(gone.name, None)
+                self._rebuilt.pop(gone.name, None)
+                self._good.pop(gone.name, None)
+                self._first_entry.pop(gone.name, None)
                 gone.close()
             self._files = files
+            if not self.writable:
+                self._remember_good(files)
+
+    # -- a file overwritten in place (issue 31, item 7): rebuilt from the CommitLog -------------------
+
+    def _remember_good(self, files: list[IndexFile]) -> None:
+        """Note each sound file's header (and first entry): what a rebuild must reproduce."""
+        last = len(files) - 1
+        for i, f in enumerate(files):
+            if self._rebuilt.get(f.name) is f:
+                continue
+            header = f.read_header()
+            if f.problem(header, last=i == last) is not None or self._other_bytes(f.name, header):
+                continue
+            self._good[f.name] = header
+            if f.name not in self._first_entry and header.index_count > 1:
+                self._first_entry[f.name] = f.entry(1)
+
+    def _left_out(self, name: str) -> str:
+        """What becomes of file ``name``, overwritten in place: rebuilt when its sound header is
+        known (a rebuild is asked of the store once), else left out until restored."""
+        good = self._good.get(name)
+        if good is None or good.index_count <= 1:
+            return "left out of queries until it is restored or rebuilt (rmq-query rebuild-index)"
+        if name not in self._asked:
+            self._asked.add(name)
+            self._damaged.append(name)
+            self.failed_checks += 1
+        return (
+            "left out of queries; rebuilding it from the CommitLog records "
+            f"{good.begin_phy_offset}..{good.end_phy_offset}, which then answers for it until it is restored"
+        )
+
+    def take_damaged(self) -> list[DamagedFile]:
+        """Files to rebuild since the last call: (name, the header it had, its first entry, the file
+        before it now answering if any, whether it is the newest file)."""
+        with self._lock:
+            out: list[DamagedFile] = []
+            for name in self._damaged:
+                if name not in self._good:
+                    continue  # deleted since: nothing to rebuild it for
+                previous = None
+                newest = True
+                for f in self._files:
+                    if f.name < name:
+                        previous = f
+                    elif f.name > name:
+                        newest = False
+                out.append((name, self._good[name], self._first_entry.get(name), previous, newest))
+            self._damaged.clear()
+            return out
+
+    def install_rebuilt(self, name: str, rebuilt: IndexFile) -> None:
+        """``rebuilt`` answers for file ``name`` from now on, in its place, until the file on disk is
+        whole again (``_restored``)."""
+        with self._lock:
+            self._rebuilt[name] = rebuilt
+            files = [f for f in self._files if f.name != name]
+            for f in self._files:
+                if f.name == name:
+                    f.close()  # the file on disk, restored while the rebuild ran: the next refresh says so
+            files.append(rebuilt)
+            files.sort(key=lambda f: f.name)
+            self._files = files
+            self.files_rebuilt += 1
+        log.warning(
+            "index file %s: rebuilt from the CommitLog (%d keys); answering from the rebuilt file until "
+            "it is restored",
+            rebuilt.path,
+            rebuilt.read_header().index_count - 1,
+        )
+
+    def answers_with(self, name: str, rebuilt: IndexFile) -> bool:
+        """Does ``rebuilt`` answer for file ``name`` now?"""
+        return self._rebuilt.get(name) is rebuilt
+
+    def _restored(self, name: str, rebuilt: IndexFile) -> bool:
+        """Does the file on disk hold what was rebuilt for it again (a restored copy)? Its header,
+        its first entry and its last must be the rebuilt file's: a writer still putting keys into
+        the overwritten file (a live broker's newest one) rewrites the header with the right counts,
+        but the entries before are the other file's."""
+        header = rebuilt.read_header()
+        count = header.index_count
+        at = rebuilt.size - (rebuilt.index_num - 1) * ENTRY.size  # where entry 1 starts
+        spans = [(0, HEADER.size)]
+        if count > 1:
+            spans += [(at, ENTRY.size), (at + (count - 2) * ENTRY.size, ENTRY.size)]
+        try:
+            fd = os.open(self.index_dir / name, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            for start, length in spans:
+                if os.pread(fd, length, start) != rebuilt.buffer[start : start + length]:
+                    return False
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        log.info("index file %s holds its keys again: answering from it", self.index_dir / name)
+        del self._rebuilt[name]
+        rebuilt.close()
+        self._begins.pop(name, None)
+        self._asked.discard(name)
+        return True
 
     def _still_good(self, f: IndexFile) -> bool:
         """Check a known read-only file before it is used again; say what happened to it, once."""
@@ -211,8 +346,14 @@ class IndexService:
             header = _read_header(f.path)
             if header is not None and self._other_bytes(f.name, header):
                 # The old inode is still mapped here, with the keys this name held: answer from it.
+                if not self.warn.seen(f"replaced:{f.path.name}:{inode}"):
+                    self.failed_checks += 1
                 self._say_replaced(
-                    f.path, inode, header, "answering from the file as it was, which this process still maps"
+                    f.path,
+                    inode,
+                    header,
+                    "answering from the file as it was, which this process still maps, until it is "
+                    "restored or rebuilt (rmq-query rebuild-index)",
                 )
                 return True
             log.info("index file %s was replaced by another file: reopening it", f.path)
@@ -220,7 +361,7 @@ class IndexService:
         header = f.read_header()
         if self._other_bytes(f.name, header):
             # Overwritten in place (cp over it): nothing of the old bytes is left to answer from.
-            self._say_replaced(f.path, inode, header, "left out of queries")
+            self._say_replaced(f.path, inode, header, self._left_out(f.name))
             return False
         count = header.index_count
         before = self._seen_count.get(f.name, count)
@@ -254,18 +395,21 @@ class IndexService:
             f"replaced:{path.name}:{inode}",
             f"index file {path} was replaced by another file's bytes while in use (its header begins "
             f"at timestamp {header.begin_timestamp}, CommitLog offset {header.begin_phy_offset}; this "
-            f"file began at {begin_ts}, {begin_phy}): {consequence} until it is restored or rebuilt "
-            "(rmq-query rebuild-index)",
+            f"file began at {begin_ts}, {begin_phy}): {consequence}",
         )
 
     def audit(self, *, tail: bool = False) -> None:
         """For the builder's own files (``writable``), which ``refresh`` must not drop or reopen: say
         once that one was deleted, replaced, cut short or zeroed under it (its later keys are lost).
+        A full file (not the one being written) overwritten in place is left out of queries and
+        rebuilt from the CommitLog, as ``refresh`` does for a read-only store's
+        (``store.index.file_rebuild``; the writer's own header is the one to reproduce).
 
         With ``tail`` (a writable store after a put) only the last file, the one being written, and
         every file each ``FULL_AUDIT_EVERY``: it only warns, and a put then costs the same whatever
         the number of index files."""
         files = list(self._files)
+        last = files[-1] if files else None
         if tail and files:
             now = time.monotonic()
             if now - self._audited_all_at < FULL_AUDIT_EVERY:
@@ -273,6 +417,9 @@ class IndexService:
             else:
                 self._audited_all_at = now
         for f in files:
+            if self._rebuilt.get(f.name) is f:
+                continue  # this process's own rebuilt copy, outside the store
+            overwritten = False
             try:
                 inode = os.stat(f.path).st_ino
             except FileNotFoundError:
@@ -288,17 +435,40 @@ class IndexService:
                     # One read of the header on disk and one of ours, for both checks (this runs
                     # after every put of a writable store).
                     on_disk, ours = f.read_header(), f.header
+                    overwritten = True
                     if on_disk.index_count < ours.index_count:
                         what = "zeroed or overwritten (its header's indexCount went down)"
                     elif _begins_differ(ours, on_disk):
                         what = "overwritten with another file's bytes (its header's begin values changed)"
                     else:
+                        if ours.index_count > 1 and f.name not in self._first_entry:
+                            self._first_entry[f.name] = f.entry(1)
                         continue
+            consequence = (
+                "the keys it held are lost for queries or a restart (rmq-query rebuild-index rebuilds them)"
+            )
+            if overwritten and f is not last and f.header.index_count > 1:
+                consequence = self._rebuild_own(f)
             self.warn(
                 f"audit:{f.name}:{f.inode}",
-                f"index file {f.path} was {what} while this process builds it: the keys it held are "
-                "lost for queries or a restart (rmq-query rebuild-index rebuilds them)",
+                f"index file {f.path} was {what} while this process builds it: {consequence}",
             )
+
+    def _rebuild_own(self, f: IndexFile) -> str:
+        """The builder's full file ``f`` was overwritten: leave it out and ask for its rebuild."""
+        with self._lock:
+            if f.name not in self._asked:
+                self._asked.add(f.name)
+                self._good[f.name] = f.header
+                self._damaged.append(f.name)
+                self.failed_checks += 1
+                self._files = [g for g in self._files if g is not f]
+                f.close()
+        h = f.header
+        return (
+            "left out of queries; rebuilding it from the CommitLog records "
+            f"{h.begin_phy_offset}..{h.end_phy_offset}, which then answers for it"
+        )
 
     @property
     def files(self) -> list[IndexFile]:
