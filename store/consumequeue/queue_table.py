@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from store.commitlog.mapped_files import CommitLog
@@ -20,6 +21,11 @@ from store.consumequeue.consume_queue import ConsumeQueue, RebuildRequest
 from store.consumequeue.topic_counts import TopicCounts, TopicQueueNums, read_topics_json
 
 __all__ = ["QueueTable", "TopicQueueNums", "read_topics_json"]
+
+#: Opened queues refreshed per ``refresh`` at most; past that they take turns (and a queue asked for
+#: is refreshed when its last refresh is older than ``STALE_AFTER`` seconds).
+REFRESH_BUDGET = 4096
+STALE_AFTER = 1.0
 
 
 class QueueTable:
@@ -33,6 +39,12 @@ class QueueTable:
         #: Queues holding files to rebuild (``take_rebuilds``).
         self._rebuilds: list[ConsumeQueue] = []
         self._lock = threading.RLock()
+        #: The opened queues in the order they were opened (the round of ``refresh``), where the
+        #: round stands, and when each was last refreshed.
+        self._keys: list[tuple[str, int]] = []
+        self._cursor = 0
+        self._refreshed: dict[tuple[str, int], float] = {}
+        self._over_budget = False
         #: topic -> queue counts, kept current (``TopicCounts``: re-read only when a source changed).
         self.counts = TopicCounts(config.store_path_root_dir / "config" / "topics.json", self.root)
 
@@ -63,6 +75,8 @@ class QueueTable:
         with self._lock:
             queue = self._queues.get(key)
             if queue is not None:
+                if self._over_budget:
+                    self._refresh_if_stale(key, queue)
                 return queue
             exists = queue_id >= 0 and _safe_name(topic) and _is_dir(self.root / topic / str(queue_id))
             queue = ConsumeQueue(
@@ -76,6 +90,8 @@ class QueueTable:
             if not exists:
                 return queue
             self._queues[key] = queue
+            self._keys.append(key)
+            self._over_budget = len(self._keys) > REFRESH_BUDGET
             return queue
 
     def opened(self) -> dict[tuple[str, int], ConsumeQueue]:
@@ -85,11 +101,36 @@ class QueueTable:
         return self._queues
 
     def refresh(self) -> None:
+        """Refresh the opened queues: all of them while they are at most ``REFRESH_BUDGET``; past
+        that, the next ``REFRESH_BUDGET`` in turn, and any other one when it is asked for and was
+        last refreshed over ``STALE_AFTER`` ago (issue 30: a store with 50,000 topics opened by a
+        scrape made every refresh list 200,000 directories on the event loop)."""
         with self._lock:
-            for queue in self._queues.values():
-                queue.refresh()
-                if queue.rebuilds:
-                    self._rebuilds.append(queue)
+            keys = self._keys
+            if len(keys) <= REFRESH_BUDGET:
+                chosen = keys
+            else:
+                start = self._cursor % len(keys)
+                chosen = keys[start : start + REFRESH_BUDGET]
+                if len(chosen) < REFRESH_BUDGET:
+                    chosen = chosen + keys[: REFRESH_BUDGET - len(chosen)]
+                self._cursor = start + REFRESH_BUDGET
+            now = time.monotonic()
+            queues = self._queues
+            for key in chosen:
+                queue = queues[key]
+                self._refresh_one(key, queue, now)
+
+    def _refresh_one(self, key: tuple[str, int], queue: ConsumeQueue, now: float) -> None:
+        queue.refresh()
+        self._refreshed[key] = now
+        if queue.rebuilds:
+            self._rebuilds.append(queue)
+
+    def _refresh_if_stale(self, key: tuple[str, int], queue: ConsumeQueue) -> None:
+        now = time.monotonic()
+        if now - self._refreshed.get(key, 0.0) > STALE_AFTER:
+            self._refresh_one(key, queue, now)
 
     def take_rebuilds(self) -> list[tuple[ConsumeQueue, RebuildRequest]]:
         """The files the queues' refreshes found overwritten, to rebuild from the CommitLog
@@ -107,18 +148,20 @@ class QueueTable:
         opened queue per put grew with the topics: 4,000 directory listings at 1,000 topics)."""
         with self._lock:
             queues = self._queues
+            now = time.monotonic()
             for key in keys:
                 queue = queues.get(key)
                 if queue is not None:
-                    queue.refresh()
-                    if queue.rebuilds:
-                        self._rebuilds.append(queue)
+                    self._refresh_one(key, queue, now)
 
     def close(self) -> None:
         with self._lock:
             for queue in self._queues.values():
                 queue.close()
             self._queues.clear()
+            self._keys.clear()
+            self._refreshed.clear()
+            self._over_budget = False
 
 
 def _is_dir(path: Path) -> bool:
