@@ -26,8 +26,9 @@ heartbeat_1mb                  a ~1 MB HEART_BEAT of new groups                 
 and, for each, the probe's worst wait and p99 over the requests it sent meanwhile (target 50 ms).
 Also printed: the store's build time, the server's start-up time and RSS after start and at the
 end, the time to connect the clients and answer their first heartbeat, and (unless
-``--no-memory``) the memory per topic and per group: the RSS after start of three more servers, on
-stores of ``--topics`` topics and no groups, ``--groups`` groups and no topics, and neither.
+``--no-memory``) the memory per topic and per group: the RSS of three more servers, on stores of
+``--topics`` topics and no groups, ``--groups`` groups and no topics, and neither, after start and
+after a first small request into each table (``touch_tables``: a table built at first use shows).
 
 Every request has ``--timeout``: a server frozen past it gives a ``timeout`` figure, not a hang. A
 server still frozen then is killed and started again (with the probe and the clients) before the
@@ -57,6 +58,7 @@ import aiohttp
 from benchmarks.scale_clients import heartbeat_body
 from benchmarks.scale_store import ScaleStore, build_store, topic_name
 from clients.client import RemotingClient
+from clients.errors import ClientError
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message_id import UniqueIdGenerator
 from protocol.send_message import SendMessageRequestHeader, client_properties
@@ -476,25 +478,51 @@ async def measure(session: Session, args: argparse.Namespace) -> list[Figure]:
     return figures
 
 
+async def touch_tables(server: Server, timeout: float) -> str:
+    """One small request into the topic table and into the group and offset tables (a topic's
+    stats, a one-name page of each listing), so a server that builds them at first use holds them;
+    what went wrong, if anything."""
+    client = RemotingClient(timeout=timeout, connect_timeout=timeout)
+    try:
+        await client.invoke(server.addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic_name(0)})
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
+            for path in ("/api/topics?limit=1", "/api/groups?limit=1"):
+                async with http.get(server.http_url + path) as response:
+                    await response.read()
+    except (ClientError, aiohttp.ClientError, TimeoutError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        await client.close()
+    return ""
+
+
 async def memory_slope(args: argparse.Namespace, work: Path) -> dict[str, object]:
-    """RSS after start of a server on no topics or groups, on ``--topics`` topics, on ``--groups``
-    groups; the difference per topic and per group (KiB)."""
-    rss: dict[str, float] = {}
+    """RSS of a server on no topics or groups, on ``--topics`` topics, on ``--groups`` groups: after
+    start, and after ``touch_tables``; the differences per topic and per group (KiB)."""
+    rss: dict[str, dict[str, float]] = {"start": {}, "touched": {}}
+    problems: list[str] = []
     for label, topics, groups in (("base", 0, 0), ("topics", args.topics, 0), ("groups", 0, args.groups)):
         root = work / f"memory-{label}"
         build_store(root, topics, groups, message_topics=0)
         server = await Server.start(args.checkout, root, work / f"serve-{label}.log", args.start_timeout)
         try:
             await asyncio.sleep(1.0)
-            rss[label] = server.rss_mib()
+            rss["start"][label] = server.rss_mib()
+            problem = await touch_tables(server, args.timeout)
+            if problem:
+                problems.append(f"{label}: {problem}")
+            rss["touched"][label] = server.rss_mib()
         finally:
             await server.stop()
-    per_topic = (rss["topics"] - rss["base"]) * 1024 / args.topics if args.topics else None
-    per_group = (rss["groups"] - rss["base"]) * 1024 / args.groups if args.groups else None
+
+    def per(when: str, label: str, count: int) -> float | None:
+        return round((rss[when][label] - rss[when]["base"]) * 1024 / count, 2) if count else None
+
     return {
-        "rss_mib": {k: round(v, 1) for k, v in rss.items()},
-        "kib_per_topic": None if per_topic is None else round(per_topic, 2),
-        "kib_per_group": None if per_group is None else round(per_group, 2),
+        "rss_mib": {when: {k: round(v, 1) for k, v in values.items()} for when, values in rss.items()},
+        "kib_per_topic": {when: per(when, "topics", args.topics) for when in rss},
+        "kib_per_group": {when: per(when, "groups", args.groups) for when in rss},
+        "problems": problems,
     }
 
 
@@ -596,10 +624,13 @@ def print_report(report: dict[str, object]) -> None:
     if memory:
         assert isinstance(memory, dict)
         print()
-        print(
-            f"memory: RSS after start {memory['rss_mib']} MiB -> {memory['kib_per_topic']} KiB per topic, "
-            f"{memory['kib_per_group']} KiB per group (with its offset entry)"
-        )
+        for when in ("start", "touched"):
+            print(
+                f"memory ({when}): RSS {memory['rss_mib'][when]} MiB -> {memory['kib_per_topic'][when]} KiB "
+                f"per topic, {memory['kib_per_group'][when]} KiB per group (with its offset entry)"
+            )
+        if memory["problems"]:
+            print(f"memory: the tables' first use failed: {memory['problems']}")
     for hb in report["heartbeats"]:  # type: ignore[attr-defined]
         print(f"heart-beating clients: {hb}")
 
