@@ -632,7 +632,9 @@ def print_report(report: dict[str, object]) -> None:
         if memory["problems"]:
             print(f"memory: the tables' first use failed: {memory['problems']}")
     for hb in report["heartbeats"]:  # type: ignore[attr-defined]
-        print(f"heart-beating clients: {hb}")
+        shown = {k: v for k, v in hb.items() if k != "errors"}
+        first_error = f"; first error: {hb['errors'][0]}" if hb.get("errors") else ""
+        print(f"heart-beating clients: {shown}{first_error}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -173,7 +173,14 @@ async def heartbeats(args: argparse.Namespace) -> dict[str, object]:
     await asyncio.gather(*loops, return_exceptions=True)
     for conn, _ in connections:
         conn.close()
-    return stats | {"connect_and_first_heartbeat_s": round(connected, 3), "errors": errors}
+    # Asked, and neither answered nor given up on when told to stop (a server frozen at that moment).
+    unanswered = int(stats["sent"]) - int(stats["answered"]) - int(stats["failed"]) - int(stats["timeouts"])
+    return stats | {
+        "max_ms": round(float(stats["max_ms"]), 1),
+        "unanswered_at_stop": unanswered,
+        "connect_and_first_heartbeat_s": round(connected, 3),
+        "errors": errors,
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
