@@ -174,6 +174,11 @@ class BrokerController:
 
     def heartbeat(self, channel: Channel, heartbeat: ClientHeartbeat, language: str, version: int) -> None:
         """``ClientManageProcessor.heartBeat``: register the client's consumer and producer groups."""
+        # the groups and retry topics it creates are saved in one write of each table, after it
+        with self._group_persister.held(), self.store.topic_saves_held():
+            self._heartbeat(channel, heartbeat, language, version)
+
+    def _heartbeat(self, channel: Channel, heartbeat: ClientHeartbeat, language: str, version: int) -> None:
         now = self.clock()
         client_id = heartbeat.clientID or ""
         self._watch(channel)

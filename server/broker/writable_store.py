@@ -16,6 +16,7 @@ One process writes: the writer holds the store's ``lock`` file for as long as th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -204,6 +205,11 @@ class WritableStore:
             self.writer.forget_topic(topic)
             self.topics.save_soon()
         return old
+
+    def topic_saves_held(self) -> contextlib.AbstractContextManager[None]:
+        """While held, the topic table's changes wait and go out in one write (``ConfigPersister.held``)."""
+        persister = self._persister
+        return persister.held() if persister is not None else contextlib.nullcontext()
 
     def topic_changes(self) -> int:
         """How many changes of the topic table were handed to its persister so far."""

@@ -7,8 +7,10 @@ would stall every client, so a table with a ``ConfigPersister`` is saved on the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
@@ -49,6 +51,8 @@ class ConfigPersister:
         self._written = 0
         self._waiters: list[tuple[int, Future[None]]] = []
         self._stopping = False
+        #: ``held`` depth: while above 0 no write starts.
+        self._held = 0
         #: A write failed and nothing has been written since.
         self._unsaved = False
         #: Whole-file writes done (a measure of the batching, for tests and benchmarks).
@@ -61,8 +65,25 @@ class ConfigPersister:
         """The table changed: write it soon (returns at once); the change's number for ``saved``."""
         with self._cond:
             self.requested += 1
-            self._cond.notify()
+            if not self._held:
+                self._cond.notify()
             return self.requested
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No write starts while held (one under way finishes): the changes of one request that makes
+        many (a heartbeat creating hundreds of groups and retry topics) go out in one write after it,
+        instead of each waking the writer, whose rewrite of the whole table then competes with the
+        rest of that request for the interpreter (issue 30)."""
+        with self._cond:
+            self._held += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held -= 1
+                if not self._held:
+                    self._cond.notify()
 
     def saved(self, change: int) -> Future[None]:
         """A future done once change ``change`` was written (or its write failed)."""
@@ -77,7 +98,7 @@ class ConfigPersister:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._written == self.requested and not self._stopping:
+                while (self._written == self.requested or self._held) and not self._stopping:
                     self._cond.wait()
                 if self._written == self.requested:
                     return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,24 @@ def test_a_bug_in_a_save_is_logged_and_the_thread_goes_on(
     persister.saved(persister.request()).result(timeout=10)
     persister.close()
     assert set(TopicTable.load(tmp_path / "topics.json").topics) == {"A", "B"}
+
+
+def test_changes_made_while_held_go_out_in_one_write_after(tmp_path: Path) -> None:
+    """A heartbeat creating many groups and retry topics holds the persister: nothing is written
+    meanwhile, then one write holds every change, and their ``saved`` complete only then."""
+    path = tmp_path / "topics.json"
+    table = TopicTable(path, {}, 0, 0)
+    persister = TopicPersister(table)
+    try:
+        with persister.held():
+            for i in range(50):
+                table.put(TopicConfig(f"T{i}", 4, 4, 6), 1)
+                last = persister.request()
+            waiting = persister.saved(last)
+            time.sleep(0.2)  # time for a write, were one allowed to start
+            assert persister.writes == 0 and not waiting.done() and not path.exists()
+        waiting.result(timeout=10)
+        assert persister.writes == 1
+        assert len(TopicTable.load(path).topics) == 50
+    finally:
+        persister.close()
