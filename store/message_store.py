@@ -529,9 +529,13 @@ class MessageStore:
         nums = counts.write
         rows = []
         for qid in range(nums):
-            lo = max(self.min_offset(topic, qid), 0)
-            hi = max(self.max_offset(topic, qid), 0)
-            last = self.message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
+            queue = self.queues.get(topic, qid)  # once per queue, not once per figure
+            lo = max(queue.min_offset, 0)
+            hi = max(queue.max_offset, 0)
+            last = 0
+            if hi > 0:
+                entry = queue.entry(hi - 1)
+                last = -1 if entry is None else self._store_time(entry.commit_log_offset, entry.size)
             rows.append((qid, lo, hi, last))
         return rows
 
