@@ -103,3 +103,32 @@ def test_changes_made_while_held_go_out_in_one_write_after(tmp_path: Path) -> No
         assert len(TopicTable.load(path).topics) == 50
     finally:
         persister.close()
+
+
+def test_a_write_after_changes_equals_a_table_written_whole(tmp_path: Path) -> None:
+    """The kept layout (issue 30: a creation no longer orders and formats every topic again) gives
+    the bytes of the same table written from scratch, through puts, replacements, removals, a
+    removal and put again (to the end of its bucket, as the broker's map does) and the table's
+    bucket count doubling."""
+    import random
+
+    rng = random.Random(7)
+    table = TopicTable(tmp_path / "kept.json", {}, 0, 0)
+    names = [f"Topic-{i}" for i in range(2500)]
+    for step in range(60):
+        for _ in range(rng.randrange(1, 160)):
+            name = rng.choice(names)
+            roll = rng.random()
+            if roll < 0.85:
+                table.put(TopicConfig(name, rng.randrange(1, 9), rng.randrange(1, 9), 6), step)
+            elif roll < 0.93:
+                table.remove(name, step)
+            else:
+                table.remove(name, step)
+                table.put(TopicConfig(name, 4, 4, 6), step)
+        table.save()
+        whole = TopicTable(tmp_path / "whole.json", dict(table.topics), table.counter, table.timestamp)
+        whole.save()
+        kept_text = (tmp_path / "kept.json").read_text(encoding="utf-8")
+        assert kept_text == (tmp_path / "whole.json").read_text(encoding="utf-8"), step
+    assert len(table.topics) >= 2048 * 3 // 4  # the table's buckets doubled on the way (2048 -> 4096)
