@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store.config.config_file import (
-    concurrent_map_order,
+    KeptLayout,
     json_text,
     load_config,
     write_config_text,
@@ -107,6 +107,12 @@ class SubscriptionGroupConfig:
         return config
 
 
+def _entry_text(name: str, config: SubscriptionGroupConfig) -> str:
+    """One group as fastjson pretty-prints it inside the table (its fields sorted)."""
+    fields = ",\n".join(f"\t\t\t{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
+    return f"\t\t{json_text(name)}:{{\n{fields}\n\t\t}}"
+
+
 def is_system_group(group: str) -> bool:
     """``MixAll.isSysConsumerGroup``."""
     return group.startswith(SYSTEM_GROUP_PREFIX)
@@ -152,6 +158,10 @@ class SubscriptionGroupTable:
         self.counter = counter
         self.timestamp = timestamp
         self._lock = threading.Lock()
+        #: Puts (True) and removals (False) since the file's text was last made, and its layout.
+        self._events: list[tuple[bool, str]] = []
+        self._layout: KeptLayout[SubscriptionGroupConfig] = KeptLayout(GROUP_TABLE_BUCKETS, _entry_text)
+        self._text_lock = threading.Lock()
         #: Set while a ``ConfigPersister`` saves this table: changes are then saved on its thread.
         self.persister: ConfigPersister | None = None
 
@@ -187,6 +197,7 @@ class SubscriptionGroupTable:
             with self._lock:
                 config = self.groups[group] = SubscriptionGroupConfig(group)
                 self._bump()
+                self._events.append((True, group))
             self.save_soon()
         return config
 
@@ -195,6 +206,7 @@ class SubscriptionGroupTable:
         with self._lock:
             self.groups[config.group_name] = config
             self._bump()
+            self._events.append((True, config.group_name))
         self.save_soon()
 
     def delete(self, group: str) -> bool:
@@ -203,27 +215,31 @@ class SubscriptionGroupTable:
             if self.groups.pop(group, None) is None:
                 return False
             self._bump()
+            self._events.append((False, group))
         self.save_soon()
         return True
 
     def text(self) -> str:
-        with self._lock:
-            counter, timestamp = self.counter, self.timestamp
-            groups = dict(self.groups)
-        entries = []
-        # A ConcurrentHashMap in the broker: its iteration order is its keys' hash buckets.
-        for name in concurrent_map_order(groups, GROUP_TABLE_BUCKETS):
-            config = groups[name]
-            fields = ",\n".join(f"\t\t\t{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
-            entries.append(f"\t\t{json_text(name)}:{{\n{fields}\n\t\t}}")
-        return (
-            "{\n"
-            '\t"dataVersion":{\n'
-            f'\t\t"counter":{counter},\n'
-            f'\t\t"timestamp":{timestamp}\n'
-            "\t},\n"
-            '\t"subscriptionGroupTable":{\n' + ",\n".join(entries) + "\n\t}\n}"
-        )
+        """The file's text, from the kept layout brought up to date (``KeptLayout``: a change at
+        50,000 groups formats that group, not all of them)."""
+        with self._text_lock:
+            with self._lock:
+                counter, timestamp = self.counter, self.timestamp
+                events, self._events = self._events, []
+                now = {name: self.groups.get(name) for _, name in events}
+                whole = None if self._layout.follows(events, len(self.groups)) else dict(self.groups)
+            if whole is not None:
+                self._layout.rebuild(whole)
+            else:
+                self._layout.apply(events, now)
+            return (
+                "{\n"
+                '\t"dataVersion":{\n'
+                f'\t\t"counter":{counter},\n'
+                f'\t\t"timestamp":{timestamp}\n'
+                "\t},\n"
+                '\t"subscriptionGroupTable":{\n' + ",\n".join(self._layout.texts) + "\n\t}\n}"
+            )
 
     def save_soon(self) -> None:
         """Save the table: by its persister when it has one (batched, off the caller's thread), else now."""

@@ -22,7 +22,6 @@ through a temporary file and a rename, so a crash leaves the old table or the ne
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 from collections.abc import Callable
@@ -31,8 +30,7 @@ from pathlib import Path
 
 import msgspec
 
-from protocol.index_key import java_string_hash
-from store.config.config_file import concurrent_map_order, load_config, write_config_text
+from store.config.config_file import KeptLayout, load_config, write_config_text
 from store.config.persister import ConfigPersister
 from store.errors import StoreError
 
@@ -179,7 +177,7 @@ class TopicTable:
         self.persister: ConfigPersister | None = None
         #: Puts (True) and removals (False) since the last write, and the file's kept layout.
         self._events: list[tuple[bool, str]] = []
-        self._layout = _FileLayout()
+        self._layout: KeptLayout[TopicConfig] = KeptLayout(TOPIC_TABLE_BUCKETS, _entry_text)
         #: Told of every topic put (its read and write queue counts) or removed (None), so a reader
         #: of the counts (``TopicCounts.table_changed``) stays current in O(1) per change.
         self.listener: Callable[[str, tuple[int, int] | None], None] | None = None
@@ -299,88 +297,6 @@ def _entry_text(name: str, config: TopicConfig) -> str:
     """One topic as fastjson pretty-prints it inside the table (its fields sorted)."""
     body = ",\n".join(f"\t\t\t{_json(k)}:{_json(v)}" for k, v in config.to_json().items())
     return f"\t\t{_json(name)}:{{\n{body}\n\t\t}}"
-
-
-class _FileLayout:
-    """The topics' texts in the order the broker writes its ``ConcurrentHashMap(1024)``: by hash
-    bucket, each bucket in insertion order (``concurrent_map_order``), kept between writes.
-
-    A creation at 50,000 topics rewrote the file from scratch: every topic ordered and formatted
-    again, ~300 ms on a busy machine, which a topic-creating SEND waits for (issue 30). Here the
-    order and texts are kept, and a write applies only what changed since the last one: a new topic
-    goes to the end of its bucket (bisection), a changed one keeps its place, a removed one leaves.
-    When the table's bucket count changes (it doubles at three quarters full, as the map resizes),
-    or the table was changed other than through ``put``/``remove``/``seed``, all is made again.
-    """
-
-    def __init__(self) -> None:
-        self.buckets = 0
-        self.names: list[str] = []
-        #: Each name's bucket, in the same order (non-decreasing).
-        self.keys: list[int] = []
-        self.texts: list[str] = []
-        self.present: set[str] = set()
-
-    @staticmethod
-    def bucket_count(size: int) -> int:
-        buckets = TOPIC_TABLE_BUCKETS
-        while size >= buckets - (buckets >> 2):
-            buckets <<= 1
-        return buckets
-
-    def _bucket(self, name: str) -> int:
-        h = java_string_hash(name) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (self.buckets - 1)
-
-    def follows(self, events: list[tuple[bool, str]], size: int) -> bool:
-        """Can ``apply`` bring the kept layout to a table of ``size`` topics after ``events``?"""
-        if self.buckets == 0 or self.bucket_count(size) != self.buckets:
-            return False
-        present = len(self.present)
-        seen: dict[str, bool] = {}
-        for put, name in events:
-            was = seen.get(name, name in self.present)
-            if put and not was:
-                present += 1
-            elif not put and was:
-                present -= 1
-            seen[name] = put
-        return present == size
-
-    def rebuild(self, topics: dict[str, TopicConfig]) -> None:
-        self.buckets = self.bucket_count(len(topics))
-        self.names = concurrent_map_order(topics, TOPIC_TABLE_BUCKETS)
-        self.keys = [self._bucket(name) for name in self.names]
-        self.texts = [_entry_text(name, topics[name]) for name in self.names]
-        self.present = set(self.names)
-
-    def apply(self, events: list[tuple[bool, str]], now: dict[str, TopicConfig | None]) -> None:
-        """Replay the puts and removals since the last write; texts are of the configs ``now``."""
-        for put, name in events:
-            key = self._bucket(name)
-            at = self._find(name, key) if name in self.present else None
-            if not put:
-                if at is not None:
-                    del self.names[at], self.keys[at], self.texts[at]
-                    self.present.discard(name)
-                continue
-            config = now.get(name)
-            if config is None:
-                continue  # removed again later: its removal follows
-            if at is None:
-                at = bisect.bisect_right(self.keys, key)
-                self.names.insert(at, name)
-                self.keys.insert(at, key)
-                self.texts.insert(at, _entry_text(name, config))
-                self.present.add(name)
-            else:
-                self.texts[at] = _entry_text(name, config)
-
-    def _find(self, name: str, key: int) -> int:
-        at = bisect.bisect_left(self.keys, key)
-        while self.names[at] != name:
-            at += 1
-        return at
 
 
 def _parse_topics(data: object) -> tuple[dict[str, TopicConfig], int, int]:

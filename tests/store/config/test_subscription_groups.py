@@ -83,3 +83,33 @@ def test_a_5x_orderly_group_keeps_its_flag_and_a_4x_group_is_written_without_it(
     assert list(fifo.to_json()) == sorted(fifo.to_json()) and fifo.to_json()["consumeMessageOrderly"] is True
     assert "consumeMessageOrderly" not in normal.to_json()
     assert '"consumeMessageOrderly":true' in table.text()
+
+
+def test_a_text_after_changes_equals_the_table_written_whole(tmp_path: Path) -> None:
+    """The kept layout (issue 30) gives the text of the same table made from scratch, through
+    creations, replacements, deletions and a delete then put (to the end of its bucket)."""
+    import random
+
+    from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
+
+    rng = random.Random(11)
+    table = SubscriptionGroupTable.load(tmp_path / "subscriptionGroup.json")
+    names = [f"Group-{i}" for i in range(2500)]
+    for step in range(60):
+        for _ in range(rng.randrange(1, 160)):
+            name = rng.choice(names)
+            roll = rng.random()
+            if roll < 0.6:
+                table.find(name, auto_create=True)
+            elif roll < 0.85:
+                table.put(SubscriptionGroupConfig(name, retry_max_times=rng.randrange(1, 20)))
+            elif roll < 0.93:
+                table.delete(name)
+            else:
+                table.delete(name)
+                table.put(SubscriptionGroupConfig(name))
+        whole = SubscriptionGroupTable(
+            tmp_path / "whole.json", dict(table.groups), table.counter, table.timestamp
+        )
+        assert table.text() == whole.text(), step
+    assert len(table.groups) >= 2048 * 3 // 4  # the buckets doubled on the way
