@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 
 #: Largest ``limit`` of a listing (messages per page or per export).
 MAX_LIMIT = 1000
+#: Topics or groups of a page computed between two yields of the event loop (issue 30: a page of
+#: 1,000 groups held it ~100 ms).
+PAGE_SLICE = 100
 DEFAULT_LIMIT = 50
 #: Records read by one queue + offset request.
 MAX_COUNT = 100
@@ -640,7 +643,12 @@ class HttpApi:
         names, next_after = _name_page(
             request, self.lookups.topic_names(), lambda t: self.access.may_read(account, t)
         )
-        return json_response({"topics": [self.lookups.topic_json(t) for t in names], "nextAfter": next_after})
+        topics = []
+        for i, topic in enumerate(names):
+            if i and i % PAGE_SLICE == 0:
+                await asyncio.sleep(0)  # a page of 1,000 lets other clients in between
+            topics.append(self.lookups.topic_json(topic))
+        return json_response({"topics": topics, "nextAfter": next_after})
 
     async def topic_histogram(self, request: web.Request) -> web.Response:
         topic = self._known_topic(request)
@@ -766,7 +774,9 @@ class HttpApi:
             request, group_names(table), lambda g: self.access.may_read(account, RETRY_PREFIX + g)
         )
         out = []
-        for group in names:
+        for i, group in enumerate(names):
+            if i and i % PAGE_SLICE == 0:
+                await asyncio.sleep(0)  # a page of 1,000 lets other clients in between
             info = group_json(self.store, table, group, self.offsets.online(group))
             if info is not None:
                 out.append(info)
