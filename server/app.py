@@ -34,7 +34,12 @@ from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
-from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS
+from server.grpc.defaults import (
+    DEFAULT_MAX_CONCURRENT_RPCS,
+    DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION,
+)
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
 from server.remoting.buffer_budget import DEFAULT_MAX_BUFFERED_BYTES, BufferBudget
@@ -150,6 +155,11 @@ class ServerSettings:
     grpc_max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
     #: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.
     grpc_max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_RPCS
+    #: Bytes of gRPC request messages in flight, in total and per connection; a call finding no
+    #: room within 2 s is answered RESOURCE_EXHAUSTED before its message is read
+    #: (``server.grpc.request_budget``).
+    grpc_max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    grpc_max_request_bytes_per_connection: int = DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION
     #: The HTTP port (``server.http``: JSON API, OpenAPI, ``/metrics``); 0 picks one; None (the
     #: default for a server built in code) = none. ``serve`` defaults to the listen port + 2.
     http_port: int | None = None
@@ -556,6 +566,9 @@ class QueryServer:
             max_concurrent_streams=self.settings.grpc_max_concurrent_streams,
             max_concurrent_rpcs=self.settings.grpc_max_concurrent_calls,
             idle_timeout=self.settings.idle_timeout,
+            max_request_bytes=self.settings.grpc_max_request_bytes,
+            max_request_bytes_per_connection=self.settings.grpc_max_request_bytes_per_connection,
+            read_timeout=self.settings.request_timeout,
         )
         self.grpc_port = await grpc_server.start()
         self._grpc = grpc_server
