@@ -15,8 +15,10 @@ With ``http_port`` set (``serve --http``, the listen port + 2 by default there),
 the HTTP JSON API, its OpenAPI description and Prometheus ``/metrics`` (``server.http``), also on
 the same loop and store, bound like the gRPC port before the remoting ports serve.
 
-At most ``max_connections`` connections (both ports together, per process) are served; one more is
-accepted only to be answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
+At most ``max_connections`` connections (both ports together, per process) are served; at the limit
+the connection longest without a completed request, else the one idle the longest that is no live
+client's, is closed to make room, and only when there is neither is one more accepted only to be
+answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from server.remoting.processors.pull_message import (
 from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
-from server.remoting.refusal import IncompleteRequests, Refuser
+from server.remoting.refusal import IdleConnections, IncompleteRequests, Refuser
 from server.remoting.request_path import RequestPath
 from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES,
@@ -300,6 +302,8 @@ class QueryServer:
         self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
         #: Connections without a completed request, oldest first: evicted for new ones at the limit.
         self.incomplete = IncompleteRequests()
+        #: Every connection, the one idle the longest first: evicted next, unless a live client's.
+        self.idle = IdleConnections()
         self.write_budget = WriteBudget(
             self.settings.max_queued_bytes, self.settings.max_queued_bytes_per_connection
         )
@@ -316,7 +320,10 @@ class QueryServer:
         assert self.dispatcher is not None
         if len(self._connections) >= self.refuser.limit:
             loop = asyncio.get_running_loop()
-            victim = self.incomplete.evict_oldest(loop.time(), self.refuser.limit)
+            now = loop.time()
+            victim = self.incomplete.evict_oldest(now, self.refuser.limit) or self.idle.evict_idlest(
+                now, self.refuser.limit
+            )
             if victim is None:
                 return self.refuser.connection()
             self._connections.discard(victim)  # type: ignore[arg-type]
@@ -332,6 +339,7 @@ class QueryServer:
             write_budget=self.write_budget,
             request_timeout=self.settings.request_timeout,
             incomplete=self.incomplete,
+            idle=self.idle,
         )
         self._connections.add(connection)
         return connection
@@ -510,6 +518,11 @@ class QueryServer:
             query_pool_pending=lambda: pool.pending,
             last_refresh=lambda: self.changes.last_pulse,
             requests=self.request_stats,
+            connection_limit=lambda: {
+                "incomplete": self.incomplete.evicted,
+                "idle": self.idle.evicted,
+                "refused": self.refuser.refused,
+            },
         )
         collector = StoreCollector(
             self.store,  # type: ignore[arg-type]

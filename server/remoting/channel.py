@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -32,7 +33,16 @@ _ids = itertools.count(1)
 class RemotingChannel:
     """The broker's handle on one remoting connection."""
 
-    __slots__ = ("_callbacks", "_close", "_send", "_waiting", "active", "client_address", "id")
+    __slots__ = (
+        "_callbacks",
+        "_close",
+        "_send",
+        "_waiting",
+        "active",
+        "client_address",
+        "heartbeat_at",
+        "id",
+    )
 
     def __init__(
         self, client_address: str, send: Callable[[RemotingCommand], bool], close: Callable[[], None]
@@ -40,6 +50,9 @@ class RemotingChannel:
         self.id = next(_ids)
         self.client_address = client_address
         self.active = True
+        #: ``time.monotonic()`` of the client's last good HEART_BEAT (-inf: none): a live client's
+        #: connection is never closed to make room for another (``server.remoting.refusal``).
+        self.heartbeat_at = float("-inf")
         self._send = send
         self._close = close
         self._waiting: OpaqueMatcher[asyncio.Future[RemotingCommand]] = OpaqueMatcher()
@@ -93,6 +106,10 @@ class RemotingChannel:
         if not waiter.done():
             waiter.set_result(response)
         return True
+
+    def heart_beat(self) -> None:
+        """The client heart-beat (its HEART_BEAT was answered SUCCESS): it is a live client now."""
+        self.heartbeat_at = time.monotonic()
 
     def close(self) -> None:
         self._close()
