@@ -42,6 +42,7 @@ class RemotingChannel:
         "client_address",
         "heartbeat_at",
         "id",
+        "on_heart_beat",
     )
 
     def __init__(
@@ -53,6 +54,8 @@ class RemotingChannel:
         #: ``time.monotonic()`` of the client's last good HEART_BEAT (-inf: none): a live client's
         #: connection is never closed to make room for another (``server.remoting.refusal``).
         self.heartbeat_at = float("-inf")
+        #: Called at each good heartbeat (the connection leaves the connection limit's idle order).
+        self.on_heart_beat: Callable[[], None] | None = None
         self._send = send
         self._close = close
         self._waiting: OpaqueMatcher[asyncio.Future[RemotingCommand]] = OpaqueMatcher()
@@ -110,6 +113,8 @@ class RemotingChannel:
     def heart_beat(self) -> None:
         """The client heart-beat (its HEART_BEAT was answered SUCCESS): it is a live client now."""
         self.heartbeat_at = time.monotonic()
+        if self.on_heart_beat is not None:
+            self.on_heart_beat()
 
     def close(self) -> None:
         self._close()

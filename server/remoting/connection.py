@@ -53,7 +53,7 @@ from server.remoting.buffer_budget import BufferBudget
 from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.dispatch import Dispatcher, FastPath
 from server.remoting.peer import CURRENT_PEER
-from server.remoting.refusal import IdleConnections, IncompleteRequests
+from server.remoting.refusal import LIVE_CLIENT_WINDOW, IdleConnections, IncompleteRequests
 from server.remoting.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
@@ -168,13 +168,17 @@ class RemotingConnection(asyncio.Protocol):
             self._listed = True
         if self._idle is not None:
             self._idle.touch(self)
+            self.channel.on_heart_beat = self._heart_beat
 
     def data_received(self, data: bytes) -> None:
         if not self._state.takes_input:
             return  # draining or closing: nothing more is read (a transport may still deliver)
         self._last_activity = now = self._loop.time()
         if self._idle is not None:
-            self._idle.touch(self)
+            if self.channel.heartbeat_at > now - LIVE_CLIENT_WINDOW:
+                self._idle.remove(self)  # a live client's: not in the idle order
+            else:
+                self._idle.touch(self)
         answered = 0
         fast = self._dispatcher.fast_path
         if fast is not None and not self._pending and not self._decoder.buffered and self._state.answering:
@@ -326,6 +330,11 @@ class RemotingConnection(asyncio.Protocol):
         if self._tasks or self._pending or self._decoder.buffered or self.write_buffer_size:
             return False
         return True
+
+    def _heart_beat(self) -> None:
+        """Our client heart-beat: a live client's connection leaves the idle order (it comes back at
+        its first read once the heartbeats stop for ``LIVE_CLIENT_WINDOW``)."""
+        self._idle.remove(self)  # type: ignore[union-attr]
 
     def evict_idle(self, limit: int, idle_for: float) -> None:
         """The connection limit needs our slot for a new client: we are the connection idle the

@@ -121,14 +121,15 @@ class IdleConnections:
     """Every served connection, the one longest without traffic first (an ordered dict: O(1) to touch
     on a read, to remove, and to find the idlest).
 
-    The order is kept by ``touch`` on each read; other things keep a connection from being idle (a
-    request of its still in a processor, answers the peer is still taking) without a read, and a
-    heartbeat makes it a live client's. So the connection at the front is checked when a slot is
-    needed: a live client's or a closing one leaves the order until its next read (it is in it again
-    at the back then); one busy, or active less than ``min_idle`` ago (more recently than its place
-    says, or everyone is), goes to the back. At most ``MAX_LOOK`` such steps are taken per new
-    connection, so finding a victim never walks the list; and a connection taken out stays out until
-    its next read, so the next new connection looks further.
+    The order is kept by ``touch`` on each read of a connection that is no live client's; a
+    heartbeat takes its connection out (``remove``), and its reads keep it out while it is live.
+    Other things keep a connection from being idle without a read (a request of its still in a
+    processor, answers the peer is still taking), so the connection at the front is checked when a
+    slot is needed: a live client's or a closing one still there leaves the order; one busy, or
+    active less than ``min_idle`` ago (more recently than its place says, or everyone is), goes to
+    the back. At most ``MAX_LOOK`` such steps are taken per new connection, so finding a victim never
+    walks the list; and a connection taken out stays out until its next read, so the next new
+    connection looks further.
     """
 
     __slots__ = ("_order", "evicted")

@@ -99,21 +99,35 @@ async def test_nobody_idle_long_enough_means_refused_as_before(start_server: Sta
 
 
 async def test_heart_beating_clients_are_kept_on_a_read_only_server(start_server: StartServer) -> None:
-    server = await start_server(max_connections=3)
-    clients = [await RawClient.connect("127.0.0.1", server.port) for _ in range(3)]
+    """More heart-beating clients than ``MAX_LOOK``, all idler than the one silent connection: they
+    are out of the order, so the silent one is found at once; then nobody can go."""
+    beating = MAX_LOOK + 2
+    server = await start_server(max_connections=beating + 1)
+    clients = [await RawClient.connect("127.0.0.1", server.port) for _ in range(beating)]
     extra: list[RawClient] = []
     try:
         for i, client in enumerate(clients):
             beat = RawClient.request(RequestCode.HEART_BEAT, None, heartbeat(f"c{i}", "G", {"TopicA": "*"}))
             assert (await client.call(beat)).code == ResponseCode.SUCCESS
+        (silent,) = await silent_after_one_request(server.port, 1)
+        extra.append(silent)
         await asyncio.sleep(EVICTABLE_AFTER + 0.1)
-        for _ in range(2):  # the order gives the live ones up; the next new connection is refused too
-            refused = await RawClient.connect("127.0.0.1", server.port)
-            extra.append(refused)
-            assert (await refused.call(max_offset())).code == ResponseCode.SYSTEM_BUSY
+        fresh = await RawClient.connect("127.0.0.1", server.port)
+        extra.append(fresh)
+        assert (await fresh.call(max_offset())).code == ResponseCode.SUCCESS
+        assert await silent.closed_by_server(timeout=5)
+        await asyncio.sleep(EVICTABLE_AFTER + 0.1)  # fresh, idle a second now, is the only evictable one
+        second = await RawClient.connect("127.0.0.1", server.port)
+        extra.append(second)
+        assert (await second.call(max_offset())).code == ResponseCode.SUCCESS
+        assert await fresh.closed_by_server(timeout=5)
+        # Now only second (too recent) and the heart-beating ones: the next is refused.
+        last = await RawClient.connect("127.0.0.1", server.port)
+        extra.append(last)
+        assert (await last.call(max_offset())).code == ResponseCode.SYSTEM_BUSY
         for client in clients:
             assert (await client.call(max_offset())).code == ResponseCode.SUCCESS
-        assert (server.idle.evicted, server.refuser.refused) == (0, 2)
+        assert (server.idle.evicted, server.refuser.refused) == (2, 1)
     finally:
         for client in (*clients, *extra):
             await client.close()
