@@ -10,7 +10,8 @@ took, and the server's resident memory before, at its peak (``VmHWM``) and after
 * ``--acl``: the server checks signatures (a one-account ``plain_acl.yml``) and the calls carry
   none: each is answered UNAUTHORIZED, which must not cost its message.
 * ``--holders K``: first K calls on K connections of their own are opened and never send their
-  message, taking the room of K messages in the budget; the big calls then find the rest.
+  message, taking the room of K messages in the budget; the big calls then find the rest, and what
+  the holders got is reported too (RESOURCE_EXHAUSTED once their room was wanted for a second).
 * anything after ``--`` goes to ``serve`` (``--grpc-max-request-mib 32``, ...).
 
     python -m benchmarks.grpc_memory --calls 60 --mib 15
@@ -145,8 +146,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             outcomes = Counter(await asyncio.gather(*(one(i) for i in range(args.calls))))
             seconds = round(time.monotonic() - started, 2)
             peak = memory_mib(proc.pid)
+            held_outcomes: Counter[str] = Counter()
             for held in holders:
-                held.cancel()
+                if held.done():
+                    try:
+                        await held
+                        held_outcomes["OK"] += 1
+                    except grpc.aio.AioRpcError as failed:
+                        held_outcomes[failed.code().name] += 1
+                else:
+                    held_outcomes["still open"] += 1
+                    held.cancel()
             await asyncio.sleep(1.0)
             after = memory_mib(proc.pid)
         finally:
@@ -163,6 +173,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "holders": args.holders,
         "serve_args": list(args.serve_args),
         "outcomes": dict(outcomes),
+        "holder_outcomes": dict(held_outcomes) if args.holders else {},
         "seconds": seconds,
         "rss_before_mib": before["VmRSS"],
         "rss_peak_mib": peak["VmHWM"],

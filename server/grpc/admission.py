@@ -12,9 +12,10 @@ reading anything, and the message is read by this wrapper only once the call is 
    waiting its turn briefly; none is RESOURCE_EXHAUSTED, the status grpc itself answers past its
    bounds, and the message is never read.
 3. The message is read, within ``read_timeout`` of the call's start (a client trickling its bytes
-   would keep its room; DEADLINE_EXCEEDED), counted at its size, decoded (one that does not decode
-   is INVALID_ARGUMENT, never a traceback) and handed to the service's handler; its bytes are held
-   until the call ends.
+   would keep its room; DEADLINE_EXCEEDED), or until the budget wants the room back for calls
+   waiting (after 1 s of reading: RESOURCE_EXHAUSTED), counted at its size, decoded (one that does
+   not decode is INVALID_ARGUMENT, never a traceback) and handed to the service's handler; its
+   bytes are held until the call ends.
 
 A request stream (Telemetry) holds each command's bytes from its read until the next is asked for;
 a command that does not fit ends the stream with RESOURCE_EXHAUSTED. Its commands are read as they
@@ -40,6 +41,7 @@ from server.grpc.validation import GrpcStatusError
 _METHODS = service.DESCRIPTOR.services_by_name["MessagingService"].methods_by_name
 NO_ROOM = "too many gRPC request bytes in flight, retry later"
 TOO_SLOW = "the request message did not arrive in time"
+EVICTED = "the request message was too slow to arrive while other calls waited, retry later"
 
 
 def response_type(method: str) -> type | None:
@@ -91,18 +93,25 @@ class Admission(grpc.aio.ServerInterceptor):
         return None
 
     async def _read_one(self, context: Any, hold: Hold, decode: Any) -> Any:
-        """The call's message, read within the deadline, counted and decoded.
+        """The call's message, read within the deadline unless its room is wanted first (the budget's
+        ``evicted``: RESOURCE_EXHAUSTED), counted and decoded.
 
         Read with ``context.read()``, not the request iterator: grpcio's iterator is an async
         generator whose suspended frame keeps the last message it yielded, in a reference cycle that
         only the garbage collector breaks; 15 MiB messages stayed alive for dozens of calls."""
+        read = asyncio.ensure_future(context.read())
+        read.add_done_callback(_retrieved)
+        waited: tuple[asyncio.Future[Any], ...] = (read,) if hold.evicted is None else (read, hold.evicted)
         try:
-            if self.read_timeout > 0:
-                raw = await asyncio.wait_for(context.read(), self.read_timeout)
-            else:
-                raw = await context.read()
-        except TimeoutError:
+            await asyncio.wait(waited, timeout=self.read_timeout or None, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not read.done():
+                read.cancel()
+        if not read.done() or read.cancelled():
+            if hold.evicted is not None and hold.evicted.done():
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, EVICTED)
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, TOO_SLOW)
+        raw = read.result()
         if raw is grpc.aio.EOF:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call carried no request message")
         self.budget.settle(hold, len(raw))
@@ -188,6 +197,12 @@ class Admission(grpc.aio.ServerInterceptor):
             return await inner(counted(requests, context), context)
 
         return one
+
+
+def _retrieved(read: asyncio.Future[Any]) -> None:
+    """A read given up on may still fail (the call ended): its exception is not an error to log."""
+    if not read.cancelled():
+        read.exception()
 
 
 async def _decoded(raw: bytes, decode: Any, context: Any) -> Any:
