@@ -127,6 +127,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         holders: list[Any] = []
         try:
             stubs = [service_grpc.MessagingServiceStub(ch) for ch in channels[: max(1, args.channels)]]
+            for channel in channels:  # connected before the calls start: none fails as UNAVAILABLE
+                await asyncio.wait_for(channel.channel_ready(), STARTUP_TIMEOUT)
             for channel in channels[max(1, args.channels) :]:
                 holders.append(channel.stream_unary(SEND)(_never_sends(), metadata=META))
             await asyncio.sleep(0.5 if holders else 0)  # the holders' calls reach the server first
