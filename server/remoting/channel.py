@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -51,8 +50,8 @@ class RemotingChannel:
         self.id = next(_ids)
         self.client_address = client_address
         self.active = True
-        #: ``time.monotonic()`` of the client's last good HEART_BEAT (-inf: none): a live client's
-        #: connection is never closed to make room for another (``server.remoting.refusal``).
+        #: Loop time of the client's last good HEART_BEAT (-inf: none): a live client's connection is
+        #: never closed to make room for another (``server.remoting.refusal``).
         self.heartbeat_at = float("-inf")
         #: Called at each good heartbeat (the connection leaves the connection limit's idle order).
         self.on_heart_beat: Callable[[], None] | None = None
@@ -112,7 +111,7 @@ class RemotingChannel:
 
     def heart_beat(self) -> None:
         """The client heart-beat (its HEART_BEAT was answered SUCCESS): it is a live client now."""
-        self.heartbeat_at = time.monotonic()
+        self.heartbeat_at = asyncio.get_running_loop().time()  # the connection's clock
         if self.on_heart_beat is not None:
             self.on_heart_beat()
 
