@@ -18,8 +18,9 @@ reading anything, and the message is read by this wrapper only once the call is 
    bytes are held until the call ends.
 
 A request stream (Telemetry) holds each command's bytes from its read until the next is asked for;
-a command that does not fit ends the stream with RESOURCE_EXHAUSTED. Its commands are read as they
-come, so they are counted after the read rather than given room before it.
+a command over 64 KiB that does not fit ends the stream with RESOURCE_EXHAUSTED (a smaller one, such
+as the client's Settings, is counted and never refused). Its commands are read as they come, so
+they are counted after the read rather than given room before it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ _METHODS = service.DESCRIPTOR.services_by_name["MessagingService"].methods_by_na
 NO_ROOM = "too many gRPC request bytes in flight, retry later"
 TOO_SLOW = "the request message did not arrive in time"
 EVICTED = "the request message was too slow to arrive while other calls waited, retry later"
+#: A stream's command this small (a client's Settings, a few KiB) is counted but never refused: the
+#: budget full of large SENDs must not end the clients' Telemetry streams.
+SMALL_COMMAND = 64 * 1024
 
 
 def response_type(method: str) -> type | None:
@@ -170,7 +174,7 @@ class Admission(grpc.aio.ServerInterceptor):
                 async for raw in requests:
                     if hold is not None:
                         admission.budget.release(hold)
-                    hold = admission.budget.take(connection, len(raw))
+                    hold = admission.budget.take(connection, len(raw), always=len(raw) <= SMALL_COMMAND)
                     if hold is None:
                         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, NO_ROOM)
                     yield await _decoded(raw, decode, context)

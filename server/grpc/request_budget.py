@@ -152,10 +152,11 @@ class RequestBudget:
         self._abandon(entry)
         return self._refuse(connection)
 
-    def take(self, connection: str, count: int) -> Hold | None:
+    def take(self, connection: str, count: int, *, always: bool = False) -> Hold | None:
         """``count`` bytes for a message already read (a stream's next one), or None when they do not
-        fit; never waits (a stream holds its read ahead of any wait)."""
-        if not self._fits(connection, count):
+        fit (unless ``always``: counted even past the limits); never waits (a stream holds its read
+        ahead of any wait)."""
+        if not always and not self._fits(connection, count):
             self._refuse(connection)
             return None
         self._add(connection, count)

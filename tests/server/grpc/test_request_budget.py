@@ -24,7 +24,7 @@ from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
 from server.grpc.request_budget import RequestBudget
 from server.grpc.sending import GrpcWriter
-from server.grpc.v2 import Code, service_grpc
+from server.grpc.v2 import ClientType, Code, definition, service, service_grpc
 from server.remoting.write_path import DeliveryTimer, write_path
 from store.config.store_config import StoreConfig
 from tests.support.grpc_calls import META, send_request
@@ -215,6 +215,29 @@ async def _until(condition: Callable[[], bool]) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition never became true")
+
+
+async def test_a_full_budget_does_not_end_the_clients_telemetry_streams(server: QueryServer) -> None:
+    budget = server._grpc.budget  # type: ignore[union-attr]
+    address = f"127.0.0.1:{server.grpc_port}"
+    async with (
+        grpc.aio.insecure_channel(address, options=OWN_CONNECTION) as first,
+        grpc.aio.insecure_channel(address, options=OWN_CONNECTION) as second,
+        grpc.aio.insecure_channel(address, options=OWN_CONNECTION) as third,
+    ):
+        holders = [ch.stream_unary(SEND)(_never_sends(), metadata=META) for ch in (first, second)]
+        await _until(lambda: budget.total == 128 * 1024)
+        stream = service_grpc.MessagingServiceStub(third).Telemetry(metadata=META, timeout=5)
+        settings = definition.Settings(client_type=ClientType.PRODUCER)
+        settings.publishing.topics.add(name="Plain")
+        await stream.write(service.TelemetryCommand(settings=settings))
+        assert (await stream.read()).status.code == Code.OK  # counted past the limit, not refused
+        assert budget.total > 128 * 1024
+        await stream.done_writing()
+        assert await stream.read() == grpc.aio.EOF
+        for held in holders:
+            held.cancel()
+    await _until(lambda: budget.total == 0)
 
 
 async def test_a_message_that_does_not_arrive_in_time_is_deadline_exceeded(server: QueryServer) -> None:
