@@ -20,6 +20,10 @@ drives it with raw remoting frames and prints one JSON line of what happened:
 * ``slow-senders`` (item 7): ``--connections`` connections sending a byte a second against
   ``--max-connections`` = half of them; what 10 fresh clients get, and how many slow ones remain
   after ``--seconds``.
+* ``idle-holders`` (issue 31, item 4): ``--connections`` connections against ``--max-connections``
+  as many; ``--live`` of them send a consumer's HEART_BEAT, the others one GET_MAX_OFFSET, then all
+  stay silent; after 2 s, what 10 fresh clients get (each keeps its connection), and how many of
+  the silent and of the heart-beating connections are still open.
 
     python -m benchmarks.server_limits files --fd-limit 1024 --connections 1500
     python -m benchmarks.server_limits partial-frames --holders 40 --mib 15
@@ -27,6 +31,7 @@ drives it with raw remoting frames and prints one JSON line of what happened:
     python -m benchmarks.server_limits held-pulls --requests 50000
     python -m benchmarks.server_limits unread-answers --holders 100 --mib 12
     python -m benchmarks.server_limits slow-senders --connections 200 --seconds 40
+    python -m benchmarks.server_limits idle-holders --connections 200 --live 20
 """
 
 from __future__ import annotations
@@ -463,6 +468,87 @@ async def slow_senders(args: argparse.Namespace, work: Path) -> dict[str, object
     }
 
 
+async def _still_open(peer: Peer) -> bool:
+    try:
+        return await asyncio.wait_for(peer.reader.read(1 << 16), 0.5) != b""
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
+
+
+def _heartbeat(client_id: str) -> RemotingCommand:
+    body = {
+        "clientID": client_id,
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": "G",
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                "subscriptionDataSet": [{"topic": "T", "subString": "*", "tagsSet": [], "subVersion": 1}],
+                "unitMode": False,
+            }
+        ],
+    }
+    command = _request(RequestCode.HEART_BEAT, {})
+    command.body = json.dumps(body).encode()
+    return command
+
+
+async def idle_holders(args: argparse.Namespace, work: Path) -> dict[str, object]:
+    store = work / "store"
+    with StoreWriter(StoreConfig.for_store(store, mapped_file_size_commit_log=1 << 20)) as writer:
+        writer.append("T", b"x", keys="k")
+        writer.index()
+    log_path = work / "serve.log"
+    proc, port = _start(
+        args.repo,
+        log_path,
+        [
+            "--store",
+            str(store),
+            "--mapped-file-size",
+            str(1 << 20),
+            "--max-connections",
+            str(args.connections),
+        ],
+    )
+    peers = [await Peer.open(port) for _ in range(args.connections)]
+    live, silent = peers[: args.live], peers[args.live :]
+    first: Counter[str] = Counter()
+    for i, peer in enumerate(live):
+        first[await peer.ask(_heartbeat(f"live-{i}"))] += 1
+    for peer in silent:
+        first[await peer.ask(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))] += 1
+    await asyncio.sleep(2)
+    fresh_answers: Counter[str] = Counter()
+    fresh: list[Peer] = []
+    for _ in range(10):
+        peer = await Peer.open(port)
+        fresh.append(peer)
+        fresh_answers[
+            await peer.ask(_request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}))
+        ] += 1
+    silent_open = sum(await asyncio.gather(*(_still_open(peer) for peer in silent)))
+    live_open = sum(await asyncio.gather(*(_still_open(peer) for peer in live)))
+    for peer in (*peers, *fresh):
+        peer.close()
+    exit_code = _stop(proc)
+    log_text = log_path.read_text(errors="replace")
+    return {
+        "max_connections": args.connections,
+        "live": args.live,
+        "first_requests": dict(first),
+        "fresh_clients": dict(fresh_answers),
+        "silent_still_open": f"{silent_open}/{len(silent)}",
+        "live_still_open": f"{live_open}/{len(live)}",
+        "eviction_log_lines": log_text.count("to make room"),
+        "exit": exit_code,
+    }
+
+
 SCENARIOS = {
     "files": files,
     "partial-frames": partial_frames,
@@ -470,6 +556,7 @@ SCENARIOS = {
     "held-pulls": held_pulls,
     "unread-answers": unread_answers,
     "slow-senders": slow_senders,
+    "idle-holders": idle_holders,
 }
 
 
@@ -486,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--digits", type=int, default=5000)
     parser.add_argument("--seconds", type=int, default=40)
+    parser.add_argument("--live", type=int, default=0, help="idle-holders: connections that heart-beat")
     parser.add_argument(
         "--serve-arg",
         action="append",

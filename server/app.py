@@ -17,8 +17,10 @@ With ``http_port`` set (``serve --http``, the listen port + 2 by default there),
 the HTTP JSON API, its OpenAPI description and Prometheus ``/metrics`` (``server.http``), also on
 the same loop and store, bound like the gRPC port before the remoting ports serve.
 
-At most ``max_connections`` connections (both ports together, per process) are served; one more is
-accepted only to be answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
+At most ``max_connections`` connections (both ports together, per process) are served; at the limit
+the connection longest without a completed request, else the one idle the longest that is no live
+client's, is closed to make room, and only when there is neither is one more accepted only to be
+answered SYSTEM_BUSY and closed (``server.remoting.refusal``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
-from server.grpc.defaults import DEFAULT_MAX_CONCURRENT_RPCS, DEFAULT_MAX_CONCURRENT_STREAMS
+from server.grpc.defaults import (
+    DEFAULT_MAX_CONCURRENT_RPCS,
+    DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION,
+)
 from server.grpc.tls import GrpcTls
 from server.http import DEFAULT_MAX_SERIES
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
@@ -64,7 +71,7 @@ from server.remoting.processors.pull_message import (
 from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
-from server.remoting.refusal import IncompleteRequests, Refuser
+from server.remoting.refusal import IdleConnections, IncompleteRequests, Refuser
 from server.remoting.request_path import RequestPath
 from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES,
@@ -159,6 +166,11 @@ class ServerSettings:
     #: The gRPC port's TLS (``server.grpc.tls``): permissive by default, as the Proxy's, with a
     #: self-signed certificate made at start.
     grpc_tls: GrpcTls = field(default_factory=GrpcTls)
+    #: Bytes of gRPC request messages in flight, in total and per connection; a call finding no
+    #: room within 2 s is answered RESOURCE_EXHAUSTED before its message is read
+    #: (``server.grpc.request_budget``).
+    grpc_max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    grpc_max_request_bytes_per_connection: int = DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION
     #: The HTTP port (``server.http``: JSON API, OpenAPI, ``/metrics``); 0 picks one; None (the
     #: default for a server built in code) = none. ``serve`` defaults to the listen port + 2.
     http_port: int | None = None
@@ -309,6 +321,8 @@ class QueryServer:
         self.buffer_budget = BufferBudget(self.settings.max_buffered_bytes)
         #: Connections without a completed request, oldest first: evicted for new ones at the limit.
         self.incomplete = IncompleteRequests()
+        #: Every connection, the one idle the longest first: evicted next, unless a live client's.
+        self.idle = IdleConnections()
         self.write_budget = WriteBudget(
             self.settings.max_queued_bytes, self.settings.max_queued_bytes_per_connection
         )
@@ -325,7 +339,10 @@ class QueryServer:
         assert self.dispatcher is not None
         if len(self._connections) >= self.refuser.limit:
             loop = asyncio.get_running_loop()
-            victim = self.incomplete.evict_oldest(loop.time(), self.refuser.limit)
+            now = loop.time()
+            victim = self.incomplete.evict_oldest(now, self.refuser.limit) or self.idle.evict_idlest(
+                now, self.refuser.limit
+            )
             if victim is None:
                 return self.refuser.connection()
             self._connections.discard(victim)  # type: ignore[arg-type]
@@ -341,6 +358,7 @@ class QueryServer:
             write_budget=self.write_budget,
             request_timeout=self.settings.request_timeout,
             incomplete=self.incomplete,
+            idle=self.idle,
         )
         self._connections.add(connection)
         return connection
@@ -535,6 +553,11 @@ class QueryServer:
             last_refresh=lambda: self.changes.last_pulse,
             requests=self.request_stats,
             watchdog=self.watchdog,
+            connection_limit=lambda: {
+                "incomplete": self.incomplete.evicted,
+                "idle": self.idle.evicted,
+                "refused": self.refuser.refused,
+            },
         )
         collector = StoreCollector(
             self.store,  # type: ignore[arg-type]
@@ -604,6 +627,9 @@ class QueryServer:
             idle_timeout=self.settings.idle_timeout,
             tls=self.settings.grpc_tls,
             advertised_host=host,
+            max_request_bytes=self.settings.grpc_max_request_bytes,
+            max_request_bytes_per_connection=self.settings.grpc_max_request_bytes_per_connection,
+            read_timeout=self.settings.request_timeout,
         )
         self.grpc_port = await grpc_server.start()
         self._grpc = grpc_server

@@ -70,6 +70,7 @@ from server.broker.transactions import (
 )
 from server.broker.writable_store import WritableStore
 from server.file_budget import FileBudget, FileWatch, plan_connections
+from server.grpc.defaults import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION
 from server.grpc.tls import DISABLED, PERMISSIVE, TLS_MODES, GrpcTls, TlsConfigError, load_files
 from server.http import DEFAULT_MAX_SERIES
 from server.port_errors import PortUnusableError
@@ -329,6 +330,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "off (default %(default)s)",
     )
     parser.add_argument(
+        "--grpc-max-request-mib",
+        type=positive_int,
+        default=DEFAULT_MAX_REQUEST_BYTES // (1024 * 1024),
+        metavar="MIB",
+        help="MiB of request messages all gRPC calls together may hold; a call is let in with room for "
+        "the largest message before it is read, waits up to 2 s for it, then gets RESOURCE_EXHAUSTED "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--grpc-max-request-mib-per-connection",
+        type=positive_int,
+        default=DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION // (1024 * 1024),
+        metavar="MIB",
+        help="the same for the calls of one gRPC connection (default %(default)s); both are raised to one "
+        "message of the largest size if lower",
+    )
+    parser.add_argument(
         "--max-held-pulls",
         type=positive_int,
         default=DEFAULT_MAX_HELD_PULLS,
@@ -492,6 +510,8 @@ def settings_from(
         max_queued_bytes_per_connection=args.max_queued_mib_per_connection * 1024 * 1024,
         grpc_port=grpc_port_of(args.grpc_port, port, args.writable),
         grpc_tls=grpc_tls if grpc_tls is not None else GrpcTls(),
+        grpc_max_request_bytes=args.grpc_max_request_mib * 1024 * 1024,
+        grpc_max_request_bytes_per_connection=args.grpc_max_request_mib_per_connection * 1024 * 1024,
         http_port=http_port_of(getattr(args, "http", None), port),
         metrics_max_series=args.metrics_max_series,
         http_allowed_hosts=tuple(getattr(args, "http_allow_host", ())),

@@ -8,3 +8,8 @@ from __future__ import annotations
 DEFAULT_MAX_CONCURRENT_STREAMS = 100
 #: gRPC calls in flight on all connections together; past it grpc answers RESOURCE_EXHAUSTED.
 DEFAULT_MAX_CONCURRENT_RPCS = 10_000
+
+#: Bytes of gRPC request messages all calls together may hold.
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+#: Bytes of request messages the calls of one connection may hold.
+DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION = 32 * 1024 * 1024

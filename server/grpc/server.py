@@ -5,7 +5,12 @@ remoting port: a message larger than ``max_message_length`` (the remoting frame 
 default) is refused by grpc with RESOURCE_EXHAUSTED before it is decoded; each HTTP/2 connection
 may have at most ``max_concurrent_streams`` streams open (the SETTINGS the server announces); all
 connections together at most ``max_concurrent_rpcs`` calls in flight, past which grpc answers
-RESOURCE_EXHAUSTED; idle connections are closed after ``idle_timeout``. ``SO_REUSEPORT``, which grpc
+RESOURCE_EXHAUSTED; idle connections are closed after ``idle_timeout``. The bytes of the request
+messages in flight are bounded per connection and in total, and a caller without a valid signature
+is answered before its message is read (``admission``, ``request_budget``); for that the
+transport's bandwidth-delay probe is off, so that grpc takes no more of a message than one
+flow-control window (64 KiB) until the call is let in (with the probe on, each stream's window grows
+to megabytes: 30 calls left waiting held 500 MB). ``SO_REUSEPORT``, which grpc
 turns on by default, is off: a second server on the same port must fail to start, not share it.
 
 TLS (``server.grpc.tls``): ``disabled`` is grpcio's plaintext port itself. ``permissive`` (the
@@ -24,11 +29,15 @@ from collections.abc import Callable
 
 import grpc
 
+from server.grpc.admission import Admission
 from server.grpc.defaults import (
     DEFAULT_MAX_CONCURRENT_RPCS,
     DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION,
 )
 from server.grpc.relay import RelayPort
+from server.grpc.request_budget import RequestBudget
 from server.grpc.service import MessagingService
 from server.grpc.tls import DISABLED, PERMISSIVE, GrpcTls, certificate_names, fingerprint, self_signed
 from server.grpc.v2 import service_grpc
@@ -52,6 +61,9 @@ class GrpcServer:
         idle_timeout: float = 120.0,
         tls: GrpcTls | None = None,
         advertised_host: str = "",
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes_per_connection: int = DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION,
+        read_timeout: float = 30.0,
     ) -> None:
         self.service = service
         self.host = host
@@ -64,12 +76,24 @@ class GrpcServer:
             ("grpc.max_receive_message_length", max_message_length),
             ("grpc.max_send_message_length", max_message_length),
             ("grpc.max_concurrent_streams", max_concurrent_streams),
+            ("grpc.http2.bdp_probe", 0),
         ]
         if idle_timeout > 0:
             options.append(("grpc.max_connection_idle_ms", int(idle_timeout * 1000)))
         if self.tls.mode != DISABLED:
             options.append(("grpc.server_handshake_timeout_ms", int(self.tls.handshake_timeout * 1000)))
-        self._server = grpc.aio.server(options=options, maximum_concurrent_rpcs=max_concurrent_rpcs)
+        # Room for at least one message of the largest size, whatever the limits say.
+        per_connection = max(max_request_bytes_per_connection, max_message_length)
+        #: The bytes of request messages in flight (``request_budget``).
+        self.budget = RequestBudget(
+            reserve=max_message_length,
+            per_connection=per_connection,
+            limit=max(max_request_bytes, per_connection),
+        )
+        self.admission = Admission(self.budget, service.access, read_timeout)
+        self._server = grpc.aio.server(
+            options=options, maximum_concurrent_rpcs=max_concurrent_rpcs, interceptors=[self.admission]
+        )
         service_grpc.add_MessagingServiceServicer_to_server(service, self._server)
         self._started = False
         #: The public port's relay (None with TLS disabled: grpcio's port is the public one).
@@ -113,6 +137,7 @@ class GrpcServer:
             raise PortUnusableError.from_os_error("gRPC", self.host, self.port, exc) from None
         self.relay = relay
         self.service.peer_of = relay.peer_of
+        self.admission.peer_of = relay.peer_of
         assert self.certificate is not None
         log.info(
             "gRPC TLS %s (%s): %s certificate, SHA-256 %s%s",

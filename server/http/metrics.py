@@ -108,8 +108,11 @@ class ServerState:
         last_refresh: Callable[[], float | None],
         requests: RequestStats | None,
         watchdog: LoopWatchdog | None = None,
+        connection_limit: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.connections = connections
+        #: What the connection limit did: connections evicted (by reason) and refused, as counters.
+        self.connection_limit = connection_limit
         self.max_connections = max_connections
         self.held_pulls = held_pulls
         self.query_pool_pending = query_pool_pending
@@ -346,6 +349,22 @@ class StoreCollector(Collector):
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)
             yield gauge
+        if state.connection_limit is not None:
+            done = state.connection_limit()
+            evicted = CounterMetricFamily(
+                "rmq_query_connections_evicted",
+                "remoting connections closed to make room at the connection limit: 'incomplete' had no "
+                "completed request, 'idle' was the longest idle and no heart-beating client's",
+                labels=["reason"],
+            )
+            for reason in ("incomplete", "idle"):
+                evicted.add_metric([reason], done.get(reason, 0))
+            yield evicted
+            refused = CounterMetricFamily(
+                "rmq_query_connections_refused", "remoting connections answered SYSTEM_BUSY at the limit"
+            )
+            refused.add_metric([], done.get("refused", 0))
+            yield refused
         last = state.last_refresh()
         if last is not None:
             lag = GaugeMetricFamily(

@@ -32,7 +32,17 @@ _ids = itertools.count(1)
 class RemotingChannel:
     """The broker's handle on one remoting connection."""
 
-    __slots__ = ("_callbacks", "_close", "_send", "_waiting", "active", "client_address", "id")
+    __slots__ = (
+        "_callbacks",
+        "_close",
+        "_send",
+        "_waiting",
+        "active",
+        "client_address",
+        "heartbeat_at",
+        "id",
+        "on_heart_beat",
+    )
 
     def __init__(
         self, client_address: str, send: Callable[[RemotingCommand], bool], close: Callable[[], None]
@@ -40,6 +50,11 @@ class RemotingChannel:
         self.id = next(_ids)
         self.client_address = client_address
         self.active = True
+        #: Loop time of the client's last good HEART_BEAT (-inf: none): a live client's connection is
+        #: never closed to make room for another (``server.remoting.refusal``).
+        self.heartbeat_at = float("-inf")
+        #: Called at each good heartbeat (the connection leaves the connection limit's idle order).
+        self.on_heart_beat: Callable[[], None] | None = None
         self._send = send
         self._close = close
         self._waiting: OpaqueMatcher[asyncio.Future[RemotingCommand]] = OpaqueMatcher()
@@ -93,6 +108,12 @@ class RemotingChannel:
         if not waiter.done():
             waiter.set_result(response)
         return True
+
+    def heart_beat(self) -> None:
+        """The client heart-beat (its HEART_BEAT was answered SUCCESS): it is a live client now."""
+        self.heartbeat_at = asyncio.get_running_loop().time()  # the connection's clock
+        if self.on_heart_beat is not None:
+            self.on_heart_beat()
 
     def close(self) -> None:
         self._close()

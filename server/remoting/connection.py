@@ -24,6 +24,9 @@ every byte counts as traffic. Past the deadline the unfinished frame is dropped 
 limit (what arrived whole before is answered, then the connection closes). While it has a request
 unfinished, or none completed since it connected, the connection is listed in
 ``server.remoting.refusal.IncompleteRequests``, from which the connection limit evicts the oldest.
+Every connection also has its place in ``server.remoting.refusal.IdleConnections``, moved to the back
+by each read, from which the connection limit evicts the one idle the longest when no request is
+unfinished anywhere (never a live client's: one that heart-beat within the last 120 s).
 Answers queued for a peer that does not read them count against ``server.remoting.write_budget``.
 
 All of this is one explicit state machine, ``protocol.connection_state`` (open, peer not reading,
@@ -50,7 +53,7 @@ from server.remoting.buffer_budget import BufferBudget
 from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.dispatch import Dispatcher, FastPath
 from server.remoting.peer import CURRENT_PEER
-from server.remoting.refusal import IncompleteRequests
+from server.remoting.refusal import LIVE_CLIENT_WINDOW, IdleConnections, IncompleteRequests
 from server.remoting.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
@@ -76,7 +79,7 @@ class ConnectionLogs:
     """The rate-limited log lines a client can cause per connection, shared by a server's connections
     (one line per burst across all of them, ``server.burst_log``)."""
 
-    __slots__ = ("encode_failed", "evicted", "idle", "malformed", "stalled", "timed_out")
+    __slots__ = ("encode_failed", "evicted", "evicted_idle", "idle", "malformed", "stalled", "timed_out")
 
     def __init__(self) -> None:
         self.malformed = BurstLog(log)
@@ -85,6 +88,7 @@ class ConnectionLogs:
         self.stalled = BurstLog(log)
         self.timed_out = BurstLog(log)
         self.evicted = BurstLog(log)
+        self.evicted_idle = BurstLog(log)
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -109,6 +113,7 @@ class RemotingConnection(asyncio.Protocol):
         write_budget: WriteBudget | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         incomplete: IncompleteRequests | None = None,
+        idle: IdleConnections | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
@@ -127,6 +132,7 @@ class RemotingConnection(asyncio.Protocol):
         self._frame_timer: asyncio.TimerHandle | None = None
         self._incomplete = incomplete
         self._listed = False  # whether ``incomplete`` lists us (bookkeeping only)
+        self._idle = idle
         self._state = ConnectionState()
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -160,11 +166,19 @@ class RemotingConnection(asyncio.Protocol):
         if self._incomplete is not None:
             self._incomplete.begin(self, self._last_activity)  # no request completed yet
             self._listed = True
+        if self._idle is not None:
+            self._idle.touch(self)
+            self.channel.on_heart_beat = self._heart_beat
 
     def data_received(self, data: bytes) -> None:
         if not self._state.takes_input:
             return  # draining or closing: nothing more is read (a transport may still deliver)
         self._last_activity = now = self._loop.time()
+        if self._idle is not None:
+            if self.channel.heartbeat_at > now - LIVE_CLIENT_WINDOW:
+                self._idle.remove(self)  # a live client's: not in the idle order
+            else:
+                self._idle.touch(self)
         answered = 0
         fast = self._dispatcher.fast_path
         if fast is not None and not self._pending and not self._decoder.buffered and self._state.answering:
@@ -301,6 +315,38 @@ class RemotingConnection(asyncio.Protocol):
             self._decoder.buffered,
         )
         self._abandon_frame("evicted")
+
+    @property
+    def last_activity(self) -> float:
+        """Loop time of the last traffic (a read, answers taken, a request of ours in progress)."""
+        return self._last_activity
+
+    def evictable(self, now: float, live_window: float) -> bool | None:
+        """For ``server.remoting.refusal.IdleConnections``: None if this is a live client's connection
+        (a heartbeat within ``live_window`` seconds) or closing; False while anything is in flight (a
+        request unanswered, answers not taken, part of a frame); True if only idle."""
+        if self._state.closing or self.channel.heartbeat_at > now - live_window:
+            return None
+        if self._tasks or self._pending or self._decoder.buffered or self.write_buffer_size:
+            return False
+        return True
+
+    def _heart_beat(self) -> None:
+        """Our client heart-beat: a live client's connection leaves the idle order (it comes back at
+        its first read once the heartbeats stop for ``LIVE_CLIENT_WINDOW``)."""
+        self._idle.remove(self)  # type: ignore[union-attr]
+
+    def evict_idle(self, limit: int, idle_for: float) -> None:
+        """The connection limit needs our slot for a new client: we are the connection idle the
+        longest, with nothing in flight, and no live client's (``server.remoting.refusal``)."""
+        self._logs.evicted_idle.event(
+            "connection limit %d reached: closing the connection from %s, idle for %.1f s and not a "
+            "heart-beating client's, to make room",
+            limit,
+            self._peer,
+            idle_for,
+        )
+        self.close()
 
     def _abandon_frame(self, reason: str) -> None:
         """Drop the unfinished frame as the shared buffer budget does, answer what came whole, close."""
@@ -487,6 +533,8 @@ class RemotingConnection(asyncio.Protocol):
         if self._listed:
             self._listed = False
             self._incomplete.end(self)  # type: ignore[union-attr]
+        if self._idle is not None:
+            self._idle.remove(self)
         for task in self._tasks:
             task.cancel()
         if exc is not None:

@@ -18,12 +18,21 @@ least ``EVICTABLE_AFTER`` seconds is closed, oldest first, to make room for the 
 this, 10,000 connections sending a byte a second (each byte reset the idle timeout) held every slot
 and every real client got SYSTEM_BUSY for the whole attack; a real client sends a whole request at
 once, so it is in that list for microseconds, while a slow sender stays at its front.
+
+When none is, the connection idle the longest goes (``IdleConnections``), if it has been idle at
+least ``EVICTABLE_AFTER`` seconds, has nothing in flight and is not a live client's: 200 connections
+that each made one request and then stayed silent held ``--max-connections 200`` for the whole idle
+timeout (120 s), and could renew. A live client is one that heart-beat within
+``LIVE_CLIENT_WINDOW`` (the broker's 120 s channel expiry): a producer's or consumer's connection,
+whose loss would cost it its group membership and rebalance, is kept however quiet it is. Only when
+neither list has anyone to give is the new connection refused with SYSTEM_BUSY.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from typing import Protocol, cast
 
 from protocol.codes import ResponseCode
@@ -85,6 +94,90 @@ class IncompleteRequests:
             del self._since[connection]
             self.evicted += 1
             connection.evict(limit)
+            return connection
+        return None
+
+
+#: Seconds after its last heartbeat a connection still counts as a live client's (never evicted for
+#: being idle): ``ClientHousekeepingService``'s channel expiry (``channelExpiredTimeout``, 120 s).
+LIVE_CLIENT_WINDOW = 120.0
+
+#: Connections ``IdleConnections.evict_idlest`` looks at, at most, for one new connection.
+MAX_LOOK = 16
+
+
+class Idle(Protocol):
+    """A connection as the idle order sees it."""
+
+    @property
+    def last_activity(self) -> float: ...
+
+    def evictable(self, now: float, live_window: float) -> bool | None: ...
+
+    def evict_idle(self, limit: int, idle_for: float) -> None: ...
+
+
+class IdleConnections:
+    """Every served connection, the one longest without traffic first (an ordered dict: O(1) to touch
+    on a read, to remove, and to find the idlest).
+
+    The order is kept by ``touch`` on each read of a connection that is no live client's; a
+    heartbeat takes its connection out (``remove``), and its reads keep it out while it is live.
+    Other things keep a connection from being idle without a read (a request of its still in a
+    processor, answers the peer is still taking), so the connection at the front is checked when a
+    slot is needed: a live client's or a closing one still there leaves the order; one busy, or
+    active less than ``min_idle`` ago (more recently than its place says, or everyone is), goes to
+    the back. At most ``MAX_LOOK`` such steps are taken per new connection, so finding a victim never
+    walks the list; and a connection taken out stays out until its next read, so the next new
+    connection looks further.
+    """
+
+    __slots__ = ("_order", "evicted")
+
+    def __init__(self) -> None:
+        self._order: OrderedDict[Idle, None] = OrderedDict()
+        #: Connections evicted for being idle (a counter, for tests and ``/metrics``).
+        self.evicted = 0
+
+    def touch(self, connection: Idle) -> None:
+        """``connection`` was active now: to the back of the order."""
+        try:
+            self._order.move_to_end(connection)
+        except KeyError:
+            self._order[connection] = None
+
+    def remove(self, connection: Idle) -> None:
+        """``connection`` is gone."""
+        self._order.pop(connection, None)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def evict_idlest(
+        self,
+        now: float,
+        limit: int,
+        min_idle: float = EVICTABLE_AFTER,
+        live_window: float = LIVE_CLIENT_WINDOW,
+    ) -> Idle | None:
+        """Evict the connection idle the longest, if it has been ``min_idle`` seconds, has nothing in
+        flight and is no live client's; return it (None: nobody could go)."""
+        order = self._order
+        for _ in range(MAX_LOOK):
+            if not order:
+                return None
+            connection = next(iter(order))
+            verdict = connection.evictable(now, live_window)
+            if verdict is None:  # a live client's, or closing: out until its next read
+                del order[connection]
+                continue
+            idle_for = now - connection.last_activity
+            if not verdict or idle_for < min_idle:
+                order.move_to_end(connection)  # busy, or active since it took its place
+                continue
+            del order[connection]
+            self.evicted += 1
+            connection.evict_idle(limit, idle_for)
             return connection
         return None
 

@@ -48,6 +48,9 @@ def heart_beat(request: RemotingCommand) -> RemotingCommand:
         decode_heartbeat(request.body, AnyObject)
     except HeartbeatBodyError as exc:
         return exception_answer(request, str(exc))
+    channel = CURRENT_CHANNEL.get()
+    if channel is not None:
+        channel.heart_beat()  # a producer's or consumer's connection: kept at the connection limit
     return request.make_response(ResponseCode.SUCCESS)
 
 
@@ -103,6 +106,7 @@ class ClientManageProcessor:
         if channel is None:
             return system_error(request, "HEART_BEAT outside a connection")
         self._broker.heartbeat(channel, heartbeat, _language_name(request.language), request.version)
+        channel.heart_beat()  # a registered client's connection: kept at the connection limit
         return request.make_response(ResponseCode.SUCCESS)
 
     def unregister_client(self, request: RemotingCommand) -> RemotingCommand:

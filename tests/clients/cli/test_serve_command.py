@@ -250,6 +250,16 @@ def test_the_connection_limits_reach_the_settings(tmp_path: Path, monkeypatch: p
     given = parser.parse_args(["--max-queued-mib", "5", "--max-queued-mib-per-connection", "2"])
     settings = settings_from(given, load_config(given))
     assert (settings.max_queued_bytes, settings.max_queued_bytes_per_connection) == (5 * 2**20, 2 * 2**20)
+    assert (settings.grpc_max_request_bytes, settings.grpc_max_request_bytes_per_connection) == (
+        64 * 2**20,
+        32 * 2**20,
+    )
+    given = parser.parse_args(["--grpc-max-request-mib", "48", "--grpc-max-request-mib-per-connection", "20"])
+    settings = settings_from(given, load_config(given))
+    assert (settings.grpc_max_request_bytes, settings.grpc_max_request_bytes_per_connection) == (
+        48 * 2**20,
+        20 * 2**20,
+    )
     assert settings.request_timeout == 30.0
     given = parser.parse_args(["--request-timeout", "0"])
     assert settings_from(given, load_config(given)).request_timeout == 0.0
