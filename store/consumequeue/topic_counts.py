@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,9 @@ def _queue_ids(path: str) -> int:
     return max(ids) + 1 if ids else 0
 
 
+#: Seconds between two looks at the directories of the topics ``topics.json`` does not list.
+RECHECK_EVERY = 1.0
+
 #: What a writable store's topic table tells of one topic: its (read, write) counts, None if removed.
 TopicChange = Callable[[str, "tuple[int, int] | None"], None]
 
@@ -114,8 +118,10 @@ class TopicCounts:
         #: Bumped whenever the answer changes, for callers that cache something derived from it.
         self.version = 0
         self._loaded = False
-        #: Topics with directories that ``_listed`` lacks (their directories are looked at).
+        #: Topics with directories that ``_listed`` lacks (their directories are looked at), and when
+        #: they are next looked at.
         self._unlisted: list[str] = []
+        self._next_recheck = 0.0
 
     # -- sources -------------------------------------------------------------------------------------
 
@@ -199,7 +205,7 @@ class TopicCounts:
             if stamp != self._root_stamp:
                 self._scan_root()
                 changed = True
-            elif self._recheck_unlisted():
+            elif time.monotonic() >= self._next_recheck and self._recheck_unlisted():
                 changed = True
         if changed:
             self._rebuild()
@@ -230,7 +236,9 @@ class TopicCounts:
 
     def _recheck_unlisted(self) -> bool:
         """A queue directory added under a topic ``topics.json`` does not list changes that topic's
-        directory only: look at those few (topics are normally listed)."""
+        directory only: look at those (normally few: topics are listed; a store without the file
+        has them all, so this look is made at most once per ``RECHECK_EVERY``)."""
+        self._next_recheck = time.monotonic() + RECHECK_EVERY
         changed = False
         for name in self._unlisted:
             count, mtime = self._dirs.get(name, (0, 0))

@@ -52,7 +52,10 @@ def test_the_file_wins_over_directories_and_unlisted_topics_count_their_queue_id
     assert counts.counts() == {"Listed": TopicQueueNums(8, 4), "Old": TopicQueueNums(6, 6)}
 
 
-def test_a_changed_file_and_new_directories_are_seen_at_the_next_look(layout: tuple[Path, Path]) -> None:
+def test_a_changed_file_and_new_directories_are_seen_at_the_next_look(
+    layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(topic_counts, "RECHECK_EVERY", 0.0)
     topics_json, root = layout
     write_topics(topics_json, {"A": (4, 4)})
     make_queue(root, "A", 0)
@@ -108,3 +111,21 @@ def test_a_live_table_and_the_builders_new_queues_patch_the_answer(layout: tuple
     # a live table's file is ours: never read back
     write_topics(topics_json, {"FromFile": (9, 9)})
     assert "FromFile" not in counts.counts()
+
+
+def test_unlisted_topics_directories_are_looked_at_once_a_second_not_per_call(
+    layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store without ``topics.json`` (every topic unlisted): a call costs two ``stat``s, not one
+    per topic."""
+    _, root = layout
+    for i in range(50):
+        make_queue(root, f"T{i}", 0)
+    counts = TopicCounts(root.parent / "config" / "topics.json", root)
+    assert len(counts.counts()) == 50
+    stats: list[object] = []
+    real_stamp = topic_counts._stamp
+    monkeypatch.setattr(topic_counts, "_stamp", lambda p: stats.append(p) or real_stamp(p))
+    for _ in range(100):
+        counts.counts()
+    assert len(stats) <= 2 * 100 + 50  # the file and the root each call, the 50 topics once at most
