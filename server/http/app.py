@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 1000
 #: Topics or groups of a page computed between two yields of the event loop (issue 30: a page of
 #: 1,000 groups held it ~100 ms).
-PAGE_SLICE = 100
+PAGE_SLICE = 50
 DEFAULT_LIMIT = 50
 #: Records read by one queue + offset request.
 MAX_COUNT = 100

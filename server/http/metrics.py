@@ -49,7 +49,7 @@ from server.request_stats import LATENCY_BUCKETS, RequestStats
 from server.store_api import IndexedStore
 
 #: Topics (or groups) computed between two yields of the event loop while a scrape is built.
-SLICE = 200
+SLICE = 50
 
 #: ``MessageModel.CLUSTERING.ordinal()``, the exporter's msgModel label for the diffs it exports.
 CLUSTERING = "1"
