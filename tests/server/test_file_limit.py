@@ -27,6 +27,7 @@ from server.file_budget import ACCEPT_BURST, FileBudget, FileWatch, connections_
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreWriter
 from tests.support.harness import RawClient, StartServer, key_query_fields
+from tests.support.pulls import heartbeat
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_serve
 
 FD_LIMIT = 512
@@ -112,10 +113,14 @@ async def test_connections_past_the_file_limit_are_refused_and_the_store_still_f
         assert limit + kept <= FD_LIMIT and kept >= ACCEPT_BURST
         assert limit >= 50, "the budget left almost nothing for connections"
 
-        for _ in range(limit):
+        for i in range(limit):
             client = await RawClient.connect("127.0.0.1", port)
             served.append(client)
             assert (await client.call(_view())).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
+            # a live client (it heart-beats): never evicted to make room (issue 31, item 4), so the
+            # connections past the limit are refused
+            beat = RawClient.request(RequestCode.HEART_BEAT, None, heartbeat(f"fd{i}", "G", {"Fd": "*"}))
+            assert (await client.call(beat)).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
 
         # Waves of connections past the limit that ask at once: each is answered SYSTEM_BUSY. Then
         # a burst of idle ones (a refused connection that never asks is closed, at once past the
