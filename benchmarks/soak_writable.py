@@ -30,6 +30,15 @@ What runs, for ``--minutes``, in one asyncio loop:
   store and port; a server that exits by itself is counted (``server.unexpected_exits``) and restarted;
 * every ``--fill-every`` seconds a ballast file beside the store is written until ENOSPC, kept
   ``--full-seconds``, then removed.
+* with ``--attacks LIST`` (or ``all``), issue 31's attacks, each a task of its own repeating a
+  bounded round every ``--attack-pause`` seconds (``benchmarks.soak_attacks``): planted groups,
+  a heartbeat with thousands of groups, nested-JSON and lone-surrogate frames, idle connection
+  holders at ``--max-connections`` (64 with them), an IndexFile and a consume queue file
+  overwritten in place (then restored), DNS-rebinding and token-less HTTP requests, large gRPC
+  SendMessage calls; what each was answered is in ``stats.attacks``, and a rebinding or CSRF
+  request let through or an overwritten file still answering wrong is an ``attacks`` problem.
+
+    RMQ_SHARED=/work/shared python -m benchmarks.soak_writable --minutes 2 --seed 31 --attacks all
 
 Then the producers and the chaos stop, the consumers drain (until every group has every acknowledged
 message or ``--drain-seconds``), close (their final commit is read back), and the server gets SIGTERM.
