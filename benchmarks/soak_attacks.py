@@ -227,10 +227,15 @@ class Attacks:
                 self.counts[name]["round timeout"] += 1
             except (OSError, asyncio.IncompleteReadError, aiohttp.ClientError) as exc:
                 self.counts[name][f"round {type(exc).__name__}"] += 1
-            if self.target.pid() != pid:
+            if not self._still(pid):
                 self.counts[name]["rounds across a kill -9"] += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.options.attack_pause)
+
+    def _still(self, pid: int | None) -> bool:
+        """Is the server process ``pid`` still the one serving? (A kill -9 clears ``up`` before the
+        signal, and the killed process may still look alive until the soak reaps it.)"""
+        return pid is not None and self.target.up.is_set() and self.target.pid() == pid
 
     # -- item 3 -------------------------------------------------------------------------------------
 
@@ -266,7 +271,7 @@ class Attacks:
     async def _nested_json(self) -> None:
         pid = self.target.pid()
         answers = await asyncio.gather(*(exchange(self.target.port, [frame]) for _, frame in FUZZED))
-        same = pid is not None and self.target.pid() == pid
+        same = self._still(pid)
         for (name, _), got in zip(FUZZED, answers, strict=True):
             self.counts["nested-json"][outcome(got[0])] += 1
             if isinstance(got[0], str):
