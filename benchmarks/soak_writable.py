@@ -301,10 +301,13 @@ class Soak:
         self.conf.write_text(BROKER_CONF, encoding="utf-8")
         self.stats = Stats()
         self.rng = random.Random(args.seed)
-        extra = [] if args.max_connections is None else ["--max-connections", str(args.max_connections)]
+        connections = getattr(args, "max_connections", None)  # a Namespace made by a test may lack it
+        extra = [] if connections is None else ["--max-connections", str(connections)]
         self.server = Server(work, self.store, self.conf, free_port_pair(), self.stats, extra)
         self.acked: list[Acked] = []
-        self.attacks = Attacks(args.attacks, self.server, self.store, self.acked, TOPICS, args)
+        self.attacks = Attacks(
+            getattr(args, "attacks", []), self.server, self.store, self.acked, TOPICS, args
+        )
         #: Topics auto-created during the soak (not consumed; checked in the store and by the broker).
         self.new_topics: list[str] = []
         self.journal = open(work / "journal.jsonl", "w", encoding="utf-8")
