@@ -30,6 +30,15 @@ What runs, for ``--minutes``, in one asyncio loop:
   store and port; a server that exits by itself is counted (``server.unexpected_exits``) and restarted;
 * every ``--fill-every`` seconds a ballast file beside the store is written until ENOSPC, kept
   ``--full-seconds``, then removed.
+* with ``--attacks LIST`` (or ``all``), issue 31's attacks, each a task of its own repeating a
+  bounded round every ``--attack-pause`` seconds (``benchmarks.soak_attacks``): planted groups,
+  a heartbeat with thousands of groups, nested-JSON and lone-surrogate frames, idle connection
+  holders at ``--max-connections`` (64 with them), an IndexFile and a consume queue file
+  overwritten in place (then restored), DNS-rebinding and token-less HTTP requests, large gRPC
+  SendMessage calls; what each was answered is in ``stats.attacks``, and a rebinding or CSRF
+  request let through or an overwritten file still answering wrong is an ``attacks`` problem.
+
+    RMQ_SHARED=/work/shared python -m benchmarks.soak_writable --minutes 2 --seed 31 --attacks all
 
 Then the producers and the chaos stop, the consumers drain (until every group has every acknowledged
 message or ``--drain-seconds``), close (their final commit is read back), and the server gets SIGTERM.
@@ -74,6 +83,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.soak_attacks import ATTACKS, Attacks, parse_attacks
 from clients.client import RemotingClient
 from clients.consumer import PullConsumer, ReceiveTimeoutError
 from clients.errors import ClientError, ResponseCodeError
@@ -171,13 +181,19 @@ class Stats:
     consumer_restarts: int = 0
     consumer_errors: Counter[str] = field(default_factory=Counter)
     committed_ahead: list[str] = field(default_factory=list)
+    #: Issue 31's attacks (``--attacks``): per attack, what its rounds were answered.
+    attacks: dict[str, Any] = field(default_factory=dict)
 
 
 class Server:
     """``serve --writable`` as a child process on a fixed port; killed, restarted, watched."""
 
-    def __init__(self, work: Path, store: Path, conf: Path, port: int, stats: Stats) -> None:
+    def __init__(
+        self, work: Path, store: Path, conf: Path, port: int, stats: Stats, extra: Sequence[str] = ()
+    ) -> None:
         self.work, self.store, self.conf, self.port, self.stats = work, store, conf, port, stats
+        #: More ``serve`` flags (``--max-connections N``).
+        self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.up = asyncio.Event()
@@ -202,7 +218,7 @@ class Server:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "clients.cli", "serve", "--writable", "--store", str(self.store),
                      "--config", str(self.conf), "--port", str(self.port), "--grpc-port", "0",
-                     "--refresh-interval", "0.5"],
+                     "--http", "0", "--refresh-interval", "0.5", *self.extra],
                     cwd=REPO, stdout=stdout, stderr=log,
                 )  # fmt: skip
             while self.proc.poll() is None and time.monotonic() < deadline:
@@ -220,6 +236,17 @@ class Server:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"serve --writable never started; see {self.work / 'serve.log'}")
             await asyncio.sleep(0.5)
+
+    def endpoint(self, name: str) -> str | None:
+        """What the running server printed after ``NAME=`` (``GRPC_ENDPOINTS``, ``HTTP_URL``), if it did."""
+        out = self.work / f"serve-{self.starts}.out"
+        for line in out.read_text(errors="replace").splitlines() if out.exists() else []:
+            if line.startswith(name + "="):
+                return line.split("=", 1)[1].strip()
+        return None
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def _log_tail(self, lines: int = 3) -> str:
         text = (self.work / "serve.log").read_text(errors="replace").strip().splitlines()
@@ -274,8 +301,13 @@ class Soak:
         self.conf.write_text(BROKER_CONF, encoding="utf-8")
         self.stats = Stats()
         self.rng = random.Random(args.seed)
-        self.server = Server(work, self.store, self.conf, free_port_pair(), self.stats)
+        connections = getattr(args, "max_connections", None)  # a Namespace made by a test may lack it
+        extra = [] if connections is None else ["--max-connections", str(connections)]
+        self.server = Server(work, self.store, self.conf, free_port_pair(), self.stats, extra)
         self.acked: list[Acked] = []
+        self.attacks = Attacks(
+            getattr(args, "attacks", []), self.server, self.store, self.acked, TOPICS, args
+        )
         #: Topics auto-created during the soak (not consumed; checked in the store and by the broker).
         self.new_topics: list[str] = []
         self.journal = open(work / "journal.jsonl", "w", encoding="utf-8")
@@ -556,6 +588,7 @@ class Soak:
         producers = [asyncio.ensure_future(self.produce(n)) for n in range(self.args.producers)]
         consumers = [asyncio.ensure_future(self.consume(g)) for g in self.groups]
         chaos = [asyncio.ensure_future(c()) for c in (self.killer, self.filler, self.hostile)]
+        chaos.append(asyncio.ensure_future(self.attacks.run(self.stop_chaos)))
         await asyncio.sleep(self.args.minutes * 60)
         self.stop_chaos.set()
         await asyncio.gather(*chaos)
@@ -570,6 +603,11 @@ class Soak:
         await watcher
         self.journal.close()
         exit_code = await self.server.terminate()
+        if self.attacks.names:
+            self.stats.attacks = self.attacks.report()
+            self.stats.attacks.update(self.attacks.kept(self.store / "config"))
+            log = (self.work / "serve.log").read_text(errors="replace")
+            self.stats.attacks["tracebacks_in_serve_log"] = log.count("Traceback")
         report: dict[str, Any] = {
             "seconds": round(soak_seconds, 1),
             "drain_seconds": drained,
@@ -598,6 +636,7 @@ class Soak:
         if exit_code != 0:
             problems["final_sigterm"] = [f"serve --writable exited {exit_code} on SIGTERM"]
         problems["server_exits"] = list(self.stats.unexpected_exits)
+        problems["attacks"] = list(self.attacks.problems)
         problems["acked_unique"] = self._check_unique()
         problems["consumed"], duplicates = self._check_consumed()
         # fsck first, on the store exactly as SIGTERM left it.
@@ -877,7 +916,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-java", action="store_true", help="skip the real broker")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the working directory even if all held")
+    parser.add_argument(
+        "--attacks",
+        type=parse_attacks,
+        default=[],
+        metavar="LIST",
+        help=f"issue 31's attacks alongside (comma-separated, or all): {', '.join(ATTACKS)}",
+    )
+    parser.add_argument("--attack-pause", type=float, default=3.0, help="seconds between an attack's rounds")
+    parser.add_argument(
+        "--planted-groups", type=int, default=2000, help="offset updates of new groups a round"
+    )
+    parser.add_argument("--heartbeat-groups", type=int, default=3000, help="groups in one flooding heartbeat")
+    parser.add_argument(
+        "--max-connections", type=int, help="serve's --max-connections (64 with the idle-holders attack)"
+    )
+    parser.add_argument(
+        "--idle-holders", type=int, help="silent connections a round (default: --max-connections)"
+    )
+    parser.add_argument(
+        "--overwrite-seconds", type=float, default=10.0, help="how long an overwritten file may answer wrong"
+    )
+    parser.add_argument(
+        "--grpc-calls", type=int, default=6, help="concurrent large SendMessage calls a round"
+    )
+    parser.add_argument("--grpc-mib", type=float, default=8.0, help="MiB of each large SendMessage")
     args = parser.parse_args(argv)
+    if "idle-holders" in args.attacks and args.max_connections is None:
+        args.max_connections = 64
+    if args.idle_holders is None:
+        args.idle_holders = args.max_connections or 0
     if args.in_flight < 1:
         parser.error("--in-flight must be at least 1")
     work = args.store if args.store is not None else Path(tempfile.mkdtemp(prefix="soak-writable-"))

@@ -106,6 +106,8 @@ class ConsumerGroups:
     def __init__(self, ids_changed: IdsChanged | None = None) -> None:
         self.groups: dict[str, ConsumerGroup] = {}
         self._ids_changed = ids_changed or (lambda group, channels: None)
+        #: Joins registered with ``log_join=False``: the caller logs them as one count.
+        self.unlogged_joins = 0
 
     def get(self, group: str) -> ConsumerGroup | None:
         return self.groups.get(group)
@@ -128,8 +130,11 @@ class ConsumerGroups:
         subscriptions: list[ClientSubscription],
         *,
         notify: bool,
+        log_join: bool = True,
     ) -> bool:
-        """A heartbeat's consumer group: True when membership or topics changed (members told)."""
+        """A heartbeat's consumer group: True when membership or topics changed (members told).
+
+        ``log_join``: a join is logged on a line of its own; else it is counted in ``unlogged_joins``."""
         consumer_group = self.groups.get(group)
         if consumer_group is None:
             consumer_group = self.groups[group] = ConsumerGroup(
@@ -137,7 +142,9 @@ class ConsumerGroups:
             )
         joined = consumer_group.update_member(info, consume_type, message_model, consume_from_where)
         resubscribed = consumer_group.update_subscriptions(subscriptions, info.last_update_ms)
-        if joined:
+        if joined and not log_join:
+            self.unlogged_joins += 1
+        elif joined:
             log.info(
                 "consumer %s joined group %s from %s", info.client_id, group, info.channel.client_address
             )

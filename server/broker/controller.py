@@ -33,6 +33,9 @@ from store.config.subscription_groups import SubscriptionGroupConfig, Subscripti
 from store.config.topics import PERM_READ, PERM_WRITE, TopicConfig
 
 log = logging.getLogger(__name__)
+#: Groups of one heartbeat whose joins get a log line each; the joins past them get one line
+#: together, so a heartbeat naming thousands of groups writes no more lines than this and one.
+JOIN_LINES_PER_HEARTBEAT = 10
 
 #: ``flushConsumerOffsetInterval``: committed offsets are written this often (ms).
 OFFSET_FLUSH_MS = 5_000
@@ -182,7 +185,8 @@ class BrokerController:
         now = self.clock()
         client_id = heartbeat.clientID or ""
         self._watch(channel)
-        for data in heartbeat.consumerDataSet or ():
+        unlogged = self.consumers.unlogged_joins
+        for i, data in enumerate(heartbeat.consumerDataSet or ()):
             group = data.groupName
             if group is None:
                 continue
@@ -201,6 +205,14 @@ class BrokerController:
                 data.consumeFromWhere,
                 list(data.subscriptionDataSet or ()),
                 notify=notify,
+                log_join=i < JOIN_LINES_PER_HEARTBEAT,
+            )
+        if (more := self.consumers.unlogged_joins - unlogged) > 0:
+            log.info(
+                "consumer %s joined %d more groups from %s (one heartbeat; not listed one by one)",
+                client_id,
+                more,
+                channel.client_address,
             )
         for producer in heartbeat.producerDataSet or ():
             if producer.groupName is not None:

@@ -10,6 +10,7 @@ committed ahead, so a report with empty problem lists means they were looked for
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -17,9 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.soak_attacks import ATTACKS, FUZZED, Attacks
 from benchmarks.soak_writable import Acked, Soak
+from server.broker.creation_limits import DEFAULT_MAX_PER_CONNECTION
 from tests.support.paths import REPO_ROOT
 from tests.support.real_broker import RMQ_BIN
+from tests.support.serve_process import start_writable_grpc
 
 #: The soak's own bound: 20 s of chaos, start-ups, the drain, the checks and the broker's boot.
 SOAK_TIMEOUT = 150
@@ -81,3 +85,69 @@ def test_the_checks_find_a_loss_a_misplaced_message_and_an_offset_committed_ahea
         "SoakGroup0 SoakA/0: committed 3, never received [1]"
     ]
     soak.journal.close()
+
+
+class _Target:
+    """``soak_writable.Server`` as the attacks see it, for one ``serve --writable`` child."""
+
+    def __init__(self, pid: int, port: int, endpoints: dict[str, str]) -> None:
+        self.port, self._pid, self._endpoints = port, pid, endpoints
+        self.lock = asyncio.Lock()
+        self.up = asyncio.Event()
+        self.up.set()
+
+    def endpoint(self, name: str) -> str | None:
+        return self._endpoints.get(name)
+
+    def pid(self) -> int | None:
+        return self._pid
+
+
+async def test_one_round_of_each_issue_31_attack_is_answered_as_refused(tmp_path: Path) -> None:
+    """The soak's ``--attacks`` rounds, once each against one server: what they count is what the
+    server's defences answer (the caps, 421 and 403, the eviction, the gRPC size refusal), and no
+    fuzzed frame is left unanswered. No file is full yet, which the overwrite round says."""
+    store = tmp_path / "store"
+    args = ("--max-connections", "16", "--http", "0", "--grpc-port", "0")
+    proc, port, grpc_port = await start_writable_grpc(store, *args, log=tmp_path / "serve.log")
+    try:
+        assert proc.stdout is not None
+        http_url = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode().strip()
+        assert http_url.startswith("HTTP_URL=")
+        endpoints = {"HTTP_URL": http_url.split("=", 1)[1], "GRPC_ENDPOINTS": f"127.0.0.1:{grpc_port}"}
+        options = argparse.Namespace(
+            seed=1, attack_pause=0.0, planted_groups=1200, heartbeat_groups=1500, idle_holders=16,
+            overwrite_seconds=2.0, grpc_calls=3, grpc_mib=5.0,
+        )  # fmt: skip
+        attacks = Attacks(ATTACKS, _Target(proc.pid, port, endpoints), store, [], ["SoakA", "SoakB"], options)
+        for name in ATTACKS:
+            attacks.rounds += 1
+            await asyncio.wait_for(attacks.round_of(name)(), 60)
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    counts = attacks.report()
+    share = DEFAULT_MAX_PER_CONNECTION
+    assert counts["planted-groups"] == {"code 0": share, "code 26": 1200 - share}
+    assert counts["heartbeat-groups"] == {"code 0": 1}
+    assert sum(counts["nested-json"].values()) == len(FUZZED)
+    assert all(k.startswith("code ") for k in counts["nested-json"]), counts["nested-json"]
+    assert counts["http-rebind"] == {
+        "read 200": 1, "rebound read 421": 1, "rebound resend 421": 1,
+        "resend without token 403": 1, "resend from another origin 403": 1,
+    }  # fmt: skip
+    idle = counts["idle-holders"]
+    assert idle["fresh code 0"] == 5 and idle["holders closed by the server"] >= 1, idle
+    assert counts["grpc-large"] == {"MESSAGE_BODY_TOO_LARGE": 3}
+    assert counts["server_rss_peak_mib"] > 0
+    assert counts["overwrite-files"] == {"index: no full file yet": 1, "consume queue: no full file yet": 1}
+    assert attacks.problems == []
+    kept = attacks.kept(store / "config")
+    assert kept["planted groups in consumerOffset.json"] == share
+    # The heartbeat's groups and their %RETRY% topics share the one connection's creations.
+    groups, retry = (
+        kept["heartbeat groups in subscriptionGroup.json"],
+        kept["heartbeat retry topics in topics.json"],
+    )
+    assert groups + retry == share and groups > 0, kept
+    assert "Traceback" not in (tmp_path / "serve.log").read_text(errors="replace")

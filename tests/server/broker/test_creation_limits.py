@@ -6,6 +6,7 @@ or what the tables already hold is never refused."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.heartbeat import ClientHeartbeat, decode_heartbeat
-from server.broker.controller import BrokerController, ConsumeSettings
+from server.broker.controller import JOIN_LINES_PER_HEARTBEAT, BrokerController, ConsumeSettings
 from server.broker.creation_limits import CreationLimits
 from server.broker.writable_store import WritableStore
 from server.remoting.channel import CURRENT_CHANNEL
@@ -134,3 +135,30 @@ def test_without_auto_creation_an_unknown_groups_offset_is_refused(
     broker.groups.put(SubscriptionGroupConfig("Known"))
     assert update_offset(processor, FakeChannel(), "Known").code == ResponseCode.SUCCESS
     assert broker.offsets.query("Known", "T", 0) == 5
+
+
+def test_a_heartbeat_with_thousands_of_groups_writes_a_bounded_number_of_log_lines(
+    tmp_path: Path, made: list[BrokerController], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the soak with issue 31's attacks: one heartbeat naming 3,000 groups wrote 3,000 "joined
+    group" lines (12 MB of serve.log in 2 minutes). The first groups are listed, the rest counted."""
+    broker = open_broker(tmp_path / "s", CreationLimits())
+    made.append(broker)
+    with caplog.at_level(logging.INFO, logger="server.broker"):
+        beat(broker, FakeChannel("10.0.0.9:4242"), [f"Flood{i}" for i in range(3000)])
+    joins = [r.getMessage() for r in caplog.records if "joined" in r.getMessage()]
+    assert len(joins) == JOIN_LINES_PER_HEARTBEAT + 1
+    assert joins[0] == "consumer c joined group Flood0 from 10.0.0.9:4242"
+    assert joins[-1] == (
+        f"consumer c joined {3000 - JOIN_LINES_PER_HEARTBEAT} more groups from 10.0.0.9:4242 "
+        "(one heartbeat; not listed one by one)"
+    )
+    assert broker.consumers.get("Flood2999") is not None  # every group joined all the same
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="server.broker"):  # a usual heartbeat: its line as before
+        beat(broker, FakeChannel("10.0.0.9:4242"), ["Flood0"])
+        beat(broker, FakeChannel("10.0.0.9:4243"), ["Flood1"])
+    assert [r.getMessage() for r in caplog.records if "joined" in r.getMessage()] == [
+        "consumer c joined group Flood0 from 10.0.0.9:4242",
+        "consumer c joined group Flood1 from 10.0.0.9:4243",
+    ]
