@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.config.concurrent_map import ConcurrentMapOrder
 from store.config.config_file import (
     KeptLayout,
     json_text,
@@ -160,7 +161,10 @@ class SubscriptionGroupTable:
         self._lock = threading.Lock()
         #: Puts (True) and removals (False) since the file's text was last made, and its layout.
         self._events: list[tuple[bool, str]] = []
-        self._layout: KeptLayout[SubscriptionGroupConfig] = KeptLayout(GROUP_TABLE_BUCKETS, _entry_text)
+        self._layout: KeptLayout[SubscriptionGroupConfig] = KeptLayout(_entry_text)
+        #: The broker's map's iteration order through this table's history (its file and
+        #: GET_ALL_SUBSCRIPTIONGROUP_CONFIG are written in it).
+        self.order = ConcurrentMapOrder(GROUP_TABLE_BUCKETS, groups)
         self._text_lock = threading.Lock()
         #: Set while a ``ConfigPersister`` saves this table: changes are then saved on its thread.
         self.persister: ConfigPersister | None = None
@@ -185,6 +189,20 @@ class SubscriptionGroupTable:
         with self._lock:
             return self.counter, self.timestamp, dict(self.groups)
 
+    def _ordered(self) -> dict[str, SubscriptionGroupConfig]:
+        """The entries in the map model's order (under ``_lock``). Should the dict have been
+        changed behind the model (edited directly, not through this table), the model is made
+        again from the dict as it is rather than failing."""
+        entries, order = self.groups, self.order
+        if len(order) != len(entries) or any(name not in order for name in entries):
+            order = self.order = ConcurrentMapOrder(GROUP_TABLE_BUCKETS, entries)
+        return {name: entries[name] for name in order.names()}
+
+    def ordered_snapshot(self) -> tuple[int, int, dict[str, SubscriptionGroupConfig]]:
+        """``snapshot`` with the groups in the broker's map order (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's)."""
+        with self._lock:
+            return self.counter, self.timestamp, self._ordered()
+
     def _bump(self) -> None:
         self.counter += 1
         self.timestamp = time.time_ns() // 1_000_000
@@ -196,6 +214,7 @@ class SubscriptionGroupTable:
         if config is None and (auto_create or is_system_group(group)):
             with self._lock:
                 config = self.groups[group] = SubscriptionGroupConfig(group)
+                self.order.put(group)
                 self._bump()
                 self._events.append((True, group))
             self.save_soon()
@@ -205,6 +224,7 @@ class SubscriptionGroupTable:
         """``updateSubscriptionGroupConfig``: add or replace, then save."""
         with self._lock:
             self.groups[config.group_name] = config
+            self.order.put(config.group_name)
             self._bump()
             self._events.append((True, config.group_name))
         self.save_soon()
@@ -214,6 +234,7 @@ class SubscriptionGroupTable:
         with self._lock:
             if self.groups.pop(group, None) is None:
                 return False
+            self.order.remove(group)
             self._bump()
             self._events.append((False, group))
         self.save_soon()
@@ -227,9 +248,13 @@ class SubscriptionGroupTable:
                 counter, timestamp = self.counter, self.timestamp
                 events, self._events = self._events, []
                 now = {name: self.groups.get(name) for _, name in events}
-                whole = None if self._layout.follows(events, len(self.groups)) else dict(self.groups)
+                buckets = self.order.buckets
+                whole = None
+                if not self._layout.follows(events, len(self.groups), buckets):
+                    whole = self._ordered()
+                    buckets = self.order.buckets  # the model made again, should it have been
             if whole is not None:
-                self._layout.rebuild(whole)
+                self._layout.rebuild(whole, buckets)
             else:
                 self._layout.apply(events, now)
             return (
