@@ -55,7 +55,7 @@ PGROUP = "ScaleProducer"
 BORN = 1_700_000_000_000
 #: Seconds between the last send and the first GET_TOPIC_STATS_INFO: the broker builds its consume
 #: queues on its reput thread, a little after SEND_OK (asked at once, the broker's first recording
-#: showed the last send's queue still empty), so the stats are of the settled store.
+#: showed ``ScaleAuto-1``'s queue, written just before, still empty), so the stats are of the settled store.
 SETTLE_S = 1.0
 
 
