@@ -13,6 +13,11 @@ the moments it grew; the table never shrinks), not of the keys and their inserti
 4,096 buckets). This model replays that history: O(1) per put and removal, O(n) per resize (amortized
 O(1)), the order O(n) once after a change.
 
+A table loaded from its file has another history (``loaded``): fastjson reads the file's map into a
+``new ConcurrentHashMap()`` of its own (16 buckets, growing as it reads), and the manager ``putAll``s
+that map, in its order, into its table, which ``putAll`` first sizes for all of them at once
+(``tryPresize``: 2,981 topics make 16,384 buckets; golden ``afterRestart``).
+
 Not modelled: a bucket of 8 or more keys, which the broker turns into a tree whose new keys go first
 (with string hashes spread over a table at most three quarters full it practically never happens).
 """
@@ -22,6 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from protocol.index_key import java_string_hash
+
+#: Buckets of a ``new ConcurrentHashMap()`` (fastjson's map for a ``ConcurrentMap`` field it reads).
+FASTJSON_MAP_BUCKETS = 16
+
+
+def _table_size_for(c: int) -> int:
+    """``tableSizeFor``: the least power of two at least ``c``."""
+    return 1 << max(0, c - 1).bit_length()
 
 
 def spread(name: str) -> int:
@@ -73,6 +86,23 @@ class ConcurrentMapOrder:
         if not nodes:
             del self._bins[index]
         self._order = None
+
+    @classmethod
+    def loaded(cls, buckets: int, first: Iterable[str], read: Iterable[str]) -> ConcurrentMapOrder:
+        """A manager's table after ``decode``: ``first`` put by its constructor, then ``putAll`` of
+        the map fastjson read ``read`` (the file's keys in file order) into."""
+        parsed = cls(FASTJSON_MAP_BUCKETS, read)
+        table = cls(buckets, first)
+        table.put_all(parsed.names())
+        return table
+
+    def put_all(self, names: list[str]) -> None:
+        """``putAll`` of a map iterating ``names``: ``tryPresize`` for their count, then each ``put``."""
+        wanted = _table_size_for(len(names) + (len(names) >> 1) + 1)
+        while wanted > self.buckets - (self.buckets >> 2):
+            self._grow()
+        for name in names:
+            self.put(name)
 
     def names(self) -> list[str]:
         """Every key in iteration order (kept until the next change: do not modify)."""

@@ -152,7 +152,12 @@ class SubscriptionGroupTable:
     """The groups, their data version, and the file they are saved to."""
 
     def __init__(
-        self, path: Path, groups: dict[str, SubscriptionGroupConfig], counter: int = 0, timestamp: int = 0
+        self,
+        path: Path,
+        groups: dict[str, SubscriptionGroupConfig],
+        counter: int = 0,
+        timestamp: int = 0,
+        order: ConcurrentMapOrder | None = None,
     ) -> None:
         self.path = path
         self.groups = groups
@@ -164,21 +169,30 @@ class SubscriptionGroupTable:
         self._layout: KeptLayout[SubscriptionGroupConfig] = KeptLayout(_entry_text)
         #: The broker's map's iteration order through this table's history (its file and
         #: GET_ALL_SUBSCRIPTIONGROUP_CONFIG are written in it).
-        self.order = ConcurrentMapOrder(GROUP_TABLE_BUCKETS, groups)
+        self.order = order if order is not None else ConcurrentMapOrder(GROUP_TABLE_BUCKETS, groups)
         self._text_lock = threading.Lock()
         #: Set while a ``ConfigPersister`` saves this table: changes are then saved on its thread.
         self.persister: ConfigPersister | None = None
 
     @classmethod
     def load(cls, path: Path) -> SubscriptionGroupTable:
-        """The table at ``path`` over the system groups (the broker's start-up set, then the file)."""
+        """The table at ``path`` over the system groups (the broker's start-up set, then the file).
+
+        The file's data version is not kept: 4.9.7's ``decode`` copies the table only, so the
+        manager's version is the one made with it (counter 0, the time it was made) until the next
+        change (golden: ``many_topics_4.9.7.json.gz``'s ``afterRestart``, and the consume-side
+        recording's foreign files, both counter 0 whatever the file said)."""
         groups = _startup_groups()
+        made_ms = time.time_ns() // 1_000_000
         loaded = load_config(path, _parse_groups)
         if loaded is None:
-            return cls(path, groups)
-        table, counter, timestamp = loaded
+            return cls(path, groups, 0, made_ms)
+        table, _counter, _timestamp = loaded
         groups.update(table)
-        return cls(path, groups, counter, timestamp)
+        # the broker's constructor puts the system groups, then ``decode`` ``putAll``s fastjson's map
+        # of the file into the table
+        order = ConcurrentMapOrder.loaded(GROUP_TABLE_BUCKETS, _startup_groups(), table)
+        return cls(path, groups, 0, made_ms, order)
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self.groups.get(group)

@@ -164,7 +164,14 @@ def startup_topics(cluster: str, broker_name: str, *, auto_create: bool = True) 
 class TopicTable:
     """``config/topics.json`` loaded, changed and saved (atomically) like the broker's manager."""
 
-    def __init__(self, path: Path, topics: dict[str, TopicConfig], counter: int, timestamp: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        topics: dict[str, TopicConfig],
+        counter: int,
+        timestamp: int,
+        order: ConcurrentMapOrder | None = None,
+    ) -> None:
         self.path = path
         self.topics = topics
         self.counter = counter
@@ -181,7 +188,7 @@ class TopicTable:
         self._layout: KeptLayout[TopicConfig] = KeptLayout(_entry_text)
         #: The broker's map's iteration order through this table's history (its file and
         #: GET_ALL_TOPIC_CONFIG are written in it).
-        self.order = ConcurrentMapOrder(TOPIC_TABLE_BUCKETS, topics)
+        self.order = order if order is not None else ConcurrentMapOrder(TOPIC_TABLE_BUCKETS, topics)
         #: Told of every topic put (its read and write queue counts) or removed (None), so a reader
         #: of the counts (``TopicCounts.table_changed``) stays current in O(1) per change.
         self.listener: Callable[[str, tuple[int, int] | None], None] | None = None
@@ -193,7 +200,10 @@ class TopicTable:
         if loaded is None:
             return cls(path, {}, 0, 0)
         topics, counter, timestamp = loaded
-        return cls(path, topics, counter, timestamp)
+        # the broker's ``decode``: fastjson's map of the file, ``putAll`` into the table
+        return cls(
+            path, topics, counter, timestamp, ConcurrentMapOrder.loaded(TOPIC_TABLE_BUCKETS, (), topics)
+        )
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

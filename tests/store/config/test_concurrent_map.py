@@ -41,3 +41,30 @@ def test_the_table_never_shrinks() -> None:
     for name in ("a", "q", "e"):
         order.remove(name)
     assert order.buckets == 8 and order.names() == []
+
+
+def test_a_loaded_table_is_a_put_all_of_a_default_map_of_the_file() -> None:
+    """JDK 17: ``src = new ConcurrentHashMap<>()`` with ``KEYS`` put in order, then ``dst = new
+    ConcurrentHashMap<>(2)`` with ``i`` and ``zz`` put, then ``dst.putAll(src)`` (``Aa``, ``BB``,
+    ``C#`` share one hash, as do ``AaAa``, ``BBBB``, ``AaBB``)."""
+    keys = ["q", "a", "Aa", "BB", "e", "y", "i", "C#", "m", "u", "AaAa", "BBBB", "AaBB"]
+    read = ConcurrentMapOrder(16, keys)  # JDK src.keySet():
+    assert read.names() == ["Aa", "BB", "C#", "a", "e", "i", "m", "q", "u", "y", "AaAa", "BBBB", "AaBB"]
+    table = ConcurrentMapOrder.loaded(4, ["i", "zz"], keys)  # JDK dst.keySet():
+    assert table.names() == [
+        "zz",
+        "Aa",
+        "BB",
+        "C#",
+        "AaAa",
+        "BBBB",
+        "AaBB",
+        "a",
+        "e",
+        "i",
+        "m",
+        "q",
+        "u",
+        "y",
+    ]
+    assert table.buckets == 64  # putAll sized 4 buckets for 13 more at once: tableSizeFor(20) = 32 < 48
