@@ -22,6 +22,7 @@ import asyncio
 import gzip
 import json
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
 from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
-from tests.support.many_topics import Plan, clock_values, normalised, play
+from tests.support.many_topics import Plan, all_configs, clock_values, normalised, play
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIG_FILES = ("topics.json", "subscriptionGroup.json")
@@ -93,20 +94,21 @@ def replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The script against our server once for the module: its result, its files, the clock's span."""
     root = tmp_path_factory.mktemp("many-topics") / "store"
 
-    async def run() -> dict[str, Any]:
+    async def run(script: Callable[[int], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         # the recorded broker's name (the harness's ``brokerName=broker-a``): the broker-name topic
         store = WritableStore(StoreConfig.for_store(root, broker_name="broker-a"))
         srv = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
         await srv.start()
         try:
-            return await play(srv.port)
+            return await script(srv.port)
         finally:
             await srv.stop()
             store.close()
 
     started = int(time.time() * 1000)
-    result = asyncio.run(run())
+    result = asyncio.run(run(play))
     result["files"] = {name: (root / "config" / name).read_text(encoding="utf-8") for name in CONFIG_FILES}
+    result["afterRestart"] = asyncio.run(run(all_configs))
     result["span"] = (started, int(time.time() * 1000))
     return result
 
@@ -139,6 +141,33 @@ def test_all_topic_config_body(recording: dict[str, Any], replay: dict[str, Any]
 def test_all_subscription_group_config_body(recording: dict[str, Any], replay: dict[str, Any]) -> None:
     ours = without_orderly(replay["allSubscriptionGroupConfig"], pretty=False)
     same_text(normalised(ours), normalised(recording["allSubscriptionGroupConfig"]))
+
+
+#: What the broker's clean stop adds to ``topics.json`` (its transaction check's last pass), so its
+#: table after the restart has it; ours, stopped, does not (RELIABILITY.md, issue 30 golden).
+HALF_TOPIC_ENTRY = (
+    '"RMQ_SYS_TRANS_HALF_TOPIC":{"order":false,"perm":6,"readQueueNums":1,"topicFilterType":"SINGLE_TAG",'
+    '"topicName":"RMQ_SYS_TRANS_HALF_TOPIC","topicSysFlag":0,"writeQueueNums":1},'
+)
+
+
+def test_all_topic_config_after_a_restart(recording: dict[str, Any], replay: dict[str, Any]) -> None:
+    """Loaded from its file, the broker's table has another order (fastjson's map of the file,
+    ``putAll`` into a table sized for all of it at once): ours too. The broker's body less the half
+    topic its stop created, and that creation's data version."""
+    broker = recording["afterRestart"]["allTopicConfig"]
+    before = json.loads(recording["allTopicConfig"])["dataVersion"]["counter"]
+    assert broker.count(HALF_TOPIC_ENTRY) == 1
+    assert f'"counter":{before + 1},' in broker
+    broker = broker.replace(HALF_TOPIC_ENTRY, "").replace(f'"counter":{before + 1},', f'"counter":{before},')
+    same_text(normalised(replay["afterRestart"]["allTopicConfig"]), normalised(broker))
+
+
+def test_all_subscription_group_config_after_a_restart(
+    recording: dict[str, Any], replay: dict[str, Any]
+) -> None:
+    ours = without_orderly(replay["afterRestart"]["allSubscriptionGroupConfig"], pretty=False)
+    same_text(normalised(ours), normalised(recording["afterRestart"]["allSubscriptionGroupConfig"]))
 
 
 @pytest.mark.parametrize("name", CONFIG_FILES)

@@ -55,7 +55,7 @@ PGROUP = "ScaleProducer"
 BORN = 1_700_000_000_000
 #: Seconds between the last send and the first GET_TOPIC_STATS_INFO: the broker builds its consume
 #: queues on its reput thread, a little after SEND_OK (asked at once, the broker's first recording
-#: showed ``ScaleAuto-1``'s queue, written just before, still empty), so the stats are of the settled store.
+#: showed ``ScaleAuto-1``'s queue, written just before, still empty): the stats of the settled store.
 SETTLE_S = 1.0
 
 
@@ -274,3 +274,18 @@ def clock_values(text: str) -> list[int]:
     return [int(m.group(2)) for m in _DATA_VERSION_TIME.finditer(text)] + [
         int(m.group(2)) for m in _LAST_UPDATE.finditer(text)
     ]
+
+
+async def all_configs(port: int) -> dict[str, str]:
+    """GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG bodies as the server wrote them (after
+    a restart on the script's store: the tables as the server loads them from its files)."""
+    client = await RawClient.connect("127.0.0.1", port)
+    try:
+        topics = await client.call(RawClient.request(R.GET_ALL_TOPIC_CONFIG))
+        groups = await client.call(RawClient.request(R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+    finally:
+        await client.close()
+    return {
+        "allTopicConfig": topics.body.decode() if topics.body else "",
+        "allSubscriptionGroupConfig": groups.body.decode() if groups.body else "",
+    }

@@ -10,7 +10,9 @@ request at a time, some updated, deleted and created again, messages sent to 30 
 topics the send creates, then GET_TOPIC_STATS_INFO of 15 topics, GET_ALL_TOPIC_CONFIG and
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (the module's docstring lists the steps in order). Then its
 ``config/topics.json`` and ``config/subscriptionGroup.json`` are copied (before the broker is stopped:
-see ``main``) and the broker is stopped (SIGTERM).
+see ``main``) and the broker is stopped (SIGTERM). Last, the broker is started again on the same
+store and its GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG kept (``afterRestart``: the
+tables as it loads them; its stop had added ``RMQ_SYS_TRANS_HALF_TOPIC``).
 
 Outputs, all gzip (``mtime`` 0, so the same data gives the same bytes), verbatim, nothing normalised:
 ``many_topics_4.9.7.json.gz`` (``play``'s result: every answer's code and remark, the bodies) and
@@ -32,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 
 from tests.server.golden.record_consume_side import BIN, Broker, free_port
-from tests.support.many_topics import play
+from tests.support.many_topics import all_configs, play
 
 HERE = Path(__file__).resolve().parent
 OUT_JSON = HERE / "many_topics_4.9.7.json.gz"
@@ -73,6 +75,13 @@ def main() -> int:
         finally:
             broker.stop()
         print(f"played in {time.monotonic() - started:.1f} s", file=sys.stderr)
+        # the same store started again: the tables as the broker loads them from its files
+        broker = Broker(root, store, port)
+        broker.start()
+        try:
+            result["afterRestart"] = asyncio.run(all_configs(port))
+        finally:
+            broker.stop()
     doc = {
         "recordedFrom": "Apache RocketMQ 4.9.7 broker (JDK 17, ../shared/rocketmq-4.9.7-bin), fresh store, "
         "no name server",
