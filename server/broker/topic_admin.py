@@ -6,7 +6,7 @@ topics are a name-server setting) after the name checks of ``topic_validator``; 
 table at once. DELETE_TOPIC_IN_BROKER removes the config (``WritableStore.delete_topic`` says what
 stays). GET_ALL_TOPIC_CONFIG answers ``TopicConfigSerializeWrapper`` as ``TopicConfigManager.encode()``
 writes it: compact fastjson, ``dataVersion`` then ``topicConfigTable`` in the ``ConcurrentHashMap(1024)``'s
-order, each config's fields sorted.
+order through its history (``store.config.concurrent_map``), each config's fields sorted.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import weakref
 
 from server.broker.topic_validator import admin_topic_refusal, startup_system_topics
 from server.broker.writable_store import WritableStore
-from store.config.config_file import concurrent_map_order, json_text
-from store.config.topics import TOPIC_TABLE_BUCKETS, TopicConfig, TopicTable
+from store.config.config_file import json_text
+from store.config.topics import TopicConfig, TopicTable
 
 #: ``TopicFilterType``'s names.
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -95,7 +95,7 @@ def topic_config_wrapper_json(store: WritableStore) -> bytes:
     the same object, and the whole body while the table's data version and size are unchanged
     (issue 30: at 50,000 topics the body is megabytes, made from scratch on every request before)."""
     table = store.topics
-    counter, timestamp, topics = table.snapshot()
+    counter, timestamp, topics = table.ordered_snapshot()
     cache = _WIRE_CACHES.get(table)
     if cache is None:
         cache = _WIRE_CACHES.setdefault(table, _WireCache())
@@ -118,9 +118,10 @@ class _WireCache:
             entries = []
             kept: dict[str, tuple[TopicConfig, str]] = {}
             known = self._entries
-            # the table's own order: a ConcurrentHashMap(1024), as its file is written (golden: "all
-            # topic config", whose order a HashMap's 16-64 buckets did not give)
-            for name in concurrent_map_order(topics, TOPIC_TABLE_BUCKETS):
+            # the table's own order: a ConcurrentHashMap(1024) through its history, as its file is
+            # written (golden: "all topic config", whose order a HashMap's 16-64 buckets did not give;
+            # many_topics_4.9.7.json.gz, where the map grew and its transfer reordered buckets)
+            for name in topics:
                 config = topics[name]
                 found = known.get(name)
                 if found is not None and found[0] is config:

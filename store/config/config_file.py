@@ -50,20 +50,19 @@ def concurrent_map_order(keys: Iterable[str], initial_buckets: int) -> list[str]
 
 
 class KeptLayout(Generic[_E]):
-    """A table's entries in the order the broker's ``ConcurrentHashMap(initial_buckets)`` writes
-    them (by hash bucket, each bucket in insertion order: ``concurrent_map_order``), each with its
-    text in the file, kept between writes of the file.
+    """A table's entries in the order the broker's ``ConcurrentHashMap`` writes them (by hash
+    bucket, each bucket in its nodes' order: ``concurrent_map.ConcurrentMapOrder``, the table's own
+    model of that order), each with its text in the file, kept between writes of the file.
 
     Written from scratch, a table of 50,000 topics or groups was ordered and formatted again for
     every change, ~300 ms on a busy machine, and a topic-creating SEND waits for that write (issue
     30). Here a write applies only what changed since the last one (``apply``): a new entry goes to
     the end of its bucket (bisection), a changed one keeps its place, a removed one leaves. When the
-    bucket count changes (the map doubles at three quarters full) or the table changed other than
-    through the recorded puts and removals, everything is made again (``rebuild``).
+    map grew in between (its ``transfer`` reorders buckets) or the table changed other than through
+    the recorded puts and removals, everything is made again (``rebuild``) in the model's order.
     """
 
-    def __init__(self, initial_buckets: int, entry_text: Callable[[str, _E], str]) -> None:
-        self.initial_buckets = initial_buckets
+    def __init__(self, entry_text: Callable[[str, _E], str]) -> None:
         self.entry_text = entry_text
         self.buckets = 0
         self.names: list[str] = []
@@ -72,20 +71,15 @@ class KeptLayout(Generic[_E]):
         self.texts: list[str] = []
         self.present: set[str] = set()
 
-    def bucket_count(self, size: int) -> int:
-        buckets = self.initial_buckets
-        while size >= buckets - (buckets >> 2):
-            buckets <<= 1
-        return buckets
-
     def _bucket(self, name: str) -> int:
         h = java_string_hash(name) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (self.buckets - 1)
 
-    def follows(self, events: list[tuple[bool, str]], size: int) -> bool:
-        """Can ``apply`` bring the kept layout to a table of ``size`` entries after ``events``
-        (``(True, name)`` a put, ``(False, name)`` a removal, in the order they happened)?"""
-        if self.buckets == 0 or self.bucket_count(size) != self.buckets:
+    def follows(self, events: list[tuple[bool, str]], size: int, buckets: int) -> bool:
+        """Can ``apply`` bring the kept layout to a table of ``size`` entries in ``buckets`` buckets
+        after ``events`` (``(True, name)`` a put, ``(False, name)`` a removal, in the order they
+        happened)? Not when the map grew since the last write (its length changed)."""
+        if self.buckets == 0 or buckets != self.buckets:
             return False
         present = len(self.present)
         seen: dict[str, bool] = {}
@@ -98,10 +92,10 @@ class KeptLayout(Generic[_E]):
             seen[name] = put
         return present == size
 
-    def rebuild(self, entries: dict[str, _E]) -> None:
-        """Everything again from the whole table (in its insertion order)."""
-        self.buckets = self.bucket_count(len(entries))
-        self.names = concurrent_map_order(entries, self.initial_buckets)
+    def rebuild(self, entries: dict[str, _E], buckets: int) -> None:
+        """Everything again from the whole table, ``entries`` in the map's iteration order."""
+        self.buckets = buckets
+        self.names = list(entries)
         self.keys = [self._bucket(name) for name in self.names]
         self.texts = [self.entry_text(name, entries[name]) for name in self.names]
         self.present = set(self.names)

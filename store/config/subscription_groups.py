@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.config.concurrent_map import ConcurrentMapOrder
 from store.config.config_file import (
     KeptLayout,
     json_text,
@@ -151,7 +152,12 @@ class SubscriptionGroupTable:
     """The groups, their data version, and the file they are saved to."""
 
     def __init__(
-        self, path: Path, groups: dict[str, SubscriptionGroupConfig], counter: int = 0, timestamp: int = 0
+        self,
+        path: Path,
+        groups: dict[str, SubscriptionGroupConfig],
+        counter: int = 0,
+        timestamp: int = 0,
+        order: ConcurrentMapOrder | None = None,
     ) -> None:
         self.path = path
         self.groups = groups
@@ -160,21 +166,33 @@ class SubscriptionGroupTable:
         self._lock = threading.Lock()
         #: Puts (True) and removals (False) since the file's text was last made, and its layout.
         self._events: list[tuple[bool, str]] = []
-        self._layout: KeptLayout[SubscriptionGroupConfig] = KeptLayout(GROUP_TABLE_BUCKETS, _entry_text)
+        self._layout: KeptLayout[SubscriptionGroupConfig] = KeptLayout(_entry_text)
+        #: The broker's map's iteration order through this table's history (its file and
+        #: GET_ALL_SUBSCRIPTIONGROUP_CONFIG are written in it).
+        self.order = order if order is not None else ConcurrentMapOrder(GROUP_TABLE_BUCKETS, groups)
         self._text_lock = threading.Lock()
         #: Set while a ``ConfigPersister`` saves this table: changes are then saved on its thread.
         self.persister: ConfigPersister | None = None
 
     @classmethod
     def load(cls, path: Path) -> SubscriptionGroupTable:
-        """The table at ``path`` over the system groups (the broker's start-up set, then the file)."""
+        """The table at ``path`` over the system groups (the broker's start-up set, then the file).
+
+        The file's data version is not kept: 4.9.7's ``decode`` copies the table only, so the
+        manager's version is the one made with it (counter 0, the time it was made) until the next
+        change (golden: ``many_topics_4.9.7.json.gz``'s ``afterRestart``, and the consume-side
+        recording's foreign files, both counter 0 whatever the file said)."""
         groups = _startup_groups()
+        made_ms = time.time_ns() // 1_000_000
         loaded = load_config(path, _parse_groups)
         if loaded is None:
-            return cls(path, groups)
-        table, counter, timestamp = loaded
+            return cls(path, groups, 0, made_ms)
+        table, _counter, _timestamp = loaded
         groups.update(table)
-        return cls(path, groups, counter, timestamp)
+        # the broker's constructor puts the system groups, then ``decode`` ``putAll``s fastjson's map
+        # of the file into the table
+        order = ConcurrentMapOrder.loaded(GROUP_TABLE_BUCKETS, _startup_groups(), table)
+        return cls(path, groups, 0, made_ms, order)
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self.groups.get(group)
@@ -184,6 +202,20 @@ class SubscriptionGroupTable:
         A config is never changed in place once in the table (a change ``put``s a new one)."""
         with self._lock:
             return self.counter, self.timestamp, dict(self.groups)
+
+    def _ordered(self) -> dict[str, SubscriptionGroupConfig]:
+        """The entries in the map model's order (under ``_lock``). Should the dict have been
+        changed behind the model (edited directly, not through this table), the model is made
+        again from the dict as it is rather than failing."""
+        entries, order = self.groups, self.order
+        if len(order) != len(entries) or any(name not in order for name in entries):
+            order = self.order = ConcurrentMapOrder(GROUP_TABLE_BUCKETS, entries)
+        return {name: entries[name] for name in order.names()}
+
+    def ordered_snapshot(self) -> tuple[int, int, dict[str, SubscriptionGroupConfig]]:
+        """``snapshot`` with the groups in the broker's map order (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's)."""
+        with self._lock:
+            return self.counter, self.timestamp, self._ordered()
 
     def _bump(self) -> None:
         self.counter += 1
@@ -196,6 +228,7 @@ class SubscriptionGroupTable:
         if config is None and (auto_create or is_system_group(group)):
             with self._lock:
                 config = self.groups[group] = SubscriptionGroupConfig(group)
+                self.order.put(group)
                 self._bump()
                 self._events.append((True, group))
             self.save_soon()
@@ -205,6 +238,7 @@ class SubscriptionGroupTable:
         """``updateSubscriptionGroupConfig``: add or replace, then save."""
         with self._lock:
             self.groups[config.group_name] = config
+            self.order.put(config.group_name)
             self._bump()
             self._events.append((True, config.group_name))
         self.save_soon()
@@ -214,6 +248,7 @@ class SubscriptionGroupTable:
         with self._lock:
             if self.groups.pop(group, None) is None:
                 return False
+            self.order.remove(group)
             self._bump()
             self._events.append((False, group))
         self.save_soon()
@@ -227,9 +262,13 @@ class SubscriptionGroupTable:
                 counter, timestamp = self.counter, self.timestamp
                 events, self._events = self._events, []
                 now = {name: self.groups.get(name) for _, name in events}
-                whole = None if self._layout.follows(events, len(self.groups)) else dict(self.groups)
+                buckets = self.order.buckets
+                whole = None
+                if not self._layout.follows(events, len(self.groups), buckets):
+                    whole = self._ordered()
+                    buckets = self.order.buckets  # the model made again, should it have been
             if whole is not None:
-                self._layout.rebuild(whole)
+                self._layout.rebuild(whole, buckets)
             else:
                 self._layout.apply(events, now)
             return (

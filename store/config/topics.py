@@ -30,6 +30,7 @@ from pathlib import Path
 
 import msgspec
 
+from store.config.concurrent_map import ConcurrentMapOrder
 from store.config.config_file import KeptLayout, load_config, write_config_text
 from store.config.persister import ConfigPersister
 from store.errors import StoreError
@@ -163,7 +164,14 @@ def startup_topics(cluster: str, broker_name: str, *, auto_create: bool = True) 
 class TopicTable:
     """``config/topics.json`` loaded, changed and saved (atomically) like the broker's manager."""
 
-    def __init__(self, path: Path, topics: dict[str, TopicConfig], counter: int, timestamp: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        topics: dict[str, TopicConfig],
+        counter: int,
+        timestamp: int,
+        order: ConcurrentMapOrder | None = None,
+    ) -> None:
         self.path = path
         self.topics = topics
         self.counter = counter
@@ -177,7 +185,10 @@ class TopicTable:
         self.persister: ConfigPersister | None = None
         #: Puts (True) and removals (False) since the last write, and the file's kept layout.
         self._events: list[tuple[bool, str]] = []
-        self._layout: KeptLayout[TopicConfig] = KeptLayout(TOPIC_TABLE_BUCKETS, _entry_text)
+        self._layout: KeptLayout[TopicConfig] = KeptLayout(_entry_text)
+        #: The broker's map's iteration order through this table's history (its file and
+        #: GET_ALL_TOPIC_CONFIG are written in it).
+        self.order = order if order is not None else ConcurrentMapOrder(TOPIC_TABLE_BUCKETS, topics)
         #: Told of every topic put (its read and write queue counts) or removed (None), so a reader
         #: of the counts (``TopicCounts.table_changed``) stays current in O(1) per change.
         self.listener: Callable[[str, tuple[int, int] | None], None] | None = None
@@ -189,7 +200,10 @@ class TopicTable:
         if loaded is None:
             return cls(path, {}, 0, 0)
         topics, counter, timestamp = loaded
-        return cls(path, topics, counter, timestamp)
+        # the broker's ``decode``: fastjson's map of the file, ``putAll`` into the table
+        return cls(
+            path, topics, counter, timestamp, ConcurrentMapOrder.loaded(TOPIC_TABLE_BUCKETS, (), topics)
+        )
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -202,6 +216,7 @@ class TopicTable:
             self.timestamp = now_ms
             for config in configs:
                 self.topics[config.topic_name] = config
+                self.order.put(config.topic_name)
                 self._events.append((True, config.topic_name))
         for config in configs:
             self._tell(config.topic_name, config)
@@ -210,6 +225,7 @@ class TopicTable:
         """Add or replace a topic and bump the data version (saved by ``save`` or ``save_soon``)."""
         with self._lock:
             self.topics[config.topic_name] = config
+            self.order.put(config.topic_name)
             self.counter += 1
             self.timestamp = now_ms
             self._events.append((True, config.topic_name))
@@ -221,6 +237,7 @@ class TopicTable:
         with self._lock:
             old = self.topics.pop(topic, None)
             if old is not None:
+                self.order.remove(topic)
                 self.counter += 1
                 self.timestamp = now_ms
                 self._events.append((False, topic))
@@ -232,6 +249,20 @@ class TopicTable:
         """(counter, timestamp, a copy of the topics), taken together: for a reader on another thread."""
         with self._lock:
             return self.counter, self.timestamp, dict(self.topics)
+
+    def _ordered(self) -> dict[str, TopicConfig]:
+        """The entries in the map model's order (under ``_lock``). Should the dict have been
+        changed behind the model (edited directly, not through this table), the model is made
+        again from the dict as it is rather than failing."""
+        entries, order = self.topics, self.order
+        if len(order) != len(entries) or any(name not in order for name in entries):
+            order = self.order = ConcurrentMapOrder(TOPIC_TABLE_BUCKETS, entries)
+        return {name: entries[name] for name in order.names()}
+
+    def ordered_snapshot(self) -> tuple[int, int, dict[str, TopicConfig]]:
+        """``snapshot`` with the topics in the broker's map order (GET_ALL_TOPIC_CONFIG's)."""
+        with self._lock:
+            return self.counter, self.timestamp, self._ordered()
 
     def queue_counts(self) -> dict[str, tuple[int, int]]:
         """topic -> (read, write) queue counts of every topic now (a snapshot)."""
@@ -279,10 +310,13 @@ class TopicTable:
                 counter, timestamp = self.counter, self.timestamp
                 events, self._events = self._events, []
                 changed = {name: self.topics.get(name) for _, name in events}
-                size = len(self.topics)
-                whole = dict(self.topics) if not self._layout.follows(events, size) else None
+                size, buckets = len(self.topics), self.order.buckets
+                whole = None
+                if not self._layout.follows(events, size, buckets):
+                    whole = self._ordered()
+                    buckets = self.order.buckets  # the model made again, should it have been
             if whole is not None:
-                self._layout.rebuild(whole)
+                self._layout.rebuild(whole, buckets)
             else:
                 self._layout.apply(events, changed)
             self._write(counter, timestamp)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from store.config.subscription_groups import SYSTEM_GROUPS, SubscriptionGroupConfig, SubscriptionGroupTable
@@ -48,7 +49,7 @@ def test_a_group_is_created_on_first_sight_only_when_auto_creation_is_on(tmp_pat
     assert ONE_GROUP in text
     assert text.startswith('{\n\t"dataVersion":{\n\t\t"counter":2,\n\t\t"timestamp":')
     again = SubscriptionGroupTable.load(path)
-    assert again.get("G") == config and again.counter == 2
+    assert again.get("G") == config and again.counter == 0  # 4.9.7's decode keeps no version
 
 
 def test_settings_survive_a_round_trip_and_bad_fields_keep_their_defaults(tmp_path: Path) -> None:
@@ -63,7 +64,9 @@ def test_settings_survive_a_round_trip_and_bad_fields_keep_their_defaults(tmp_pa
     assert config is not None
     assert (config.retry_max_times, config.consume_enable) == (2, False)
     assert (config.retry_queue_nums, config.consume_broadcast_enable) == (1, True)
-    assert (table.counter, table.timestamp) == (5, 9)
+    # 4.9.7's decode keeps the table, not the file's version (golden: the consume-side recording's
+    # foreign files and many_topics' afterRestart answer counter 0): a new one, made at load
+    assert table.counter == 0 and abs(table.timestamp - time.time() * 1000) < 60_000
     assert table.delete("G") and not table.delete("G")
     assert SubscriptionGroupTable.load(path).get("G") is None
 
@@ -86,7 +89,8 @@ def test_a_5x_orderly_group_keeps_its_flag_and_a_4x_group_is_written_without_it(
 
 
 def test_a_text_after_changes_equals_the_table_written_whole(tmp_path: Path) -> None:
-    """The kept layout (issue 30) gives the text of the same table made from scratch, through
+    """The kept layout (issue 30) gives the text of the same table made from scratch (in the order
+    its map model has: a map's order depends on its history, ``test_concurrent_map``), through
     creations, replacements, deletions and a delete then put (to the end of its bucket)."""
     import random
 
@@ -111,5 +115,6 @@ def test_a_text_after_changes_equals_the_table_written_whole(tmp_path: Path) -> 
         whole = SubscriptionGroupTable(
             tmp_path / "whole.json", dict(table.groups), table.counter, table.timestamp
         )
+        whole.order = table.order
         assert table.text() == whole.text(), step
     assert len(table.groups) >= 2048 * 3 // 4  # the buckets doubled on the way
