@@ -527,6 +527,9 @@ class MessageStore:
         if counts is None:
             return []
         nums = counts.write
+        if not self.queues.counts.has_dir(topic):
+            # no consume queue at all: every queue is empty (the broker's made-up empty queues)
+            return [(qid, 0, 0, 0) for qid in range(nums)]
         rows = []
         for qid in range(nums):
             queue = self.queues.get(topic, qid)  # once per queue, not once per figure

@@ -78,7 +78,13 @@ class QueueTable:
                 if self._over_budget:
                     self._refresh_if_stale(key, queue)
                 return queue
-            exists = queue_id >= 0 and _safe_name(topic) and _is_dir(self.root / topic / str(queue_id))
+            exists = (
+                queue_id >= 0
+                and _safe_name(topic)
+                # a topic with no directory at all needs no look at its queue's (issue 30)
+                and self.counts.has_dir(topic)
+                and _is_dir(self.root / topic / str(queue_id))
+            )
             queue = ConsumeQueue(
                 self.root if exists else None,
                 topic,

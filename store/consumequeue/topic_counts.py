@@ -91,6 +91,8 @@ def _queue_ids(path: str) -> int:
 
 #: Seconds between two looks at the directories of the topics ``topics.json`` does not list.
 RECHECK_EVERY = 1.0
+#: ``has_dir`` answers from the last look while it is younger than this (seconds).
+HAS_DIR_LOOK_EVERY = 0.05
 
 #: What a writable store's topic table tells of one topic: its (read, write) counts, None if removed.
 TopicChange = Callable[[str, "tuple[int, int] | None"], None]
@@ -122,6 +124,8 @@ class TopicCounts:
         #: they are next looked at.
         self._unlisted: list[str] = []
         self._next_recheck = 0.0
+        #: When ``counts`` last looked (``has_dir`` looks again when that is over a moment old).
+        self._last_look = float("-inf")
 
     # -- sources -------------------------------------------------------------------------------------
 
@@ -170,6 +174,7 @@ class TopicCounts:
         """topic -> counts, after a look at whatever sources are followed (two ``stat`` calls when
         nothing changed). The dict is shared: do not change it."""
         with self._lock:
+            self._last_look = time.monotonic()
             if not self._loaded:
                 self._load()
             else:
@@ -178,6 +183,20 @@ class TopicCounts:
 
     def get(self, topic: str) -> TopicQueueNums | None:
         return self.counts().get(topic)
+
+    def has_dir(self, topic: str) -> bool:
+        """Whether ``topic`` has a consume queue directory, as last seen (a look is taken when the
+        last is over ``HAS_DIR_LOOK_EVERY`` old): lets a reader skip the ``stat`` of each queue
+        directory of a topic that has none (a scrape at 50,000 topics made 200,000 of them). A
+        directory made since the last look reads as absent until the next: an empty queue, as a
+        request a moment earlier would have found."""
+        if topic in self._dirs:
+            return True
+        now = time.monotonic()
+        if now - self._last_look < HAS_DIR_LOOK_EVERY:
+            return False
+        self.counts()
+        return topic in self._dirs
 
     def _load(self) -> None:
         self._loaded = True

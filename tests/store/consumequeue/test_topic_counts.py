@@ -129,3 +129,26 @@ def test_unlisted_topics_directories_are_looked_at_once_a_second_not_per_call(
     for _ in range(100):
         counts.counts()
     assert len(stats) <= 2 * 100 + 50  # the file and the root each call, the 50 topics once at most
+
+
+def test_has_dir_answers_from_the_last_look_and_looks_again_after_a_moment(
+    layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What lets a reader skip the stat of each queue directory of a topic that has none."""
+    topics_json, root = layout
+    write_topics(topics_json, {"Listed": (4, 4)})
+    make_queue(root, "WithQueues", 0)
+    counts = TopicCounts(topics_json, root)
+    counts.counts()
+    assert counts.has_dir("WithQueues") and not counts.has_dir("Listed")
+    make_queue(root, "Listed", 0)
+    clock = [topic_counts.time.monotonic()]
+    monkeypatch.setattr(topic_counts.time, "monotonic", lambda: clock[0])
+    counts.counts()
+    make_queue(root, "Late", 0)
+    assert not counts.has_dir("Late")  # the last look is a moment old: answered from it
+    clock[0] += 2 * topic_counts.HAS_DIR_LOOK_EVERY
+    assert counts.has_dir("Late") and counts.has_dir("Listed")
+    counts.follow_table({"Listed": (4, 4)})
+    counts.note_queue("Told", 0)  # a writable store's builder: known at once
+    assert counts.has_dir("Told")
