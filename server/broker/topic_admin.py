@@ -11,13 +11,10 @@ order through its history (``store.config.concurrent_map``), each config's field
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 from server.broker.topic_validator import admin_topic_refusal, startup_system_topics
 from server.broker.writable_store import WritableStore
-from store.config.config_file import json_text
-from store.config.topics import TopicConfig, TopicTable
+from store.config.config_file import compact_body_of
+from store.config.topics import TopicConfig
 
 #: ``TopicFilterType``'s names.
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -91,53 +88,10 @@ def update_topic(
 
 def topic_config_wrapper_json(store: WritableStore) -> bytes:
     """``TopicConfigManager.encode()``: the GET_ALL_TOPIC_CONFIG body. Safe to call off the event loop
-    (it reads a snapshot of the table); each topic's text is kept between calls while its config is
-    the same object, and the whole body while the table's data version and size are unchanged
-    (issue 30: at 50,000 topics the body is megabytes, made from scratch on every request before)."""
+    (a snapshot of the table, in its own order: a ConcurrentHashMap(1024) through its history, as its
+    file is written; golden: "all topic config", and many_topics_4.9.7.json.gz, where the map grew
+    and its transfer reordered buckets); texts and body kept (``CompactBody``, issue 30: at 50,000
+    topics the body is megabytes, made from scratch on every request before)."""
     table = store.topics
     counter, timestamp, topics = table.ordered_snapshot()
-    cache = _WIRE_CACHES.get(table)
-    if cache is None:
-        cache = _WIRE_CACHES.setdefault(table, _WireCache())
-    return cache.body(counter, timestamp, topics)
-
-
-class _WireCache:
-    """One table's compact texts: per topic, and the last body."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[str, tuple[TopicConfig, str]] = {}
-        self._body: tuple[tuple[int, int, int], bytes] | None = None
-
-    def body(self, counter: int, timestamp: int, topics: dict[str, TopicConfig]) -> bytes:
-        key = (counter, timestamp, len(topics))
-        with self._lock:
-            if self._body is not None and self._body[0] == key:
-                return self._body[1]
-            entries = []
-            kept: dict[str, tuple[TopicConfig, str]] = {}
-            known = self._entries
-            # the table's own order: a ConcurrentHashMap(1024) through its history, as its file is
-            # written (golden: "all topic config", whose order a HashMap's 16-64 buckets did not give;
-            # many_topics_4.9.7.json.gz, where the map grew and its transfer reordered buckets)
-            for name in topics:
-                config = topics[name]
-                found = known.get(name)
-                if found is not None and found[0] is config:
-                    text = found[1]
-                else:
-                    fields = ",".join(f"{json_text(k)}:{json_text(v)}" for k, v in config.to_json().items())
-                    text = f"{json_text(name)}:{{{fields}}}"
-                kept[name] = (config, text)
-                entries.append(text)
-            self._entries = kept
-            body = (
-                f'{{"dataVersion":{{"counter":{counter},"timestamp":{timestamp}}},'
-                f'"topicConfigTable":{{{",".join(entries)}}}}}'
-            ).encode()
-            self._body = (key, body)
-            return body
-
-
-_WIRE_CACHES: weakref.WeakKeyDictionary[TopicTable, _WireCache] = weakref.WeakKeyDictionary()
+    return compact_body_of(table, "topicConfigTable").body(counter, timestamp, topics)
