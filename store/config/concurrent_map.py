@@ -24,7 +24,8 @@ Not modelled: a bucket of 8 or more keys, which the broker turns into a tree who
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from protocol.index_key import java_string_hash
 
@@ -41,6 +42,9 @@ def spread(name: str) -> int:
     """``ConcurrentHashMap.spread(key.hashCode())``: the hash whose low bits pick the bucket."""
     h = java_string_hash(name) & 0xFFFFFFFF
     return (h ^ (h >> 16)) & 0x7FFFFFFF
+
+
+_V = TypeVar("_V")
 
 
 class ConcurrentMapOrder:
@@ -103,6 +107,15 @@ class ConcurrentMapOrder:
             self._grow()
         for name in names:
             self.put(name)
+
+    def ordered(self, entries: Mapping[str, _V], buckets: int) -> tuple[ConcurrentMapOrder, dict[str, _V]]:
+        """``entries`` in this order, and the order to keep: a new one made from ``entries`` as
+        they are (in ``buckets``) should they have been changed behind it (a table's dict edited
+        directly, not through the table), rather than failing."""
+        order = self
+        if len(order) != len(entries) or any(name not in order for name in entries):
+            order = ConcurrentMapOrder(buckets, entries)
+        return order, {name: entries[name] for name in order.names()}
 
     def names(self) -> list[str]:
         """Every key in iteration order (kept until the next change: do not modify)."""

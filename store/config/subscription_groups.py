@@ -207,10 +207,8 @@ class SubscriptionGroupTable:
         """The entries in the map model's order (under ``_lock``). Should the dict have been
         changed behind the model (edited directly, not through this table), the model is made
         again from the dict as it is rather than failing."""
-        entries, order = self.groups, self.order
-        if len(order) != len(entries) or any(name not in order for name in entries):
-            order = self.order = ConcurrentMapOrder(GROUP_TABLE_BUCKETS, entries)
-        return {name: entries[name] for name in order.names()}
+        self.order, entries = self.order.ordered(self.groups, GROUP_TABLE_BUCKETS)
+        return entries
 
     def ordered_snapshot(self) -> tuple[int, int, dict[str, SubscriptionGroupConfig]]:
         """``snapshot`` with the groups in the broker's map order (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's)."""

@@ -254,10 +254,8 @@ class TopicTable:
         """The entries in the map model's order (under ``_lock``). Should the dict have been
         changed behind the model (edited directly, not through this table), the model is made
         again from the dict as it is rather than failing."""
-        entries, order = self.topics, self.order
-        if len(order) != len(entries) or any(name not in order for name in entries):
-            order = self.order = ConcurrentMapOrder(TOPIC_TABLE_BUCKETS, entries)
-        return {name: entries[name] for name in order.names()}
+        self.order, entries = self.order.ordered(self.topics, TOPIC_TABLE_BUCKETS)
+        return entries
 
     def ordered_snapshot(self) -> tuple[int, int, dict[str, TopicConfig]]:
         """``snapshot`` with the topics in the broker's map order (GET_ALL_TOPIC_CONFIG's)."""
