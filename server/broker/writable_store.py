@@ -157,6 +157,11 @@ class WritableStore:
                     self._clock(),
                 )
                 self.topics.save()
+            elif self.topics.replayed:
+                # changes a stop left only in the journal (a kill -9 before the whole write): into
+                # topics.json itself now, so a broker started on this directory next finds them
+                log.info("config/topics.json: %d change(s) replayed from its journal", self.topics.replayed)
+                self.topics.save()
             # Topics whose creation a kill -9 kept out of topics.json (it is saved off the event
             # loop) have records: put them back, as they were created at send time.
             missing = self.writer.register_missing_topics(self._clock())

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
@@ -18,6 +19,12 @@ from typing import Protocol
 from store.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+#: A table with a journal (``store/config/journal.py``) is written whole this long after the first
+#: change the file lacks, so that a burst of creations costs one whole write, not one each ...
+WHOLE_WRITE_AFTER_S = 1.0
+#: ... or at once when its journal holds this many changes (it is replayed at every load).
+WHOLE_WRITE_AFTER_LINES = 10_000
 
 
 class Persistable(Protocol):
@@ -41,6 +48,10 @@ class ConfigPersister:
     the loop serves others. A failed write is logged once, completes the futures waiting on it (the
     records are stored; the table is rebuilt from them when the store opens) and is retried at the
     next change and at ``close``, which writes whatever is still unsaved before it returns.
+
+    A table with a journal (``write_journal``: ``store/config/journal.py``) has its changes made
+    durable by an append to it instead, which is what ``saved`` waits for; the whole file is then
+    written ``WHOLE_WRITE_AFTER_S`` later (once for every change of a burst), and at ``close``.
     """
 
     def __init__(self, table: Persistable) -> None:
@@ -57,6 +68,8 @@ class ConfigPersister:
         self._unsaved = False
         #: Whole-file writes done (a measure of the batching, for tests and benchmarks).
         self.writes = 0
+        #: When the journaled changes are to be written whole (None: the file holds every change).
+        self._whole_due: float | None = None
         self._thread = threading.Thread(target=self._run, name=table.path.name, daemon=True)
         table.persister = self
         self._thread.start()
@@ -98,33 +111,63 @@ class ConfigPersister:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while (self._written == self.requested or self._held) and not self._stopping:
-                    self._cond.wait()
-                if self._written == self.requested:
+                while not self._stopping:
+                    if self._held:
+                        self._cond.wait()
+                    elif self._written != self.requested:
+                        break
+                    elif self._whole_due is not None:
+                        wait = self._whole_due - time.monotonic()
+                        if wait <= 0:
+                            break
+                        self._cond.wait(wait)
+                    else:
+                        self._cond.wait()
+                if self._stopping and self._written == self.requested:
                     return
                 upto = self.requested
-            try:
-                self.table.save()
-            except (OSError, StoreError) as exc:
-                if not self._unsaved:
-                    log.error("cannot write %s (retried at the next change): %s", self.table.path, exc)
-                self._unsaved = True
-            except Exception:
-                # a bug, not the disk: said with its traceback, and the thread goes on (otherwise every
-                # later change would wait forever for a write that never comes)
-                log.exception("cannot write %s (retried at the next change)", self.table.path)
-                self._unsaved = True
-            else:
+            journal = getattr(self.table, "write_journal", None)
+            if journal is not None and upto != self._written:
+                # durable in one small append: the futures are done, the whole write comes later
+                if self._attempt(journal, "journal of "):
+                    if self._whole_due is None:
+                        self._whole_due = time.monotonic() + WHOLE_WRITE_AFTER_S
+                    if self.table.journal.lines < WHOLE_WRITE_AFTER_LINES:
+                        self._done(upto)
+                        continue
+                # a journal that cannot be written (or is long): the whole file, now
+            if self._attempt(self.table.save, ""):
                 self.writes += 1
-                if self._unsaved:
-                    log.info("%s written again", self.table.path)
-                self._unsaved = False
-            with self._cond:
-                self._written = upto
-                ready = [f for n, f in self._waiters if n <= upto]
-                self._waiters = [(n, f) for n, f in self._waiters if n > upto]
-            for f in ready:
-                f.set_result(None)
+                self._whole_due = None
+            self._done(upto)
+
+    def _attempt(self, write: Callable[[], None], what: str) -> bool:
+        """Run one write; a failure is logged (once until a write succeeds again), never raised."""
+        try:
+            write()
+        except (OSError, StoreError) as exc:
+            if not self._unsaved:
+                log.error("cannot write %s%s (retried at the next change): %s", what, self.table.path, exc)
+            self._unsaved = True
+            return False
+        except Exception:
+            # a bug, not the disk: said with its traceback, and the thread goes on (otherwise every
+            # later change would wait forever for a write that never comes)
+            log.exception("cannot write %s%s (retried at the next change)", what, self.table.path)
+            self._unsaved = True
+            return False
+        if self._unsaved:
+            log.info("%s written again", self.table.path)
+        self._unsaved = False
+        return True
+
+    def _done(self, upto: int) -> None:
+        with self._cond:
+            self._written = upto
+            ready = [f for n, f in self._waiters if n <= upto]
+            self._waiters = [(n, f) for n, f in self._waiters if n > upto]
+        for f in ready:
+            f.set_result(None)
 
     def close(self) -> None:
         """Stop the thread, then write synchronously whatever it has not written yet."""
@@ -133,6 +176,8 @@ class ConfigPersister:
             self._cond.notify()
         self._thread.join()
         self.table.persister = None
-        if self._unsaved:
+        if self._unsaved or self._whole_due is not None:
+            # the journal's changes folded into the file: a clean stop leaves the broker's layout only
             self._unsaved = False
+            self._whole_due = None
             self.table.save()

@@ -32,6 +32,7 @@ import msgspec
 
 from store.config.concurrent_map import ConcurrentMapOrder
 from store.config.config_file import KeptLayout, load_config, write_config_text
+from store.config.journal import ConfigJournal
 from store.config.persister import ConfigPersister
 from store.errors import StoreError
 
@@ -192,18 +193,48 @@ class TopicTable:
         #: Told of every topic put (its read and write queue counts) or removed (None), so a reader
         #: of the counts (``TopicCounts.table_changed``) stays current in O(1) per change.
         self.listener: Callable[[str, tuple[int, int] | None], None] | None = None
+        #: Changes made since the file was written whole are appended here first (``write_journal``),
+        #: so a creation is durable in one small fsync; ``save`` empties it.
+        self.journal = ConfigJournal(path)
+        #: Changes not yet in the journal: (counter after it, timestamp, topic, config or None).
+        self._unjournaled: list[tuple[int, int, str, TopicConfig | None]] = []
+        #: How many journal changes ``load`` replayed over the file (a writable store then writes
+        #: the table whole at once).
+        self.replayed = 0
 
     @classmethod
     def load(cls, path: Path) -> TopicTable:
         """The table at ``path`` (or its ``.bak``, as the broker falls back); empty when neither exists."""
         loaded = load_config(path, _parse_topics)
         if loaded is None:
-            return cls(path, {}, 0, 0)
-        topics, counter, timestamp = loaded
-        # the broker's ``decode``: fastjson's map of the file, ``putAll`` into the table
-        return cls(
-            path, topics, counter, timestamp, ConcurrentMapOrder.loaded(TOPIC_TABLE_BUCKETS, (), topics)
-        )
+            table = cls(path, {}, 0, 0)
+        else:
+            topics, counter, timestamp = loaded
+            # the broker's ``decode``: fastjson's map of the file, ``putAll`` into the table
+            table = cls(
+                path, topics, counter, timestamp, ConcurrentMapOrder.loaded(TOPIC_TABLE_BUCKETS, (), topics)
+            )
+        table._replay(table.journal.read())
+        return table
+
+    def _replay(self, changes: list[dict[str, object]]) -> None:
+        """Apply the journal's changes newer than the file's data version, in order (``journal``)."""
+        for change in changes:
+            version, stamp = change["v"], change["t"]
+            assert isinstance(version, int) and isinstance(stamp, int)
+            if version <= self.counter:
+                continue
+            name = change.get("put")
+            if isinstance(name, str):
+                entry = change["c"]
+                assert isinstance(entry, dict)
+                self.put(TopicConfig.from_json(name, entry), stamp)
+            else:
+                self.remove(str(change["del"]), stamp)
+            # the version the change had (a removal of a topic already gone would not bump it)
+            self.counter = version
+            self.replayed += 1
+        self._unjournaled = []
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -229,6 +260,7 @@ class TopicTable:
             self.counter += 1
             self.timestamp = now_ms
             self._events.append((True, config.topic_name))
+            self._unjournaled.append((self.counter, now_ms, config.topic_name, config))
         self._tell(config.topic_name, config)
 
     def remove(self, topic: str, now_ms: int) -> TopicConfig | None:
@@ -241,6 +273,7 @@ class TopicTable:
                 self.counter += 1
                 self.timestamp = now_ms
                 self._events.append((False, topic))
+                self._unjournaled.append((self.counter, now_ms, topic, None))
         if old is not None:
             self._tell(topic, None)
         return old
@@ -307,6 +340,8 @@ class TopicTable:
             with self._lock:
                 counter, timestamp = self.counter, self.timestamp
                 events, self._events = self._events, []
+                # the whole write holds them: no need to journal them any more
+                self._unjournaled = []
                 changed = {name: self.topics.get(name) for _, name in events}
                 size, buckets = len(self.topics), self.order.buckets
                 whole = None
@@ -318,6 +353,23 @@ class TopicTable:
             else:
                 self._layout.apply(events, changed)
             self._write(counter, timestamp)
+            self.journal.clear()
+
+    def write_journal(self) -> None:
+        """Append the changes made since the last journal append or whole write to the journal,
+        fsynced: once this returns they survive a crash (``journal``), before the file is rewritten."""
+        with self._save_lock:
+            with self._lock:
+                pending, self._unjournaled = self._unjournaled, []
+            lines = [
+                _ENCODE(
+                    {"v": v, "t": t, "put": name, "c": config.to_json()}
+                    if config is not None
+                    else {"v": v, "t": t, "del": name}
+                )
+                for v, t, name, config in pending
+            ]
+            self.journal.append(lines)
 
     def _write(self, counter: int, timestamp: int) -> None:
         head = f'{{\n\t"dataVersion":{{\n\t\t"counter":{counter},\n\t\t"timestamp":{timestamp}\n\t}},\n'
@@ -349,6 +401,9 @@ def _parse_topics(data: object) -> tuple[dict[str, TopicConfig], int, int]:
         counter if isinstance(counter, int) and not isinstance(counter, bool) else 0,
         timestamp if isinstance(timestamp, int) and not isinstance(timestamp, bool) else 0,
     )
+
+
+_ENCODE = msgspec.json.encode
 
 
 def _json(value: object) -> str:

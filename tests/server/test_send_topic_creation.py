@@ -11,6 +11,7 @@ that created a topic is answered once that write is done, as the broker answers 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import threading
@@ -22,10 +23,13 @@ import pytest
 from clients.admin import QueryAdmin
 from clients.message_queue import MessageQueue
 from clients.producer import Producer
+from protocol.codes import RequestCode, ResponseCode
 from server.broker.writable_store import WritableStore
+from store.config.journal import ConfigJournal, journal_path
 from store.config.store_config import StoreConfig
 from store.config.topics import AUTO_CREATE_TOPIC, TopicConfig, TopicTable, startup_topics
 from store.write.writer import StoreRecord
+from tests.support.harness import RawClient
 from tests.support.serve_process import PROCESS_TIMEOUT, start_writable
 
 #: Topics already in the table, the size at which the issue measured its stalls.
@@ -57,13 +61,18 @@ def test_creating_a_topic_in_a_send_does_not_write_the_table_on_the_callers_thre
     _store_with_topics(root)
     config = StoreConfig.for_store(root, mapped_file_size_commit_log=1048576, broker_ip1="127.0.0.1")
     writers: list[int] = []
-    real_write = TopicTable._write
+    real_write, real_append = TopicTable._write, ConfigJournal.append
 
     def write(table: TopicTable, *args: object) -> None:
         writers.append(threading.get_ident())
         real_write(table, *args)  # type: ignore[arg-type]
 
+    def append(journal: ConfigJournal, lines: list[bytes]) -> None:
+        writers.append(threading.get_ident())
+        real_append(journal, lines)
+
     monkeypatch.setattr(TopicTable, "_write", write)
+    monkeypatch.setattr(ConfigJournal, "append", append)  # a creation is durable once journaled
     with WritableStore(config) as store:
         writers.clear()  # whatever opening the store wrote
         for i in range(40):
@@ -182,3 +191,57 @@ def test_a_topic_with_records_that_the_table_lacks_is_put_back_when_the_store_op
         assert store.topic_config("Lagging") == TopicConfig("Lagging", 4, 4, 6)
         assert TopicTable.load(path).get("Lagging") == TopicConfig("Lagging", 4, 4, 6)
     assert sum("lacked 1 topic(s) with records" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_kill_9_after_update_topic_keeps_its_config_and_the_restart_writes_it_whole(
+    tmp_path: Path,
+) -> None:
+    # UPDATE_AND_CREATE_TOPIC is answered once the creation is journaled (issue 30: one small
+    # append, not a rewrite of the whole table); a kill -9 before the table is written whole must
+    # keep the topic as it was asked for (8 queues, read-only: nothing a record could tell), and the
+    # next start must put it into topics.json itself, for a real broker started on the directory.
+    root = tmp_path / "s"
+    _store_with_topics(root)
+    proc, port = await start_writable(root)
+    try:
+        client = await RawClient.connect("127.0.0.1", port)
+        try:
+            for name in ("Asked0", "Asked1", "Asked2"):
+                fields = {
+                    "topic": name, "defaultTopic": AUTO_CREATE_TOPIC, "readQueueNums": "8",
+                    "writeQueueNums": "8", "perm": "4", "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": "0", "order": "false",
+                }  # fmt: skip
+                request = RawClient.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+                await client.send(request)
+                answer = await asyncio.wait_for(client.receive(), PROCESS_TIMEOUT)
+                assert answer.code == ResponseCode.SUCCESS
+            deleted = RawClient.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Existing00007"})
+            await client.send(deleted)
+            assert (await asyncio.wait_for(client.receive(), PROCESS_TIMEOUT)).code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    path = root / "config" / "topics.json"
+    kept = TopicTable.load(path)
+    for name in ("Asked0", "Asked1", "Asked2"):
+        assert kept.get(name) == TopicConfig(name, 8, 8, 4)
+    assert kept.get("Existing00007") is None
+    proc, port = await start_writable(root)
+    try:
+        # opened: the journal folded into the file, which alone now says the same
+        listed = json.loads(path.read_text(encoding="utf-8"))["topicConfigTable"]
+        assert listed["Asked1"]["writeQueueNums"] == 8 and listed["Asked1"]["perm"] == 4
+        assert "Existing00007" not in listed
+        assert journal_path(path).stat().st_size == 0
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), PROCESS_TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

@@ -25,3 +25,13 @@ def write_topics(root: Path, topics: dict[str, str | None]) -> None:
     (root / "config").mkdir(parents=True)
     body = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}
     (root / "config" / "topics.json").write_text(json.dumps(body))
+
+
+def durable_topics(root: Path) -> dict[str, dict[str, object]]:
+    """The topic entries a crash now would keep under store ``root``: ``topics.json`` with its
+    journal replayed (a change is durable once journaled; the file is rewritten whole a moment
+    later, ``store/config/journal.py``), each as the file writes it."""
+    from store.config.topics import TopicTable
+
+    table = TopicTable.load(root / "config" / "topics.json")
+    return {name: config.to_json() for name, config in table.topics.items()}

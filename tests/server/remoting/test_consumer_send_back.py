@@ -7,7 +7,6 @@ consumer failed on was dropped; the Java client fell back to sending it itself.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -20,6 +19,7 @@ from server.app import QueryServer
 from server.broker.writable_store import WritableStore
 from store.config.subscription_groups import SubscriptionGroupConfig
 from tests.support.harness import RawClient
+from tests.support.topics_json import durable_topics
 
 GROUP = "G"
 COMMAND_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
@@ -75,8 +75,7 @@ def _queue(store: WritableStore, topic: str, queue_id: int) -> list[MessageExt]:
 
 def _topic(store: WritableStore, topic: str) -> dict[str, object]:
     """The topic's entry as ``config/topics.json`` holds it on disk."""
-    path = store.config.store_path_root_dir / "config" / "topics.json"
-    return json.loads(path.read_text())["topicConfigTable"][topic]
+    return durable_topics(store.config.store_path_root_dir)[topic]
 
 
 def _broker(srv: QueryServer):  # type: ignore[no-untyped-def]

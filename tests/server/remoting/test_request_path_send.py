@@ -34,6 +34,7 @@ from server.remoting.write_path import WritePath
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from tests.support.request_path import frame
+from tests.support.topics_json import durable_topics
 from tests.support.writable_sides import WritableSide, takes_code
 from tests.support.writable_sides import same_both_ways as both_ways
 
@@ -293,7 +294,7 @@ async def test_a_send_that_creates_its_topic_is_answered_after_the_table_is_save
     out = await same_both_ways(sides, reads)
     assert out.count(b'"code":0,') == 3
     for side in sides:
-        assert "NewTopic" in (side.root / "config" / "topics.json").read_text()
+        assert "NewTopic" in durable_topics(side.root)
 
 
 async def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:

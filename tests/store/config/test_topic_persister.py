@@ -17,17 +17,19 @@ import pytest
 from store.config.topics import TopicConfig, TopicPersister, TopicTable
 
 
-def test_changes_made_during_a_write_go_out_together_and_saved_waits_for_them(tmp_path: Path) -> None:
+def test_changes_made_during_an_append_go_out_together_and_saved_waits_for_them(tmp_path: Path) -> None:
     path = tmp_path / "config" / "topics.json"
     table = TopicTable(path, {}, 0, 0)
     gate = threading.Event()
-    real_write = table._write
+    appends: list[int] = []
+    real_append = table.journal.append
 
-    def slow_write(*args: object) -> None:
-        gate.wait(10)  # the first write is held until the test has made more changes
-        real_write(*args)  # type: ignore[arg-type]
+    def slow_append(lines: list[bytes]) -> None:
+        gate.wait(10)  # the first append is held until the test has made more changes
+        appends.append(len(lines))
+        real_append(lines)
 
-    table._write = slow_write  # type: ignore[method-assign]
+    table.journal.append = slow_append  # type: ignore[method-assign]
     persister = TopicPersister(table)
     try:
         table.put(TopicConfig("A", 4, 4, 6), 1)
@@ -39,8 +41,9 @@ def test_changes_made_during_a_write_go_out_together_and_saved_waits_for_them(tm
         assert not first.done() and not later.done()
         gate.set()
         later.result(timeout=10)
+        # durable: a load without a close (a kill -9 now) finds them all, from the journal
         assert set(TopicTable.load(path).topics) == set("ABCDE")
-        assert persister.writes <= 2  # 5 changes, at most 2 writes: the four made meanwhile batched
+        assert len(appends) <= 2  # 5 changes, at most 2 appends: the four made meanwhile batched
     finally:
         gate.set()
         persister.close()
@@ -71,22 +74,28 @@ def test_a_bug_in_a_save_is_logged_and_the_thread_goes_on(
     (a dead thread would leave every later topic-creating SEND waiting forever)."""
     table = TopicTable(tmp_path / "topics.json", {}, 0, 0)
     persister = TopicPersister(table)
-    real_save = table.save
-    monkeypatch.setattr(table, "save", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))
+    real_save, real_journal = table.save, table.write_journal
+    bug = lambda: (_ for _ in ()).throw(RuntimeError("a bug"))  # noqa: E731
+    monkeypatch.setattr(table, "save", bug)
+    monkeypatch.setattr(table, "write_journal", bug)
     with caplog.at_level(logging.ERROR):
         table.put(TopicConfig("A", 4, 4, 6), 1)
         persister.saved(persister.request()).result(timeout=10)
     assert any(r.exc_info for r in caplog.records)
     monkeypatch.setattr(table, "save", real_save)
+    monkeypatch.setattr(table, "write_journal", real_journal)
     table.put(TopicConfig("B", 4, 4, 6), 1)
     persister.saved(persister.request()).result(timeout=10)
     persister.close()
     assert set(TopicTable.load(tmp_path / "topics.json").topics) == {"A", "B"}
 
 
-def test_changes_made_while_held_go_out_in_one_write_after(tmp_path: Path) -> None:
+def test_changes_made_while_held_go_out_in_one_write_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A heartbeat creating many groups and retry topics holds the persister: nothing is written
     meanwhile, then one write holds every change, and their ``saved`` complete only then."""
+    monkeypatch.setattr("store.config.persister.WHOLE_WRITE_AFTER_S", 60.0)  # the journal kept
     path = tmp_path / "topics.json"
     table = TopicTable(path, {}, 0, 0)
     persister = TopicPersister(table)
@@ -97,9 +106,9 @@ def test_changes_made_while_held_go_out_in_one_write_after(tmp_path: Path) -> No
                 last = persister.request()
             waiting = persister.saved(last)
             time.sleep(0.2)  # time for a write, were one allowed to start
-            assert persister.writes == 0 and not waiting.done() and not path.exists()
+            assert not waiting.done() and not path.exists() and not table.journal.path.exists()
         waiting.result(timeout=10)
-        assert persister.writes == 1
+        assert table.journal.lines == 50  # one append held them all
         assert len(TopicTable.load(path).topics) == 50
     finally:
         persister.close()

@@ -17,6 +17,7 @@ from protocol.message_id import create_offset_msg_id
 from server.remoting.processors.client_relay import ClientRelayProcessor
 from store.write.writer import StoreRecord
 from tests.support.harness import RawClient
+from tests.support.topics_json import durable_topics
 
 pytestmark = pytest.mark.asyncio
 
@@ -87,8 +88,7 @@ async def test_update_topic_saves_it_and_routes_follow_at_once(writable_server) 
         )
         # The broker sets only the code of its default answer: the default remark stays.
         assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, "not set any response code")
-        saved = json.loads((store.config.store_path_root_dir / "config" / "topics.json").read_text())
-        assert saved["topicConfigTable"]["Adm"] == {
+        assert durable_topics(store.config.store_path_root_dir)["Adm"] == {
             "order": False,
             "perm": 6,
             "readQueueNums": 8,
@@ -179,8 +179,7 @@ async def test_delete_topic_removes_config_and_route_but_not_offsets(writable_se
         answer = await _ask(client, RawClient.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Gone"}))
         assert answer.code == ResponseCode.SUCCESS
         assert store.topic_config("Gone") is None
-        saved = json.loads((store.config.store_path_root_dir / "config" / "topics.json").read_text())
-        assert "Gone" not in saved["topicConfigTable"]
+        assert "Gone" not in durable_topics(store.config.store_path_root_dir)
         route = await _ask(client, RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Gone"}))
         assert route.code == ResponseCode.TOPIC_NOT_EXIST
         namesrv = await _ask(
