@@ -16,6 +16,9 @@ without them too (checked against the real broker, over JSON and ROCKETMQ: RELIA
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable
+
 import msgspec
 
 from protocol.codes import LanguageCode, ResponseCode
@@ -31,6 +34,7 @@ from protocol.heartbeat import (
 )
 from protocol.json_body import decode_json_body
 from server.broker.controller import BrokerController
+from server.loop_budget import LoopBudget
 from server.remoting.channel import CURRENT_CHANNEL
 from server.remoting.reply import exception_answer, system_error
 
@@ -94,10 +98,30 @@ class ClientManageProcessor:
     topic now or holding an offset in it.
     """
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerController, budget: LoopBudget | None = None) -> None:
         self._broker = broker
+        #: Heartbeats take turns with the other requests (``server.loop_budget``): a thousand
+        #: clients connecting at once do not hold everyone else up for their whole burst.
+        self._budget = budget if budget is not None else LoopBudget()
 
-    def heart_beat(self, request: RemotingCommand) -> RemotingCommand:
+    def heart_beat(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        if not self._budget.free():
+            return self._heart_beat_in_turn(request)
+        started = time.perf_counter()
+        try:
+            return self._heart_beat(request)
+        finally:
+            self._budget.charge(time.perf_counter() - started)
+
+    async def _heart_beat_in_turn(self, request: RemotingCommand) -> RemotingCommand:
+        await self._budget.turn()
+        started = time.perf_counter()
+        try:
+            return self._heart_beat(request)
+        finally:
+            self._budget.charge(time.perf_counter() - started)
+
+    def _heart_beat(self, request: RemotingCommand) -> RemotingCommand:
         try:
             heartbeat = decode_heartbeat(request.body, ClientHeartbeat)
         except HeartbeatBodyError as exc:
