@@ -17,7 +17,7 @@ without them too (checked against the real broker, over JSON and ROCKETMQ: RELIA
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 
 import msgspec
 
@@ -35,7 +35,7 @@ from protocol.heartbeat import (
 from protocol.json_body import decode_json_body
 from server.broker.controller import BrokerController
 from server.loop_budget import LoopBudget
-from server.remoting.channel import CURRENT_CHANNEL
+from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.reply import exception_answer, system_error
 
 #: ``GroupList`` with no groups, as fastjson writes it.
@@ -85,6 +85,11 @@ def property_filter_refused(expression_type: str) -> str:
 
 #: Our remarks where the broker answers with a Java exception's text (RELIABILITY.md).
 NO_CHECK_BODY_REMARK = "CheckClientRequestBody: the request has no body"
+#: A heartbeat body past this many bytes (hundreds of groups) is registered in slices of ``SLICE_S``
+#: seconds of work, the loop serving other requests between them (``server.loop_budget``).
+SLICED_BODY_BYTES = 64 * 1024
+SLICE_S = 0.002
+
 BAD_CHECK_BODY_REMARK = "CheckClientRequestBody: the request body is not a JSON object"
 
 
@@ -105,33 +110,60 @@ class ClientManageProcessor:
         self._budget = budget if budget is not None else LoopBudget()
 
     def heart_beat(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
-        if not self._budget.free():
-            return self._heart_beat_in_turn(request)
+        """Registered at once when the loop's heartbeat budget allows and the body is small (the
+        common case: one client, a few groups); otherwise in turns, a slice at a time."""
+        body = request.body
+        # read now: a heartbeat in turns runs in a task of its own
+        channel = CURRENT_CHANNEL.get()
+        if not self._budget.free() or (body is not None and len(body) > SLICED_BODY_BYTES):
+            return self._heart_beat_in_turns(request, channel)
         started = time.perf_counter()
+        refused: list[RemotingCommand] = []
         try:
-            return self._heart_beat(request)
+            for _ in self._heart_beat(request, channel, refused):
+                pass
+            return refused[0] if refused else request.make_response(ResponseCode.SUCCESS)
         finally:
             self._budget.charge(time.perf_counter() - started)
 
-    async def _heart_beat_in_turn(self, request: RemotingCommand) -> RemotingCommand:
-        await self._budget.turn()
-        started = time.perf_counter()
+    async def _heart_beat_in_turns(
+        self, request: RemotingCommand, channel: RemotingChannel | None
+    ) -> RemotingCommand:
+        budget = self._budget
+        refused: list[RemotingCommand] = []
+        steps = self._heart_beat(request, channel, refused)
         try:
-            return self._heart_beat(request)
+            while True:
+                if not budget.free():
+                    await budget.turn()
+                started = time.perf_counter()
+                try:
+                    for _ in steps:
+                        if time.perf_counter() - started >= SLICE_S:
+                            break
+                    else:
+                        return refused[0] if refused else request.make_response(ResponseCode.SUCCESS)
+                finally:
+                    budget.charge(time.perf_counter() - started)
         finally:
-            self._budget.charge(time.perf_counter() - started)
+            steps.close()  # a cancelled heartbeat lets go of the tables it held
 
-    def _heart_beat(self, request: RemotingCommand) -> RemotingCommand:
+    def _heart_beat(
+        self, request: RemotingCommand, channel: RemotingChannel | None, refused: list[RemotingCommand]
+    ) -> Iterator[None]:
+        """The registration's steps; a refusal (the answer instead of SUCCESS) put into ``refused``."""
         try:
             heartbeat = decode_heartbeat(request.body, ClientHeartbeat)
         except HeartbeatBodyError as exc:
-            return exception_answer(request, str(exc))
-        channel = CURRENT_CHANNEL.get()
+            refused.append(exception_answer(request, str(exc)))
+            return
         if channel is None:
-            return system_error(request, "HEART_BEAT outside a connection")
-        self._broker.heartbeat(channel, heartbeat, _language_name(request.language), request.version)
+            refused.append(system_error(request, "HEART_BEAT outside a connection"))
+            return
+        yield from self._broker.heartbeat_steps(
+            channel, heartbeat, _language_name(request.language), request.version
+        )
         channel.heart_beat()  # a registered client's connection: kept at the connection limit
-        return request.make_response(ResponseCode.SUCCESS)
 
     def unregister_client(self, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
