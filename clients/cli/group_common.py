@@ -17,7 +17,7 @@ from typing import TextIO
 from clients.admin import QueryAdmin
 from clients.cli.arg_types import int_arg
 from clients.cli.common import EXIT_NO_RESULT, run_query
-from clients.errors import MQClientError
+from clients.errors import MQBrokerError, MQClientError
 from clients.group_admin import GroupAdmin
 from protocol.codes import ResponseCode
 
@@ -49,7 +49,7 @@ def run_group(
         group_admin = GroupAdmin(admin.namesrv_addrs, admin.client, timeout=admin.timeout)
         try:
             return await body(group_admin, out, err)
-        except MQClientError as exc:
+        except (MQClientError, MQBrokerError) as exc:  # the verdict, or the broker's own answer
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise
             err.write(f"rmq-query {command}: {exc}\n")
