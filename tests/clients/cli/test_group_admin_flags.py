@@ -127,12 +127,13 @@ def test_putall_sizes_the_table_for_the_batch() -> None:
 
 
 def test_merged_reset_table_follows_the_8_bucket_order() -> None:
-    # MessageQueue.hashCode of (b, 0..3, T): 31*(31*(31+98)+q)+84 -> buckets (h ^ h>>>16) & 7.
-    keys = [QueueKey("T", "b", q) for q in range(4)]
+    # MessageQueue.hashCode of (X, b, q) is 31*(31*(31+98)+q)+88: with 8 buckets (the putAll-sized
+    # table) the queues come out 0 1 2 3; a default 16-bucket table would give 2 3 0 1.
+    keys = [QueueKey("X", "b", q) for q in range(4)]
     order = [key.queue_id for key, _ in merged_queue_map([[(k, 0) for k in keys]])]
-    hashes = [31 * (31 * (31 + 98) + q) + 84 for q in range(4)]
-    buckets = [(h ^ (h >> 16)) & 7 for h in hashes]
-    assert order == sorted(range(4), key=lambda q: buckets[q])
+    hashes = [31 * (31 * (31 + 98) + q) + 88 for q in range(4)]
+    assert order == sorted(range(4), key=lambda q: (hashes[q] ^ (hashes[q] >> 16)) & 7) == [0, 1, 2, 3]
+    assert sorted(range(4), key=lambda q: (hashes[q] ^ (hashes[q] >> 16)) & 15) == [2, 3, 0, 1]
 
 
 def test_subscription_group_text() -> None:

@@ -31,7 +31,11 @@ import pytest
 
 from clients.client import RemotingClient
 from protocol.codes import RequestCode
-from protocol.custom_headers import UpdateConsumerOffsetRequestHeader
+from protocol.custom_headers import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    read_offset,
+)
 from tests.support.paths import REPO_ROOT, SHARED_DIR
 
 BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
@@ -219,3 +223,23 @@ def test_reset_offset_by_time_offline_falls_back_as_mqadmin(env: Env) -> None:
     ours = env.ours("reset-offset-by-time", "-g", "OffB", "-t", TOPIC, "-s", "now")
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout.replace("OffB", "OffA") == mq.stdout
+    # The fallback commits the offsets itself: both groups now stand where mqadmin's table says.
+    rollback = {int(row.split()[1]): int(row.split()[5]) for row in mq.stdout.splitlines()[2:]}
+    assert (
+        asyncio.run(committed(env.namesrv, "OffA")) == asyncio.run(committed(env.namesrv, "OffB")) == rollback
+    )
+
+
+async def committed(addr: str, group: str) -> dict[int, int]:
+    """The group's committed offset of each queue of the topic (QUERY_CONSUMER_OFFSET)."""
+    client = RemotingClient()
+    try:
+        offsets = {}
+        for queue in range(4):
+            fields = QueryConsumerOffsetRequestHeader(group, TOPIC, queue).to_ext_fields()
+            answer = await client.invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields)
+            assert answer.code == 0, answer.remark
+            offsets[queue] = read_offset(answer.ext_fields)
+        return offsets
+    finally:
+        await client.close()
