@@ -28,6 +28,13 @@ SUBCOMMANDS: dict[str, str] = {
     "print-msg": "clients.cli.print_msg",
     "print-msg-by-queue": "clients.cli.print_msg_by_queue",
     "topic-status": "clients.cli.topic_status",
+    # group admin commands (mqadmin's names in kebab case)
+    "update-sub-group": "clients.cli.update_sub_group",
+    "delete-sub-group": "clients.cli.delete_sub_group",
+    "consumer-progress": "clients.cli.consumer_progress",
+    "consumer-connection": "clients.cli.consumer_connection",
+    "producer-connection": "clients.cli.producer_connection",
+    "reset-offset-by-time": "clients.cli.reset_offset_by_time",
     "bench": "clients.cli.bench",
     "demo-store": "clients.cli.demo_store",
     "make-store": "clients.cli.make_store",
