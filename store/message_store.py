@@ -575,6 +575,18 @@ class MessageStore:
             self._topics_key = key
         return self._topics_cache
 
+    def forget_topic(self, topic: str, queue_count: int) -> None:
+        """``cleanUnusedTopic`` for a topic the writable store deleted: the consume queues this store
+        builds lose its directory (``ConsumeQueueBuilder.forget_topic``), the read side its opened
+        queues and counts, the topic list its name. Its records stay in the CommitLog (and its keys
+        in the IndexFiles, as in the broker)."""
+        with self._lock:
+            if self._cq_builder is not None:
+                self._cq_builder.forget_topic(topic, queue_count)
+            self.queues.forget_topic(topic)
+            if self._builder is not None:
+                self._builder.topics_seen.discard(topic)
+
     def queue_ends(self) -> tuple[dict[tuple[str, int], int], int] | None:
         """The consume queues this store builds: (each queue's next queue offset, the CommitLog offset
         before which every record is in them); None when it builds none (``ConsumeQueueBuilder``)."""
