@@ -137,6 +137,7 @@ class WritableStore:
             listed = self.topics.path.exists()
             # The read side's topic counts follow this table from now on (each change in O(1)),
             # instead of re-reading the file this store rewrites.
+            self.reader.listed_topics_only = True
             counts = self.reader.queues.counts
             counts.follow_table(self.topics.queue_counts())
             self.topics.listener = counts.table_changed

@@ -51,7 +51,8 @@ def run_batch(work: Path, commands: Sequence[Sequence[str]], *, timeout: float =
     batch.write_text("".join("\t".join(cmd) + "\n" for cmd in commands), encoding="utf-8")
     done = subprocess.run(
         ["java", *_java_flags(rmq), "-cp", f"{rmq / 'lib' / '*'}:{classes}", "MqadminBatch", str(batch)],
-        capture_output=True, timeout=timeout, check=False, env={**os.environ, "ROCKETMQ_HOME": str(rmq / "home")},
+        capture_output=True, timeout=timeout, check=False,
+        env={**os.environ, "ROCKETMQ_HOME": str(rmq / "home")},
     )  # fmt: skip
     lines = done.stdout.decode("utf-8", "replace").splitlines()
     assert lines and lines[-1] == "DONE", done.stderr.decode("utf-8", "replace")[-3000:]
