@@ -78,9 +78,12 @@ def test_a_deleted_topic_leaves_every_listing_and_a_restart_does_not_bring_it_ba
         assert client.view(gone_ids[0]).body == b"g0"
     finally:
         server.close()
-    assert "Gone" not in json.loads((config.store_path_root_dir / "config" / "topics.json").read_text())[
-        "topicConfigTable"
-    ]
+    assert (
+        "Gone"
+        not in json.loads((config.store_path_root_dir / "config" / "topics.json").read_text())[
+            "topicConfigTable"
+        ]
+    )
 
     server = RmqServer(config)
     try:
