@@ -16,6 +16,9 @@ from pathlib import Path
 from clients.testkit import RmqClient, RmqServer, kit_store_config
 from clients.topic_admin import TopicAdmin
 from protocol.codes import RequestCode
+from store.check.consume_queues import check_consume_queues
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
 
 
 def _delete(server: RmqServer, topic: str) -> None:
@@ -52,6 +55,16 @@ def _total(server: RmqServer, topic: str, queues: int) -> int:
     store = server.store
     assert store is not None
     return sum(store.reader.max_offset(topic, q) - store.reader.min_offset(topic, q) for q in range(queues))
+
+
+def _queue_check(config: StoreConfig) -> tuple[list[str], list[str]]:
+    """fsck's consume queue check of the closed store: (problems, notes)."""
+    commitlog = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    try:
+        found = check_consume_queues(config, commitlog)
+    finally:
+        commitlog.close()
+    return found.problems, found.notes
 
 
 def test_a_deleted_topic_leaves_every_listing_and_a_restart_does_not_bring_it_back(tmp_path: Path) -> None:
@@ -122,6 +135,9 @@ def test_a_topic_written_again_after_its_deletion_starts_afresh_and_loses_nothin
         assert sorted(m.body for m in got) == [b"new0", b"new1", b"new2"]
     finally:
         server.close()
+    # The old records of the topic made again are neither entries of its new queues nor a problem.
+    problems, _notes = _queue_check(config)
+    assert problems == [], problems
 
 
 def test_deleting_a_topic_that_does_not_exist_succeeds_and_changes_nothing(tmp_path: Path) -> None:
