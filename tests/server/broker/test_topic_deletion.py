@@ -21,6 +21,7 @@ from protocol.codes import RequestCode
 from store.check.consume_queues import check_consume_queues
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
+from store.consumequeue.builder import DISPATCHED_MARK
 
 
 def _delete(server: RmqServer, topic: str) -> None:
@@ -202,5 +203,31 @@ def test_deleting_a_topic_while_it_is_sent_to_loses_no_acknowledged_message(tmp_
     server = RmqServer(config)
     try:
         assert _total(server, "Cold", 4) == 240
+    finally:
+        server.close()
+
+
+def test_a_dispatch_mark_past_the_commitlog_end_is_ignored(tmp_path: Path) -> None:
+    """``.dispatched-to`` says where dispatch stood at a deletion; should a crash lose CommitLog
+    records after it was written (an unflushed tail), it would point past the end and the records
+    written there next would never get entries. It is dropped instead: they all do."""
+    config = kit_store_config(tmp_path / "store")
+    server = RmqServer(config)
+    try:
+        client = RmqClient(server)
+        client.send("Kept", "k0")
+        client.send("Gone", "g0")
+        _delete(server, "Gone")
+    finally:
+        server.close()
+    mark = config.consume_queue_dir / DISPATCHED_MARK
+    assert mark.is_file()
+    mark.write_bytes((1 << 40).to_bytes(8, "big"))  # far past the CommitLog's end
+    server = RmqServer(config)
+    try:
+        for i in range(3):
+            RmqClient(server).send("Kept", f"k{i + 1}")
+        assert _total(server, "Kept", 4) == 4
+        assert not mark.exists()
     finally:
         server.close()
