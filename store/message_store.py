@@ -143,6 +143,10 @@ class MessageStore:
         self._store_time = store_time_picker(self.commitlog)
         self._builder = None
         self._cq_builder = None
+        #: The topics are those of the topic table and the consume queues only, not also those the
+        #: index builder walked past: set by a writable store, whose table lists every topic with
+        #: records (a deleted topic's records stay, and the index walks its last one again at start).
+        self.listed_topics_only = False
         #: The reput feeding the builders (``build_index``): one walk of the CommitLog for both.
         self._reput: Reput | None = None
         #: Why the last pass of the reput could not write an entry (a full disk), None when it could.
@@ -566,7 +570,7 @@ class MessageStore:
         """Topics present in the store: ``config/topics.json``, the consumequeue directories, and the
         topics the index builder saw. Kept, rebuilt only when one of them changed (not per call)."""
         counts = self.queues.queue_nums()
-        seen = self._builder.topics_seen if self._builder is not None else ()
+        seen = self._builder.topics_seen if self._builder is not None and not self.listed_topics_only else ()
         key = (self.queues.counts.version, len(seen))
         if key != self._topics_key:
             found = set(counts)
@@ -574,6 +578,18 @@ class MessageStore:
             self._topics_cache = frozenset(found)
             self._topics_key = key
         return self._topics_cache
+
+    def forget_topic(self, topic: str, queue_count: int) -> None:
+        """``cleanUnusedTopic`` for a topic the writable store deleted: the consume queues this store
+        builds lose its directory (``ConsumeQueueBuilder.forget_topic``), the read side its opened
+        queues and counts, the topic list its name. Its records stay in the CommitLog (and its keys
+        in the IndexFiles, as in the broker)."""
+        with self._lock:
+            if self._cq_builder is not None:
+                self._cq_builder.forget_topic(topic, queue_count)
+            self.queues.forget_topic(topic)
+            if self._builder is not None:
+                self._builder.topics_seen.discard(topic)
 
     def queue_ends(self) -> tuple[dict[tuple[str, int], int], int] | None:
         """The consume queues this store builds: (each queue's next queue offset, the CommitLog offset

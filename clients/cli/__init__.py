@@ -42,6 +42,12 @@ SUBCOMMANDS: dict[str, str] = {
     "rebuild-index": "clients.cli.rebuild_index",
     "fsck": "clients.cli.fsck",
     "export-keys": "clients.cli.export_keys",
+    # mqadmin's topic-side admin commands (issue 32)
+    "update-topic": "clients.cli.admin_update_topic",
+    "delete-topic": "clients.cli.admin_delete_topic",
+    "topic-route": "clients.cli.admin_topic_route",
+    "topic-list": "clients.cli.admin_topic_list",
+    "cluster-list": "clients.cli.admin_cluster_list",
 }
 
 

@@ -20,6 +20,7 @@ from clients.admin import QueryAdmin
 from clients.consumer import PullConsumer
 from clients.producer import OutgoingMessage, Producer, SendResult
 from clients.testkit.message_jsonl import MessageReader
+from clients.topic_admin import TopicAdmin, TopicSpec
 from protocol.message import MessageExt
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
@@ -116,6 +117,32 @@ class RmqServer:
         if self._admin is None:
             self._admin = QueryAdmin(self.address)
         return self._admin
+
+    def create_topic(
+        self,
+        name: str,
+        queues: int = 8,
+        *,
+        read_queues: int | None = None,
+        write_queues: int | None = None,
+        perm: int = 6,
+    ) -> None:
+        """Create (or update) topic ``name`` through the admin request, as ``mqadmin updateTopic -b``
+        does: UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues (8, mqadmin's default)
+        unless ``read_queues``/``write_queues`` say otherwise, and ``perm`` (6 = read and write).
+        Returns once ``config/topics.json`` holds it; a refused name raises the response code's error
+        (e.g. ``MQSystemError`` for a system topic or a name the broker does not allow)."""
+        spec = TopicSpec(
+            name,
+            queues if read_queues is None else read_queues,
+            queues if write_queues is None else write_queues,
+            perm,
+        )
+
+        async def create() -> None:
+            await TopicAdmin(self.address, self.admin.client).create_topic(self.address, spec)
+
+        self.run(create())
 
     def close(self) -> None:
         """Stop the server, close the store (index, checkpoint, topics.json written) and the thread."""

@@ -137,6 +137,7 @@ class WritableStore:
             listed = self.topics.path.exists()
             # The read side's topic counts follow this table from now on (each change in O(1)),
             # instead of re-reading the file this store rewrites.
+            self.reader.listed_topics_only = True
             counts = self.reader.queues.counts
             counts.follow_table(self.topics.queue_counts())
             self.topics.listener = counts.table_changed
@@ -193,22 +194,25 @@ class WritableStore:
         return config
 
     def delete_topic(self, topic: str) -> TopicConfig | None:
-        """``deleteTopicConfig``: the topic leaves the table (saved soon, off the caller's thread;
-        ``topic_changes``/``topics_saved`` say when); the removed config, or None.
+        """``AdminBrokerProcessor.deleteTopic``: the topic leaves the table (saved soon, off the
+        caller's thread; ``topic_changes``/``topics_saved`` say when) and its consume queues are
+        destroyed (``cleanUnusedTopic``: directories removed, queue offsets start again from 0);
+        the removed config, or None when the table had none (its queues, if any, still go).
 
-        Its consume queues and records stay. The broker destroys a deleted topic's queues
-        (``cleanUnusedTopic``) and its checkpoint tells recovery where dispatch stood; here the
-        consume queue builder resumes after the last entry of any queue, so removing the queue that
-        held the newest entry would make the next start dispatch the records after the remaining
-        newest entry again, the deleted topic's among them, and the read side maps the files a pull
-        may be reading. So its queues keep answering offsets, a topic created again under the name
-        continues its queue offsets, and a restart lists it again (``register_missing_topics``).
+        Its records stay in the CommitLog, as in the broker; where dispatch stood is kept
+        (``ConsumeQueueBuilder.forget_topic``) so a restart does not dispatch them again and list the
+        topic anew. The caller's thread owns the store (one event loop writes): no put is between its
+        append and its settle here, so every record of the topic written before has its entries, and
+        a record of the topic written after starts its queues afresh.
         """
-        old = self.topics.remove(topic, self._clock())
+        now = self._clock()
+        old = self.topics.remove(topic, now)
+        queues = self.writer.forget_topic(topic)
         if old is not None:
+            queues = max(queues, old.read_queue_nums, old.write_queue_nums)
             self.deleted_topics.add(topic)
-            self.writer.forget_topic(topic)
             self.topics.save_soon()
+        self.reader.forget_topic(topic, queues)
         return old
 
     def topic_saves_held(self) -> contextlib.AbstractContextManager[None]:

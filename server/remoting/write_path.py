@@ -146,6 +146,7 @@ class WritePath:
             dispatcher.register(code, sends.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, routes.get_route_info_by_topic)
+        dispatcher.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, routes.get_all_topic_list)
         self._register_consume_side(server, dispatcher, timer)
         # Scheduled messages the store found pending when it opened (``delayOffset.json`` behind the
         # schedule queues) are due whether or not a new delayed SEND ever comes: the broker's

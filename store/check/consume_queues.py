@@ -13,6 +13,9 @@ broker reads them (``ConsumeQueue``). Reported, each naming the queue, the offse
   (the broker cleaned those records; their files go later).
 
 A store without a ``consumequeue`` directory gets a note, not a problem (``rebuild-index`` builds it).
+Nor are the records of a deleted topic (``mqadmin deleteTopic``: the broker drops its config from
+``topics.json`` and destroys its consume queues, ``cleanUnusedTopic``, and keeps its records): a
+topic that ``topics.json`` does not list and that has no consume queue directory gets a note.
 
 The walk crosses CommitLog gaps (``store.commitlog.gaps``: a missing or cut-short middle file, a corrupt
 record) as ``rebuild-index --index-around-gaps`` does, so the entries of the records after a gap are
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field
 from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
-from store.consumequeue.builder import BATCH_RECORDS, check_geometry, safe_topic_dir
+from store.consumequeue.builder import BATCH_RECORDS, DISPATCHED_MARK, check_geometry, safe_topic_dir
 from store.consumequeue.consume_queue import (
     CQ_STORE_UNIT_SIZE,
     PRE_BLANK_SIZE,
@@ -42,6 +45,7 @@ from store.consumequeue.consume_queue import (
     delay_level_table,
 )
 from store.consumequeue.consume_queue_build import SPECIAL, Group, extract_entries
+from store.consumequeue.topic_counts import read_topics_json
 from store.errors import StoreError
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run
@@ -50,7 +54,10 @@ from store.reput.walk import Reput
 __all__ = ["Claims", "ConsumeQueueCheck", "QueueCheck", "check_consume_queues"]
 
 _NAME = re.compile(r"^\d{20}$")
+#: Topics whose queues ``cleanUnusedTopic`` keeps though ``topics.json`` need not list them.
+_KEPT_UNLISTED = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _ENTRY = struct.Struct(">qiq")
 #: Lines reported per queue and kind; the rest are counted.
 _MAX_LINES = 5
@@ -285,6 +292,68 @@ class _Check:
         self.entries = self.in_flight = 0
         self.last_claimed = -1  # the CommitLog offset of the last record whose entry is in its queue
         self._topics: dict[bytes, str] = {}
+        topics_json = config.store_path_root_dir / "config" / "topics.json"
+        #: The topics ``topics.json`` lists; None when there is no such file (nothing is deleted then).
+        self._listed: frozenset[str] | None = (
+            frozenset(read_topics_json(topics_json)) if topics_json.is_file() else None
+        )
+        #: topic -> whether it is a deleted one (decided once per topic met).
+        self._deleted: dict[str, bool] = {}
+        #: deleted topic -> records of it met.
+        self.deleted_records: dict[str, int] = {}
+        #: Records before their queue's first entry (a topic deleted and made again).
+        self.earlier_records = 0
+        self._firsts: dict[tuple[str, int], int] = {}
+        #: topic -> the least first entry of its queues (made at the first need: every queue with a
+        #: directory is open by then).
+        self._topic_firsts: dict[str, int] | None = None
+        self._floor = _dispatched_floor(self.root)
+
+    def _earlier_life(self, key: tuple[str, int], q: ConsumeQueue, offset: int) -> bool:
+        """Whether the record at CommitLog ``offset`` is of the topic's earlier life (deleted, then
+        made again: its queues started afresh from offset 0, in new directories): it comes before
+        its queue's first entry, or, for a queue with none, before the first entry of every queue of
+        the topic, or (a topic with no queue at all) before where dispatch stood at the last
+        deletion (``DISPATCHED_MARK``). A wrong entry is still found: no record claims it."""
+        first = self._first_entry(key, q)
+        if first >= 0:
+            return offset < first
+        firsts = self._topic_firsts
+        if firsts is None:
+            firsts = self._topic_firsts = {}
+            for (topic, _qid), other in list(self.queues.items()):
+                at = self._first_entry((topic, _qid), other)
+                if at >= 0 and (topic not in firsts or at < firsts[topic]):
+                    firsts[topic] = at
+        topic_first = firsts.get(key[0])
+        if topic_first is not None:
+            return offset < topic_first
+        return offset < self._floor
+
+    def _first_entry(self, key: tuple[str, int], q: ConsumeQueue) -> int:
+        """The CommitLog offset of the queue's first entry (-1 when it has none)."""
+        first = self._firsts.get(key)
+        if first is None:
+            entry = q.entry(q.min_offset) if q.max_offset > q.min_offset else None
+            first = self._firsts[key] = -1 if entry is None else entry.commit_log_offset
+        return first
+
+    def deleted(self, topic: str, records: int) -> bool:
+        """Whether ``topic`` was deleted (not listed, no directory, not one the broker keeps the
+        queues of whatever its config: ``cleanUnusedTopic``'s exceptions); its records are counted."""
+        gone = self._deleted.get(topic)
+        if gone is None:
+            gone = (
+                self._listed is not None
+                and topic not in self._listed
+                and topic not in _KEPT_UNLISTED
+                and not (self.root / topic).is_dir()
+            )
+            if len(self._deleted) < 65536:
+                self._deleted[topic] = gone
+        if gone:
+            self.deleted_records[topic] = self.deleted_records.get(topic, 0) + records
+        return gone
 
     def queue_of(self, key: tuple[str, int]) -> ConsumeQueue:
         q = self.queues.get(key)
@@ -307,6 +376,8 @@ class _Check:
         self.entries += 1
         if not safe_topic_dir(topic):
             return  # the builder skips it too (and says so)
+        if self.deleted(topic, 1):
+            return
         key = (topic, queue_id)
         self._check_entry(key, self.queue_of(key), offset, len(buf), code, queue_offset, store_ts)
 
@@ -320,7 +391,7 @@ class _Check:
             topic = raw_topic.decode("utf-8", "replace")
             if len(self._topics) < 4096:
                 self._topics[raw_topic] = topic
-        if not safe_topic_dir(topic):
+        if not safe_topic_dir(topic) or self.deleted(topic, n):
             return
         key = (topic, queue_id)
         q = self.queue_of(key)
@@ -351,6 +422,9 @@ class _Check:
         found = self.findings[key]
         if queue_offset < q.min_offset:
             return
+        if self._earlier_life(key, q, offset):
+            self.earlier_records += 1
+            return
         if queue_offset >= q.max_offset:
             if self.recent_ms is not None and store_ts >= self.recent_ms:
                 self.in_flight += 1
@@ -365,6 +439,16 @@ class _Check:
         if got is None or (got.commit_log_offset, got.size, got.tags_code) != want:
             have = "nothing" if got is None else f"({got.commit_log_offset}, {got.size}, {got.tags_code})"
             found.add("entry", f"offset {queue_offset} holds {have}, its record says {want}")
+
+
+def _dispatched_floor(root: os.PathLike[str] | str) -> int:
+    """Where dispatch stood at the last topic deletion of a writable store (``DISPATCHED_MARK``), -1."""
+    try:
+        with open(os.path.join(root, DISPATCHED_MARK), "rb") as f:
+            data = f.read(9)
+    except OSError:
+        return -1
+    return _I64.unpack(data)[0] if len(data) == 8 else -1
 
 
 def _same_entries(q: ConsumeQueue, first: int, entries: bytes) -> bool:
@@ -480,6 +564,18 @@ class ConsumeQueueCheck:
             f"consume queues: {len(queues)} queues, {entries} of {records} records get an entry, "
             f"{sum(q.max_offset - q.min_offset for q in queues.values())} entries between min and max"
         ]
+        if check.deleted_records:
+            names = sorted(check.deleted_records)
+            notes.append(
+                f"consume queues: {sum(check.deleted_records.values())} records of {len(names)} deleted "
+                f"topic(s) have no entry, as the broker's deleteTopic leaves them (not in topics.json, no "
+                f"consume queue directory): {', '.join(names[:10])}{', ...' if len(names) > 10 else ''}"
+            )
+        if check.earlier_records:
+            notes.append(
+                f"consume queues: {check.earlier_records} records come before their queue's first entry "
+                "(their topic was deleted and made again, its queues afresh)"
+            )
         if in_flight:
             notes.append(
                 f"consume queues: {in_flight} records just stored have no entry yet (broker running)"

@@ -43,6 +43,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import struct
 import threading
 from collections import OrderedDict
@@ -85,6 +86,9 @@ BATCH_RECORDS = 65536
 #: The file beside the topics that holds where the stretch being written starts (``_Mark``).
 RESUME_MARK = ".building-from"
 _NO_MARK = -1
+#: The file beside the topics that holds where dispatch stood when a topic's queues were deleted
+#: (``ConsumeQueueBuilder.forget_topic``): building never resumes before it.
+DISPATCHED_MARK = ".dispatched-to"
 
 
 def safe_topic_dir(topic: str) -> bool:
@@ -565,7 +569,34 @@ class ConsumeQueueBuilder:
         # Every queue now ends before the mark's stretch (a mark cut short while first made: no batch
         # was written after it): it has done its work.
         self._mark.remove()
-        return max(resume, self.commitlog.min_offset, 0)
+        return max(resume, self._dispatched_floor(), self.commitlog.min_offset, 0)
+
+    def _dispatched_floor(self) -> int:
+        """Where dispatch stood when a topic's queues were last deleted (``forget_topic``), or -1.
+
+        The broker resumes from the largest end of any queue's last entry; a deleted topic whose
+        queue held that entry would lower it, and the records after the new largest end (the
+        deleted topic's among them) would be dispatched again, making its queues anew. A floor past
+        the CommitLog's recovered end (records a crash lost) says nothing of the records written
+        there next: it is dropped.
+        """
+        path = self.root / DISPATCHED_MARK
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return -1
+        at = _I64.unpack(data)[0] if len(data) == 8 else -1
+        if at > self.commitlog.max_offset:
+            log.warning(
+                "consume queues under %s: %s says %d was dispatched, past the CommitLog's end %d: ignored",
+                self.root,
+                DISPATCHED_MARK,
+                at,
+                self.commitlog.max_offset,
+            )
+            path.unlink(missing_ok=True)
+            return -1
+        return at
 
     @property
     def next_offset(self) -> int:
@@ -588,6 +619,52 @@ class ConsumeQueueBuilder:
             if self.new_queue is not None:
                 self.new_queue(topic, queue_id)
         return queue
+
+    def forget_topic(self, topic: str, queue_count: int) -> int:
+        """``cleanUnusedTopic`` for one deleted topic: its queues ``0 .. queue_count - 1`` (any others
+        found in its directory too) are closed and their directory removed; returns the number of
+        queues removed. Records of the topic stay in the CommitLog.
+
+        Where dispatch stands is written first (``DISPATCHED_MARK``, synced), so a restart does not
+        dispatch the topic's records again and bring its queues back (``_dispatched_floor``). Runs
+        under the builder's lock: no batch is being written meanwhile, and a record of the topic
+        dispatched later (a topic created again) starts a new queue from offset 0.
+        """
+        if not safe_topic_dir(topic):
+            return 0
+        with self._lock:
+            path = self.root / DISPATCHED_MARK
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, _I64.pack(self.next_offset), 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            keys = [(topic, qid) for qid in range(queue_count)]
+            topic_dir = self.root / topic
+            try:
+                keys.extend(
+                    (topic, int(e.name))
+                    for e in os.scandir(topic_dir)
+                    if e.name.isdigit() and int(e.name) >= queue_count
+                )
+            except OSError:
+                pass
+            removed = 0
+            for key in keys:
+                queue = self._queues.pop(key, None)
+                if queue is not None:
+                    queue.close_fd(sync=False)
+                    removed += 1
+                self._open.pop(key, None)
+                self._unsynced.discard(key)
+                self.changed.discard(key)
+                self.queues_built.discard(key)
+            # The remembered appenders by topic bytes: the topic's are stale now (at most 4096 kept).
+            self._by_raw = {k: v for k, v in self._by_raw.items() if v is None or v[0][0] != topic}
+            shutil.rmtree(topic_dir, ignore_errors=True)
+            return removed
 
     def take_changed(self) -> set[tuple[str, int]]:
         """The queues given entries since the last call (and forget them)."""

@@ -160,6 +160,22 @@ class QueueTable:
                 if queue is not None:
                     self._refresh_one(key, queue, now)
 
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's queues (their directory is removed by the builder): no longer answered
+        from the opened ones, nor counted. They are not closed here: a reader on another thread may
+        hold one, and its maps stay valid over the removed files until the last reference goes."""
+        with self._lock:
+            dropped = [key for key in self._keys if key[0] == topic]
+            if dropped:
+                for key in dropped:
+                    self._queues.pop(key, None)
+                    self._refreshed.pop(key, None)
+                self._keys = [key for key in self._keys if key[0] != topic]
+                self._cursor = 0
+                self._over_budget = len(self._keys) > REFRESH_BUDGET
+            self._rebuilds = [q for q in self._rebuilds if q.topic != topic]
+        self.counts.forget_dirs(topic)
+
     def close(self) -> None:
         with self._lock:
             for queue in self._queues.values():

@@ -168,6 +168,18 @@ class TopicCounts:
                 self._merged[topic] = TopicQueueNums(queue_id + 1, queue_id + 1)
                 self.version += 1
 
+    def forget_dirs(self, topic: str) -> None:
+        """A topic's consume queue directory this process removed (a deleted topic): O(1). Its
+        counts stay only while the listed source (``topics.json`` or the live table) has it."""
+        with self._lock:
+            if self._dirs.pop(topic, None) is None:
+                return
+            if topic not in self._listed:
+                self._merged.pop(topic, None)
+            if topic in self._unlisted:
+                self._unlisted.remove(topic)
+            self.version += 1
+
     # -- looking -------------------------------------------------------------------------------------
 
     def counts(self) -> dict[str, TopicQueueNums]:

@@ -517,12 +517,16 @@ class StoreWriter:
                 self._table = TopicTable(self.config.store_path_root_dir / "config" / "topics.json", {}, 0, 0)
         return self._table
 
-    def forget_topic(self, topic: str) -> None:
-        """The topic was deleted from the table: stop putting it back (at ``close`` and as its next
-        record is written, which registers it anew). Its queue offsets go on where they were, since
-        its consume queues stay (``WritableStore.delete_topic`` says why)."""
-        self._topics.pop(topic, None)
+    def forget_topic(self, topic: str) -> int:
+        """The topic was deleted from the table and its consume queues removed: stop putting it back
+        (at ``close``; its next record written registers it anew) and start its queues again from
+        offset 0, as the broker's ``removeQueueFromTopicQueueTable`` does. Returns how many queues it
+        had here (the highest queue id written + 1), so the caller need not list its directory."""
+        queues = self._topics.pop(topic, 0)
         self._created.discard(topic)
+        for queue_id in range(queues):
+            self._queue_offsets.pop((topic, queue_id), None)
+        return queues
 
     def register_missing_topics(self, now: int) -> list[str]:
         """Put every topic with records that the table lacks into it, saved once; returns them.

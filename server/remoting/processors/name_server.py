@@ -103,6 +103,11 @@ class NameServerProcessor:
             self._topics = self._store.topics()
             self._topics_expire = now + TOPICS_TTL
 
+    def expire_topics(self) -> None:
+        """Look at the store's topics again at the next request (a writable store's table changed:
+        a deleted topic must not be listed for another second)."""
+        self._topics_expire = float("-inf")
+
     def queue_nums_of(self, topic: str) -> int | None:
         """The queue count routes advertise for ``topic``; None when the store does not hold it."""
         self._refresh_topics()
