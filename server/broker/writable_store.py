@@ -586,7 +586,7 @@ class WritableStore:
             self._timers.settle(queue_offset)
             return []
         try:
-            record = timer_delivery_record(timer, timer.store_timestamp, now)
+            record = timer_delivery_record(timer, timer.store_timestamp, self._clock())
         except StoreError as exc:
             log.warning("timer message at %d not delivered: %s", offset, exc)
             self._timers.settle(queue_offset)

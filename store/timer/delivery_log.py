@@ -54,7 +54,8 @@ class TimerDeliveryLog:
         self._end = _HEADER.size
 
     def open(self) -> None:
-        """Read the file (none: nothing delivered yet) and keep it open for writing."""
+        """Read the file (none: nothing delivered yet) and keep it open for writing (a missing one
+        is made by the first write: a store that never had a timer has no such file)."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -73,8 +74,10 @@ class TimerDeliveryLog:
                     heapq.heappush(self.intents, (queue_offset, commit_offset))
                 else:
                     self._dead += 1
+        if not data:
+            return  # nothing delivered yet: the file is made by the first delivery
         if len(data) != _HEADER.size + whole * _ENTRY.size or self._dead:
-            self._rewrite()  # no file yet, a torn tail, or dead entries: written whole once, at start
+            self._rewrite()  # a torn tail, or dead entries: written whole once, at start
         self._fd = os.open(self.path, os.O_RDWR)
         self._end = _HEADER.size + len(self.intents) * _ENTRY.size
 
@@ -116,8 +119,11 @@ class TimerDeliveryLog:
         self._dead = 0
 
     def _require(self) -> int:
+        """The open file, made (watermark, no entries) if there is none yet."""
         if self._fd is None:
-            raise StoreError(f"{self.path} is not open")
+            self._rewrite()
+            self._fd = os.open(self.path, os.O_RDWR)
+            self._end = _HEADER.size + len(self.intents) * _ENTRY.size
         return self._fd
 
     def close(self) -> None:

@@ -45,7 +45,8 @@ async def test_a_timer_send_is_delivered_when_due(writable_server) -> None:
     delivered = decode_message(buf)
     assert delivered.body == b"x" and delivered.properties["UNIQ_KEY"] == "U1"
     assert sent_ms + 1200 <= delivered.store_timestamp <= sent_ms + 1200 + 1000 + 500
-    assert int(delivered.properties["TIMER_DEQUEUE_MS"]) == delivered.store_timestamp
+    # handed out, then stored (the store time is the writer's clock a moment later)
+    assert 0 <= delivered.store_timestamp - int(delivered.properties["TIMER_DEQUEUE_MS"]) < 1000
 
 
 async def test_refused_timer_sends_store_nothing(writable_server) -> None:
