@@ -177,9 +177,11 @@ def delivery_record(timer: MessageExt, enqueue_ms: int, dequeue_ms: int) -> Stor
     real_topic = props.get(PROPERTY_REAL_TOPIC)
     real_qid = props.get(PROPERTY_REAL_QID)
     queue_id = java_parse_int(real_qid) if real_qid is not None else None
-    if real_topic is None or queue_id is None:
+    if real_topic is None or queue_id is None or queue_id < 0:
+        # only a record a client put into the timer topic itself can lack them: a SEND's queue id was
+        # checked before it became a timer
         raise StoreError(
-            f"timer record at {timer.commit_log_offset} has no REAL_TOPIC/REAL_QID Java can read"
+            f"timer record at {timer.commit_log_offset} has no REAL_TOPIC/REAL_QID a queue can have"
         )
     props.put(PROPERTY_TIMER_ENQUEUE_MS, str(enqueue_ms))
     props.put(PROPERTY_TIMER_DEQUEUE_MS, str(dequeue_ms))

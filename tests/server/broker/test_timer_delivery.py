@@ -157,3 +157,31 @@ def test_many_timers_due_together_are_delivered_a_bounded_number_per_call(config
             counts.append(len(done))
         assert counts == [DELIVERIES_PER_CALL, DELIVERIES_PER_CALL, 150 - 2 * DELIVERIES_PER_CALL]
         assert sorted(int(b) for b in bodies(store)) == list(range(150))
+
+
+def test_records_a_client_put_into_the_timer_topic_itself(config: StoreConfig) -> None:
+    """One with a slot and a real topic is delivered as a rolled timer is; one without a slot, or with
+    a real queue no queue can have, is passed over (settled, not retried, not kept across a restart)."""
+    clock = Clock()
+    with WritableStore(config, clock=clock) as store:
+        store.create_topic("T", 1)
+        store.create_topic("rmq_sys_wheel_timer", 1)
+        send(store, b"no-slot", "REAL_TOPIC\x01T\x02REAL_QID\x010", topic="rmq_sys_wheel_timer")
+        send(
+            store,
+            b"bad-qid",
+            "TIMER_OUT_MS\x011700000001000\x02REAL_TOPIC\x01T\x02REAL_QID\x01-1",
+            "rmq_sys_wheel_timer",
+        )
+        send(
+            store,
+            b"rolled",
+            "TIMER_OUT_MS\x011700000001000\x02REAL_TOPIC\x01T\x02REAL_QID\x010",
+            "rmq_sys_wheel_timer",
+        )
+        assert store.next_delivery() == 1_700_000_002_000
+        clock.now = 1_700_000_002_000
+        store.deliver_due()
+        assert bodies(store) == [b"rolled"] and store.next_delivery() is None
+    with WritableStore(config, clock=clock) as store:
+        assert store.next_delivery() is None and bodies(store) == [b"rolled"]

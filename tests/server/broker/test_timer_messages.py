@@ -26,6 +26,7 @@ from server.broker.timer_messages import (
     wheel_time,
 )
 from store.config.store_config import StoreConfig, parse_properties
+from store.errors import StoreError
 
 NOW = 1_700_000_000_400
 DEFAULT = TimerSettings()
@@ -231,6 +232,10 @@ def test_the_delivery_record() -> None:
         "TIMER_ENQUEUE_MS": "1700000000400",
         "TIMER_DEQUEUE_MS": "1700000003000",
     }
+    for bad in ({"REAL_QID": "-1"}, {"REAL_QID": "1_0"}, {"REAL_TOPIC": None}):
+        props = {k: v for k, v in (timer.properties | bad).items() if v is not None}
+        with pytest.raises(StoreError, match="REAL_TOPIC/REAL_QID"):
+            delivery_record(MessageExt(topic="rmq_sys_wheel_timer", properties=props), NOW, NOW)
     delivered = MessageExt(
         topic="T", queue_id=2, body=b"body", born_timestamp=NOW - 10, properties=pairs, stored_body=None
     )
