@@ -183,5 +183,6 @@ def test_records_a_client_put_into_the_timer_topic_itself(config: StoreConfig) -
         clock.now = 1_700_000_002_000
         store.deliver_due()
         assert bodies(store) == [b"rolled"] and store.next_delivery() is None
+        assert sorted(p.name for p in (config.consume_queue_dir / "T").iterdir()) == ["0"], "no queue -1"
     with WritableStore(config, clock=clock) as store:
         assert store.next_delivery() is None and bodies(store) == [b"rolled"]
