@@ -10,6 +10,9 @@ files, so that it can be checked against the records the real 4.9.7 broker wrote
   ``REAL_TOPIC`` and ``REAL_QID`` are put, the map is serialized again (now with ``WAIT``), and the
   record goes to ``SCHEDULE_TOPIC_XXXX`` queue level - 1. ``delivery_record`` is the record the
   schedule service writes when the delay is over.
+- A 5.x timer message (``TIMER_DELIVER_MS``/``TIMER_DELAY_MS``/``TIMER_DELAY_SEC``, no delay
+  level) due later goes to ``rmq_sys_wheel_timer`` queue 0 with ``TIMER_OUT_MS`` and
+  ``REAL_TOPIC``/``REAL_QID`` (``timer_messages``); with a delay level those three are dropped.
 - ``TRAN_MSG=true`` (a transaction's half message): ``REAL_TOPIC``/``REAL_QID`` are put, the sysFlag's
   transaction bits cleared, and the record goes to ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0. The second
   phase (END_TRANSACTION, the check-back) is not implemented.
@@ -22,6 +25,7 @@ Refusals raise ``PutRefused`` with the broker's response code and remark.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from protocol.codes import ResponseCode
@@ -36,6 +40,16 @@ from protocol.message_flags import (
 from protocol.message_properties import properties_to_string, string_to_properties
 from protocol.record_layout import PROPERTIES_MAX_LENGTH, TOPIC_MAX_LENGTH_V1
 from protocol.send_message import BatchItem, SendMessageRequestHeader
+from server.broker.timer_messages import (
+    DEFAULT_TIMER_SETTINGS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+    TimerRefused,
+    TimerSettings,
+    drop_timer_request,
+    is_timer_request,
+    wheel_time,
+)
 from store.errors import StoreError
 from store.write.writer import StoreRecord
 
@@ -102,6 +116,10 @@ class PutContext:
     born_port: int
     #: Levels in the store's ``messageDelayLevel`` table: a higher DELAY is capped to it.
     max_delay_level: int = MAX_DELAY_LEVEL
+    #: The 5.x timer settings (``timer_messages``) and the time a timer message's delay counts
+    #: from (None: the clock when the record is made).
+    timer: TimerSettings = DEFAULT_TIMER_SETTINGS
+    now_ms: int | None = None
 
 
 def java_utf8(text: str) -> bytes:
@@ -194,10 +212,23 @@ def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext
         level = _delay_level(props)
         if level > 0:
             level = min(level, ctx.max_delay_level)
+            drop_timer_request(props)
             props.put(PROPERTY_REAL_TOPIC, topic)
             props.put(PROPERTY_REAL_QID, str(queue_id))
             stored = _serialized(props)
             topic, queue_id = SCHEDULE_TOPIC, level - 1
+        elif is_timer_request(topic, props):
+            now = ctx.now_ms if ctx.now_ms is not None else time.time_ns() // 1_000_000
+            try:
+                out = wheel_time(props, now, ctx.timer)
+            except TimerRefused as refused:
+                raise PutRefused(refused.code, refused.remark) from None
+            if out is not None:
+                props.put(PROPERTY_TIMER_OUT_MS, str(out))
+                props.put(PROPERTY_REAL_TOPIC, topic)
+                props.put(PROPERTY_REAL_QID, str(queue_id))
+                stored = _serialized(props)
+                topic, queue_id = TIMER_TOPIC, 0
     rec = StoreRecord(
         topic,
         bytes(body),

@@ -10,6 +10,9 @@ read one by one and settles them once.
 Records sent with a delay level go to ``SCHEDULE_TOPIC_XXXX`` and are delivered into their real
 topic when due by ``deliver_due`` (the caller's timer drives it); when each is due and how far each
 level was delivered (``config/delayOffset.json``) is ``scheduled_delivery.DeliverySchedule``'s.
+5.x timer messages go to ``rmq_sys_wheel_timer`` queue 0 and are delivered the same way when their
+slot has passed (``timer_schedule.TimerSchedule``; what was delivered is ``timer/deliveries``, whose
+intents are checked against the CommitLog at open: ``_rearm_timers``).
 
 One process writes: the writer holds the store's ``lock`` file for as long as this store is open.
 """
@@ -22,20 +25,34 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from protocol.message import decode_message
+from protocol.errors import ProtocolError
+from protocol.message import MessageExt, decode_message
+from protocol.message_properties import string_to_properties
 from server.broker.creation_limits import CreationBudget
 from server.broker.put_message import (
     PROPERTY_DELAY,
     SCHEDULE_TOPIC,
+    PutRefused,
     StoreUnavailable,
     delivery_record,
     disk_full,
     message_illegal,
 )
 from server.broker.scheduled_delivery import DeliverySchedule
+from server.broker.timer_messages import (
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    TIMER_TOPIC,
+    TimerSettings,
+    is_delivery_of,
+    stored_wheel_time,
+)
+from server.broker.timer_messages import delivery_record as timer_delivery_record
+from server.broker.timer_schedule import TimerSchedule
 from store.checkpoint import Checkpoint
 from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig, TopicPersister, TopicTable, startup_topics
+from store.consumequeue.consume_queue import ConsumeQueue
 from store.errors import DispatchWriteError, StoreError
 from store.message_store import MessageStore
 from store.write.disk_space import DiskSpaceCheck
@@ -49,6 +66,9 @@ from store.write.writer import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Deliveries (scheduled and timer messages) one ``deliver_due`` call makes at most.
+DELIVERIES_PER_CALL = 64
 
 
 class WritableStore:
@@ -74,6 +94,10 @@ class WritableStore:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._schedule = DeliverySchedule(
             config.store_path_root_dir / "config" / "delayOffset.json", config.message_delay_level
+        )
+        self.timer_settings = TimerSettings.of(config)
+        self._timers = TimerSchedule(
+            config.store_path_root_dir / "timer" / "deliveries", config.timer_precision_ms
         )
         self.closed = False
         self._persister: TopicPersister | None = None
@@ -146,6 +170,7 @@ class WritableStore:
             self.writer.use_topic_table(self.topics)
             self._schedule.load()
             self._rearm_scheduled()
+            self._rearm_timers()
         except BaseException:
             self.close()
             raise
@@ -258,6 +283,10 @@ class WritableStore:
         turned into the level whose delay first exceeds it, as the Proxy's ``computeDelayLevel``)."""
         return self._schedule.delays
 
+    def now_ms(self) -> int:
+        """The store's clock (ms): what a timer message's delay counts from."""
+        return self._clock()
+
     def set_store_address(self, host: str, port: int) -> None:
         """The store host written into new records (the broker's ``brokerIP1:listenPort``)."""
         self.writer.store_host = host
@@ -359,7 +388,21 @@ class WritableStore:
                     self._schedule.schedule(
                         rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
                     )
+                elif rec.topic == TIMER_TOPIC and rec.queue_id == 0:
+                    self._timer_stored(rec, done)
         return settled
+
+    def _timer_stored(self, rec: StoreRecord, done: Appended) -> None:
+        """A record settled in the timer queue: into the wheel, or settled at once when it has no
+        wheel time (a client's own record in the timer topic, which the broker's wheel skips too)."""
+        raw = rec.properties
+        text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
+        props = string_to_properties(text)
+        out = stored_wheel_time(props)
+        if out is None or PROPERTY_REAL_TOPIC not in props:
+            self._timers.settle(done.queue_offset)
+        else:
+            self._timers.schedule(done.queue_offset, done.offset, out)
 
     def _dispatch_failed(self, why: str) -> None:
         """A consume queue or index entry could not be written: refuse puts until it is (said once)."""
@@ -435,6 +478,75 @@ class WritableStore:
                         level, msg.store_timestamp, entry.commit_log_offset, msg.queue_offset
                     )
 
+    def _rearm_timers(self) -> None:
+        """The timer wheel rebuilt: ``rmq_sys_wheel_timer`` queue 0 read from the delivery log's
+        watermark, less the timers whose delivery intent the CommitLog shows carried out.
+
+        Each entry's record header is read once (the body only for an intent's check): the cost is
+        the pending timers', not the CommitLog's."""
+        intents = self._timers.open()
+        queues = self.reader.queues
+        if 0 not in queues.directory_queue_ids().get(TIMER_TOPIC, []):
+            return
+        queue = queues.get(TIMER_TOPIC, 0)
+        self._timers.skip_to(queue.min_offset)
+        start = self._timers.watermark
+        carried_out = {
+            queue_offset
+            for queue_offset, commit_offset in intents
+            if queue_offset >= start and self._delivered_at(queue, queue_offset, commit_offset)
+        }
+        skipped = 0
+        for queue_offset in range(start, queue.max_offset):
+            if queue_offset in carried_out:
+                self._timers.settle(queue_offset)
+                continue
+            entry = queue.entry(queue_offset)
+            buf = None if entry is None else self.reader.commitlog.read_record(entry.commit_log_offset)
+            msg = None if buf is None else decode_message(buf, read_body=False)
+            out = None if msg is None else stored_wheel_time(msg.properties)
+            if entry is None or msg is None or out is None or PROPERTY_REAL_TOPIC not in msg.properties:
+                skipped += 1
+                self._timers.settle(queue_offset)
+                continue
+            self._timers.schedule(queue_offset, entry.commit_log_offset, out)
+        if skipped:
+            log.warning("%d record(s) of %s have no timer to deliver: skipped", skipped, TIMER_TOPIC)
+        if carried_out or self._timers.pending():
+            log.info(
+                "timer wheel: %d pending, %d delivered before the last stop",
+                self._timers.pending(),
+                len(carried_out),
+            )
+
+    def _delivered_at(self, queue: ConsumeQueue, queue_offset: int, commit_offset: int) -> bool:
+        """Whether the delivery intent (timer ``queue_offset``, CommitLog ``commit_offset``) was
+        carried out: the record there, or at the next file's start when the intent's offset was the
+        blank end of a file, is the timer's delivery."""
+        entry = queue.entry(queue_offset)
+        timer = None if entry is None else self._decoded(entry.commit_log_offset)
+        if timer is None:
+            return False
+        size = self.config.mapped_file_size_commit_log
+        places = [commit_offset]
+        if commit_offset % size:
+            places.append((commit_offset // size + 1) * size)
+        for place in places:
+            candidate = self._decoded(place)
+            if candidate is not None and is_delivery_of(candidate, timer):
+                return True
+        return False
+
+    def _decoded(self, offset: int) -> MessageExt | None:
+        """The record at ``offset`` (body as stored), or None when there is no whole record."""
+        buf = self.reader.commitlog.read_record(offset)
+        if buf is None:
+            return None
+        try:
+            return decode_message(buf, decompress=False)
+        except ProtocolError:
+            return None
+
     def dispatch(self) -> None:
         """The reput: bring the index and the query side up to the end of the CommitLog (the files
         before the one being written are checked for changes every ``FULL_CHECK_EVERY``, not on
@@ -442,16 +554,21 @@ class WritableStore:
         self.reader.refresh(tail=True)
 
     def next_delivery(self) -> int | None:
-        """When the next scheduled message is due (ms), or None."""
-        return self._schedule.next_due()
+        """When the next scheduled or timer message is due (ms), or None."""
+        due = [t for t in (self._schedule.next_due(), self._timers.next_due()) if t is not None]
+        return min(due) if due else None
 
-    def deliver_due(self, now_ms: int | None = None) -> list[Appended]:
-        """Deliver every scheduled message due by ``now_ms`` into its real topic."""
+    def deliver_due(self, now_ms: int | None = None, limit: int = DELIVERIES_PER_CALL) -> list[Appended]:
+        """Deliver the scheduled and timer messages due by ``now_ms`` into their real topics, at
+        most ``limit`` of them (the caller comes back at once for the rest, after letting others
+        run: many messages due together do not hold the event loop)."""
         if self.closed:
             return []
         now = self._clock() if now_ms is None else now_ms
         delivered: list[Appended] = []
-        while (due := self._schedule.pop_due(now)) is not None:
+        count = 0
+        while count < limit and (due := self._schedule.pop_due(now)) is not None:
+            count += 1
             offset, level, queue_offset = due
             buf = self.reader.view_message(offset)
             if buf is None:
@@ -460,7 +577,40 @@ class WritableStore:
             if PROPERTY_DELAY in scheduled.properties:
                 delivered += self.put([delivery_record(scheduled)])
             self._schedule.delivered(level, queue_offset)
+        while count < limit and (timer := self._timers.pop_due(now)) is not None:
+            count += 1
+            done = self._deliver_timer(*timer, now)
+            if done is None:
+                break  # the store takes nothing now: the timer waits for its retry
+            delivered += done
         return delivered
+
+    def _deliver_timer(self, queue_offset: int, offset: int, now: int) -> list[Appended] | None:
+        """Put timer ``queue_offset`` (its record at ``offset``) into its real topic, its intent
+        written first; what was appended, or None when the store refused it for now (retried a
+        precision later)."""
+        timer = self._decoded(offset)
+        if timer is None or PROPERTY_TIMER_DEL_UNIQKEY in timer.properties:
+            # gone with its file, or a delete marker (which the broker's wheel never puts either)
+            self._timers.settle(queue_offset)
+            return []
+        try:
+            record = timer_delivery_record(timer, timer.store_timestamp, self._clock())
+        except StoreError as exc:
+            log.warning("timer message at %d not delivered: %s", offset, exc)
+            self._timers.settle(queue_offset)
+            return []
+        self._timers.intend(queue_offset, self.writer.position)
+        try:
+            appended = self.put([record])
+        except (StoreUnavailable, OSError):
+            self._timers.retry(queue_offset, offset, now + self.timer_settings.precision_ms)
+            return None
+        except PutRefused as refused:
+            log.warning("timer message at %d not delivered: %s", offset, refused.remark)
+            appended = []
+        self._timers.settle(queue_offset)
+        return appended
 
     def close(self) -> None:
         """Flush the index, then the writer (checkpoint, topic table, abort marker, lock)."""
@@ -469,6 +619,7 @@ class WritableStore:
         self.closed = True
         try:
             self._schedule.save()
+            self._timers.close()
             self.reader.close()
         finally:
             try:

@@ -12,11 +12,12 @@ header, as rules over values (the caller passes the peer's address and the time)
   topic (the Proxy's producer group), ``__SHARDINGKEY`` = the message group (FIFO),
   ``TRACE_CONTEXT``, ``__BORNHOST`` (the client's, else the peer's address) and ``BORN_TIMESTAMP``,
   which is also the record's born time;
-- a delivery timestamp (at most a day ahead: ILLEGAL_DELIVERY_TIME) becomes a delay level as the
-  Proxy's ``useDelayLevel`` mode computes it (``computeDelayLevel``: the first level whose delay
-  exceeds the wait, else the last), since this broker delivers by level
-  (``server.broker.scheduled_delivery``) and has no timer wheel; with a level set the 5.x broker
-  drops ``TIMER_DELIVER_MS`` (``HookUtils.checkIfTimerMessage``), so only ``DELAY`` is stored;
+- a delivery timestamp (at most a day ahead: ILLEGAL_DELIVERY_TIME) becomes ``TIMER_DELIVER_MS``
+  (ms), which the broker's timer wheel delivers at that time to its precision
+  (``server.broker.timer_messages``); only in the Proxy's ``useDelayLevel`` mode
+  (``SendLimits.use_delay_level``, off by default as in the Proxy) is a delay level put as well
+  (``computeDelayLevel``: the first level whose delay exceeds the wait, else the last), and then the
+  broker drops ``TIMER_DELIVER_MS`` (``HookUtils.checkIfTimerMessage``) and delivers by level;
 - ``Encoding.GZIP`` sets the compressed sysFlag bit, as the Proxy does;
 - a TRANSACTION message is a half message: the prepared sysFlag bits, ``TRAN_MSG=true`` and its
   orphaned-transaction recovery duration (at most an hour: BAD_REQUEST) as
@@ -73,6 +74,7 @@ PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 PROPERTY_DELAY = "DELAY"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
@@ -111,6 +113,9 @@ class SendLimits:
     #: ``maxTransactionRecoverySecond``: the longest orphaned-transaction recovery duration.
     max_transaction_recovery_s: int = 3600
     body_empty_check: bool = True
+    #: ``useDelayLevel``: a delivery time also as the delay level nearest above it (off: the timer
+    #: wheel delivers it at its time).
+    use_delay_level: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +287,9 @@ def to_broker_message(
                 Code.ILLEGAL_DELIVERY_TIME,
                 f"the max delay time of message is too large, max is {limits.max_delay_ms}",
             )
-        props[PROPERTY_DELAY] = str(compute_delay_level(delivery_ms, now_ms, delays))
+        if limits.use_delay_level:
+            props[PROPERTY_DELAY] = str(compute_delay_level(delivery_ms, now_ms, delays))
+        props[PROPERTY_TIMER_DELIVER_MS] = str(delivery_ms)
     props[PROPERTY_RECONSUME_TIME] = str(system.delivery_attempt)
     topic = message.topic.name
     props[PROPERTY_PRODUCER_GROUP] = topic

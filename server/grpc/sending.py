@@ -28,6 +28,7 @@ from server.broker.put_message import (
     single_record,
 )
 from server.broker.send_check import check_send, header_to_store
+from server.broker.timer_messages import TIMER_TOPIC
 from server.broker.transactions import reject_remark, system_topic
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
@@ -98,7 +99,15 @@ class GrpcWriter:
 
     def send(self, messages: Sequence[BrokerMessage], queue_id: int, born: tuple[str, int]) -> list[Stored]:
         """Store ``messages`` in queue ``queue_id``, or raise ``GrpcStatusError``."""
-        ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1], self.store.max_delay_level)
+        ctx = PutContext(
+            self.cluster,
+            self.max_message_size,
+            born[0],
+            born[1],
+            self.store.max_delay_level,
+            timer=self.store.timer_settings,
+            now_ms=self.store.now_ms(),
+        )
         records = []
         try:
             for message in messages:
@@ -108,10 +117,10 @@ class GrpcWriter:
                 if message.message_type == "TRANSACTION" and self._reject_transactions:
                     raise PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.store.writer.store_host))
                 records.append(single_record(header, message.body, ctx))
-            if any(r.topic == TRANS_HALF_TOPIC for r in records):
-                # as a remoting SEND of a half message: the half topic with one queue, not the
-                # writer's default four
-                system_topic(self.store, TRANS_HALF_TOPIC, int(time.time() * 1000))
+            for system in {r.topic for r in records} & {TRANS_HALF_TOPIC, TIMER_TOPIC}:
+                # as a remoting SEND of a half or timer message: the system topic with one queue,
+                # not the writer's default four
+                system_topic(self.store, system, int(time.time() * 1000))
             appended: list[AppendResult] = list(self.store.put(records))
         except PutRefused as refused:
             if isinstance(refused, StoreUnavailable):
@@ -122,6 +131,6 @@ class GrpcWriter:
             raise GrpcStatusError(
                 Code.INTERNAL_SERVER_ERROR, "create mapped file failed, server is busy or broken."
             ) from None
-        if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
+        if self.on_scheduled is not None and any(r.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for r in records):
             self.on_scheduled()
         return [Stored(queue_id, a.queue_offset, a.offset) for a in appended]

@@ -93,7 +93,11 @@ def default_target(msg: MessageExt) -> str:
     props = msg.properties
     if msg.topic.startswith(("%RETRY%", "%DLQ%")) and props.get("RETRY_TOPIC"):
         return props["RETRY_TOPIC"]
-    if props.get("REAL_TOPIC") and msg.topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"):
+    if props.get("REAL_TOPIC") and msg.topic in (
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "rmq_sys_wheel_timer",
+    ):
         return props["REAL_TOPIC"]
     return msg.topic
 

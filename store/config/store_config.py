@@ -41,6 +41,21 @@ def index_file_size(hash_slot_num: int, index_num: int) -> int:
     return INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
 
 
+#: The precisions ``MessageStoreConfig.setTimerPrecisionMs`` accepts, smallest first.
+TIMER_PRECISIONS_MS = (100, 200, 500, 1000)
+
+
+def timer_precision(value: int) -> int:
+    """``setTimerPrecisionMs``: the largest accepted precision not above ``value`` (100 below 200,
+    1000 from 1000 up), as the broker sets a ``timerPrecisionMs`` read from broker.conf."""
+    chosen = TIMER_PRECISIONS_MS[0]
+    for candidate in TIMER_PRECISIONS_MS[1:]:
+        if value < candidate:
+            return chosen
+        chosen = candidate
+    return chosen
+
+
 def _default_ip() -> str:
     try:
         return socket.gethostbyname(socket.gethostname())
@@ -154,6 +169,12 @@ class StoreConfig:
     #: ``autoCreateSubscriptionGroup``: a heartbeat or pull of an unknown group creates its config;
     #: off, an offset update for a group the broker does not know is refused (write path only).
     auto_create_subscription_group: bool = True
+    #: 5.x timer messages (``TIMER_DELIVER_MS``/``TIMER_DELAY_SEC``/``TIMER_DELAY_MS``, a gRPC
+    #: delivery time): ``timerWheelEnable``, ``timerPrecisionMs`` (one of 100, 200, 500, 1000, as
+    #: the broker's setter rounds it: ``timer_precision``) and ``timerMaxDelaySec``.
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
 
     def __post_init__(self) -> None:
         for name in (
@@ -164,6 +185,8 @@ class StoreConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.timer_precision_ms not in TIMER_PRECISIONS_MS:
+            object.__setattr__(self, "timer_precision_ms", timer_precision(self.timer_precision_ms))
         if index_file_size(self.max_hash_slot_num, self.max_index_num) > 2**31 - 1:
             raise ConfigError("maxHashSlotNum/maxIndexNum give an IndexFile over 2 GiB")
 
@@ -242,6 +265,8 @@ class StoreConfig:
             "maxTransferCountOnMessageInDisk": "max_transfer_count_on_message_in_disk",
             "maxTransferBytesOnMessageInDisk": "max_transfer_bytes_on_message_in_disk",
             "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
+            "timerMaxDelaySec": "timer_max_delay_sec",
+            "timerPrecisionMs": "timer_precision_ms",  # rounded as the broker's setter (__post_init__)
         }
         for key, name in ints.items():
             if key in props:
@@ -250,6 +275,7 @@ class StoreConfig:
             ("messageIndexEnable", "message_index_enable"),
             ("autoCreateTopicEnable", "auto_create_topic_enable"),
             ("autoCreateSubscriptionGroup", "auto_create_subscription_group"),
+            ("timerWheelEnable", "timer_wheel_enable"),
         ):
             if key in props:
                 values[name] = _parse_bool(key, props[key])

@@ -196,10 +196,11 @@ async def test_5x_compressed_send_keeps_its_compression_type(
     assert decode_message(raw).body == plain
 
 
-async def test_5x_timer_properties_are_plain_properties_to_the_4_9_7_rules(writable_server) -> None:
+async def test_5x_timer_properties_put_the_message_in_the_timer_wheel(writable_server) -> None:
     """5.x ``setDelayTimeSec``/``setDeliverTimeMs`` put ``TIMER_DELAY_SEC``/``TIMER_DELIVER_MS``: the
-    4.9.7 broker has no timer wheel and only ``DELAY`` schedules, so the message goes to its own topic
-    at once with those properties kept (not to ``SCHEDULE_TOPIC_XXXX``)."""
+    5.x broker stores the message in ``rmq_sys_wheel_timer`` queue 0 with its slot (``TIMER_OUT_MS``)
+    and real topic and queue (the 4.9.7 broker had no wheel and stored it in its topic at once; the
+    delivery is ``tests/server/test_send_timer.py``'s)."""
     srv, store = writable_server
     store.create_topic("V5t", 1)
     props = "TIMER_DELAY_SEC\x0130\x02UNIQ_KEY\x01FD00000000000000000000000000000256BB\x02WAIT\x01true\x02"
@@ -216,8 +217,13 @@ async def test_5x_timer_properties_are_plain_properties_to_the_4_9_7_rules(writa
     raw = store.reader.view_message(offset)
     assert raw is not None
     stored = decode_message(raw)
-    assert stored.topic == "V5t" and stored.queue_id == 0
-    assert stored.properties["TIMER_DELAY_SEC"] == "30" and "REAL_TOPIC" not in stored.properties
+    assert stored.topic == "rmq_sys_wheel_timer" and stored.queue_id == 0
+    assert stored.properties["TIMER_DELAY_SEC"] == "30"
+    assert stored.properties["REAL_TOPIC"] == "V5t" and stored.properties["REAL_QID"] == "0"
+    out = int(stored.properties["TIMER_OUT_MS"])
+    # 30 s after its arrival, rounded down to the second (the store time is the arrival's ms or later)
+    assert out % 1000 == 0 and out <= stored.store_timestamp + 30_000 < out + 2000
+    assert store.reader.max_offset("V5t", 0) == 0
 
 
 def _rocketmq_frame(code: int, opaque: int, pairs: list[tuple[str, str]], body: bytes) -> bytes:

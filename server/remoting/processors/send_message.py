@@ -44,6 +44,7 @@ from server.broker.put_message import (
 )
 from server.broker.send_back import DLQ_QUEUE_NUMS, max_reconsume_times
 from server.broker.send_check import check_send, header_to_store
+from server.broker.timer_messages import TIMER_TOPIC
 from server.broker.transactions import reject_remark, system_topic
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
@@ -163,7 +164,15 @@ class SendMessageProcessor:
                 header = self._retry_or_dead_letter(header, version)
             except PutRefused as refused:
                 return refused
-        ctx = PutContext(self.cluster, self.max_message_size, born[0], born[1], self.store.max_delay_level)
+        ctx = PutContext(
+            self.cluster,
+            self.max_message_size,
+            born[0],
+            born[1],
+            self.store.max_delay_level,
+            timer=self.store.timer_settings,
+            now_ms=self.store.now_ms(),
+        )
         try:
             if header.batch:
                 try:
@@ -175,8 +184,8 @@ class SendMessageProcessor:
                 if self.reject_transactions and is_half_message(header):
                     return PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.broker_ip))
                 records = [single_record(header, body, ctx)]
-                if records[0].topic == TRANS_HALF_TOPIC:
-                    system_topic(self.store, TRANS_HALF_TOPIC, int(time.time() * 1000))
+                if records[0].topic in (TRANS_HALF_TOPIC, TIMER_TOPIC):
+                    system_topic(self.store, records[0].topic, int(time.time() * 1000))
         except PutRefused as refused:
             return refused
         appended = self._stored(self.store.put if settle else self.store.append, records)
@@ -214,7 +223,7 @@ class SendMessageProcessor:
 
     def _scheduled(self, records: Sequence[StoreRecord]) -> None:
         """Arm the server's delivery timer if any of ``records`` went to the schedule topic."""
-        if self.on_scheduled is not None and any(r.topic == SCHEDULE_TOPIC for r in records):
+        if self.on_scheduled is not None and any(r.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for r in records):
             self.on_scheduled()
 
     def _retry_or_dead_letter(

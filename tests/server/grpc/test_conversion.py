@@ -97,10 +97,16 @@ def test_delay_gzip_and_peer_address() -> None:
     msg = v2_message(body_encoding=Encoding.GZIP)
     msg.system_properties.delivery_timestamp.FromMilliseconds(NOW + 12_000)
     out = to_broker_message(msg, peer_host="10.0.0.9:5000", now_ms=NOW, delays=LEVELS)
-    assert out.properties["DELAY"] == "4"  # 30 s: the first level over 12 s
-    assert "TIMER_DELIVER_MS" not in out.properties  # a 5.x broker drops it once a level is set
+    # the Proxy's default (useDelayLevel=false): the time itself, for the broker's timer wheel
+    assert out.properties["TIMER_DELIVER_MS"] == "1700000012000" and "DELAY" not in out.properties
     assert out.properties["__BORNHOST"] == "10.0.0.9:5000" and out.sys_flag == 1
     assert out.born_timestamp == NOW and out.message_type == "DELAY"
+    # useDelayLevel=true: a level as well (the 5.x broker then drops TIMER_DELIVER_MS and uses it)
+    out = to_broker_message(
+        msg, peer_host="10.0.0.9:5000", now_ms=NOW, delays=LEVELS, limits=SendLimits(use_delay_level=True)
+    )
+    assert out.properties["DELAY"] == "4"  # 30 s: the first level over 12 s
+    assert out.properties["TIMER_DELIVER_MS"] == "1700000012000"
 
 
 @pytest.mark.parametrize(

@@ -41,8 +41,7 @@ def message(topic: str, body: bytes, key: str, **fields: object) -> object:
 
 def produce(grpc_port: int) -> tuple[dict[str, object], int]:
     """Run the official producer (blocking; its own threads and loop): one receipt per message, and
-    the delivery time (s) asked for the delayed one: 3 s after its send, whatever the start-up took,
-    so that the time left (2-3 s, the seconds truncated) always maps to level 2 (5 s)."""
+    the delivery time (s) asked for the delayed one: 3 s after its send, whatever the start-up took."""
     config = rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
     producer = rocketmq.Producer(config, tuple(TOPICS))
     producer.startup()
@@ -102,7 +101,7 @@ async def test_official_producer_sends_are_found_by_the_remoting_side(tmp_path: 
             assert [m.queue_offset for m in group_a] == [receipts[f"fifo-a{i}"].offset for i in range(3)]
             (b_found,) = (await admin.query_by_key("GrpcFifo", "k-b")).messages
             assert b_found.properties["__SHARDINGKEY"] == "gb"
-            # delay: not in the topic at once; delivered there when its level falls due (5 s level)
+            # delay: not in the topic at once; delivered there when its time (3 s ahead) has come
             for queue in range(4):
                 early = await admin.pull(MessageQueue("GrpcDelay", broker_name, queue), "*", 0, 32)
                 assert not early.messages
@@ -115,8 +114,11 @@ async def test_official_producer_sends_are_found_by_the_remoting_side(tmp_path: 
                     delivered += pulled.messages
             (late,) = delivered
             assert late.body == b"later" and late.properties["REAL_TOPIC"] == "GrpcDelay"
-            assert late.properties["DELAY"] == "2"  # the first level (5 s) not shorter than the 2-3 s asked
-            assert late.store_timestamp >= delay_at * 1000
+            # the 5.x timer wheel: at the asked time, to its precision (1 s), not a 4.x delay level
+            assert (
+                late.properties["TIMER_DELIVER_MS"] == str(delay_at * 1000) and "DELAY" not in late.properties
+            )
+            assert delay_at * 1000 <= late.store_timestamp <= delay_at * 1000 + 1000 + 1500
     finally:
         proc.terminate()
         try:
