@@ -154,6 +154,8 @@ class StoreConfig:
     #: ``autoCreateSubscriptionGroup``: a heartbeat or pull of an unknown group creates its config;
     #: off, an offset update for a group the broker does not know is refused (write path only).
     auto_create_subscription_group: bool = True
+    #: ``enablePropertyFilter`` when broker.conf sets it (None: not set, the server decides).
+    enable_property_filter: bool | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -250,6 +252,7 @@ class StoreConfig:
             ("messageIndexEnable", "message_index_enable"),
             ("autoCreateTopicEnable", "auto_create_topic_enable"),
             ("autoCreateSubscriptionGroup", "auto_create_subscription_group"),
+            ("enablePropertyFilter", "enable_property_filter"),
         ):
             if key in props:
                 values[name] = _parse_bool(key, props[key])
