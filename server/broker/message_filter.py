@@ -41,14 +41,15 @@ def is_tag_type(expression_type: str | None) -> bool:
     return expression_type is None or expression_type == "" or expression_type == TAG
 
 
-def compile_filter(expression_type: str, expression: str | None) -> Expression:
-    """``FilterFactory.INSTANCE.get(type).compile(expression)``; ``FilterCompileError`` when it fails."""
+def compile_filter(expression_type: str, expression: str | None, *, v5: bool = False) -> Expression:
+    """``FilterFactory.INSTANCE.get(type).compile(expression)``; ``FilterCompileError`` when it fails.
+    ``v5``: a 5.x broker's grammar (the gRPC door's)."""
     if expression_type != SQL92:
         raise FilterCompileError(f"no filter for expression type {expression_type}")
     if expression is None:
         raise FilterCompileError("Expression can't be null!")
     try:
-        return compile_selector(expression)
+        return compile_selector(expression, v5=v5)
     except SelectorSyntaxError as exc:
         raise FilterCompileError(f"Invalid MessageSelector. {exc}") from None
 

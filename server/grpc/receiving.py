@@ -13,7 +13,8 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
   an SQL expression that does not compile is the broker's pop answer SUBSCRIPTION_PARSE_FAILED,
   which the Proxy passes on as INTERNAL_SERVER_ERROR "parse the consumer's subscription failed";
   an SQL one filters each record by its properties (``server.broker.message_filter``, the same
-  filter as the remoting pulls; the broker's pop does not look at ``enablePropertyFilter``). Like a pop
+  filter as the remoting pulls, with the 5.x grammar's ``CONTAINS``/``STARTSWITH``/``ENDSWITH``; the
+  broker's pop does not look at ``enablePropertyFilter``). Like a pop
   with queue id -1, every readable queue of the topic is looked at, starting from the request's
   queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
   lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
@@ -217,7 +218,7 @@ def receive_filter(
         if not expression.expression:
             raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, f"Expression can't be null! {SQL92}")
         try:
-            return None, SqlRecordFilter(compile_filter(SQL92, expression.expression))
+            return None, SqlRecordFilter(compile_filter(SQL92, expression.expression, v5=True))
         except FilterCompileError:
             raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, SUBSCRIPTION_PARSE_FAILED_REMARK) from None
     try:

@@ -15,7 +15,9 @@ three-valued logic where null means "unknown":
   null when a side is null, else true; ``OR`` the same with true; ``NOT`` of null is null;
 - a property used as a condition (``WHERE a``) is null when missing and false unless it is a
   boolean - which a property value, a string, never is;
-- ``-x`` negates a number, anything else is null.
+- ``-x`` negates a number, anything else is null;
+- 5.x only: ``x CONTAINS 's'``, ``STARTSWITH``, ``ENDSWITH`` (and ``NOT ...``) are false, not null,
+  for a missing or non-string value and for an empty search string.
 
 A message matches only when the whole expression is ``True``; an ``EvaluationError`` anywhere (a
 string that does not parse as the number it is compared with) makes it not match, whatever the rest
@@ -49,6 +51,7 @@ __all__ = [
     "Or",
     "Ordering",
     "Property",
+    "StringMatch",
     "matches",
 ]
 
@@ -290,6 +293,34 @@ class In(Expression):
         if type(value) is not str:
             return None
         return (value in self.values) != self.negated
+
+
+class StringMatch(Expression):
+    """5.x's ``CONTAINS``, ``STARTSWITH``, ``ENDSWITH`` and their ``NOT`` forms: false - not null -
+    for an empty search, a missing value or one that is not a string."""
+
+    __slots__ = ("how", "negated", "operand", "search")
+
+    boolean = True
+
+    def __init__(self, operand: Expression, how: str, search: str, negated: bool) -> None:
+        super().__init__(operand)
+        self.operand, self.how, self.search, self.negated = operand, how, search, negated
+
+    def evaluate(self, properties: Properties) -> object:
+        if not self.search:
+            return False
+        value = self.operand.evaluate(properties)
+        if type(value) is not str:
+            return False
+        how = self.how
+        if how == "CONTAINS":
+            found = self.search in value
+        elif how == "STARTSWITH":
+            found = value.startswith(self.search)
+        else:
+            found = value.endswith(self.search)
+        return found != self.negated
 
 
 def matches(expression: Expression, properties: Properties) -> bool:

@@ -5,7 +5,8 @@ line break and ``/* ... */`` comments are skipped; the keywords ``NOT AND OR BET
 NULL IS``, decimal literals (``0`` or ``[1-9][0-9]*`` with an optional ``L``), floating point
 literals (``5.5``, ``5.``, ``.5``, ``5E10``...), string literals in single quotes (``''`` is a
 quote), identifiers ``[a-z_$][a-z0-9_$]*`` - all of these in any case - and the operators
-``= <> > >= < <= ( , ) + -``. As in JavaCC the longest match wins and, between matches of one
+``= <> > >= < <= ( , ) + -`` (the 5.x grammar also reserves ``CONTAINS STARTSWITH ENDSWITH``).
+As in JavaCC the longest match wins and, between matches of one
 length, the rule declared first (so ``and`` is the keyword, ``andy`` an identifier).
 
 The reading is lazy because JavaCC's is: the parser stops at the first token that cannot continue
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KEYWORDS", "Lexer", "SelectorSyntaxError", "Token"]
+__all__ = ["KEYWORDS", "KEYWORDS_5", "Lexer", "SelectorSyntaxError", "Token"]
 
 
 class SelectorSyntaxError(ValueError):
@@ -27,6 +28,8 @@ class SelectorSyntaxError(ValueError):
 
 #: Reserved words, in their declaration order.
 KEYWORDS = ("NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS")
+#: The 5.x grammar's reserved words (``CONTAINS``, ``STARTSWITH``, ``ENDSWITH`` added in 5.1).
+KEYWORDS_5 = (*KEYWORDS, "CONTAINS", "STARTSWITH", "ENDSWITH")
 
 _SKIPPED = re.compile(r"[ \t\n\r\f]+|--[^\n\r]*(?:\r\n|\n|\r)|/\*[^*]*\*+(?:[^*/][^*]*\*+)*/")
 
@@ -54,13 +57,14 @@ class Token:
 
 
 class Lexer:
-    """Tokens of ``text`` from the start, on demand."""
+    """Tokens of ``text`` from the start, on demand; ``keywords``: the grammar's reserved words."""
 
-    __slots__ = ("_pos", "_text")
+    __slots__ = ("_keywords", "_pos", "_text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, keywords: tuple[str, ...] = KEYWORDS) -> None:
         self._text = text
         self._pos = 0
+        self._keywords = keywords
 
     def next_token(self) -> Token:
         text = self._text
@@ -80,7 +84,7 @@ class Lexer:
             )
         image = text[start:best_end]
         self._pos = best_end
-        if best_kind == "ID" and image.upper() in KEYWORDS:
+        if best_kind == "ID" and image.upper() in self._keywords:
             best_kind = image.upper()
         elif best_kind == "OP":
             best_kind = image

@@ -11,7 +11,8 @@ reproduce)::
     equality    := comparison ( '=' comparison | '<>' comparison | IS NULL | IS NOT NULL )*
     comparison  := unary ( ('>'|'>='|'<'|'<=') unary | BETWEEN unary AND unary
                          | NOT BETWEEN unary AND unary | IN '(' string (',' string)* ')'
-                         | NOT IN '(' string (',' string)* ')' )*
+                         | NOT IN '(' string (',' string)* ')'
+                         | [NOT] (CONTAINS|STARTSWITH|ENDSWITH) string )*      (5.x only)
     unary       := '+' unary | '-' unary | NOT unary | primary
     primary     := literal | identifier | '(' or ')'
 
@@ -47,9 +48,10 @@ from server.broker.selector.expressions import (
     Or,
     Ordering,
     Property,
+    StringMatch,
 )
 from server.broker.selector.java_values import EvaluationError, JavaLong, java_compare
-from server.broker.selector.lexer import Lexer, SelectorSyntaxError, Token
+from server.broker.selector.lexer import KEYWORDS, KEYWORDS_5, Lexer, SelectorSyntaxError, Token
 
 __all__ = ["MAX_DEPTH", "MAX_NESTING", "compile_selector"]
 
@@ -154,13 +156,17 @@ def _string(image: str) -> str:
     return image[1:-1].replace("''", "'")
 
 
-class _Parser:
-    __slots__ = ("_lexer", "_nesting", "_tokens")
+_STRING_MATCHES = ("CONTAINS", "STARTSWITH", "ENDSWITH")
 
-    def __init__(self, text: str) -> None:
-        self._lexer = Lexer(text)
+
+class _Parser:
+    __slots__ = ("_lexer", "_nesting", "_tokens", "_v5")
+
+    def __init__(self, text: str, v5: bool) -> None:
+        self._lexer = Lexer(text, KEYWORDS_5 if v5 else KEYWORDS)
         self._tokens: list[Token] = []
         self._nesting = 0
+        self._v5 = v5
 
     # -- tokens ------------------------------------------------------------------------------
 
@@ -248,9 +254,16 @@ class _Parser:
             elif kind == "IN":
                 self._take()
                 left = self._in(left, negated=False)
+            elif kind in _STRING_MATCHES and self._v5:
+                self._take()
+                left = _checked(StringMatch(left, kind, _string(self._take("STRING").image), False))
             elif kind == "NOT":
                 following = self._peek(1).kind
-                if following == "BETWEEN":
+                if following in _STRING_MATCHES and self._v5:
+                    self._take()
+                    self._take()
+                    left = _checked(StringMatch(left, following, _string(self._take("STRING").image), True))
+                elif following == "BETWEEN":
                     self._take()
                     self._take()
                     low = self._unary()
@@ -321,17 +334,19 @@ class _Parser:
 
 
 @lru_cache(maxsize=256)
-def _compile(text: str) -> Expression | SelectorSyntaxError:
+def _compile(text: str, v5: bool) -> Expression | SelectorSyntaxError:
     try:
-        return _Parser(text).selector()
+        return _Parser(text, v5).selector()
     except SelectorSyntaxError as exc:
         return exc
 
 
-def compile_selector(text: str) -> Expression:
+def compile_selector(text: str, *, v5: bool = False) -> Expression:
     """``SelectorParser.parse``: the expression of ``text``; ``SelectorSyntaxError`` when it does not
-    compile. Results (failures too) are kept for the last 256 texts, as the broker keeps 100."""
-    result = _compile(text)
+    compile. ``v5``: the 5.x grammar (a 5.x broker's, behind the gRPC Proxy), which adds ``CONTAINS``,
+    ``STARTSWITH`` and ``ENDSWITH``. Results (failures too) are kept for the last 256 texts, as the
+    broker keeps 100."""
+    result = _compile(text, v5)
     if isinstance(result, SelectorSyntaxError):
         raise SelectorSyntaxError(*result.args)
     return result

@@ -145,3 +145,35 @@ def test_long_chains_cost_no_recursion() -> None:
     expression = compile_selector(" AND ".join(f"p{i} = {i}" for i in range(3000)))
     assert matches(expression, {f"p{i}": str(i) for i in range(3000)}) is True
     assert matches(expression, {f"p{i}": str(i) for i in range(2999)}) is False
+
+
+@pytest.mark.parametrize(
+    ("expression", "properties", "expected"),
+    [
+        ("a CONTAINS 'bc'", {"a": "abcd"}, True),
+        ("a CONTAINS 'x'", {"a": "abcd"}, False),
+        ("a CONTAINS 'x'", {}, False),
+        ("a NOT CONTAINS 'x'", {"a": "abcd"}, True),
+        ("a NOT CONTAINS 'x'", {}, False),  # false, not null, for a missing value
+        ("NOT (a CONTAINS 'x')", {}, True),  # so NOT of it is true
+        ("a CONTAINS ''", {"a": "abcd"}, False),  # an empty search never matches
+        ("a NOT CONTAINS ''", {"a": "abcd"}, False),
+        ("a STARTSWITH 'ab'", {"a": "abcd"}, True),
+        ("a NOT STARTSWITH 'ab'", {"a": "abcd"}, False),
+        ("a ENDSWITH 'cd' AND b startswith 'x'", {"a": "abcd", "b": "xy"}, True),
+        ("a NOT ENDSWITH 'cd'", {"a": "abce"}, True),
+    ],
+)
+def test_the_5x_string_operators(expression: str, properties: dict[str, str], expected: bool) -> None:
+    assert matches(compile_selector(expression, v5=True), properties) is expected
+
+
+def test_the_5x_words_are_reserved_there_only() -> None:
+    # 4.9.7: 'contains' is a property name; the 5.x grammar reserves it
+    assert matches(compile_selector("contains = 1"), {"contains": "1"}) is True
+    with pytest.raises(SelectorSyntaxError):
+        compile_selector("contains = 1", v5=True)
+    # 4.9.7 stops before the unknown word and takes 'a' alone, a string and so never true
+    assert matches(compile_selector("a CONTAINS 'b'"), {"a": "abc"}) is False
+    with pytest.raises(SelectorSyntaxError):
+        compile_selector("a CONTAINS 5", v5=True)

@@ -4,7 +4,8 @@
 Six messages are sent by the 5.x Producer: body ``s{i}``, user property ``a`` = i, tag TagA for even
 i and TagB for odd. ``a > 2 AND TAGS = 'TagB'`` matches s3 and s5 (worked out by hand: TAGS is one of
 the stored properties the broker's filter sees); one receive with room for all of them looks at
-every queue, so it must bring exactly those two. An expression that does not compile is refused as
+every queue, so it must bring exactly those two; ``TAGS CONTAINS 'B' AND a < 3`` (5.x grammar) s1
+alone. An expression that does not compile is refused as
 the Proxy in front of a broker refuses it: the broker's pop answers SUBSCRIPTION_PARSE_FAILED, which
 the Proxy passes on as INTERNAL_SERVER_ERROR.
 """
@@ -79,6 +80,11 @@ async def test_simple_consumer_by_sql_receives_exactly_the_matching_messages(tmp
         )
         assert got == [b"s3", b"s5"]
         assert time.monotonic() - started < 5  # found at once, not after a long poll
+        # the 5.x grammar's string operators (the broker behind a Proxy is a 5.x one)
+        fives = await asyncio.wait_for(
+            asyncio.to_thread(receive_once, grpc_port, "GrpcSqlFive", "TAGS CONTAINS 'B' AND a < 3"), 30
+        )
+        assert fives == [b"s1"]
         refused = await asyncio.wait_for(asyncio.to_thread(receive_once, grpc_port, "GrpcSqlBad", "a >"), 30)
         assert isinstance(refused, str)
         # the client's text of a refused status: "code, message"; 50001 is INTERNAL_SERVER_ERROR
