@@ -184,12 +184,18 @@ class _Chain(Expression):
         self.operands = tuple(operands)
 
     @classmethod
-    def of(cls, left: Expression, right: Expression) -> Expression:
-        """The pair ``left op right``, flattened into one chain (same answers, same order)."""
+    def of_all(cls, operands: Sequence[Expression]) -> Expression:
+        """``((a op b) op c) ...`` as one chain, operands that are such chains themselves flattened
+        into it (same answers, same order of evaluation)."""
         items: list[Expression] = []
-        for side in (left, right):
+        for side in operands:
             items.extend(side.operands if type(side) is cls else (side,))  # type: ignore[attr-defined]
         return cls(items)
+
+    @classmethod
+    def of(cls, left: Expression, right: Expression) -> Expression:
+        """The pair ``left op right`` (``of_all`` of two)."""
+        return cls.of_all((left, right))
 
     def evaluate(self, properties: Properties) -> object:
         decisive = self.decisive

@@ -28,7 +28,10 @@ operator, ``TRUE``/``FALSE``/``NULL`` or a bare property).
 
 Bounds (ours): nesting of parentheses and unary operators at most ``MAX_NESTING`` deep, the tree at
 most ``MAX_DEPTH`` deep, so neither parsing nor evaluating can exhaust the stack (the broker's
-``StackOverflowError`` would fail the compile the same way).
+``StackOverflowError`` would fail the compile the same way); an expression at most
+``MAX_EXPRESSION_LENGTH`` characters, so one compile costs at most some tens of milliseconds on the
+event loop and the cache of compiled expressions stays small (no selector a person writes comes
+near it; the broker has no such bound).
 """
 
 from __future__ import annotations
@@ -53,12 +56,14 @@ from server.broker.selector.expressions import (
 from server.broker.selector.java_values import EvaluationError, JavaLong, java_compare
 from server.broker.selector.lexer import KEYWORDS, KEYWORDS_5, Lexer, SelectorSyntaxError, Token
 
-__all__ = ["MAX_DEPTH", "MAX_NESTING", "compile_selector"]
+__all__ = ["MAX_DEPTH", "MAX_EXPRESSION_LENGTH", "MAX_NESTING", "compile_selector"]
 
 #: Deepest nesting of parentheses and unary operators the parser follows.
 MAX_NESTING = 64
 #: Deepest expression tree kept (AND/OR chains are flat, so this is about nesting).
 MAX_DEPTH = 128
+#: Longest expression compiled (characters).
+MAX_EXPRESSION_LENGTH = 8192
 
 _TRUE = BooleanConstant(True)
 _FALSE = BooleanConstant(False)
@@ -202,19 +207,24 @@ class _Parser:
 
     def _or(self) -> Expression:
         left = self._and()
+        if self._peek().kind != "OR":
+            return left
+        operands = [self._as_condition(left)]
         while self._peek().kind == "OR":
             self._take()
-            right = self._and()
-            left = _checked(Or.of(self._as_condition(left), self._as_condition(right)))
-        return left
+            operands.append(self._as_condition(self._and()))
+        # one chain for the whole run: the broker's left-nested pairs, evaluated alike
+        return _checked(Or.of_all(operands))
 
     def _and(self) -> Expression:
         left = self._equality()
+        if self._peek().kind != "AND":
+            return left
+        operands = [self._as_condition(left)]
         while self._peek().kind == "AND":
             self._take()
-            right = self._equality()
-            left = _checked(And.of(self._as_condition(left), self._as_condition(right)))
-        return left
+            operands.append(self._as_condition(self._equality()))
+        return _checked(And.of_all(operands))
 
     def _equality(self) -> Expression:
         left = self._comparison()
@@ -333,8 +343,10 @@ class _Parser:
         raise self._unexpected(token)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=128)
 def _compile(text: str, v5: bool) -> Expression | SelectorSyntaxError:
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        return SelectorSyntaxError(f"the expression is longer than {MAX_EXPRESSION_LENGTH} characters")
     try:
         return _Parser(text, v5).selector()
     except SelectorSyntaxError as exc:
@@ -344,7 +356,7 @@ def _compile(text: str, v5: bool) -> Expression | SelectorSyntaxError:
 def compile_selector(text: str, *, v5: bool = False) -> Expression:
     """``SelectorParser.parse``: the expression of ``text``; ``SelectorSyntaxError`` when it does not
     compile. ``v5``: the 5.x grammar (a 5.x broker's, behind the gRPC Proxy), which adds ``CONTAINS``,
-    ``STARTSWITH`` and ``ENDSWITH``. Results (failures too) are kept for the last 256 texts, as the
+    ``STARTSWITH`` and ``ENDSWITH``. Results (failures too) are kept for the last 128 texts, as the
     broker keeps 100."""
     result = _compile(text, v5)
     if isinstance(result, SelectorSyntaxError):

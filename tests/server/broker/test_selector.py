@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from server.broker.selector import SelectorSyntaxError, compile_selector, matches
+from server.broker.selector.parser import MAX_EXPRESSION_LENGTH
 
 A10_BX = {"a": "10", "b": "x"}
 
@@ -142,9 +143,16 @@ def test_syntax_errors(expression: str) -> None:
 
 
 def test_long_chains_cost_no_recursion() -> None:
-    expression = compile_selector(" AND ".join(f"p{i} = {i}" for i in range(3000)))
-    assert matches(expression, {f"p{i}": str(i) for i in range(3000)}) is True
-    assert matches(expression, {f"p{i}": str(i) for i in range(2999)}) is False
+    terms = 560  # 8,175 characters, just under the length bound
+    expression = compile_selector(" AND ".join(f"p{i} = {i}" for i in range(terms)))
+    assert matches(expression, {f"p{i}": str(i) for i in range(terms)}) is True
+    assert matches(expression, {f"p{i}": str(i) for i in range(terms - 1)}) is False
+
+
+def test_expressions_past_the_length_bound_are_refused() -> None:
+    compile_selector("a = '" + "x" * (MAX_EXPRESSION_LENGTH - 6) + "'")
+    with pytest.raises(SelectorSyntaxError):
+        compile_selector("a = '" + "x" * (MAX_EXPRESSION_LENGTH - 5) + "'")
 
 
 @pytest.mark.parametrize(
