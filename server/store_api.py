@@ -32,7 +32,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from store.config.consumer_offsets import ConsumerOffsetTable
-from store.consumequeue.get_message import total_physical_memory
+from store.consumequeue.get_message import RecordFilter, total_physical_memory
 from store.errors import DispatchWriteError, StoreError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
 from store.index.service import ResumePoint
@@ -54,6 +54,7 @@ __all__ = [
     "QueryResult",
     "QueryResume",
     "QueryStore",
+    "RecordFilter",
     "ResumePoint",
     "StoreError",
     "StoreRecord",
@@ -145,6 +146,7 @@ class ConsumeQueueStore(QueryStore, Protocol):
         offset: int,
         max_msg_nums: int,
         tags_codes: frozenset[int] | None = None,
+        record_filter: RecordFilter | None = None,
     ) -> GetMessageResult: ...
 
     def topic_stats(self, topic: str) -> list[tuple[int, int, int, int]]: ...

@@ -32,7 +32,7 @@ from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.config.topics import read_topic_attributes
 from store.consumequeue.consume_queue import store_time_picker
-from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, get_message
+from store.consumequeue.get_message import GetMessageResult, GetMessageStatus, RecordFilter, get_message
 from store.consumequeue.queue_table import QueueTable
 from store.consumequeue.topic_counts import TopicQueueNums
 from store.errors import CheckpointError, DispatchWriteError
@@ -512,10 +512,17 @@ class MessageStore:
         offset: int,
         max_msg_nums: int,
         tags_codes: frozenset[int] | None = None,
+        record_filter: RecordFilter | None = None,
     ) -> GetMessageResult:
         """``getMessage`` as a master answers it (``store.consumequeue.get_message`` has the rules)."""
         result = get_message(
-            self.config, self.commitlog, self.queues.get(topic, queue_id), offset, max_msg_nums, tags_codes
+            self.config,
+            self.commitlog,
+            self.queues.get(topic, queue_id),
+            offset,
+            max_msg_nums,
+            tags_codes,
+            record_filter,
         )
         if result.buffers:
             self._served(result.buffer_total_size + 4096 * len(result.buffers), len(result.buffers))

@@ -106,9 +106,16 @@ log = logging.getLogger("server")
 
 def consume_settings(args: argparse.Namespace, config: StoreConfig | None = None) -> ConsumeSettings:
     """The broker options of ``--writable``'s consume side from the command line (and broker.conf's
-    ``autoCreateSubscriptionGroup``)."""
+    ``autoCreateSubscriptionGroup`` and ``enablePropertyFilter``)."""
+    property_filter = args.enable_property_filter
+    if property_filter is None:
+        # broker.conf's when it says; else on, unlike the broker (whose default is off): a test
+        # server should serve the SQL92 consumers a test brings.
+        configured = None if config is None else config.enable_property_filter
+        property_filter = True if configured is None else configured
     return ConsumeSettings(
         auto_create_subscription_group=True if config is None else config.auto_create_subscription_group,
+        enable_property_filter=property_filter,
         creation=CreationLimits(
             max_topics=args.max_topics,
             max_groups=args.max_groups,
@@ -218,6 +225,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --writable: create unknown topics on their first SEND from TBW102 "
         "(default: broker.conf's autoCreateTopicEnable, else on)",
+    )
+    parser.add_argument(
+        "--enable-property-filter",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --writable: serve consumers that filter by SQL92 (the broker's enablePropertyFilter; "
+        "default: broker.conf's enablePropertyFilter when it sets it, else on)",
     )
     parser.add_argument(
         "--max-topics",

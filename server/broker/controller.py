@@ -61,6 +61,9 @@ class ConsumeSettings:
 
     #: ``autoCreateSubscriptionGroup``.
     auto_create_subscription_group: bool = True
+    #: ``enablePropertyFilter``: SQL92 subscriptions of remoting consumers are served (the broker's
+    #: default is off; ``serve --writable`` and the test kit turn it on unless told otherwise).
+    enable_property_filter: bool = True
     #: ``notifyConsumerIdsChangedEnable``: tell a group's members when it changes.
     notify_consumer_ids_changed: bool = True
     #: What clients may make the broker create by themselves (``creation_limits``).

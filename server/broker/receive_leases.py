@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol.message import MessageExt
+from store.consumequeue.get_message import RecordFilter
 
 #: ``ReceiptHandle``'s topic types: a normal topic's handle is "N".
 NORMAL_TOPIC = "N"
@@ -75,9 +76,16 @@ class Reader(Protocol):
     """The store as the table reads it: up to ``n`` messages of a queue from ``offset``."""
 
     def read(
-        self, topic: str, queue_id: int, offset: int, n: int, tags_codes: frozenset[int] | None
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        n: int,
+        tags_codes: frozenset[int] | None,
+        record_filter: RecordFilter | None = None,
     ) -> tuple[list[MessageExt], int]:
-        """The messages found (tag-filtered) and the offset after the last one looked at."""
+        """The messages found (filtered by tags, or by ``record_filter`` on each record: an SQL92
+        subscription's) and the offset after the last one looked at."""
         ...
 
     def bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
@@ -297,6 +305,7 @@ class ReceiveLeases:
         *,
         max_attempts: int,
         tags_codes: frozenset[int] | None = None,
+        record_filter: RecordFilter | None = None,
         orderly: bool = False,
         client_id: str = "",
         auto_renew: bool = False,
@@ -333,7 +342,7 @@ class ReceiveLeases:
                 out.append(delivery)
             while len(out) < n:
                 found, next_offset = self._reader.read(
-                    topic, queue_id, state.cursor, n - len(out), tags_codes
+                    topic, queue_id, state.cursor, n - len(out), tags_codes, record_filter
                 )
                 for message in found:
                     attempt = message.reconsume_times + 1

@@ -13,6 +13,7 @@ from protocol.message import MessageExt, decode_message
 from server.broker.controller import BrokerController
 from server.broker.receive_leases import ReceiveLeases
 from server.broker.send_back import DLQ_QUEUE_NUMS, destination, send_back_record
+from store.consumequeue.get_message import RecordFilter
 
 
 class StoreReader:
@@ -22,10 +23,16 @@ class StoreReader:
         self._broker = broker
 
     def read(
-        self, topic: str, queue_id: int, offset: int, n: int, tags_codes: frozenset[int] | None
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        n: int,
+        tags_codes: frozenset[int] | None,
+        record_filter: RecordFilter | None = None,
     ) -> tuple[list[MessageExt], int]:
         reader = self._broker.store.reader
-        result = reader.get_message(topic, queue_id, offset, n, tags_codes)
+        result = reader.get_message(topic, queue_id, offset, n, tags_codes, record_filter)
         messages = [decode_message(bytes(buf)) for buf in result.buffers]
         return messages, result.next_begin_offset
 

@@ -9,7 +9,12 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
   remaining minus half the client's request timeout; then clamped to 5..20 s
   (``grpcClientConsumer{Min,Max}LongPollingTimeoutMillis``) and kept inside the call's deadline;
   the invisible duration must be 10 s..12 h (ILLEGAL_INVISIBLE_TIME); a bad tag
-  expression is ILLEGAL_FILTER_EXPRESSION, SQL92 unsupported as on the remoting port. Like a pop
+  expression, or an empty SQL one, is ILLEGAL_FILTER_EXPRESSION (the Proxy's ``FilterAPI.build``);
+  an SQL expression that does not compile is the broker's pop answer SUBSCRIPTION_PARSE_FAILED,
+  which the Proxy passes on as INTERNAL_SERVER_ERROR "parse the consumer's subscription failed";
+  an SQL one filters each record by its properties (``server.broker.message_filter``, the same
+  filter as the remoting pulls, with the 5.x grammar's ``CONTAINS``/``STARTSWITH``/``ENDSWITH``; the
+  broker's pop does not look at ``enablePropertyFilter``). Like a pop
   with queue id -1, every readable queue of the topic is looked at, starting from the request's
   queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
   lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
@@ -41,6 +46,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from protocol.message import MessageExt
 from server.broker.controller import BrokerController
+from server.broker.message_filter import SQL92, FilterCompileError, SqlRecordFilter, compile_filter
 from server.broker.receive_leases import Delivery, InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
 from server.grpc.conversion import (
     PROPERTY_BORN_HOST,
@@ -56,7 +62,12 @@ from server.grpc.route import PERM_READ, permission_of
 from server.grpc.topics import GrpcTopics
 from server.grpc.v2 import Code, Encoding, MessageType, definition, service
 from server.grpc.validation import GrpcStatusError, validate_consumer_group, validate_topic
-from server.remoting.processors.pull_message import SubscriptionParseError, tag_filter
+from server.remoting.processors.pull_message import (
+    SUBSCRIPTION_PARSE_FAILED_REMARK,
+    SubscriptionParseError,
+    tag_filter,
+)
+from server.store_api import RecordFilter
 from server.store_changes import StoreChanges
 
 MIN_POLLING_MS = 5_000
@@ -198,6 +209,24 @@ def _status(code: int, message: str | None = None) -> definition.Status:
     return definition.Status(code=code, message=message if message is not None else Code.Name(code))
 
 
+def receive_filter(
+    expression: definition.FilterExpression,
+) -> tuple[frozenset[int] | None, RecordFilter | None]:
+    """A ReceiveMessage's filter: (tag codes, None) for a TAG expression, (None, the record filter)
+    for an SQL one; the Proxy's and the broker's refusals as ``GrpcStatusError``."""
+    if expression.type == definition.FilterType.SQL:
+        if not expression.expression:
+            raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, f"Expression can't be null! {SQL92}")
+        try:
+            return None, SqlRecordFilter(compile_filter(SQL92, expression.expression, v5=True))
+        except FilterCompileError:
+            raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, SUBSCRIPTION_PARSE_FAILED_REMARK) from None
+    try:
+        return tag_filter(expression.expression or "*", "TAG"), None
+    except SubscriptionParseError as exc:
+        raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+
+
 class GrpcConsumers:
     """The consume-side calls of one gRPC port (``serve --writable`` only)."""
 
@@ -307,13 +336,7 @@ class GrpcConsumers:
         else:
             invisible = duration_ms(request.invisible_duration)
             _check_invisible(invisible, MIN_INVISIBLE_MS)
-        expression = request.filter_expression
-        if expression.type == definition.FilterType.SQL:
-            raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filtering is not supported")
-        try:
-            tags = tag_filter(expression.expression or "*", "TAG")
-        except SubscriptionParseError as exc:
-            raise GrpcStatusError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+        tags, record_filter = receive_filter(request.filter_expression)
         if request.batch_size <= 0:
             raise GrpcStatusError(Code.BAD_REQUEST, "batch size must be > 0")
         if request.batch_size > MAX_BATCH:
@@ -342,6 +365,7 @@ class GrpcConsumers:
                 now,
                 max_attempts=max_attempts,
                 tags_codes=tags,
+                record_filter=record_filter,
                 orderly=orderly,
                 client_id=client_id,
                 auto_renew=request.auto_renew,

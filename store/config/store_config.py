@@ -175,6 +175,8 @@ class StoreConfig:
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
     timer_max_delay_sec: int = 3 * 24 * 3600
+    #: ``enablePropertyFilter`` when broker.conf sets it (None: not set, the server decides).
+    enable_property_filter: bool | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -276,6 +278,7 @@ class StoreConfig:
             ("autoCreateTopicEnable", "auto_create_topic_enable"),
             ("autoCreateSubscriptionGroup", "auto_create_subscription_group"),
             ("timerWheelEnable", "timer_wheel_enable"),
+            ("enablePropertyFilter", "enable_property_filter"),
         ):
             if key in props:
                 values[name] = _parse_bool(key, props[key])

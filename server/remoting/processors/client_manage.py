@@ -34,6 +34,7 @@ from protocol.heartbeat import (
 )
 from protocol.json_body import decode_json_body
 from server.broker.controller import BrokerController
+from server.broker.message_filter import FilterCompileError, compile_filter, is_tag_type
 from server.loop_budget import LoopBudget
 from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.reply import exception_answer, system_error
@@ -98,9 +99,10 @@ class ClientManageProcessor:
 
     A heartbeat registers the client's producer and consumer groups on the connection it came over
     (``server.broker.controller.BrokerController.heartbeat``); UNREGISTER_CLIENT removes it from the
-    groups it names; CHECK_CLIENT_CONFIG accepts tag subscriptions and refuses SQL92 ones as a broker
-    without ``enablePropertyFilter`` does. QUERY_TOPIC_CONSUME_BY_WHO lists the groups subscribed to a
-    topic now or holding an offset in it.
+    groups it names; CHECK_CLIENT_CONFIG accepts tag subscriptions, refuses SQL92 ones as a broker
+    without ``enablePropertyFilter`` does when that is off, and otherwise compiles the expression:
+    SUBSCRIPTION_PARSE_FAILED with the compiler's message when it does not compile.
+    QUERY_TOPIC_CONSUME_BY_WHO lists the groups subscribed to a topic now or holding an offset in it.
     """
 
     def __init__(self, broker: BrokerController, budget: LoopBudget | None = None) -> None:
@@ -183,10 +185,17 @@ class ClientManageProcessor:
                 subscription = decode_json_body(request.body, CheckClientBody).subscriptionData
             except JsonBodyError:  # nested too deeply included (issue 31)
                 return exception_answer(request, BAD_CHECK_BODY_REMARK)
-        if subscription is not None and subscription.expressionType not in (None, "", "TAG"):
+        if subscription is None or is_tag_type(subscription.expressionType):
+            return request.make_response(ResponseCode.SUCCESS)
+        expression_type = subscription.expressionType or ""
+        if not self._broker.settings.enable_property_filter:
             return request.make_response(
-                ResponseCode.SYSTEM_ERROR, remark=property_filter_refused(subscription.expressionType)
+                ResponseCode.SYSTEM_ERROR, remark=property_filter_refused(expression_type)
             )
+        try:
+            compile_filter(expression_type, subscription.subString)
+        except FilterCompileError as exc:
+            return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=str(exc))
         return request.make_response(ResponseCode.SUCCESS)
 
     def query_topic_consume_by_who(self, request: RemotingCommand) -> RemotingCommand:

@@ -3,8 +3,18 @@
 The checks and answers follow the 4.9.7 broker in its order: the topic must be in the store's topic
 table (TOPIC_NOT_EXIST), the queue id below the topic's read queue count (SYSTEM_ERROR naming the
 consumer's address), the subscription must parse (tag expressions ``A || B`` filter by tagsCode,
-``*`` takes everything; SQL92 is refused as by a broker without ``enablePropertyFilter``), and a
-request without the subscription flag is answered as by a broker that knows no such consumer group.
+``*`` takes everything; an SQL92 expression filters each record by its properties,
+``server.broker.message_filter``), and a request without the subscription flag is answered as by a
+broker that knows no such consumer group.
+
+SQL92 as the 4.9.7 broker serves it: an expression type other than a tag type needs a non-empty
+expression (else SUBSCRIPTION_PARSE_FAILED); a pull that carries its expression but whose expression
+does not compile is *not* refused - ``ConsumerFilterManager.build`` swallows the error and the
+broker's filter then lets every message through - while a heartbeat-declared expression that does
+not compile was never registered, so a pull relying on it gets FILTER_DATA_NOT_EXIST. Past those
+checks, a broker without ``enablePropertyFilter`` answers SYSTEM_ERROR "The broker does not support
+consumer to filter message by SQL92" (``ConsumeSettings.enable_property_filter``; the read-only
+server filters). Such pulls never take the compiled request path (``plain_pull`` says no).
 Then the store's ``GetMessageStatus`` becomes the response code and its name the remark: FOUND → 0,
 OFFSET_OVERFLOW_ONE / OFFSET_FOUND_NULL → 19, OFFSET_OVERFLOW_BADLY / OFFSET_TOO_SMALL → 21,
 NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING → 20, an empty queue → 21 unless the request asked for
@@ -54,12 +64,13 @@ from protocol.custom_headers import (
 )
 from protocol.index_key import java_string_hash
 from server.broker.controller import BrokerController
+from server.broker.message_filter import FilterCompileError, SqlRecordFilter, compile_filter, is_tag_type
 from server.burst_log import BurstLog
 from server.remoting.dispatch import java_remote_address
 from server.remoting.faq import suggest_todo
 from server.remoting.peer import CURRENT_PEER
 from server.runtime_stats import PullStats
-from server.store_api import ConsumeQueueStore
+from server.store_api import ConsumeQueueStore, RecordFilter
 from server.store_changes import StoreChanges
 from server.topic_table import TopicTable
 
@@ -189,6 +200,7 @@ SUBSCRIPTION_PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
 GROUP_INFO_NOT_EXIST_REMARK = "the consumer's group info not exist" + suggest_todo()
 SUBSCRIPTION_NOT_EXIST_REMARK = "the consumer's subscription not exist" + suggest_todo()
 SUBSCRIPTION_NOT_LATEST_REMARK = "the consumer's subscription not latest"
+FILTER_DATA_NOT_EXIST_REMARK = "The broker's consumer filter data is not exist!Your expression may be wrong!"
 
 
 def group_not_exist_remark(group: str) -> str:
@@ -217,6 +229,18 @@ def negative_capacity_remark(max_msg_nums: int) -> str:
 
 def property_filter_remark(expression_type: str) -> str:
     return f"The broker does not support consumer to filter message by {expression_type}"
+
+
+def carried_filter(expression_type: str, subscription: str | None) -> RecordFilter | None:
+    """The record filter of a pull carrying a non-tag expression (``FilterAPI.build`` and
+    ``ConsumerFilterManager.build``): ``SubscriptionParseError`` for no expression; None - every
+    message passes - for one that does not compile, as the broker's null filter data does."""
+    if not subscription:
+        raise SubscriptionParseError(f"Expression can't be null! {expression_type}")
+    try:
+        return SqlRecordFilter(compile_filter(expression_type, subscription))
+    except FilterCompileError:
+        return None
 
 
 def woken_answer(response: RemotingCommand) -> RemotingCommand:
@@ -423,23 +447,18 @@ class PullMessageProcessor:
                 ResponseCode.SUBSCRIPTION_NOT_EXIST, remark=GROUP_INFO_NOT_EXIST_REMARK, ext_fields={}
             )
         expression_type = header.expression_type
-        if expression_type is not None and expression_type not in (TAG, ""):
-            if not header.subscription:
-                return request.make_response(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    remark=SUBSCRIPTION_PARSE_FAILED_REMARK,
-                    ext_fields={},
-                )
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR, remark=property_filter_remark(expression_type), ext_fields={}
-            )
+        record_filter: RecordFilter | None = None
+        tags_codes: frozenset[int] | None = None
         try:
-            tags_codes = tag_filter(header.subscription, expression_type)
+            if expression_type is None or expression_type in (TAG, ""):
+                tags_codes = tag_filter(header.subscription, expression_type)
+            else:
+                record_filter = carried_filter(expression_type, header.subscription)
         except SubscriptionParseError:
             return request.make_response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=SUBSCRIPTION_PARSE_FAILED_REMARK, ext_fields={}
             )
-        return self._read(request, header, tags_codes)
+        return self._read(request, header, tags_codes, record_filter)
 
     def plain_pull(
         self,
@@ -538,14 +557,15 @@ class PullMessageProcessor:
                 ext_fields={},
             )
         tags_codes: frozenset[int] | None = None
+        record_filter: RecordFilter | None = None
         if header.has_subscription_flag:
             expression_type = header.expression_type
             subscription = header.subscription
             try:
                 if expression_type is None or expression_type in (TAG, ""):
                     tags_codes = tag_filter(subscription, expression_type)
-                elif not subscription:
-                    raise SubscriptionParseError("no expression")
+                else:
+                    record_filter = carried_filter(expression_type, subscription)
             except SubscriptionParseError:
                 return request.make_response(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED,
@@ -572,12 +592,23 @@ class PullMessageProcessor:
                     ResponseCode.SUBSCRIPTION_NOT_LATEST, remark=SUBSCRIPTION_NOT_LATEST_REMARK, ext_fields={}
                 )
             expression_type = declared.expressionType
-            tags_codes = declared_filter(declared.subString, declared.codeSet)
-        if expression_type is not None and expression_type not in (TAG, ""):
+            if is_tag_type(expression_type):
+                tags_codes = declared_filter(declared.subString, declared.codeSet)
+            else:
+                # ``ConsumerFilterManager.get``: registered from the heartbeat only if it compiled.
+                try:
+                    compiled = compile_filter(expression_type, declared.subString)  # type: ignore[arg-type]
+                except FilterCompileError:
+                    return request.make_response(
+                        ResponseCode.FILTER_DATA_NOT_EXIST, remark=FILTER_DATA_NOT_EXIST_REMARK, ext_fields={}
+                    )
+                if not declared.classFilterMode:
+                    record_filter = SqlRecordFilter(compiled)
+        if not is_tag_type(expression_type) and not broker.settings.enable_property_filter:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, remark=property_filter_remark(expression_type), ext_fields={}
             )
-        response = self._read(request, header, tags_codes)
+        response = self._read(request, header, tags_codes, record_filter)
         if response.code == ResponseCode.PULL_OFFSET_MOVED:
             # the master's statistics record, put before the offset is committed, as the broker does
             fields = response.ext_fields or {}
@@ -589,7 +620,11 @@ class PullMessageProcessor:
         return response
 
     def _read(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, tags_codes: frozenset[int] | None
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        tags_codes: frozenset[int] | None,
+        record_filter: RecordFilter | None = None,
     ) -> RemotingCommand:
         """The store read and its answer, once the request passed every check."""
         if header.max_msg_nums < 0 and (
@@ -604,7 +639,7 @@ class PullMessageProcessor:
             )
         started = time.monotonic()
         result = self._store.get_message(
-            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags_codes
+            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags_codes, record_filter
         )
         status = result.status.name
         self._stats.record(status == "FOUND", len(result.buffers), int((time.monotonic() - started) * 1000))

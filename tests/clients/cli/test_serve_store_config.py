@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clients.cli import build_parser, main
-from clients.cli.serve import config_file, load_config
+from clients.cli.serve import config_file, consume_settings, load_config
 from protocol.codes import RequestCode, ResponseCode
 from store.config.store_config import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from tests.support.harness import RawClient, key_query_fields
@@ -66,3 +66,21 @@ async def test_serve_store_dir_answers_with_its_own_geometry(demo_dir: Path) -> 
             assert answer.code == ResponseCode.SUCCESS and answer.body
         finally:
             await client.close()
+
+
+@pytest.mark.parametrize(
+    ("conf", "flags", "expected"),
+    [
+        ("", (), True),  # broker.conf silent: on, unlike the broker's default
+        ("enablePropertyFilter=false\n", (), False),
+        ("enablePropertyFilter=true\n", (), True),
+        ("enablePropertyFilter=false\n", ("--enable-property-filter",), True),
+        ("", ("--no-enable-property-filter",), False),
+    ],
+)
+def test_property_filter_setting(tmp_path: Path, conf: str, flags: tuple[str, ...], expected: bool) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "broker.conf").write_text(conf)
+    args = _args("--writable", "--store", str(store), *flags)
+    assert consume_settings(args, load_config(args)).enable_property_filter is expected

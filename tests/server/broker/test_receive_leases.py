@@ -29,7 +29,7 @@ class FakeQueues:
         offset = self.start + len(queue)
         queue.append(MessageExt(topic=TOPIC, queue_id=queue_id, queue_offset=offset))
 
-    def read(self, topic, queue_id, offset, n, tags_codes):
+    def read(self, topic, queue_id, offset, n, tags_codes, record_filter=None):
         queue = self.messages.get(queue_id, [])
         found, position = [], max(offset, self.start)
         while position < self.start + len(queue) and len(found) < n:

@@ -77,8 +77,9 @@ PARSE_FAILED = "parse the consumer's subscription failed"
     [
         ({"sysFlag": "0"}, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist"),
         ({"subscription": "||"}, ResponseCode.SUBSCRIPTION_PARSE_FAILED, PARSE_FAILED),
-        ({"expressionType": "SQL92", "subscription": "a > 1"}, ResponseCode.SYSTEM_ERROR,
-         "The broker does not support consumer to filter message by SQL92"),
+        # read-only, property filtering is on: no message has a property ``a``, none matches
+        ({"expressionType": "SQL92", "subscription": "a > 1"}, ResponseCode.PULL_RETRY_IMMEDIATELY,
+         "NO_MATCHED_MESSAGE"),
         ({"expressionType": "SQL92", "subscription": ""}, 23, PARSE_FAILED),
         ({"topic": "NoSuchTopic"}, ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist, apply first"),
         ({"queueId": "-1"}, ResponseCode.SYSTEM_ERROR, "queueId[-1] is illegal"),
@@ -136,6 +137,7 @@ class GrowingStore:
         offset: int,
         max_msg_nums: int,
         tags_codes: frozenset[int] | None = None,
+        record_filter: object = None,
     ) -> GetMessageResult:
         self.reads += 1
         if offset == self.max:
