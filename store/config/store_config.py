@@ -154,6 +154,8 @@ class StoreConfig:
     #: ``autoCreateSubscriptionGroup``: a heartbeat or pull of an unknown group creates its config;
     #: off, an offset update for a group the broker does not know is refused (write path only).
     auto_create_subscription_group: bool = True
+    #: ``storeReplyMessageEnable`` (BrokerConfig): a request's reply is also stored in the reply topic.
+    store_reply_message_enable: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -250,6 +252,7 @@ class StoreConfig:
             ("messageIndexEnable", "message_index_enable"),
             ("autoCreateTopicEnable", "auto_create_topic_enable"),
             ("autoCreateSubscriptionGroup", "auto_create_subscription_group"),
+            ("storeReplyMessageEnable", "store_reply_message_enable"),
         ):
             if key in props:
                 values[name] = _parse_bool(key, props[key])
