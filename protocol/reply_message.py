@@ -42,7 +42,7 @@ def reply_topic(cluster: str) -> str:
 
 
 @custom_header
-@dataclass(slots=True, frozen=True, kw_only=True)
+@dataclass(slots=True, frozen=True)
 class ReplyMessageRequestHeader:
     """``ReplyMessageRequestHeader``, fields in its declaration order (``to_ext_fields`` gives them in
     ``HashMap`` order, as the broker's JSON header carries them)."""
@@ -55,10 +55,11 @@ class ReplyMessageRequestHeader:
     sys_flag: int = int_field("sysFlag")
     born_timestamp: int = long_field("bornTimestamp")
     flag: int = int_field("flag")
-    properties: str | None = string_field("properties", default=None)
-    reconsume_times: int | None = int_field("reconsumeTimes", required=False, default=None)
-    #: A Java ``boolean``: always sent.
-    unit_mode: bool = boolean_field("unitMode", default=False)
+    # No Python defaults: the required fields below follow these in Java's declaration order.
+    properties: str | None = string_field("properties")
+    reconsume_times: int | None = int_field("reconsumeTimes", required=False)
+    #: A Java ``boolean``: always sent (None only when read from a header that lacks it).
+    unit_mode: bool | None = boolean_field("unitMode")
     #: The replier's address, ``ip:port``.
     born_host: str = string_field("bornHost", required=True)
     #: The broker's store host, ``ip:port``.

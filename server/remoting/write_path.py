@@ -119,6 +119,8 @@ class WritePath:
         #: The SEND processor, once registered: the HTTP port's resend goes through it
         #: (``server.http.resend``), so a resent copy is stored as a producer's SEND of it.
         self.sends: SendMessageProcessor | None = None
+        #: The reply processor (SEND_REPLY_MESSAGE and _V2), once registered.
+        self.replies: ReplyMessageProcessor | None = None
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -156,6 +158,7 @@ class WritePath:
             store_replies=store.config.store_reply_message_enable,
             on_scheduled=timer.arm,
         )
+        self.replies = replies
         for code in REPLY_CODES:
             dispatcher.register(code, replies.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
