@@ -186,3 +186,56 @@ async def test_pushes_to_a_requester_that_reads_nothing_stop_at_the_connection_s
         await replier.close()
         await srv.stop()
         store.close()
+
+
+async def test_the_reply_topic_of_the_store_s_cluster_routes_as_the_broker_registers_it(
+    tmp_path: Path,
+) -> None:
+    """``TopicConfigManager`` creates ``<cluster>_REPLY_TOPIC`` at start (1 read and 1 write queue,
+    read-write) and the broker registers it with the name server: a replier's route lookup finds it."""
+    store = WritableStore(StoreConfig.for_store(tmp_path / "store", broker_cluster_name="MyCluster"))
+    srv = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+    await srv.start()
+    client = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        answer = await client.call(
+            RawClient.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "MyCluster_REPLY_TOPIC"})
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        (queues,) = json.loads(bytes(answer.body or b"{}"))["queueDatas"]
+        assert (queues["readQueueNums"], queues["writeQueueNums"], queues["perm"]) == (1, 1, 6)
+    finally:
+        await client.close()
+        await srv.stop()
+        store.close()
+
+
+async def test_with_store_reply_message_enable_off_a_pushed_reply_is_answered_but_not_stored(
+    tmp_path: Path,
+) -> None:
+    """``storeReplyMessageEnable=false``: pushed, answered SUCCESS with msgId ``0`` and queue offset 0
+    (``handlePushReplyResult``), nothing written to the reply topic."""
+    (tmp_path / "broker.conf").write_text(
+        f"storePathRootDir={tmp_path / 'store'}\nstoreReplyMessageEnable=false\n"
+    )
+    config = StoreConfig.load(tmp_path / "broker.conf")
+    assert config.store_reply_message_enable is False
+    store = WritableStore(config)
+    srv = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+    await srv.start()
+    asker = await requester(srv.port, "cid-ok")
+    replier = await RawClient.connect("127.0.0.1", srv.port)
+    try:
+        await replier.send(reply("cid-ok"))
+        pushed = await asker.receive()
+        await asker.send(RemotingCommand(code=0, flag=1, opaque=pushed.opaque))
+        answer = await replier.receive()
+        assert answer.code == ResponseCode.SUCCESS
+        fields = answer.ext_fields or {}
+        assert (fields["msgId"], fields["queueId"], fields["queueOffset"]) == ("0", "0", "0")
+        assert store.reader.max_offset(REPLY_TOPIC, 0) == 0
+    finally:
+        await asker.close()
+        await replier.close()
+        await srv.stop()
+        store.close()
