@@ -13,12 +13,15 @@ broker took it; the body is the reply's body as sent. The client matches it to i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from protocol.custom_header_fields import (
     boolean_field,
     custom_header,
     int_field,
+    java_parse_int,
+    java_parse_long,
     long_field,
     string_field,
 )
@@ -34,6 +37,33 @@ PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
 REPLY_MESSAGE_FLAG = "reply"
 #: ``MixAll.REPLY_TOPIC_POSTFIX``.
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+
+
+#: ``SendMessageRequestHeaderV2.decode``'s numbers, in the order it parses them.
+_V2_NUMBERS = (
+    ("d", False),
+    ("e", False),
+    ("f", False),
+    ("g", True),
+    ("h", False),
+    ("j", False),
+    ("l", False),
+)
+
+
+def v2_number_java_refuses(ext_fields: Mapping[str, str]) -> str | None:
+    """The first value of a one-letter SEND header that ``SendMessageRequestHeaderV2.decode``
+    (the reply's decode: a ``FastCodesHeader``) would throw ``NumberFormatException`` on, or None.
+
+    That decode only logs a missing field and parses each present number with
+    ``Integer.parseInt``/``Long.parseLong``, which throw: the broker then answers the bare
+    SYSTEM_ERROR of an exception. (4.9.7's reflective decode of the long header catches its own
+    errors and leaves the field null.)"""
+    for name, is_long in _V2_NUMBERS:
+        value = ext_fields.get(name)
+        if value is not None and (java_parse_long(value) if is_long else java_parse_int(value)) is None:
+            return value
+    return None
 
 
 def reply_topic(cluster: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from protocol.codes import RequestCode
 from protocol.errors import HeaderFieldError
-from protocol.reply_message import ReplyMessageRequestHeader, reply_topic
+from protocol.reply_message import ReplyMessageRequestHeader, reply_topic, v2_number_java_refuses
 
 #: The recorded push's fields, with the normalised values put back to concrete ones.
 RECORDED_ORDER = [
@@ -87,3 +87,21 @@ def test_a_missing_required_field_is_named(missing: str) -> None:
     del fields[missing]
     with pytest.raises(HeaderFieldError, match=missing):
         ReplyMessageRequestHeader.from_ext_fields(fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "refused"),
+    [
+        ({"a": "g", "d": "4", "e": "0", "g": "1700000000000"}, None),
+        ({"a": "g"}, None),  # missing numbers are only logged by the fast decode
+        ({"e": "x"}, "x"),
+        ({"d": " 4", "e": "x"}, " 4"),  # parsed in declaration order: d before e
+        ({"g": "99999999999"}, None),  # a long, not an int
+        ({"h": "99999999999"}, "99999999999"),
+        ({"j": "1_0"}, "1_0"),
+        ({"l": ""}, ""),
+        ({"k": "maybe", "i": "x"}, None),  # Boolean.parseBoolean and strings never throw
+    ],
+)
+def test_the_v2_numbers_java_cannot_parse(fields: dict[str, str], refused: str | None) -> None:
+    assert v2_number_java_refuses(fields) == refused

@@ -9,9 +9,9 @@ replies as ``MessageUtil.createReplyMessage`` makes them: SEND_REPLY_MESSAGE (lo
 SEND_REPLY_MESSAGE_V2 (one-letter header) to ``<cluster>_REPLY_TOPIC``, and the edge cases: no
 ``REPLY_TO_CLIENT``, an unknown client, a failing and a silent requester, a bad queue id, a
 forbidden and an illegal topic, a topic created by the reply, a ``DELAY``, a ``DELAY`` Java cannot
-parse, and after ``R`` unregistered. The stored replies are read back (VIEW_MESSAGE_BY_ID) and the
-reply topic's stats asked. Each step records the answer and the requests the broker sent meanwhile
-(the pushes), normalised by ``consume_side.Normaliser``.
+parse, headers Java cannot decode, and after ``R`` unregistered. The stored replies are read back
+(VIEW_MESSAGE_BY_ID) and the reply topic's stats asked. Each step records the answer and the
+requests the broker sent meanwhile (the pushes), normalised by ``consume_side.Normaliser``.
 """
 
 from __future__ import annotations
@@ -169,6 +169,14 @@ async def play(port: int, ser: SerializeType, *, settle: float = 0.3) -> list[di
         reply_fields(rec, reply_to=cid["R"], correlation="corr-13", extra={"DELAY": "x"}),
         b"r13",
         v2=False,
+    )
+    await reply("reply: no header fields", None, b"r15", v2=False)  # type: ignore[arg-type]
+    await reply("reply V2: only producerGroup", {"a": f"RrReplier_{s}"}, b"r16", v2=True)
+    await reply(
+        "reply V2: queueId not a number",
+        {**reply_fields(rec, reply_to=cid["R"], correlation="corr-17", v2=True), "e": "x"},
+        b"r17",
+        v2=True,
     )
     await rec.ask(
         "unregister requester R",

@@ -17,13 +17,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 
-from protocol.codes import RequestCode, ResponseCode, SerializeType
+from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.message_properties import string_to_properties
-from protocol.reply_message import PROPERTY_PUSH_REPLY_TIME
+from protocol.reply_message import PROPERTY_PUSH_REPLY_TIME, v2_number_java_refuses
 from protocol.send_message import SendMessageRequestHeader, send_response_fields
 from server.broker.controller import BrokerController
-from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused
+from server.broker.put_message import SCHEDULE_TOPIC, PutContext, PutRefused, number_format_refusal
 from server.broker.reply_message import (
     PUSH_TIMEOUT_S,
     PushOutcome,
@@ -39,11 +39,12 @@ from server.broker.reply_message import (
     reply_target,
     reply_to_missing_remark,
 )
-from server.broker.send_check import check_send
+from server.broker.send_check import BLANK_TOPIC_REMARK, check_send
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.remoting.channel import RemotingChannel
 from server.remoting.peer import CURRENT_PEER
+from server.remoting.reply import exception_answer
 from server.store_api import AppendResult
 
 log = logging.getLogger(__name__)
@@ -87,23 +88,19 @@ class ReplyMessageProcessor:
             fields = answer.header.to_ext_fields(self.region, self.trace_on, request.serialize_type)
         return request.make_response(answer.code, remark=answer.remark, ext_fields=fields)
 
-    @staticmethod
-    def _threw(request: RemotingCommand, threw: StoreThrew) -> RemotingCommand:
-        """The remoting layer's answer to a processor that threw: SYSTEM_ERROR with the exception,
-        no fields, and JSON whatever the request's serialization (``processRequestCommand`` builds it
-        with ``createResponseCommand`` and does not copy the request's; golden:
-        ``request_reply_4.9.7.json``, "reply: DELAY not a number" in the ROCKETMQ run)."""
-        answer = request.make_response(threw.code, remark=threw.remark)
-        answer.serialize_type = SerializeType.JSON
-        return answer
-
     def process(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """The dispatcher's entry: decoded and checked now (the sender's address is the
         connection's), pushed and stored in a coroutine."""
         born = CURRENT_PEER.get() or ("127.0.0.1", 0)
-        header = SendMessageRequestHeader.from_ext_fields(
-            request.ext_fields, v2=request.code == RequestCode.SEND_REPLY_MESSAGE_V2
-        )
+        v2 = request.code == RequestCode.SEND_REPLY_MESSAGE_V2
+        fields = request.ext_fields
+        if v2 and fields is not None and (bad := v2_number_java_refuses(fields)) is not None:
+            return exception_answer(request, number_format_refusal(bad).remark)
+        if fields is None or fields.get("b" if v2 else "topic") is None:
+            # Java's decode leaves a missing field null (no extFields at all: nothing is read), and
+            # ``msgCheck`` looks at the topic first (golden: "reply: no header fields").
+            return self._answer(request, ReplyAnswer(ResponseCode.SYSTEM_ERROR, BLANK_TOPIC_REMARK, None))
+        header = SendMessageRequestHeader.from_ext_fields(fields, v2=v2)
         body = bytes(request.body) if request.body is not None else b""
         before = self.store.topic_changes()
         try:
@@ -140,7 +137,7 @@ class ReplyMessageProcessor:
             try:
                 stored = self._store(header, body, queue_id, props, born)
             except StoreThrew as threw:
-                return self._threw(request, threw)
+                return exception_answer(request, threw.remark)
         return self._answer(request, reply_answer(push, stored, queue_id))
 
     async def _push(
