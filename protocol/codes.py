@@ -97,6 +97,12 @@ class RequestCode(IntEnum):
     CONSUME_MESSAGE_DIRECTLY = 309
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    #: A consumer's reply to a request message (``MessageUtil.createReplyMessage``): stored in the
+    #: reply topic and pushed to the requesting client as PUSH_REPLY_MESSAGE_TO_CLIENT.
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    #: Sent by the broker to the client named by the reply's ``REPLY_TO_CLIENT`` (answered).
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
 
 
 class ResponseCode(IntEnum):

@@ -159,9 +159,10 @@ def java_parse_int(value: str) -> int | None:
 
 def java_parse_long(value: str) -> int | None:
     """``Long.parseLong(value)``, or None where Java throws ``NumberFormatException`` (the rules of
-    ``java_parse_int`` over the long range): for the 5.x timer properties (``TIMER_DELIVER_MS``)."""
+    ``java_parse_int`` over the long range): for the 5.x timer properties (``TIMER_DELIVER_MS``) and
+    the reply headers' longs."""
     try:
-        return parse_java_integer("", value, "long", _LONG_RANGE)
+        return parse_java_integer("", value, "long", _LONG_RANGE, _LONG_PLAIN_DIGITS)
     except HeaderFieldError:
         return None
 

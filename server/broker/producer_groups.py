@@ -6,6 +6,14 @@ producer of the group whether a half (transactional) message it left undecided s
 its channel, UNREGISTER_CLIENT or the channel closing removes it, a member silent for
 ``CHANNEL_EXPIRED_MS`` is dropped (its channel closed by the caller), an empty group is forgotten,
 and the channel asked is picked round-robin among the group's open ones.
+
+The second use is REQUEST-REPLY: a reply is pushed to the connection of the client named by its
+``REPLY_TO_CLIENT`` (``findChannel``). As the broker's ``clientChannelTable``, that is one channel per
+client id: the one of the client's latest new registration (a client on a second connection takes
+it over). The broker forgets the client id as soon as the client leaves any one group, even while it
+is still registered in another (one of a client's two producers shut down: replies to the other are
+then refused until it reconnects); here the id stays routed while the client has a group on a live
+registration, falling back to its other connection when the one it was mapped to goes.
 """
 
 from __future__ import annotations
@@ -25,6 +33,10 @@ class ProducerGroups:
     def __init__(self) -> None:
         #: group -> channel id -> member, in the order they joined.
         self.groups: dict[str, dict[int, ClientChannelInfo]] = {}
+        #: client id -> the channel its latest new registration came on (``clientChannelTable``).
+        self.clients: dict[str, Channel] = {}
+        #: client id -> channel id -> (channel, how many groups it is registered in there).
+        self._registrations: dict[str, dict[int, tuple[Channel, int]]] = {}
         self._turn = itertools.count()
 
     def register(self, group: str, info: ClientChannelInfo) -> None:
@@ -32,6 +44,10 @@ class ProducerGroups:
         old = members.get(info.channel.id)
         if old is None:
             members[info.channel.id] = info
+            self.clients[info.client_id] = info.channel
+            on = self._registrations.setdefault(info.client_id, {})
+            _, count = on.get(info.channel.id, (info.channel, 0))
+            on[info.channel.id] = (info.channel, count + 1)
             log.info(
                 "producer %s joined group %s from %s", info.client_id, group, info.channel.client_address
             )
@@ -42,9 +58,28 @@ class ProducerGroups:
         members = self.groups.get(group)
         if members is None:
             return
-        members.pop(channel.id, None)
+        info = members.pop(channel.id, None)
+        if info is not None:
+            self._forget_client(info)
         if not members:
             del self.groups[group]
+
+    def _forget_client(self, info: ClientChannelInfo) -> None:
+        """One registration of ``info``'s client is gone: its id routes to a channel it is still
+        registered on (the latest), or nowhere. O(1) but for a client on many connections."""
+        on = self._registrations.get(info.client_id)
+        if on is None or info.channel.id not in on:
+            return
+        channel, count = on[info.channel.id]
+        if count > 1:
+            on[info.channel.id] = (channel, count - 1)
+            return
+        del on[info.channel.id]
+        if not on:
+            del self._registrations[info.client_id]
+            self.clients.pop(info.client_id, None)
+        elif self.clients.get(info.client_id) is channel:
+            self.clients[info.client_id] = next(reversed(on.values()))[0]
 
     def channel_closed(self, channel: Channel) -> None:
         for group in list(self.groups):
@@ -57,6 +92,7 @@ class ProducerGroups:
             for channel_id, info in list(members.items()):
                 if now_ms - info.last_update_ms > CHANNEL_EXPIRED_MS:
                     del members[channel_id]
+                    self._forget_client(info)
                     expired.append(info)
             if not members:
                 del self.groups[group]
@@ -73,8 +109,5 @@ class ProducerGroups:
         return channels[next(self._turn) % len(channels)]
 
     def find_channel(self, client_id: str) -> Channel | None:
-        for members in self.groups.values():
-            for info in members.values():
-                if info.client_id == client_id:
-                    return info.channel
-        return None
+        """``findChannel``: the connection of the client with this id, None if it has none."""
+        return self.clients.get(client_id)

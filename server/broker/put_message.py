@@ -153,7 +153,7 @@ def number_format_refusal(value: str) -> PutRefused:
     )
 
 
-def _delay_level(props: JavaHashMap) -> int:
+def delay_level(props: JavaHashMap) -> int:
     """``Message.getDelayTimeLevel``: ``Integer.parseInt(DELAY)``, 0 when absent.
 
     Java's rules, not Python's ``int``: a value ``int`` takes but Java refuses (``" 3"``, ``"1_0"``,
@@ -170,7 +170,7 @@ def _delay_level(props: JavaHashMap) -> int:
     return level
 
 
-def _check_record(rec: StoreRecord, ctx: PutContext) -> None:
+def check_record(rec: StoreRecord, ctx: PutContext) -> None:
     """``checkMessage`` and ``MessageExtEncoder.encode``: topic, properties and body size limits."""
     props_len = (
         len(rec.properties.encode("utf-8")) if isinstance(rec.properties, str) else len(rec.properties)
@@ -202,14 +202,14 @@ def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext
         # CommitLog.asyncPutMessage as a non-transactional one, which parses DELAY: a value Java
         # cannot parse refuses it there too. (A valid positive DELAY on a half message is scheduled
         # by the broker; here it stays in the half topic.)
-        _delay_level(props)
+        delay_level(props)
         props.put(PROPERTY_REAL_TOPIC, topic)
         props.put(PROPERTY_REAL_QID, str(queue_id))
         sys_flag = (sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_NOT_TYPE
         topic, queue_id = TRANS_HALF_TOPIC, 0
         stored = _serialized(props)
     elif sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-        level = _delay_level(props)
+        level = delay_level(props)
         if level > 0:
             level = min(level, ctx.max_delay_level)
             drop_timer_request(props)
@@ -241,7 +241,7 @@ def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext
         born_port=ctx.born_port,
         reconsume_times=header.reconsume_times or 0,
     )
-    _check_record(rec, ctx)
+    check_record(rec, ctx)
     return rec
 
 
@@ -255,7 +255,7 @@ def batch_records(
         raise message_illegal(ctx.max_message_size)
     props = JavaHashMap(string_to_properties(header.properties or ""))
     # asyncPutMessages refuses transactions and delays in a batch (the batch header's own properties).
-    if header.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE or _delay_level(props) > 0:
+    if header.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE or delay_level(props) > 0:
         raise message_illegal(ctx.max_message_size)
     props.put(PROPERTY_CLUSTER, ctx.cluster)
     batch_props = _serialized(props)

@@ -38,6 +38,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         "OFFSET_MOVED_EVENT",
     }
 )
+BLANK_TOPIC_REMARK = "The specified topic is blank."
 _FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 _MULTI_TAGS_FLAG = 0x2
 
@@ -46,7 +47,7 @@ def check_send(store: WritableStore, header: SendMessageRequestHeader, born: tup
     """``msgCheck``: the topic's config (created now if the broker would), or ``PutRefused``."""
     topic = header.topic
     if not topic.strip():
-        raise PutRefused(ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
+        raise PutRefused(ResponseCode.SYSTEM_ERROR, BLANK_TOPIC_REMARK)
     if not _VALID_TOPIC.fullmatch(topic):
         raise PutRefused(
             ResponseCode.SYSTEM_ERROR,

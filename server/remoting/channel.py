@@ -2,7 +2,8 @@
 
 The broker also sends requests to its clients: NOTIFY_CONSUMER_IDS_CHANGED (oneway) when a group
 changes, CHECK_TRANSACTION_STATE (oneway) for an undecided half message, CONSUME_MESSAGE_DIRECTLY and
-GET_CONSUMER_RUNNING_INFO (answered) on an operator's behalf. Its requests carry opaques of its own;
+GET_CONSUMER_RUNNING_INFO (answered) on an operator's behalf, PUSH_REPLY_MESSAGE_TO_CLIENT (answered)
+with a request's reply. Its requests carry opaques of its own;
 the client's answers come back on the same connection with the response flag and are paired here
 (``protocol.opaque_matcher``). Processors reach the channel of the request they serve through
 ``CURRENT_CHANNEL``, set by the connection around each dispatch as ``CURRENT_PEER`` is.

@@ -36,6 +36,7 @@ from server.remoting.processors.group_admin import GroupAdminProcessor
 from server.remoting.processors.name_server import NameServerProcessor
 from server.remoting.processors.pull_message import PullMessageProcessor
 from server.remoting.processors.rebalance_lock import RebalanceLockProcessor
+from server.remoting.processors.reply_message import REPLY_CODES, ReplyMessageProcessor
 from server.remoting.processors.send_message import SEND_CODES, SendMessageProcessor
 from server.remoting.processors.topic_admin import TopicAdminProcessor
 from server.remoting.processors.write_routes import WritableRoutes
@@ -118,6 +119,8 @@ class WritePath:
         #: The SEND processor, once registered: the HTTP port's resend goes through it
         #: (``server.http.resend``), so a resent copy is stored as a producer's SEND of it.
         self.sends: SendMessageProcessor | None = None
+        #: The reply processor (SEND_REPLY_MESSAGE and _V2), once registered.
+        self.replies: ReplyMessageProcessor | None = None
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -144,6 +147,20 @@ class WritePath:
         self.sends = sends
         for code in SEND_CODES:
             dispatcher.register(code, sends.process)
+        # A request's reply: pushed to the requester's connection and stored in the reply topic.
+        replies = ReplyMessageProcessor(
+            store,
+            self.broker,
+            cluster=identity.cluster,
+            store_host=(host, int(port)),
+            region=self.region,
+            trace_on=self.trace_on,
+            store_replies=store.config.store_reply_message_enable,
+            on_scheduled=timer.arm,
+        )
+        self.replies = replies
+        for code in REPLY_CODES:
+            dispatcher.register(code, replies.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, routes.get_route_info_by_topic)
         dispatcher.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, routes.get_all_topic_list)

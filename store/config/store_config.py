@@ -177,6 +177,8 @@ class StoreConfig:
     timer_max_delay_sec: int = 3 * 24 * 3600
     #: ``enablePropertyFilter`` when broker.conf sets it (None: not set, the server decides).
     enable_property_filter: bool | None = None
+    #: ``storeReplyMessageEnable`` (BrokerConfig): a request's reply is also stored in the reply topic.
+    store_reply_message_enable: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -279,6 +281,7 @@ class StoreConfig:
             ("autoCreateSubscriptionGroup", "auto_create_subscription_group"),
             ("timerWheelEnable", "timer_wheel_enable"),
             ("enablePropertyFilter", "enable_property_filter"),
+            ("storeReplyMessageEnable", "store_reply_message_enable"),
         ):
             if key in props:
                 values[name] = _parse_bool(key, props[key])

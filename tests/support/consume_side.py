@@ -51,7 +51,9 @@ class Conn:
     """One client connection: our requests paired by opaque, the broker's requests kept in order.
 
     The broker's CONSUME_MESSAGE_DIRECTLY and GET_CONSUMER_RUNNING_INFO are answered at once with a
-    fixed answer, as a real consumer would answer, so the broker's relay completes.
+    fixed answer, as a real consumer would answer, so the broker's relay completes; a pushed reply
+    (PUSH_REPLY_MESSAGE_TO_CLIENT) is answered ``push_answer`` (code, remark), as the Java client's
+    ``receiveReplyMessage`` does, or not at all when it is None.
     """
 
     def __init__(self, name: str, client: RawClient) -> None:
@@ -63,6 +65,7 @@ class Conn:
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._task = asyncio.ensure_future(self._read())
         self.local = f"127.0.0.1:{client.writer.get_extra_info('sockname')[1]}"
+        self.push_answer: tuple[int, str | None] | None = (0, None)
 
     @classmethod
     async def open(cls, name: str, port: int) -> Conn:
@@ -81,6 +84,13 @@ class Conn:
                         future.set_result(cmd)
                     continue
                 (self.checks if cmd.code == R.CHECK_TRANSACTION_STATE else self.pushed).append(cmd)
+                if cmd.code == R.PUSH_REPLY_MESSAGE_TO_CLIENT and self.push_answer is not None:
+                    code, remark = self.push_answer
+                    reply = RemotingCommand(
+                        code=code, flag=1, opaque=cmd.opaque, version=407, remark=remark,
+                        serialize_type=cmd.serialize_type,
+                    )  # fmt: skip
+                    self.client.writer.write(encode_frame(reply))
                 if cmd.code in (R.CONSUME_MESSAGE_DIRECTLY, R.GET_CONSUMER_RUNNING_INFO):
                     body = b'{"consumeResult":"CR_SUCCESS","autoCommit":true,"spentTimeMills":1}'
                     if cmd.code == R.GET_CONSUMER_RUNNING_INFO:
