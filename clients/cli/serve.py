@@ -220,6 +220,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(creates the store if missing; indexes as it writes; prints NAMESRV_ADDR=HOST:PORT on stdout)",
     )
     parser.add_argument(
+        "--brokers",
+        type=positive_int,
+        metavar="N",
+        help="with --writable: a whole cluster in this process, a name server on --port and N master "
+        "brokers broker-a, broker-b, ... (DefaultCluster), each over its own store STORE/broker-a, ... "
+        "and its own ports (printed: NAMESRV_ADDR=, one BROKER_ADDR=name=host:port per broker); faults "
+        "on demand at /api/brokers/{brokerName}/faults on the HTTP port (docs/cluster.md)",
+    )
+    parser.add_argument(
         "--auto-create-topics",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -711,6 +720,8 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     except TlsConfigError as exc:
         log.error("cannot serve gRPC with TLS: %s", exc)
         return 2
+    if getattr(args, "brokers", None) is not None:
+        return _serve_cluster(args, config, acl, grpc_tls)
     writable: WritableStore | None = None
     if args.writable:
         if args.workers > 1:
@@ -800,3 +811,21 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             store.close()
     log.info("stopped")
     return 0
+
+
+def _serve_cluster(
+    args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None, grpc_tls: GrpcTls
+) -> int:
+    """``--brokers N`` (``clients.cli.serve_cluster``)."""
+    from clients.cli import serve_cluster
+
+    refused = serve_cluster.refusal(args)
+    if refused is not None:
+        log.error("%s", refused)
+        return 2
+    try:
+        settings = settings_from(args, config, acl, None, grpc_tls)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    return serve_cluster.run_cluster(args, config, settings, consume_settings(args, config))
