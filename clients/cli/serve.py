@@ -828,4 +828,11 @@ def _serve_cluster(
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    return serve_cluster.run_cluster(args, config, settings, consume_settings(args, config))
+    return serve_cluster.run_cluster(
+        args,
+        config,
+        settings,
+        consume_settings(args, config),
+        loop_factory=_loop_factory(),
+        exit_store_in_use=EXIT_STORE_IN_USE,
+    )

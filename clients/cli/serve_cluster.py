@@ -15,12 +15,15 @@ import asyncio
 import dataclasses
 import logging
 import signal
+from collections.abc import Callable
 
 from clients.cli.arg_types import PORT_OFF
+from clients.cli.serve_ports import EXIT_PORT_UNUSABLE, unusable_port_message
 from server.app import ServerSettings
 from server.broker.controller import ConsumeSettings
 from server.broker.writable_store import WritableStore
 from server.cluster import Cluster, broker_names
+from server.port_errors import PortUnusableError
 from store.config.store_config import StoreConfig
 from store.write.writer import WriterLockedError
 
@@ -99,13 +102,15 @@ async def serve_cluster(
 
 
 def run_cluster(
-    args: argparse.Namespace, config: StoreConfig, settings: ServerSettings, consume: ConsumeSettings
+    args: argparse.Namespace,
+    config: StoreConfig,
+    settings: ServerSettings,
+    consume: ConsumeSettings,
+    *,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None,
+    exit_store_in_use: int,
 ) -> int:
     """Open the brokers' stores and serve them; the exit code ``serve`` returns."""
-    from clients.cli.serve import EXIT_STORE_IN_USE, _loop_factory
-    from clients.cli.serve_ports import EXIT_PORT_UNUSABLE, unusable_port_message
-    from server.port_errors import PortUnusableError
-
     try:
         stores = open_stores(broker_configs(config, args.brokers), args.auto_create_topics)
     except WriterLockedError as exc:
@@ -114,12 +119,12 @@ def run_cluster(
             config.store_path_root_dir,
             exc,
         )
-        return EXIT_STORE_IN_USE
+        return exit_store_in_use
     except (OSError, ValueError) as exc:
         log.error("cannot open the brokers' stores under %s: %s", config.store_path_root_dir, exc)
         return 2
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(serve_cluster(stores, settings, consume))
     except PortUnusableError as exc:
         log.error("%s", unusable_port_message(exc, args))
