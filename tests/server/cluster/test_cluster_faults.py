@@ -150,3 +150,43 @@ def test_bad_fault_requests_over_http_are_4xx_with_a_message(cluster: RmqCluster
     status, _ = _http(cluster, "POST", "/api/brokers/broker-a/faults", {"down": True}, token=False)
     assert status == 403
     assert cluster.faults("broker-a") == Faults()  # nothing refused was put in force
+
+
+def test_busy_answers_pulls_system_busy(cluster: RmqCluster) -> None:
+    from clients.client import RemotingClient
+    from protocol.codes import RequestCode
+
+    cluster.set_faults("broker-a", busy=1.0)
+
+    async def pull() -> int:
+        client = RemotingClient()
+        try:
+            fields = {
+                "consumerGroup": "g",
+                "topic": "F",
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "1",
+                "sysFlag": "0",
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subVersion": "0",
+            }
+            response = await client.invoke(
+                cluster.broker_addresses["broker-a"], RequestCode.PULL_MESSAGE, fields
+            )
+            return response.code
+        finally:
+            await client.close()
+
+    assert cluster.run(pull()) == 2
+    cluster.clear_faults("broker-a")
+    assert cluster.run(pull()) != 2
+
+
+def test_the_kit_fixture_names_the_cluster(rmq_cluster: RmqCluster) -> None:
+    import os
+
+    assert os.environ["NAMESRV_ADDR"] == rmq_cluster.namesrv_address
+    assert sorted(rmq_cluster.broker_addresses) == ["broker-a", "broker-b"]
+    assert rmq_cluster.faults("broker-b") == Faults()
