@@ -113,3 +113,52 @@ class FailoverProgram:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def _masked(value: object, names: dict[str, str]) -> object:
+    """``value`` with each broker address replaced by ``<brokerName>`` and map keys as strings."""
+    if isinstance(value, str):
+        return f"<{names[value]}>" if value in names else value
+    if isinstance(value, list):
+        return [_masked(v, names) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _masked(v, names) for k, v in value.items()}
+    return value
+
+
+async def cluster_snapshot(namesrv: str, topic: str) -> dict[str, object]:
+    """The name server's answers about ``topic`` and the cluster, addresses masked so that two
+    clusters on other ports compare: the route, the cluster table, the topic list (sorted)."""
+    from clients.topic_admin import TopicAdmin, decode_fastjson
+
+    async with TopicAdmin(namesrv) as admin:
+        raw_route = await admin.route_body(topic)
+        route = None if raw_route is None else decode_fastjson(raw_route)
+        from protocol.codes import RequestCode
+
+        response = await admin.client.invoke(namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+        info = decode_fastjson(response.body)
+        topics = sorted(await admin.topic_list())
+    names = {
+        str(address): str(name)
+        for name, broker in (info.get("brokerAddrTable") or {}).items()
+        for address in (broker.get("brokerAddrs") or {}).values()
+    }
+    if route is not None:
+        for broker in route.get("brokerDatas") or []:
+            for address in (broker.get("brokerAddrs") or {}).values():
+                names.setdefault(str(address), str(broker.get("brokerName")))
+    return {
+        "route": _masked(route, names),
+        "clusterInfo": _masked(info, names),
+        "topics": topics,
+    }
+
+
+def phase_summary(results: list[dict]) -> dict[str, object]:
+    """What a phase of sends showed: the brokers that took them, how many failed."""
+    return {
+        "brokers": sorted({r["broker"] for r in results if "broker" in r}),
+        "errors": sum(1 for r in results if "error" in r),
+        "sent": len(results),
+    }
