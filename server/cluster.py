@@ -16,6 +16,7 @@ scheduled deliveries) carries on when the broker is back, as a restarted broker'
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -101,6 +102,7 @@ class Cluster:
             self.brokers[name] = ClusterBroker(name, store, server, path, faults)
         first = next(iter(self.brokers.values()))
         first.server.fault_control = self
+        self._fault_lock = asyncio.Lock()
 
     @property
     def name_server_address(self) -> str:
@@ -163,6 +165,11 @@ class Cluster:
     async def set_faults(self, name: str, faults: Faults) -> Faults:
         """Put ``faults`` in force on broker ``name`` (the whole state: what is left out is off)."""
         broker = self.broker(name)
+        async with self._fault_lock:  # one change at a time: a down and a clear never interleave
+            return await self._set_faults(broker, faults)
+
+    async def _set_faults(self, broker: ClusterBroker, faults: Faults) -> Faults:
+        name = broker.name
         before = broker.faults.state
         if faults.down and not before.down:
             self.registry.unregister(name)

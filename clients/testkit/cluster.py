@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clients.testkit.server import kit_store_config
+from clients.testkit.server import RmqWriter, kit_store_config
 from clients.topic_admin import TopicAdmin, TopicSpec
 from server.app import ServerSettings
 from server.broker.writable_store import WritableStore
@@ -90,6 +90,11 @@ class RmqCluster:
 
         self.run(create())
 
+    def writer(self, broker: str) -> RmqWriter:
+        """``RmqWriter`` over ``broker``'s store: messages stored directly there, queryable at once."""
+        assert self.cluster is not None
+        return RmqWriter(_BrokerStore(self, self.cluster.broker(broker).store))  # type: ignore[arg-type]
+
     def close(self) -> None:
         """Stop every broker and the name server, close the stores and the thread."""
         if self._loop.is_closed():
@@ -114,3 +119,19 @@ class RmqCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _BrokerStore:
+    """What ``RmqWriter`` needs of a server (its store, config, and a way onto its loop), for one
+    broker of the cluster."""
+
+    def __init__(self, cluster: RmqCluster, store: WritableStore) -> None:
+        self._cluster = cluster
+        self.store = store
+        self.config = store.config
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        async def wrapped() -> Any:
+            return fn(*args, **kwargs)
+
+        return self._cluster.run(wrapped())
