@@ -22,7 +22,7 @@ from clients.cli.serve_ports import EXIT_PORT_UNUSABLE, unusable_port_message
 from server.app import ServerSettings
 from server.broker.controller import ConsumeSettings
 from server.broker.writable_store import WritableStore
-from server.cluster import Cluster, broker_names
+from server.cluster import BROKER_PORT_STEP, Cluster, broker_names
 from server.port_errors import PortUnusableError
 from store.config.store_config import StoreConfig
 from store.write.writer import WriterLockedError
@@ -101,6 +101,18 @@ async def serve_cluster(
         await cluster.stop()
 
 
+def cluster_port_message(exc: PortUnusableError, args: argparse.Namespace) -> str:
+    """One line for a port of the cluster that could not be bound, and the flag that chose it."""
+    if exc.role == "name server":
+        return f"{exc} (--port {args.port})" if args.port is not None else f"{exc} (the default --port)"
+    if exc.role in ("listen", "fast"):
+        return (
+            f"{exc} (a broker's port: broker i listens on --port + {BROKER_PORT_STEP} * (i + 1), its fast "
+            "port 2 below; choose another --port, or --port 0 for free ones)"
+        )
+    return unusable_port_message(exc, args)
+
+
 def run_cluster(
     args: argparse.Namespace,
     config: StoreConfig,
@@ -127,7 +139,7 @@ def run_cluster(
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(serve_cluster(stores, settings, consume))
     except PortUnusableError as exc:
-        log.error("%s", unusable_port_message(exc, args))
+        log.error("%s", cluster_port_message(exc, args))
         return EXIT_PORT_UNUSABLE
     except (OSError, ValueError) as exc:
         log.error("cannot listen: %s", exc)

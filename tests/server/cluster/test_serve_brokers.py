@@ -85,3 +85,37 @@ def test_brokers_without_writable_is_refused_with_a_message(tmp_path: Path) -> N
     )
     assert done.returncode == 2
     assert "--brokers N starts writable brokers: add --writable" in done.stderr
+
+
+def test_a_taken_port_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "clients.cli",
+                "serve",
+                "--writable",
+                "--store",
+                str(tmp_path / "s"),
+                "--brokers",
+                "2",
+                "--port",
+                str(port),
+                "--http",
+                "off",
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 4
+    assert f"cannot listen on 127.0.0.1:{port} for the name server port" in done.stderr
+    assert f"(--port {port})" in done.stderr
+    assert "Traceback" not in done.stderr
