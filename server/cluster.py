@@ -26,9 +26,11 @@ from server.app import QueryServer, ServerSettings
 from server.broker.controller import ConsumeSettings
 from server.broker.writable_store import WritableStore
 from server.faults import BrokerFaults, Faults, UnknownBrokerError
-from server.namesrv.registry import NameRegistry
+from server.namesrv.registry import BrokerRoutes, NameRegistry
 from server.namesrv.server import NameServer
+from server.remoting.processors.name_server import NameServerProcessor
 from server.remoting.write_path import DeliveryTimer, WritePath, write_path
+from server.store_api import StoreWithCommitLog
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +54,33 @@ def broker_port(name_server_port: int, index: int) -> int:
     return 0 if name_server_port == 0 else name_server_port + BROKER_PORT_STEP * (index + 1)
 
 
+@dataclass(frozen=True, slots=True)
+class ReadOnlyStore:
+    """A store served read-only as broker ``name`` of ``cluster`` (``serve --store A --store B``)."""
+
+    store: StoreWithCommitLog
+    name: str
+    cluster: str = "DefaultCluster"
+
+
 @dataclass(slots=True)
 class ClusterBroker:
-    """One broker of the cluster: its store, its server and write path, its faults."""
+    """One broker of the cluster: its store (None when read-only), server and write path, faults."""
 
     name: str
-    store: WritableStore
+    store: WritableStore | None
     server: QueryServer
-    path: WritePath
+    path: WritePath | None
     faults: BrokerFaults
 
 
 class Cluster:
-    """The name server and the brokers over ``stores`` (one each, named by their config's brokerName)."""
+    """The name server and a broker over each of ``stores``: a writable store is the broker its
+    config's brokerName names, a ``ReadOnlyStore`` the broker it names, served read-only."""
 
     def __init__(
         self,
-        stores: Sequence[WritableStore],
+        stores: Sequence[WritableStore | ReadOnlyStore],
         settings: ServerSettings,
         *,
         consume: ConsumeSettings | None = None,
@@ -78,7 +90,7 @@ class Cluster:
         (its API and the faults of all), no broker opens a gRPC port."""
         if not stores:
             raise ValueError("a cluster needs at least one broker")
-        names = [store.config.broker_name for store in stores]
+        names = [_identity_of(store)[0] for store in stores]
         if len(set(names)) != len(names):
             raise ValueError(f"broker names must differ: {', '.join(names)}")
         self.settings = settings
@@ -86,18 +98,22 @@ class Cluster:
         self.name_server = NameServer(self.registry, settings.host, settings.port)
         self.brokers: dict[str, ClusterBroker] = {}
         for index, store in enumerate(stores):
-            name = store.config.broker_name
+            name, cluster = _identity_of(store)
             broker_settings = dataclasses.replace(
                 settings,
                 port=broker_port(settings.port, index),
                 advertise=None,
                 broker_name=name,
-                cluster=store.config.broker_cluster_name,
+                cluster=cluster,
                 grpc_port=None,
                 http_port=settings.http_port if index == 0 else None,
             )
-            path = write_path(store, consume=consume, timer=DeliveryTimer(store))
             faults = BrokerFaults()
+            if isinstance(store, ReadOnlyStore):
+                server = QueryServer(store.store, broker_settings, faults=faults)
+                self.brokers[name] = ClusterBroker(name, None, server, None, faults)
+                continue
+            path = write_path(store, consume=consume, timer=DeliveryTimer(store))
             server = QueryServer(store.reader, broker_settings, configure=path, faults=faults)
             self.brokers[name] = ClusterBroker(name, store, server, path, faults)
         first = next(iter(self.brokers.values()))
@@ -137,8 +153,14 @@ class Cluster:
             raise
 
     def _register(self, broker: ClusterBroker) -> None:
-        identity, routes = broker.server.identity, broker.path.routes
-        assert identity is not None and routes is not None
+        identity = broker.server.identity
+        assert identity is not None
+        if broker.path is not None:
+            routes: BrokerRoutes | None = broker.path.routes
+        else:
+            # a read-only broker registers what its store holds, as the read-only server routes it
+            routes = NameServerProcessor(broker.server.store, identity)
+        assert routes is not None
         self.registry.register(identity, routes)
 
     async def stop(self) -> None:
@@ -183,3 +205,10 @@ class Cluster:
             broker.faults.state = faults
         log.warning("broker %s: faults now %s", name, faults.to_json())
         return faults
+
+
+def _identity_of(store: WritableStore | ReadOnlyStore) -> tuple[str, str]:
+    """(broker name, cluster name) a store is served as."""
+    if isinstance(store, ReadOnlyStore):
+        return store.name, store.cluster
+    return store.config.broker_name, store.config.broker_cluster_name

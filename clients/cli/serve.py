@@ -131,7 +131,19 @@ def consume_settings(args: argparse.Namespace, config: StoreConfig | None = None
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_arguments(
-        parser, store_required=False, store_help="store root directory (default: broker.conf's, else ~/store)"
+        parser,
+        store_required=False,
+        store_help="store root directory (default: broker.conf's, else ~/store); given more than once, "
+        "each store is served read-only as one broker of a cluster under one name server on --port "
+        "(docs/cluster.md)",
+        repeatable=True,
+    )
+    parser.add_argument(
+        "--broker-name",
+        action="append",
+        metavar="NAME",
+        help="with several --store: the broker name of each store, in order (default: each store's "
+        "broker.conf brokerName)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
@@ -683,6 +695,25 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    stores = getattr(args, "stores", None) or []
+    if len(stores) > 1:
+        from clients.cli import serve_stores
+
+        try:
+            acl = _load_acl(args)
+        except AclConfigError as exc:
+            log.error("bad --acl file: %s", exc)
+            return 2
+        return serve_stores.run_stores(
+            args,
+            stores,
+            loop_factory=_loop_factory(),
+            # the name server's port: --port, else the first store's broker.conf listenPort
+            settings_of=lambda config: settings_from(args, config, acl),
+        )
+    if getattr(args, "broker_name", None):
+        log.error("--broker-name names the brokers of several --store: give one --store per name")
+        return 2
     with contextlib.ExitStack() as stack:
         try:
             config = make_demo(args, stack) if args.demo else load_config(args)

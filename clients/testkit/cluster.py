@@ -93,7 +93,9 @@ class RmqCluster:
     def writer(self, broker: str) -> RmqWriter:
         """``RmqWriter`` over ``broker``'s store: messages stored directly there, queryable at once."""
         assert self.cluster is not None
-        return RmqWriter(_BrokerStore(self, self.cluster.broker(broker).store))  # type: ignore[arg-type]
+        store = self.cluster.broker(broker).store
+        assert store is not None, f"{broker} is read-only"
+        return RmqWriter(_BrokerStore(self, store))  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Stop every broker and the name server, close the stores and the thread."""
