@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
@@ -654,6 +656,21 @@ class RemotingConnection(asyncio.Protocol):
         state.handle(Event.CLOSE)
         if self._transport is not None:
             self._transport.close()
+
+    def reset(self) -> None:
+        """Reset the connection now (RST: linger 0, then abort), as a broker that crashed mid-request
+        or a network fault does; nothing queued is sent (``server.faults``' ``drop``)."""
+        state = self._state
+        if state.closing or self._transport is None:
+            return
+        state.handle(Event.CLOSE)
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # aborted all the same, with a FIN
+        self._transport.abort()
 
     def _check_idle(self) -> None:
         self._idle_handle = None
