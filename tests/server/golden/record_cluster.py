@@ -8,7 +8,7 @@ on every master of DefaultCluster, takes the name server's answers (route, clust
 list; addresses masked), then runs ``tests/server/java/ClusterFailover.java``: 16 sends, broker-a
 stopped (SIGTERM: it unregisters), the answers again, 16 sends, the push consumer awaited, broker-a
 started again on its store and port, 16 sends, every SEND_OK message awaited. Written to
-``cluster_4.9.7.json`` beside this script; ``tests/server/cluster/test_cluster_golden.py`` runs the
+``cluster_4.9.7.json`` beside this script; ``tests/server/test_java_cluster_failover.py`` runs the
 same against ``--brokers 2`` and compares. Every JVM is stopped by its pid.
 """
 

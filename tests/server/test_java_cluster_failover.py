@@ -25,7 +25,7 @@ from clients.testkit.cluster import RmqCluster
 from tests.support.cluster_java import FailoverProgram, cluster_snapshot, compile_program, phase_summary
 from tests.support.sql_filter_java import RMQ_BIN
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "cluster_4.9.7.json"
+GOLDEN = Path(__file__).parent / "golden" / "cluster_4.9.7.json"
 
 pytestmark = pytest.mark.skipif(
     shutil.which("java") is None or shutil.which("javac") is None or not RMQ_BIN.is_dir(),
