@@ -1,0 +1,166 @@
+"""``spark.read.format("rocketmq").load(STORE_DIR)``: a RocketMQ store as a Spark table, one row per
+message, through PySpark's Python Data Source API (PySpark >= 4.1 for its filter pushdown).
+
+``register(spark)`` makes the format known to a session. Each read task is one CommitLog range
+(``message_plan``), decoded in a Python worker by ``message_rows.range_rows``. What the reader
+takes from the query:
+
+- filters on ``topic`` (``=``, ``IN``): the ConsumeQueues pick and narrow the ranges, unless the
+  ``useConsumeQueues`` option is ``false``; filters on ``storeTimestamp`` (``=``, ``<``, ``<=``,
+  ``>``, ``>=``): a record out of range is passed over before it is decoded. Spark evaluates every
+  filter again on the rows, so a filter the reader cannot use costs time, never correctness.
+- columns: PySpark's Python Data Source API (4.x) does not tell a reader which columns a query
+  selects, so the ``columns`` option (comma-separated names) does: the table then has only those,
+  and without ``body`` no body is read or inflated.
+
+This module imports PySpark; the rest of the pipeline's table code (``message_rows``,
+``message_plan``) does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from store.spark.message_plan import DEFAULT_TABLE_RANGE_BYTES, TableRange, open_store, plan_store
+from store.spark.message_rows import RowFilter, ddl_schema, parse_columns, range_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FORMAT = "rocketmq"
+
+#: The session setting without which Spark refuses a Python reader that takes filters.
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("rocketmq")`` known to ``spark`` and let its reader take filters."""
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(RocketMQDataSource)
+
+
+def store_paths(options: dict[str, str]) -> list[str]:
+    """The stores a read names: ``load(path)`` or ``load([path, ...])`` (Spark passes a list as the
+    JSON ``paths`` option), or the ``path`` / ``paths`` options themselves."""
+    paths: list[str] = []
+    if options.get("path"):
+        paths.append(options["path"])
+    if options.get("paths"):
+        raw = options["paths"]
+        try:
+            listed = json.loads(raw)
+        except ValueError:
+            listed = [p for p in raw.split(",") if p.strip()]
+        paths.extend(str(p) for p in (listed if isinstance(listed, list) else [listed]))
+    if not paths:
+        raise ValueError('format("rocketmq") needs a store: load("/path/to/store") or load([paths])')
+    return paths
+
+
+def _flag(options: dict[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "1", "yes"):
+        return True
+    if value.strip().lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"option {name} must be true or false, got {value!r}")
+
+
+class RocketMQDataSource(DataSource):
+    """The ``rocketmq`` format: options ``columns``, ``useConsumeQueues``, ``rangeMiB``, ``brokerName``
+    (one store only), and the store paths."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return ddl_schema(parse_columns(self.options.get("columns")))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return RocketMQReader(dict(self.options))
+
+
+class MessageRange(InputPartition):
+    """One read task: a ``TableRange`` (picklable, as Spark ships partitions to executors)."""
+
+    def __init__(self, task: TableRange) -> None:
+        super().__init__(task.rng.index)
+        self.task = task
+
+
+class RocketMQReader(DataSourceReader):
+    """Plans the ranges (on the driver) and decodes one per task (in the executors)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.paths = store_paths(options)
+        self.columns = parse_columns(options.get("columns"))
+        self.use_queues = _flag(options, "useConsumeQueues", True)
+        mib = options.get("rangeMiB")
+        self.range_bytes = int(mib) * 1024 * 1024 if mib else DEFAULT_TABLE_RANGE_BYTES
+        if self.range_bytes <= 0:
+            raise ValueError(f"option rangeMiB must be positive, got {mib!r}")
+        self.broker = options.get("brokerName")
+        if self.broker and len(self.paths) > 1:
+            raise ValueError("option brokerName names one store; several paths take theirs from broker.conf")
+        self.row_filter = RowFilter()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Take what the planner and the walk can use; hand every filter back for Spark to apply."""
+        topics: set[str] | None = None
+        lo: int | None = None
+        hi: int | None = None
+        for f in filters:
+            column = f.attribute[0] if len(f.attribute) == 1 else None
+            if column == "topic" and isinstance(f, (EqualTo, In)):
+                values = {f.value} if isinstance(f, EqualTo) else set(f.value)
+                found = {v for v in values if isinstance(v, str)}
+                topics = found if topics is None else topics & found
+            elif column == "storeTimestamp" and isinstance(f.value if hasattr(f, "value") else None, int):
+                value = f.value  # type: ignore[attr-defined]
+                if isinstance(f, (EqualTo, GreaterThanOrEqual)):
+                    lo = value if lo is None else max(lo, value)
+                if isinstance(f, GreaterThan):
+                    lo = value + 1 if lo is None else max(lo, value + 1)
+                if isinstance(f, (EqualTo, LessThanOrEqual)):
+                    hi = value if hi is None else min(hi, value)
+                if isinstance(f, LessThan):
+                    hi = value - 1 if hi is None else min(hi, value - 1)
+        self.row_filter = RowFilter(
+            None if topics is None else frozenset(topics),
+            lo,
+            hi,
+            queued_only=topics is not None and self.use_queues,
+        )
+        return filters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        tasks: list[TableRange] = []
+        for path in self.paths:
+            source = open_store(path, self.broker)
+            planned, _warnings = plan_store(source, self.row_filter, self.range_bytes)
+            tasks.extend(planned)
+        # Ranges are numbered per store; the partitions, across all of them.
+        return [MessageRange(replace(t, rng=replace(t.rng, index=i))) for i, t in enumerate(tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        task: TableRange = partition.task  # type: ignore[attr-defined]
+        return range_rows(task.rng, task.broker, self.columns, task.row_filter)
