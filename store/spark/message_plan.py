@@ -6,12 +6,12 @@ the file's ``brokerName``, else the directory's name.
 
 Ranges are the CommitLog ranges every pipeline plans (``ranges.plan_file``, ``rebuild.check_plans``
 refusing a hole or a damaged file, ``export.without_torn_tail`` leaving a torn last record out).
-With a topic filter, the topic's ConsumeQueues say where its records are: a range holding none of
-them is not read, and a range that does is narrowed to span its first to its last entry (both record
-boundaries). Records past the queues' written end (the broker's reput has not dispatched them yet)
-are read in full. The queues hold no prepared or rolled-back transaction records (the broker does
-not dispatch them), so such a read keeps only records the broker queues (``RowFilter.queued_only``):
-what it returns then does not depend on which ranges happened to hold other records.
+With a topic filter, the topic's ConsumeQueues say where its records are: a read task then takes
+only the records its queue entries name (each checked in full at its own offset), and a range
+holding none is not read at all. Records past the queues' written end (the broker's reput has not
+dispatched them yet) are read in full. The queues hold no prepared or rolled-back transaction
+records (the broker does not dispatch them), so such a read keeps only records the broker queues
+(``RowFilter.queued_only``): what it returns then does not depend on which ranges held other records.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class TableRange:
     broker: str
     rng: CommitLogRange
     row_filter: RowFilter
+    #: Only the records at these offsets (a topic's ConsumeQueue entries), not the whole range.
+    offsets: tuple[int, ...] | None = None
 
 
 def open_store(path: str | os.PathLike[str], broker: str | None = None) -> StoreSource:
@@ -89,7 +91,8 @@ def plan_store(
     files = commitlog_files(source.config)
     ranges, warnings = export_ranges([plan_file(f, range_bytes) for f in files])
     if row_filter.topics is not None and row_filter.queued_only:
-        ranges = narrow_by_queues(ranges, *queue_offsets(source.config, row_filter.topics))
+        picked = narrow_by_queues(ranges, *queue_offsets(source.config, row_filter.topics))
+        return [TableRange(source.broker, rng, row_filter, offsets) for rng, offsets in picked], warnings
     return [TableRange(source.broker, rng, row_filter) for rng in ranges], warnings
 
 
@@ -147,26 +150,22 @@ def _queue_entries(queue: ConsumeQueue, into: list[tuple[int, int]] | None) -> i
 
 def narrow_by_queues(
     ranges: list[CommitLogRange], entries: list[tuple[int, int]], covered: int
-) -> list[CommitLogRange]:
-    """The parts of ``ranges`` that hold the entries' records, plus everything at or past ``covered``.
-
-    A range with entries becomes ``[first entry, end of last entry)``; a range reaching past
-    ``covered`` is read from ``covered`` (a record boundary: where a queued record ends) on, or from
-    its first entry if that comes before. Ranges keep their ``index``.
+) -> list[tuple[CommitLogRange, tuple[int, ...] | None]]:
+    """What to read of ``ranges`` for the records ``entries`` name: per range, the entries' offsets
+    inside it (the range narrowed to span them), and, where a range reaches past ``covered``, the
+    part from ``covered`` on (a record boundary: where a queued record ends) read in full (``None``).
+    Ranges keep their ``index``; a range with nothing to read is left out.
     """
     starts = [phy for phy, _ in entries]
-    out: list[CommitLogRange] = []
+    out: list[tuple[CommitLogRange, tuple[int, ...] | None]] = []
     for rng in ranges:
+        tail_from = max(rng.start, covered)
         lo = bisect.bisect_left(starts, rng.start)
-        hi = bisect.bisect_left(starts, rng.end)
-        begin = end = None
+        hi = bisect.bisect_left(starts, min(rng.end, tail_from))
         if hi > lo:
-            begin = starts[lo]
             end = max(phy + length for phy, length in entries[lo:hi])
-        if rng.end > covered:
-            tail_from = max(rng.start, covered)
-            begin = tail_from if begin is None else min(begin, tail_from)
-            end = rng.end
-        if begin is not None and end is not None and end > begin:
-            out.append(replace(rng, start=begin, end=min(end, rng.end)))
+            narrowed = replace(rng, start=starts[lo], end=min(end, rng.end))
+            out.append((narrowed, tuple(dict.fromkeys(starts[lo:hi]))))
+        if rng.end > tail_from:
+            out.append((replace(rng, start=tail_from), None))
     return out

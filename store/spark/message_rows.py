@@ -13,13 +13,15 @@ Kept free of PySpark: the rows are plain tuples, tested without a JVM, and the s
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from protocol.errors import ProtocolError
 from protocol.message import MessageExt, decode_message
 from protocol.message_flags import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
-from store.commitlog.record import store_timestamp
+from store.commitlog import record
+from store.commitlog.record import describe_invalid, store_timestamp
 from store.spark.errors import CorruptRecordError
 from store.spark.range_walk import walk_range
 from store.spark.ranges import CommitLogRange
@@ -213,4 +215,48 @@ def range_rows(
         offset, reason = walk.bad[0]
         detail = failure[0] if failure else reason
         raise CorruptRecordError(rng.path, offset, detail)
+    return iter(rows)
+
+
+def record_rows(
+    rng: CommitLogRange,
+    offsets: tuple[int, ...],
+    broker: str,
+    columns: tuple[str, ...] = COLUMN_NAMES,
+    row_filter: RowFilter = NO_FILTER,
+) -> Iterator[tuple]:
+    """The rows of the records at ``offsets`` (absolute, inside ``rng``'s file), in that order.
+
+    The ConsumeQueues' way in (``message_plan.narrow_by_queues``): only the records a queue names are
+    read, each checked in full at its own offset (PHYSICALOFFSET, BODYCRC) as the walk would check it.
+    A queue entry that does not name a whole record (a queue left behind by a CommitLog that was
+    replaced) raises ``CorruptRecordError``: the read is refused rather than silently short.
+    """
+    rows: list[tuple] = []
+    base = rng.file_start
+    with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view = memoryview(mm)
+        try:
+            for offset in offsets:
+                pos = offset - base
+                reason = ""
+                if 0 <= pos < len(mm) and record.check(view, pos, len(mm), offset, check_crc=True) > 0:
+                    try:
+                        row = decode_row(view, pos, broker, columns, row_filter)
+                    except ProtocolError as exc:
+                        reason = str(exc)
+                    else:
+                        if row is not None:
+                            rows.append(row)
+                        continue
+                else:
+                    reason = describe_invalid(view, pos, len(mm), offset) if 0 <= pos < len(mm) else ""
+                raise CorruptRecordError(
+                    rng.path,
+                    offset,
+                    f"a ConsumeQueue entry names no whole record here ({reason or 'outside the file'});"
+                    " rebuild the queues (rmq-query rebuild-index) or read with useConsumeQueues=false",
+                )
+        finally:
+            view.release()
     return iter(rows)

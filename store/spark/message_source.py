@@ -38,7 +38,7 @@ from pyspark.sql.datasource import (
 )
 
 from store.spark.message_plan import DEFAULT_TABLE_RANGE_BYTES, TableRange, open_store, plan_store
-from store.spark.message_rows import RowFilter, ddl_schema, parse_columns, range_rows
+from store.spark.message_rows import RowFilter, ddl_schema, parse_columns, range_rows, record_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,10 +93,11 @@ class RocketMQDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> str:
-        return ddl_schema(parse_columns(self.options.get("columns")))
+        return ddl_schema(parse_columns({str(k).lower(): v for k, v in self.options.items()}.get("columns")))
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return RocketMQReader(dict(self.options))
+        # Spark hands options over with lower-cased names (``rangeMiB`` arrives as ``rangemib``).
+        return RocketMQReader({str(k).lower(): str(v) for k, v in self.options.items()})
 
 
 class MessageRange(InputPartition):
@@ -111,14 +112,15 @@ class RocketMQReader(DataSourceReader):
     """Plans the ranges (on the driver) and decodes one per task (in the executors)."""
 
     def __init__(self, options: dict[str, str]) -> None:
+        """``options`` with lower-cased names."""
         self.paths = store_paths(options)
         self.columns = parse_columns(options.get("columns"))
-        self.use_queues = _flag(options, "useConsumeQueues", True)
-        mib = options.get("rangeMiB")
+        self.use_queues = _flag(options, "useconsumequeues", True)
+        mib = options.get("rangemib")
         self.range_bytes = int(mib) * 1024 * 1024 if mib else DEFAULT_TABLE_RANGE_BYTES
         if self.range_bytes <= 0:
             raise ValueError(f"option rangeMiB must be positive, got {mib!r}")
-        self.broker = options.get("brokerName")
+        self.broker = options.get("brokername")
         if self.broker and len(self.paths) > 1:
             raise ValueError("option brokerName names one store; several paths take theirs from broker.conf")
         self.row_filter = RowFilter()
@@ -163,4 +165,6 @@ class RocketMQReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         task: TableRange = partition.task  # type: ignore[attr-defined]
+        if task.offsets is not None:
+            return record_rows(task.rng, task.offsets, task.broker, self.columns, task.row_filter)
         return range_rows(task.rng, task.broker, self.columns, task.row_filter)
