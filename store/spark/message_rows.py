@@ -14,12 +14,20 @@ Kept free of PySpark: the rows are plain tuples, tested without a JVM, and the s
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from protocol.errors import ProtocolError
 from protocol.message import MessageExt, decode_message
-from protocol.message_flags import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from protocol.message_flags import (
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 from store.commitlog import record
 from store.commitlog.record import describe_invalid, store_timestamp
 from store.spark.errors import CorruptRecordError
@@ -108,57 +116,61 @@ class RowFilter:
 
 NO_FILTER = RowFilter()
 
-_TRANSACTION_STATES = {0: "NOT", 4: "PREPARED", 8: "COMMIT", 12: "ROLLBACK"}
-
-
-def _value(name: str, msg: MessageExt, broker: str) -> object:
-    """Column ``name`` of a decoded record."""
-    if name == "brokerName":
-        return broker
-    if name == "keys":
-        return msg.keys
-    if name == "uniqueKey":
-        return msg.unique_key
-    if name == "tags":
-        return msg.tags
-    if name == "offsetMsgId":
-        return msg.offset_msg_id
-    if name == "bornHost":
-        return _host(msg.born_host, msg.born_port)
-    if name == "storeHost":
-        return _host(msg.store_host, msg.store_port)
-    if name == "transactionState":
-        return _TRANSACTION_STATES[msg.sys_flag & TRANSACTION_TYPE_MASK]
-    if name == "properties":
-        return dict(msg.properties)
-    if name == "body":
-        return bytes(msg.body)
-    return getattr(msg, _FIELDS[name])
-
-
-_FIELDS = {
-    "topic": "topic",
-    "queueId": "queue_id",
-    "queueOffset": "queue_offset",
-    "commitLogOffset": "commit_log_offset",
-    "storeSize": "store_size",
-    "storeTimestamp": "store_timestamp",
-    "bornTimestamp": "born_timestamp",
-    "reconsumeTimes": "reconsume_times",
-    "flag": "flag",
-    "sysFlag": "sys_flag",
-    "preparedTransactionOffset": "prepared_transaction_offset",
+_TRANSACTION_STATES = {
+    TRANSACTION_NOT_TYPE: "NOT",
+    TRANSACTION_PREPARED_TYPE: "PREPARED",
+    TRANSACTION_COMMIT_TYPE: "COMMIT",
+    TRANSACTION_ROLLBACK_TYPE: "ROLLBACK",
 }
 
 
-def _host(host: str, port: int) -> str:
-    """``ip:port`` as the Java client's ``SocketAddress`` prints it (``/`` dropped), IPv6 unbracketed."""
-    return f"{host}:{port}"
+def _full_row(msg: MessageExt, broker: str) -> tuple:
+    """Every column of a decoded record, in ``COLUMNS`` order (one expression: this runs per row).
+
+    Hosts are ``ip:port`` as the Java client prints a ``SocketAddress`` (without its ``/``).
+    """
+    props = msg.properties
+    return (
+        broker,
+        msg.topic,
+        msg.queue_id,
+        msg.queue_offset,
+        msg.commit_log_offset,
+        msg.store_size,
+        msg.offset_msg_id,
+        props.get(PROPERTY_UNIQ_KEY),
+        msg.keys,
+        props.get(PROPERTY_TAGS),
+        msg.store_timestamp,
+        msg.born_timestamp,
+        f"{msg.born_host}:{msg.born_port}",
+        f"{msg.store_host}:{msg.store_port}",
+        msg.reconsume_times,
+        msg.flag,
+        msg.sys_flag,
+        _TRANSACTION_STATES[msg.sys_flag & TRANSACTION_TYPE_MASK],
+        msg.prepared_transaction_offset,
+        props,
+        msg.body,
+    )
+
+
+def row_maker(columns: tuple[str, ...] = COLUMN_NAMES) -> Callable[[MessageExt, str], tuple]:
+    """``make(msg, broker)``: the row of a decoded record with ``columns``, in that order."""
+    if columns == COLUMN_NAMES:
+        return _full_row
+    pick = [COLUMN_NAMES.index(name) for name in columns]
+
+    def make(msg: MessageExt, broker: str) -> tuple:
+        full = _full_row(msg, broker)
+        return tuple(full[i] for i in pick)
+
+    return make
 
 
 def message_row(msg: MessageExt, broker: str, columns: tuple[str, ...] = COLUMN_NAMES) -> tuple:
     """The row of one decoded record, ``columns`` in order."""
-    return tuple(_value(name, msg, broker) for name in columns)
+    return row_maker(columns)(msg, broker)
 
 
 def decode_row(
@@ -167,6 +179,7 @@ def decode_row(
     broker: str,
     columns: tuple[str, ...] = COLUMN_NAMES,
     row_filter: RowFilter = NO_FILTER,
+    make: Callable[[MessageExt, str], tuple] | None = None,
 ) -> tuple | None:
     """The row of the record at ``buf[pos]`` when ``row_filter`` keeps it, else None.
 
@@ -181,7 +194,7 @@ def decode_row(
     msg = decode_message(buf, pos, read_body="body" in columns, decompress=True)
     if not row_filter.keeps(msg):
         return None
-    return message_row(msg, broker, columns)
+    return (make or row_maker(columns))(msg, broker)
 
 
 def range_rows(
@@ -199,10 +212,11 @@ def range_rows(
     """
     rows: list[tuple] = []
     failure: list[str] = []
+    make = row_maker(columns)
 
     def visit(view: memoryview, pos: int, _size: int) -> bool:
         try:
-            row = decode_row(view, pos, broker, columns, row_filter)
+            row = decode_row(view, pos, broker, columns, row_filter, make)
         except ProtocolError as exc:
             failure.append(str(exc))
             return False
@@ -233,6 +247,7 @@ def record_rows(
     replaced) raises ``CorruptRecordError``: the read is refused rather than silently short.
     """
     rows: list[tuple] = []
+    make = row_maker(columns)
     base = rng.file_start
     with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         view = memoryview(mm)
@@ -242,7 +257,7 @@ def record_rows(
                 reason = ""
                 if 0 <= pos < len(mm) and record.check(view, pos, len(mm), offset, check_crc=True) > 0:
                     try:
-                        row = decode_row(view, pos, broker, columns, row_filter)
+                        row = decode_row(view, pos, broker, columns, row_filter, make)
                     except ProtocolError as exc:
                         reason = str(exc)
                     else:

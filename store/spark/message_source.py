@@ -42,6 +42,7 @@ from store.spark.message_rows import RowFilter, ddl_schema, parse_columns, range
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
 FORMAT = "rocketmq"
 
@@ -97,7 +98,7 @@ class RocketMQDataSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         # Spark hands options over with lower-cased names (``rangeMiB`` arrives as ``rangemib``).
-        return RocketMQReader({str(k).lower(): str(v) for k, v in self.options.items()})
+        return RocketMQReader({str(k).lower(): str(v) for k, v in self.options.items()}, schema)
 
 
 class MessageRange(InputPartition):
@@ -111,8 +112,9 @@ class MessageRange(InputPartition):
 class RocketMQReader(DataSourceReader):
     """Plans the ranges (on the driver) and decodes one per task (in the executors)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        """``options`` with lower-cased names."""
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        """``options`` with lower-cased names; ``schema`` the table's (``RocketMQDataSource.schema``)."""
+        self.schema = schema
         self.paths = store_paths(options)
         self.columns = parse_columns(options.get("columns"))
         self.use_queues = _flag(options, "useconsumequeues", True)
@@ -163,8 +165,28 @@ class RocketMQReader(DataSourceReader):
         # Ranges are numbered per store; the partitions, across all of them.
         return [MessageRange(replace(t, rng=replace(t.rng, index=i))) for i, t in enumerate(tasks)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The task's rows as Arrow record batches of ``BATCH_ROWS``: handed to Spark as they are,
+        where tuples would each be checked and converted value by value (~2x the time here)."""
         task: TableRange = partition.task  # type: ignore[attr-defined]
         if task.offsets is not None:
-            return record_rows(task.rng, task.offsets, task.broker, self.columns, task.row_filter)
-        return range_rows(task.rng, task.broker, self.columns, task.row_filter)
+            rows = record_rows(task.rng, task.offsets, task.broker, self.columns, task.row_filter)
+        else:
+            rows = range_rows(task.rng, task.broker, self.columns, task.row_filter)
+        return _batches(list(rows), self.schema)
+
+
+#: Rows per Arrow batch handed to Spark.
+BATCH_ROWS = 8192
+
+
+def _batches(rows: list[tuple], schema: StructType) -> Iterator[Any]:
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    for at in range(0, len(rows), BATCH_ROWS):
+        chunk = rows[at : at + BATCH_ROWS]
+        columns = list(zip(*chunk, strict=True))
+        arrays = [pa.array(list(col), type=arrow.field(i).type) for i, col in enumerate(columns)]
+        yield pa.RecordBatch.from_arrays(arrays, schema=arrow)
