@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from protocol.message import decode_message  # noqa: E402
-from store.commitlog.mapped_files import CommitLog  # noqa: E402
-from store.config.store_config import StoreConfig  # noqa: E402
-from store.spark.message_rows import message_row  # noqa: E402
-from store.spark.synthetic import write_commitlog  # noqa: E402
+from protocol.message import decode_message
+from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
+from store.spark.message_rows import message_row
+from store.spark.synthetic import write_commitlog
 
 MIB = 1024 * 1024
 
