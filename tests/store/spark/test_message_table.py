@@ -160,6 +160,31 @@ def test_topic_filter_reads_only_the_topic_ranges(golden_copies: dict[str, Path]
     assert read < 0.5 * sum(t.rng.end - t.rng.start for t in full)
 
 
+def test_topic_filter_reads_records_the_queues_do_not_hold_yet(
+    golden_copies: dict[str, Path], tmp_path: Path
+) -> None:
+    """A store whose reput has dispatched nothing (no consume queues): the topic read walks the
+    whole log and still gives exactly the records the broker would queue for the topic."""
+    root = tmp_path / "store"
+    shutil.copytree(golden_copies["java-4.9.7-a"].parent / "java-4.9.7-a", root)
+    shutil.rmtree(root / "consumequeue")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        golden_copies["java-4.9.7-a"].read_text().replace("java-4.9.7-a", "store"), encoding="utf-8"
+    )
+    everything = sequential_rows(conf, "broker-a")
+    flt = RowFilter(frozenset({"TopicA"}), queued_only=True)
+    tasks, _ = plan_store(open_store(conf), flt)
+    assert all(t.offsets is None for t in tasks)
+    want = [
+        r
+        for r in everything
+        if r[_col("topic")] == "TopicA" and r[_col("transactionState")] not in ("PREPARED", "ROLLBACK")
+    ]
+    assert len(want) < len([r for r in everything if r[_col("topic")] == "TopicA"])
+    assert table_rows(conf, flt) == want
+
+
 def test_store_time_filter(golden_copies: dict[str, Path]) -> None:
     conf = golden_copies["java-4.9.7-a"]
     everything = sequential_rows(conf, "broker-a")
