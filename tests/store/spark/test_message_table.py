@@ -14,41 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from protocol.message import decode_message
-from store.commitlog.mapped_files import CommitLog
-from store.config.store_config import StoreConfig
 from store.spark.message_plan import open_store, plan_store
-from store.spark.message_rows import COLUMN_NAMES, RowFilter, message_row, range_rows, record_rows
-
-STORES = ("java-4.9.7-a", "java-4.9.7-send")
+from store.spark.message_rows import COLUMN_NAMES, RowFilter, range_rows, record_rows
+from tests.support.golden_tables import STORES, copy_golden, sequential_rows
 
 
 @pytest.fixture(scope="module")
 def golden_copies(stores_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Both golden stores and their broker.conf files, copied (the golden data is never touched)."""
-    root = tmp_path_factory.mktemp("golden")
-    confs = {}
-    for name in STORES:
-        shutil.copytree(stores_dir / name, root / name)
-        shutil.copy(stores_dir / f"{name}.broker.conf", root / f"{name}.broker.conf")
-        for path in [root / name, *(root / name).rglob("*")]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        confs[name] = root / f"{name}.broker.conf"
-    return confs
+    """Both golden stores and their broker.conf files, copied."""
+    return copy_golden(stores_dir, tmp_path_factory.mktemp("golden"))
 
 
 def _expected(stores_dir: Path, name: str) -> dict:
     return json.loads((stores_dir / f"{name}.expected.json").read_text(encoding="utf-8"))
-
-
-def sequential_rows(conf: Path, broker: str) -> list[tuple]:
-    """The reference: every record of the store by the sequential walk, decoded one by one."""
-    config = StoreConfig.load(conf)
-    log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
-    try:
-        return [message_row(decode_message(buf), broker) for _offset, buf in log.iter_records()]
-    finally:
-        log.close()
 
 
 def table_rows(conf: Path, row_filter: RowFilter | None = None) -> list[tuple]:
