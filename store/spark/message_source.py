@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -95,6 +96,9 @@ class RocketMQDataSource(DataSource):
 
     def schema(self) -> str:
         return ddl_schema(parse_columns({str(k).lower(): v for k, v in self.options.items()}.get("columns")))
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return RocketMQStreamReader({str(k).lower(): str(v) for k, v in self.options.items()}, schema)
 
     def reader(self, schema: Any) -> DataSourceReader:
         # Spark hands options over with lower-cased names (``rangeMiB`` arrives as ``rangemib``).
@@ -190,3 +194,63 @@ def _batches(rows: list[tuple], schema: StructType) -> Iterator[Any]:
         columns = list(zip(*chunk, strict=True))
         arrays = [pa.array(list(col), type=arrow.field(i).type) for i, col in enumerate(columns)]
         yield pa.RecordBatch.from_arrays(arrays, schema=arrow)
+
+
+class RocketMQStreamReader(DataSourceStreamReader):
+    """``spark.readStream.format("rocketmq")``: the records a live store's writer appends, as
+    micro-batches. The source offset is ``{"offsets": {path: CommitLog offset}}``, each a record
+    boundary (``message_stream``): a query restarted from its checkpoint goes on exactly there.
+    Option ``startingOffsets``: ``earliest`` (default, the whole store first) or ``latest``."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.schema = schema
+        self.paths = store_paths(options)
+        self.columns = parse_columns(options.get("columns"))
+        mib = options.get("rangemib")
+        self.range_bytes = int(mib) * 1024 * 1024 if mib else DEFAULT_TABLE_RANGE_BYTES
+        self.broker = options.get("brokername")
+        self.starting = options.get("startingoffsets", "earliest").strip().lower()
+        if self.starting not in ("earliest", "latest"):
+            raise ValueError(f"option startingOffsets must be earliest or latest, got {self.starting!r}")
+
+    def initialOffset(self) -> dict:
+        from store.spark.message_stream import first_offset, whole_records_end
+
+        offsets = {}
+        for path in self.paths:
+            config = open_store(path, self.broker).config
+            start = first_offset(config)
+            offsets[path] = whole_records_end(config, start) if self.starting == "latest" else start
+        return {"offsets": offsets}
+
+    def latestOffset(self, start: dict, limit: Any) -> dict:
+        """Where each store's whole records end now (every new record: no read limit is offered)."""
+        from store.spark.message_stream import first_offset, whole_records_end
+
+        offsets = {}
+        for path in self.paths:
+            config = open_store(path, self.broker).config
+            # A store added to the query since its checkpoint is read from its beginning.
+            at = start["offsets"].get(path)
+            offsets[path] = whole_records_end(config, first_offset(config) if at is None else int(at))
+        return {"offsets": offsets}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        from store.spark.message_stream import first_offset, ranges_between
+
+        tasks: list[TableRange] = []
+        for path in self.paths:
+            source = open_store(path, self.broker)
+            lo = start["offsets"].get(path)
+            lo = first_offset(source.config) if lo is None else int(lo)
+            hi = int(end["offsets"][path])
+            for rng in ranges_between(source.config, lo, hi, self.range_bytes):
+                tasks.append(TableRange(source.broker, rng, RowFilter()))
+        return [MessageRange(replace(t, rng=replace(t.rng, index=i))) for i, t in enumerate(tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        task: TableRange = partition.task  # type: ignore[attr-defined]
+        return _batches(list(range_rows(task.rng, task.broker, self.columns)), self.schema)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the store is only read."""
