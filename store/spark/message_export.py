@@ -170,9 +170,11 @@ def export_messages_spark(
     spark: SparkSession | None = None,
     spark_conf: Mapping[str, str] | None = None,
     range_bytes: int | None = None,
+    progress_out: TextIO | None = None,
 ) -> MessageExportResult:
     """The Spark engine: ``format("rocketmq")`` with the filters as Spark filters (pushed down to the
-    reader), written by Spark as one part file per task."""
+    reader), written by Spark as one part file per task, its progress on ``progress_out`` (stderr)."""
+    from store.spark.progress import SparkProgress
     from store.spark.session import open_session
 
     if fmt not in FORMATS:
@@ -201,11 +203,13 @@ def export_messages_spark(
         if end is not None:
             frame = frame.filter(F.col("storeTimestamp") <= end)
         frame = frame.select(*columns)
+        progress = SparkProgress(session.sparkContext, progress_out)
         with staged_output(Path(out)) as staging:
-            if fmt == "parquet":
-                frame.write.mode("overwrite").parquet(str(staging))
-            else:
-                frame.write.mode("overwrite").json(str(staging))
+            with progress.stage("export"):
+                if fmt == "parquet":
+                    frame.write.mode("overwrite").parquet(str(staging))
+                else:
+                    frame.write.mode("overwrite").json(str(staging))
             written = session.read.schema(frame.schema).format("parquet" if fmt == "parquet" else "json")
             rows = written.load(str(staging)).count()
             tasks = frame.rdd.getNumPartitions()
