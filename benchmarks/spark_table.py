@@ -53,11 +53,11 @@ def _sequential(config: StoreConfig) -> dict[str, object]:
     }
 
 
-def _spark(config: StoreConfig, master: str, range_mib: int) -> list[dict[str, object]]:
+def _spark(config: StoreConfig, master: str, range_mib: int, cores: int = 0) -> list[dict[str, object]]:
     from store.spark.message_source import register
     from store.spark.session import build_session
 
-    session = build_session(master)
+    session = build_session(master, conf={"spark.cores.max": str(cores)} if cores else None)
     register(session)
     sc = session.sparkContext
     sc.parallelize(range(8), 8).count()  # start the Python workers before timing
@@ -94,6 +94,9 @@ def main() -> None:
     parser.add_argument("--file-mib", type=int, default=64, help="CommitLog file size")
     parser.add_argument("--range-mib", type=int, default=16, help="bytes per read task")
     parser.add_argument("--masters", nargs="*", default=["local[1]", "local[2]"])
+    parser.add_argument(
+        "--standalone", type=int, default=0, help="also a standalone cluster of this many 1-core workers"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rmq-table-bench-") as tmp:
         root = Path(tmp)
@@ -109,6 +112,16 @@ def main() -> None:
         for master in args.masters:
             for line in _spark(config, master, args.range_mib):
                 print(json.dumps(line), flush=True)
+        if args.standalone:
+            from benchmarks.spark_rebuild import start_standalone, stop_standalone
+
+            url, procs = start_standalone(args.standalone, root / "cluster")
+            try:
+                for line in _spark(config, url, args.range_mib, cores=args.standalone):
+                    line["engine"] = str(line["engine"]).replace(url, f"standalone x{args.standalone}")
+                    print(json.dumps(line), flush=True)
+            finally:
+                stop_standalone(procs)
 
 
 if __name__ == "__main__":
