@@ -243,3 +243,35 @@ def test_dataframe_pushdown_and_columns(rocketmq, golden_copies: dict[str, Path]
     want_all = sorted(r[_col("commitLogOffset")] for r in everything if r[_col("topic")] == "topic_c-1")
     assert sorted(r.commitLogOffset for r in every.collect()) == want_all
     assert len(want_all) > len(want)
+
+
+def test_v1_and_v2_records_side_by_side(tmp_path: Path) -> None:
+    """MAGIC_CODE_V2 records (a 2-byte topic length: topics past 127 bytes) among V1 ones."""
+    from protocol.message import MAGIC_CODE_V1, MAGIC_CODE_V2, MessageExt, body_crc, encode_message
+
+    long_topic = "t" * 300
+    log = bytearray()
+    sent = []
+    for i in range(6):
+        magic = MAGIC_CODE_V2 if i % 2 else MAGIC_CODE_V1
+        topic = long_topic if i % 2 else f"short-{i}"
+        body = f"body {i}".encode()
+        msg = MessageExt(
+            magic=magic,
+            body_crc=body_crc(body),
+            queue_id=i % 3,
+            queue_offset=i,
+            commit_log_offset=len(log),
+            store_timestamp=1_795_216_834_250 + i,
+            body=body,
+            topic=topic,
+            properties={"KEYS": f"a-{i} b-{i}", "TAGS": "v2" if i % 2 else "v1"},
+        )
+        log += encode_message(msg)
+        sent.append((len(log), topic, body))
+    (tmp_path / "broker-v2" / "commitlog").mkdir(parents=True)
+    (tmp_path / "broker-v2" / "commitlog" / f"{0:020d}").write_bytes(bytes(log) + bytes(65536 - len(log)))
+    rows = table_rows(tmp_path / "broker-v2")
+    assert [(r[_col("topic")], r[_col("body")]) for r in rows] == [(t, b) for _, t, b in sent]
+    assert [r[_col("keys")] for r in rows] == [[f"a-{i}", f"b-{i}"] for i in range(6)]
+    assert {r[_col("brokerName")] for r in rows} == {"broker-v2"}  # no broker.conf: the directory's name
