@@ -42,6 +42,7 @@ SUBCOMMANDS: dict[str, str] = {
     "rebuild-index": "clients.cli.rebuild_index",
     "fsck": "clients.cli.fsck",
     "export-keys": "clients.cli.export_keys",
+    "export": "clients.cli.export_messages",
     # mqadmin's topic-side admin commands (issue 32)
     "update-topic": "clients.cli.admin_update_topic",
     "delete-topic": "clients.cli.admin_delete_topic",
