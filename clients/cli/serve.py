@@ -33,6 +33,7 @@ from clients.cli.arg_types import (
     positive_int,
     seconds_or_off,
 )
+from clients.cli.serve_extras import FrontDoorNotInstalled, drop_uninstalled_doors
 from clients.cli.serve_ports import (
     EXIT_PORT_UNUSABLE,
     GRPC_PORT_OFFSET,
@@ -765,13 +766,16 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
     try:
         settings = settings_from(args, config, acl, budget, grpc_tls)
-    except ValueError as exc:
+        settings, closed = drop_uninstalled_doors(settings)
+    except (ValueError, FrontDoorNotInstalled) as exc:
         log.error("%s", exc)
         if writable is not None:
             writable.close()
         else:
             store.close()
         return 2
+    for warning in closed:
+        log.warning("%s", warning)
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
