@@ -305,9 +305,15 @@ class StoreCollector(Collector):
         for name, key, doc in _RUNTIME_SERIES:
             family = GaugeMetricFamily(name, doc, labels=_RUNTIME_LABELS)
             try:
-                family.add_metric(labels, float(table[key]))
+                value = float(table[key])
             except (KeyError, ValueError):
                 continue
+            if key == "earliestMessageTimeStamp" and value < 0:
+                # The broker's rule reads 2 x maxMessageSize at the first offset and answers -1 when
+                # the first file is smaller (every test-kit and demo store): the gauge says what its
+                # help says, the first record's store time, -1 only for an empty CommitLog.
+                value = float(self.store.first_message_time())
+            family.add_metric(labels, value)
             yield family
         behind = GaugeMetricFamily(
             "rmq_query_index_behind_bytes", "CommitLog bytes after the last indexed record"
