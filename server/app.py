@@ -570,6 +570,7 @@ class QueryServer:
             http=http_stats,
             max_series=self.settings.metrics_max_series,
         )
+        from server.broker.topic_validator import startup_system_topics
         from server.http.host_check import AllowedHosts
         from server.http.resend import Resender
 
@@ -584,6 +585,7 @@ class QueryServer:
             http_stats=http_stats,
             acl=self.settings.acl,
             resender=Resender(sends.process) if sends is not None else None,
+            system_topics=startup_system_topics(identity.cluster, identity.broker_name),
             allowed_hosts=AllowedHosts(
                 (
                     self.settings.host,
