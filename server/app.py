@@ -553,6 +553,7 @@ class QueryServer:
             last_refresh=lambda: self.changes.last_pulse,
             requests=self.request_stats,
             watchdog=self.watchdog,
+            grpc_calls=lambda: self._grpc.admission.calls if self._grpc is not None else {},
             connection_limit=lambda: {
                 "incomplete": self.incomplete.evicted,
                 "idle": self.idle.evicted,

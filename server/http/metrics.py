@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import (
@@ -109,8 +109,11 @@ class ServerState:
         requests: RequestStats | None,
         watchdog: LoopWatchdog | None = None,
         connection_limit: Callable[[], dict[str, int]] | None = None,
+        grpc_calls: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self.connections = connections
+        #: The gRPC port's calls by MessagingService method (empty while it is closed).
+        self.grpc_calls = grpc_calls
         #: What the connection limit did: connections evicted (by reason) and refused, as counters.
         self.connection_limit = connection_limit
         self.max_connections = max_connections
@@ -422,6 +425,12 @@ class StoreCollector(Collector):
         for (route, status), count in sorted(self.http.requests.items()):
             http.add_metric([route, str(status)], count)
         yield http
+        grpc_calls = CounterMetricFamily(
+            "rmq_query_grpc_requests", "gRPC calls received, by MessagingService method", labels=["method"]
+        )
+        for method, count in sorted((self.state.grpc_calls() if self.state.grpc_calls else {}).items()):
+            grpc_calls.add_metric([method], count)
+        yield grpc_calls
 
     def _requests(self) -> Iterator[Metric]:
         stats = self.state.requests
