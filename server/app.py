@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
@@ -78,7 +79,7 @@ from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
     WriteBudget,
 )
-from server.request_stats import RequestStats
+from server.request_stats import RequestStats, report_forever
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
@@ -182,6 +183,10 @@ class ServerSettings:
     #: Front doors (``"grpc"``, ``"http"``) whose port is a default rather than one the operator
     #: named: when it cannot be bound the door stays closed with a warning, the server starts.
     optional_front_doors: frozenset[str] = frozenset()
+    #: A worker process of ``serve --workers``: where it sends snapshots of its request counters
+    #: (a multiprocessing queue of ``server.workers.WorkerStats``), so that the first process's
+    #: ``/metrics`` counts every process's requests. None: not a worker.
+    stats_queue: Any = None
 
 
 def build_dispatcher(
@@ -295,6 +300,8 @@ class QueryServer:
         self.http_port = 0
         #: Remoting requests counted by code for ``/metrics`` (only while the HTTP port is on).
         self.request_stats = RequestStats()
+        #: ``serve --workers``: the worker processes' counters (``server.workers.WorkerStats``).
+        self.worker_requests: Callable[[], list[RequestStats]] = list
         #: How long the event loop was held, and by what (``server.loop_watchdog``).
         self.watchdog = LoopWatchdog()
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
@@ -439,8 +446,15 @@ class QueryServer:
         )
         if self._configure is not None:
             self._configure(self)
-        if self.settings.http_port is not None:
+        if self.settings.http_port is not None or self.settings.stats_queue is not None:
             self.dispatcher.stats = self.request_stats
+        if self.settings.stats_queue is not None:
+            queue, stats, pid = self.settings.stats_queue, self.request_stats, os.getpid()
+
+            def send(snapshot: RequestStats) -> None:
+                queue.put_nowait((pid, snapshot))
+
+            self.run_in_background(lambda: report_forever(stats, send))
         if not defer_front_doors:
             try:
                 await self.start_front_doors()
@@ -552,6 +566,7 @@ class QueryServer:
             query_pool_pending=lambda: pool.pending,
             last_refresh=lambda: self.changes.last_pulse,
             requests=self.request_stats,
+            worker_requests=lambda: self.worker_requests(),
             watchdog=self.watchdog,
             grpc_calls=lambda: self._grpc.admission.calls if self._grpc is not None else {},
             connection_limit=lambda: {

@@ -110,7 +110,10 @@ class ServerState:
         watchdog: LoopWatchdog | None = None,
         connection_limit: Callable[[], dict[str, int]] | None = None,
         grpc_calls: Callable[[], Mapping[str, int]] | None = None,
+        worker_requests: Callable[[], list[RequestStats]] | None = None,
     ) -> None:
+        #: ``serve --workers``: the other processes' request counters, added to ``requests``.
+        self.worker_requests = worker_requests
         self.connections = connections
         #: The gRPC port's calls by MessagingService method (empty while it is closed).
         self.grpc_calls = grpc_calls
@@ -434,6 +437,9 @@ class StoreCollector(Collector):
 
     def _requests(self) -> Iterator[Metric]:
         stats = self.state.requests
+        workers = self.state.worker_requests() if self.state.worker_requests is not None else []
+        if stats is not None and workers:
+            stats = RequestStats.combined([stats, *workers])
         requests = CounterMetricFamily(
             "rmq_query_requests", "remoting requests answered, by request code", labels=["code", "request"]
         )
