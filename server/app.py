@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
@@ -80,7 +81,7 @@ from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
     WriteBudget,
 )
-from server.request_stats import RequestStats
+from server.request_stats import RequestStats, report_forever
 from server.runtime_stats import PullStats
 from server.store_api import StoreWithCommitLog
 from server.store_changes import StoreChanges
@@ -184,6 +185,10 @@ class ServerSettings:
     #: Front doors (``"grpc"``, ``"http"``) whose port is a default rather than one the operator
     #: named: when it cannot be bound the door stays closed with a warning, the server starts.
     optional_front_doors: frozenset[str] = frozenset()
+    #: A worker process of ``serve --workers``: where it sends snapshots of its request counters
+    #: (a multiprocessing queue of ``server.workers.WorkerStats``), so that the first process's
+    #: ``/metrics`` counts every process's requests. None: not a worker.
+    stats_queue: Any = None
 
 
 def build_dispatcher(
@@ -305,6 +310,8 @@ class QueryServer:
         self.http_port = 0
         #: Remoting requests counted by code for ``/metrics`` (only while the HTTP port is on).
         self.request_stats = RequestStats()
+        #: ``serve --workers``: the worker processes' counters (``server.workers.WorkerStats``).
+        self.worker_requests: Callable[[], list[RequestStats]] = list
         #: How long the event loop was held, and by what (``server.loop_watchdog``).
         self.watchdog = LoopWatchdog()
         #: Pulsed after each store refresh (``refresh_forever(on_refresh=...)``): wakes held pulls.
@@ -452,8 +459,15 @@ class QueryServer:
         )
         if self._configure is not None:
             self._configure(self)
-        if self.settings.http_port is not None:
+        if self.settings.http_port is not None or self.settings.stats_queue is not None:
             self.dispatcher.stats = self.request_stats
+        if self.settings.stats_queue is not None:
+            queue, stats, pid = self.settings.stats_queue, self.request_stats, os.getpid()
+
+            def send(snapshot: RequestStats) -> None:
+                queue.put_nowait((pid, snapshot))
+
+            self.run_in_background(lambda: report_forever(stats, send))
         if not defer_front_doors:
             try:
                 await self.start_front_doors()
@@ -565,7 +579,9 @@ class QueryServer:
             query_pool_pending=lambda: pool.pending,
             last_refresh=lambda: self.changes.last_pulse,
             requests=self.request_stats,
+            worker_requests=lambda: self.worker_requests(),
             watchdog=self.watchdog,
+            grpc_calls=lambda: self._grpc.admission.calls if self._grpc is not None else {},
             connection_limit=lambda: {
                 "incomplete": self.incomplete.evicted,
                 "idle": self.idle.evicted,
@@ -583,6 +599,7 @@ class QueryServer:
             http=http_stats,
             max_series=self.settings.metrics_max_series,
         )
+        from server.broker.topic_validator import startup_system_topics
         from server.http.host_check import AllowedHosts
         from server.http.resend import Resender
 
@@ -598,6 +615,7 @@ class QueryServer:
             acl=self.settings.acl,
             resender=Resender(sends.process) if sends is not None else None,
             faults=self.fault_control,
+            system_topics=startup_system_topics(identity.cluster, identity.broker_name),
             allowed_hosts=AllowedHosts(
                 (
                     self.settings.host,

@@ -9,7 +9,9 @@ microseconds (offset reads) to the query pool's seconds (key queries over a larg
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
+from collections.abc import Callable, Iterable
 
 from protocol.codes import ResponseCode
 
@@ -64,6 +66,32 @@ class RequestStats:
         counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         self.sums[code] = self.sums.get(code, 0.0) + seconds
 
+    def copy(self) -> RequestStats:
+        """A snapshot, safe to hand to another thread or process while this one keeps counting."""
+        out = RequestStats()
+        out.requests = dict(self.requests)
+        out.errors = dict(self.errors)
+        out.buckets = {code: list(counts) for code, counts in self.buckets.items()}
+        out.sums = dict(self.sums)
+        return out
+
+    @staticmethod
+    def combined(parts: Iterable[RequestStats]) -> RequestStats:
+        """The sum of several processes' counters (``serve --workers``: one ``/metrics`` for all)."""
+        out = RequestStats()
+        for part in parts:
+            for code, count in part.requests.items():
+                out.requests[code] = out.requests.get(code, 0) + count
+            for key, count in part.errors.items():
+                out.errors[key] = out.errors.get(key, 0) + count
+            for code, counts in part.buckets.items():
+                mine = out.buckets.setdefault(code, [0] * len(counts))
+                for i, count in enumerate(counts):
+                    mine[i] += count
+            for code, seconds in part.sums.items():
+                out.sums[code] = out.sums.get(code, 0.0) + seconds
+        return out
+
     def observe_many(self, code: int, response_code: int, count: int, seconds: float) -> None:
         """``count`` requests answered alike in ``seconds`` each: the compiled request path
         (``server.remoting.request_path``) times a batch, not each request, and reports its mean."""
@@ -76,3 +104,18 @@ class RequestStats:
             counts = self.buckets[code] = [0] * (len(LATENCY_BUCKETS) + 1)
         counts[bisect_left(LATENCY_BUCKETS, seconds)] += count
         self.sums[code] = self.sums.get(code, 0.0) + seconds * count
+
+
+#: Seconds between two reports of a worker process's counters to the process serving ``/metrics``.
+REPORT_INTERVAL = 1.0
+
+
+async def report_forever(
+    stats: RequestStats, send: Callable[[RequestStats], None], interval: float = REPORT_INTERVAL
+) -> None:
+    """A ``serve --workers`` worker's loop: a snapshot of its counters handed to ``send`` (a
+    multiprocessing queue's ``put_nowait``: pickled and written by the queue's own thread) every
+    ``interval`` seconds, until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        send(stats.copy())

@@ -153,6 +153,8 @@ class ConsumeQueueStore(QueryStore, Protocol):
 
     def store_earliest_message_time(self) -> int: ...
 
+    def first_message_time(self) -> int: ...
+
 
 class CommitLogBounds(Protocol):
     """The CommitLog's first and end byte offsets (runtime info, QUERY_CONSUMER_OFFSET)."""

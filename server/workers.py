@@ -14,11 +14,14 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from server.app import ServerSettings
+from server.request_stats import RequestStats
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,40 @@ ServeFn = Callable[[Any, ServerSettings, float], Coroutine[Any, Any, None]]
 #: in by the caller, which knows the store, so the server reaches it only through ``server.store_api``.
 #: Pickled to the worker process, so a module-level function or a partial of one.
 OpenStoreFn = Callable[[], Any]
+
+
+class WorkerStats:
+    """The workers' request counters, as each last reported them (``server.request_stats.report_forever``):
+    the first process's ``/metrics`` adds them to its own, so that ``--workers N`` counts every
+    request. A thread takes the reports off the queue (its reads block); ``snapshots`` is read on the
+    event loop at scrape time."""
+
+    def __init__(self) -> None:
+        self.queue: Any = multiprocessing.get_context("spawn").Queue()
+        #: worker pid -> its counters at its last report (a worker's counters only grow).
+        self.latest: dict[int, RequestStats] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="worker-stats", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                pid, stats = self.queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError, ValueError):  # the queue was closed under the read
+                return
+            self.latest[pid] = stats
+
+    def snapshots(self) -> list[RequestStats]:
+        return list(self.latest.values())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.queue.close()
+        self.queue.cancel_join_thread()
 
 
 def _worker_main(

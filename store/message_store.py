@@ -26,6 +26,7 @@ from typing import Any
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
+from protocol.record_layout import MAGIC_CODE_V1, MAGIC_CODE_V2
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
@@ -562,6 +563,26 @@ class MessageStore:
         files = self.commitlog.files
         first = files[0].start if files else -1
         return self._store_time(first, 2 * self.config.max_message_size)
+
+    def first_message_time(self) -> int:
+        """The store time of the CommitLog's first record (-1 for an empty CommitLog or a first
+        record that cannot be read whole). Unlike ``store_earliest_message_time`` it reads only that
+        record, so it answers on stores whose first file is smaller than 2 x maxMessageSize (the
+        test kit's and the demo's): ``/metrics`` exports it where the broker's rule gives -1."""
+        files = self.commitlog.files
+        if not files:
+            return -1
+        first = files[0].start
+        head = self.commitlog.select(first, 8)
+        if head is None or len(head) < 8:
+            return -1
+        size, magic = (
+            int.from_bytes(head[:4], "big", signed=True),
+            int.from_bytes(head[4:8], "big", signed=True),
+        )
+        if size <= 8 or magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):  # a blank end marker or no record
+            return -1
+        return self._store_time(first, size)
 
     def index_last_update(self) -> tuple[int, int]:
         """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset) of the newest index file: where

@@ -52,6 +52,16 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rmq-query")
+    except PackageNotFoundError:
+        return "(not installed: run from a source tree)"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser tree; with ``only`` (a subcommand name) the other subcommands are left unimported.
 
@@ -62,6 +72,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="rmq-query",
         description="RocketMQ-protocol query server and tools (queryMsgByKey / queryMsgById compatible).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module_path in SUBCOMMANDS.items():

@@ -9,6 +9,7 @@ from clients.cli.store_options import add_store_arguments, config_from_args
 from store.check.store_check import check_store
 from store.config.store_config import ConfigError
 from store.errors import StoreError
+from store.progress_line import WalkProgress
 
 HELP = "check a store's CommitLog (CRCs, gaps) and IndexFiles (geometry, entries, coverage)"
 
@@ -24,7 +25,11 @@ def run(args: argparse.Namespace) -> int:
         if not config.store_path_root_dir.is_dir():
             # Checking nothing would report only a missing checkpoint: say what is really wrong.
             raise StoreError(f"no store directory at {config.store_path_root_dir}")
-        report = check_store(config, deep=args.deep)
+        progress = WalkProgress("fsck")  # on stderr: a bar on a terminal, a line every 10 s in a log
+        try:
+            report = check_store(config, deep=args.deep, progress=progress)
+        finally:
+            progress.finish()
     except (ConfigError, StoreError, OSError) as exc:
         print(f"fsck: {exc}", file=sys.stderr)
         return 1

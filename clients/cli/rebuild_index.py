@@ -44,6 +44,7 @@ from store.consumequeue.builder import ConsumeQueueBuilder, rebuild_consume_queu
 from store.errors import StoreError
 from store.index.builder import IndexBuilder, rebuild_index
 from store.platform.broker_lock import broker_lock_holder, index_files_mapped_by
+from store.progress_line import WalkProgress
 from store.reput.rebuild import QueuesNotReplaced, queues_preflight, rebuild_index_and_queues
 from store.reput.walk import Reput
 
@@ -213,8 +214,14 @@ def _one_pass_possible(config: StoreConfig) -> bool:
 def _rebuild_in_one_pass(args: argparse.Namespace, config: StoreConfig, started: float) -> int:
     """Index and consume queues from one CommitLog pass (``store.reput.rebuild``), each swapped in
     when the pass completed: the index first, then the queues."""
+    progress = WalkProgress("rebuild-index")  # on stderr: a bar on a terminal, a line every 10 s else
     try:
-        builder, cq = rebuild_index_and_queues(config, around_gaps=args.index_around_gaps)
+        try:
+            builder, cq = rebuild_index_and_queues(
+                config, around_gaps=args.index_around_gaps, progress=progress
+            )
+        finally:
+            progress.finish()
     except QueuesNotReplaced as exc:
         print(f"rebuild-index: {exc}", file=sys.stderr)
         report_after_swap("rebuild-index", config.index_dir, exc.index.after_swap)

@@ -33,6 +33,7 @@ from clients.cli.arg_types import (
     positive_int,
     seconds_or_off,
 )
+from clients.cli.serve_extras import FrontDoorNotInstalled, drop_uninstalled_doors
 from clients.cli.serve_ports import (
     EXIT_PORT_UNUSABLE,
     GRPC_PORT_OFFSET,
@@ -84,7 +85,7 @@ from server.remoting.processors.pull_message import (
 )
 from server.remoting.write_budget import DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION
 from server.remoting.write_path import DeliveryTimer, WritePath, write_path
-from server.workers import start_workers, stop_workers
+from server.workers import WorkerStats, start_workers, stop_workers
 from store.config.store_config import ConfigError, StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import WriterLockedError
@@ -605,6 +606,7 @@ async def serve(
     # take longer to import than the rest of start-up, follow at once (``start_front_doors``).
     await server.start(defer_front_doors=True)
     children: list[multiprocessing.process.BaseProcess] = []
+    worker_stats: WorkerStats | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -643,12 +645,16 @@ async def serve(
         if workers > 0 and config is not None:
             # Started once this process said it serves (its start-up line first). The gRPC and
             # HTTP ports are the first process's only (their clients hold few connections).
+            # Their request counters come back through worker_stats, for this process's /metrics.
+            worker_stats = WorkerStats()
+            server.worker_requests = worker_stats.snapshots
             bound = dataclasses.replace(
                 settings,
                 port=server.port,
                 advertise=server.identity.address if server.identity else None,
                 grpc_port=None,
                 http_port=None,
+                stats_queue=worker_stats.queue,
             )
             open_store = functools.partial(MessageStore.open, config)
             children = start_workers(workers, open_store, bound, refresh_interval, serve, _loop_factory())
@@ -665,6 +671,8 @@ async def serve(
         await server.stop()
         if children:
             await stop_workers(children, settings.shutdown_timeout + 5)
+        if worker_stats is not None:
+            worker_stats.close()
 
 
 def _grpc_writer(
@@ -807,13 +815,16 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     budget = plan_connections(args.max_connections, DEFAULT_MAX_CONNECTIONS, store_file_count(config))
     try:
         settings = settings_from(args, config, acl, budget, grpc_tls)
-    except ValueError as exc:
+        settings, closed = drop_uninstalled_doors(settings)
+    except (ValueError, FrontDoorNotInstalled) as exc:
         log.error("%s", exc)
         if writable is not None:
             writable.close()
         else:
             store.close()
         return 2
+    for warning in closed:
+        log.warning("%s", warning)
     factory = _loop_factory()
     try:
         with asyncio.Runner(loop_factory=factory) as runner:

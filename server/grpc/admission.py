@@ -73,6 +73,9 @@ class Admission(grpc.aio.ServerInterceptor):
         self.read_timeout = read_timeout
         #: Calls refused by authentication before their message was read (for tests and reports).
         self.unauthenticated = 0
+        #: MessagingService method name -> calls received (``/metrics``' ``rmq_query_grpc_requests``);
+        #: counted here, where every call passes before anything of it is read.
+        self.calls: dict[str, int] = {}
 
     async def intercept_service(
         self,
@@ -83,6 +86,8 @@ class Admission(grpc.aio.ServerInterceptor):
         answer = response_type(handler_call_details.method)
         if handler is None or answer is None:
             return handler
+        name = handler_call_details.method.rpartition("/")[2]
+        self.calls[name] = self.calls.get(name, 0) + 1
         decode = handler.request_deserializer
         if handler.request_streaming:
             inner = handler.stream_stream or handler.stream_unary

@@ -41,7 +41,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -549,6 +549,7 @@ class HttpApi:
         faults: FaultControl | None = None,
         allowed_hosts: AllowedHosts | None = None,
         csrf: CsrfToken | None = None,
+        system_topics: Collection[str] = (),
     ) -> None:
         self.store = store
         #: The ``Host`` names answered (``server.http.host_check``; default: loopback and addresses).
@@ -559,7 +560,9 @@ class HttpApi:
         self.resender = resender
         #: The cluster's faults (``serve --writable --brokers N``); None: no cluster, the routes 404.
         self.faults = faults
-        self.lookups = Lookups(store)
+        #: ``system_topics``: the broker's start-up system topics besides the fixed set (``/api/topics``
+        #: marks them ``system``; ``server.broker.topic_validator.startup_system_topics``).
+        self.lookups = Lookups(store, system_topics=system_topics)
         self.offsets = offsets
         self.run = run
         self.access = Access(acl)

@@ -17,13 +17,14 @@ interleaved by time: the merge would need every queue's head on every page).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.errors import ProtocolError
 from protocol.message import MessageExt, decode_message
 from protocol.message_id import decode_offset_msg_id
+from server.broker.topic_validator import is_system_topic
 from server.http.errors import bad_parameter, store_damaged
 from server.http.trace import decode_trace_body
 from server.store_api import ConsumeQueueStore, StoreError
@@ -138,8 +139,13 @@ def parse_cursor(cursor: str | None) -> tuple[int, int] | None:
 class Lookups:
     """The lookups over one store (read on the event loop; key queries through ``key_query``)."""
 
-    def __init__(self, store: ConsumeQueueStore, key_query: KeyQuery | None = None) -> None:
+    def __init__(
+        self, store: ConsumeQueueStore, key_query: KeyQuery | None = None, system_topics: Collection[str] = ()
+    ) -> None:
         self.store = store
+        #: The names the broker registers as system topics at start-up besides the fixed set (its
+        #: cluster and broker names, the reply topic): marked ``system`` with the fixed ones.
+        self.system_topics = system_topics
         self._key_query = key_query or self._inline_key_query
         self._topics_seen: object = None
         self._topics_sorted: list[str] = []
@@ -370,6 +376,9 @@ class Lookups:
         ]
         return {
             "topic": topic,
+            # a topic the broker keeps for itself (TBW102, BenchmarkTest's 1024 queues, the cluster's
+            # name, rmq_sys_*...): the page hides them unless asked, they crowd out the user's topics
+            "system": is_system_topic(topic, self.system_topics),
             "queues": queues,
             "messages": sum(q["maxOffset"] - q["minOffset"] for q in queues),
             "lastStoreTimestamp": max((q["lastStoreTimestamp"] for q in queues), default=0),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import (
@@ -109,8 +109,14 @@ class ServerState:
         requests: RequestStats | None,
         watchdog: LoopWatchdog | None = None,
         connection_limit: Callable[[], dict[str, int]] | None = None,
+        grpc_calls: Callable[[], Mapping[str, int]] | None = None,
+        worker_requests: Callable[[], list[RequestStats]] | None = None,
     ) -> None:
+        #: ``serve --workers``: the other processes' request counters, added to ``requests``.
+        self.worker_requests = worker_requests
         self.connections = connections
+        #: The gRPC port's calls by MessagingService method (empty while it is closed).
+        self.grpc_calls = grpc_calls
         #: What the connection limit did: connections evicted (by reason) and refused, as counters.
         self.connection_limit = connection_limit
         self.max_connections = max_connections
@@ -305,9 +311,15 @@ class StoreCollector(Collector):
         for name, key, doc in _RUNTIME_SERIES:
             family = GaugeMetricFamily(name, doc, labels=_RUNTIME_LABELS)
             try:
-                family.add_metric(labels, float(table[key]))
+                value = float(table[key])
             except (KeyError, ValueError):
                 continue
+            if key == "earliestMessageTimeStamp" and value < 0:
+                # The broker's rule reads 2 x maxMessageSize at the first offset and answers -1 when
+                # the first file is smaller (every test-kit and demo store): the gauge says what its
+                # help says, the first record's store time, -1 only for an empty CommitLog.
+                value = float(self.store.first_message_time())
+            family.add_metric(labels, value)
             yield family
         behind = GaugeMetricFamily(
             "rmq_query_index_behind_bytes", "CommitLog bytes after the last indexed record"
@@ -416,9 +428,18 @@ class StoreCollector(Collector):
         for (route, status), count in sorted(self.http.requests.items()):
             http.add_metric([route, str(status)], count)
         yield http
+        grpc_calls = CounterMetricFamily(
+            "rmq_query_grpc_requests", "gRPC calls received, by MessagingService method", labels=["method"]
+        )
+        for method, count in sorted((self.state.grpc_calls() if self.state.grpc_calls else {}).items()):
+            grpc_calls.add_metric([method], count)
+        yield grpc_calls
 
     def _requests(self) -> Iterator[Metric]:
         stats = self.state.requests
+        workers = self.state.worker_requests() if self.state.worker_requests is not None else []
+        if stats is not None and workers:
+            stats = RequestStats.combined([stats, *workers])
         requests = CounterMetricFamily(
             "rmq_query_requests", "remoting requests answered, by request code", labels=["code", "request"]
         )

@@ -33,7 +33,7 @@ import itertools
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from protocol.errors import ProtocolError
@@ -78,7 +78,11 @@ class FsckReport:
         return not self.problems
 
 
-def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
+def check_store(
+    config: StoreConfig, *, deep: bool = False, progress: Callable[[int, int], None] | None = None
+) -> FsckReport:
+    """Check the store; ``progress(done, total)`` is told the CommitLog bytes walked so far (the walk
+    is most of the time: the consume queues ride it; the index check follows)."""
     report = FsckReport()
     live = broker_lock_holder(config.store_path_root_dir)
     index_files = _open_index_files(config, report)
@@ -91,7 +95,7 @@ def check_store(config: StoreConfig, *, deep: bool = False) -> FsckReport:
         try:
             # The consume queue check rides the CommitLog check's walk: the CommitLog is read once.
             queue_check = ConsumeQueueCheck(config, commitlog, recent_ms=recent_ms)
-            gaps = _check_commitlog(commitlog, config, report, queue_check.dispatcher)
+            gaps = _check_commitlog(commitlog, config, report, queue_check.dispatcher, progress)
             _check_index(index_files, commitlog, report, deep=deep, recent_ms=recent_ms)
             queues = queue_check.finish([g for g, _lines in gaps])
             report.problems += queues.problems
@@ -158,7 +162,11 @@ def _check_markers(
 
 
 def _check_commitlog(
-    commitlog: CommitLog, config: StoreConfig, report: FsckReport, also: Dispatcher | None = None
+    commitlog: CommitLog,
+    config: StoreConfig,
+    report: FsckReport,
+    also: Dispatcher | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[Gap, list[str]]]:
     """Check the CommitLog; returns its gaps, each with the file and record problems it explains
     (reported by ``_classify_gaps``, as problems or under a known gap). ``also`` is fed every run of
@@ -168,7 +176,10 @@ def _check_commitlog(
     counter = _RecordCounter(commitlog, files[0].start if files else 0)
     # The reput's walk: whole records checked in one compiled call per run, across gaps as
     # ``GapWalk`` crosses them (the gaps are reported below).
-    reput = Reput(commitlog, [counter] if also is None else [counter, also], on_gap=_note_gap)
+    first, total = commitlog.min_offset, commitlog.max_offset - commitlog.min_offset
+    walked = (lambda pos: progress(pos - first, total)) if progress is not None else None
+    dispatchers: list[Dispatcher] = [counter] if also is None else [counter, also]
+    reput = Reput(commitlog, dispatchers, on_gap=_note_gap, progress=walked)
     reput.run_once()
     commitlog.release(counter.released, commitlog.max_offset)
     report.records += counter.records

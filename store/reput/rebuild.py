@@ -52,9 +52,14 @@ def queues_preflight(config: StoreConfig) -> None:
 
 
 def rebuild_index_and_queues(
-    config: StoreConfig, *, around_gaps: bool = False, now_millis: Callable[[], int] | None = None
+    config: StoreConfig,
+    *,
+    around_gaps: bool = False,
+    now_millis: Callable[[], int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[IndexBuilder, ConsumeQueueBuilder]:
     """Rebuild ``index/`` and ``consumequeue/`` from one CommitLog pass; see the module docstring.
+    ``progress(done, total)``: the CommitLog bytes the pass has walked, told after each run.
 
     Returns the closed builders: their counters, ``gaps`` (the same list: the gaps the pass went
     around, with ``around_gaps``) and ``after_swap`` (what failed once each output was in place)."""
@@ -85,7 +90,13 @@ def rebuild_index_and_queues(
                         checkpoint_path=queue_checkpoint,
                         fill_holes=around_gaps,
                     )
-                    reput = Reput(commitlog, [queues, index], on_gap=index_around if around_gaps else refuse)
+                    first, total = commitlog.min_offset, commitlog.max_offset - commitlog.min_offset
+                    reput = Reput(
+                        commitlog,
+                        [queues, index],
+                        on_gap=index_around if around_gaps else refuse,
+                        progress=(lambda pos: progress(pos - first, total)) if progress is not None else None,
+                    )
                     reput.run_once()
                     index.gaps = queues.gaps = reput.gaps
                 finally:

@@ -49,8 +49,12 @@ class Reput:
         dispatchers: Sequence[Dispatcher],
         *,
         on_gap: Callable[[Gap], None] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         self.commitlog = commitlog
+        #: Told the CommitLog offset the walk reached after each run (``fsck`` and ``rebuild-index``
+        #: show it: ``store.progress_line``); one call per run of records, not per record.
+        self._progress = progress
         self.dispatchers = list(dispatchers)
         #: With ``on_gap`` (a one-shot rebuild) the walk checks that records follow each other and
         #: hands every gap to it (raise to refuse); without (following), it takes settled records only
@@ -126,6 +130,8 @@ class Reput:
                 if pos - released >= RELEASE_EVERY:
                     commitlog.release(released, pos)
                     released = pos
+                if self._progress is not None:
+                    self._progress(pos)
         finally:
             self.records_read += seen
             commitlog.release(released, pos)

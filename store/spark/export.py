@@ -22,11 +22,11 @@ from protocol.record_layout import SIZE_MAGIC
 from store.commitlog import record
 from store.commitlog.record import describe_invalid
 from store.config.store_config import StoreConfig
+from store.progress_line import ProgressLine
 from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.job import commitlog_files, spark_job
 from store.spark.key_columns import SPECIAL, key_columns
 from store.spark.key_table import COLUMN_NAMES, COLUMNS, STORE_TIME, range_rows, record_rows
-from store.spark.progress import render_bar
 from store.spark.ranges import (
     DEFAULT_RANGE_BYTES,
     CommitLogRange,
@@ -186,16 +186,18 @@ def export_keys_local(
     ranges, warnings = export_ranges([plan_file(f, target) for f in commitlog_files(config)])
     schema = _arrow_schema()
     rows = scanned = 0
+    # a bar redrawn on a terminal, a line every 10 s in a log (one line per range flooded logs)
+    progress = ProgressLine("export keys", sum(rng.end - rng.start for rng in ranges), stream)
     with staged_output(Path(out)) as staging:
         with pq.ParquetWriter(staging / LOCAL_FILE_NAME, schema) as writer:
-            for done, rng in enumerate(ranges, start=1):
+            for rng in ranges:
                 table = range_table(rng, schema)
                 if table is not None:
                     writer.write_table(table)
                     rows += table.num_rows
                 scanned += rng.end - rng.start
-                stream.write(render_bar("export keys", done, len(ranges), unit="ranges") + "\n")
-                stream.flush()
+                progress.update(scanned)
+    progress.finish()
     return ExportResult(Path(out), rows, scanned, time.monotonic() - started, warnings)
 
 

@@ -75,6 +75,9 @@ function wrapCell(node) {
   return td;
 }
 
+// "1 message", "2 messages": ``noun`` is the singular.
+function plural(n, noun) { return n + " " + (n === 1 ? noun : noun + "s"); }
+
 function pad(n, w) { return String(n).padStart(w || 2, "0"); }
 
 function utc(ms) {
@@ -96,7 +99,16 @@ function setStatus(id, text, isError) {
 
 // -- views ---------------------------------------------------------------------------------------
 
+// The page's address says what it shows, so it can be bookmarked and shared: "#q=TEXT" (or "?q=TEXT")
+// a search, "#topics" and "#groups" (or "?tab=topics") a tab. Kept up to date with replaceState.
+const VIEWS = ["search", "topics", "groups"];
+
+function setAddress(hash) {
+  history.replaceState(null, "", location.pathname + hash);
+}
+
 function show(view) {
+  if (view !== "search") setAddress("#" + view);
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.view === view);
   for (const section of document.querySelectorAll(".view")) section.hidden = section.id !== "view-" + view;
   if (view === "topics" && !topicsLoaded) loadTopics(false);
@@ -130,6 +142,7 @@ function parseRange(token) {
 }
 
 async function runSearch(text) {
+  setAddress(text.trim() ? "#q=" + enc(text) : "#search");
   const tokens = text.trim().split(/\s+/).filter((t) => t !== "");
   clearResults();
   if (tokens.length === 0) { setStatus("status", "Type a message id, a unique key, or a topic and a key."); return; }
@@ -165,7 +178,7 @@ async function runSearch(text) {
   let path = "/api/topics/" + enc(topicName) + "/messages?key=" + enc(key);
   if (range) path += "&begin=" + range[0] + "&end=" + range[1];
   startListing({
-    what: "messages of " + topicName + " with key " + key + (range ? " stored " + utc(range[0]) + " .. " + utc(range[1]) : ""),
+    what: "of " + topicName + " with key " + key + (range ? " stored " + utc(range[0]) + " .. " + utc(range[1]) : ""),
     path: path,
     paged: false,
     empty: "No message of topic " + topicName + " has the key or unique key " + JSON.stringify(key) +
@@ -176,7 +189,7 @@ async function runSearch(text) {
 function browseTopic(topic, begin, end) {
   const whole = begin === 0 && end === FAR_FUTURE;
   startListing({
-    what: "messages of " + topic + (whole ? "" : " stored " + utc(begin) + " .. " + utc(end)),
+    what: "of " + topic + (whole ? "" : " stored " + utc(begin) + " .. " + utc(end)),
     path: "/api/topics/" + enc(topic) + "/messages?begin=" + begin + "&end=" + end + "&limit=" + PAGE,
     paged: true,
     empty: whole ? "Topic " + topic + " holds no message." : "No message of topic " + topic + " was stored in that time range.",
@@ -187,7 +200,8 @@ function browseDlq(group) {
   show("search");
   clearResults();
   startListing({
-    what: "dead letters of consumer group " + group,
+    noun: "dead letter",
+    what: "of consumer group " + group,
     path: "/api/groups/" + enc(group) + "/dlq?limit=" + PAGE,
     paged: true,
     empty: "Consumer group " + group + " has no dead-letter message.",
@@ -228,7 +242,7 @@ async function loadPage() {
   if (messages.length === 0 && spec.page === 0) return nothing(spec.empty);
   const next = answer.body.nextCursor;
   if (next) spec.cursors[spec.page + 1] = next; else spec.cursors.length = spec.page + 1;
-  let summary = messages.length + " " + spec.what;
+  let summary = plural(messages.length, spec.noun || "message") + " " + spec.what;
   if (answer.body.truncated) summary += " (the index walk stopped at its budget: there may be more; narrow the time range)";
   showRows(messages, summary, spec.path);
 }
@@ -448,20 +462,33 @@ async function loadTopics(more) {
     if (held.length > 6) offsets += ", … (" + (held.length - 6) + " more)";
     if (!held.length) offsets = "empty";
     const tr = row([t.topic, t.queues.length, t.messages, offsets, utc(t.lastStoreTimestamp)]);
-    tr.className = "clickable";
+    tr.className = "clickable" + (t.system ? " system" : "");
     tr.dataset.topic = t.topic;
     tr.addEventListener("click", () => loadChart(t.topic));
     body.appendChild(tr);
   }
   topicsAfter = answer.body.nextAfter;
   $("topics-more").hidden = !topicsAfter;
+  showSystemTopics();
   if (!more) {
     // chart the busiest user topic first (system topics hold little an operator looks for)
     const candidates = answer.body.topics.filter((t) => t.messages > 0);
-    const user = candidates.filter((t) => !/^(RMQ_SYS_|SCHEDULE_TOPIC|%RETRY%|%DLQ%|rmq_sys_)/.test(t.topic));
+    const user = candidates.filter((t) => !t.system && !/^(RMQ_SYS_|SCHEDULE_TOPIC|%RETRY%|%DLQ%|rmq_sys_)/.test(t.topic));
     const pick = (user.length ? user : candidates).sort((a, b) => b.messages - a.messages)[0];
     if (pick) loadChart(pick.topic);
   }
+}
+
+function showSystemTopics() {
+  // the broker's own topics (TBW102, BenchmarkTest's 1024 queues, the cluster's and broker's names,
+  // RMQ_SYS_*, ...) crowd the list: hidden unless the switch is on, and counted when hidden
+  const on = $("show-system").checked;
+  let hidden = 0;
+  for (const tr of $("topic-table").tBodies[0].rows) {
+    tr.hidden = !on && tr.classList.contains("system");
+    if (tr.hidden) hidden += 1;
+  }
+  $("system-hidden").textContent = hidden ? "(" + hidden + " hidden)" : "";
 }
 
 async function loadChart(topic) {
@@ -478,7 +505,7 @@ async function loadChart(topic) {
   const h = answer.body;
   const minutes = h.bucketMillis / 60000;
   $("chart-unit").textContent = "per " + (minutes === 1 ? "minute" : minutes + " minutes");
-  $("chart-range").textContent = h.counts.length ? utc(h.begin) + " .. " + utc(h.end) + " UTC, " + h.total + " messages" : "";
+  $("chart-range").textContent = h.counts.length ? utc(h.begin) + " .. " + utc(h.end) + " UTC, " + plural(h.total, "message") : "";
   $("chart-browse").onclick = () => { show("search"); $("q").value = topic; runSearch(topic); };
   if (!h.counts.length) { box.appendChild(el("p", "This topic holds no message.", "note none")); return; }
   box.appendChild(barChart(h, topic));
@@ -522,7 +549,7 @@ function barChart(h, topic) {
     r.dataset.start = start;
     r.dataset.count = count;
     const tip = document.createElementNS(NS, "title");
-    tip.textContent = utc(start).slice(0, 16) + " UTC: " + count + " messages";
+    tip.textContent = utc(start).slice(0, 16) + " UTC: " + plural(count, "message");
     r.appendChild(tip);
     // a click lists that bucket's messages
     r.addEventListener("click", () => {
@@ -602,9 +629,7 @@ async function resend() {
 
 $("search-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  const text = $("q").value;
-  history.replaceState(null, "", "#q=" + enc(text));
-  runSearch(text);
+  runSearch($("q").value);
 });
 $("prev-page").addEventListener("click", () => { if (listing.page > 0) { listing.page -= 1; loadPage(); } });
 $("next-page").addEventListener("click", () => {
@@ -615,11 +640,30 @@ $("resend").addEventListener("click", resend);
 $("body-charset").addEventListener("change", renderBody);
 $("topics-more").addEventListener("click", () => loadTopics(true));
 $("groups-more").addEventListener("click", () => loadGroups(true));
-for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => show(tab.dataset.view));
-
-if (location.hash.startsWith("#q=")) {
-  const text = decodeURIComponent(location.hash.slice(3));
-  $("q").value = text;
-  runSearch(text);
+for (const tab of document.querySelectorAll(".tab")) {
+  tab.addEventListener("click", () => {
+    show(tab.dataset.view);
+    if (tab.dataset.view === "search") setAddress($("q").value.trim() ? "#q=" + enc($("q").value) : "#search");
+  });
 }
+$("show-system").addEventListener("change", showSystemTopics);
+
+function openAddress() {
+  // a link's "?q=" / "?tab=" (what a chat or a ticket keeps) or "#q=" / "#topics" (what this page writes)
+  const params = new URLSearchParams(location.search);
+  const hash = location.hash.slice(1);
+  let text = params.get("q");
+  let view = params.get("tab");
+  if (hash.startsWith("q=")) text = decodeURIComponent(hash.slice(2));
+  else if (VIEWS.includes(hash)) view = hash;
+  if (text !== null) {
+    show("search");
+    $("q").value = text;
+    runSearch(text);
+  } else if (VIEWS.includes(view)) {
+    show(view);
+  }
+}
+window.addEventListener("hashchange", openAddress);
+openAddress();
 document.body.dataset.ready = "true";

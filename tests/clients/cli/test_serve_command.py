@@ -138,6 +138,65 @@ async def test_serve_with_workers_shares_the_ports_and_stops_them_all(java_store
         await kill_if_running(proc)
 
 
+async def _requests_counted(http_port: int, code: int) -> float:
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        async with session.get(f"http://127.0.0.1:{http_port}/metrics") as response:
+            text = await response.text()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "rmq_query_requests"
+        for sample in family.samples
+        if sample.name == "rmq_query_requests_total" and sample.labels["code"] == str(code)
+    )
+
+
+async def test_metrics_count_the_requests_of_every_worker(java_store_copy: Path) -> None:
+    """``--workers 2``: /metrics, served by the first process, counted its own requests only (7
+    queries showed as 1, issue 35 item 5). The workers report their counters to it every second:
+    24 VIEWs over 24 connections, which the kernel spreads over both processes, count as 24."""
+    conf = java_store_copy.parent / f"{java_store_copy.name}.broker.conf"
+    proc, lines, port, _ = await start_serve(
+        "--config", str(conf), "--port", "0", "--http", "0", "--workers", "2"
+    )
+    assert proc.stderr is not None
+    try:
+        match = re.search(r"HTTP on http://127\.0\.0\.1:(\d+)/", lines[-1])
+        assert match, lines[-1]
+        http_port = int(match.group(1))
+        worker_line = ""
+        while "worker-" not in worker_line or "serving on" not in worker_line:
+            worker_line = (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+            assert worker_line, "the worker never started"
+        for _ in range(24):
+            client = await RawClient.connect("127.0.0.1", port)
+            try:
+                answer = await client.call(RawClient.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}))
+                assert answer.code == ResponseCode.SUCCESS
+            finally:
+                await client.close()
+        counted = 0.0
+        for _ in range(50):  # the workers report every second: wait for the reports, at most 10 s
+            counted = await _requests_counted(http_port, RequestCode.VIEW_MESSAGE_BY_ID)
+            if counted >= 24:
+                break
+            await asyncio.sleep(0.2)
+        assert counted == 24
+    finally:
+        # SIGTERM first, also when the test failed: the first process stops its workers, which
+        # hold the log pipe (a kill of the first process alone would leave them, and the pipe, open)
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.stderr.read(), 30)
+            assert await asyncio.wait_for(proc.wait(), 30) == 0
+        finally:
+            await kill_if_running(proc)
+
+
 # (A port outside 0..65535 is a usage error: tests/clients/cli/test_flag_checks.py.)
 @pytest.mark.parametrize("port", ["2", "busy"])
 async def test_serve_reports_a_port_it_cannot_use(port: str, java_store_copy: Path) -> None:

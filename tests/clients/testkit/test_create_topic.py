@@ -1,6 +1,6 @@
 """``RmqServer.create_topic``: a topic made through the admin request, as ``mqadmin updateTopic``
-(issue 32), and the README's example for it, run as written. Each test starts an in-process
-writable server on 127.0.0.1 port 0 and stops it."""
+(issue 32), and the test kit guide's (docs/testkit.md) example for it, run as written. Each test
+starts an in-process writable server on 127.0.0.1 port 0 and stops it."""
 
 from __future__ import annotations
 
@@ -52,11 +52,11 @@ def test_a_refused_name_raises_the_brokers_error(server: RmqServer) -> None:
 
 
 def test_the_readme_example_runs(server: RmqServer) -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme.split("### Topics: create, delete, list (no Java needed)", 1)[1].split("\n### ", 1)[0]
+    guide = (REPO_ROOT / "docs" / "testkit.md").read_text()
+    section = guide.split("\n## Topics: create, delete, list (no Java needed)", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
     namespace: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/testkit.md", "exec"), namespace)
     tests = [value for name, value in namespace.items() if name.startswith("test_")]
     assert tests
     for test in tests:

@@ -1,8 +1,8 @@
-"""The pytest plugin: cheap to import, its fixtures work, and the README's example tests pass with it.
+"""The pytest plugin: cheap to import, its fixtures work, and the kit guide's example tests pass with it.
 
-The example tests are taken from the README's "pytest fixtures" section and run in a child pytest
-with the plugin loaded by name (``-p clients.testkit.pytest_plugin``; the installed entry point's copy is
-blocked so the module is not registered twice).
+The example tests are taken from the test kit guide's (docs/testkit.md) "pytest fixtures" section and
+run in a child pytest with the plugin loaded by name (``-p clients.testkit.pytest_plugin``; the
+installed entry point's copy is blocked so the module is not registered twice).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from tests.support.paths import REPO_ROOT
 
 
 def _readme_example() -> str:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### pytest fixtures", 1)[1].split("\n### ", 1)[0]
+    guide = (REPO_ROOT / "docs" / "testkit.md").read_text(encoding="utf-8")
+    section = guide.split("\n## pytest fixtures", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     return block
 

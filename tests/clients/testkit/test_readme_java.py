@@ -1,6 +1,7 @@
-"""The README's Java produce → consume test, compiled and run with the official 4.9.7 client.
+"""The test kit guide's (docs/testkit.md) Java produce → consume test, compiled and run with the
+official 4.9.7 client.
 
-The ``java`` block of the README's "JVM and Go test suites" section is written to a file, compiled
+The ``java`` block of its "JVM and Go test suites" section is written to a file, compiled
 with ``javac`` against a temporary copy of ``../shared/rocketmq-4.9.7-bin`` (its scripts write logs
 beside themselves) and run with that copy's JVM flags, ``NAMESRV_ADDR`` pointing at ``serve
 --writable`` on an empty store started by the test, as a JVM suite would. It must print its success
@@ -33,8 +34,8 @@ RUN_TIMEOUT = 120
 
 def readme_java_block() -> tuple[str, str]:
     """(class name, source) of the one ``java`` block of the JVM section."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### JVM and Go test suites", 1)[1].split("\n### ", 1)[0]
+    guide = (REPO_ROOT / "docs" / "testkit.md").read_text(encoding="utf-8")
+    section = guide.split("\n## JVM and Go test suites", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```java\n(.*?)```", section, flags=re.S)
     match = re.search(r"^public class (\w+)", block, flags=re.M)
     assert match, "the Java example must declare a public class"

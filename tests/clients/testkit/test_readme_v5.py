@@ -1,4 +1,4 @@
-"""The README's RocketMQ 5 examples, run as written against ``serve --writable``.
+"""The RocketMQ 5 guide's (docs/clients-5x.md) examples, run as written against ``serve --writable``.
 
 The ``python`` block of the "RocketMQ 5 clients (gRPC)" section runs with the official Python client
 (``rocketmq-python-client``, from the test extras), the ``javascript`` block with the official
@@ -30,8 +30,8 @@ RUN_TIMEOUT = 45
 
 
 def readme_block(language: str) -> str:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### RocketMQ 5 clients (gRPC)", 1)[1].split("\n### ", 1)[0]
+    guide = (REPO_ROOT / "docs" / "clients-5x.md").read_text(encoding="utf-8")
+    section = guide.split("# RocketMQ 5 clients (gRPC)", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
     return block
 
@@ -91,7 +91,7 @@ async def test_the_readme_python_v5_example_passes(tmp_path: Path) -> None:
 async def test_the_readme_node_v5_example_passes(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None:
-        pytest.fail("node is not installed (the README's Node.js example needs Node.js >= 18)")
+        pytest.fail("node is not installed (the 5.x guide's Node.js example needs Node.js >= 18)")
     ensure_installed()
     store = tmp_path / "store"
     write_topic(store)

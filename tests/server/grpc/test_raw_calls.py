@@ -206,3 +206,39 @@ async def test_read_only_serving_answers_forbidden_to_a_send(tmp_path: Path) -> 
     finally:
         await srv.stop()
         store.close()
+
+
+async def test_grpc_calls_are_counted_in_metrics(tmp_path: Path) -> None:
+    """``/metrics`` counted remoting requests only: a 5.x client's calls left no trace (issue 35,
+    item 5). Two QueryRoute calls and one unserved call are counted by method."""
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    srv, store = await start(tmp_path, http_port=0)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.grpc_port}") as channel:
+            stub = service_grpc.MessagingServiceStub(channel)
+            for name in ("Plain", "Nope"):
+                request = service.QueryRouteRequest(topic=definition.Resource(name=name))
+                await stub.QueryRoute(request, metadata=META, timeout=5)
+            await stub.QueryAssignment(
+                service.QueryAssignmentRequest(
+                    topic=definition.Resource(name="Plain"), group=definition.Resource(name="G")
+                ),
+                metadata=META,
+                timeout=5,
+            )
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{srv.http_port}/metrics") as response:
+                text = await response.text()
+    finally:
+        await srv.stop()
+        store.close()
+    calls = {
+        sample.labels["method"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "rmq_query_grpc_requests"
+        for sample in family.samples
+        if sample.name == "rmq_query_grpc_requests_total"
+    }
+    assert calls == {"QueryRoute": 2, "QueryAssignment": 1}

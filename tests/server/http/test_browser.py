@@ -367,7 +367,7 @@ async def test_groups_show_lag_and_dead_letters(made: Page, tmp_path: Path) -> N
     ]
     await shoot(page, "groups", tmp_path)
     await row.nth(4).locator("button").click()
-    await expect(page.locator("#result-summary")).to_contain_text(f"1 dead letters of consumer group {GROUP}")
+    await expect(page.locator("#result-summary")).to_contain_text(f"1 dead letter of consumer group {GROUP}")
     assert await result_column(page, 7) == [orders()[TRACED].uniq]
 
 
@@ -579,3 +579,58 @@ async def test_resend_from_the_message_view(
     finally:
         await server.stop()
         store.close()
+
+
+# -- small things a user hits (issue 35, item 5) -------------------------------------------------
+
+
+async def test_links_open_a_search_or_a_tab_and_the_address_follows(made: Page) -> None:
+    """``?q=`` (what a chat or a ticket keeps) and ``#q=`` open a search, ``?tab=`` and ``#topics``
+    a tab; the address says what is shown, so it can be copied; one result is "1 message"."""
+    page = made
+    base = page.url.split("#")[0].split("?")[0]
+    await page.goto(base + "?q=" + "Orders%20order-12")
+    await expect(page.locator("#result-summary")).to_have_text("1 message of Orders with key order-12")
+    assert await result_column(page, 6) == ["order-12"]
+    assert page.url == base + "#q=Orders%20order-12"
+    await page.click("#tab-groups")
+    assert page.url == base + "#groups"
+    await page.click("#tab-search")
+    assert page.url == base + "#q=Orders%20order-12"
+    for link, view in ((base + "?tab=topics", "topics"), (base + "#groups", "groups")):
+        await page.goto("about:blank")
+        await page.goto(link)
+        await expect(page.locator(f"#view-{view}")).to_be_visible()
+        await expect(page.locator("#view-search")).to_be_hidden()
+    await page.goto(base + f"#q={unique_key(3)}")
+    await expect(page.locator("#result-summary")).to_contain_text("Found by unique key: 1 record")
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_system_topics_are_hidden_behind_a_switch(made: Page, made_store: StoreConfig) -> None:
+    """The broker's own topics (the ones ``make-store`` writes into topics.json as a 4.9.7 broker's
+    first start does, and the trace topic) are hidden until the switch shows them."""
+    page = made
+    cluster, broker = made_store.broker_cluster_name, made_store.broker_name
+    system = {"SELF_TEST_TOPIC", "TBW102", "BenchmarkTest", cluster, broker, "OFFSET_MOVED_EVENT",
+              "SCHEDULE_TOPIC_XXXX", f"{cluster}_REPLY_TOPIC", "RMQ_SYS_TRACE_TOPIC"}  # fmt: skip
+    await page.click("#tab-topics")
+    orders_row = page.locator("#topic-table tbody tr[data-topic=Orders]")
+    trace_row = page.locator("#topic-table tbody tr[data-topic=RMQ_SYS_TRACE_TOPIC]")
+    await expect(orders_row).to_be_visible()
+    await expect(trace_row).to_be_hidden()
+    await expect(page.locator("#system-hidden")).to_have_text(f"({len(system)} hidden)")
+    hidden = await page.locator("#topic-table tbody tr[hidden]").evaluate_all(
+        "rs => rs.map(r => r.dataset.topic)"
+    )
+    assert set(hidden) == system
+    shown = await page.locator("#topic-table tbody tr:not([hidden])").evaluate_all(
+        "rs => rs.map(r => r.dataset.topic)"
+    )
+    assert set(shown) == {"Orders", f"%RETRY%{GROUP}", f"%DLQ%{GROUP}"}
+    await page.check("#show-system")
+    await expect(trace_row).to_be_visible()
+    await expect(page.locator("#system-hidden")).to_have_text("")
+    await page.uncheck("#show-system")
+    await expect(trace_row).to_be_hidden()
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -18,10 +18,13 @@ from typing import Any
 import aiohttp
 import pytest
 
+from clients.testkit.jsonl_store import make_store
 from server.app import QueryServer
+from store.config.store_config import StoreConfig
+from store.message_store import MessageStore
 from tests.support.harness import StartServer
 from tests.support.http_csrf import csrf_headers
-from tests.support.java_store import JAVA_STORE
+from tests.support.java_store import JAVA_STORE, settings_for
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,30 @@ async def test_topics_match_the_brokers_topic_stats(http: Any, cq_expected: dict
         ] == [(r["queueId"], r["minOffset"], r["maxOffset"], r["lastUpdateTimestamp"]) for r in rows]
     one = await get_json(session, "/api/topics/TopicB")
     assert one["queues"] == got["TopicB"]
+
+
+async def test_the_brokers_own_topics_are_marked_system(tmp_path: Path) -> None:
+    """``make-store`` writes the topics a 4.9.7 broker makes at its first start into topics.json: those
+    (with the cluster's and broker's names) and the trace topic are ``system``; the user's are not."""
+    lines = [{"topic": "Orders", "body": "x"}, {"topic": "RMQ_SYS_TRACE_TOPIC", "body": "t"},
+             {"topic": "%RETRY%g1", "body": "r"}]  # fmt: skip
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = StoreConfig.for_store(tmp_path / "store", mapped_file_size_commit_log=1024 * 1024)
+    make_store(config, spec)
+    store = MessageStore.open(config)
+    server = QueryServer(store, settings_for(store.config, http_port=0))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.http_port}") as session:
+            marks = {t["topic"]: t["system"] for t in (await get_json(session, "/api/topics"))["topics"]}
+    finally:
+        await server.stop()
+        store.close()
+    cluster, broker = config.broker_cluster_name, config.broker_name
+    system = {"SELF_TEST_TOPIC", "TBW102", "BenchmarkTest", cluster, broker, "OFFSET_MOVED_EVENT",
+              "SCHEDULE_TOPIC_XXXX", f"{cluster}_REPLY_TOPIC", "RMQ_SYS_TRACE_TOPIC"}  # fmt: skip
+    assert marks == {**{t: True for t in system}, "Orders": False, "%RETRY%g1": False}
 
 
 async def test_message_by_offset_id_and_its_body(http: Any, java_expected: dict[str, Any]) -> None:

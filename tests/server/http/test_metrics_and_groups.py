@@ -193,6 +193,34 @@ async def test_exporter_series_have_the_exporters_names_and_label_order(tmp_path
     assert (dlq_diff.labels["topic"], dlq_diff.labels["msgModel"], dlq_diff.value) == ("%DLQ%g1", "1", 1)
 
 
+async def test_the_earliest_message_gauge_is_the_first_records_time_on_a_small_store(tmp_path: Path) -> None:
+    """The broker's runtime-info rule answers -1 when 2 x maxMessageSize (8 MiB) is not readable in
+    the first CommitLog file, as on every demo and test-kit store (issue 35 item 5): the gauge, whose
+    help says "store time of the earliest message", shows the first record's store time instead."""
+    from clients.testkit.jsonl_store import make_store
+    from store.config.store_config import StoreConfig
+    from store.message_store import MessageStore
+
+    first = 1_767_225_600_000
+    lines = [{"topic": "Orders", "store_timestamp": first + i, "body": "x"} for i in range(3)]
+    spec = tmp_path / "spec.jsonl"
+    spec.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = StoreConfig.for_store(tmp_path / "store", mapped_file_size_commit_log=1024 * 1024)
+    make_store(config, spec)
+    store = MessageStore.open(config)
+    server = QueryServer(store, settings_for(store.config, http_port=0))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.http_port}") as session:
+            async with session.get("/metrics") as response:
+                text = await response.text()
+    finally:
+        await server.stop()
+        store.close()
+    [earliest] = samples(text)["rocketmq_brokeruntime_earliest_message_timestamp"]
+    assert earliest.value == first
+
+
 async def test_a_scrape_is_capped_counts_what_it_left_out_and_lets_the_loop_run(tmp_path: Path) -> None:
     """``--metrics-max-series``: topics (then groups) in name order until the cap, the rest counted
     in ``rmq_query_metrics_series_dropped_last``/``_total``; and a scrape of many topics lets other

@@ -200,3 +200,16 @@ def test_store_wide_earliest_time_reads_two_max_message_sizes(tmp_path: Path) ->
         assert store.store_earliest_message_time() == T0  # 2000 bytes readable in the first file
     with MessageStore.open(_config(tmp_path / "s", max_message_size=1 << 20)) as store:
         assert store.store_earliest_message_time() == -1  # 2 MiB do not fit a 1 MiB file
+
+
+def test_the_first_message_time_reads_only_the_first_record(tmp_path: Path) -> None:
+    """What ``/metrics``' earliest-message gauge shows where the broker's rule above gives -1."""
+    empty = _config(tmp_path / "empty")
+    empty.store_path_commit_log.mkdir(parents=True)
+    with MessageStore.open(empty) as store:
+        assert store.first_message_time() == -1
+    config = _config(tmp_path / "s", max_message_size=1 << 20)
+    _write(config, 3)
+    with MessageStore.open(config) as store:
+        assert store.store_earliest_message_time() == -1
+        assert store.first_message_time() == T0
