@@ -11,6 +11,7 @@ from setuptools import Extension, setup
 ACCELERATORS: list[tuple[str, str]] = [
     ("store.index._index_range_fast", "store/index/_index_range_fast.c"),
     ("store.commitlog._record_fast", "store/commitlog/_record_fast.c"),
+    ("store.write._batch_encode_fast", "store/write/_batch_encode_fast.c"),
     # Not an accelerator but the same optional build: turns SIGBUS from a file cut under a map into
     # zero pages (store/platform/sigbus.py says why and what runs without it).
     ("store.platform._sigbus_guard", "store/platform/_sigbus_guard.c"),

@@ -324,6 +324,51 @@ def send_rows() -> dict[str, float]:
     return out
 
 
+def batch_rows(batches: int = 120, size: int = 32, body: int = 1024) -> dict[str, float]:
+    """SEND_BATCH_MESSAGE under ``serve --writable``, one batch per read: ``size`` messages of
+    ``body`` bytes, each with KEYS, TAGS and its own UNIQ_KEY, the batch header's properties
+    ``WAIT=true`` (as the Java 4.9.7 producer's ``send(Collection)`` sends them); per batch and per
+    message through the connection. Every message is stored and indexed before the answer."""
+    import tempfile
+
+    from clients.testkit.server import kit_store_config
+    from protocol.codes import LanguageCode, RequestCode, SerializeType
+    from protocol.command import RemotingCommand
+    from protocol.frame import encode_frame
+    from protocol.message_id import UniqueIdGenerator
+    from protocol.send_message import SendMessageRequestHeader, encode_batch_body
+    from server.broker.writable_store import WritableStore
+
+    ids = UniqueIdGenerator()
+    chunks = []
+    for b in range(batches):
+        messages = [
+            (0, b"x" * body, {"KEYS": f"batch-{b}-{m}", "TAGS": "TagB", "UNIQ_KEY": ids.next_id()})
+            for m in range(size)
+        ]
+        header = SendMessageRequestHeader(
+            "load_group", "CostTopic", "TBW102", 4, b % 4, 0, 1700000000000 + b, 0,
+            "WAIT\x01true\x02", 0, False, None, True, "broker-a",
+        )  # fmt: skip
+        command = RemotingCommand(
+            RequestCode.SEND_BATCH_MESSAGE, LanguageCode.JAVA, 407, b, 0, None,
+            header.to_ext_fields(v2=True), encode_batch_body(messages), SerializeType.JSON,
+        )  # fmt: skip
+        chunks.append(encode_frame(command))
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="rmq-costs-") as tmp:
+        store = WritableStore(kit_store_config(Path(tmp) / "store"))
+        store.create_topic("CostTopic")
+
+        async def timed(dispatcher: Any) -> None:
+            per_batch = await through_connection_async_us(dispatcher, chunks, per_read=1)
+            out[f"batch send ({size} x {body} bytes): through the connection, per batch"] = per_batch
+            out[f"batch send ({size} x {body} bytes): per message"] = per_batch / size
+
+        on_writable_server(store, timed)
+    return out
+
+
 def on_writable_server(store: Any, timed: Callable[[Any], Awaitable[None]]) -> None:
     """``timed(dispatcher)`` against ``serve --writable``'s dispatcher over ``store`` (a
     ``WritableStore``, closed after), the server started and stopped around it in its own loop."""
@@ -344,8 +389,11 @@ def on_writable_server(store: Any, timed: Callable[[Any], Awaitable[None]]) -> N
         store.close()
 
 
-async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -> float:
-    """``through_connection_us`` inside a running loop (the writable server's, or its own)."""
+async def through_connection_async_us(
+    dispatcher: object, chunks: list[bytes], per_read: int = PIPELINED
+) -> float:
+    """``through_connection_us`` inside a running loop (the writable server's, or its own); ``per_read``
+    requests in each chunk."""
     from server.remoting.buffer_budget import BufferBudget
     from server.remoting.connection import RemotingConnection
     from server.remoting.refusal import IncompleteRequests
@@ -360,10 +408,10 @@ async def through_connection_async_us(dispatcher: object, chunks: list[bytes]) -
         incomplete=IncompleteRequests(),
     )
     connection.connection_made(transport)  # type: ignore[arg-type]
-    per_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
+    each_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
     assert transport.writes >= 5 * len(chunks)  # every read was answered
     connection.connection_lost(None)
-    return per_read / PIPELINED
+    return each_read / per_read
 
 
 def main() -> int:

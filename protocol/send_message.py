@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Self
+from typing import NamedTuple, Self
 
 from protocol.codes import SerializeType
 from protocol.custom_header_fields import (
@@ -118,9 +118,10 @@ def send_response_fields(region: str, trace_on: bool) -> dict[str, str]:
     return as_java_hashmap({"MSG_REGION": region, "TRACE_ON": java_boolean(trace_on)})
 
 
-@dataclass(slots=True, frozen=True)
-class BatchItem:
-    """One message of a batch body: its flag, body and properties bytes exactly as sent."""
+class BatchItem(NamedTuple):
+    """One message of a batch body: its flag, body and properties bytes exactly as sent (a tuple:
+    a batch of 32 makes 32 of them per SEND, and a tuple is made in a third of a frozen dataclass's
+    time)."""
 
     flag: int
     body: bytes
@@ -138,29 +139,30 @@ def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
     same is done here, but every length must stay inside the body: a short or overlong body is an
     error rather than the broker's ``BufferUnderflowException``.
     """
-    view = memoryview(body)
+    data = body if type(body) is bytes else bytes(body)
     items: list[BatchItem] = []
+    append = items.append
+    head, head_size, i16 = _BATCH_HEAD.unpack_from, _BATCH_HEAD.size, _I16.unpack_from
     pos = 0
-    end = len(view)
+    end = len(data)
     while pos < end:
-        if end - pos < _BATCH_HEAD.size + 2:
+        if end - pos < head_size + 2:
             raise MessageDecodeError(f"batch body truncated at byte {pos}: {end - pos} bytes left")
-        _total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        start = pos + _BATCH_HEAD.size
+        _total, _magic, _crc, flag, body_len = head(data, pos)
+        start = pos + head_size
         if body_len < 0 or start + body_len + 2 > end:
             raise MessageDecodeError(
                 f"batch message at byte {pos}: body length {body_len} runs past the body"
             )
         props_at = start + body_len
-        props_len = _I16.unpack_from(view, props_at)[0]
-        if props_len < 0 or props_at + 2 + props_len > end:
-            raise MessageDecodeError(
-                f"batch message at byte {pos}: properties length {props_len} runs past the body"
-            )
-        items.append(
-            BatchItem(flag, bytes(view[start:props_at]), bytes(view[props_at + 2 : props_at + 2 + props_len]))
-        )
+        props_len = i16(data, props_at)[0]
         pos = props_at + 2 + props_len
+        if props_len < 0 or pos > end:
+            raise MessageDecodeError(
+                f"batch message at byte {props_at - body_len - head_size}: properties length {props_len} "
+                "runs past the body"
+            )
+        append(BatchItem(flag, data[start:props_at], data[props_at + 2 : pos]))
     return items
 
 

@@ -37,6 +37,7 @@ from protocol.codes import RequestCode
 from protocol.frame import DEFAULT_MAX_FRAME_LENGTH
 from server.acl.config import AclConfig
 from server.acl.validator import AccessValidator
+from server.faults import BrokerFaults, FaultControl
 from server.file_budget import LISTEN_BACKLOG, max_waiting_for
 from server.grpc.defaults import (
     DEFAULT_MAX_CONCURRENT_RPCS,
@@ -59,6 +60,7 @@ from server.remoting.connection import (
     RemotingConnection,
 )
 from server.remoting.dispatch import Dispatcher, java_remote_address
+from server.remoting.fault_gate import FaultGate
 from server.remoting.processors import client_manage
 from server.remoting.processors.consumer_manage import ConsumerManageProcessor
 from server.remoting.processors.name_server import NameServerProcessor
@@ -283,8 +285,16 @@ class QueryServer:
         *,
         configure: Callable[[QueryServer], None] | None = None,
         grpc_writer: GrpcWriter | None = None,
+        faults: BrokerFaults | None = None,
     ) -> None:
         self.store = store
+        #: Faults on demand (``server.faults``; a broker of ``server.cluster``): each connection then
+        #: reaches the dispatcher through a ``FaultGate``. None: no gate, no cost.
+        self.faults = faults
+        #: Whether the remoting ports are closed by the ``down`` fault (``suspend``/``resume``).
+        self.suspended = False
+        #: The cluster's faults, served on this server's HTTP port (``/api/brokers/{name}/faults``).
+        self.fault_control: FaultControl | None = None
         #: SendMessage's way into the writable store (``serve --writable``); None: read-only gRPC.
         self._grpc_writer = grpc_writer
         self._grpc: GrpcServer | None = None
@@ -346,8 +356,9 @@ class QueryServer:
             if victim is None:
                 return self.refuser.connection()
             self._connections.discard(victim)  # type: ignore[arg-type]
+        gate = FaultGate(self.dispatcher, self.faults) if self.faults is not None else None
         connection = RemotingConnection(
-            self.dispatcher,
+            gate or self.dispatcher,  # type: ignore[arg-type]
             max_frame_length=self.settings.max_frame_length,
             max_header_length=self.settings.max_header_length,
             idle_timeout=self.settings.idle_timeout,
@@ -360,6 +371,8 @@ class QueryServer:
             incomplete=self.incomplete,
             idle=self.idle,
         )
+        if gate is not None:
+            gate.connection = connection
         self._connections.add(connection)
         return connection
 
@@ -584,6 +597,7 @@ class QueryServer:
             http_stats=http_stats,
             acl=self.settings.acl,
             resender=Resender(sends.process) if sends is not None else None,
+            faults=self.fault_control,
             allowed_hosts=AllowedHosts(
                 (
                     self.settings.host,
@@ -654,6 +668,39 @@ class QueryServer:
         """Run ``work`` while serving (e.g. the index builder); it is cancelled by ``stop()``."""
         self._background.append(asyncio.get_running_loop().create_task(work()))
 
+    async def suspend(self) -> None:
+        """The ``down`` fault: stop listening on both remoting ports and reset every connection, as
+        a broker process that died (the HTTP and gRPC ports, if any, stay). ``resume`` undoes it."""
+        if self.suspended or not self._servers:
+            return
+        self.suspended = True
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for connection in list(self._connections):
+            connection.reset()
+        for server in servers:
+            await server.wait_closed()
+
+    async def resume(self) -> None:
+        """Listen again on the same two ports (``PortUnusableError`` if another process took one)."""
+        if not self.suspended:
+            return
+        host = self.settings.host
+        try:
+            main = await self._listen(self.port)
+        except OSError as exc:
+            raise PortUnusableError.from_os_error("listen", host, self.port, exc) from None
+        try:
+            fast = await self._listen(self.fast_port)
+        except OSError as exc:
+            main.close()
+            raise PortUnusableError.from_os_error("fast", host, self.fast_port, exc) from None
+        self._servers = [main, fast]
+        for server in self._servers:
+            await server.start_serving()
+        self.suspended = False
+
     @property
     def max_connections(self) -> int:
         """Connections served at once now (``settings.max_connections``, or lower: see below)."""
@@ -671,7 +718,7 @@ class QueryServer:
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, flush answers and close every connection."""
-        if self._stopped or not self._servers:
+        if self._stopped or (not self._servers and not self.suspended):
             return
         self._stopped = True
         self.watchdog.stop()

@@ -41,8 +41,7 @@ class LoopBudget:
         """``seconds`` of the work were spent (now or by a turn's holder)."""
         self._spent += seconds
         self._unit = 0.9 * self._unit + 0.1 * seconds
-        if self._spent >= self.budget:
-            self._schedule_renewal()
+        self._schedule_renewal()  # what this iteration spent is forgotten at the next one
 
     async def turn(self) -> None:
         """Wait until a later iteration hands this caller a turn."""

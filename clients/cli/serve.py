@@ -131,7 +131,19 @@ def consume_settings(args: argparse.Namespace, config: StoreConfig | None = None
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_arguments(
-        parser, store_required=False, store_help="store root directory (default: broker.conf's, else ~/store)"
+        parser,
+        store_required=False,
+        store_help="store root directory (default: broker.conf's, else ~/store); given more than once, "
+        "each store is served read-only as one broker of a cluster under one name server on --port "
+        "(docs/cluster.md)",
+        repeatable=True,
+    )
+    parser.add_argument(
+        "--broker-name",
+        action="append",
+        metavar="NAME",
+        help="with several --store: the broker name of each store, in order (default: each store's "
+        "broker.conf brokerName)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
@@ -218,6 +230,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept SEND_MESSAGE/SEND_MESSAGE_V2/SEND_BATCH_MESSAGE and append to the store like a broker "
         "(creates the store if missing; indexes as it writes; prints NAMESRV_ADDR=HOST:PORT on stdout)",
+    )
+    parser.add_argument(
+        "--brokers",
+        type=positive_int,
+        metavar="N",
+        help="with --writable: a whole cluster in this process, a name server on --port and N master "
+        "brokers broker-a, broker-b, ... (DefaultCluster), each over its own store STORE/broker-a, ... "
+        "and its own ports (printed: NAMESRV_ADDR=, one BROKER_ADDR=name=host:port per broker); faults "
+        "on demand at /api/brokers/{brokerName}/faults on the HTTP port (docs/cluster.md)",
     )
     parser.add_argument(
         "--auto-create-topics",
@@ -674,6 +695,25 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    stores = getattr(args, "stores", None) or []
+    if len(stores) > 1:
+        from clients.cli import serve_stores
+
+        try:
+            acl = _load_acl(args)
+        except AclConfigError as exc:
+            log.error("bad --acl file: %s", exc)
+            return 2
+        return serve_stores.run_stores(
+            args,
+            stores,
+            loop_factory=_loop_factory(),
+            # the name server's port: --port, else the first store's broker.conf listenPort
+            settings_of=lambda config: settings_from(args, config, acl),
+        )
+    if getattr(args, "broker_name", None):
+        log.error("--broker-name names the brokers of several --store: give one --store per name")
+        return 2
     with contextlib.ExitStack() as stack:
         try:
             config = make_demo(args, stack) if args.demo else load_config(args)
@@ -711,6 +751,8 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
     except TlsConfigError as exc:
         log.error("cannot serve gRPC with TLS: %s", exc)
         return 2
+    if getattr(args, "brokers", None) is not None:
+        return _serve_cluster(args, config, acl, grpc_tls)
     writable: WritableStore | None = None
     if args.writable:
         if args.workers > 1:
@@ -800,3 +842,28 @@ def _serve_store(args: argparse.Namespace, config: StoreConfig) -> int:
             store.close()
     log.info("stopped")
     return 0
+
+
+def _serve_cluster(
+    args: argparse.Namespace, config: StoreConfig, acl: AclConfig | None, grpc_tls: GrpcTls
+) -> int:
+    """``--brokers N`` (``clients.cli.serve_cluster``)."""
+    from clients.cli import serve_cluster
+
+    refused = serve_cluster.refusal(args)
+    if refused is not None:
+        log.error("%s", refused)
+        return 2
+    try:
+        settings = settings_from(args, config, acl, None, grpc_tls)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    return serve_cluster.run_cluster(
+        args,
+        config,
+        settings,
+        consume_settings(args, config),
+        loop_factory=_loop_factory(),
+        exit_store_in_use=EXIT_STORE_IN_USE,
+    )

@@ -16,9 +16,21 @@ from store.config.store_config import StoreConfig
 
 
 def add_store_arguments(
-    parser: argparse.ArgumentParser, *, store_required: bool = True, store_help: str = "store root directory"
+    parser: argparse.ArgumentParser,
+    *,
+    store_required: bool = True,
+    store_help: str = "store root directory",
+    repeatable: bool = False,
 ) -> None:
-    parser.add_argument("--store", type=Path, required=store_required, help=store_help)
+    """``repeatable``: ``--store`` may be given more than once: ``args.store`` is the first,
+    ``args.stores`` all of them (``serve`` reads several stores as the brokers of one cluster)."""
+    if repeatable:
+        parser.set_defaults(stores=None)
+        parser.add_argument(
+            "--store", type=Path, required=store_required, help=store_help, action=_RepeatedStore
+        )
+    else:
+        parser.add_argument("--store", type=Path, required=store_required, help=store_help)
     parser.add_argument(
         "--config",
         "--conf",
@@ -30,6 +42,22 @@ def add_store_arguments(
     parser.add_argument("--mapped-file-size", type=positive_int, help="mappedFileSizeCommitLog in bytes")
     parser.add_argument("--max-hash-slot-num", type=positive_int, help="maxHashSlotNum of the IndexFiles")
     parser.add_argument("--max-index-num", type=positive_int, help="maxIndexNum of the IndexFiles")
+
+
+class _RepeatedStore(argparse.Action):
+    """``--store`` given again: every value kept in ``stores``, the first in ``store``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        stores = [*(getattr(namespace, "stores", None) or []), values]
+        namespace.stores = stores
+        if len(stores) == 1:
+            setattr(namespace, self.dest, values)
 
 
 def config_file(args: argparse.Namespace) -> Path | None:

@@ -27,9 +27,11 @@ _SERVER_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> Any:
+    if name == "RmqCluster":
+        return importlib.import_module("clients.testkit.cluster").RmqCluster
     if name in _SERVER_NAMES:
         return getattr(importlib.import_module("clients.testkit.server"), name)
     raise AttributeError(f"module 'clients.testkit' has no attribute {name!r}")
 
 
-__all__ = sorted(_SERVER_NAMES)
+__all__ = sorted(_SERVER_NAMES | {"RmqCluster"})

@@ -14,6 +14,9 @@ for one of these fixtures, so suites that never use them pay nothing.
   (the ``make-store`` JSONL fields), queryable at once; ``rmq_writer.create_topic(topic, queues)``.
 - ``rmq_client``: a blocking Python client (``send``, ``send_batch``, ``query_by_key``,
   ``query_by_unique_key``, ``view``, ``receive``).
+- ``rmq_cluster``: a name server and two writable brokers (``broker-a``, ``broker-b``) in-process
+  (``clients.testkit.cluster.RmqCluster``); ``NAMESRV_ADDR`` is set to its name server;
+  ``rmq_cluster.set_faults("broker-a", down=True)`` / ``clear_faults`` make one broker fail.
 - ``rmq_consumer``: makes consumers, ``rmq_consumer("Orders", group=..., tags="new")``, each pulling
   through the server's consume side from the moment it is made; ``.receive(count, timeout=...)``
   returns the next ``count`` messages or raises ``TimeoutError`` naming what came. Closed (offsets
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from clients.testkit.cluster import RmqCluster
     from clients.testkit.server import RmqClient, RmqConsumer, RmqServer, RmqWriter
     from store.config.store_config import StoreConfig
 
@@ -52,6 +56,19 @@ def rmq_server(rmq_store_config: StoreConfig, monkeypatch: pytest.MonkeyPatch) -
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def rmq_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RmqCluster]:
+    """Two writable brokers and their name server, with faults on demand; ``NAMESRV_ADDR`` is set."""
+    from clients.testkit.cluster import RmqCluster
+
+    cluster = RmqCluster(tmp_path / "rmq-cluster", brokers=2, http=True)
+    monkeypatch.setenv("NAMESRV_ADDR", cluster.namesrv_address)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.fixture

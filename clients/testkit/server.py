@@ -130,8 +130,10 @@ class RmqServer:
         """Create (or update) topic ``name`` through the admin request, as ``mqadmin updateTopic -b``
         does: UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues (8, mqadmin's default)
         unless ``read_queues``/``write_queues`` say otherwise, and ``perm`` (6 = read and write).
-        Returns once ``config/topics.json`` holds it; a refused name raises the response code's error
-        (e.g. ``MQSystemError`` for a system topic or a name the broker does not allow)."""
+        Returns once the creation is durable (``config/topics.json`` with its journal; the file
+        itself is rewritten within a second, ``store/config/journal.py``); a refused name raises
+        the response code's error (e.g. ``MQSystemError`` for a system topic or a name the broker
+        does not allow)."""
         spec = TopicSpec(
             name,
             queues if read_queues is None else read_queues,

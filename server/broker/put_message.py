@@ -260,28 +260,20 @@ def batch_records(
     props.put(PROPERTY_CLUSTER, ctx.cluster)
     batch_props = _serialized(props)
     records: list[StoreRecord] = []
-    for item in items:
-        own = item.properties
+    append = records.append
+    # Every record shares these (the writer appends such a batch in one compiled call); StoreRecord's
+    # fields by position: topic, body, properties, queue_id, flag, sys_flag, born_timestamp,
+    # born_host, born_port, reconsume_times.
+    topic, queue_id, sys_flag, born_ts = header.topic, header.queue_id, header.sys_flag, header.born_timestamp
+    host, port, times = ctx.born_host, ctx.born_port, header.reconsume_times or 0
+    for flag, item_body, own in items:
         joined = own
         if batch_props:
             sep = b"\x02" if own and not own.endswith(b"\x02") else b""
             joined = own + sep + batch_props
         if len(joined) > _MAX_PROPERTIES_BYTES:
             raise message_illegal(ctx.max_message_size)
-        records.append(
-            StoreRecord(
-                header.topic,
-                item.body,
-                joined,
-                queue_id=header.queue_id,
-                flag=item.flag,
-                sys_flag=header.sys_flag,
-                born_timestamp=header.born_timestamp,
-                born_host=ctx.born_host,
-                born_port=ctx.born_port,
-                reconsume_times=header.reconsume_times or 0,
-            )
-        )
+        append(StoreRecord(topic, item_body, joined, queue_id, flag, sys_flag, born_ts, host, port, times))
     if not records:
         raise message_illegal(ctx.max_message_size)
     return records

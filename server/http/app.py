@@ -56,6 +56,7 @@ from protocol.message import MessageExt
 from server.acl.config import GET, PUB, SUB, Account, AclConfig, check_permission
 from server.acl.validator import DeniedError, check_resources
 from server.burst_log import BurstLog
+from server.faults import FaultControl, Faults, FaultSpecError
 from server.http.csrf import HEADER as CSRF_HEADER
 from server.http.csrf import CsrfToken
 from server.http.errors import ApiError, bad_parameter, not_found
@@ -66,6 +67,7 @@ from server.http.metrics import Families, HttpStats, StoreCollector
 from server.http.openapi import openapi_document
 from server.http.resend import Resender, default_target
 from server.http.trace import TRACE_TOPIC
+from server.port_errors import PortUnusableError
 from server.store_api import ConsumeQueueStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -136,6 +138,8 @@ class Route:
     method: str = "GET"
     #: For a POST: the JSON body's fields (name, type, description), all optional.
     body: tuple[tuple[str, str, str], ...] = ()
+    #: The status of a success.
+    ok_status: int = 200
 
 
 _LIMIT = Param("limit", "query", "integer", f"messages per page (1-{MAX_LIMIT}, default {DEFAULT_LIMIT})")
@@ -148,6 +152,7 @@ _ID = Param("id", "path", "string", "offset message id (32 or 56 hex digits) or 
 _PAGE_LIMIT = Param("limit", "query", "integer", f"names per page (1-{MAX_LIMIT}, default {MAX_LIMIT})")
 _AFTER = Param("after", "query", "string", "the page starts after this name: nextAfter of the previous page")
 _EXPORTS = ("application/json", "application/x-ndjson", "text/csv")
+_BROKER = Param("brokerName", "path", "string", "broker name (broker-a, broker-b, ...)", True)
 
 ROUTES: tuple[Route, ...] = (
     Route("/", "index", "the lookup page", produces=("text/html",), errors=(), tags=("page",)),
@@ -278,6 +283,7 @@ ROUTES: tuple[Route, ...] = (
         (_ID,),
         errors=(400, 403, 404, 405, 409, 415, 503),
         method="POST",
+        ok_status=201,
         body=(
             (
                 "topic",
@@ -286,6 +292,42 @@ ROUTES: tuple[Route, ...] = (
                 "dead letter's RETRY_TOPIC, a scheduled message's REAL_TOPIC, else its own topic)",
             ),
         ),
+    ),
+    Route(
+        "/api/brokers/{brokerName}/faults",
+        "broker_faults",
+        "the faults in force on one broker of a cluster (serve --writable --brokers N)",
+        (_BROKER,),
+        errors=(404,),
+        tags=("cluster",),
+    ),
+    Route(
+        "/api/brokers/{brokerName}/faults",
+        "broker_faults_set",
+        "put faults in force on one broker: the body is the whole state (a field left out is off)",
+        (_BROKER,),
+        errors=(400, 404, 415, 503),
+        tags=("cluster",),
+        method="POST",
+        body=(
+            (
+                "down",
+                "boolean",
+                "stop listening, reset its connections, drop its routes from the name server",
+            ),
+            ("busy", "number", "fraction (0-1) of SENDs and pulls answered SYSTEM_BUSY (code 2)"),
+            ("delayMs", "integer", "every answer delayed this long (0-60000 ms)"),
+            ("drop", "number", "fraction (0-1) of requests whose connection is reset instead"),
+        ),
+    ),
+    Route(
+        "/api/brokers/{brokerName}/faults",
+        "broker_faults_clear",
+        "clear every fault on one broker (a broker down listens again and registers again)",
+        (_BROKER,),
+        errors=(404, 503),
+        tags=("cluster",),
+        method="DELETE",
     ),
 )
 
@@ -504,6 +546,7 @@ class HttpApi:
         http_stats: HttpStats,
         acl: AclConfig | None = None,
         resender: Resender | None = None,
+        faults: FaultControl | None = None,
         allowed_hosts: AllowedHosts | None = None,
         csrf: CsrfToken | None = None,
     ) -> None:
@@ -514,6 +557,8 @@ class HttpApi:
         self.csrf = csrf if csrf is not None else CsrfToken()
         #: The write path's way to resend (``serve --writable``); None: read-only, the POST is 405.
         self.resender = resender
+        #: The cluster's faults (``serve --writable --brokers N``); None: no cluster, the routes 404.
+        self.faults = faults
         self.lookups = Lookups(store)
         self.offsets = offsets
         self.run = run
@@ -802,6 +847,42 @@ class HttpApi:
         page = self.lookups.by_queue_cursor(topic, limit, cursor)
         return self._page(page, fmt, topic, {"group": group, "topic": topic, "nextCursor": page.next_cursor})
 
+    # -- a cluster's faults --------------------------------------------------------------------------
+
+    def _broker_of(self, request: web.Request) -> tuple[FaultControl, str]:
+        control = self.faults
+        if control is None:
+            raise not_found(
+                "this server runs no cluster: faults are set on the brokers of `serve --writable --brokers N`"
+            )
+        name = request.match_info["brokerName"]
+        if name not in control.broker_names:
+            raise not_found(
+                f"no broker named {name!r} in this cluster (brokers: {', '.join(control.broker_names)})"
+            )
+        return control, name
+
+    async def broker_faults(self, request: web.Request) -> web.Response:
+        control, name = self._broker_of(request)
+        return json_response({"brokerName": name, "faults": control.faults_of(name).to_json()})
+
+    async def broker_faults_set(self, request: web.Request) -> web.Response:
+        control, name = self._broker_of(request)
+        faults = await _FaultsBody.read(request)
+        return await self._put_faults(control, name, faults)
+
+    async def broker_faults_clear(self, request: web.Request) -> web.Response:
+        control, name = self._broker_of(request)
+        return await self._put_faults(control, name, Faults())
+
+    @staticmethod
+    async def _put_faults(control: FaultControl, name: str, faults: Faults) -> web.Response:
+        try:
+            now = await control.set_faults(name, faults)
+        except PortUnusableError as exc:
+            raise ApiError(503, "port_unusable", f"broker {name} stays down: {exc}") from None
+        return json_response({"brokerName": name, "faults": now.to_json()})
+
     # -- writing -------------------------------------------------------------------------------------
 
     async def message_resend(self, request: web.Request) -> web.Response:
@@ -838,3 +919,20 @@ class HttpApi:
 
 #: ``TopicValidator``'s topic names (the SEND checks them again, with the broker's remark).
 _TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
+
+
+class _FaultsBody:
+    """Reading a faults POST's body (``server.faults.Faults.from_json``), errors as 4xx."""
+
+    @staticmethod
+    async def read(request: web.Request) -> Faults:
+        if request.content_type != "application/json":
+            raise ApiError(415, "unsupported_media_type", "send the faults as application/json")
+        try:
+            body = decode_json_body(await request.read()) if request.can_read_body else {}
+        except JsonBodyError:
+            raise bad_parameter("body", "not JSON") from None
+        try:
+            return Faults.from_json({} if body is None else body)
+        except FaultSpecError as exc:
+            raise bad_parameter(exc.field, str(exc).partition(": ")[2]) from None

@@ -49,12 +49,12 @@ _STATUS_TEXT = {
 
 def openapi_document(routes: Sequence[Any]) -> dict[str, Any]:
     """The document for ``routes`` (``server.http.app.Route``: path, handler_name, summary, params,
-    produces, errors, tags, method, body; typed loosely here so that this module does not import
+    produces, errors, tags, method, body, ok_status; typed loosely here so that this module does not import
     the app)."""
     paths: dict[str, Any] = {}
     for route in routes:
         ok: dict[str, Any] = {"description": "OK", "content": {m: {} for m in route.produces}}
-        responses: dict[str, Any] = {"201" if route.method == "POST" else "200": ok}
+        responses: dict[str, Any] = {str(route.ok_status): ok}
         for status in (*route.errors, *((401, 403) if route.path.startswith("/api") else ())):
             responses[str(status)] = {
                 "description": _STATUS_TEXT[status],

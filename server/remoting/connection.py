@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE
+from protocol.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, RequestCode
 from protocol.command import Body, RemotingCommand
 from protocol.connection_state import ConnectionState, Event, State
 from protocol.errors import FrameError
@@ -140,6 +142,10 @@ class RemotingConnection(asyncio.Protocol):
         self._remote_host: str | None = None
         self._peer_address: tuple[str, int] | None = None
         self._tasks: set[asyncio.Task[RemotingCommand | None]] = set()
+        #: A heartbeat answered in a task (``server.loop_budget``: it waits for its turn, or is
+        #: registered in slices): the requests after it on this connection wait for it, as they
+        #: did when every heartbeat was registered at once (a pull after it finds the client).
+        self._held_by: asyncio.Task[RemotingCommand | None] | None = None
         self._last_activity = 0.0
         self._idle_handle: asyncio.TimerHandle | None = None
         self._checked_buffer = 0
@@ -181,7 +187,13 @@ class RemotingConnection(asyncio.Protocol):
                 self._idle.touch(self)
         answered = 0
         fast = self._dispatcher.fast_path
-        if fast is not None and not self._pending and not self._decoder.buffered and self._state.answering:
+        if (
+            fast is not None
+            and not self._pending
+            and not self._decoder.buffered
+            and self._state.answering
+            and self._held_by is None
+        ):
             answered, data = self._answer_fast(fast, data)
         try:
             requests = self._decoder.feed(data) if data else []
@@ -389,7 +401,7 @@ class RemotingConnection(asyncio.Protocol):
         """
         pending = self._pending
         state = self._state
-        if not state.answering:
+        if not state.answering or self._held_by is not None:
             return
         dispatch = self._dispatcher.dispatch
         host = self._remote_host
@@ -432,7 +444,10 @@ class RemotingConnection(asyncio.Protocol):
                         if not state.answering:
                             break
                     continue
-                self._start(result, oneway=bool(flag & RPC_ONEWAY))
+                task = self._start(result, oneway=bool(flag & RPC_ONEWAY))
+                if request.code == RequestCode.HEART_BEAT:
+                    self._held_by = task  # what follows waits for the registration
+                    break
         finally:
             CURRENT_CHANNEL.reset(channel_token)
             CURRENT_PEER.reset(token)
@@ -551,7 +566,9 @@ class RemotingConnection(asyncio.Protocol):
         """A coroutine for the compiled request path's answer (a query handed to the pool)."""
         self._start(coro, oneway=False)
 
-    def _start(self, coro: Coroutine[Any, Any, RemotingCommand | None], *, oneway: bool) -> None:
+    def _start(
+        self, coro: Coroutine[Any, Any, RemotingCommand | None], *, oneway: bool
+    ) -> asyncio.Task[RemotingCommand | None]:
         task = self._loop.create_task(coro)
         self._tasks.add(task)
 
@@ -562,9 +579,15 @@ class RemotingConnection(asyncio.Protocol):
             response = done.result()  # the dispatcher turns processor errors into responses
             if response is not None and not oneway:
                 self._send(response)
+            if self._held_by is done:
+                self._held_by = None
+                if self._pending:
+                    self._process_pending()  # the requests that waited for it
+                    return
             self._close_if_drained()
 
         task.add_done_callback(finished)
+        return task
 
     def _send(self, response: RemotingCommand) -> None:
         """Write one answer that finished outside ``_process_pending`` (a coroutine processor's)."""
@@ -633,6 +656,21 @@ class RemotingConnection(asyncio.Protocol):
         state.handle(Event.CLOSE)
         if self._transport is not None:
             self._transport.close()
+
+    def reset(self) -> None:
+        """Reset the connection now (RST: linger 0, then abort), as a broker that crashed mid-request
+        or a network fault does; nothing queued is sent (``server.faults``' ``drop``)."""
+        state = self._state
+        if state.closing or self._transport is None:
+            return
+        state.handle(Event.CLOSE)
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # aborted all the same, with a FIN
+        self._transport.abort()
 
     def _check_idle(self) -> None:
         self._idle_handle = None

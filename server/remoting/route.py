@@ -9,6 +9,9 @@ apart from the extra ``enableActingMaster`` flag.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import msgspec
 
 from server.identity import BrokerIdentity
@@ -59,6 +62,50 @@ def cluster_info_json(identity: BrokerIdentity) -> bytes:
         {
             "brokerAddrTable": {identity.broker_name: _broker_data(identity)},
             "clusterAddrTable": {identity.cluster: [identity.broker_name]},
+        }
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    """One broker's ``QueueData`` for a topic: its queue counts, perm and sys flag."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+def merged_route_json(held: Sequence[tuple[BrokerIdentity, QueueData]]) -> bytes:
+    """``TopicRouteData`` of a topic several brokers hold (in the name server's order): a
+    ``QueueData`` and a ``BrokerData`` per broker, as the name server merges its registrations."""
+    return _encode(
+        {
+            "brokerDatas": [_broker_data(identity) for identity, _ in held],
+            "filterServerTable": {},
+            "queueDatas": [
+                {
+                    "brokerName": identity.broker_name,
+                    "perm": data.perm,
+                    "readQueueNums": data.read_queue_nums,
+                    "topicSysFlag": data.topic_sys_flag,
+                    "writeQueueNums": data.write_queue_nums,
+                }
+                for identity, data in held
+            ],
+        }
+    )
+
+
+def cluster_table_json(identities: Sequence[BrokerIdentity]) -> bytes:
+    """``ClusterInfo`` of several brokers (in the name server's order), each under its cluster."""
+    clusters: dict[str, list[str]] = {}
+    for identity in identities:
+        clusters.setdefault(identity.cluster, []).append(identity.broker_name)
+    return _encode(
+        {
+            "brokerAddrTable": {identity.broker_name: _broker_data(identity) for identity in identities},
+            "clusterAddrTable": clusters,
         }
     )
 

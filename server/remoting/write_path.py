@@ -121,6 +121,9 @@ class WritePath:
         self.sends: SendMessageProcessor | None = None
         #: The reply processor (SEND_REPLY_MESSAGE and _V2), once registered.
         self.replies: ReplyMessageProcessor | None = None
+        #: The topic-table routes, once registered: what this broker registers with a name server
+        #: of its own cluster (``server.namesrv``).
+        self.routes: WritableRoutes | None = None
 
     def __call__(self, server: QueryServer) -> None:
         dispatcher, identity = server.dispatcher, server.identity
@@ -162,6 +165,7 @@ class WritePath:
         for code in REPLY_CODES:
             dispatcher.register(code, replies.process)
         routes = WritableRoutes(store, identity, NameServerProcessor(store.reader, identity))
+        self.routes = routes
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, routes.get_route_info_by_topic)
         dispatcher.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, routes.get_all_topic_list)
         self._register_consume_side(server, dispatcher, timer)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.accel import load
 from protocol.message import (
     MessageExt,
     body_crc,
@@ -40,7 +41,7 @@ from protocol.message_flags import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
-from protocol.message_id import UniqueIdGenerator, create_offset_msg_id, pack_host
+from protocol.message_id import MessageIdError, UniqueIdGenerator, create_offset_msg_id, pack_host
 from protocol.message_properties import properties_to_string, string_to_properties
 from protocol.record_layout import (
     BLANK_MAGIC_CODE,
@@ -67,6 +68,9 @@ from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
 from store.platform.broker_lock import StoreLockBusy, hold_store_lock, release_store_lock
 from store.reput.walk import Reput
+
+#: The compiled batch append (``_batch_encode_fast.c``), or None: ``StoreWriter._put_uniform``.
+_batch_fast = load("store.write._batch_encode_fast")
 
 #: The end-of-file blank: TOTALSIZE (the free bytes) and BLANK_MAGIC_CODE.
 _BLANK = SIZE_MAGIC
@@ -455,6 +459,10 @@ class StoreWriter:
         now = self._clock() if store_timestamp is None else store_timestamp
         self._check_not_cut()
         self._clean_torn_write()
+        if _batch_fast is not None:
+            appended = self._put_uniform(recs, now)
+            if appended is not None:
+                return appended
         # Sizes do not depend on the offsets: encode, place the whole batch, then fill in the queue
         # and physical offsets (as doAppend patches the pre-encoded buffer).
         chunks = [bytearray(self._encode(rec, now, 0)[0]) for rec in recs]
@@ -487,6 +495,50 @@ class StoreWriter:
             for rec in recs:  # nothing was stored: the queue offsets taken are given back
                 self._unnote(rec.topic, rec.queue_id, rec.sys_flag)
             raise
+        self._position = offset
+        self._last_store_ts = now
+        return out
+
+    def _put_uniform(self, recs: list[StoreRecord], now: int) -> list[Appended] | None:
+        """``put_batch`` in one compiled call (``_batch_encode_fast.encode_uniform``) when the records
+        share all but their flag, body and properties (a SEND_BATCH_MESSAGE's do); None, with nothing
+        done, when the call cannot take them (the per-record path below stores the same bytes)."""
+        first = recs[0]
+        store_host = first.store_host or self.store_host
+        store_port = self.store_port if first.store_port is None else first.store_port
+        try:
+            born_addr, store_addr = pack_host(first.born_host), pack_host(store_host)
+        except (MessageIdError, AttributeError):
+            return None  # the per-record path raises its own error
+        sys_flag = first.sys_flag & ~(STOREHOST_V6_FLAG | BORNHOST_V6_FLAG)
+        if len(store_addr) == IPV6_WIDTH:
+            sys_flag |= STOREHOST_V6_FLAG
+        if len(born_addr) == IPV6_WIDTH:
+            sys_flag |= BORNHOST_V6_FLAG
+        skips = _skips_queue(first.sys_flag)
+        key = (first.topic, first.queue_id)
+        queue_offset = None if skips else self._queue_offsets.get(key, 0)
+        encoded = _batch_fast.encode_uniform(  # type: ignore[union-attr]
+            recs, born_addr, store_addr, store_port, sys_flag, now, queue_offset, self._place
+        )
+        if encoded is None:
+            return None
+        data, sizes, ids, keys = encoded
+        offset = self._position
+        start = offset - offset % self.file_size
+        self._note(first.topic, first.queue_id, first.sys_flag, now)  # as per record: one queue, one topic
+        if not skips and len(recs) > 1:
+            self._queue_offsets[key] += len(recs) - 1
+        try:
+            self._write(start, data, offset - start)
+        except OSError:
+            if not skips:  # nothing was stored: the queue offsets taken are given back
+                self._queue_offsets[key] -= len(recs)
+            raise
+        out = []
+        for i, size in enumerate(sizes):
+            out.append(Appended(offset, size, ids[i], keys[i], now, 0 if skips else queue_offset + i))
+            offset += size
         self._position = offset
         self._last_store_ts = now
         return out

@@ -184,7 +184,8 @@ def step_report(ser: str, ours: list[dict[str, Any]]) -> list[str]:
 async def test_consume_side_answers_and_files_match_the_broker(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = WritableStore(StoreConfig.for_store(root, broker_name="broker-a"))
-    consume = ConsumeSettings(transactions=recorded_transaction_settings())
+    # the recorded broker ran with its default enablePropertyFilter=false (SQL92 refused)
+    consume = ConsumeSettings(transactions=recorded_transaction_settings(), enable_property_filter=False)
     srv = QueryServer(
         store.reader,
         ServerSettings(port=0, broker_name="broker-a"),

@@ -86,3 +86,14 @@ async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
     first.cancel()
     await asyncio.wait_for(second, 5)
     assert first.cancelled()
+
+
+async def test_the_budget_is_renewed_every_iteration() -> None:
+    """Items spread over iterations never wait: only what one iteration spends counts."""
+    budget = LoopBudget(0.004)
+    for _ in range(50):
+        assert budget.free()
+        budget.charge(0.001)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    assert budget.deferred == 0

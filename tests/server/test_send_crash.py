@@ -1,6 +1,7 @@
 """``serve --writable`` killed with SIGKILL while producers send: nothing acknowledged is lost.
 
-Real processes: a writable server, a producer sending as fast as it can on several connections,
+Real processes: a writable server, a producer sending as fast as it can on several connections
+(single SENDs, or SEND_BATCH_MESSAGEs of 8, which the writer appends in one compiled call),
 a ``kill -9`` at a seeded random moment, a restart on the same store (the writer scrubs a torn
 tail, the index builder repairs after the abort marker), more sends, a second kill, a clean stop.
 Afterwards every message whose SEND was answered SUCCESS must be in the CommitLog at the offset its
@@ -15,8 +16,10 @@ import random
 import signal
 from pathlib import Path
 
+import pytest
+
 from clients.errors import ClientError
-from clients.producer import Producer
+from clients.producer import OutgoingMessage, Producer
 from protocol.message import decode_message
 from protocol.message_id import decode_offset_msg_id
 from store.commitlog.mapped_files import CommitLog
@@ -31,12 +34,21 @@ CONF = (
 )
 
 
-async def _send_until_killed(port: int, acked: dict[str, str], prefix: str, connections: int = 4) -> None:
+async def _send_until_killed(
+    port: int, acked: dict[str, str], prefix: str, connections: int = 4, batch: int = 0
+) -> None:
     async def one(worker: int) -> None:
         async with Producer(f"127.0.0.1:{port}", timeout=2.0) as producer:
             for i in range(100_000):
                 key = f"{prefix}-{worker}-{i}"
                 try:
+                    if batch:
+                        keys = [f"{key}-{k}" for k in range(batch)]
+                        messages = [OutgoingMessage(k.encode() * 3, keys=k) for k in keys]
+                        results = await producer.send_batch("Crash", messages)
+                        assert len(results) == batch
+                        acked.update((k, r.offset_msg_id) for k, r in zip(keys, results, strict=True))
+                        continue
                     result = await producer.send("Crash", key.encode() * 3, keys=key)
                 except (ClientError, OSError):
                     return
@@ -46,7 +58,8 @@ async def _send_until_killed(port: int, acked: dict[str, str], prefix: str, conn
     await asyncio.gather(*(one(w) for w in range(connections)))
 
 
-async def test_kill_9_while_sending_loses_nothing_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [0, 8], ids=["single", "batch-of-8"])
+async def test_kill_9_while_sending_loses_nothing_acknowledged(tmp_path: Path, batch: int) -> None:
     store = tmp_path / "store"
     store.mkdir()
     (store / "broker.conf").write_text(CONF, encoding="utf-8")
@@ -54,7 +67,12 @@ async def test_kill_9_while_sending_loses_nothing_acknowledged(tmp_path: Path) -
     acked: dict[str, str] = {}
     for round_ in range(2):
         proc, port = await start_writable(store)
-        sender = asyncio.ensure_future(_send_until_killed(port, acked, f"r{round_}"))
+        before = len(acked)
+        sender = asyncio.ensure_future(_send_until_killed(port, acked, f"r{round_}", batch=batch))
+        for _ in range(100):  # the kill lands while SENDs are answered (a loaded machine starts slowly)
+            if len(acked) > before:
+                break
+            await asyncio.sleep(0.1)
         await asyncio.sleep(rng.uniform(0.6, 1.2))
         proc.send_signal(signal.SIGKILL)
         await proc.wait()

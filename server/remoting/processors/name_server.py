@@ -27,7 +27,7 @@ from protocol.index_key import java_string_hash
 from protocol.java_hashmap import hashmap_order_by_hash, java_hashmap_order
 from server.identity import BrokerIdentity
 from server.remoting.faq import suggest_todo
-from server.remoting.route import cluster_info_json, topic_list_json, topic_route_json
+from server.remoting.route import QueueData, cluster_info_json, topic_list_json, topic_route_json
 from server.store_api import ConsumeQueueStore
 from server.topic_table import TopicTable
 
@@ -115,6 +115,17 @@ class NameServerProcessor:
         if nums is None and topic in self._topics:
             nums = self._identity.queue_nums
         return nums
+
+    def queue_data(self, topic: str) -> QueueData | None:
+        """What this store's broker registers for ``topic`` with a name server of several brokers
+        (``server.namesrv``); None when the store does not hold it."""
+        nums = self.queue_nums_of(topic)
+        return None if nums is None else QueueData(nums, nums, self._identity.perm)
+
+    def topic_names(self) -> AbstractSet[str]:
+        """Every topic the store holds."""
+        self._refresh_topics()
+        return self._topics
 
     def get_route_info_by_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)

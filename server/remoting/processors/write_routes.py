@@ -11,6 +11,7 @@ store written elsewhere) keep the read-only answer.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Set as AbstractSet
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -18,7 +19,7 @@ from protocol.custom_headers import GetRouteInfoRequestHeader, java_string
 from server.broker.writable_store import WritableStore
 from server.identity import BrokerIdentity
 from server.remoting.processors.name_server import NameServerProcessor, topic_not_exist_remark
-from server.remoting.route import topic_route_json
+from server.remoting.route import QueueData, topic_route_json
 
 
 class WritableRoutes:
@@ -44,6 +45,22 @@ class WritableRoutes:
         identity = dataclasses.replace(self._identity, perm=config.perm)
         body = topic_route_json(identity, config.read_queue_nums, config.write_queue_nums)
         return request.make_response(ResponseCode.SUCCESS, body=body)
+
+    def queue_data(self, topic: str) -> QueueData | None:
+        """What this broker registers for ``topic`` with a name server (``server.namesrv``): the
+        topic table's counts and perm, else the read-only answer for a topic found in the records;
+        None for a topic it does not hold (or deleted)."""
+        config = self._store.topic_config(topic)
+        if config is not None:
+            return QueueData(config.read_queue_nums, config.write_queue_nums, config.perm)
+        if topic in self._store.deleted_topics:
+            return None
+        nums = self._fallback.queue_nums_of(topic)
+        return None if nums is None else QueueData(nums, nums, self._identity.perm)
+
+    def topic_names(self) -> AbstractSet[str]:
+        """Every topic this broker holds (its store's)."""
+        return self._store.reader.topics()
 
     def get_all_topic_list(self, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER from the store's topics as they are now: the writable

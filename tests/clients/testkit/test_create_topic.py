@@ -4,7 +4,6 @@ writable server on 127.0.0.1 port 0 and stops it."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from clients.response_errors import MQSystemError
 from clients.testkit import RmqClient, RmqServer, kit_store_config
 from tests.support.paths import REPO_ROOT
+from tests.support.topics_json import durable_topics
 
 
 @pytest.fixture
@@ -33,8 +33,8 @@ def test_the_topic_is_routed_and_saved_as_asked(server: RmqServer) -> None:
     server.create_topic("Uneven", read_queues=2, write_queues=5, perm=4)
     assert _route(server, "Made") == (3, 3, 6)
     assert _route(server, "Uneven") == (2, 5, 4)
-    saved = json.loads((server.config.store_path_root_dir / "config" / "topics.json").read_text())
-    assert saved["topicConfigTable"]["Uneven"]["writeQueueNums"] == 5
+    # durable when create_topic returns (topics.json with its journal: store/config/journal.py)
+    assert durable_topics(server.config.store_path_root_dir)["Uneven"]["writeQueueNums"] == 5
     # auto-create is off: the SEND finds the topic only because the admin request made it
     assert RmqClient(server).send("Made", "x", queue_id=2).queue_id == 2  # type: ignore[union-attr]
 

@@ -1,0 +1,224 @@
+"""The broker path against the real 4.9.7 broker, loaded by the official Java 4.9.7 producer (issue 33).
+
+    taskset -c 0 python -m benchmarks.broker_path_vs_java [--base DIR] [--rounds 3] [--seconds 10]
+        [--warmup 5] [--rows sync1,sync16,async256,batch32] [--port 36700] [--short]
+
+Each server runs on core 1 (``taskset -c 1``) on a fresh, empty store: the real name server and
+broker from a copy of ``../shared/rocketmq-4.9.7-bin`` (default settings; the topic auto-created with
+8 queues), ours as ``serve --writable`` of this checkout (B) and, with ``--base``, of another built
+checkout (A) (gRPC and HTTP off). The load is ``benchmarks/java/BrokerPathLoad.java`` on the real
+DefaultMQProducer, compiled here once, one JVM per server and round on core 0 (run this script on
+core 0 too): a warm-up (which creates the topic), then each row for ``--seconds`` after 1 s uncounted
+(1 KiB bodies with a key): sync send from 1 and 16 threads, async send with 256 in flight, batches of
+32. Rounds alternate the servers, the order reversed every round. The table gives per row the median
+over rounds and the median of the per-round ratios (each round's in brackets); ``--short`` is
+``--rounds 1 --seconds 3 --warmup 3``, a few minutes in all.
+
+A row whose sends failed (errors > 0) is printed with its error count: its rate is not comparable.
+The push-consumer and end-to-end rows of the issue's table are not measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import alternating, vs_java
+
+REPO = Path(__file__).resolve().parents[1]
+RMQ_BIN = vs_java.SHARED / "rocketmq-4.9.7-bin"
+SOURCE = REPO / "benchmarks" / "java" / "BrokerPathLoad.java"
+TOPIC = "BrokerPath"
+ROWS = ("sync1", "sync16", "async256", "batch32")
+#: (row, the result's key, the label, larger is better)
+CELLS = (
+    ("sync1", "msgs_per_s", "sync send, 1 thread, msgs/s", True),
+    ("sync1", "p50_ms", "sync send, 1 thread, p50 ms", False),
+    ("sync16", "msgs_per_s", "sync send, 16 threads, msgs/s", True),
+    ("async256", "msgs_per_s", "async send, 256 in flight, msgs/s", True),
+    ("async256", "p99_ms", "async send, 256 in flight, p99 ms", False),
+    ("batch32", "msgs_per_s", "batch send, 32 x 1 KiB, msgs/s", True),
+)
+QUIET_PORTS = ("--grpc-port", "0", "--http", "off")
+
+
+@dataclass
+class JavaBroker(vs_java.Server):
+    """The real name server (``namesrv``) and broker, both stopped by their pids."""
+
+    namesrv: subprocess.Popen[bytes] | None = None
+    namesrv_port: int = 0
+
+    def stop(self) -> None:
+        super().stop()
+        if self.namesrv is not None and self.namesrv.poll() is None:
+            self.namesrv.send_signal(signal.SIGTERM)
+            try:
+                self.namesrv.wait(20)
+            except subprocess.TimeoutExpired:
+                self.namesrv.kill()
+                self.namesrv.wait()
+
+
+def _wait_for(log: Path, text: bytes, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"no {text!r} in {log}")
+        time.sleep(0.3)
+
+
+def start_java(rmq: Path, work: Path, port: int) -> JavaBroker:
+    """The real name server on ``port + 5`` and broker on ``port`` (it binds port - 2 and + 1 too)."""
+    ns_port = port + 5
+    env = {**os.environ, "RMQ_NAMESRV_DIR": str(work / "namesrv")}
+    ns_log, br_log = work / "namesrv.out", work / "broker.out"
+    with open(ns_log, "wb") as out:
+        namesrv = subprocess.Popen(
+            ["taskset", "-c", vs_java.SERVER_CORE, str(rmq / "bin" / "start-namesrv.sh"), str(ns_port)],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    _wait_for(ns_log, b"boot success", namesrv)
+    (work / "store").mkdir()
+    with open(br_log, "wb") as out:
+        broker = subprocess.Popen(
+            ["taskset", "-c", vs_java.SERVER_CORE, str(rmq / "bin" / "start-broker.sh"), str(work / "store"),
+             str(port), f"127.0.0.1:{ns_port}"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    server = JavaBroker("java", port, broker, namesrv, ns_port)
+    try:
+        _wait_for(br_log, b"boot success", broker)
+    except RuntimeError:
+        server.stop()
+        raise
+    time.sleep(1.0)
+    return server
+
+
+def namesrv_of(server: vs_java.Server) -> str:
+    """Where the producer asks for routes: the real name server, or ours (it answers them itself)."""
+    if isinstance(server, JavaBroker):
+        return f"127.0.0.1:{server.namesrv_port}"
+    return f"127.0.0.1:{server.port}"
+
+
+def run_load(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace) -> dict[str, dict]:
+    """One JVM of ``BrokerPathLoad`` on core 0 against ``server``: row -> its JSON result."""
+    script = (
+        f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
+        "$JAVA -Xms256m -Xmx512m -XX:+UseSerialGC "
+        f'$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS -cp "$RMQ_CP:{classes}" BrokerPathLoad {namesrv_of(server)} {TOPIC} '
+        f"{args.seconds} {args.warmup} {' '.join(args.rows)}"
+    )
+    budget = args.warmup + len(args.rows) * (args.seconds + 1) + 120
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=budget)
+    out = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            result = json.loads(line)
+            out[result["row"]] = result
+            print(f"  {server.name} {line}", file=sys.stderr)
+    if set(out) != set(args.rows):
+        raise RuntimeError(f"{server.name}: the load printed {sorted(out)} (exit {done.returncode}):\n"
+                           f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")  # fmt: skip
+    return out
+
+
+def _ratios(ours: list[dict], other: list[dict], row: str, key: str, larger: bool) -> str:
+    """Per round, ours against the other (``other / ours`` for a latency, so larger is better)."""
+    per = []
+    for a, b in zip(ours, other, strict=True):
+        x, y = a[row][key], b[row][key]
+        per.append(float("nan") if x <= 0 or y <= 0 else (x / y if larger else y / x))
+    return alternating.ratio_cell(per)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.broker_path_vs_java", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--base", type=Path, help="a built checkout to compare against (A)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of " + ", ".join(ROWS))
+    parser.add_argument("--port", type=int, default=36700)
+    parser.add_argument("--short", action="store_true", help="--rounds 1 --seconds 3 --warmup 3")
+    args = parser.parse_args()
+    if args.short:
+        args.rounds, args.seconds, args.warmup = 1, 3.0, 3.0
+    args.rows = [r for r in args.rows.split(",") if r]
+    if any(r not in ROWS for r in args.rows):
+        parser.error(f"--rows: each of {', '.join(ROWS)}")
+    if shutil.which("javac") is None or not RMQ_BIN.is_dir():
+        parser.error(f"needs a JDK (javac) and {RMQ_BIN}")
+    names = ["java", "B"] if args.base is None else ["java", "A", "B"]
+    with tempfile.TemporaryDirectory(prefix="broker-path-") as tmp:
+        rmq, classes = Path(tmp) / "rmq", Path(tmp) / "classes"
+        shutil.copytree(RMQ_BIN, rmq)  # its scripts write beside themselves
+        subprocess.run(
+            [
+                "javac",
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-cp",
+                f"{rmq}/lib/*",
+                "-d",
+                str(classes),
+                str(SOURCE),
+            ],
+            check=True,
+        )
+
+        def start(name: str, work: Path, port: int) -> vs_java.Server:
+            if name == "java":
+                return start_java(rmq, work, port)
+            checkout = REPO if name == "B" else args.base
+            (work / "store").mkdir()
+            server = alternating.start_writable(
+                checkout, work / "store", port, work / "serve.log", *QUIET_PORTS
+            )
+            server.name = name
+            return server
+
+        runs = alternating.alternate(
+            names, args.rounds, args.port, start, lambda s: run_load(rmq, classes, s, args), "broker-path-"
+        )
+    print(f"load average {os.getloadavg()}; cpu {alternating.cpu_model()}; {args.rounds} rounds of "
+          f"{args.seconds} s a row")  # fmt: skip
+    ours = [n for n in names if n != "java"]
+    head = "| row | " + " | ".join(names) + " | " + " | ".join(f"{n} / java" for n in ours)
+    head += " | B / A |" if "A" in names else " |"
+    print(head)
+    print("|---|" + "---:|" * (len(names) + len(ours) + ("A" in names)))
+    for row, key, label, larger in CELLS:
+        if row not in args.rows:
+            continue
+        cells = []
+        for n in names:
+            values = [r[row][key] for r in runs[n]]
+            errors = sum(r[row]["errors"] for r in runs[n])
+            cells.append(f"{statistics.median(values):,.2f}" + (f" ({errors} errors)" if errors else ""))
+
+        cells += [_ratios(runs[n], runs["java"], row, key, larger) for n in ours]
+        if "A" in names:
+            cells.append(_ratios(runs["B"], runs["A"], row, key, larger))
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print("(ratios: larger is better for ours; latency ratios are java / ours)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
