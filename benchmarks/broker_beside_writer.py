@@ -3,8 +3,8 @@
 Not a test (CI has no JVM, and a JVM start costs more than a suite should): a by-hand verification
 of issue 18 item 1, recorded in RELIABILITY.md. Steps:
 
-1. A copy of ``../shared/rocketmq-4.9.7-bin`` in a temporary directory (the shared folder is never
-   written), a broker.conf with small files beside an empty store.
+1. A copy of ``RMQ_ROCKETMQ_HOME`` (the real 4.9.7, default ``../shared/rocketmq-4.9.7-bin``) in a
+   temporary directory (that folder is never written), a broker.conf with small files beside an empty store.
 2. ``rmq-query serve --writable`` on the store (port 0); ``--messages`` SENDs from our producer.
 3. The real broker (``start-broker.sh``) on the same store, on free ports, a name server address
    nobody listens on. It must exit on its own, non-zero, saying ``Lock failed,MQ already started``
@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_BIN = Path(os.environ.get("RMQ_SHARED", REPO.parent / "shared")) / "rocketmq-4.9.7-bin"
+#: The real RocketMQ 4.9.7 (``RMQ_ROCKETMQ_HOME``, as for the tests: ``tests/golden/README.md``).
+ROCKETMQ_HOME = Path(os.environ.get("RMQ_ROCKETMQ_HOME", REPO.parent / "shared" / "rocketmq-4.9.7-bin"))
 SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
 
 
@@ -127,7 +128,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="rmq-beside-"))
     rmq = work / "rmq"
-    shutil.copytree(SHARED_BIN, rmq)
+    shutil.copytree(ROCKETMQ_HOME, rmq)
     store = work / "store"
     conf = work / "broker.conf"
     conf.write_text(

@@ -4,7 +4,7 @@
         [--warmup 5] [--rows sync1,sync16,async256,batch32] [--port 36700] [--short]
 
 Each server runs on core 1 (``taskset -c 1``) on a fresh, empty store: the real name server and
-broker from a copy of ``../shared/rocketmq-4.9.7-bin`` (default settings; the topic auto-created with
+broker from a copy of ``RMQ_ROCKETMQ_HOME`` (default settings; the topic auto-created with
 8 queues), ours as ``serve --writable`` of this checkout (B) and, with ``--base``, of another built
 checkout (A) (gRPC and HTTP off). The load is ``benchmarks/java/BrokerPathLoad.java`` on the real
 DefaultMQProducer, compiled here once, one JVM per server and round on core 0 (run this script on
@@ -36,7 +36,8 @@ from pathlib import Path
 from benchmarks import alternating, vs_java
 
 REPO = Path(__file__).resolve().parents[1]
-RMQ_BIN = vs_java.SHARED / "rocketmq-4.9.7-bin"
+#: The real RocketMQ 4.9.7 (``RMQ_ROCKETMQ_HOME``, as for the tests: ``tests/golden/README.md``).
+RMQ_BIN = Path(os.environ.get("RMQ_ROCKETMQ_HOME", REPO.parent / "shared" / "rocketmq-4.9.7-bin"))
 SOURCE = REPO / "benchmarks" / "java" / "BrokerPathLoad.java"
 TOPIC = "BrokerPath"
 ROWS = ("sync1", "sync16", "async256", "batch32")

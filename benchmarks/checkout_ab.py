@@ -84,7 +84,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="checkout-ab-") as tmp:
         work = Path(tmp)
         rmqblast = vj.build_rmqblast(work)
-        samples = sample_store(vj.SHARED / "stores" / vj.GOLDEN)
+        samples = sample_store(vj.GOLDEN_STORES / vj.GOLDEN)
         files = {"offsets": work / "offsets", "keys": work / "keys"}
         files["offsets"].write_text("\n".join(map(str, samples.offsets)) + "\n")
         files["keys"].write_text("".join(f"{t}\t{k}\n" for t, k in samples.keys + samples.unique_keys))

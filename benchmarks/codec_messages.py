@@ -1,15 +1,14 @@
 """Benchmark: CommitLog records decoded per second (full decode, no-body decode, index fast path).
 
-The corpus is the 5000 records of the real RocketMQ 4.9.7 store in ``shared/stores/java-4.9.7-a``
+The corpus is the 5000 records of the real RocketMQ 4.9.7 store in ``tests/golden/stores/java-4.9.7-a``
 (mixed sizes, 50 compressed bodies), read into memory first so only the codec is timed. Run:
 
-    python -m benchmarks.codec_messages [--rounds 5] [--shared PATH]
+    python -m benchmarks.codec_messages [--rounds 5] [--golden PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from pathlib import Path
 from protocol.message import decode_message, encode_message, read_index_fields
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SHARED = Path(os.environ.get("RMQ_SHARED", REPO_ROOT.parent / "shared"))
+DEFAULT_GOLDEN = REPO_ROOT / "tests" / "golden"
 
 
 def load_records(shared: Path) -> list[tuple[bytes, int]]:
@@ -64,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=5, help="passes over the corpus (best time per slice counts)"
     )
     parser.add_argument(
-        "--shared", type=Path, default=DEFAULT_SHARED, help="the shared/ golden data directory"
+        "--golden", type=Path, default=DEFAULT_GOLDEN, help="the golden data directory (holds stores/)"
     )
     args = parser.parse_args(argv)
 
-    records = load_records(args.shared)
+    records = load_records(args.golden)
     total = sum(read_index_fields(d, p).store_size for d, p in records)
     size = total / len(records)
     print(f"corpus: {len(records)} records, {size:,.0f} bytes on average")

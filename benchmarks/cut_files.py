@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=int, default=20, help="how long the bench load runs")
-    parser.add_argument("--stores", type=Path, default=REPO.parent / "shared" / "stores")
+    parser.add_argument("--stores", type=Path, default=REPO / "tests" / "golden" / "stores")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="cut-files-"))
     try:

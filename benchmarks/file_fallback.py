@@ -1,6 +1,6 @@
 """Files overwritten under the store, by hand: how many known answers are wrong, and the rebuild's cost.
 
-Issue 31, item 7. On a copy of ``shared/stores/java-4.9.7-a`` (the real 4.9.7 broker's store), each
+Issue 31, item 7. On a copy of ``tests/golden/stores/java-4.9.7-a`` (the real 4.9.7 broker's store), each
 IndexFile in turn, then each consume queue file, is overwritten in place with another file's bytes
 (``cp``: the same inode) while a ``MessageStore`` has it open; the store is refreshed in slices of
 ``--slice`` records, as ``serve``'s refresh loop does, until no rebuild is left. It reports, per
@@ -9,7 +9,7 @@ records' sha256 and the index watermark; the consume queue's getMessage probes a
 by time and store times of ``.cq-expected.json``), whether the rebuilt file holds the broker's
 bytes, the slices it took and the longest one (the longest the event loop would wait for it).
 
-    RMQ_SHARED=/work/shared python -m benchmarks.file_fallback
+    python -m benchmarks.file_fallback
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 
+REPO = Path(__file__).resolve().parents[1]
 JAVA = "java-4.9.7-a"
 
 
@@ -102,17 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--shared", type=Path, default=Path(os.environ.get("RMQ_SHARED", "../shared")))
+    parser.add_argument("--golden", type=Path, default=REPO / "tests" / "golden", help="holds stores/")
     parser.add_argument("--slice", type=int, default=2000, help="records per refresh (serve's is 2000)")
     args = parser.parse_args(argv)
-    stores = args.shared / "stores"
+    stores = args.golden / "stores"
     expected = json.loads((stores / f"{JAVA}.expected.json").read_text(encoding="utf-8"))
     cq = json.loads((stores / f"{JAVA}.cq-expected.json").read_text(encoding="utf-8"))
     rows = []
     names = sorted(p.name for p in (stores / JAVA / "index").iterdir() if p.name.isdigit())
     for i, name in enumerate(names):
         with tempfile.TemporaryDirectory() as tmp:
-            config = _copy(args.shared, Path(tmp))
+            config = _copy(args.golden, Path(tmp))
             with MessageStore.open(config) as store:
                 path = config.index_dir / name
                 _overwrite(path, config.index_dir / names[i - 1 if i else 1])
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for i, rel in enumerate(queues):
         with tempfile.TemporaryDirectory() as tmp:
-            config = _copy(args.shared, Path(tmp))
+            config = _copy(args.golden, Path(tmp))
             with MessageStore.open(config) as store:
                 for t in cq["topics"]:
                     for q in t["queues"]:

@@ -15,7 +15,6 @@ Needs ``pip install atheris`` (not a dependency of the package: only this script
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,12 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 TARGETS = ("frame", "json_header", "rocketmq_header", "custom_headers", "message", "ids")
-SHARED = Path(os.environ.get("RMQ_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden"
 
 
 def _seeds(target: str) -> list[bytes]:
     """Golden Java inputs for ``target`` (the fuzzer mutates from these)."""
-    vectors = SHARED / "vectors"
+    vectors = GOLDEN / "vectors"
     frames = [p.read_bytes() for p in sorted(vectors.glob("*.encode.bin"))]
     if target == "frame":
         return frames
@@ -49,7 +48,7 @@ def _seeds(target: str) -> list[bytes]:
         from protocol.record_layout import TOTAL_SIZE_WIDTH
 
         records = [p.read_bytes() for p in sorted(vectors.glob("message_encode_*.bin"))]
-        log = (SHARED / "stores" / "java-4.9.7-a" / "commitlog" / f"{0:020d}").read_bytes()
+        log = (GOLDEN / "stores" / "java-4.9.7-a" / "commitlog" / f"{0:020d}").read_bytes()
         pos = 0
         for _ in range(30):
             size = int.from_bytes(log[pos : pos + TOTAL_SIZE_WIDTH], "big")  # TOTALSIZE, the first field

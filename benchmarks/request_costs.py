@@ -1,7 +1,7 @@
 """Where the microseconds of one QUERY_MESSAGE and one VIEW_MESSAGE_BY_ID go, stage by stage (and
 the whole of GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, a PULL and a SEND).
 
-    python -m benchmarks.request_costs [--store-conf ../shared/stores/java-4.9.7-a.broker.conf]
+    python -m benchmarks.request_costs [--store-conf tests/golden/stores/java-4.9.7-a.broker.conf]
 
 In-process and single-threaded (no sockets): each stage of the request path is timed on its own over
 the golden store, with the compiled accelerators and with the pure-Python references
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CONF = REPO.parent / "shared" / "stores" / "java-4.9.7-a.broker.conf"
+DEFAULT_CONF = REPO / "tests" / "golden" / "stores" / "java-4.9.7-a.broker.conf"
 MAX = 2**63 - 1
 
 

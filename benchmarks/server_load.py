@@ -45,7 +45,7 @@ from protocol.frame import decode_frame, encode_frame
 
 _LENGTH = struct.Struct(">i")
 
-DEFAULT_STORE = Path(__file__).resolve().parents[1].parent / "shared" / "stores"
+DEFAULT_STORE = Path(__file__).resolve().parents[1] / "tests" / "golden" / "stores"
 
 VIEW_OFFSET = 17457
 QUERY_TOPIC, QUERY_KEY = "TopicA", "k-3"

@@ -45,7 +45,7 @@ from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, encode_frame
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_STORE = REPO_ROOT.parent / "shared" / "stores" / "java-4.9.7-a"
+DEFAULT_STORE = REPO_ROOT / "tests" / "golden" / "stores" / "java-4.9.7-a"
 SERVING = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
 
 #: (request code, extFields, body, the answer code it must get, serialization).

@@ -38,7 +38,7 @@ What runs, for ``--minutes``, in one asyncio loop:
   SendMessage calls; what each was answered is in ``stats.attacks``, and a rebinding or CSRF
   request let through or an overwritten file still answering wrong is an ``attacks`` problem.
 
-    RMQ_SHARED=/work/shared python -m benchmarks.soak_writable --minutes 2 --seed 31 --attacks all
+    python -m benchmarks.soak_writable --minutes 2 --seed 31 --attacks all   # with RMQ_ROCKETMQ_HOME set
 
 Then the producers and the chaos stop, the consumers drain (until every group has every acknowledged
 message or ``--drain-seconds``), close (their final commit is read back), and the server gets SIGTERM.
@@ -53,7 +53,7 @@ The checks, each a list of problems in the report (``ok`` is true only if all ar
   position below it was delivered to the group); checked on the final offsets and on the offsets a
   restarted member starts from;
 * ``fsck``: ``rmq-query fsck --deep`` exits 0;
-* ``real_broker`` (skipped without ``java`` or ``../shared/rocketmq-4.9.7-bin``): the broker started
+* ``real_broker`` (skipped without ``java`` or ``RMQ_ROCKETMQ_HOME``): the broker started
   on a copy of the final store answers QUERY_MESSAGE by key (codes and the CommitLog offsets of the
   records, for ``--compare-keys`` acknowledged keys and a few never sent), GET_MIN/MAX_OFFSET of
   every queue and QUERY_CONSUMER_OFFSET of every group and queue exactly as ours does.
@@ -96,7 +96,8 @@ from protocol.message import decode_message, decode_messages
 from protocol.message_id import decode_offset_msg_id
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_BIN = Path(os.environ.get("RMQ_SHARED", REPO.parent / "shared")) / "rocketmq-4.9.7-bin"
+#: The real RocketMQ 4.9.7 (``RMQ_ROCKETMQ_HOME``, as for the tests: ``tests/golden/README.md``).
+ROCKETMQ_HOME = Path(os.environ.get("RMQ_ROCKETMQ_HOME", REPO.parent / "shared" / "rocketmq-4.9.7-bin"))
 TOPICS = ("SoakA", "SoakB")
 #: Queues of a topic auto-created from TBW102 by our producer (``DEFAULT_TOPIC_QUEUE_NUMS``).
 QUEUES = 4
@@ -795,10 +796,10 @@ class Soak:
     async def _compare_with_broker(
         self, store: Path, ours: dict[str, Any]
     ) -> tuple[dict[str, Any], list[str]]:
-        if shutil.which("java") is None or not SHARED_BIN.is_dir() or self.args.no_java:
-            return {"skipped": "no java, no ../shared/rocketmq-4.9.7-bin, or --no-java"}, []
+        if shutil.which("java") is None or not ROCKETMQ_HOME.is_dir() or self.args.no_java:
+            return {"skipped": "no java, no RMQ_ROCKETMQ_HOME (the real 4.9.7), or --no-java"}, []
         rmq = self.work / "rmq"
-        shutil.copytree(SHARED_BIN, rmq)
+        shutil.copytree(ROCKETMQ_HOME, rmq)
         port = free_port_pair()
         log = self.work / "java" / "broker.out"
         env = {**os.environ, "RMQ_REGISTER_STORE_TOPICS": "0"}

@@ -4,7 +4,7 @@
 
 On a machine shared with other work, timings of a few microseconds move by 10-30% between runs;
 instruction counts do not. For each checkout (this one by default; ``--checkout`` adds others, e.g.
-``main`` unpacked with its accelerators built) a child process opens ``../shared/stores/java-4.9.7-a``,
+``main`` unpacked with its accelerators built) a child process opens ``tests/golden/stores/java-4.9.7-a``,
 answers 2000 VIEWs to warm up, then ``--calls`` more at one stage, under ``valgrind --tool=callgrind``;
 the same child with 0 calls is subtracted, and the difference divided by the calls. Stages:
 ``dispatch`` (``Dispatcher.dispatch`` of a decoded request: the processor, the read, the answer) and
@@ -40,7 +40,7 @@ def child(stage: str, calls: int) -> None:
     from store.config.store_config import StoreConfig
     from store.message_store import MessageStore
 
-    config = StoreConfig.load(REPO.parent / "shared" / "stores" / "java-4.9.7-a.broker.conf")
+    config = StoreConfig.load(REPO / "tests" / "golden" / "stores" / "java-4.9.7-a.broker.conf")
     samples = sample_store(config.store_path_root_dir)
     rng = random.Random(1)
     offsets = [rng.choice(samples.offsets) for _ in range(2000)]

@@ -58,7 +58,9 @@ from store.config.store_config import StoreConfig
 from store.write.writer import StoreWriter
 
 REPO = Path(__file__).resolve().parents[1]
+#: ``rmqblast.c`` (the load tool) is in the shared folder beside the checkout; the golden store in the repo.
 SHARED = Path(os.environ.get("RMQ_SHARED", REPO.parent / "shared")).resolve()
+GOLDEN_STORES = REPO / "tests" / "golden" / "stores"
 JAVA_BIN = Path("/tmp/rmqjava/bin")
 GOLDEN = "java-4.9.7-a"
 HOT_TOPIC = "HotTopic"
@@ -262,8 +264,8 @@ def tree_cpu_seconds(pid: int) -> float:
 def golden_copy(dest: Path) -> tuple[Path, Path]:
     """A copy of the golden store with its broker.conf beside it (where the Java launcher reads it)."""
     store = dest / "store"
-    shutil.copytree(SHARED / "stores" / GOLDEN, store, symlinks=True)
-    conf = (SHARED / "stores" / f"{GOLDEN}.broker.conf").read_text(encoding="utf-8").splitlines()
+    shutil.copytree(GOLDEN_STORES / GOLDEN, store, symlinks=True)
+    conf = (GOLDEN_STORES / f"{GOLDEN}.broker.conf").read_text(encoding="utf-8").splitlines()
     lines = [ln for ln in conf if not ln.startswith(("storePathRootDir", "storePathCommitLog"))]
     lines += [f"storePathRootDir={store}", f"storePathCommitLog={store / 'commitlog'}"]
     (dest / "broker.conf").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -230,7 +230,7 @@ def replay(threaded_peer, vectors_dir: Path) -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def java_store_copy(stores_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A private copy of the Java-written store (nothing may ever write under ../shared)."""
+    """A private copy of the Java-written store (nothing may ever write under tests/golden)."""
     root = tmp_path_factory.mktemp("clients-java-store")
     shutil.copytree(stores_dir / JAVA_STORE, root / JAVA_STORE)
     shutil.copy(stores_dir / f"{JAVA_STORE}.broker.conf", root / f"{JAVA_STORE}.broker.conf")

@@ -1,6 +1,6 @@
 """Fixtures for the server tests: a copy of the Java-written store, a live server, a raw client.
 
-The Java store is copied once per session (nothing may write under ../shared) and opened read-only;
+The Java store is copied once per session (nothing may write under tests/golden) and opened read-only;
 each test gets its own server on 127.0.0.1 with port 0, stopped at the end, and raw clients to it.
 """
 

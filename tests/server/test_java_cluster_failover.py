@@ -23,13 +23,13 @@ import pytest
 
 from clients.testkit.cluster import RmqCluster
 from tests.support.cluster_java import FailoverProgram, cluster_snapshot, compile_program, phase_summary
-from tests.support.sql_filter_java import RMQ_BIN
+from tests.support.paths import HAVE_ROCKETMQ, ROCKETMQ_SKIP_REASON
 
 GOLDEN = Path(__file__).parent / "golden" / "cluster_4.9.7.json"
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("javac") is None or not RMQ_BIN.is_dir(),
-    reason="needs a JDK and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("java") is None or shutil.which("javac") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 
 

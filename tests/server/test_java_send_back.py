@@ -20,24 +20,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 from tests.support.serve_process import kill_if_running, start_writable
 
-RMQ_BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+RMQ_BIN = ROCKETMQ_HOME
 SOURCE = REPO_ROOT / "tests" / "support" / "java" / "RetryDlq.java"
 #: Level 2 stays the broker's 5 s; every other level is 1 s.
 DELAY_LEVELS = "1s 5s " + " ".join(["1s"] * 16)
 #: Seconds the Java program may run (its own waits are bounded at ~35 s).
 JAVA_TIMEOUT = 40
 
-pytestmark = pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK (javac) on PATH")
+pytestmark = pytest.mark.skipif(
+    shutil.which("javac") is None or not HAVE_ROCKETMQ, reason=ROCKETMQ_SKIP_REASON
+)
 
 
 @pytest.fixture(scope="session")
 def retry_program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The 4.9.7 prebuilt copied (its scripts write beside themselves) and RetryDlq compiled."""
-    if not RMQ_BIN.is_dir():
-        pytest.fail(f"golden data missing: {RMQ_BIN} (set RMQ_SHARED to the shared/ directory)")
     root = tmp_path_factory.mktemp("java-send-back")
     rmq = root / "rmq"
     shutil.copytree(RMQ_BIN, rmq)

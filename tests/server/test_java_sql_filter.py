@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import HAVE_ROCKETMQ, ROCKETMQ_SKIP_REASON
 from tests.support.serve_process import kill_if_running, start_writable
 from tests.support.sql_filter_java import (
     BAD,
     EXPECTED,
     JAVA_TIMEOUT,
-    RMQ_BIN,
     compile_program,
     java_command,
     results,
@@ -37,8 +37,8 @@ from tests.support.sql_filter_java import (
 GOLDEN = Path(__file__).parent / "golden" / "sql_filter_java_4.9.7.json"
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("javac") is None or not RMQ_BIN.is_dir(),
-    reason="needs a JDK and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("java") is None or shutil.which("javac") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 
 

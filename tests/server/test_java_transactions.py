@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 from tests.support.serve_process import kill_if_running, start_writable
 
-RMQ_BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+RMQ_BIN = ROCKETMQ_HOME
 JAVA_TIMEOUT = 45
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("javac") is None or not RMQ_BIN.is_dir(),
-    reason="needs a JDK and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("java") is None or shutil.which("javac") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 
 #: ``bin/_env.sh``'s JDK 17 options the 4.9.7 client needs.

@@ -11,8 +11,9 @@ import pytest
 
 from clients.testkit.cluster import RmqCluster
 from tests.support import mqadmin_batch
+from tests.support.paths import ROCKETMQ_SKIP_REASON
 
-pytestmark = pytest.mark.skipif(not mqadmin_batch.available(), reason="needs a JDK and rocketmq-4.9.7-bin")
+pytestmark = pytest.mark.skipif(not mqadmin_batch.available(), reason=ROCKETMQ_SKIP_REASON)
 
 
 def test_mqadmin_sees_and_creates_on_the_whole_cluster(tmp_path: Path) -> None:

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 
-BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+BIN = ROCKETMQ_HOME
 pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("javac") is None or not BIN.is_dir(),
-    reason="needs a JDK and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("java") is None or shutil.which("javac") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 
 TOPIC = "AdmTopic"

@@ -15,7 +15,7 @@ import pytest
 from clients.testkit.cluster import RmqCluster
 from clients.testkit.demo import write_broker_conf
 from tests.support import mqadmin_batch
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT, ROCKETMQ_SKIP_REASON
 
 LINE = re.compile(r"^(NAMESRV_ADDR|BROKER_ADDR)=(.+)$")
 
@@ -41,7 +41,7 @@ def serve(*args: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.mark.skipif(not mqadmin_batch.available(), reason="needs a JDK and rocketmq-4.9.7-bin")
+@pytest.mark.skipif(not mqadmin_batch.available(), reason=ROCKETMQ_SKIP_REASON)
 def test_a_key_in_two_stores_is_found_in_both_through_one_address(tmp_path: Path) -> None:
     a, b = two_stores(tmp_path / "kept")
     proc = serve("--store", str(a), "--store", str(b))

@@ -1,6 +1,6 @@
 """Replaying every frame the real 4.9.7 / 5.3.3 clients and mqadmin sent, against the Java store.
 
-``../shared/vectors/wire/<scenario>/`` holds each request the tools sent (to the name server and the
+``tests/golden/vectors/wire/<scenario>/`` holds each request the tools sent (to the name server and the
 broker) and what the real 4.9.7 name server and broker answered. The server plays both roles, so
 every request is sent to it on one connection per client socket, and its answer must equal the real
 one: byte for byte for the broker's answers (same store, same opaque), and for the name server's

@@ -1,4 +1,4 @@
-"""Fixtures for the store tests: every golden store under ``shared/stores`` with its answers."""
+"""Fixtures for the store tests: every golden store under ``tests/golden/stores`` with its answers."""
 
 from __future__ import annotations
 

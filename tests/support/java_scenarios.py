@@ -1,7 +1,7 @@
 """The issue 19 consumer scenarios on the official Java 4.9.7 client, compiled and run for a test.
 
 ``tests/support/java/Scenarios.java`` holds one subcommand per row of the issue's table; each run
-prints one JSON line of observations. ``JavaKit`` copies ``../shared/rocketmq-4.9.7-bin`` to a
+prints one JSON line of observations. ``JavaKit`` copies the real 4.9.7 (``RMQ_ROCKETMQ_HOME``) to a
 temporary folder (its scripts write beside themselves and the shared folder is read-only), compiles
 the program there once, and runs a scenario or the real ``mqadmin`` against a name-server address
 with a timeout, killing the JVM (by its pid) when it overruns. Whether an observation is a pass is
@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 
-JAVA_BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+JAVA_BIN = ROCKETMQ_HOME
 SOURCE = REPO_ROOT / "tests" / "support" / "java" / "Scenarios.java"
 
 #: Seconds a scenario's own waits may take (``scenario.waitMs``); the JVM gets more (start, shutdown).
@@ -43,8 +43,8 @@ def java_available() -> str | None:
     """Why the scenarios cannot run here, or None when they can (a JDK and the prebuilt 4.9.7)."""
     if shutil.which("javac") is None or shutil.which("java") is None:
         return "needs a JDK (javac) on PATH"
-    if not (JAVA_BIN / "lib").is_dir():
-        return f"needs {JAVA_BIN}"
+    if not HAVE_ROCKETMQ:
+        return ROCKETMQ_SKIP_REASON
     return None
 
 

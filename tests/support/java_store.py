@@ -10,7 +10,7 @@ from server.app import ServerSettings
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 
-#: ``shared/stores/java-4.9.7-a`` (written by the real 4.9.7 broker) and its ``.broker.conf`` beside it.
+#: ``tests/golden/stores/java-4.9.7-a`` (written by the real 4.9.7 broker) and its ``.broker.conf`` beside it.
 JAVA_STORE = "java-4.9.7-a"
 
 

@@ -15,14 +15,14 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME
 
-BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+BIN = ROCKETMQ_HOME
 SOURCE = REPO_ROOT / "tests" / "server" / "java" / "MqadminBatch.java"
 
 
 def available() -> bool:
-    return shutil.which("java") is not None and shutil.which("javac") is not None and BIN.is_dir()
+    return shutil.which("java") is not None and shutil.which("javac") is not None and HAVE_ROCKETMQ
 
 
 def _java_flags(rmq: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """The real 4.9.7 broker as a child process, for tests that hand a store between it and ours.
 
-The broker runs from a copy of ``../shared/rocketmq-4.9.7-bin`` (its scripts write beside
+The broker runs from a copy of the real 4.9.7 in ``RMQ_ROCKETMQ_HOME`` (its scripts write beside
 themselves, and the shared folder is read-only in CI) through ``bin/start-broker.sh STORE PORT
 NAMESRV``, on free loopback ports, with a name server nobody listens on (the broker only logs
 warnings; raw requests go to its own port). ``RMQ_REGISTER_STORE_TOPICS=0`` keeps the harness from
@@ -24,16 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 
-RMQ_BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+RMQ_BIN = ROCKETMQ_HOME
 
 #: Seconds the broker gets to boot (about 10 s on a busy 2-core machine) or to stop.
 JAVA_TIMEOUT = 60
 
 needs_java = pytest.mark.skipif(
-    shutil.which("java") is None or not RMQ_BIN.is_dir(),
-    reason="needs a Java runtime and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("java") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 
 

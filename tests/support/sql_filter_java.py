@@ -12,9 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import REPO_ROOT, ROCKETMQ_HOME
 
-RMQ_BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+RMQ_BIN = ROCKETMQ_HOME
 SOURCE = REPO_ROOT / "tests" / "server" / "java" / "SqlFilter.java"
 #: Seconds the program waits at most for deliveries; the JVM gets ``JAVA_TIMEOUT`` in all.
 WAIT_SECONDS = 20

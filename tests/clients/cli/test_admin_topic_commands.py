@@ -21,6 +21,7 @@ import pytest
 from clients.cli import main
 from clients.testkit import RmqClient, RmqServer, kit_store_config
 from tests.support import mqadmin_batch
+from tests.support.paths import ROCKETMQ_SKIP_REASON
 
 TOPIC = "AdminTopic"
 
@@ -45,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RmqServer]:
         kit.close()
 
 
-@pytest.mark.skipif(not mqadmin_batch.available(), reason="needs a JDK and ../shared/rocketmq-4.9.7-bin")
+@pytest.mark.skipif(not mqadmin_batch.available(), reason=ROCKETMQ_SKIP_REASON)
 def test_our_output_is_mqadmins_on_the_same_state(server: RmqServer, tmp_path: Path) -> None:
     n = ("-n", server.address)
     update = ("-c", "DefaultCluster", "-t", TOPIC, "-r", "6", "-w", "4", "-p", "6")

@@ -2,7 +2,7 @@
 official 4.9.7 client.
 
 The ``java`` block of its "JVM and Go test suites" section is written to a file, compiled
-with ``javac`` against a temporary copy of ``../shared/rocketmq-4.9.7-bin`` (its scripts write logs
+with ``javac`` against a temporary copy of ``RMQ_ROCKETMQ_HOME`` (its scripts write logs
 beside themselves) and run with that copy's JVM flags, ``NAMESRV_ADDR`` pointing at ``serve
 --writable`` on an empty store started by the test, as a JVM suite would. It must print its success
 line and exit 0; the consumer group's offsets the Java client committed at shutdown must then add up
@@ -24,10 +24,10 @@ import pytest
 from clients.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.custom_headers import QueryConsumerOffsetRequestHeader, read_offset
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable
 
-RMQ_BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+RMQ_BIN = ROCKETMQ_HOME
 #: The program's own wait is 30 s; the JVM, the client's start and its shutdown come on top.
 RUN_TIMEOUT = 120
 
@@ -54,8 +54,8 @@ async def committed(addr: str, group: str, topic: str, queue_id: int) -> int:
 
 
 @pytest.mark.skipif(
-    shutil.which("javac") is None or shutil.which("java") is None or not RMQ_BIN.is_dir(),
-    reason="needs a JDK (javac, java) and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("javac") is None or shutil.which("java") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 async def test_the_readme_java_example_passes_against_serve_writable(tmp_path: Path) -> None:
     rmq = tmp_path / "rmq"

@@ -1,6 +1,6 @@
 """Record the real 4.9.7 name server and two real brokers through the cluster scenario (issue 34).
 
-    RMQ_SHARED=/work/shared python tests/server/golden/record_cluster.py
+    RMQ_ROCKETMQ_HOME=../shared/rocketmq-4.9.7-bin python tests/server/golden/record_cluster.py
 
 Starts the real name server and brokers broker-a and broker-b (each its own store and
 ``broker.conf``) from a copy of ``../shared/rocketmq-4.9.7-bin``, creates ``Failover`` with 4 queues

@@ -42,12 +42,12 @@ from protocol.codes import RequestCode as R
 from protocol.codes import SerializeType
 from tests.support.consume_side import NORMALISED, Conn, Normaliser, Recorder
 from tests.support.harness import RawClient
-from tests.support.paths import SHARED_DIR
+from tests.support.paths import rocketmq_home
 
 HERE = Path(__file__).resolve().parent
 OUT_JSON = HERE / "consume_side_broker_4.9.7.json"
 OUT_CONFIG = HERE / "broker_config_4.9.7"
-BIN = SHARED_DIR / "rocketmq-4.9.7-bin"
+BIN = rocketmq_home()
 
 BROKER_CONF = """\
 autoCreateTopicEnable=true

@@ -1,6 +1,6 @@
 """Record what the real 4.9.7 broker does with a request's reply (issue 32; run by hand, about a minute):
 
-    RMQ_SHARED=/work/shared python tests/server/golden/record_request_reply.py
+    RMQ_ROCKETMQ_HOME=../shared/rocketmq-4.9.7-bin python tests/server/golden/record_request_reply.py
 
 For each serialization of the replier's requests (JSON, then ROCKETMQ) it starts the real broker as
 ``record_consume_side.py`` does (a copy of ``../shared/rocketmq-4.9.7-bin``, a fresh temp store, no

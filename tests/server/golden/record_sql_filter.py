@@ -7,7 +7,7 @@ writes the program's observations to ``tests/server/golden/sql_filter_java_4.9.7
 ``tests/server/test_java_sql_filter.py`` compares with its hand-worked sets and with what
 ``serve --writable``'s consumers receive. About 40 s; both JVMs are stopped by their pids.
 
-    RMQ_SHARED=/work/shared python tests/server/golden/record_sql_filter.py
+    RMQ_ROCKETMQ_HOME=../shared/rocketmq-4.9.7-bin python tests/server/golden/record_sql_filter.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Record what the real 4.9.7 mqadmin prints for its topic commands on the real name server and broker,
 with the raw answers it printed them from (issue 32).
 
-    RMQ_SHARED=/work/shared python tests/server/golden/record_topic_admin.py
+    RMQ_ROCKETMQ_HOME=../shared/rocketmq-4.9.7-bin python tests/server/golden/record_topic_admin.py
 
 Starts the real name server and broker from a copy of ``../shared/rocketmq-4.9.7-bin`` on a fresh
 store (``tests.support.java_scenarios.RealBroker``, about 20 s), then in turn: mqadmin creates topics

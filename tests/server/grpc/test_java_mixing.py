@@ -1,5 +1,5 @@
 """Mixing the 5.x and 4.x clients on one ``serve --writable``: the official Python client 5.1.2 on the
-gRPC port, the official Java client 4.9.7 (``../shared/rocketmq-4.9.7-bin``) on the remoting port.
+gRPC port, the official Java client 4.9.7 (``RMQ_ROCKETMQ_HOME``) on the remoting port.
 
 - A message the 5.x producer sent (normal; FIFO with a message group; several keys and a tag) is
   consumed by the 4.x push consumer with its body, keys, tag and user properties, its message group

@@ -1,6 +1,6 @@
 """Queues of several files, pinned by the real Java 4.9.7 store.
 
-``data/java-4.9.7-cq-multifile.json.gz``: a copy of ``shared/stores/java-4.9.7-a`` whose consume queues
+``data/java-4.9.7-cq-multifile.json.gz``: a copy of ``tests/golden/stores/java-4.9.7-a`` whose consume queues
 were deleted and rebuilt by the real 4.9.7 broker with ``mappedFileSizeConsumeQueue=2400`` (120 entries a
 file, 3 to 5 files a queue), then answered by ``cqgolden`` (shared/java-harness), trimmed by
 ``data/trim_cq_golden.py`` (the file mtimes included: the broker picks a file by mtime for

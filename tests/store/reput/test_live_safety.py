@@ -1,7 +1,7 @@
 """Beside a running broker (issue 10): its layout is not damage, torn records are never indexed,
 an unreadable file does not stop the files after it, and index files that vanish are reported.
 
-Every case runs on a writable copy of ``shared/stores/java-4.9.7-a`` and takes its expectations from
+Every case runs on a writable copy of ``tests/golden/stores/java-4.9.7-a`` and takes its expectations from
 the Java store itself (its index files, checkpoint and ``expected.json``), never from this code. What
 could fault (SIGBUS) on the code before the fix either asserts first what the old code got wrong, or
 runs in ``tests/server/test_live_truncation.py`` (a ``serve`` process).

@@ -26,7 +26,7 @@ from store.errors import IndexGeometryError
 from store.message_store import MessageStore
 from store.platform.broker_lock import broker_lock_holder
 from store.write.writer import StoreWriter, WriterLockedError
-from tests.support.paths import REPO_ROOT, SHARED_DIR
+from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_SKIP_REASON, rocketmq_home
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, serving
 
 #: Seconds the real broker gets to refuse (it refuses in 1-3 s here; its JVM alone starts in about 1).
@@ -180,8 +180,8 @@ def _free_broker_port() -> int:
 
 
 @pytest.mark.skipif(
-    shutil.which("java") is None or not (SHARED_DIR / "rocketmq-4.9.7-bin").is_dir(),
-    reason="needs a Java runtime and ../shared/rocketmq-4.9.7-bin",
+    shutil.which("java") is None or not HAVE_ROCKETMQ,
+    reason=ROCKETMQ_SKIP_REASON,
 )
 def test_the_real_broker_refuses_to_start_on_a_store_being_written(tmp_path: Path) -> None:
     """``start-broker.sh`` on the store of an open ``WritableStore`` exits non-zero with the broker's
@@ -189,7 +189,7 @@ def test_the_real_broker_refuses_to_start_on_a_store_being_written(tmp_path: Pat
     The broker runs from a copy of the shared folder, on free loopback ports, and is killed by its
     pid if it is still running after ``JAVA_TIMEOUT`` seconds."""
     rmq = tmp_path / "rmq"
-    shutil.copytree(SHARED_DIR / "rocketmq-4.9.7-bin", rmq)
+    shutil.copytree(rocketmq_home(), rmq)
     config = _config(tmp_path / "store")
     log = tmp_path / "broker.out"
     with WritableStore(config) as store:
