@@ -139,6 +139,9 @@ class ConfigPersister:
             if self._attempt(self.table.save, ""):
                 self.writes += 1
                 self._whole_due = None
+            elif self._whole_due is not None:
+                # the journal holds the changes: try the whole file again later, not in a loop
+                self._whole_due = time.monotonic() + WHOLE_WRITE_AFTER_S
             self._done(upto)
 
     def _attempt(self, write: Callable[[], None], what: str) -> bool:

@@ -138,3 +138,31 @@ def test_journal_read_skips_nothing_but_blank_lines(tmp_path: Path) -> None:
     assert journal.lines == 2
     journal.clear()
     assert journal.read() == [] and journal.lines == 0
+
+
+def test_a_whole_write_that_keeps_failing_is_retried_at_its_pace_not_in_a_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk refuses the whole write while the journal still takes lines: the persister tries
+    the file again every ``WHOLE_WRITE_AFTER_S``, it does not spin on it."""
+    monkeypatch.setattr("store.config.persister.WHOLE_WRITE_AFTER_S", 0.05)
+    path = tmp_path / "topics.json"
+    table = _table(path, 5)
+    attempts = 0
+
+    def full(*args: object) -> None:
+        nonlocal attempts
+        attempts += 1
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(table, "save", full)
+    persister = TopicPersister(table)
+    try:
+        table.put(TopicConfig("New", 4, 4, 6), 2)
+        persister.saved(persister.request()).result(timeout=10)
+        time.sleep(0.5)
+        assert 1 <= attempts <= 20, attempts  # about one every 50 ms, not thousands
+        assert "New" in TopicTable.load(path).topics  # durable through the journal all along
+    finally:
+        monkeypatch.undo()
+        persister.close()
