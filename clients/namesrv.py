@@ -75,6 +75,16 @@ class NamesrvClient:
         A name server that cannot be reached is skipped; if none can, the last transport error is
         raised. Any answer other than SUCCESS or TOPIC_NOT_EXIST raises the class of its code.
         """
+        answer = await self._route_answer(topic)
+        return None if answer is None else answer[1]
+
+    async def route_body(self, topic: str) -> bytes | None:
+        """GET_ROUTEINFO_BY_TOPIC's body as the name server wrote it (``fetch_route``'s rules);
+        None when it has no route. A body that is no route raises."""
+        answer = await self._route_answer(topic)
+        return None if answer is None else answer[0]
+
+    async def _route_answer(self, topic: str) -> tuple[bytes, TopicRouteData] | None:
         if not self.namesrv_addrs:
             raise UsageError("no name server address given (use -n host:port or NAMESRV_ADDR)")
         last_error: TransportError | None = None
@@ -92,6 +102,6 @@ class NamesrvClient:
             if response.code == ResponseCode.TOPIC_NOT_EXIST:
                 return None
             expect_success(response, addr)
-            return decode_route(response.body)
+            return response.body, decode_route(response.body)
         assert last_error is not None
         raise last_error

@@ -17,9 +17,8 @@ from typing import Any
 from clients.errors import TransportError, UsageError
 from clients.namesrv import NamesrvClient
 from clients.response_errors import expect_success
-from clients.route import MASTER_ID, decode_route, quote_bare_keys
-from protocol.codes import RequestCode, ResponseCode
-from protocol.custom_headers import GetRouteInfoRequestHeader
+from clients.route import MASTER_ID, quote_bare_keys
+from protocol.codes import RequestCode
 
 #: ``PermName``: 2 = write, 4 = read, 6 = both (and 1 = inherit).
 PERM_READ = 4
@@ -153,30 +152,6 @@ class TopicAdmin(NamesrvClient):
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (``fetchAllTopicList``), in the answer's order."""
         data = decode_fastjson(await self._namesrv_invoke(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         return [str(t) for t in data.get("topicList") or []]
-
-    async def route_body(self, topic: str) -> bytes | None:
-        """GET_ROUTEINFO_BY_TOPIC's body as the name server wrote it; None when it has no route."""
-        if not self.namesrv_addrs:
-            raise UsageError("no name server address given (use -n host:port or NAMESRV_ADDR)")
-        last_error: TransportError | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                response = await self.client.invoke(
-                    addr,
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                    GetRouteInfoRequestHeader(topic).to_ext_fields(),
-                    timeout=self.timeout,
-                )
-            except TransportError as exc:
-                last_error = exc
-                continue
-            if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                return None
-            expect_success(response, addr)
-            decode_route(response.body)  # a body that is no route raises here
-            return response.body
-        assert last_error is not None
-        raise last_error
 
     async def create_topic(self, broker_addr: str, spec: TopicSpec) -> None:
         """UPDATE_AND_CREATE_TOPIC (``createAndUpdateTopicConfig``)."""
