@@ -229,6 +229,20 @@ def single_record(header: SendMessageRequestHeader, body: bytes, ctx: PutContext
                 props.put(PROPERTY_REAL_QID, str(queue_id))
                 stored = _serialized(props)
                 topic, queue_id = TIMER_TOPIC, 0
+    return checked_record(header, body, stored, topic, queue_id, sys_flag, ctx)
+
+
+def checked_record(
+    header: SendMessageRequestHeader,
+    body: bytes,
+    stored: str,
+    topic: str,
+    queue_id: int,
+    sys_flag: int,
+    ctx: PutContext,
+) -> StoreRecord:
+    """The record one sent message becomes (the header's flag, born time and reconsume count, the
+    sender's host), after the CommitLog's checks (``check_record``): a SEND's or a reply's."""
     rec = StoreRecord(
         topic,
         bytes(body),

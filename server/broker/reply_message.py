@@ -40,7 +40,7 @@ from server.broker.put_message import (
     SCHEDULE_TOPIC,
     PutContext,
     PutRefused,
-    check_record,
+    checked_record,
     delay_level,
     java_utf8,
 )
@@ -190,17 +190,4 @@ def reply_record(
         props.put(PROPERTY_REAL_QID, str(queue_id))
         stored = java_utf8(properties_to_string(props.ordered()))
         topic, queue_id = SCHEDULE_TOPIC, level - 1
-    rec = StoreRecord(
-        topic,
-        bytes(body),
-        stored,
-        queue_id=queue_id,
-        flag=header.flag,
-        sys_flag=TRANSACTION_NOT_TYPE,
-        born_timestamp=header.born_timestamp,
-        born_host=ctx.born_host,
-        born_port=ctx.born_port,
-        reconsume_times=header.reconsume_times or 0,
-    )
-    check_record(rec, ctx)
-    return rec
+    return checked_record(header, body, stored, topic, queue_id, TRANSACTION_NOT_TYPE, ctx)
