@@ -76,6 +76,13 @@ async def serve_cluster(
     """Serve until SIGINT/SIGTERM, then stop every broker and the name server."""
     cluster = Cluster(stores, dataclasses.replace(settings, grpc_port=None), consume=consume)
     await cluster.start()
+    await serve_started_cluster(cluster, f"cluster {settings.cluster}: name server")
+
+
+async def serve_started_cluster(cluster: Cluster, what: str) -> None:
+    """Print the cluster's addresses (``NAMESRV_ADDR=``, one ``BROKER_ADDR=`` per broker, the
+    first broker's ``HTTP_URL=``), serve until SIGINT/SIGTERM, then stop it; ``what`` opens the
+    log line that names them (``<what> <name server>, brokers ...``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -88,8 +95,8 @@ async def serve_cluster(
         if first.http_url:
             print(f"HTTP_URL={first.http_url}", flush=True)
         log.info(
-            "cluster %s: name server %s, brokers %s",
-            settings.cluster,
+            "%s %s, brokers %s",
+            what,
             cluster.name_server_address,
             ", ".join(f"{n} {a}" for n, a in cluster.broker_addresses().items()),
         )

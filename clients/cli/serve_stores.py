@@ -16,11 +16,10 @@ import argparse
 import asyncio
 import dataclasses
 import logging
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from clients.cli.serve_cluster import cluster_port_message
+from clients.cli.serve_cluster import cluster_port_message, serve_started_cluster
 from clients.cli.serve_ports import EXIT_PORT_UNUSABLE
 from clients.cli.store_options import config_from_args
 from server.app import ServerSettings
@@ -89,29 +88,7 @@ async def serve_stores(
                     store, refresh_interval, server.changes.pulse
                 )
             )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        print(f"NAMESRV_ADDR={cluster.name_server_address}", flush=True)
-        for name, address in cluster.broker_addresses().items():
-            print(f"BROKER_ADDR={name}={address}", flush=True)
-        first = next(iter(cluster.brokers.values())).server
-        if first.http_url:
-            print(f"HTTP_URL={first.http_url}", flush=True)
-        log.info(
-            "%d stores under the name server %s: %s",
-            len(stores),
-            cluster.name_server_address,
-            ", ".join(f"{n} {a}" for n, a in cluster.broker_addresses().items()),
-        )
-        await stop.wait()
-        log.info("signal received: stopping the brokers and the name server")
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await cluster.stop()
+    await serve_started_cluster(cluster, f"{len(stores)} stores under the name server")
 
 
 def run_stores(
