@@ -21,6 +21,7 @@ from tests.support.cluster_go import (
     SKIP_REASON,
     GoFailoverProgram,
     build_program,
+    comparable,
     go_client_gopath,
     run_scenario,
 )
@@ -48,7 +49,8 @@ def test_go_clients_carry_on_with_the_other_broker_as_with_the_real_cluster(
     cluster: RmqCluster, binary: Path, tmp_path: Path
 ) -> None:
     golden = json.loads(GOLDEN.read_text())
-    program = GoFailoverProgram(binary, cluster.namesrv_address, "Failover", tmp_path / "go-client.log")
+    log = tmp_path / "go-client.log"
+    program = GoFailoverProgram(binary, cluster.namesrv_address, "Failover", log)
     try:
         got = run_scenario(
             program,
@@ -64,5 +66,9 @@ def test_go_clients_carry_on_with_the_other_broker_as_with_the_real_cluster(
         del summary["order"]
         assert summary == {"brokers": brokers, "errors": 0, "sent": 16, "errorKinds": []}, phase
     assert got["missing"] == []
-    for part in golden:
-        assert got[part] == golden[part], part
+    # a stopped or killed broker's connections end with a FIN, which the client takes quietly; an
+    # RST it logs as an ERROR (golden/broker_close_4.9.7.json, test_cluster_down_close.py)
+    assert "connection reset by peer" not in log.read_text()
+    assert comparable(got)["after"]["sendsPerBroker"] == {"broker-a": 8, "broker-b": 8}
+    for part, expected in comparable(golden).items():
+        assert comparable(got)[part] == expected, part
