@@ -668,8 +668,9 @@ class RemotingConnection(asyncio.Protocol):
         self._transport.abort()
 
     def reset(self) -> None:
-        """Reset the connection now (RST: linger 0, then abort), as a broker that crashed mid-request
-        or a network fault does; nothing queued is sent (``server.faults``' ``drop``)."""
+        """Reset the connection now (RST: linger 0, then abort), as a network fault or a middlebox
+        does (a broker process that stops or dies ends with a FIN: ``abandon``); nothing queued is
+        sent (``server.faults``' ``drop``)."""
         state = self._state
         if state.closing or self._transport is None:
             return
