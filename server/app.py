@@ -687,8 +687,10 @@ class QueryServer:
         self._background.append(asyncio.get_running_loop().create_task(work()))
 
     async def suspend(self) -> None:
-        """The ``down`` fault: stop listening on both remoting ports and reset every connection, as
-        a broker process that died (the HTTP and gRPC ports, if any, stay). ``resume`` undoes it."""
+        """The ``down`` fault: stop listening on both remoting ports and close every connection as
+        a broker process that stopped or died (a FIN, nothing more answered: the real broker's
+        connections end so under SIGTERM and SIGKILL); the HTTP and gRPC ports, if any, stay.
+        ``resume`` undoes it."""
         if self.suspended or not self._servers:
             return
         self.suspended = True
@@ -696,7 +698,7 @@ class QueryServer:
         for server in servers:
             server.close()
         for connection in list(self._connections):
-            connection.reset()
+            connection.abandon()
         for server in servers:
             await server.wait_closed()
 

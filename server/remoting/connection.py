@@ -657,9 +657,20 @@ class RemotingConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def abandon(self) -> None:
+        """Close now as a broker process that stops or dies does: nothing queued or still being
+        worked on is answered, and the kernel ends the connection with a FIN (an RST only if the
+        peer's bytes were left unread), as it ends a stopped or killed JVM's (``down``)."""
+        state = self._state
+        if state.closing or self._transport is None:
+            return
+        state.handle(Event.CLOSE)
+        self._transport.abort()
+
     def reset(self) -> None:
-        """Reset the connection now (RST: linger 0, then abort), as a broker that crashed mid-request
-        or a network fault does; nothing queued is sent (``server.faults``' ``drop``)."""
+        """Reset the connection now (RST: linger 0, then abort), as a network fault or a middlebox
+        does (a broker process that stops or dies ends with a FIN: ``abandon``); nothing queued is
+        sent (``server.faults``' ``drop``)."""
         state = self._state
         if state.closing or self._transport is None:
             return

@@ -35,7 +35,7 @@ class FailoverProgram:
     """The running program: ``send`` a phase, ``finish``; ``close`` kills it if still running."""
 
     def __init__(self, class_path: str, namesrv: str, topic: str, logs: Path) -> None:
-        self.proc = subprocess.Popen(
+        self._start(
             [
                 "java",
                 *JDK_OPTS,
@@ -47,9 +47,17 @@ class FailoverProgram:
                 namesrv,
                 topic,
             ],
+            subprocess.STDOUT,
+        )
+
+    def _start(self, argv: list[str], stderr: object) -> None:
+        """Start ``argv`` (a program speaking ClusterFailover's lines) and wait for its READY;
+        its stderr goes to ``stderr`` (a file, or ``subprocess.STDOUT``)."""
+        self.proc = subprocess.Popen(
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=stderr,  # type: ignore[arg-type]
             text=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -63,9 +71,9 @@ class FailoverProgram:
             self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
-    def _next(self) -> str:
+    def _next(self, timeout: float = LINE_TIMEOUT) -> str:
         try:
-            line = self._lines.get(timeout=LINE_TIMEOUT)
+            line = self._lines.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError(
                 "ClusterFailover said nothing in time:\n" + "\n".join(self.transcript[-40:])
@@ -75,10 +83,10 @@ class FailoverProgram:
         self.transcript.append(line)
         return line
 
-    def _until(self, done: object) -> list[str]:
+    def _until(self, done: object, timeout: float = LINE_TIMEOUT) -> list[str]:
         seen: list[str] = []
         while True:
-            line = self._next()
+            line = self._next(timeout)
             if done(line):  # type: ignore[operator]
                 return seen
             seen.append(line)
@@ -97,13 +105,13 @@ class FailoverProgram:
     def wait_received(self, phase: str, seconds: int) -> list[str]:
         """Wait for every message of ``phase`` sent OK to be received; those still missing."""
         self._say(f"await {phase} {seconds}")
-        self._until(lambda line: line.startswith('{"awaited"'))
+        self._until(lambda line: line.startswith('{"awaited"'), seconds + LINE_TIMEOUT)
         return json.loads(self.transcript[-1])["missing"]
 
     def finish(self, seconds: int) -> dict:
         """Wait for every message sent OK to be received; ``missing`` and ``received``."""
         self._say(f"finish {seconds}")
-        line = self._until(lambda line: line.startswith('{"missing"'))
+        line = self._until(lambda line: line.startswith('{"missing"'), seconds + LINE_TIMEOUT)
         del line
         result = json.loads(self.transcript[-1])
         self.proc.wait(LINE_TIMEOUT)
