@@ -101,23 +101,25 @@ class _StoreTimes:
     #: Enough of a record's head for STORETIMESTAMP with both hosts IPv6 (it ends at byte 76).
     HEAD = 80
 
-    def __init__(self, config: StoreConfig) -> None:
-        self.root = config.store_path_commit_log
-        self.file_size = config.mapped_file_size_commit_log
+    def __init__(self, files: list[CommitLogFile]) -> None:
+        self.files = files
+        self.starts = [f.start for f in files]
         self.fds: dict[int, int] = {}
         #: How many records were probed (a test's and the benchmark's count of what planning read).
         self.probes = 0
 
     def at(self, offset: int) -> int | None:
         """The store time of the record at ``offset``; None when it cannot be read there."""
-        start = offset - offset % self.file_size
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0:
+            return None
         try:
-            fd = self.fds.get(start)
+            fd = self.fds.get(i)
             if fd is None:
-                fd = self.fds[start] = os.open(self.root / f"{start:020d}", os.O_RDONLY)
+                fd = self.fds[i] = os.open(self.files[i].path, os.O_RDONLY)
                 # A probe reads 80 bytes: no read-ahead of the records around it.
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            head = os.pread(fd, self.HEAD, offset - start)
+            head = os.pread(fd, self.HEAD, offset - self.starts[i])
             self.probes += 1
             return store_timestamp(head, 0)
         except (OSError, struct.error):
@@ -246,7 +248,7 @@ def queue_offsets(
     timed = min_store_ts is not None or max_store_ts is not None
     own = times is None and timed
     if own:
-        times = _StoreTimes(config)
+        times = _StoreTimes(commitlog_files(config))
     try:
         return _queue_offsets(config, topics, min_store_ts, max_store_ts, times if timed else None)
     finally:
