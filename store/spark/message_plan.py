@@ -47,6 +47,7 @@ from store.spark.ranges import CommitLogFile, CommitLogRange, plan_file
 DEFAULT_TABLE_RANGE_BYTES = 16 * 1024 * 1024
 
 _ENTRY = struct.Struct(">qi")
+_SIZE = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +109,7 @@ class _StoreTimes:
         #: How many records were probed (a test's and the benchmark's count of what planning read).
         self.probes = 0
 
-    def at(self, offset: int) -> int | None:
-        """The store time of the record at ``offset``; None when it cannot be read there."""
+    def _head(self, offset: int) -> bytes | None:
         i = bisect.bisect_right(self.starts, offset) - 1
         if i < 0:
             return None
@@ -119,11 +119,23 @@ class _StoreTimes:
                 fd = self.fds[i] = os.open(self.files[i].path, os.O_RDONLY)
                 # A probe reads 80 bytes: no read-ahead of the records around it.
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            head = os.pread(fd, self.HEAD, offset - self.starts[i])
             self.probes += 1
-            return store_timestamp(head, 0)
-        except (OSError, struct.error):
+            return os.pread(fd, self.HEAD, offset - self.starts[i])
+        except OSError:
             return None
+
+    def at(self, offset: int) -> int | None:
+        """The store time of the record at ``offset``; None when it cannot be read there."""
+        head = self._head(offset)
+        try:
+            return None if head is None else store_timestamp(head, 0)
+        except struct.error:
+            return None
+
+    def size(self, offset: int) -> int | None:
+        """TOTALSIZE of the record at ``offset``; None when it cannot be read there."""
+        head = self._head(offset)
+        return _SIZE.unpack_from(head)[0] if head is not None and len(head) >= 4 else None
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -169,6 +181,11 @@ def plan_store(
     (``tail_ranges``): the rest of the CommitLog is not read at all, not even by the planner.
     """
     files = commitlog_files(source.config)
+    if row_filter.indexed_only and (row_filter.keys is not None or row_filter.unique_keys is not None):
+        planned = _plan_by_index(source, files, row_filter, range_bytes)
+        if planned is not None:
+            return planned
+        # No usable index: every range is read, the key checked on each record.
     if row_filter.topics is not None and row_filter.queued_only:
         _check_contiguous(files)
         entries, covered = queue_offsets(
@@ -183,6 +200,41 @@ def plan_store(
         return tasks, warnings
     ranges, warnings = export_ranges([plan_file(f, range_bytes) for f in files])
     return [TableRange(source.broker, rng, row_filter) for rng in ranges], warnings
+
+
+def _plan_by_index(
+    source: StoreSource, files: list[CommitLogFile], row_filter: RowFilter, range_bytes: int
+) -> tuple[list[TableRange], list[str]] | None:
+    """Read tasks for a key lookup: the records the IndexFiles name for the values asked (the
+    smaller of the ``keys`` and ``unique_keys`` sets: a row must match both), then the records past
+    the index's end in full. None when the store has no usable index."""
+    from store.spark.key_lookup import index_offsets, store_topics
+
+    sets = [v for v in (row_filter.keys, row_filter.unique_keys) if v is not None]
+    values = min(sets, key=len)
+    topics = row_filter.topics if row_filter.topics is not None else store_topics(source.config)
+    _check_contiguous(files)
+    found = index_offsets(source.config, files, topics, values)
+    if found is None:
+        return None
+    offsets, covered = found
+    times = _StoreTimes(files)
+    try:
+        entries = []
+        for phy in offsets:
+            if phy >= covered:
+                continue  # read with the tail
+            size = times.size(phy)
+            entries.append((phy, size if size is not None and size > 0 else 1))
+    finally:
+        times.close()
+    tail, warnings = tail_ranges(files, covered, range_bytes)
+    tasks = [
+        TableRange(source.broker, rng, row_filter, offs)
+        for rng, offs in entry_tasks(files, entries, range_bytes)
+    ]
+    tasks.extend(TableRange(source.broker, rng, row_filter) for rng in tail)
+    return tasks, warnings
 
 
 def _check_contiguous(files: list[CommitLogFile]) -> None:
