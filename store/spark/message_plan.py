@@ -20,6 +20,9 @@ consumer by time use). Like the broker, this relies on store times that do not g
 queue: a 4.9.7 broker stamps STORETIMESTAMP inside its CommitLog put lock precisely so they are
 ordered. A store that breaks this (a clock set back while the broker ran) is read with
 ``useConsumeQueues=false``, which checks every record's time.
+
+With a key lookup (the ``key`` option, a ``uniqueKey`` filter), the IndexFiles name the records
+(``key_lookup``) and only those, plus the records past the index's end, are read.
 """
 
 from __future__ import annotations
@@ -96,8 +99,8 @@ def open_store(path: str | os.PathLike[str], broker: str | None = None) -> Store
 
 
 class _StoreTimes:
-    """STORETIMESTAMP of the record at a CommitLog offset, read with one small ``pread`` (the fixed
-    header only: the record itself is not brought into memory)."""
+    """STORETIMESTAMP (or TOTALSIZE) of the record at a CommitLog offset, read with one small
+    ``pread`` of its fixed header: the record itself is not brought into memory."""
 
     #: Enough of a record's head for STORETIMESTAMP with both hosts IPv6 (it ends at byte 76).
     HEAD = 80
