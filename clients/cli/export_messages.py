@@ -52,6 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--begin", type=time_arg, help="store time from (ms or ISO date-time, inclusive)")
     parser.add_argument("--end", type=time_arg, help="store time up to (ms or ISO date-time, inclusive)")
     parser.add_argument(
+        "--key",
+        action="append",
+        help="only messages whose KEYS hold this key (repeatable: any of them), found through the"
+        " IndexFiles (rolled-back transaction records, which the broker does not index, left out)",
+    )
+    parser.add_argument(
+        "--no-index", action="store_true", help="with --key, read and check every record instead of the index"
+    )
+    parser.add_argument(
         "--columns", help="comma-separated columns (default: all; without body, none is read)"
     )
     parser.add_argument(
@@ -72,6 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check_arguments(args: argparse.Namespace) -> str | None:
     if args.engine != "spark" and spark_only_options(args):
         return f"--engine spark is needed for {spark_only_options(args)}"
+    if any(not k or " " in k for k in args.key or []):
+        return "--key takes one key without spaces (the broker splits KEYS on spaces); repeat it for more"
     if args.begin is not None and args.end is not None and args.begin > args.end:
         return f"--begin {args.begin} is after --end {args.end}"
     return None
@@ -89,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     topics = [t for t in (args.topic or []) if t.strip()] or None
     use_queues = not args.no_consume_queues
+    keys = frozenset(args.key) if args.key else None
     paths = [str(Path(p).expanduser()) for p in args.store]
     try:
         if args.engine == "spark":
@@ -102,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
                     begin=args.begin,
                     end=args.end,
                     use_queues=use_queues,
+                    keys=keys,
+                    use_index=not args.no_index,
                     master=args.master,
                     spark_conf=spark_conf(args),
                     range_bytes=range_bytes(args),
@@ -118,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
                 args.begin,
                 args.end,
                 queued_only=topics is not None and use_queues,
+                keys=keys,
+                indexed_only=keys is not None and not args.no_index,
             )
             result = export_messages_local(
                 paths,

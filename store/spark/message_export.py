@@ -166,6 +166,8 @@ def export_messages_spark(
     begin: int | None,
     end: int | None,
     use_queues: bool = True,
+    keys: frozenset[str] | None = None,
+    use_index: bool = True,
     master: str | None = None,
     spark: SparkSession | None = None,
     spark_conf: Mapping[str, str] | None = None,
@@ -193,6 +195,8 @@ def export_messages_spark(
         read_columns = tuple(dict.fromkeys(needed))
         reader: Any = session.read.format("rocketmq").option("columns", ",".join(read_columns))
         reader = reader.option("useConsumeQueues", str(use_queues).lower())
+        if keys:
+            reader = reader.option("key", " ".join(sorted(keys))).option("useIndex", str(use_index).lower())
         if range_bytes:
             reader = reader.option("rangeMiB", str(max(1, range_bytes // (1024 * 1024))))
         frame = reader.load(list(paths))

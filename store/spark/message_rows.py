@@ -91,12 +91,18 @@ class RowFilter:
     ``queued_only``: only records the broker puts in a consume queue (not prepared, not rolled back)
     -- set when the ranges were narrowed by the ConsumeQueues, so the rows do not depend on which
     ranges happened to be read (``topic_ranges``).
+    ``keys`` / ``unique_keys``: the record's KEYS tokens hold one of these / its UNIQ_KEY is one of
+    these. ``indexed_only``: only records the broker indexes (not rolled back) -- set when the
+    records were found through the IndexFiles (``key_lookup``), for the same reason.
     """
 
     topics: frozenset[str] | None = None
     min_store_ts: int | None = None
     max_store_ts: int | None = None
     queued_only: bool = False
+    keys: frozenset[str] | None = None
+    unique_keys: frozenset[str] | None = None
+    indexed_only: bool = False
 
     def keeps_time(self, ts: int) -> bool:
         return (self.min_store_ts is None or ts >= self.min_store_ts) and (
@@ -106,10 +112,14 @@ class RowFilter:
     def keeps(self, msg: MessageExt) -> bool:
         if self.topics is not None and msg.topic not in self.topics:
             return False
-        if self.queued_only and (msg.sys_flag & TRANSACTION_TYPE_MASK) in (
-            TRANSACTION_PREPARED_TYPE,
-            TRANSACTION_ROLLBACK_TYPE,
-        ):
+        kind = msg.sys_flag & TRANSACTION_TYPE_MASK
+        if self.queued_only and kind in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            return False
+        if self.indexed_only and kind == TRANSACTION_ROLLBACK_TYPE:
+            return False
+        if self.keys is not None and self.keys.isdisjoint(msg.keys):
+            return False
+        if self.unique_keys is not None and msg.properties.get(PROPERTY_UNIQ_KEY) not in self.unique_keys:
             return False
         return True
 
@@ -250,6 +260,9 @@ def record_rows(
     make = row_maker(columns)
     base = rng.file_start
     with open(rng.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        # The records named are scattered among other topics': without this, every page fault
+        # would read ahead (128 KiB by default) and bring in the neighbours' records as well.
+        mm.madvise(mmap.MADV_RANDOM)
         view = memoryview(mm)
         try:
             for offset in offsets:
@@ -269,8 +282,9 @@ def record_rows(
                 raise CorruptRecordError(
                     rng.path,
                     offset,
-                    f"a ConsumeQueue entry names no whole record here ({reason or 'outside the file'});"
-                    " rebuild the queues (rmq-query rebuild-index) or read with useConsumeQueues=false",
+                    f"a ConsumeQueue or IndexFile entry names no whole record here"
+                    f" ({reason or 'outside the file'}); rebuild them (rmq-query rebuild-index) or read"
+                    " with useConsumeQueues=false and useIndex=false",
                 )
         finally:
             view.release()

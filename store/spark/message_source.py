@@ -9,6 +9,9 @@ takes from the query:
   ``useConsumeQueues`` option is ``false``; filters on ``storeTimestamp`` (``=``, ``<``, ``<=``,
   ``>``, ``>=``): a record out of range is passed over before it is decoded. Spark evaluates every
   filter again on the rows, so a filter the reader cannot use costs time, never correctness.
+- the ``key`` option (Spark passes no ``array_contains`` filter to a Python reader) and
+  ``uniqueKey`` (``=``, ``IN``): the IndexFiles name the records (``key_lookup``), unless the
+  ``useIndex`` option is ``false``; each is checked to really hold the key.
 - columns: PySpark's Python Data Source API (4.x) does not tell a reader which columns a query
   selects, so the ``columns`` option (comma-separated names) does: the table then has only those,
   and without ``body`` no body is read or inflated.
@@ -87,8 +90,8 @@ def _flag(options: dict[str, str], name: str, default: bool) -> bool:
 
 
 class RocketMQDataSource(DataSource):
-    """The ``rocketmq`` format: options ``columns``, ``useConsumeQueues``, ``rangeMiB``, ``brokerName``
-    (one store only), and the store paths."""
+    """The ``rocketmq`` format: options ``columns``, ``key``, ``useConsumeQueues``, ``useIndex``,
+    ``rangeMiB``, ``brokerName`` (one store only), and the store paths."""
 
     @classmethod
     def name(cls) -> str:
@@ -129,19 +132,46 @@ class RocketMQReader(DataSourceReader):
         self.broker = options.get("brokername")
         if self.broker and len(self.paths) > 1:
             raise ValueError("option brokerName names one store; several paths take theirs from broker.conf")
-        self.row_filter = RowFilter()
+        self.use_index = _flag(options, "useindex", True)
+        #: The ``key`` option: rows whose keys hold one of these (space-separated: a KEYS token never
+        #: holds a space, the broker splits KEYS on them). Spark has no way to pass
+        #: ``array_contains(keys, ...)`` to a Python reader, so the option says it.
+        self.keys = frozenset(options.get("key", "").split()) or None
+        if options.get("key") is not None and self.keys is None:
+            raise ValueError("option key names no key (keys are separated by spaces)")
+        self.row_filter = self._filter(None, None, None, None)
+
+    def _filter(
+        self, topics: set[str] | None, lo: int | None, hi: int | None, unique_keys: set[str] | None
+    ) -> RowFilter:
+        return RowFilter(
+            None if topics is None else frozenset(topics),
+            lo,
+            hi,
+            queued_only=topics is not None and self.use_queues,
+            keys=self.keys,
+            unique_keys=None if unique_keys is None else frozenset(unique_keys),
+            indexed_only=self.use_index and (self.keys is not None or unique_keys is not None),
+        )
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Take what the planner and the walk can use; hand every filter back for Spark to apply."""
         topics: set[str] | None = None
+        unique_keys: set[str] | None = None
         lo: int | None = None
         hi: int | None = None
         for f in filters:
-            column = f.attribute[0] if len(f.attribute) == 1 else None
+            # ``Not`` has a child filter, no attribute: such a filter is Spark's alone.
+            attribute = getattr(f, "attribute", ())
+            column = attribute[0] if len(attribute) == 1 else None
             if column == "topic" and isinstance(f, (EqualTo, In)):
                 values = {f.value} if isinstance(f, EqualTo) else set(f.value)
                 found = {v for v in values if isinstance(v, str)}
                 topics = found if topics is None else topics & found
+            elif column == "uniqueKey" and isinstance(f, (EqualTo, In)):
+                values = {f.value} if isinstance(f, EqualTo) else set(f.value)
+                found = {v for v in values if isinstance(v, str)}
+                unique_keys = found if unique_keys is None else unique_keys & found
             elif column == "storeTimestamp" and isinstance(f.value if hasattr(f, "value") else None, int):
                 value = f.value  # type: ignore[attr-defined]
                 if isinstance(f, (EqualTo, GreaterThanOrEqual)):
@@ -152,12 +182,7 @@ class RocketMQReader(DataSourceReader):
                     hi = value if hi is None else min(hi, value)
                 if isinstance(f, LessThan):
                     hi = value - 1 if hi is None else min(hi, value - 1)
-        self.row_filter = RowFilter(
-            None if topics is None else frozenset(topics),
-            lo,
-            hi,
-            queued_only=topics is not None and self.use_queues,
-        )
+        self.row_filter = self._filter(topics, lo, hi, unique_keys)
         return filters
 
     def partitions(self) -> Sequence[InputPartition]:

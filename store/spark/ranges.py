@@ -118,9 +118,13 @@ def list_files(directory: str | os.PathLike[str]) -> list[CommitLogFile]:
     return files
 
 
-def plan_file(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> FilePlan:
-    """Hop through one file's records and cut it into ranges of about ``target_bytes``."""
-    return _plan(file, target_bytes, sampled=False)
+def plan_file(
+    file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES, begin: int | None = None
+) -> FilePlan:
+    """Hop through one file's records and cut it into ranges of about ``target_bytes``; from the
+    record boundary ``begin`` (an absolute offset inside the file) on when given, the bytes before
+    it not touched."""
+    return _plan(file, target_bytes, sampled=False, begin=begin)
 
 
 def plan_file_sampled(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> FilePlan:
@@ -164,7 +168,7 @@ def _first_record(mm: mmap.mmap, pos: int, stop: int, base: int) -> int | None:
     return None
 
 
-def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool) -> FilePlan:
+def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool, begin: int | None = None) -> FilePlan:
     if file.length == 0:
         return FilePlan(file, (), file.start, STOP_UNWRITTEN, "empty file")
     try:
@@ -175,9 +179,9 @@ def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool) -> FilePlan:
     with fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         length = len(mm)
         size_and_magic = SIZE_MAGIC.unpack_from
-        pos = 0
-        cut = 0
-        cuts = [file.start]
+        pos = 0 if begin is None else begin - file.start
+        cut = pos
+        cuts = [file.start + pos]
         sampled_any = False
         if sampled:
             for nominal in range(target_bytes, length, target_bytes):

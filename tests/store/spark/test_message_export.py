@@ -76,6 +76,25 @@ def test_sequential_export_of_one_topic_and_window(golden_copies: dict[str, Path
     assert want and _json_rows(out) == want
 
 
+def test_sequential_export_by_key(golden_copies: dict[str, Path], tmp_path: Path) -> None:
+    """``--key`` (repeatable) through the real broker's IndexFiles: the rows whose keys hold one of
+    them, as the sequential walk decodes them, less rolled-back records (not indexed);
+    ``--no-index`` reads every record and keeps those too."""
+    conf = golden_copies["java-4.9.7-a"]
+    everything = sequential_rows(conf, "broker-a")
+    col = COLUMN_NAMES.index
+    held = [r for r in everything if {"k-25", "Aa"} & set(r[col("keys")])]
+    argv = ["export", "--store", str(conf), "--format", "jsonl", "--key", "k-25", "--key", "Aa"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    want = [r for r in held if r[col("transactionState")] != "ROLLBACK"]
+    assert want and _by_offset(_json_rows(tmp_path / "a")) == _by_offset(want)
+    assert main([*argv, "--no-index", "--out", str(tmp_path / "b")]) == 0
+    assert len(held) > len(want) and _by_offset(_json_rows(tmp_path / "b")) == _by_offset(held)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", "--store", str(conf), "--out", str(tmp_path / "c"), "--key", "two keys"])
+    assert exit_info.value.code == 2
+
+
 def test_export_refuses_bad_input_with_an_exit_code(
     golden_copies: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
