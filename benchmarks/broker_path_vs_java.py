@@ -13,10 +13,11 @@ core 0 too): a warm-up (which creates the topic), then each row for ``--seconds`
 (1 KiB bodies with a key): sync send from 1 and 16 threads, async send with 256 in flight, batches of
 32. The consume rows run in a second JVM, ``benchmarks/java/BrokerPathConsume.java`` on the real
 DefaultMQPushConsumer: ``push``, ``--messages`` messages stored first (not timed), then a new group
-consuming them from the first offset (msgs/s, and the server process's CPU seconds over that part,
-from ``/proc/<pid>/stat``: the JVM's or our Python's, every thread); ``e2e``, a push consumer while
-one producer sends 200 msgs/s (``--warmup`` uncounted, then ``--seconds``): p50 / p99 of the
-listener's time minus the send's (one JVM, one clock). Rounds alternate the servers, the order
+consuming them from the first offset (msgs/s); ``e2e``, a push consumer while one producer sends
+200 msgs/s (``--warmup`` uncounted, then ``--seconds``): p50 / p99 of the listener's time minus the
+send's (one JVM, one clock), and the sends' own p99 (a message's latency includes its send). Both
+give the server process's CPU seconds over their timed part, from ``/proc/<pid>/stat`` (the JVM's
+or our Python's, every thread). Rounds alternate the servers, the order
 reversed every round. The table gives per row the median over rounds and the median of the
 per-round ratios (each round's in brackets); ``--short`` is ``--rounds 1 --seconds 3 --warmup 3
 --messages 20000``, a few minutes in all.
@@ -63,6 +64,8 @@ CELLS = (
     ("push", "cpu_s", "push consumer, the server's CPU seconds", False),
     ("e2e", "p50_ms", "end to end, push consumer at 200 msgs/s, p50 ms", False),
     ("e2e", "p99_ms", "end to end, push consumer at 200 msgs/s, p99 ms", False),
+    ("e2e", "send_p99_ms", "end to end: its sends' own p99 ms", False),
+    ("e2e", "cpu_s", "end to end: the server's CPU seconds", False),
 )
 QUIET_PORTS = ("--grpc-port", "0", "--http", "off")
 
@@ -137,8 +140,8 @@ def cpu_seconds(pid: int) -> float:
 def run_consume(
     rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace
 ) -> dict[str, dict]:
-    """One JVM of ``BrokerPathConsume`` on core 0 against ``server``: row -> its JSON result, the
-    push row with the server's CPU seconds between the JVM's mark and the row's line."""
+    """One JVM of ``BrokerPathConsume`` on core 0 against ``server``: row -> its JSON result, with
+    ``cpu_s``, the server's CPU seconds between the row's start and end marks."""
     rows = [r for r in args.rows if r in CONSUME_ROWS]
     script = (
         f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
@@ -148,7 +151,8 @@ def run_consume(
     )
     out: dict[str, dict] = {}
     lines: list[str] = []
-    cpu_mark = None
+    cpu_at: dict[str, float] = {}
+    cpu_s: dict[str, float] = {}
     # stderr to a file (a pipe nobody reads while the rows run could fill and stall the JVM)
     with (
         tempfile.TemporaryFile("w+") as err,
@@ -160,12 +164,15 @@ def run_consume(
             if not line.startswith("{"):
                 continue
             result = json.loads(line)
-            if result.get("mark") == "consume_start":
-                cpu_mark = cpu_seconds(server.process.pid)
+            row = result["row"]
+            if result.get("mark") == "start":
+                cpu_at[row] = cpu_seconds(server.process.pid)
                 continue
-            if result["row"] == "push" and cpu_mark is not None:
-                result["cpu_s"] = cpu_seconds(server.process.pid) - cpu_mark
-            out[result["row"]] = result
+            if result.get("mark") == "end":
+                cpu_s[row] = cpu_seconds(server.process.pid) - cpu_at[row]
+                continue
+            result["cpu_s"] = cpu_s.get(row, float("nan"))
+            out[row] = result
             print(f"  {server.name} {json.dumps(result)}", file=sys.stderr)
         try:
             jvm.wait(60)

@@ -22,8 +22,7 @@ import org.apache.rocketmq.common.message.MessageExt;
  *   BrokerPathConsume NAMESRV TOPIC MESSAGES SECONDS WARMUP_SECONDS ROW...
  *
  * ROW push: MESSAGES messages (1 KiB body, a key, TAGS) are stored first on TOPIC-push (8 queues;
- * batches of 32 from 4 threads, not timed), then, after the line {"mark":"consume_start"} (the
- * caller samples the server's CPU time there and at the result line), a push consumer of a new group
+ * batches of 32 from 4 threads, not timed), then a push consumer of a new group
  * (subscription "*", CONSUME_FROM_FIRST_OFFSET, the client's defaults otherwise) is started; the row
  * is the time from its start to the MESSAGES-th message delivered to the listener.
  *
@@ -35,7 +34,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * counts as an error); the e2e line also gives the sends' own send_p50_ms / send_p99_ms and the
  * slowest message's max_ms.
  *
- * Each row prints one JSON line: row, msgs, seconds, msgs_per_s, p50_ms, p99_ms, errors.
+ * The timed part of each row is between the lines {"mark":"start","row":ROW} and {"mark":"end",...}
+ * (the caller reads the server's CPU time there). Each row prints one JSON line: row, msgs, seconds, msgs_per_s, p50_ms, p99_ms, errors.
  */
 public final class BrokerPathConsume {
     private static final byte[] BODY = new byte[1024];
@@ -54,6 +54,12 @@ public final class BrokerPathConsume {
             "{\"row\":\"%s\",\"msgs\":%d,\"seconds\":%.3f,\"msgs_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
                 + "\"errors\":%d}",
             row, msgs, seconds, msgs / seconds, p50, p99, errors);
+    }
+
+    /** A line the caller reads the server's CPU time at: the start and the end of a row's timed part. */
+    private static void mark(String what, String row) {
+        System.out.println("{\"mark\":\"" + what + "\",\"row\":\"" + row + "\"}");
+        System.out.flush();
     }
 
     /** The topic created by a first send (retried: the route comes from TBW102 first). */
@@ -139,8 +145,7 @@ public final class BrokerPathConsume {
                 }
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
-        System.out.println("{\"mark\":\"consume_start\"}");
-        System.out.flush();
+        mark("start", "push");
         long t0 = System.nanoTime();
         consumer.start();
         boolean all = done.await(600, TimeUnit.SECONDS);
@@ -148,6 +153,7 @@ public final class BrokerPathConsume {
         synchronized (endNs) {
             end = all ? endNs[0] : System.nanoTime();
         }
+        mark("end", "push");
         long got = Math.min(delivered.get(), messages);
         System.out.println(json("push", got, (end - t0) / 1e9, -1, -1, messages - got));
         System.out.flush();
@@ -197,6 +203,7 @@ public final class BrokerPathConsume {
                 TimeUnit.NANOSECONDS.sleep(wait);
             }
             if (due >= warmEnd && window[0] == Long.MAX_VALUE) {
+                mark("start", "e2e");
                 synchronized (micros) {
                     window[0] = System.nanoTime();
                 }
@@ -221,6 +228,7 @@ public final class BrokerPathConsume {
         synchronized (micros) {
             window[1] = System.nanoTime();
         }
+        mark("end", "e2e");
         long deadline = System.nanoTime() + 10_000_000_000L;
         while (System.nanoTime() < deadline) {
             synchronized (micros) {
