@@ -2,7 +2,7 @@
 
     taskset -c 0 python -m benchmarks.broker_path_vs_java [--base DIR] [--rounds 3] [--seconds 10]
         [--warmup 5] [--rows sync1,sync16,async256,batch32,push,e2e] [--messages 200000]
-        [--port 36700] [--short]
+        [--port 20700] [--short]
 
 Each server runs on core 1 (``taskset -c 1``) on a fresh, empty store: the real name server and
 broker from a copy of ``RMQ_ROCKETMQ_HOME`` (default settings; the topic auto-created with
@@ -21,6 +21,10 @@ or our Python's, every thread). Rounds alternate the servers, the order
 reversed every round. The table gives per row the median over rounds and the median of the
 per-round ratios (each round's in brackets); ``--short`` is ``--rounds 1 --seconds 3 --warmup 3
 --messages 20000``, a few minutes in all.
+
+``--port`` (default 20700; each server takes up to its port + 10 and the real broker's name server
+its port + 5) lies below Linux's ephemeral range (32768-60999), where a client's outgoing connection
+can hold a port the next server needs.
 
 A row whose sends failed or whose messages did not all arrive (errors > 0) is printed with its error
 count: its figures are not comparable.
@@ -240,7 +244,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of " + ", ".join(ROWS))
     parser.add_argument("--messages", type=int, default=200_000, help="the push row's messages")
-    parser.add_argument("--port", type=int, default=36700)
+    parser.add_argument("--port", type=int, default=20700)
     parser.add_argument(
         "--short", action="store_true", help="--rounds 1 --seconds 3 --warmup 3 --messages 20000"
     )
