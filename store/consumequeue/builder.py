@@ -50,6 +50,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from store.checkpoint import UPDATE_LOCK as CHECKPOINT_UPDATE_LOCK
 from store.checkpoint import Checkpoint
 from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog
@@ -912,10 +913,11 @@ class ConsumeQueueBuilder:
                 raise
             if dirty and last_store_ts:
                 # outside the builder's lock too (the write syncs); flushes are one at a time
-                checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
-                if checkpoint.logics_msg_timestamp != last_store_ts:
-                    checkpoint.logics_msg_timestamp = last_store_ts
-                    checkpoint.write(self.checkpoint_path)
+                with CHECKPOINT_UPDATE_LOCK:
+                    checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+                    if checkpoint.logics_msg_timestamp != last_store_ts:
+                        checkpoint.logics_msg_timestamp = last_store_ts
+                        checkpoint.write(self.checkpoint_path)
 
     def close(self) -> None:
         self.flush()

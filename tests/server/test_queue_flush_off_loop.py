@@ -19,7 +19,7 @@ from protocol.send_message import SendMessageRequestHeader
 from server.broker.put_message import PutContext, single_record
 from server.broker.writable_store import WritableStore
 from server.refresh import refresh_forever
-from store.checkpoint import Checkpoint
+from store.checkpoint import UPDATE_LOCK, Checkpoint
 from store.config.store_config import StoreConfig
 from store.consumequeue import builder as builder_module
 from store.consumequeue.builder import ConsumeQueueBuilder
@@ -85,5 +85,26 @@ def test_a_flush_holds_the_builders_lock_only_around_its_syncs(tmp_path: Path, m
         monkeypatch.setattr(builder_module.os, "fsync", fsync)
         store.reader.flush_queues()
         assert held_during_sync and not any(held_during_sync)
+    finally:
+        store.close()
+
+
+def test_a_flush_rewrites_the_checkpoint_under_the_shared_lock(tmp_path: Path) -> None:
+    """The checkpoint page is rewritten whole by each writer: the flush, now on an executor thread,
+    takes ``UPDATE_LOCK`` as the index builder does on the loop, so neither puts back the other's field."""
+    store = _store(tmp_path / "store")
+    try:
+        appended = [store.put([_record(i, i % 2)])[0] for i in range(4)]
+        path = store.config.checkpoint_path
+        assert Checkpoint.read_or_default(path).logics_msg_timestamp != appended[-1].store_timestamp
+        flushing = threading.Thread(target=store.reader.flush_queues)
+        with UPDATE_LOCK:
+            flushing.start()
+            flushing.join(0.3)
+            assert flushing.is_alive()  # synced, and waiting to rewrite the page
+            assert Checkpoint.read_or_default(path).logics_msg_timestamp != appended[-1].store_timestamp
+        flushing.join(10)
+        assert not flushing.is_alive()
+        assert Checkpoint.read_or_default(path).logics_msg_timestamp == appended[-1].store_timestamp
     finally:
         store.close()
