@@ -1,7 +1,8 @@
-"""The broker path against the real 4.9.7 broker, loaded by the official Java 4.9.7 producer (issue 33).
+"""The broker path against the real 4.9.7 broker, loaded by the official Java 4.9.7 clients (issue 33).
 
     taskset -c 0 python -m benchmarks.broker_path_vs_java [--base DIR] [--rounds 3] [--seconds 10]
-        [--warmup 5] [--rows sync1,sync16,async256,batch32] [--port 36700] [--short]
+        [--warmup 5] [--rows sync1,sync16,async256,batch32,push,e2e] [--messages 200000]
+        [--port 20700] [--short]
 
 Each server runs on core 1 (``taskset -c 1``) on a fresh, empty store: the real name server and
 broker from a copy of ``RMQ_ROCKETMQ_HOME`` (default settings; the topic auto-created with
@@ -10,12 +11,23 @@ checkout (A) (gRPC and HTTP off). The load is ``benchmarks/java/BrokerPathLoad.j
 DefaultMQProducer, compiled here once, one JVM per server and round on core 0 (run this script on
 core 0 too): a warm-up (which creates the topic), then each row for ``--seconds`` after 1 s uncounted
 (1 KiB bodies with a key): sync send from 1 and 16 threads, async send with 256 in flight, batches of
-32. Rounds alternate the servers, the order reversed every round. The table gives per row the median
-over rounds and the median of the per-round ratios (each round's in brackets); ``--short`` is
-``--rounds 1 --seconds 3 --warmup 3``, a few minutes in all.
+32. The consume rows run in a second JVM, ``benchmarks/java/BrokerPathConsume.java`` on the real
+DefaultMQPushConsumer: ``push``, ``--messages`` messages stored first (not timed), then a new group
+consuming them from the first offset (msgs/s); ``e2e``, a push consumer while one producer sends
+200 msgs/s (``--warmup`` uncounted, then ``--seconds``): p50 / p99 of the listener's time minus the
+send's (one JVM, one clock), and the sends' own p99 (a message's latency includes its send). Both
+give the server process's CPU seconds over their timed part, from ``/proc/<pid>/stat`` (the JVM's
+or our Python's, every thread). Rounds alternate the servers, the order
+reversed every round. The table gives per row the median over rounds and the median of the
+per-round ratios (each round's in brackets); ``--short`` is ``--rounds 1 --seconds 3 --warmup 3
+--messages 20000``, a few minutes in all.
 
-A row whose sends failed (errors > 0) is printed with its error count: its rate is not comparable.
-The push-consumer and end-to-end rows of the issue's table are not measured here.
+``--port`` (default 20700; each server takes up to its port + 10 and the real broker's name server
+its port + 5) lies below Linux's ephemeral range (32768-60999), where a client's outgoing connection
+can hold a port the next server needs.
+
+A row whose sends failed or whose messages did not all arrive (errors > 0) is printed with its error
+count: its figures are not comparable.
 """
 
 from __future__ import annotations
@@ -39,8 +51,11 @@ REPO = Path(__file__).resolve().parents[1]
 #: The real RocketMQ 4.9.7 (``RMQ_ROCKETMQ_HOME``, as for the tests: ``tests/golden/README.md``).
 RMQ_BIN = Path(os.environ.get("RMQ_ROCKETMQ_HOME", REPO.parent / "shared" / "rocketmq-4.9.7-bin"))
 SOURCE = REPO / "benchmarks" / "java" / "BrokerPathLoad.java"
+CONSUME_SOURCE = REPO / "benchmarks" / "java" / "BrokerPathConsume.java"
 TOPIC = "BrokerPath"
-ROWS = ("sync1", "sync16", "async256", "batch32")
+ROWS = ("sync1", "sync16", "async256", "batch32", "push", "e2e")
+#: The rows of BrokerPathConsume (the others are BrokerPathLoad's).
+CONSUME_ROWS = ("push", "e2e")
 #: (row, the result's key, the label, larger is better)
 CELLS = (
     ("sync1", "msgs_per_s", "sync send, 1 thread, msgs/s", True),
@@ -49,6 +64,12 @@ CELLS = (
     ("async256", "msgs_per_s", "async send, 256 in flight, msgs/s", True),
     ("async256", "p99_ms", "async send, 256 in flight, p99 ms", False),
     ("batch32", "msgs_per_s", "batch send, 32 x 1 KiB, msgs/s", True),
+    ("push", "msgs_per_s", "push consumer from the first offset, msgs/s", True),
+    ("push", "cpu_s", "push consumer, the server's CPU seconds", False),
+    ("e2e", "p50_ms", "end to end, push consumer at 200 msgs/s, p50 ms", False),
+    ("e2e", "p99_ms", "end to end, push consumer at 200 msgs/s, p99 ms", False),
+    ("e2e", "send_p99_ms", "end to end: its sends' own p99 ms", False),
+    ("e2e", "cpu_s", "end to end: the server's CPU seconds", False),
 )
 QUIET_PORTS = ("--grpc-port", "0", "--http", "off")
 
@@ -114,15 +135,83 @@ def namesrv_of(server: vs_java.Server) -> str:
     return f"127.0.0.1:{server.port}"
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far, all its threads (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_consume(
+    rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace
+) -> dict[str, dict]:
+    """One JVM of ``BrokerPathConsume`` on core 0 against ``server``: row -> its JSON result, with
+    ``cpu_s``, the server's CPU seconds between the row's start and end marks."""
+    rows = [r for r in args.rows if r in CONSUME_ROWS]
+    script = (
+        f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
+        "$JAVA -Xms256m -Xmx512m -XX:+UseSerialGC "
+        f'$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS -cp "$RMQ_CP:{classes}" BrokerPathConsume {namesrv_of(server)} '
+        f"{TOPIC} {args.messages} {args.seconds} {args.warmup} {' '.join(rows)}"
+    )
+    out: dict[str, dict] = {}
+    lines: list[str] = []
+    cpu_at: dict[str, float] = {}
+    cpu_s: dict[str, float] = {}
+    # stderr to a file (a pipe nobody reads while the rows run could fill and stall the JVM)
+    with (
+        tempfile.TemporaryFile("w+") as err,
+        subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=err, text=True) as jvm,
+    ):
+        assert jvm.stdout is not None
+        for line in jvm.stdout:
+            lines.append(line)
+            if not line.startswith("{"):
+                continue
+            result = json.loads(line)
+            row = result["row"]
+            if result.get("mark") == "start":
+                cpu_at[row] = cpu_seconds(server.process.pid)
+                continue
+            if result.get("mark") == "end":
+                cpu_s[row] = cpu_seconds(server.process.pid) - cpu_at[row]
+                continue
+            result["cpu_s"] = cpu_s.get(row, float("nan"))
+            out[row] = result
+            print(f"  {server.name} {json.dumps(result)}", file=sys.stderr)
+        try:
+            jvm.wait(60)
+        except subprocess.TimeoutExpired:
+            jvm.kill()
+            jvm.wait()
+        err.seek(0)
+        errors = err.read()
+    if set(out) != set(rows):
+        raise RuntimeError(f"{server.name}: the consume load printed {sorted(out)} (exit {jvm.returncode}):\n"
+                           f"{''.join(lines)[-2000:]}\n{errors[-3000:]}")  # fmt: skip
+    return out
+
+
 def run_load(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace) -> dict[str, dict]:
+    """The rows against ``server``: the send rows in one JVM of ``BrokerPathLoad`` on core 0, then
+    the consume rows in one of ``BrokerPathConsume``; row -> its JSON result."""
+    out = {}
+    if any(r not in CONSUME_ROWS for r in args.rows):
+        out.update(run_send(rmq, classes, server, args))
+    if any(r in CONSUME_ROWS for r in args.rows):
+        out.update(run_consume(rmq, classes, server, args))
+    return out
+
+
+def run_send(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace) -> dict[str, dict]:
     """One JVM of ``BrokerPathLoad`` on core 0 against ``server``: row -> its JSON result."""
+    rows = [r for r in args.rows if r not in CONSUME_ROWS]
     script = (
         f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
         "$JAVA -Xms256m -Xmx512m -XX:+UseSerialGC "
         f'$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS -cp "$RMQ_CP:{classes}" BrokerPathLoad {namesrv_of(server)} {TOPIC} '
-        f"{args.seconds} {args.warmup} {' '.join(args.rows)}"
+        f"{args.seconds} {args.warmup} {' '.join(rows)}"
     )
-    budget = args.warmup + len(args.rows) * (args.seconds + 1) + 120
+    budget = args.warmup + len(rows) * (args.seconds + 1) + 120
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=budget)
     out = {}
     for line in done.stdout.splitlines():
@@ -130,7 +219,7 @@ def run_load(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Na
             result = json.loads(line)
             out[result["row"]] = result
             print(f"  {server.name} {line}", file=sys.stderr)
-    if set(out) != set(args.rows):
+    if set(out) != set(rows):
         raise RuntimeError(f"{server.name}: the load printed {sorted(out)} (exit {done.returncode}):\n"
                            f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")  # fmt: skip
     return out
@@ -154,11 +243,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of " + ", ".join(ROWS))
-    parser.add_argument("--port", type=int, default=36700)
-    parser.add_argument("--short", action="store_true", help="--rounds 1 --seconds 3 --warmup 3")
+    parser.add_argument("--messages", type=int, default=200_000, help="the push row's messages")
+    parser.add_argument("--port", type=int, default=20700)
+    parser.add_argument(
+        "--short", action="store_true", help="--rounds 1 --seconds 3 --warmup 3 --messages 20000"
+    )
     args = parser.parse_args()
     if args.short:
-        args.rounds, args.seconds, args.warmup = 1, 3.0, 3.0
+        args.rounds, args.seconds, args.warmup, args.messages = 1, 3.0, 3.0, 20_000
     args.rows = [r for r in args.rows.split(",") if r]
     if any(r not in ROWS for r in args.rows):
         parser.error(f"--rows: each of {', '.join(ROWS)}")
@@ -179,6 +271,7 @@ def main() -> int:
                 "-d",
                 str(classes),
                 str(SOURCE),
+                str(CONSUME_SOURCE),
             ],
             check=True,
         )

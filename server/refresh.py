@@ -52,20 +52,47 @@ async def refresh_forever(
     """
     failures = BurstLog(log, level=logging.ERROR)
     dispatch_failures = BurstLog(log, level=logging.WARNING)
-    backlog = True  # the first pass runs at once: the store may have been opened without catching up
-    while True:
-        await asyncio.sleep(0 if backlog else interval)
-        try:
-            backlog = store.refresh(max_records=INDEX_SLICE_RECORDS)
-        except DispatchWriteError as exc:
-            backlog = False
-            dispatch_failures.event(
-                "the store could not write its consume queues or index (%s): the entries are written"
-                " again from the CommitLog by the next pass",
-                exc,
+    flush_failures = BurstLog(log, level=logging.ERROR)
+    # A store that builds consume queues syncs them once caught up (``MessageStore.flush_queues``):
+    # here in the default executor, one flush at a time, never on the event loop (an fsync can take
+    # tens of milliseconds, and every held pull and SEND would wait for it).
+    deferred = hasattr(store, "flush_queues")
+    if deferred:
+        store.defer_flush = True  # type: ignore[attr-defined]
+    flushing: asyncio.Future[None] | None = None
+
+    def flushed(done: asyncio.Future[None]) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            flush_failures.event(
+                "syncing the consume queues failed (tried again at the next pass that catches up)",
+                exc_info=done.exception(),
             )
-        except Exception as exc:
-            backlog = False
-            failures.event("refreshing the store failed; serving what was already loaded", exc_info=exc)
-        if on_refresh is not None:
-            on_refresh()
+
+    backlog = True  # the first pass runs at once: the store may have been opened without catching up
+    try:
+        while True:
+            await asyncio.sleep(0 if backlog else interval)
+            try:
+                backlog = store.refresh(max_records=INDEX_SLICE_RECORDS)
+            except DispatchWriteError as exc:
+                backlog = False
+                dispatch_failures.event(
+                    "the store could not write its consume queues or index (%s): the entries are written"
+                    " again from the CommitLog by the next pass",
+                    exc,
+                )
+            except Exception as exc:
+                backlog = False
+                failures.event("refreshing the store failed; serving what was already loaded", exc_info=exc)
+            if deferred and store.flush_due and (flushing is None or flushing.done()):  # type: ignore[attr-defined]
+                store.flush_due = False  # type: ignore[attr-defined]
+                flushing = asyncio.get_running_loop().run_in_executor(None, store.flush_queues)  # type: ignore[attr-defined]
+                flushing.add_done_callback(flushed)
+            if on_refresh is not None:
+                on_refresh()
+    finally:
+        if deferred:
+            # whoever closes the store next syncs on its own thread (``ConsumeQueueBuilder.close``)
+            store.defer_flush = False  # type: ignore[attr-defined]
+        if flushing is not None and not flushing.done():
+            await asyncio.wait([flushing])  # the store is closed after this: not under a running sync

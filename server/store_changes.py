@@ -59,16 +59,27 @@ class StoreChanges:
         for event in queues.values():
             event.set()
 
-    async def wait_queue(self, topic: str, queue_id: int, timeout: float) -> None:
-        """Until the queue grows (``notify_queue``), a ``pulse``, ``close()`` or ``timeout`` seconds."""
-        if self._closed or timeout <= 0:
-            return
+    def watch_queue(self, topic: str, queue_id: int) -> asyncio.Event:
+        """The event the queue's next ``notify_queue`` (or a ``pulse``, or ``close()``) sets, set
+        already once closed. Watching starts at this call: a caller that looked at the queue and
+        then awaits anything must watch first, or a SEND handled meanwhile wakes nobody."""
+        if self._closed:
+            event = asyncio.Event()
+            event.set()
+            return event
         key = (topic, queue_id)
         event = self._queues.get(key)
         if event is None:
             event = self._queues[key] = asyncio.Event()
+        return event
+
+    async def wait_queue(self, topic: str, queue_id: int, timeout: float) -> None:
+        """Until the queue grows (``notify_queue``), a ``pulse``, ``close()`` or ``timeout`` seconds,
+        counted from when this coroutine first runs (``watch_queue`` to watch from the call)."""
+        if self._closed or timeout <= 0:
+            return
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            await asyncio.wait_for(self.watch_queue(topic, queue_id).wait(), timeout)
         except TimeoutError:
             pass
 

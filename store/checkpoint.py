@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from pathlib import Path
 
 import construct as cs
@@ -18,6 +19,12 @@ import construct as cs
 from store.errors import CheckpointError
 
 CHECKPOINT_SIZE = 4096
+
+#: Held around a read-modify-write of a checkpoint file that may run beside another thread's: the
+#: consume queue builder's flush runs in a server's executor (``ConsumeQueueBuilder.flush``) while
+#: the index builder, on the event loop, records a full index file (``IndexBuilder._roll``); each
+#: rewrites the whole page, so without it one could put back a field the other had just moved on.
+UPDATE_LOCK = threading.Lock()
 
 #: Declared once; not a hot path, so ``construct`` keeps the layout readable.
 CHECKPOINT_LAYOUT = cs.Struct(

@@ -144,6 +144,12 @@ class MessageStore:
         self._store_time = store_time_picker(self.commitlog)
         self._builder = None
         self._cq_builder = None
+        #: Set by a caller that runs ``flush_queues`` itself, off its thread (a server's refresh
+        #: loop: an fsync must not hold the event loop): a caught-up ``refresh`` then only sets
+        #: ``flush_due`` instead of syncing the consume queues it built.
+        self.defer_flush = False
+        #: A caught-up ``refresh`` found consume queues to sync (with ``defer_flush``).
+        self.flush_due = False
         #: The topics are those of the topic table and the consume queues only, not also those the
         #: index builder walked past: set by a writable store, whose table lists every topic with
         #: records (a deleted topic's records stay, and the index walks its last one again at start).
@@ -629,6 +635,14 @@ class MessageStore:
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
+    def flush_queues(self) -> None:
+        """Sync the consume queues this store built and record ``logicsMsgTimestamp``: what a
+        caught-up ``refresh`` does, callable from another thread (``ConsumeQueueBuilder.flush``; the
+        store's lock is not taken, so a refresh on the event loop does not wait for the disk)."""
+        builder = self._cq_builder
+        if builder is not None:
+            builder.flush()
+
     def refresh(self, max_records: int | None = None, *, tail: bool = False) -> bool:
         """Pick up new CommitLog data and index files; index new records when this store builds its own.
 
@@ -656,7 +670,11 @@ class MessageStore:
                     raise
                 self.dispatch_error = None
                 if self._cq_builder is not None and read == 0:
-                    self._cq_builder.flush()  # caught up: sync and record logicsMsgTimestamp
+                    # caught up: sync and record logicsMsgTimestamp (now, or by the caller's thread)
+                    if self.defer_flush:
+                        self.flush_due = True
+                    else:
+                        self._cq_builder.flush()
                 if tail and self._cq_builder is not None:
                     # A put's refresh: only the queues this builder wrote changed (the server's
                     # periodic refresh, not ``tail``, still looks at every opened queue).

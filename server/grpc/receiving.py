@@ -390,10 +390,16 @@ class GrpcConsumers:
             await self._wait_queues(topic, order, wait)
 
     async def _wait_queues(self, topic: str, queue_ids: list[int], timeout: float) -> None:
-        """Until a SEND to one of the queues (or the server stops), at most ``timeout`` seconds."""
-        waits = [asyncio.ensure_future(self.changes.wait_queue(topic, q, timeout)) for q in queue_ids]
+        """Until a SEND to one of the queues (or the server stops), at most ``timeout`` seconds.
+
+        The queues are watched from this call, before anything yields: a SEND handled between the
+        read that found nothing and the first turn of the wait's tasks must wake this receive."""
+        events = [self.changes.watch_queue(topic, q) for q in queue_ids]
+        if timeout <= 0 or any(event.is_set() for event in events):
+            return
+        waits = [asyncio.ensure_future(event.wait()) for event in events]
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiting in waits:
                 waiting.cancel()

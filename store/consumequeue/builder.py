@@ -50,6 +50,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from store.checkpoint import UPDATE_LOCK as CHECKPOINT_UPDATE_LOCK
 from store.checkpoint import Checkpoint
 from store.commitlog.gaps import Gap
 from store.commitlog.mapped_files import CommitLog
@@ -519,6 +520,8 @@ class ConsumeQueueBuilder:
         self._queues: dict[tuple[str, int], _QueueAppender] = {}
         self._open: OrderedDict[tuple[str, int], _QueueAppender] = OrderedDict()
         self._lock = threading.Lock()
+        #: Held for a whole ``flush`` (its syncs included): one flush at a time.
+        self._flush_lock = threading.Lock()
         self.entries_written = 0
         self.records_read = 0
         #: What failed after a rebuild's swap (the new queues are in place regardless).
@@ -867,25 +870,54 @@ class ConsumeQueueBuilder:
         return pos + size
 
     def flush(self) -> None:
-        """Sync the written files, then record ``logicsMsgTimestamp`` in the checkpoint."""
-        with self._lock:
-            if not self._dirty and not self._unsynced:
-                return
-            for queue in self._open.values():
-                if queue.fd is not None:
-                    os.fsync(queue.fd)
-            for key in self._unsynced:
-                queue = self._queues.get(key)
-                if queue is not None and queue.fd is None and queue.last_start is not None:
-                    queue.open_fd()
-                    queue.close_fd(sync=True)
-            self._unsynced.clear()
-            if self._dirty and self._last_store_ts:
-                checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
-                if checkpoint.logics_msg_timestamp != self._last_store_ts:
-                    checkpoint.logics_msg_timestamp = self._last_store_ts
-                    checkpoint.write(self.checkpoint_path)
-            self._dirty = False
+        """Sync the written files, then record ``logicsMsgTimestamp`` in the checkpoint.
+
+        Safe from another thread while ``dispatch`` runs: the builder's lock is held only to note
+        what to sync (a duplicate of each open file's descriptor, the path of each closed unsynced
+        one), never across an ``fsync``, so a dispatch on the event loop
+        does not wait for the disk (the broker's ``FlushConsumeQueueService`` flushes in a thread of
+        its own too). Flushes run one at a time, so the checkpoint never goes back. A failed sync
+        leaves everything to sync again by the next flush."""
+        with self._flush_lock:
+            with self._lock:
+                if not self._dirty and not self._unsynced:
+                    return
+                dirty, last_store_ts, unsynced = self._dirty, self._last_store_ts, self._unsynced
+                fds = [os.dup(queue.fd) for queue in self._open.values() if queue.fd is not None]
+                paths = []
+                for key in unsynced:
+                    queue = self._queues.get(key)
+                    if queue is not None and queue.fd is None and queue.last_start is not None:
+                        paths.append(queue._path(queue.last_start))
+                self._dirty, self._unsynced = False, set()
+            try:
+                try:
+                    for fd in fds:
+                        os.fsync(fd)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+                for path in paths:
+                    try:
+                        fd = os.open(path, os.O_RDONLY)
+                    except FileNotFoundError:
+                        continue  # its topic was deleted meanwhile
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            except BaseException:
+                with self._lock:
+                    self._dirty = self._dirty or dirty
+                    self._unsynced |= unsynced
+                raise
+            if dirty and last_store_ts:
+                # outside the builder's lock too (the write syncs); flushes are one at a time
+                with CHECKPOINT_UPDATE_LOCK:
+                    checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+                    if checkpoint.logics_msg_timestamp != last_store_ts:
+                        checkpoint.logics_msg_timestamp = last_store_ts
+                        checkpoint.write(self.checkpoint_path)
 
     def close(self) -> None:
         self.flush()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from protocol.errors import ProtocolError
 from protocol.message import read_index_fields
+from store.checkpoint import UPDATE_LOCK as CHECKPOINT_UPDATE_LOCK
 from store.checkpoint import Checkpoint, abnormal_exit
 from store.commitlog import record
 from store.commitlog.gaps import Gap
@@ -265,9 +266,10 @@ class IndexBuilder:
             # Its pages stay in the page cache (queries map them back); without this a rebuild kept
             # every full file it wrote resident: 420 MB more for each at the default geometry.
             full.release()
-            checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
-            checkpoint.index_msg_timestamp = full.header.end_timestamp
-            checkpoint.write(self.checkpoint_path)
+            with CHECKPOINT_UPDATE_LOCK:  # the consume queues' flush may update it from a thread
+                checkpoint = Checkpoint.read_or_default(self.checkpoint_path)
+                checkpoint.index_msg_timestamp = full.header.end_timestamp
+                checkpoint.write(self.checkpoint_path)
         return new
 
     def dispatch(self, run: Run) -> None:

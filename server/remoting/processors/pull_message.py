@@ -396,10 +396,17 @@ class PullMessageProcessor:
         if not self.holds.take(peer):
             return request.make_response(ResponseCode.SYSTEM_BUSY, remark=BUSY_REMARK)
         try:
+            # The first pass and this task are a turn of the event loop apart: a SEND handled between
+            # them (the next frame of the same read, another connection's) woke the pulls waiting on
+            # its queue, and this one was not waiting yet. Look at the queue once before the first
+            # wait (as the broker's hold looks at a suspended request's queue on its next check),
+            # not before every wait: a pass that found nothing with the queue already past the
+            # offset (an entry not readable yet) would spin.
+            grown = self._store.max_offset(header.topic, header.queue_id) > header.queue_offset
             while True:
                 allow_suspend = True
                 # Held: wait for the queue to pass the requested offset, or for the timeout.
-                while True:
+                while not grown:
                     remaining = deadline - loop_time()
                     if remaining <= 0 or self._changes.closed or self.holds.ended(peer):
                         allow_suspend = False  # the broker's timeout path: run once more, answer anything
@@ -412,6 +419,7 @@ class PullMessageProcessor:
                         break
                     if self._store.max_offset(header.topic, header.queue_id) > header.queue_offset:
                         break
+                grown = False
                 response = self.pull_once(request, header, peer, commit=False)
                 if not (allow_suspend and response.code == ResponseCode.PULL_NOT_FOUND):
                     return woken_answer(response)

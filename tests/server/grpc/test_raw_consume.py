@@ -19,10 +19,15 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from protocol.message import decode_message
+from protocol.send_message import SendMessageRequestHeader
 from server.app import QueryServer, ServerSettings
 from server.broker.controller import BrokerController
+from server.broker.put_message import PutContext, single_record
+from server.broker.receive_store import store_leases
 from server.broker.writable_store import WritableStore
+from server.grpc.receiving import GrpcConsumers
 from server.grpc.sending import GrpcWriter
+from server.grpc.topics import GrpcTopics
 from server.grpc.v2 import Code, Permission, definition, service, service_grpc
 from server.remoting.write_path import DeliveryTimer, write_path
 from store.config.store_config import StoreConfig
@@ -318,3 +323,30 @@ async def test_under_five_seconds_left_is_refused_with_the_code_the_client_knows
     ):
         responses = [r async for r in stub.ReceiveMessage(receive_request(), metadata=meta, timeout=4)]
         assert responses[0].status.code == code
+
+
+async def test_a_send_between_a_receives_read_and_its_wait_wakes_it(served: Served) -> None:
+    """A receive that found nothing yields once it waits; a SEND handled before its wait's tasks
+    first run (the same turn of the event loop) must still wake it, not leave it to the polling time.
+    Driven by hand on the port's own consume side, so that the SEND lands exactly there."""
+    store, broker = served.store, served.broker
+    consumers = GrpcConsumers(
+        broker,
+        store_leases(broker, "b1"),
+        GrpcTopics(store.reader, 6, store),
+        served.server.changes,
+        clock=broker.clock,
+    )
+    responses = consumers.receive(receive_request(polling_s=20), None, 30_000)
+    first = asyncio.ensure_future(anext(responses))
+    await asyncio.sleep(0)  # the receive reads (nothing) and starts to wait
+    assert not first.done()
+    header = SendMessageRequestHeader("g", "Plain", "TBW102", 4, 0, 0, int(time.time() * 1000), 0, "")
+    store.put([single_record(header, b"between", PutContext("DefaultCluster", 4096, "127.0.0.1", 9))])
+    try:
+        status = await asyncio.wait_for(first, 5)  # not the 20 s polling time
+        assert status.status.code == Code.OK
+        message = (await anext(responses)).message
+        assert message.body == b"between"
+    finally:
+        await responses.aclose()
