@@ -362,7 +362,7 @@ class WritableStore:
                 raise self._unavailable()  # whoever settled them found the log cut
             return []
         try:
-            self.dispatch()
+            self.dispatch(unsettled)
         except DispatchWriteError as exc:
             # The records are in the CommitLog, so they are acknowledged (the broker answers after
             # its CommitLog put; its reput writes the queues later). Their entries are written from
@@ -547,11 +547,19 @@ class WritableStore:
         except ProtocolError:
             return None
 
-    def dispatch(self) -> None:
+    def dispatch(self, unsettled: list[tuple[list[StoreRecord], list[Appended]]] | None = None) -> None:
         """The reput: bring the index and the query side up to the end of the CommitLog (the files
         before the one being written are checked for changes every ``FULL_CHECK_EVERY``, not on
-        every put: ``CommitLog.refresh(tail=True)``)."""
-        self.reader.refresh(tail=True)
+        every put: ``CommitLog.refresh(tail=True)``).
+
+        ``unsettled``: what ``append`` wrote since the last settle. When those records follow each
+        other from where the read side's CommitLog ended to the writer's position (no roll-over,
+        nothing else written), the read side takes them as they were appended
+        (``MessageStore.refresh_written``: no second walk and BODYCRC check of bytes written from
+        memory a moment ago; the dispatchers handed them as one run); anything else is the walk."""
+        span = None if unsettled is None else _written_span(unsettled, self.writer.position)
+        if span is None or not self.reader.refresh_written(*span):
+            self.reader.refresh(tail=True)
 
     def next_delivery(self) -> int | None:
         """When the next scheduled or timer message is due (ms), or None."""
@@ -633,3 +641,26 @@ class WritableStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _written_span(
+    unsettled: list[tuple[list[StoreRecord], list[Appended]]], position: int
+) -> tuple[int, int, int, tuple[int, int]] | None:
+    """(first offset, end, records, (offset, size) of the last) of the records appended since the
+    last settle when they lie back to back and end at the writer's ``position``; None otherwise (a
+    roll-over's blank record between them, or none)."""
+    first = end = -1
+    count = 0
+    last = (0, 0)
+    for _, appended in unsettled:
+        for done in appended:
+            if end < 0:
+                first = end = done.offset
+            elif done.offset != end:
+                return None
+            last = (done.offset, done.size)
+            end += done.size
+            count += 1
+    if count == 0 or end != position:
+        return None
+    return first, end, count, last

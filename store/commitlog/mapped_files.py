@@ -320,6 +320,41 @@ class CommitLog:
             self._max_offset = self._find_end()
             self._settled_end = self._find_settled_end()
 
+    def refresh_written(self, first: int, end: int, last: tuple[int, int]) -> bool:
+        """``refresh(tail=True)`` after this process's own writer appended whole records at
+        ``[first, end)`` of the last file (``last``: the last one's offset and size), without
+        walking them again; False, with nothing changed, when anything but that case holds (the
+        caller then refreshes as usual, which walks and checks them).
+
+        The case: ``first`` is the known end and the settled end, the tail is unchanged
+        (``_tail_unchanged``: within ``FULL_CHECK_EVERY`` of a full check, no SIGBUS fault, the
+        files from the known end on the same inode and size, no next file), ``[first, end)`` lies
+        in the last file, the map's TOTALSIZE words chain from ``first`` exactly to ``end``
+        (``record.hop``: what was written is what the map reads, the file was not cut or replaced
+        under the write) and zeros follow. BODYCRC is not computed again: the writer computed it
+        from the same bytes it wrote a moment ago, and the records are whole when the write
+        returned, so the settled end is ``end`` (the still-arriving rule is for another process's
+        writer)."""
+        with self._lock:
+            if end <= first or first != self._max_offset or first != self._settled_end:
+                return False
+            if not self._tail_unchanged():
+                return False
+            files = self._files
+            i = len(files) - 1
+            f = files[i]
+            if f.mm is None or not f.start <= first or end > f.start + f.length:
+                return False
+            view = self._views[i]
+            pos, stop = first - f.start, end - f.start
+            if record.hop(view, pos, stop) != stop:
+                return False
+            if stop + SIZE_MAGIC_WIDTH <= f.length and view[stop : stop + SIZE_MAGIC_WIDTH] != _ZERO8:
+                return False
+            self._max_offset = self._settled_end = end
+            self._last_record = last
+            return True
+
     def _unchanged(self, names: list[str]) -> bool:
         """The files ``refresh`` would keep as they are, all of them, and no other: the same names,
         each file mapped, the same inode at its path, its size the mapped length, and no SIGBUS
