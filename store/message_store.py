@@ -641,24 +641,27 @@ class MessageStore:
             self.commitlog.refresh(tail=tail)
             return self._dispatch_new(max_records, tail, None)
 
-    def refresh_written(self, first: int, end: int, records: int, last: tuple[int, int]) -> bool:
+    def refresh_written(
+        self, first: int, end: int, records: int, last: tuple[int, int], written: bytes
+    ) -> bool:
         """``refresh(tail=True)`` after this process's writer appended ``records`` whole records at
-        ``[first, end)`` (``last``: the last one's offset and size): the CommitLog takes them
-        without walking them (``CommitLog.refresh_written``) and the dispatchers get them as one run
-        (``Reput.dispatch_written``), the same entries and keys the walk would give. False, with
-        nothing done, when the CommitLog cannot take them so (the caller refreshes as usual); a
-        dispatch the shortcut cannot make is the usual pass."""
+        ``[first, end)`` (``last``: the last one's offset and size; ``written``: their bytes as
+        written): the CommitLog takes them without walking them (``CommitLog.refresh_written``) and
+        the dispatchers get them as one run over ``written`` (``Reput.dispatch_written``), the same
+        entries and keys the walk would give. False, with nothing done, when the CommitLog cannot
+        take them so (the caller refreshes as usual); a dispatch the shortcut cannot make is the
+        usual pass."""
         with self._lock:
-            if self._reput is None or not self.commitlog.refresh_written(first, end, last):
+            if self._reput is None or not self.commitlog.refresh_written(first, end, last, written):
                 return False
-            self._dispatch_new(None, True, (first, end, records))
+            self._dispatch_new(None, True, (first, end, records, written))
             return True
 
     def _dispatch_new(
-        self, max_records: int | None, tail: bool, written: tuple[int, int, int] | None
+        self, max_records: int | None, tail: bool, written: tuple[int, int, int, bytes] | None
     ) -> bool:
         """``refresh``'s part after the CommitLog's: the index audited, the reput's pass (or the
-        just-written run, ``written``: first, end, records), the queues refreshed."""
+        just-written run, ``written``: first, end, records, their bytes), the queues refreshed."""
         if self._reput is not None:
             if self._builder is not None:
                 self.index.audit(tail=tail)

@@ -83,15 +83,16 @@ class Reput:
                 return 0
             return self._run(active, max_records if max_records is not None else _NO_LIMIT)
 
-    def dispatch_written(self, first: int, end: int, records: int) -> int | None:
+    def dispatch_written(self, first: int, end: int, records: int, written: bytes) -> int | None:
         """Hand the ``records`` whole records this process's writer just appended at ``[first, end)``
-        (one CommitLog file, known whole: ``CommitLog.refresh_written`` took them) to every
-        dispatcher as one checked run, without the walk: no resume point search, no ``whole_run``
-        over them, no scan (the index reads them with ``checked``, BODYCRC not computed a third
-        time). The same records in the same order as ``run_once`` would give them, so the same
-        bytes. None, with nothing dispatched, when a dispatcher lacks anything before ``first`` or
-        holds something after it (a failed dispatch to redo, a rebuild under way): ``run_once``
-        then walks from the least resume point as always."""
+        (``written``: their bytes as it wrote them; ``CommitLog.refresh_written`` took them) to
+        every dispatcher as one checked run over those bytes, without the walk: no resume point
+        search, no ``whole_run``, no scan (the index reads them with ``checked``), and no page of
+        the CommitLog's map touched. The same records in the same order as ``run_once`` would give
+        them from the map, so the same bytes written. None, with nothing dispatched, when a
+        dispatcher lacks anything before ``first`` or holds something after it (a failed dispatch
+        to redo, a dispatcher that sat a pass out): ``run_once`` then walks from the least resume
+        point as always."""
         with self._lock:
             active = [d for d in self.dispatchers if d.begin()]
             if not active:
@@ -99,16 +100,11 @@ class Reput:
             for d in active:
                 if d.resume_offset() != first:
                     return None
-            f = self.commitlog.file_holding(first)
-            if f is None or f.mm is None or end > f.end:
+            if end - first != len(written):
                 return None
-            try:
-                with f.view() as view:
-                    run = Run(view, f.start, first - f.start, end - f.start, f.safe_length)
-                    for d in active:
-                        d.dispatch(run)
-            finally:
-                self.commitlog.release(first, end)
+            run = Run(memoryview(written), first, 0, end - first)
+            for d in active:
+                d.dispatch(run)
             self.records_read += records
             return records
 

@@ -1,8 +1,9 @@
 """A settle takes the records its own writer just appended without walking them again.
 
 ``WritableStore.settle`` hands the read side the span ``append`` wrote (``MessageStore.refresh_written``:
-the CommitLog's end moved to it after a TOTALSIZE hop over the map, the dispatchers given it as one
-run) instead of the reput's walk, which re-checks BODYCRC of bytes written from memory a moment ago.
+the CommitLog's end moved to it once the map reads the first and last record's size words as written,
+the dispatchers given the writer's own bytes as one run) instead of the reput's walk, which re-read
+and re-checked BODYCRC of bytes written from memory a moment ago.
 The files must be byte for byte what the walk writes, across CommitLog and IndexFile roll-overs,
 batches and queues; bytes that are not what the writer wrote are never acknowledged.
 """
