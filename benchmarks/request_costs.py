@@ -280,12 +280,13 @@ def pull_rows(conf: Path) -> dict[str, float]:
     return out
 
 
-def send_rows() -> dict[str, float]:
+def send_rows(per_read: int = PIPELINED) -> dict[str, float]:
     """SEND_MESSAGE_V2 under ``serve --writable``, on a fresh store with the test kit's geometry: a
     256-byte body with KEYS, TAGS and a fresh UNIQ_KEY as the Java producer sends them
-    (``benchmarks.send_load``'s requests), per request through the connection. Every SEND is stored
-    and indexed before it is answered, so this is ``put_cost``'s put plus the request's own path:
-    decode, the checks, the record's properties, the answer."""
+    (``benchmarks.send_load``'s requests), per request through the connection, ``per_read`` of them
+    in each read (1: a lone SEND, which pays a whole settle). Every SEND is stored and indexed
+    before it is answered, so this is ``put_cost``'s put plus the request's own path: decode, the
+    checks, the record's properties, the answer."""
     import tempfile
 
     from clients.testkit.server import kit_store_config
@@ -309,7 +310,7 @@ def send_rows() -> dict[str, float]:
             header.to_ext_fields(v2=True), b"x" * 256, SerializeType.JSON,
         )  # fmt: skip
         frames.append(encode_frame(command))
-    chunks = [b"".join(frames[i : i + PIPELINED]) for i in range(0, n, PIPELINED)]
+    chunks = [b"".join(frames[i : i + per_read]) for i in range(0, n, per_read)]
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="rmq-costs-") as tmp:
         store = WritableStore(kit_store_config(Path(tmp) / "store"))
@@ -317,8 +318,8 @@ def send_rows() -> dict[str, float]:
 
         async def timed(dispatcher: Any) -> None:
             out[
-                f"send (256 bytes): through the connection ({PIPELINED} pipelined per read)"
-            ] = await through_connection_async_us(dispatcher, chunks)
+                f"send (256 bytes): through the connection ({per_read} pipelined per read)"
+            ] = await through_connection_async_us(dispatcher, chunks, per_read=per_read)
 
         on_writable_server(store, timed)
     return out
@@ -420,7 +421,11 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps({**measure(args.store_conf), **pull_rows(args.store_conf), **send_rows()}))
+        print(
+            json.dumps(
+                {**measure(args.store_conf), **pull_rows(args.store_conf), **send_rows(), **send_rows(1)}
+            )
+        )
         return 0
     runs = {}
     for label, env in (("compiled", {"RMQ_PURE_PYTHON": ""}), ("pure Python", {"RMQ_PURE_PYTHON": "1"})):

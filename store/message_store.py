@@ -653,44 +653,69 @@ class MessageStore:
         """
         with self._lock:
             self.commitlog.refresh(tail=tail)
-            if self._reput is not None:
-                if self._builder is not None:
-                    self.index.audit(tail=tail)
-                else:
-                    self.index.refresh()
-                try:
+            return self._dispatch_new(max_records, tail, None)
+
+    def refresh_written(
+        self, first: int, end: int, records: int, last: tuple[int, int], written: bytes
+    ) -> bool:
+        """``refresh(tail=True)`` after this process's writer appended ``records`` whole records at
+        ``[first, end)`` (``last``: the last one's offset and size; ``written``: their bytes as
+        written): the CommitLog takes them without walking them (``CommitLog.refresh_written``) and
+        the dispatchers get them as one run over ``written`` (``Reput.dispatch_written``), the same
+        entries and keys the walk would give. False, with nothing done, when the CommitLog cannot
+        take them so (the caller refreshes as usual); a dispatch the shortcut cannot make is the
+        usual pass."""
+        with self._lock:
+            if self._reput is None or not self.commitlog.refresh_written(first, end, last, written):
+                return False
+            self._dispatch_new(None, True, (first, end, records, written))
+            return True
+
+    def _dispatch_new(
+        self, max_records: int | None, tail: bool, written: tuple[int, int, int, bytes] | None
+    ) -> bool:
+        """``refresh``'s part after the CommitLog's: the index audited, the reput's pass (or the
+        just-written run, ``written``: first, end, records, their bytes), the queues refreshed."""
+        if self._reput is not None:
+            if self._builder is not None:
+                self.index.audit(tail=tail)
+            else:
+                self.index.refresh()
+            try:
+                read = None if written is None else self._reput.dispatch_written(*written)
+                if read is None:
                     read = self._reput.run_once(max_records)
-                except DispatchWriteError as exc:
-                    # The entries written before the failure are served; the failed one is retried
-                    # by the next pass (the builders' resume points stay at its record).
-                    self.dispatch_error = str(exc)
-                    if self._cq_builder is not None:
-                        self._cq_builder.take_changed()
-                    self.queues.refresh()
-                    raise
-                self.dispatch_error = None
-                if self._cq_builder is not None and read == 0:
-                    # caught up: sync and record logicsMsgTimestamp (now, or by the caller's thread)
-                    if self.defer_flush:
-                        self.flush_due = True
-                    else:
-                        self._cq_builder.flush()
-                if tail and self._cq_builder is not None:
-                    # A put's refresh: only the queues this builder wrote changed (the server's
-                    # periodic refresh, not ``tail``, still looks at every opened queue).
-                    self.queues.refresh_some(self._cq_builder.take_changed())
+            except DispatchWriteError as exc:
+                # The entries written before the failure are served; the failed one is retried
+                # by the next pass (the builders' resume points stay at its record).
+                self.dispatch_error = str(exc)
+                if self._cq_builder is not None:
+                    self._cq_builder.take_changed()
+                self.queues.refresh()
+                raise
+            self.dispatch_error = None
+            if self._cq_builder is not None and read == 0:
+                # caught up: sync and record logicsMsgTimestamp (now, or by the caller's thread)
+                if self.defer_flush:
+                    self.flush_due = True
                 else:
-                    if self._cq_builder is not None:
-                        self._cq_builder.take_changed()
-                    self.queues.refresh()
-                # The index pages the builder wrote stay mapped: bound them even when no query comes.
-                if read and self._resident_over_limit():
-                    self._release_pages()
-                more = self._repair(max_records, tail)
-                return (max_records is not None and read >= max_records) or more
-            self.queues.refresh()
-            self.index.refresh()
-            return self._repair(max_records, tail)
+                    self._cq_builder.flush()
+            if tail and self._cq_builder is not None:
+                # A put's refresh: only the queues this builder wrote changed (the server's
+                # periodic refresh, not ``tail``, still looks at every opened queue).
+                self.queues.refresh_some(self._cq_builder.take_changed())
+            else:
+                if self._cq_builder is not None:
+                    self._cq_builder.take_changed()
+                self.queues.refresh()
+            # The index pages the builder wrote stay mapped: bound them even when no query comes.
+            if read and self._resident_over_limit():
+                self._release_pages()
+            more = self._repair(max_records, tail)
+            return (max_records is not None and read >= max_records) or more
+        self.queues.refresh()
+        self.index.refresh()
+        return self._repair(max_records, tail)
 
     def _repair(self, max_records: int | None, tail: bool) -> bool:
         """Advance the rebuilds of files that failed their checks (``store.file_repairs``); not in

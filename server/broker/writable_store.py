@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import NamedTuple
 
 from protocol.errors import ProtocolError
 from protocol.message import MessageExt, decode_message
@@ -66,6 +67,15 @@ from store.write.writer import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _Unsettled(NamedTuple):
+    """One ``append`` not yet settled: its records, where they went, the bytes written for them."""
+
+    records: list[StoreRecord]
+    appended: list[Appended]
+    written: bytes
+
 
 #: Deliveries (scheduled and timer messages) one ``deliver_due`` call makes at most.
 DELIVERIES_PER_CALL = 64
@@ -112,8 +122,9 @@ class WritableStore:
         self.deleted_topics: set[str] = set()
         #: Why this store stopped taking records (a CommitLog cut under it), None while it takes them.
         self.not_writable: str | None = None
-        #: What ``append`` took since the last ``settle``: (records, where they went) per append.
-        self._unsettled: list[tuple[list[StoreRecord], list[Appended]]] = []
+        #: What ``append`` took since the last ``settle``: (records, where they went, the bytes the
+        #: writer wrote for them) per append.
+        self._unsettled: list[_Unsettled] = []
         self.auto_create_topics = (
             config.auto_create_topic_enable if auto_create_topics is None else auto_create_topics
         )
@@ -347,7 +358,7 @@ class WritableStore:
             # the part the kernel took): the broker's answer when its disk is full. The next append
             # goes where this one would have, once space returns.
             raise self._unavailable() from exc
-        self._unsettled.append((records, appended))
+        self._unsettled.append(_Unsettled(records, appended, self.writer.last_written))
         return appended
 
     def settle(self) -> list[StoreRecord]:
@@ -362,7 +373,7 @@ class WritableStore:
                 raise self._unavailable()  # whoever settled them found the log cut
             return []
         try:
-            self.dispatch()
+            self.dispatch(unsettled)
         except DispatchWriteError as exc:
             # The records are in the CommitLog, so they are acknowledged (the broker answers after
             # its CommitLog put; its reput writes the queues later). Their entries are written from
@@ -377,12 +388,12 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
-        settled = [rec for records, _ in unsettled for rec in records]
+        settled = [rec for records, _, _ in unsettled for rec in records]
         arrived = self.arrived
         if arrived is not None:
             for topic, queue_id in {(rec.topic, rec.queue_id) for rec in settled}:
                 arrived(topic, queue_id)
-        for records, appended in unsettled:
+        for records, appended, _ in unsettled:
             for rec, done in zip(records, appended, strict=True):
                 if rec.topic == SCHEDULE_TOPIC:
                     self._schedule.schedule(
@@ -547,11 +558,19 @@ class WritableStore:
         except ProtocolError:
             return None
 
-    def dispatch(self) -> None:
+    def dispatch(self, unsettled: list[_Unsettled] | None = None) -> None:
         """The reput: bring the index and the query side up to the end of the CommitLog (the files
         before the one being written are checked for changes every ``FULL_CHECK_EVERY``, not on
-        every put: ``CommitLog.refresh(tail=True)``)."""
-        self.reader.refresh(tail=True)
+        every put: ``CommitLog.refresh(tail=True)``).
+
+        ``unsettled``: what ``append`` wrote since the last settle. When those records follow each
+        other from where the read side's CommitLog ended to the writer's position (no roll-over,
+        nothing else written), the read side takes them as they were appended
+        (``MessageStore.refresh_written``: no second walk and BODYCRC check of bytes written from
+        memory a moment ago; the dispatchers handed them as one run); anything else is the walk."""
+        span = None if unsettled is None else _written_span(unsettled, self.writer.position)
+        if span is None or not self.reader.refresh_written(*span):
+            self.reader.refresh(tail=True)
 
     def next_delivery(self) -> int | None:
         """When the next scheduled or timer message is due (ms), or None."""
@@ -633,3 +652,34 @@ class WritableStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _written_span(
+    unsettled: list[_Unsettled], position: int
+) -> tuple[int, int, int, tuple[int, int], bytes] | None:
+    """(first offset, end, records, (offset, size) of the last, their bytes) of the records appended
+    since the last settle when they lie back to back and end at the writer's ``position``; None
+    otherwise (a roll-over's blank record between them, or none)."""
+    first = end = -1
+    count = 0
+    last = (0, 0)
+    for _, appended, written in unsettled:
+        if not appended:
+            continue
+        if end < 0:
+            first = end = appended[0].offset
+        elif appended[0].offset != end:
+            return None
+        last_one = appended[-1]
+        last = (last_one.offset, last_one.size)
+        end = last_one.offset + last_one.size
+        if end - appended[0].offset != len(written):
+            return None
+        count += len(appended)
+    if count == 0 or end != position:
+        return None
+    if len(unsettled) == 1:
+        data = unsettled[0].written
+    else:
+        data = b"".join(one.written for one in unsettled if one.appended)
+    return first, end, count, last, data

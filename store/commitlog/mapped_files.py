@@ -320,6 +320,50 @@ class CommitLog:
             self._max_offset = self._find_end()
             self._settled_end = self._find_settled_end()
 
+    def refresh_written(self, first: int, end: int, last: tuple[int, int], written: bytes) -> bool:
+        """``refresh(tail=True)`` after this process's own writer appended whole records at
+        ``[first, end)`` of the last file (``last``: the last one's offset and size; ``written``:
+        the bytes it wrote there), without walking them again; False, with nothing changed, when
+        anything but that case holds (the caller then refreshes as usual, which walks and checks
+        them).
+
+        The case: ``first`` is the known end and the settled end, the tail is unchanged
+        (``_tail_unchanged``: within ``FULL_CHECK_EVERY`` of a full check, no SIGBUS fault, the
+        files from the known end on the same inode and size, no next file), ``[first, end)`` lies
+        in the last file, the map reads the first and the last record's TOTALSIZE and MAGICCODE as
+        written (the write reached the file this map reads, at the place it says) and zeros after.
+        The records in between are not read: the writer wrote them from ``written`` in the same
+        ``pwrite``, and the map reading them would fault every page in for nothing (the dispatchers
+        read ``written``, ``Reput.dispatch_written``). BODYCRC is not computed again, and the
+        records are whole when the write returned, so the settled end is ``end`` (the
+        still-arriving rule is for another process's writer)."""
+        with self._lock:
+            if end <= first or first != self._max_offset or first != self._settled_end:
+                return False
+            if end - first != len(written) or last[0] + last[1] != end:
+                return False
+            if not self._tail_unchanged():
+                return False
+            files = self._files
+            i = len(files) - 1
+            f = files[i]
+            if f.mm is None or not f.start <= first or end > f.start + f.length:
+                return False
+            view = self._views[i]
+            pos, tail = first - f.start, last[0] - f.start
+            width = SIZE_MAGIC_WIDTH
+            if view[pos : pos + width] != written[:width]:
+                return False
+            at = last[0] - first
+            if view[tail : tail + width] != written[at : at + width]:
+                return False
+            stop = end - f.start
+            if stop + width <= f.length and view[stop : stop + width] != _ZERO8:
+                return False
+            self._max_offset = self._settled_end = end
+            self._last_record = last
+            return True
+
     def _unchanged(self, names: list[str]) -> bool:
         """The files ``refresh`` would keep as they are, all of them, and no other: the same names,
         each file mapped, the same inode at its path, its size the mapped length, and no SIGBUS

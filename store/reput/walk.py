@@ -83,6 +83,31 @@ class Reput:
                 return 0
             return self._run(active, max_records if max_records is not None else _NO_LIMIT)
 
+    def dispatch_written(self, first: int, end: int, records: int, written: bytes) -> int | None:
+        """Hand the ``records`` whole records this process's writer just appended at ``[first, end)``
+        (``written``: their bytes as it wrote them; ``CommitLog.refresh_written`` took them) to
+        every dispatcher as one checked run over those bytes, without the walk: no resume point
+        search, no ``whole_run``, no scan (the index reads them with ``checked``), and no page of
+        the CommitLog's map touched. The same records in the same order as ``run_once`` would give
+        them from the map, so the same bytes written. None, with nothing dispatched, when a
+        dispatcher lacks anything before ``first`` or holds something after it (a failed dispatch
+        to redo, a dispatcher that sat a pass out): ``run_once`` then walks from the least resume
+        point as always."""
+        with self._lock:
+            active = [d for d in self.dispatchers if d.begin()]
+            if not active:
+                return 0
+            for d in active:
+                if d.resume_offset() != first:
+                    return None
+            if end - first != len(written):
+                return None
+            run = Run(memoryview(written), first, 0, end - first)
+            for d in active:
+                d.dispatch(run)
+            self.records_read += records
+            return records
+
     def run_forever(self, stop: threading.Event, interval: float = 0.5) -> None:
         """Follow a live CommitLog: refresh, dispatch what is new, sleep; until ``stop`` is set."""
         while not stop.is_set():

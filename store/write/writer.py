@@ -194,6 +194,10 @@ class StoreWriter:
         self._fd: int | None = None
         #: CommitLog offsets [begin, end) a failed write left torn and not yet zeroed again.
         self._torn: tuple[int, int] | None = None
+        #: The bytes the last ``put_batch`` wrote (its records, back to back from its first
+        #: ``Appended.offset``): a writable store's settle hands them to the dispatchers instead of
+        #: reading them back from a map (``WritableStore.settle``).
+        self.last_written: bytes = b""
         # Whatever fails from here on releases the lock again: a writer that never opened must
         # not keep the store locked for the rest of this process.
         try:
@@ -489,12 +493,14 @@ class StoreWriter:
             self._note(rec.topic, rec.queue_id, rec.sys_flag, now)
             offset += size
         start = self._position - self._position % self.file_size
+        written = b"".join(chunks)
         try:
-            self._write(start, b"".join(chunks), self._position - start)
+            self._write(start, written, self._position - start)
         except OSError:
             for rec in recs:  # nothing was stored: the queue offsets taken are given back
                 self._unnote(rec.topic, rec.queue_id, rec.sys_flag)
             raise
+        self.last_written = written
         self._position = offset
         self._last_store_ts = now
         return out
@@ -535,6 +541,7 @@ class StoreWriter:
             if not skips:  # nothing was stored: the queue offsets taken are given back
                 self._queue_offsets[key] -= len(recs)
             raise
+        self.last_written = data
         out = []
         for i, size in enumerate(sizes):
             out.append(Appended(offset, size, ids[i], keys[i], now, 0 if skips else queue_offset + i))

@@ -390,7 +390,7 @@ async def test_a_failed_settle_acknowledges_none_of_the_sends_it_covered(
     the dispatch works again, the next put dispatches every stored record."""
     await same_both_ways(sides, [send(1) + get_max_offset(TOPIC, 0, 2)])  # the queue opened
 
-    def failing() -> None:
+    def failing(*_unsettled: object) -> None:
         raise error
 
     real = [side.store.dispatch for side in sides]
