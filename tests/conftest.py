@@ -87,10 +87,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put each test in its xdist group (``tests/support/xdist_groups.py``); harmless without xdist.
     In an xdist worker, whose collection is the queue the workers share, the groups are also ordered
-    longest first (``xdist_groups.schedule_key``), each group's tests kept in their order."""
+    longest first (``xdist_groups.schedule_key``), each group's tests kept in their order.
+
+    ``tryfirst``: xdist's worker turns each test's ``xdist_group`` mark into the ``@group`` suffix of
+    its node id in this same hook, and its plugin is registered after this file, so it ran first and
+    found no mark: every test was a group of its own, and a module's fixtures (twenty JVMs for the
+    Java scenarios, the many-topics replay, a SparkSession) were set up again in each worker."""
     groups: dict[str, str] = {}
     for item in items:
         mark = item.get_closest_marker("xdist_group")

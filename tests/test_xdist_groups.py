@@ -70,3 +70,16 @@ def test_a_workers_collection_is_in_schedule_order(request: pytest.FixtureReques
     assert keys == sorted(keys)
     present = [group for group in LONG_FIRST if group in sizes]
     assert list(dict.fromkeys(groups))[: len(present)] == present
+
+
+def test_xdist_sends_this_test_with_its_group(request: pytest.FixtureRequest) -> None:
+    """The group reaches xdist: a worker's node id carries it (``@group``), which is what
+    ``--dist loadgroup`` schedules by; a mark added after xdist read the marks would not."""
+    if not hasattr(request.config, "workerinput"):
+        pytest.skip("the group is a node id suffix in an xdist worker only (-n)")
+    if not request.config.getoption("loadgroup", False):
+        pytest.skip("the suffix is for --dist loadgroup")
+    assert (
+        request.node.nodeid
+        == "tests/test_xdist_groups.py::test_xdist_sends_this_test_with_its_group@tests/test_xdist_groups.py"
+    )
