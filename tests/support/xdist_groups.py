@@ -14,7 +14,7 @@ A test module that cannot share the machine with any other test at all would nee
 
 The order the workers get the groups in decides how long the run takes: a worker runs a group to its
 end, so a long group handed out last keeps one worker busy after the others are done. xdist's own
-order (most tests first) put the suite's longest group, one 90 s test, near the end. The groups in
+order (most tests first) put the consume-side replay, one 94 s test, near the end. The groups in
 ``LONG_FIRST`` (measured the longest, in one worker's seconds) are handed out first, longest first;
 the rest follow with the most tests first, as xdist would order them (``schedule_key``).
 """
@@ -26,18 +26,19 @@ from pathlib import PurePosixPath
 SPARK_DIR = PurePosixPath("tests/store/spark")
 
 #: The longest groups, longest first: seconds of one worker, summed over the group's tests, in the
-#: compiled pass under ``-n 4`` with ``RMQ_ROCKETMQ_HOME`` set on the shared 2-core machine (load
-#: about 15; BENCHMARKS.md "The suite's time"): spark 478, java-kit 386, the browser 165, many topics
-#: 137, mqadmin writable 95, consume side 94, group admin 90, soak 51, the 5.x simple consumer 46.
-#: The next group took 38 s. A group not collected (a path given on the command line) is skipped.
+#: compiled pass under ``-n 4 --dist loadgroup`` with ``RMQ_ROCKETMQ_HOME`` set on the shared 2-core
+#: machine (load 6-14; BENCHMARKS.md "The suite's time"): spark 140, the browser 107, group admin
+#: against mqadmin 100, the consume-side replay 94 (one test), many topics 77, java-kit 70, mqadmin
+#: writable 66, the soak 50, the 5.x simple consumer 48; the next took 34. A group not collected (a
+#: path given on the command line) is skipped.
 LONG_FIRST: tuple[str, ...] = (
     "spark",
-    "java-kit",
     "tests/server/http/test_browser.py",
-    "tests/server/test_many_topics_golden.py",
-    "tests/server/test_mqadmin_writable.py",
-    "tests/server/test_consume_side_golden.py",
     "tests/clients/cli/test_group_admin_vs_mqadmin.py",
+    "tests/server/test_consume_side_golden.py",
+    "tests/server/test_many_topics_golden.py",
+    "java-kit",
+    "tests/server/test_mqadmin_writable.py",
     "tests/server/test_soak_writable.py",
     "tests/server/grpc/test_official_simple_consumer.py",
 )
