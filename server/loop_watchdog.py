@@ -79,7 +79,13 @@ class LoopWatchdog:
             if held >= self.threshold and logged_for != beat:
                 logged_for = beat
                 frame = sys._current_frames().get(self._loop_thread or 0)
-                where = "".join(traceback.format_stack(frame, limit=12)) if frame is not None else "?"
+                try:
+                    where = "".join(traceback.format_stack(frame, limit=12)) if frame is not None else "?"
+                finally:
+                    # A frame object kept here keeps its function's locals after it returns: a view
+                    # of a connection's read buffer then stops that buffer from being resized, and
+                    # the connection's next read fails (BufferError). The text is all that is kept.
+                    del frame
                 log.warning(
                     "the event loop has been held for %.0f ms (every client waits); its thread is in:\n%s",
                     held * 1000,

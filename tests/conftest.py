@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the workers' queue in the order ``pytest_collection_modifyitems`` gives it: xdist would
+    otherwise sort the groups by their number of tests and hand the longest group, one test, out last."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put each test in its xdist group (``tests/support/xdist_groups.py``); harmless without xdist."""
+    """Put each test in its xdist group (``tests/support/xdist_groups.py``); harmless without xdist.
+    In an xdist worker, whose collection is the queue the workers share, the groups are also ordered
+    longest first (``xdist_groups.schedule_key``), each group's tests kept in their order.
+
+    ``tryfirst``: xdist's worker turns each test's ``xdist_group`` mark into the ``@group`` suffix of
+    its node id in this same hook, and its plugin is registered after this file, so it ran first and
+    found no mark: every test was a group of its own, and a module's fixtures (twenty JVMs for the
+    Java scenarios, the many-topics replay, a SparkSession) were set up again in each worker."""
+    groups: dict[str, str] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is None:
             group = xdist_groups.group_of(item.nodeid, getattr(item, "fixturenames", ()))
             item.add_marker(pytest.mark.xdist_group(group))
+        else:  # a group a test chose itself (xdist's own rule for the marker's name)
+            group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        groups[item.nodeid] = group
+    if hasattr(config, "workerinput"):
+        sizes = Counter(groups.values())
+        items.sort(key=lambda item: xdist_groups.schedule_key(group := groups[item.nodeid], sizes[group]))

@@ -32,3 +32,30 @@ async def test_a_stall_is_measured_and_its_stack_logged(caplog: pytest.LogCaptur
     assert dog.take_recent_max() < 0.15  # a new window
     [record] = [r for r in caplog.records if "event loop has been held" in r.getMessage()]
     assert "hold_the_loop_for" in record.getMessage()
+
+
+def stall_holding_a_view_of(buffer: bytearray, seconds: float) -> int:
+    view = memoryview(buffer)  # as the frame decoder's header holds a view of the connection's buffer
+    time.sleep(seconds)
+    return len(view)
+
+
+async def test_a_logged_stall_leaves_no_view_of_the_loops_buffers_alive(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stack the watchdog logged must not outlive the log line: a frame object kept by its thread
+    keeps that frame's locals, and a view of a connection's read buffer kept alive stops the buffer
+    from being resized (``BufferError`` in ``data_received``: the connection dropped after a stall)."""
+    buffer = bytearray(b"frame bytes")
+    dog = LoopWatchdog(interval=0.01, threshold=0.1)
+    dog.start(asyncio.get_running_loop())
+    try:
+        with caplog.at_level(logging.WARNING, logger="server.loop_watchdog"):
+            stall_holding_a_view_of(buffer, 0.3)
+            await asyncio.sleep(0.1)
+        del buffer[:6]  # raises BufferError while a view of it is alive (the watchdog still runs)
+    finally:
+        dog.stop()
+    assert buffer == b"bytes"
+    [record] = [r for r in caplog.records if "event loop has been held" in r.getMessage()]
+    assert "stall_holding_a_view_of" in record.getMessage()

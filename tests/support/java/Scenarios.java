@@ -56,6 +56,12 @@ public class Scenarios {
     static final long WAIT_MS = Long.getLong("scenario.waitMs", 40000L);
     /** Extra time after a wait is satisfied, to see deliveries that should not come (duplicates, filtered tags). */
     static final long GRACE_MS = Long.getLong("scenario.graceMs", 2000L);
+    /**
+     * The clients' own calls (a route lookup at start, an admin query): 3 s by default, which a route
+     * lookup overran when the suite's four workers started a row's twenty JVMs at once on two cores
+     * (the client then throws instead of retrying). Waiting longer changes nothing a row observes.
+     */
+    static final int API_TIMEOUT_MS = Integer.getInteger("scenario.apiTimeoutMs", 15000);
 
     final String namesrv;
     final String id;
@@ -132,6 +138,7 @@ public class Scenarios {
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance());
         p.setSendMsgTimeout(10000); // JVMs and the server share two cores in CI
+        p.setMqClientApiTimeout(API_TIMEOUT_MS);
         p.start();
         closers.add(p::shutdown);
         return p;
@@ -144,6 +151,7 @@ public class Scenarios {
     DefaultMQPushConsumer consumer(DefaultMQPushConsumer c, String topic, String expression) throws Exception {
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance());
+        c.setMqClientApiTimeout(API_TIMEOUT_MS);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, expression);
         return c;
@@ -412,6 +420,7 @@ public class Scenarios {
         DefaultMQAdminExt admin = new DefaultMQAdminExt();
         admin.setNamesrvAddr(namesrv);
         admin.setInstanceName(instance());
+        admin.setMqClientApiTimeout(API_TIMEOUT_MS);
         admin.start();
         closers.add(admin::shutdown);
         return admin;
@@ -622,6 +631,7 @@ public class Scenarios {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(group("lite"));
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance());
+        c.setMqClientApiTimeout(API_TIMEOUT_MS);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, "*");
         c.start();
