@@ -291,6 +291,11 @@ class ConsumerIdsNotifier:
         #: Notifications sent (a counter, for tests and reports).
         self.sent = 0
 
+    @property
+    def waiting(self) -> int:
+        """Groups whose change is not told yet (it will be within ``delay``)."""
+        return len(self._pending)
+
     def __call__(self, group: str, channels: list[Channel]) -> None:
         first = group not in self._pending
         self._pending[group] = channels

@@ -1,6 +1,14 @@
 """Two ``serve --writable`` servers fed the same reads, one with the compiled request path and one
 without it (the reference): the harness of the compiled path's differential tests on writable
-stores (``test_request_path_pull.py``, ``test_request_path_send.py``)."""
+stores (``test_request_path_pull.py``, ``test_request_path_send.py``).
+
+A feed's bytes are its answers in the order written, then the requests the broker sent on its own
+(a heartbeat's NOTIFY_CONSUMER_IDS_CHANGED, ``ConsumerIdsNotifier``: told ``NOTIFY_DELAY`` after
+the change). That request comes from a timer of its own, not from the request path: whether it came
+before the connection closed, and where among the answers of held pulls (another timer), depended
+on how fast the loop ran, so under CPU load one side had it and the other not. The feed waits for it
+as it waits for the held pulls, and keeps it after the answers: both are compared, exactly.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from protocol.frame import decode_frames
 from server.app import QueryServer
 from server.broker.writable_store import WritableStore
 from server.remoting import request_path
@@ -45,8 +54,10 @@ class WritableSide:
         return path.answered if isinstance(path, CountingPath) else 0
 
     async def feed(self, reads: list[bytes], settle_s: float = 0.5) -> tuple[bytes, list[str]]:
-        """The bytes written and the transport's other calls, after ``reads`` and up to ``settle_s``
-        for the answers that come from tasks (a held pull, a SEND that created its topic)."""
+        """The bytes written (the answers, then the broker's own requests: ``broker_requests_last``)
+        and the transport's other calls, after ``reads`` and up to ``settle_s`` for the answers that
+        come from tasks (a held pull, a SEND that created its topic) and for the group changes the
+        notifier has still to tell (a heartbeat's)."""
         # a loop iteration of its own, as a client's read is: the server's per-iteration heartbeat
         # budget (server.loop_budget) would otherwise be spent by the heartbeats of earlier feeds
         # run back to back without a yield, and this one's answered later, in a task
@@ -58,15 +69,28 @@ class WritableSide:
         for data in reads:
             connection.data_received(data)
         for _ in range(int(settle_s / 0.01)):
-            if not connection.in_flight:
+            if not connection.in_flight and not self.hook.notifier.waiting:
                 break
             await asyncio.sleep(0.01)
         connection.connection_lost(None)
-        return bytes(transport.data), transport.calls
+        return broker_requests_last(bytes(transport.data)), transport.calls
 
     async def stop(self) -> None:
         await self.server.stop()
         self.store.close()
+
+
+def broker_requests_last(data: bytes) -> bytes:
+    """``data``'s frames with the requests the broker sent (not answers) moved after the answers,
+    each kind in its order; the bytes of every frame as written."""
+    commands, end = decode_frames(data, len(data) + 1, len(data) + 1)
+    assert end == len(data), "a frame written in part"
+    answers, requests, at = [], [], 0
+    for command in commands:
+        size = 4 + int.from_bytes(data[at : at + 4], "big")
+        (answers if command.is_response else requests).append(data[at : at + size])
+        at += size
+    return b"".join(answers + requests)
 
 
 async def same_both_ways(

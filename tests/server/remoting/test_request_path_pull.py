@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import json
 import random
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from protocol.index_key import java_string_hash
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
 from server.remoting import request_path
-from server.remoting.write_path import WritePath
+from server.remoting.write_path import NOTIFY_DELAY, WritePath
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord
@@ -263,6 +264,20 @@ async def test_pulls_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
             assert answered(sides[0]) - before == 1  # the first: the compiled path stops at the shape
         # (the unknown group exists from here on: the reference created it)
         await same_both_ways(sides, [beat(1, "*"), shape + pull(1) + pull(2, queue_id=1)])
+
+
+async def test_a_loop_stall_on_one_side_only(sides: tuple[Side, Side]) -> None:
+    """A loaded machine stalls the loop of one side past the notifier's delay while a pull is held
+    (as the CPU hogs of a four-worker run did): the heartbeat's NOTIFY_CONSUMER_IDS_CHANGED came
+    before that side's held answer and connection close, and not on the other side, so the feeds
+    differed though both paths answered alike. Each feed has the NOTIFY once, after the answers."""
+    reads = [beat(1, "*"), pull(3) + pull(200) + pull(4)]
+    asyncio.get_running_loop().call_later(0.005, time.sleep, NOTIFY_DELAY + 0.03)
+    got = await sides[0].feed(reads)
+    expected = await sides[1].feed(reads)
+    assert got == expected
+    notify = b'{"code":40,"extFields":{"consumerGroup":"G"},"flag":2,'
+    assert got[0].count(notify) == 1 and got[0].index(notify) > got[0].rindex(b'"flag":1,')
 
 
 @pytest.mark.parametrize("value", NOT_UTF8 + UTF8)
