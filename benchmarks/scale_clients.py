@@ -16,13 +16,16 @@ work cannot slow its timings.
 
 Both print ``ready ...`` on stdout once started (the heart-beating clients once every client's first
 heartbeat is answered or timed out), run until a line or end of file arrives on stdin, then print one
-JSON line of what they saw. Times are ``time.monotonic()``, the clock the driver's process shares.
+JSON line of what they saw. Requests in flight at the stop are waited for (each has its own timeout),
+so every request sent is counted answered, failed or timed out. Times are ``time.monotonic()``, the
+clock the driver's process shares.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -160,20 +163,33 @@ async def heartbeats(args: argparse.Namespace) -> dict[str, object]:
     connected = time.monotonic() - started
     print(f"ready {connected:.3f}", flush=True)
 
+    stopping = asyncio.Event()
+
+    async def pause(seconds: float) -> None:
+        """Sleeps ``seconds``, cut short by the stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), seconds)
+
     async def keep_beating(index: int, conn: RemotingConnection, body: bytes) -> None:
-        await asyncio.sleep(args.interval * index / max(1, len(connections)))
-        while True:
+        await pause(args.interval * index / max(1, len(connections)))
+        while not stopping.is_set():
             await beat(conn, client, body)
-            await asyncio.sleep(args.interval)
+            await pause(args.interval)
 
     loops = [asyncio.ensure_future(keep_beating(i, c, b)) for i, (c, b) in enumerate(connections)]
     await _wait_stdin()
-    for task in loops:
-        task.cancel()
-    await asyncio.gather(*loops, return_exceptions=True)
+    # No new beat after the stop, but the ones in flight keep their own ``--timeout`` (as the probe's
+    # requests do): each beat sent ends answered, failed or timed out, whatever the machine's speed.
+    stopping.set()
+    if loops:
+        _, late = await asyncio.wait(loops, timeout=args.timeout + 1)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
     for conn, _ in connections:
         conn.close()
-    # Asked, and neither answered nor given up on when told to stop (a server frozen at that moment).
+    # Asked, and neither answered nor timed out: a beat whose own timeout did not fire within the
+    # stop's grace (its timeout and a second); none, unless this process itself was stalled.
     unanswered = int(stats["sent"]) - int(stats["answered"]) - int(stats["failed"]) - int(stats["timeouts"])
     return stats | {
         "max_ms": round(float(stats["max_ms"]), 1),

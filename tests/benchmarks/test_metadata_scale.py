@@ -8,10 +8,16 @@ refused), the probe and the heart-beating clients are served, and the report car
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
+
+from benchmarks import scale_clients
 from benchmarks.metadata_scale import FIGURES, parse_args, probe_stats, run_benchmark
 from benchmarks.scale_store import build_store, message_topic_indexes
+from protocol.codes import RequestCode, ResponseCode
+from protocol.frame import FrameDecoder, encode_frame
 from store.config.consumer_offsets import ConsumerOffsetTable
 from store.config.subscription_groups import SubscriptionGroupTable
 from store.config.topics import TopicTable
@@ -69,4 +75,50 @@ async def test_a_tiny_run_measures_every_figure(tmp_path: Path) -> None:
     probe = report["probe_idle"]
     assert probe["count"] > 10 and probe["failed"] == 0, probe  # type: ignore[index]
     [beats] = report["heartbeats"]  # type: ignore[misc]
-    assert beats["not_connected"] == 0 and beats["sent"] >= 20 and beats["answered"] == beats["sent"], beats
+    assert beats["not_connected"] == 0 and beats["sent"] >= 20, beats
+    # every beat sent is answered, those in flight at the stop included (they are waited for)
+    assert beats["answered"] == beats["sent"] and beats["unanswered_at_stop"] == 0, beats
+
+
+async def test_heartbeats_in_flight_at_the_stop_are_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer that answers each HEART_BEAT 0.4 s late, a beat every 0.1 s: the stop comes while one is
+    in flight on every connection, and each is still counted answered (none cancelled, none lost)."""
+    delay = 0.4
+    heart_beats = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal heart_beats
+        decoder = FrameDecoder()
+        try:
+            while data := await reader.read(65536):
+                for request in decoder.feed(data):
+                    assert request.code == RequestCode.HEART_BEAT
+                    heart_beats += 1
+                    await asyncio.sleep(delay)
+                    writer.write(encode_frame(request.make_response(ResponseCode.SUCCESS)))
+                    await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stopped_with: list[int] = []
+
+    async def stop_soon() -> None:  # instead of the driver's line on stdin
+        await asyncio.sleep(delay * 1.5)  # the second beats are then in flight
+        stopped_with.append(heart_beats)
+
+    monkeypatch.setattr(scale_clients, "_wait_stdin", stop_soon)
+    argv = ["heartbeats", "--addr", f"127.0.0.1:{port}", "--clients", "2", "--topics", "2"]
+    args = scale_clients.parse_args([*argv, "--interval", "0.1", "--timeout", "5"])
+    try:
+        report = await asyncio.wait_for(scale_clients.heartbeats(args), 10)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert stopped_with[0] > 2  # the server had a beat past the first ones when the stop came
+    assert report["sent"] == heart_beats == stopped_with[0], (report, heart_beats)
+    assert report["answered"] == report["sent"], report
+    assert report["failed"] == report["timeouts"] == report["unanswered_at_stop"] == 0, report

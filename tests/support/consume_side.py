@@ -41,6 +41,12 @@ NORMALISED = (
     "object map keys), {'messages': [...]} when it is stored message records (decoded), else "
     "{'sha256', 'length'}."
 )
+#: The UNKNOW half message's born time, this long after the delay-level-3 send-back: the script's
+#: nine 0.3 s steps between the two, the gap the recording had at full speed. Its check-back comes
+#: ``transactionTimeOut`` (6 s) after its born time, and must come before the retry the send-back
+#: scheduled 10 s after it (the broker's CommitLog: the check's copy at 3143, the retry at 3894).
+#: Taking the born time from the clock at the send made a slow run's copy land after the retry.
+UNKNOW_HALF_BORN_AFTER_SEND_BACK_MS = 2700
 SET_KEYS = {"connectionSet", "consumerIdList", "groupList", "lockOKMQSet", "mqSet", "subscriptionDataSet"}
 
 
@@ -284,6 +290,9 @@ class Recorder:
         self.pgroup = f"CsProducer_{s}"
         self.conns: dict[str, Conn] = {}
         self.uniq = 0
+        #: When the delay-level-3 send-back was sent (ms): the UNKNOW half message's born time is
+        #: taken from it (``UNKNOW_HALF_BORN_AFTER_SEND_BACK_MS``), not from the script's speed.
+        self.sent_back_ms = 0
 
     async def conn(self, name: str) -> Conn:
         if name not in self.conns:
@@ -646,6 +655,7 @@ class Recorder:
             "unitMode": "false",
             "maxReconsumeTimes": "16",
         }
+        self.sent_back_ms = int(time.time() * 1000)
         await self.ask(
             "send back: normal (delay 3 + reconsumeTimes)",
             R.CONSUMER_SEND_MSG_BACK,
@@ -853,13 +863,11 @@ class Recorder:
         T, G, P = self.topic, self.group, self.pgroup
         halves = []
         for what in ("commit", "rollback", "unknown"):
+            born = int(time.time() * 1000)
+            if what == "unknown":  # never in the future: the broker would check it at once
+                born = min(born, self.sent_back_ms + UNKNOW_HALF_BORN_AFTER_SEND_BACK_MS)
             fields, uniq = self.send_fields(
-                T,
-                2,
-                f"Tx{what}",
-                sys_flag=4,
-                extra={"TRAN_MSG": "true", "PGROUP": P},
-                born=int(time.time() * 1000),
+                T, 2, f"Tx{what}", sys_flag=4, extra={"TRAN_MSG": "true", "PGROUP": P}, born=born
             )
             answer = await self.ask(
                 f"send half message ({what})", R.SEND_MESSAGE, fields, f"half-{what}".encode(), via="P"

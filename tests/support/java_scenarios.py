@@ -15,6 +15,7 @@ threads, outside any event loop), so a test can stop it and start it again on th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import select
@@ -37,6 +38,16 @@ WAIT_SECONDS = 40
 RUN_TIMEOUT = 110
 #: Seconds a server gets to start or to stop.
 PROCESS_TIMEOUT = 20
+#: What mqadmin prints (its stack trace) when a request of its own got no answer within its timeout:
+#: ``RemotingTimeoutException``, or ``RemotingSendRequestException: send request to <...> failed``:
+#: mqadmin against a listener that accepts and never answers printed either, from one run to the
+#: next (more often the second with ``JavaKit``'s JVM flags). The one failure a patient ``mqadmin``
+#: reruns.
+MQADMIN_TIMED_OUT = re.compile(
+    r"org\.apache\.rocketmq\.remoting\.exception\.Remoting(?:Timeout|SendRequest)Exception[^\n]*"
+)
+
+log = logging.getLogger(__name__)
 
 
 def java_available() -> str | None:
@@ -96,10 +107,21 @@ class JavaKit:
             f"{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
         )
 
-    def mqadmin(self, *args: str, timeout: float = 60) -> str:
-        """The real ``mqadmin ARGS`` (``MQAdminStartup``); returns its standard output."""
+    def mqadmin(self, *args: str, timeout: float = 60, patient: bool = False) -> str:
+        """The real ``mqadmin ARGS`` (``MQAdminStartup``); returns its standard output.
+
+        ``patient``: for a loaded machine. mqadmin has no option nor JVM property for its request
+        timeouts (``DefaultMQAdminExt``'s 5 s, the client's 3 s ``mqClientApiTimeout``), so a run that
+        failed on exactly an unanswered request (``MQADMIN_TIMED_OUT``) is run once more, with a
+        logged reason. Only for commands that may run twice (reads, and ``updateTopic``, which creates
+        or updates to the same config)."""
         main = ["org.apache.rocketmq.tools.command.MQAdminStartup", *args]
-        out = _run(self._java(main, "-Drmq.logdir=" + str(self.root / "mqadmin-logs")), timeout)
+        opts = "-Drmq.logdir=" + str(self.root / "mqadmin-logs")
+        out = _run(self._java(main, opts), timeout)
+        timed_out = MQADMIN_TIMED_OUT.search(out.stdout + out.stderr) if patient else None
+        if timed_out is not None:
+            log.warning("mqadmin %s hit its own timeout (%s); running it once more", args[0], timed_out[0])
+            out = _run(self._java(main, opts), timeout)
         return out.stdout
 
 
@@ -327,14 +349,16 @@ def run_row(kit: JavaKit, namesrv: str, broker: str, row: str, run_id: str) -> d
     obs = kit.run(namesrv, ROWS[row], run_id, *args)
     if row == "trace" and obs.get("msgId"):
         obs["mqadminTraceRows"] = trace_rows(
-            kit.mqadmin("queryMsgTraceById", "-n", namesrv, "-i", obs["msgId"])
+            kit.mqadmin("queryMsgTraceById", "-n", namesrv, "-i", obs["msgId"], patient=True)
         )
         del obs["msgId"]
     if row == "admin":
-        progress = kit.mqadmin("consumerProgress", "-n", namesrv, "-g", obs["group"])
+        progress = kit.mqadmin("consumerProgress", "-n", namesrv, "-g", obs["group"], patient=True)
         obs["consumerProgress"] = consumer_progress(progress, obs["topic"])
         topic = f"JS_admin8_{run_id}"
-        update = kit.mqadmin("updateTopic", "-n", namesrv, "-b", broker, "-t", topic, "-r", "8", "-w", "8")
+        update = kit.mqadmin(
+            "updateTopic", "-n", namesrv, "-b", broker, "-t", topic, "-r", "8", "-w", "8", patient=True
+        )
         obs["updateTopicSuccess"] = f"create topic to {broker} success." in update
-        obs["topicRoute"] = route_queues(kit.mqadmin("topicRoute", "-n", namesrv, "-t", topic))
+        obs["topicRoute"] = route_queues(kit.mqadmin("topicRoute", "-n", namesrv, "-t", topic, patient=True))
     return normalized(obs, run_id)  # type: ignore[return-value]

@@ -5,10 +5,11 @@
 
 It copies ``../shared/rocketmq-4.9.7-bin`` to a temp dir, starts its ``bin/start-broker.sh`` on a fresh
 temp store (``broker.conf``: a short ``transactionCheckInterval`` so a check-back comes within seconds;
-half messages carry the real born time, since the check-back immunity, ``transactionTimeOut``, counts
-from it; no name server: ``127.0.0.1:1``) and plays one scripted sequence per serialization (JSON, then
-ROCKETMQ headers; each with its own topic, groups and client ids so the two do not see each other's
-state). Every request and answer is kept (code, ext fields in wire order, remark, body), and so is every
+half messages carry a real born time, since the check-back immunity, ``transactionTimeOut``, counts
+from it: the UNKNOW one's is 2.7 s after the delayed send-back, see ``consume_side``; no name
+server: ``127.0.0.1:1``) and plays one scripted sequence per serialization (JSON, then ROCKETMQ
+headers; each with its own topic, groups and client ids so the two do not see each other's state).
+Every request and answer is kept (code, ext fields in wire order, remark, body), and so is every
 request the broker sends to our connections (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
 RESET_CONSUMER_CLIENT_OFFSET, relayed CONSUME_MESSAGE_DIRECTLY and GET_CONSUMER_RUNNING_INFO, which our
 fake consumer answers). Values that differ between runs are normalised (see ``NORMALISED``), so a second

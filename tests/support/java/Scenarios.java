@@ -62,12 +62,29 @@ public class Scenarios {
      * (the client then throws instead of retrying). Waiting longer changes nothing a row observes.
      */
     static final int API_TIMEOUT_MS = Integer.getInteger("scenario.apiTimeoutMs", 15000);
+    /**
+     * A synchronous send's whole budget (sendMsgTimeout): the client spends it on the route lookup
+     * of a new topic too (up to API_TIMEOUT_MS above) before the send itself and its retries, so it
+     * must be longer than that lookup or a slow but successful lookup ends the send ("send message
+     * Exception" from sendMessageInTransaction, "sendDefaultImpl call timeout" from send).
+     */
+    static final int SEND_TIMEOUT_MS = Integer.getInteger("scenario.sendTimeoutMs", 2 * API_TIMEOUT_MS);
 
     final String namesrv;
     final String id;
     final Map<String, Object> obs = new LinkedHashMap<>();
     final List<Runnable> closers = new ArrayList<>();
     final AtomicInteger instances = new AtomicInteger();
+
+    /** An exception and its causes, each "class: message", so a wrapped failure says what it wraps. */
+    static String causes(Throwable e) {
+        StringBuilder text = new StringBuilder();
+        for (int depth = 0; e != null && depth < 8; e = e.getCause(), depth++) {
+            text.append(depth == 0 ? "" : " <- caused by ").append(e.getClass().getName()).append(": ")
+                .append(e.getMessage());
+        }
+        return text.toString();
+    }
 
     Scenarios(String namesrv, String id) {
         this.namesrv = namesrv;
@@ -86,7 +103,7 @@ public class Scenarios {
         try {
             s.run(args[1], rest);
         } catch (Throwable e) {
-            s.obs.put("error", e.getClass().getName() + ": " + e.getMessage());
+            s.obs.put("error", causes(e));
         } finally {
             s.closeAll();
         }
@@ -137,7 +154,7 @@ public class Scenarios {
     <P extends DefaultMQProducer> P producer(P p) throws Exception {
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance());
-        p.setSendMsgTimeout(10000); // JVMs and the server share two cores in CI
+        p.setSendMsgTimeout(SEND_TIMEOUT_MS); // JVMs and the server share two cores in CI
         p.setMqClientApiTimeout(API_TIMEOUT_MS);
         p.start();
         closers.add(p::shutdown);
