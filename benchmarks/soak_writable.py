@@ -466,6 +466,17 @@ class Soak:
                 await self.server.start()
                 self.stats.restarts += 1
 
+    async def _until_min_kills(self) -> None:
+        """Keep the chaos going past ``--minutes`` until ``--min-kills`` kill -9s happened: a loaded
+        machine restarts the server slower, and a short run would otherwise kill it fewer times than
+        it set out to. Bounded: each missing kill may take one kill interval and one start."""
+        missing = self.args.min_kills - self.stats.kills
+        if missing <= 0 or self.args.kill_every <= 0:
+            return
+        deadline = time.monotonic() + missing * (self.args.kill_every * 1.3 + START_TIMEOUT)
+        while self.stats.kills < self.args.min_kills and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+
     async def filler(self) -> None:
         """Fill the disk with a ballast file until ENOSPC, keep it full, then free it."""
         if not self.tmpfs:
@@ -591,6 +602,7 @@ class Soak:
         chaos = [asyncio.ensure_future(c()) for c in (self.killer, self.filler, self.hostile)]
         chaos.append(asyncio.ensure_future(self.attacks.run(self.stop_chaos)))
         await asyncio.sleep(self.args.minutes * 60)
+        await self._until_min_kills()
         self.stop_chaos.set()
         await asyncio.gather(*chaos)
         (self.disk / "ballast").unlink(missing_ok=True)
@@ -905,6 +917,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=2, help="consumer groups, one member each")
     parser.add_argument("--consumer-restart", type=float, default=20.0, help="seconds a member lives")
     parser.add_argument("--kill-every", type=float, default=30.0, help="seconds between kill -9s")
+    parser.add_argument(
+        "--min-kills", type=int, default=0, help="run past --minutes until this many kill -9s happened"
+    )
     parser.add_argument("--fill-every", type=float, default=45.0, help="seconds between disk-full cycles")
     parser.add_argument("--full-seconds", type=float, default=5.0, help="how long the disk stays full")
     parser.add_argument(
