@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.mqadmin_env import mqadmin_env
 from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 
 BIN = ROCKETMQ_HOME
@@ -44,7 +45,7 @@ class Env:
     def mqadmin(self, *args: str) -> str:
         done = subprocess.run(
             [str(self.rmq / "bin" / "mqadmin"), *args, "-n", self.namesrv],
-            capture_output=True, text=True, timeout=MQADMIN_TIMEOUT_S, check=False,
+            capture_output=True, text=True, timeout=MQADMIN_TIMEOUT_S, check=False, env=mqadmin_env(),
         )  # fmt: skip
         return done.stdout + done.stderr
 

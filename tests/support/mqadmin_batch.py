@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support.mqadmin_env import KEEP_CHANNEL_ON_TIMEOUT
 from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME
 
 BIN = ROCKETMQ_HOME
@@ -26,7 +27,8 @@ def available() -> bool:
 
 
 def _java_flags(rmq: Path) -> list[str]:
-    """The JVM flags ``bin/_env.sh`` gives the tools."""
+    """The JVM flags ``bin/_env.sh`` gives the tools (``run_batch`` adds ``KEEP_CHANNEL_ON_TIMEOUT``:
+    each command's client refreshes routes in the background, see ``tests/support/mqadmin_env.py``)."""
     out = subprocess.run(
         ["bash", "-c", f'. "{rmq}/bin/_env.sh"; echo "$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS"'],
         capture_output=True, text=True, timeout=30, check=True,
@@ -50,7 +52,8 @@ def run_batch(work: Path, commands: Sequence[Sequence[str]], *, timeout: float =
     batch = work / "commands.tsv"
     batch.write_text("".join("\t".join(cmd) + "\n" for cmd in commands), encoding="utf-8")
     done = subprocess.run(
-        ["java", *_java_flags(rmq), "-cp", f"{rmq / 'lib' / '*'}:{classes}", "MqadminBatch", str(batch)],
+        ["java", *_java_flags(rmq), KEEP_CHANNEL_ON_TIMEOUT, "-cp", f"{rmq / 'lib' / '*'}:{classes}",
+         "MqadminBatch", str(batch)],
         capture_output=True, timeout=timeout, check=False,
         env={**os.environ, "ROCKETMQ_HOME": str(rmq / "home")},
     )  # fmt: skip

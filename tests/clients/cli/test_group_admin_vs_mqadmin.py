@@ -36,6 +36,7 @@ from protocol.custom_headers import (
     UpdateConsumerOffsetRequestHeader,
     read_offset,
 )
+from tests.support.mqadmin_env import mqadmin_env
 from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 
 BIN = ROCKETMQ_HOME
@@ -61,7 +62,7 @@ class Env:
     def mqadmin(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.rmq / "bin" / "mqadmin"), *args, "-n", self.namesrv],
-            capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env=self.run_env,
+            capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env=mqadmin_env(self.run_env),
         )  # fmt: skip
 
     def ours(self, *args: str) -> subprocess.CompletedProcess[str]:
