@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.mqadmin_env import KEEP_CHANNEL_ON_TIMEOUT
 from tests.support.paths import HAVE_ROCKETMQ, REPO_ROOT, ROCKETMQ_HOME, ROCKETMQ_SKIP_REASON
 
 JAVA_BIN = ROCKETMQ_HOME
@@ -116,7 +117,8 @@ class JavaKit:
         logged reason. Only for commands that may run twice (reads, and ``updateTopic``, which creates
         or updates to the same config)."""
         main = ["org.apache.rocketmq.tools.command.MQAdminStartup", *args]
-        opts = "-Drmq.logdir=" + str(self.root / "mqadmin-logs")
+        # the flag: a background refresh that times out does not close the command's channel (h25)
+        opts = "-Drmq.logdir=" + str(self.root / "mqadmin-logs") + " " + KEEP_CHANNEL_ON_TIMEOUT
         out = _run(self._java(main, opts), timeout)
         timed_out = MQADMIN_TIMED_OUT.search(out.stdout + out.stderr) if patient else None
         if timed_out is not None:
