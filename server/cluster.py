@@ -9,10 +9,10 @@ auto-created by one broker is routed to that broker, the cluster table lists the
 
 Faults (``server.faults``) are set per broker. ``down`` is a broker process dying: the broker is
 unregistered first (its routes go, as the name server's ``onChannelDestroy`` drops them), then stops
-listening and closes its connections as a stopped or killed JVM's end (a FIN, nothing more
-answered); clearing it listens again on the same ports and registers again. The store stays open
-meanwhile: nothing acknowledged is lost, and held state (offsets, scheduled deliveries) carries on
-when the broker is back, as a restarted broker's would.
+listening and resets its connections (nothing more answered; the real broker's end with a FIN,
+``QueryServer.suspend`` says why ours do not yet); clearing it listens again on the same ports and
+registers again. The store stays open meanwhile: nothing acknowledged is lost, and held state
+(offsets, scheduled deliveries) carries on when the broker is back, as a restarted broker's would.
 """
 
 from __future__ import annotations

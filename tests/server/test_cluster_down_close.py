@@ -28,6 +28,12 @@ def cluster(tmp_path: Path) -> Iterator[RmqCluster]:
         yield made
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="down resets (RST) for now: with a FIN the Java push consumer's pull of one of broker-a's"
+    " queues stalled after the broker's return in 1 run of 3 (test_java_cluster_failover); see"
+    " QueryServer.suspend",
+)
 def test_down_ends_each_connection_with_a_fin_answering_nothing_as_the_real_broker(
     cluster: RmqCluster,
 ) -> None:
