@@ -74,7 +74,7 @@ from server.remoting.processors.pull_message import (
 from server.remoting.processors.query_message import DEFAULT_QUERY_MAX_NUM, QueryMessageProcessor
 from server.remoting.processors.queue_offsets import QueueOffsetProcessor
 from server.remoting.processors.runtime_info import RuntimeInfoProcessor
-from server.remoting.refusal import IdleConnections, IncompleteRequests, Refuser
+from server.remoting.refusal import DownConnection, IdleConnections, IncompleteRequests, Refuser
 from server.remoting.request_path import RequestPath
 from server.remoting.write_budget import (
     DEFAULT_MAX_QUEUED_BYTES,
@@ -354,6 +354,8 @@ class QueryServer:
 
     def _protocol(self) -> asyncio.Protocol:
         assert self.dispatcher is not None
+        if self.suspended:
+            return DownConnection()  # accepted just before ``suspend`` closed the ports
         if len(self._connections) >= self.refuser.limit:
             loop = asyncio.get_running_loop()
             now = loop.time()

@@ -669,8 +669,9 @@ class RemotingConnection(asyncio.Protocol):
 
     def reset(self) -> None:
         """Reset the connection now (RST: linger 0, then abort), as a network fault or a middlebox
-        does (a broker process that stops or dies ends with a FIN: ``abandon``); nothing queued is
-        sent (``server.faults``' ``drop``)."""
+        does; nothing queued is sent (``server.faults``' ``drop``, and ``down`` for now: a broker
+        process that stops or dies ends with a FIN, ``abandon``; ``QueryServer.suspend`` says why
+        ``down`` does not)."""
         state = self._state
         if state.closing or self._transport is None:
             return

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from collections import OrderedDict
 from typing import Protocol, cast
 
@@ -274,3 +276,19 @@ class RefusedConnection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self._refuser.untrack(self)
+
+
+class DownConnection(asyncio.Protocol):
+    """A connection the kernel accepted as the broker went ``down``: reset at once, as ``suspend``
+    reset the others. asyncio makes a connection's protocol one loop turn after the accept, so a
+    connection accepted just before the listening sockets closed would otherwise be served by a
+    broker that is down."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # aborted all the same, with a FIN
+        cast(asyncio.Transport, transport).abort()

@@ -190,3 +190,28 @@ def test_the_kit_fixture_names_the_cluster(rmq_cluster: RmqCluster) -> None:
     assert os.environ["NAMESRV_ADDR"] == rmq_cluster.namesrv_address
     assert sorted(rmq_cluster.broker_addresses) == ["broker-a", "broker-b"]
     assert rmq_cluster.faults("broker-b") == Faults()
+
+
+def test_a_connection_accepted_as_the_broker_goes_down_is_reset(cluster: RmqCluster) -> None:
+    """asyncio makes a protocol a loop turn after the accept: one accepted just before ``suspend``
+    closed the ports must not be served by the broker that is down."""
+    server = cluster.cluster.broker("broker-a").server
+    cluster.set_faults("broker-a", down=True)
+    protocol = cluster.run(_make_protocol(server))
+    aborted: list[bool] = []
+
+    class Transport:
+        def get_extra_info(self, name: str) -> None:
+            return None
+
+        def abort(self) -> None:
+            aborted.append(True)
+
+    protocol.connection_made(Transport())  # type: ignore[arg-type]
+    assert aborted == [True]
+    cluster.clear_faults("broker-a")
+    assert not server.suspended
+
+
+async def _make_protocol(server: object) -> object:
+    return server._protocol()  # type: ignore[attr-defined]
