@@ -25,6 +25,7 @@ import pytest
 
 from tests.support.java_scenarios import JavaKit, WritableServer, java_available
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 pytestmark = pytest.mark.skipif(java_available() is not None, reason=str(java_available()))
@@ -49,7 +50,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WritableServer]
 
 
 def config(server: WritableServer) -> object:
-    return rocketmq.ClientConfiguration(f"127.0.0.1:{server.grpc_port}", rocketmq.Credentials())
+    return rocketmq.ClientConfiguration(
+        f"127.0.0.1:{server.grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
 
 
 def send_v5(server: WritableServer, topic: str, messages: list[dict]) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 
@@ -43,7 +44,9 @@ def write_config(root: Path) -> None:
 
 
 def config(grpc_port: int) -> object:
-    return rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    return rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
 
 
 def produce(grpc_port: int) -> None:

@@ -23,6 +23,7 @@ from clients.admin import QueryAdmin
 from clients.message_queue import MessageQueue
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 
@@ -42,7 +43,9 @@ def message(topic: str, body: bytes, key: str, **fields: object) -> object:
 def produce(grpc_port: int) -> tuple[dict[str, object], int]:
     """Run the official producer (blocking; its own threads and loop): one receipt per message, and
     the delivery time (s) asked for the delayed one: 3 s after its send, whatever the start-up took."""
-    config = rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    config = rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
     producer = rocketmq.Producer(config, tuple(TOPICS))
     producer.startup()
     try:

@@ -25,6 +25,7 @@ from store.config.consumer_offsets import ConsumerOffsetTable
 from tests.support.node_client import run_node_client
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 
@@ -42,7 +43,9 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
 
 
 def config(grpc_port: int) -> object:
-    return rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    return rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
 
 
 def produce_v5(grpc_port: int, topic: str, count: int) -> list[str]:

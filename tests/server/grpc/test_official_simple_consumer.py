@@ -25,6 +25,7 @@ from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 
@@ -34,7 +35,9 @@ AWAIT = 5
 
 
 def config(grpc_port: int) -> object:
-    return rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    return rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
 
 
 def produce(grpc_port: int, topic: str, count: int) -> list[str]:

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq.grpc_protocol import FilterType  # noqa: E402
@@ -28,7 +29,9 @@ TOPIC = "GrpcSql"
 
 
 def config(grpc_port: int) -> object:
-    return rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    return rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
 
 
 def produce(grpc_port: int) -> None:

@@ -22,6 +22,7 @@ import pytest
 from clients.admin import QueryAdmin
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 
@@ -33,7 +34,9 @@ SLACK_MS = 1500
 def produce(grpc_port: int, delays: dict[bytes, int]) -> dict[bytes, int]:
     """Send one message per body, each due ``delays[body]`` seconds after the producer has started
     (blocking: the client's own threads); the delivery time (s) each was sent with."""
-    config = rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    config = rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
     producer = rocketmq.Producer(config, (TOPIC,))
     producer.startup()
     try:

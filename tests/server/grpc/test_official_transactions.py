@@ -21,6 +21,7 @@ from clients.admin import QueryAdmin
 from clients.message_queue import MessageQueue
 from tests.support.serve_process import PROCESS_TIMEOUT, kill_if_running, start_writable_grpc
 from tests.support.topics_json import write_topics
+from tests.support.v5_client import V5_REQUEST_TIMEOUT
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq.grpc_protocol import TransactionResolution  # noqa: E402
@@ -51,7 +52,9 @@ def message(body: bytes, key: str) -> object:
 
 def run_transactions(grpc_port: int, checker: Checker) -> dict[str, str]:
     """Commit one, roll back one, leave one to the check-back (waited for); their message ids."""
-    config = rocketmq.ClientConfiguration(f"127.0.0.1:{grpc_port}", rocketmq.Credentials())
+    config = rocketmq.ClientConfiguration(
+        f"127.0.0.1:{grpc_port}", rocketmq.Credentials(), request_timeout=V5_REQUEST_TIMEOUT
+    )
     producer = rocketmq.Producer(config, (TOPIC,), checker)
     producer.startup()
     try:
