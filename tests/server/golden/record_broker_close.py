@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,11 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from record_cluster import start_broker, stop
+from record_cluster import start_broker, start_namesrv, stop
 
 from clients.topic_admin import TopicAdmin, TopicSpec
 from tests.support.broker_close import open_connections, watch
-from tests.support.java_scenarios import _wait_for, free_port_triple
+from tests.support.java_scenarios import free_port_triple
 from tests.support.real_broker import copy_rmq
 
 OUT = Path(__file__).with_name("broker_close_4.9.7.json")
@@ -46,17 +45,9 @@ def observe(signal_number: signal.Signals) -> dict[str, dict[str, object]]:
         rmq = copy_rmq(root)
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            ns_port = free_port_triple()
-            ns_log = root / "namesrv.out"
-            env = dict(os.environ, RMQ_NAMESRV_DIR=str(root / "namesrv"))
-            with open(ns_log, "wb") as out:
-                procs.append(
-                    subprocess.Popen([str(rmq / "bin" / "start-namesrv.sh"), str(ns_port)], stdout=out,
-                                     stderr=subprocess.STDOUT, env=env)
-                )  # fmt: skip
-            _wait_for(ns_log, "The Name Server boot success")
+            namesrv = start_namesrv(rmq, root, procs)
             port = free_port_triple()
-            broker = start_broker(rmq, root, "broker-a", port, f"127.0.0.1:{ns_port}")
+            broker = start_broker(rmq, root, "broker-a", port, namesrv)
             procs.append(broker)
             address = f"127.0.0.1:{port}"
             asyncio.run(create_topic(address))

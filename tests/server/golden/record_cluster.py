@@ -35,6 +35,25 @@ OUT = Path(__file__).with_name("cluster_4.9.7.json")
 TOPIC = "Failover"
 
 
+def start_namesrv(rmq: Path, root: Path, procs: list[subprocess.Popen[bytes]]) -> str:
+    """Start the real name server on a free port; its process goes into ``procs`` before the wait
+    for its boot (so a caller's cleanup stops it either way). Returns its address."""
+    port = free_port_triple()
+    log = root / "namesrv.out"
+    env = dict(os.environ, RMQ_NAMESRV_DIR=str(root / "namesrv"))
+    with open(log, "wb") as out:
+        procs.append(
+            subprocess.Popen(
+                [str(rmq / "bin" / "start-namesrv.sh"), str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
+    _wait_for(log, "The Name Server boot success")
+    return f"127.0.0.1:{port}"
+
+
 def start_broker(rmq: Path, root: Path, name: str, port: int, namesrv: str) -> subprocess.Popen[bytes]:
     (root / name).mkdir(parents=True, exist_ok=True)
     (root / name / "broker.conf").write_text(f"brokerName={name}\n")
@@ -83,16 +102,7 @@ def main() -> None:
         class_path = compile_program(root / "java")
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            ns_port = free_port_triple()
-            ns_log = root / "namesrv.out"
-            env = dict(os.environ, RMQ_NAMESRV_DIR=str(root / "namesrv"))
-            with open(ns_log, "wb") as out:
-                procs.append(
-                    subprocess.Popen([str(rmq / "bin" / "start-namesrv.sh"), str(ns_port)], stdout=out,
-                                     stderr=subprocess.STDOUT, env=env)
-                )  # fmt: skip
-            _wait_for(ns_log, "The Name Server boot success")
-            namesrv = f"127.0.0.1:{ns_port}"
+            namesrv = start_namesrv(rmq, root, procs)
             ports = {"broker-a": free_port_triple(), "broker-b": free_port_triple()}
             brokers = {name: start_broker(rmq, root, name, port, namesrv) for name, port in ports.items()}
             procs.extend(brokers.values())

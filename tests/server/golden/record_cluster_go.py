@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from record_cluster import create_topic, start_broker, stop, wait_registered
+from record_cluster import create_topic, start_broker, start_namesrv, stop, wait_registered
 
 from tests.support.cluster_go import GoFailoverProgram, build_program, go_client_gopath, run_scenario
-from tests.support.java_scenarios import _wait_for, free_port_triple
+from tests.support.java_scenarios import free_port_triple
 from tests.support.real_broker import copy_rmq
 
 OUT = Path(__file__).with_name("cluster_go_4.9.7.json")
@@ -49,16 +48,7 @@ def main() -> None:
         binary = build_program(gopath, root)
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            ns_port = free_port_triple()
-            ns_log = root / "namesrv.out"
-            env = dict(os.environ, RMQ_NAMESRV_DIR=str(root / "namesrv"))
-            with open(ns_log, "wb") as out:
-                procs.append(
-                    subprocess.Popen([str(rmq / "bin" / "start-namesrv.sh"), str(ns_port)], stdout=out,
-                                     stderr=subprocess.STDOUT, env=env)
-                )  # fmt: skip
-            _wait_for(ns_log, "The Name Server boot success")
-            namesrv = f"127.0.0.1:{ns_port}"
+            namesrv = start_namesrv(rmq, root, procs)
             ports = {"broker-a": free_port_triple(), "broker-b": free_port_triple()}
             brokers = {name: start_broker(rmq, root, name, port, namesrv) for name, port in ports.items()}
             procs.extend(brokers.values())
