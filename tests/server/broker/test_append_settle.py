@@ -20,6 +20,7 @@ from server.broker.put_message import PutContext, StoreUnavailable, single_recor
 from server.broker.writable_store import WritableStore
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord
+from tests.support.store_files import data_files
 
 _CTX = PutContext("DefaultCluster", 4 * 1024 * 1024, "127.0.0.1", 9)
 
@@ -43,21 +44,6 @@ def _open(root: Path) -> WritableStore:
     return store
 
 
-def _files(root: Path) -> dict[str, bytes]:
-    """Every data file of the store: the CommitLog, the consume queues, the index files (named by
-    the wall clock at their creation, so by their order here)."""
-    files = {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-        and p.parent.name not in ("config", "index")
-        and p.name not in ("lock", "abort", "checkpoint")
-    }
-    for i, p in enumerate(sorted((root / "index").iterdir())):
-        files[f"index #{i}"] = p.read_bytes()
-    return files
-
-
 def test_appends_settled_once_store_what_a_put_each_stores(tmp_path: Path) -> None:
     records = [_record(i, queue_id=i % 3) for i in range(12)]
     with _open(tmp_path / "puts") as store:
@@ -75,7 +61,7 @@ def test_appends_settled_once_store_what_a_put_each_stores(tmp_path: Path) -> No
         hits = store.reader.query_message("T", "k7", 32, 0, 2**63 - 1).buffers
         assert [decode_message(h).body for h in hits] == [b"body-7"]
     assert grouped == one_by_one
-    assert _files(tmp_path / "group") == _files(tmp_path / "puts")
+    assert data_files(tmp_path / "group") == data_files(tmp_path / "puts")
 
 
 def test_records_appended_are_not_readable_until_settled(tmp_path: Path) -> None:

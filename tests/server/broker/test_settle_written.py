@@ -22,6 +22,7 @@ from server.broker.writable_store import WritableStore
 from store.config.store_config import StoreConfig
 from store.message_store import MessageStore
 from store.write.writer import StoreRecord
+from tests.support.store_files import data_files
 
 
 def _config(root: Path) -> StoreConfig:
@@ -42,19 +43,6 @@ def _open(root: Path) -> WritableStore:
 def _record(i: int, topic: str = "T", queue_id: int = 0) -> StoreRecord:
     props = f"KEYS\x01k{i} kk{i % 7}\x02TAGS\x01tag{i % 3}\x02UNIQ_KEY\x01U{i:031d}\x02WAIT\x01true"
     return StoreRecord(topic, b"body-%d-" % i + b"x" * (i * 37 % 900), props, queue_id=queue_id)
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    files = {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-        and p.parent.name not in ("config", "index")
-        and p.name not in ("lock", "abort", "checkpoint")
-    }
-    for i, p in enumerate(sorted((root / "index").iterdir())):
-        files[f"index #{i}"] = p.read_bytes()
-    return files
 
 
 def _write(store: WritableStore) -> None:
@@ -106,7 +94,7 @@ def test_the_settle_of_what_was_written_stores_what_the_walk_stores(
     monkeypatch.setattr(MessageStore, "refresh_written", lambda self, *args: False)
     with _open(tmp_path / "walked") as store:
         _write(store)
-    assert _files(tmp_path / "direct") == _files(tmp_path / "walked")
+    assert data_files(tmp_path / "direct") == data_files(tmp_path / "walked")
 
 
 def test_bytes_changed_under_the_write_are_not_acknowledged(tmp_path: Path) -> None:
