@@ -194,13 +194,7 @@ def plan_store(
         entries, covered = queue_offsets(
             source.config, row_filter.topics, row_filter.min_store_ts, row_filter.max_store_ts
         )
-        tail, warnings = tail_ranges(files, covered, range_bytes)
-        tasks = [
-            TableRange(source.broker, rng, row_filter, offs)
-            for rng, offs in entry_tasks(files, entries, range_bytes)
-        ]
-        tasks.extend(TableRange(source.broker, rng, row_filter) for rng in tail)
-        return tasks, warnings
+        return _entry_plan(source, files, row_filter, entries, covered, range_bytes)
     ranges, warnings = export_ranges([plan_file(f, range_bytes) for f in files])
     return [TableRange(source.broker, rng, row_filter) for rng in ranges], warnings
 
@@ -231,6 +225,19 @@ def _plan_by_index(
             entries.append((phy, size if size is not None and size > 0 else 1))
     finally:
         times.close()
+    return _entry_plan(source, files, row_filter, entries, covered, range_bytes)
+
+
+def _entry_plan(
+    source: StoreSource,
+    files: list[CommitLogFile],
+    row_filter: RowFilter,
+    entries: list[tuple[int, int]],
+    covered: int,
+    range_bytes: int,
+) -> tuple[list[TableRange], list[str]]:
+    """Read tasks for the records ``entries`` name ((offset, size), below ``covered``), then every
+    record from ``covered`` on in full (what the queues or the index do not list yet)."""
     tail, warnings = tail_ranges(files, covered, range_bytes)
     tasks = [
         TableRange(source.broker, rng, row_filter, offs)
