@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.store_open import evict_files
 from store.config.store_config import StoreConfig
 from store.write.writer import StoreRecord, StoreWriter
 
@@ -90,17 +91,6 @@ def commitlog_files(root: Path) -> list[Path]:
     return sorted(p for p in (root / "commitlog").iterdir() if p.name.isdigit())
 
 
-def drop_cache(files: list[Path]) -> None:
-    """Evict the store's own pages from the page cache (clean pages of these files only)."""
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def resident_bytes(files: list[Path]) -> int:
     """The bytes of ``files`` in the page cache now (util-linux ``fincore``: ``mincore`` per page)."""
     out = subprocess.run(
@@ -143,7 +133,7 @@ def _delta(before: dict[int, int], after: dict[int, int]) -> int:
 
 
 def measured(label: str, files: list[Path], run) -> dict[str, object]:
-    drop_cache(files)
+    evict_files(files)  # the store's own pages only, not the machine's cache
     resident0 = resident_bytes(files)
     io0 = read_bytes_now()
     started = time.perf_counter()

@@ -68,14 +68,18 @@ def evict(directory: Path) -> None:
     """Drop the page cache of every file under ``directory`` (``POSIX_FADV_DONTNEED``; clean pages
     only, hence the ``fsync``): the next open reads them from disk, as after a reboot, without
     dropping the whole machine's cache under the other processes sharing it."""
-    for path in directory.rglob("*"):
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+    evict_files([path for path in directory.rglob("*") if path.is_file()])
+
+
+def evict_files(files: list[Path]) -> None:
+    """``evict`` for these files only."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def main() -> None:
