@@ -95,6 +95,22 @@ async def create_topic(namesrv: str) -> None:
             await admin.create_topic(address, TopicSpec(TOPIC, 4, 4, 6))
 
 
+def start_two_brokers(
+    rmq: Path, root: Path, procs: list[subprocess.Popen[bytes]]
+) -> tuple[str, dict[str, int], dict[str, subprocess.Popen[bytes]]]:
+    """The real name server and broker-a, broker-b registered with it, the scenario's topic created
+    on both (their processes go into ``procs``): the name server's address, each broker's port and
+    process."""
+    namesrv = start_namesrv(rmq, root, procs)
+    ports = {"broker-a": free_port_triple(), "broker-b": free_port_triple()}
+    brokers = {name: start_broker(rmq, root, name, port, namesrv) for name, port in ports.items()}
+    procs.extend(brokers.values())
+    asyncio.run(wait_registered(namesrv, {"broker-a", "broker-b"}))
+    asyncio.run(create_topic(namesrv))
+    time.sleep(1)
+    return namesrv, ports, brokers
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rmq-cluster-golden-") as tmp:
         root = Path(tmp)
@@ -102,13 +118,7 @@ def main() -> None:
         class_path = compile_program(root / "java")
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            namesrv = start_namesrv(rmq, root, procs)
-            ports = {"broker-a": free_port_triple(), "broker-b": free_port_triple()}
-            brokers = {name: start_broker(rmq, root, name, port, namesrv) for name, port in ports.items()}
-            procs.extend(brokers.values())
-            asyncio.run(wait_registered(namesrv, {"broker-a", "broker-b"}))
-            asyncio.run(create_topic(namesrv))
-            time.sleep(1)
+            namesrv, ports, brokers = start_two_brokers(rmq, root, procs)
             record: dict[str, object] = {"initial": asyncio.run(cluster_snapshot(namesrv, TOPIC))}
             program = FailoverProgram(class_path, namesrv, TOPIC, root / "client-logs")
             try:

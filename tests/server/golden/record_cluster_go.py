@@ -20,16 +20,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from record_cluster import create_topic, start_broker, start_namesrv, stop, wait_registered
+from record_cluster import start_broker, start_two_brokers, stop, wait_registered
 
 from tests.support.cluster_go import GoFailoverProgram, build_program, go_client_gopath, run_scenario
-from tests.support.java_scenarios import free_port_triple
 from tests.support.real_broker import copy_rmq
 
 OUT = Path(__file__).with_name("cluster_go_4.9.7.json")
@@ -48,13 +46,7 @@ def main() -> None:
         binary = build_program(gopath, root)
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            namesrv = start_namesrv(rmq, root, procs)
-            ports = {"broker-a": free_port_triple(), "broker-b": free_port_triple()}
-            brokers = {name: start_broker(rmq, root, name, port, namesrv) for name, port in ports.items()}
-            procs.extend(brokers.values())
-            asyncio.run(wait_registered(namesrv, {"broker-a", "broker-b"}))
-            asyncio.run(create_topic(namesrv))
-            time.sleep(1)
+            namesrv, ports, brokers = start_two_brokers(rmq, root, procs)
 
             def take_down() -> None:
                 stop(brokers["broker-a"])
