@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
@@ -55,7 +53,7 @@ from server.remoting.buffer_budget import BufferBudget
 from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.dispatch import Dispatcher, FastPath
 from server.remoting.peer import CURRENT_PEER
-from server.remoting.refusal import LIVE_CLIENT_WINDOW, IdleConnections, IncompleteRequests
+from server.remoting.refusal import LIVE_CLIENT_WINDOW, IdleConnections, IncompleteRequests, reset_transport
 from server.remoting.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
@@ -676,13 +674,7 @@ class RemotingConnection(asyncio.Protocol):
         if state.closing or self._transport is None:
             return
         state.handle(Event.CLOSE)
-        sock = self._transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass  # aborted all the same, with a FIN
-        self._transport.abort()
+        reset_transport(self._transport)
 
     def _check_idle(self) -> None:
         self._idle_handle = None

@@ -285,10 +285,16 @@ class DownConnection(asyncio.Protocol):
     broker that is down."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass  # aborted all the same, with a FIN
-        cast(asyncio.Transport, transport).abort()
+        reset_transport(cast(asyncio.Transport, transport))
+
+
+def reset_transport(transport: asyncio.Transport) -> None:
+    """Close ``transport`` with an RST (linger 0, then abort), nothing queued sent: a network fault's
+    end (``RemotingConnection.reset``, ``DownConnection``)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass  # aborted all the same, with a FIN
+    transport.abort()
