@@ -693,8 +693,8 @@ class QueryServer:
         nothing more answered; the HTTP and gRPC ports, if any, stay. ``resume`` undoes it.
 
         The real broker's connections end with a FIN under SIGTERM and SIGKILL
-        (``golden/broker_close_4.9.7.json``), and ``RemotingConnection.abandon`` closes so; but with
-        it the official Java push consumer's pull of one of broker-a's queues stalled after the
+        (``golden/broker_close_4.9.7.json``); but when ``down`` closed so (an abort without linger
+        0), the official Java push consumer's pull of one of broker-a's queues stalled after the
         broker's return in 1 run of 3 (``tests/server/test_java_cluster_failover.py``), which a
         reset never did in the same runs. Until that is understood, ``down`` resets."""
         if self.suspended or not self._servers:

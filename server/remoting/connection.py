@@ -655,21 +655,10 @@ class RemotingConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
-    def abandon(self) -> None:
-        """Close now as a broker process that stops or dies does: nothing queued or still being
-        worked on is answered, and the kernel ends the connection with a FIN (an RST only if the
-        peer's bytes were left unread), as it ends a stopped or killed JVM's (``down``)."""
-        state = self._state
-        if state.closing or self._transport is None:
-            return
-        state.handle(Event.CLOSE)
-        self._transport.abort()
-
     def reset(self) -> None:
         """Reset the connection now (RST: linger 0, then abort), as a network fault or a middlebox
-        does; nothing queued is sent (``server.faults``' ``drop``, and ``down`` for now: a broker
-        process that stops or dies ends with a FIN, ``abandon``; ``QueryServer.suspend`` says why
-        ``down`` does not)."""
+        does; nothing queued is sent (``server.faults``' ``drop``, and ``down`` for now:
+        ``QueryServer.suspend`` says why not the FIN a broker process that stops or dies ends with)."""
         state = self._state
         if state.closing or self._transport is None:
             return
