@@ -1,7 +1,7 @@
 """The broker path against the real 4.9.7 broker, loaded by the official Java 4.9.7 clients (issue 33).
 
     taskset -c 0 python -m benchmarks.broker_path_vs_java [--base DIR] [--rounds 3] [--seconds 10]
-        [--warmup 5] [--rows sync1,sync16,async256,batch32,push,e2e] [--messages 200000]
+        [--warmup 5] [--rows sync1,sync16,async256,batch32,push,orderly,lite,e2e] [--messages 200000]
         [--port 20700] [--short]
 
 Each server runs on core 1 (``taskset -c 1``) on a fresh, empty store: the real name server and
@@ -13,11 +13,13 @@ core 0 too): a warm-up (which creates the topic), then each row for ``--seconds`
 (1 KiB bodies with a key): sync send from 1 and 16 threads, async send with 256 in flight, batches of
 32. The consume rows run in a second JVM, ``benchmarks/java/BrokerPathConsume.java`` on the real
 DefaultMQPushConsumer: ``push``, ``--messages`` messages stored first (not timed), then a new group
-consuming them from the first offset (msgs/s); ``e2e``, a push consumer while one producer sends
-200 msgs/s (``--warmup`` uncounted, then ``--seconds``): p50 / p99 of the listener's time minus the
-send's (one JVM, one clock), and the sends' own p99 (a message's latency includes its send). Both
-give the server process's CPU seconds over their timed part, from ``/proc/<pid>/stat`` (the JVM's
-or our Python's, every thread). Rounds alternate the servers, the order
+consuming them from the first offset (msgs/s); ``orderly``, the same with a
+``MessageListenerOrderly`` (LOCK_BATCH_MQ first, each queue in order); ``lite``, the same with a
+``DefaultLitePullConsumer`` (subscribe, ``poll()`` until all arrived); ``e2e``, a push consumer
+while one producer sends 200 msgs/s (``--warmup`` uncounted, then ``--seconds``): p50 / p99 of
+the listener's time minus the send's (one JVM, one clock), and the sends' own p99 (a message's
+latency includes its send). All give the server process's CPU seconds over their timed part, from
+``/proc/<pid>/stat`` (the JVM's or our Python's, every thread). Rounds alternate the servers, the order
 reversed every round. The table gives per row the median over rounds and the median of the
 per-round ratios (each round's in brackets); ``--short`` is ``--rounds 1 --seconds 3 --warmup 3
 --messages 20000``, a few minutes in all.
@@ -53,9 +55,9 @@ RMQ_BIN = Path(os.environ.get("RMQ_ROCKETMQ_HOME", REPO.parent / "shared" / "roc
 SOURCE = REPO / "benchmarks" / "java" / "BrokerPathLoad.java"
 CONSUME_SOURCE = REPO / "benchmarks" / "java" / "BrokerPathConsume.java"
 TOPIC = "BrokerPath"
-ROWS = ("sync1", "sync16", "async256", "batch32", "push", "e2e")
+ROWS = ("sync1", "sync16", "async256", "batch32", "push", "orderly", "lite", "e2e")
 #: The rows of BrokerPathConsume (the others are BrokerPathLoad's).
-CONSUME_ROWS = ("push", "e2e")
+CONSUME_ROWS = ("push", "orderly", "lite", "e2e")
 #: (row, the result's key, the label, larger is better)
 CELLS = (
     ("sync1", "msgs_per_s", "sync send, 1 thread, msgs/s", True),
@@ -66,6 +68,10 @@ CELLS = (
     ("batch32", "msgs_per_s", "batch send, 32 x 1 KiB, msgs/s", True),
     ("push", "msgs_per_s", "push consumer from the first offset, msgs/s", True),
     ("push", "cpu_s", "push consumer, the server's CPU seconds", False),
+    ("orderly", "msgs_per_s", "orderly push consumer from the first offset, msgs/s", True),
+    ("orderly", "cpu_s", "orderly push consumer, the server's CPU seconds", False),
+    ("lite", "msgs_per_s", "lite pull consumer from the first offset, msgs/s", True),
+    ("lite", "cpu_s", "lite pull consumer, the server's CPU seconds", False),
     ("e2e", "p50_ms", "end to end, push consumer at 200 msgs/s, p50 ms", False),
     ("e2e", "p99_ms", "end to end, push consumer at 200 msgs/s, p99 ms", False),
     ("e2e", "send_p99_ms", "end to end: its sends' own p99 ms", False),
@@ -243,7 +249,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of " + ", ".join(ROWS))
-    parser.add_argument("--messages", type=int, default=200_000, help="the push row's messages")
+    parser.add_argument(
+        "--messages", type=int, default=200_000, help="the push, orderly and lite rows' messages"
+    )
     parser.add_argument("--port", type=int, default=20700)
     parser.add_argument(
         "--short", action="store_true", help="--rounds 1 --seconds 3 --warmup 3 --messages 20000"

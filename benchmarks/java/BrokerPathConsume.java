@@ -5,9 +5,12 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -25,6 +28,13 @@ import org.apache.rocketmq.common.message.MessageExt;
  * batches of 32 from 4 threads, not timed), then a push consumer of a new group
  * (subscription "*", CONSUME_FROM_FIRST_OFFSET, the client's defaults otherwise) is started; the row
  * is the time from its start to the MESSAGES-th message delivered to the listener.
+ *
+ * ROW orderly: as push, on TOPIC-orderly, with a MessageListenerOrderly (the consumer locks its
+ * queues with LOCK_BATCH_MQ before it pulls, and consumes each queue in order).
+ *
+ * ROW lite: as push, on TOPIC-lite, with a DefaultLitePullConsumer (subscribe "*",
+ * CONSUME_FROM_FIRST_OFFSET, the client's defaults otherwise: auto-commit, pull batches of 10); the
+ * row is the time from its start to the MESSAGES-th message returned by poll().
  *
  * ROW e2e: a push consumer of a new group on TOPIC-e2e (created first) while one producer thread
  * sends 200 msgs/s (paced by the clock, sync sends), each message carrying the System.nanoTime() taken
@@ -89,8 +99,8 @@ public final class BrokerPathConsume {
         return consumer;
     }
 
-    private static void push(DefaultMQProducer producer, String namesrv, String topic, int messages)
-        throws Exception {
+    /** MESSAGES messages on topic (batches of 32 from 4 threads), not timed. */
+    private static void store(DefaultMQProducer producer, String topic, int messages) throws Exception {
         create(producer, topic);
         int threads = 4;
         AtomicLong left = new AtomicLong(messages - 1);
@@ -129,23 +139,40 @@ public final class BrokerPathConsume {
             throw new IllegalStateException(errors.get() + " batches not stored");
         }
         Thread.sleep(1000); // the store settles (the real broker's reput and flush) before the timed part
+    }
+
+    /** The push and orderly rows: MESSAGES stored, then a new group's push consumer from the first offset. */
+    private static void push(DefaultMQProducer producer, String namesrv, String topic, int messages, String row)
+        throws Exception {
+        store(producer, topic, messages);
         AtomicLong delivered = new AtomicLong();
         CountDownLatch done = new CountDownLatch(1);
         long[] endNs = new long[1];
-        String group = "bp_push_" + ProcessHandle.current().pid();
+        String group = "bp_" + row + "_" + ProcessHandle.current().pid();
+        Runnable count = () -> {
+            if (delivered.get() >= messages && done.getCount() > 0) {
+                synchronized (endNs) {
+                    if (endNs[0] == 0) {
+                        endNs[0] = System.nanoTime();
+                    }
+                }
+                done.countDown();
+            }
+        };
         DefaultMQPushConsumer consumer = consumer(namesrv, group, topic, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             (msgs, context) -> {
-                if (delivered.addAndGet(msgs.size()) >= messages && done.getCount() > 0) {
-                    synchronized (endNs) {
-                        if (endNs[0] == 0) {
-                            endNs[0] = System.nanoTime();
-                        }
-                    }
-                    done.countDown();
-                }
+                delivered.addAndGet(msgs.size());
+                count.run();
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
-        mark("start", "push");
+        if (row.equals("orderly")) {
+            consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
+                delivered.addAndGet(msgs.size());
+                count.run();
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+        }
+        mark("start", row);
         long t0 = System.nanoTime();
         consumer.start();
         boolean all = done.await(600, TimeUnit.SECONDS);
@@ -153,9 +180,35 @@ public final class BrokerPathConsume {
         synchronized (endNs) {
             end = all ? endNs[0] : System.nanoTime();
         }
-        mark("end", "push");
+        mark("end", row);
         long got = Math.min(delivered.get(), messages);
-        System.out.println(json("push", got, (end - t0) / 1e9, -1, -1, messages - got));
+        System.out.println(json(row, got, (end - t0) / 1e9, -1, -1, messages - got));
+        System.out.flush();
+        consumer.shutdown();
+    }
+
+    /** The lite row: MESSAGES stored, then a new group's DefaultLitePullConsumer polling from the first offset. */
+    private static void lite(DefaultMQProducer producer, String namesrv, String topic, int messages)
+        throws Exception {
+        store(producer, topic, messages);
+        String group = "bp_lite_" + ProcessHandle.current().pid();
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(group);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        mark("start", "lite");
+        long t0 = System.nanoTime();
+        consumer.start();
+        long got = 0;
+        long deadline = t0 + 600_000_000_000L;
+        while (got < messages && System.nanoTime() < deadline) {
+            got += consumer.poll(1000).size();
+        }
+        long end = System.nanoTime();
+        mark("end", "lite");
+        got = Math.min(got, messages);
+        System.out.println(json("lite", got, (end - t0) / 1e9, -1, -1, messages - got));
         System.out.flush();
         consumer.shutdown();
     }
@@ -280,7 +333,11 @@ public final class BrokerPathConsume {
             for (int k = 5; k < args.length; k++) {
                 switch (args[k]) {
                     case "push":
-                        push(producer, namesrv, topic + "-push", messages);
+                    case "orderly":
+                        push(producer, namesrv, topic + "-" + args[k], messages, args[k]);
+                        break;
+                    case "lite":
+                        lite(producer, namesrv, topic + "-lite", messages);
                         break;
                     case "e2e":
                         e2e(producer, namesrv, topic + "-e2e", seconds, warmup);
