@@ -48,14 +48,17 @@ typedef struct {
 
 /* extFields of the family: exactly topic (a string without escapes or control characters), queueId
  * (plain digits, at most 9, no leading zero) and optionally timestamp (plain digits, at most 19, no
- * leading zero, at most Long.MAX_VALUE) and bname (a string: RpcRequestHeader's broker name, which a
- * 4.9.7 client sends and the reference ignores), in any order, nothing else. */
-enum { O_TOPIC, O_QUEUE_ID, O_TIMESTAMP, O_BNAME, N_OFFSETS_FIELDS };
+ * leading zero, at most Long.MAX_VALUE), bname (a string: RpcRequestHeader's broker name, which a
+ * 4.9.7 client sends and the reference ignores) and ReqT (a string: the request type a lite pull
+ * consumer adds to every request, ignored as by the broker; _request_path_pull.h), in any order,
+ * nothing else. */
+enum { O_TOPIC, O_QUEUE_ID, O_TIMESTAMP, O_BNAME, O_REQ_TYPE, N_OFFSETS_FIELDS };
 static const field_spec offsets_fields[N_OFFSETS_FIELDS] = {
     [O_TOPIC] = FIELD("topic", FIELD_TEXT, 0, offsetof(offsets_req_t, topic), offsetof(offsets_req_t, topic_n)),
     [O_QUEUE_ID] = FIELD("queueId", FIELD_NUMBER, 9, offsetof(offsets_req_t, queue_id), 0),
     [O_TIMESTAMP] = FIELD("timestamp", FIELD_NUMBER, 19, offsetof(offsets_req_t, timestamp), 0),
     [O_BNAME] = FIELD("bname", FIELD_IGNORED, 0, 0, 0),
+    [O_REQ_TYPE] = FIELD("ReqT", FIELD_IGNORED, 0, 0, 0),
 };
 
 static int offsets_fields_of(const ext_fields *e, offsets_req_t *q)

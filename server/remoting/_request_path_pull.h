@@ -42,11 +42,13 @@ typedef struct {
 /* extFields of a PULL: exactly the nine @CFNotNull fields (consumerGroup, topic: strings without
  * escapes or control characters; queueId, maxMsgNums, sysFlag: plain digits, at most 9; queueOffset,
  * commitOffset, suspendTimeoutMillis, subVersion: at most 19, at most Long.MAX_VALUE; no leading
- * zeros) and optionally subscription, expressionType and bname (strings; bname is RpcRequestHeader's
- * broker name, which a 4.9.7 client sends and the reference ignores), in any order, nothing else. */
+ * zeros) and optionally subscription, expressionType, bname and ReqT (strings; bname is
+ * RpcRequestHeader's broker name, which a 4.9.7 client sends; ReqT the request type a client with
+ * enableStreamRequestType adds to every request, StreamTypeRPCHook's "0": a DefaultLitePullConsumer's;
+ * the reference ignores both, as the 4.9.7 broker does), in any order, nothing else. */
 enum {
     P_GROUP, P_TOPIC, P_QUEUE_ID, P_QUEUE_OFFSET, P_MAX_MSG_NUMS, P_SYS_FLAG, P_COMMIT_OFFSET, P_SUSPEND,
-    P_SUB_VERSION, P_SUBSCRIPTION, P_EXPRESSION_TYPE, P_BNAME, N_PULL_FIELDS
+    P_SUB_VERSION, P_SUBSCRIPTION, P_EXPRESSION_TYPE, P_BNAME, P_REQ_TYPE, N_PULL_FIELDS
 };
 #define PULL_TEXT(name, field) FIELD(name, FIELD_TEXT, 0, offsetof(pull_req_t, field), offsetof(pull_req_t, field##_n))
 #define PULL_NUMBER(name, digits, field) FIELD(name, FIELD_NUMBER, digits, offsetof(pull_req_t, field), 0)
@@ -63,6 +65,7 @@ static const field_spec pull_fields[N_PULL_FIELDS] = {
     [P_SUBSCRIPTION] = PULL_TEXT("subscription", subscription),
     [P_EXPRESSION_TYPE] = PULL_TEXT("expressionType", expression_type),
     [P_BNAME] = FIELD("bname", FIELD_IGNORED, 0, 0, 0),
+    [P_REQ_TYPE] = FIELD("ReqT", FIELD_IGNORED, 0, 0, 0),
 };
 #undef PULL_TEXT
 #undef PULL_NUMBER

@@ -45,14 +45,18 @@ def ask(
     timestamp: Any = None,
     opaque: int = 1,
     bname: str | None = None,
+    req_type: str | None = None,
     **extra: Any,
 ) -> bytes:
-    """The request as a Java client writes it (fastjson's key order, values as strings)."""
+    """The request as a Java client writes it (fastjson's key order, values as strings; ``req_type``:
+    the ``ReqT`` field a lite pull consumer's ``StreamTypeRPCHook`` adds)."""
     fields: dict[str, str] = {"queueId": str(queue_id), "topic": topic}
     if timestamp is not None:
         fields["timestamp"] = str(timestamp)
     if bname is not None:
         fields["bname"] = bname
+    if req_type is not None:
+        fields["ReqT"] = req_type
     header: dict[str, Any] = {"code": code, "extFields": fields, "flag": 0, "language": "JAVA"}
     header.update({"opaque": opaque, "serializeTypeCurrentRPC": "JSON", "version": 407})
     header.update(extra)
@@ -164,6 +168,22 @@ def test_the_broker_name_a_java_client_sends_is_taken(pair: tuple[Dispatcher, Di
         + ask(MIN_OFFSET, "TopicA", 1, bname="")
         + ask(EARLIEST, "TopicB", 0, bname="b")
         + ask(SEARCH, "TopicA", 2, 1795216834345, bname="broker-a")
+    ]
+    before = answered(pair[0])
+    out = same_both_ways(pair, reads)
+    assert answered(pair[0]) - before == 4
+    assert answers(out)[0]["extFields"] == {"offset": "498"}  # the Java store's max offset of TopicA/1
+
+
+@compiled
+def test_the_request_type_a_lite_pull_consumer_sends_is_taken(pair: tuple[Dispatcher, Dispatcher]) -> None:
+    """A client with ``enableStreamRequestType`` (a 4.9.7 ``DefaultLitePullConsumer``) adds ``ReqT``
+    to every request (``StreamTypeRPCHook``): ignored by both, as by the broker."""
+    reads = [
+        ask(MAX_OFFSET, "TopicA", 1, bname="broker-a", req_type="0")
+        + ask(MIN_OFFSET, "TopicA", 1, req_type="0")
+        + ask(EARLIEST, "TopicB", 0, req_type="1")
+        + ask(SEARCH, "TopicA", 2, 1795216834345, bname="broker-a", req_type="0")
     ]
     before = answered(pair[0])
     out = same_both_ways(pair, reads)

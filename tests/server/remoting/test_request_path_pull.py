@@ -42,8 +42,8 @@ TOPIC = "PullT"
 GROUP = "G"
 #: A topic of small records, where a batch ends at its message count before its bytes.
 SMALL = "PullS"
-#: PullSysFlag: commit offset, suspend, subscription.
-COMMIT, SUSPEND, SUBSCRIPTION = 1, 2, 4
+#: PullSysFlag: commit offset, suspend, subscription, lite pull.
+COMMIT, SUSPEND, SUBSCRIPTION, LITE = 1, 2, 4, 16
 
 
 def pull(
@@ -208,6 +208,10 @@ async def test_plain_pulls(sides: tuple[Side, Side]) -> None:
         pull(2, subscription=""),
         pull(2, bname=None),
         pull(2, bname="another-broker"),
+        # a DefaultLitePullConsumer's: the lite flag, batches of 10, no commit, and StreamTypeRPCHook's
+        # request type, which both paths ignore
+        pull(4, sys_flag=SUBSCRIPTION | SUSPEND | LITE, max_msg_nums=10, ReqT="0"),
+        pull(6, queue_id=1, ReqT="0", bname=None),
         pull(0, topic=SMALL, max_msg_nums=1000),
         pull(90, topic=SMALL, max_msg_nums=1000),
         pull(5, topic=SMALL, max_msg_nums=7),
