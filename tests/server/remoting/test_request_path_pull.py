@@ -259,6 +259,7 @@ async def test_pulls_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
         pull(0, maxMsgNums="-1"),
         pull(0, sysFlag="0x4"),
         pull(0, extra_field="x"),
+        pull(0, reqt="0"),  # not the request type's key (ReqT): an unknown field
         pull(0, subscription="\u00e9t\u00e9"),
     ]
     for shape in shapes:
