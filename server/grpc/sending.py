@@ -3,9 +3,8 @@
 Each v2 message, once converted (``conversion``), is the SEND a Proxy would make of it, and goes the
 remoting SEND's way: ``send_check`` (topic checks, the queue id against the topic's config),
 ``header_to_store`` (the MULTI_TAG bit), ``put_message.single_record`` (``CLUSTER``, delay levels to
-``SCHEDULE_TOPIC_XXXX``) and one ``WritableStore.append`` for the request's records (consecutive queue
-offsets, one store time), settled with the other calls of its loop turn (``settle_turn``): indexed and
-queryable when the call is answered. A refusal of the broker
+``SCHEDULE_TOPIC_XXXX``) and one ``WritableStore.put`` for the request's records (consecutive queue
+offsets, one store time), indexed and queryable when the call is answered. A refusal of the broker
 is answered as the Proxy answers the broker's remoting codes (``ResponseBuilder.buildCode``: SYSTEM_BUSY
 is TOO_MANY_REQUESTS, TOPIC_NOT_EXIST is TOPIC_NOT_FOUND, everything else INTERNAL_SERVER_ERROR, with
 the broker's remark).
@@ -17,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from protocol.codes import ResponseCode
 from server.broker.controller import BrokerController
@@ -35,10 +33,9 @@ from server.broker.transactions import reject_remark, system_topic
 from server.broker.writable_store import WritableStore
 from server.burst_log import BurstLog
 from server.grpc.conversion import BrokerMessage
-from server.grpc.settle_turn import SettleTurn, not_settled_here
 from server.grpc.v2 import Code
 from server.grpc.validation import GrpcStatusError
-from server.store_api import AppendResult, StoreRecord
+from server.store_api import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +47,6 @@ _REMOTING_TO_STATUS = {
     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: Code.CONSUMER_GROUP_NOT_FOUND,
     ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
 }
-#: The answer to records another writer's failed settle left out of their queues (never acknowledged).
-NOT_SETTLED_MESSAGE = "the message was written but could not be made readable; it is not acknowledged"
 
 
 def refusal_status(refused: PutRefused) -> GrpcStatusError:
@@ -87,8 +82,6 @@ class GrpcWriter:
         self.cluster = cluster
         self.on_scheduled = on_scheduled
         self._write_errors = BurstLog(log)
-        #: The settle shared by the calls of one loop turn.
-        self.turn = SettleTurn(store)
 
     @property
     def _reject_transactions(self) -> bool:
@@ -104,27 +97,8 @@ class GrpcWriter:
     def delay_levels(self) -> dict[int, int]:
         return self.store.delay_levels
 
-    async def send(
-        self, messages: Sequence[BrokerMessage], queue_id: int, born: tuple[str, int]
-    ) -> list[Stored]:
-        """Store ``messages`` in queue ``queue_id``, or raise ``GrpcStatusError``: appended now, answered
-        once the loop turn's settle made them readable."""
-        records: list[StoreRecord] = self._stored(self._records, messages, queue_id, born)
-        appended: list[AppendResult] = list(self._stored(self.store.append, records))
-        settled, failure = await self.turn.settled()
-        if failure is not None:
-            self._stored(_raise, failure)
-        if not_settled_here(self.store, settled, records, appended):
-            raise GrpcStatusError(Code.INTERNAL_SERVER_ERROR, NOT_SETTLED_MESSAGE)
-        if self.on_scheduled is not None and any(r.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for r in records):
-            self.on_scheduled()
-        return [Stored(queue_id, a.queue_offset, a.offset) for a in appended]
-
-    def _records(
-        self, messages: Sequence[BrokerMessage], queue_id: int, born: tuple[str, int]
-    ) -> list[StoreRecord]:
-        """The SENDs' checks and records (``send_check``, ``single_record``), or the broker's refusal;
-        a half or timer message's system topic created as a remoting SEND creates it."""
+    def send(self, messages: Sequence[BrokerMessage], queue_id: int, born: tuple[str, int]) -> list[Stored]:
+        """Store ``messages`` in queue ``queue_id``, or raise ``GrpcStatusError``."""
         ctx = PutContext(
             self.cluster,
             self.max_message_size,
@@ -135,26 +109,19 @@ class GrpcWriter:
             now_ms=self.store.now_ms(),
         )
         records = []
-        for message in messages:
-            header = message.send_header(queue_id)
-            config = check_send(self.store, header, born)
-            header = header_to_store(header, config)
-            if message.message_type == "TRANSACTION" and self._reject_transactions:
-                raise PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.store.writer.store_host))
-            records.append(single_record(header, message.body, ctx))
-        for system in {r.topic for r in records} & {TRANS_HALF_TOPIC, TIMER_TOPIC}:
-            # as a remoting SEND of a half or timer message: the system topic with one queue,
-            # not the writer's default four
-            system_topic(self.store, system, int(time.time() * 1000))
-        return records
-
-    def _stored(self, call: Callable[..., Any], *args: Any) -> Any:
-        """``call(*args)`` (the records, the store's append, or the settle's failure raised again),
-        with a failure answered as the Proxy answers the broker's: a refusal by its code, an
-        ``OSError`` (a full disk, a read-only store) as CREATE_MAPEDFILE_FAILED's
-        INTERNAL_SERVER_ERROR."""
         try:
-            return call(*args)
+            for message in messages:
+                header = message.send_header(queue_id)
+                config = check_send(self.store, header, born)
+                header = header_to_store(header, config)
+                if message.message_type == "TRANSACTION" and self._reject_transactions:
+                    raise PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.store.writer.store_host))
+                records.append(single_record(header, message.body, ctx))
+            for system in {r.topic for r in records} & {TRANS_HALF_TOPIC, TIMER_TOPIC}:
+                # as a remoting SEND of a half or timer message: the system topic with one queue,
+                # not the writer's default four
+                system_topic(self.store, system, int(time.time() * 1000))
+            appended: list[AppendResult] = list(self.store.put(records))
         except PutRefused as refused:
             if isinstance(refused, StoreUnavailable):
                 self._write_errors.event("writing the CommitLog failed: %s", refused.__cause__ or refused)
@@ -164,8 +131,6 @@ class GrpcWriter:
             raise GrpcStatusError(
                 Code.INTERNAL_SERVER_ERROR, "create mapped file failed, server is busy or broken."
             ) from None
-
-
-def _raise(failure: BaseException) -> None:
-    """The turn's settle failure, raised in the caller (``GrpcWriter._stored`` answers it)."""
-    raise failure
+        if self.on_scheduled is not None and any(r.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for r in records):
+            self.on_scheduled()
+        return [Stored(queue_id, a.queue_offset, a.offset) for a in appended]

@@ -32,7 +32,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -176,10 +176,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     ) -> Any:
         try:
             client_id = self._context_check(context, request)
-            answer = handler(client_id)
-            if isinstance(answer, Coroutine):  # SendMessage: it waits for its loop turn's settle
-                answer = await answer
-            return answer
+            return handler(client_id)
         except GrpcStatusError as refused:
             return response_type(status=status(refused.code, refused.message))
         except Exception as exc:
@@ -402,7 +399,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             service.SendMessageResponse, context, lambda _: self._send(request, born), request
         )
 
-    async def _send(
+    def _send(
         self, request: service.SendMessageRequest, born: tuple[str, int]
     ) -> service.SendMessageResponse:
         if not request.messages:
@@ -436,7 +433,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             raise GrpcStatusError(Code.NOT_IMPLEMENTED, WRITABLE_ONLY.format("transactions"))
         group = converted[0].message_group if len(converted) == 1 else None
         queue_id = group_queue(group, writable_queues) if group else next(self._round_robin) % writable_queues
-        stored = await self.writer.send(converted, queue_id, born)
+        stored = self.writer.send(converted, queue_id, born)
         if half and self.transactions is not None:
             # ``fillTransactionData``: the producer group is the topic
             for m, s in zip(converted, stored, strict=True):
