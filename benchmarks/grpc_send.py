@@ -5,8 +5,8 @@
 
 Each round starts ``serve --writable`` of A and of B (order reversed every round) on core 1 on a
 fresh store (``--grpc-port`` = its port + 3, the default TLS-permissive relay in front, HTTP off), and
-drives it from one child process on core 0: a remoting send creates the topic (8 queues is not asked:
-the auto-created 4), then per ``--inflight`` value, that many asyncio tasks on one grpcio channel
+drives it from one child process on core 0: a remoting send creates the topic (auto-created from
+TBW102, 4 queues), then per ``--inflight`` value, that many asyncio tasks on one grpcio channel
 each sending SendMessage requests of ``--batch`` NORMAL messages (``--body`` bytes, the raw official
 v2 stubs, as ``grpc_round_trip`` uses them) back to back for ``--warmup`` uncounted then ``--seconds``
 counted seconds. Printed per row: messages/s and the p50 / p99 of one call, the median over rounds,
