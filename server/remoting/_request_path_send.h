@@ -121,7 +121,10 @@ static int send_fields_of(const ext_fields *e, send_req_t *r)
     return 0;
 }
 
-/* The batch's sends: (callback, header_class, (pieces, holes)), read at the batch's first SEND
+#include "_request_path_plain.h" /* the plain SENDs stored here */
+
+/* The batch's sends: (callback, header_class, (pieces, holes)) or (callback, header_class, (pieces,
+ * holes), begin, flush) with plain SENDs (_request_path_plain.h), read at the batch's first SEND
  * (send_ctx_ready): a read of VIEWs or pulls on a writable server pays nothing for it. */
 typedef struct {
     PyObject *arg;
@@ -129,6 +132,7 @@ typedef struct {
     template_t success; /* its own references, once ready: send_ctx_clear releases them */
     int ready;
     long long answered;
+    plain_t plain;
 } send_ctx_t;
 
 /* 1 with sends (the context's shape checked), 0 without (None), -1 on error. */
@@ -137,8 +141,9 @@ static int send_ctx_init(send_ctx_t *ctx, PyObject *arg)
     memset(ctx, 0, sizeof *ctx);
     if (arg == NULL || arg == Py_None)
         return 0;
-    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 3) {
-        PyErr_SetString(PyExc_TypeError, "the sends context is (callback, header class, (pieces, holes))");
+    if (!PyTuple_Check(arg) || (PyTuple_GET_SIZE(arg) != 3 && PyTuple_GET_SIZE(arg) != 5)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "the sends context is (callback, header class, (pieces, holes)[, begin, flush])");
         return -1;
     }
     ctx->arg = arg;
@@ -152,31 +157,43 @@ static int send_ctx_ready(send_ctx_t *ctx)
         return 0;
     ctx->callback = PyTuple_GET_ITEM(ctx->arg, 0);
     ctx->header_class = PyTuple_GET_ITEM(ctx->arg, 1);
+    if (PyTuple_GET_SIZE(ctx->arg) == 5)
+        plain_init(&ctx->plain, PyTuple_GET_ITEM(ctx->arg, 3), PyTuple_GET_ITEM(ctx->arg, 4));
     if (template_from(PyTuple_GET_ITEM(ctx->arg, 2), &ctx->success) < 0)
         return -1;
     ctx->ready = 1;
     return 0;
 }
 
+/* The call ends: its plain SENDs written (0), or, with an error set (failed), given back (-1). */
+static int send_ctx_finish(send_ctx_t *ctx, int failed)
+{
+    if (failed) {
+        plain_abort(&ctx->plain);
+        return -1;
+    }
+    if (plain_flush(&ctx->plain) < 0) {
+        plain_abort(&ctx->plain);
+        return -1;
+    }
+    return 0;
+}
+
 static void send_ctx_clear(send_ctx_t *ctx)
 {
+    plain_clear(&ctx->plain);
     for (int i = 0; i < ctx->success.n_pieces; i++)
         Py_CLEAR(ctx->success.pieces[i]);
     ctx->success.n_pieces = 0;
 }
 
-/* The properties as a str (escapes decoded), or None when absent: NULL with *leave set if not UTF-8
- * (scan_string checked the escapes; every escape is at least as long as the UTF-8 of what it stands
- * for, so the text decoded fits in n bytes). */
-static PyObject *json_text(const json_text_t *t, int *leave)
+/* The text t stands for, its JSON escapes decoded, into buf (at least t->n bytes: every escape is at
+ * least as long as the UTF-8 of what it stands for; scan_string checked them and left surrogates to
+ * the reference): its length. */
+static Py_ssize_t json_unescape(const json_text_t *t, unsigned char *buf)
 {
-    if (t->s == NULL || !t->escaped)
-        return optional_text(t->s, t->n, leave);
     const unsigned char *s = t->s;
     Py_ssize_t n = t->n, k = 0;
-    unsigned char *buf = PyMem_Malloc(n ? (size_t)n : 1);
-    if (buf == NULL)
-        return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n;) {
         if (s[i] != '\\') {
             buf[k++] = s[i++];
@@ -202,7 +219,18 @@ static PyObject *json_text(const json_text_t *t, int *leave)
             buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
         }
     }
-    PyObject *text = decode_text(buf, k, leave);
+    return k;
+}
+
+/* The properties as a str (escapes decoded), or None when absent: NULL with *leave set if not UTF-8. */
+static PyObject *json_text(const json_text_t *t, int *leave)
+{
+    if (t->s == NULL || !t->escaped)
+        return optional_text(t->s, t->n, leave);
+    unsigned char *buf = PyMem_Malloc(t->n ? (size_t)t->n : 1);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    PyObject *text = decode_text(buf, json_unescape(t, buf), leave);
     PyMem_Free(buf);
     return text;
 }
@@ -292,6 +320,15 @@ static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long 
     int leave = 0, rc = -1;
     if (send_ctx_ready(ctx) < 0)
         return -1;
+    rc = plain_send(&ctx->plain, &ctx->success, out, code, opaque, r, body, body_n);
+    if (rc == O_ANSWERED)
+        ctx->answered++;
+    if (rc != O_LEAVE)
+        return rc;
+    /* not plain: what the group holds is written before the callback runs any Python */
+    if (plain_flush(&ctx->plain) < 0)
+        return -1;
+    rc = -1;
     PyObject *header = send_header(ctx, r, &leave), *data = NULL, *got = NULL;
     if (header == NULL)
         return leave ? O_LEAVE : -1;
