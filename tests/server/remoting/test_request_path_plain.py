@@ -251,13 +251,26 @@ async def test_each_special_send_goes_to_the_python_path(
 async def test_a_record_that_would_roll_the_file_goes_to_the_python_path(
     sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The 1 MiB CommitLog files fill: the SEND whose record and blank no longer fit is the writer's
-    (the roll-over, in Python); the rest stay plain, before and after."""
+    """The 1 MiB CommitLog file fills until a record fits it but not with the 8-byte blank after it:
+    that SEND is the writer's (the roll-over, in Python), the SENDs before and after it plain."""
     counts = Counts(monkeypatch)
-    body = b"x" * 4000
-    reads = [b"".join(send(i * 20 + k + 1, body=body) for k in range(20)) for i in range(16)]
-    await both(sides, reads)
-    assert counts.callback == 1 and counts.plain == 319
+    fast = sides[0].store
+    opaque = itertools.count(100)  # three digits each: the same properties' length
+    before = fast.writer.position
+    await both(sides, [send(next(opaque), body=b"x" * 100)])
+    overhead = fast.writer.position - before - 100
+    size = fast.writer.file_size
+    while True:
+        target = size - fast.writer.position % size - 4 - overhead  # the body of a record 4 bytes short
+        if 0 <= target <= 4000:
+            break
+        await both(sides, [send(next(opaque), body=b"f" * min(4000, target - overhead - 100))])
+    plain = counts.plain
+    assert counts.callback == 0
+    out = await both(sides, [send(next(opaque), body=b"r" * target) + send(next(opaque))])
+    assert out.count(b'"code":0,') == 2
+    assert counts.callback == 1 and counts.plain == plain + 1
+    assert fast.writer.position > size  # the second file
 
 
 async def test_a_failed_write_refuses_the_group_and_gives_its_offsets_back(
