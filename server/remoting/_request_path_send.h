@@ -6,13 +6,13 @@
  * names); all read into the same send_req_t. Whether a SEND is a batch is the header's `batch`
  * flag, as for the broker: store_send decodes the batch body.
  *
- * What is compiled is the request's own path, not the write: the frame is split here, its header
- * read (send_fields) and the SUCCESS answer written from a template made by the Python encoder
- * (SendMessageProcessor's answer, with the processor's region and trace flag); the checks, the
- * record and the append stay where their rules are written once, in Python
- * (SendMessageProcessor.store_send: server.broker.send_check, put_message, WritableStore.put). So
- * the frame costs one call of the sends callback instead of the frame decoder, the header codec, the
- * dispatcher and the answer's encoder.
+ * The frame is split here, its header read (send_fields) and the SUCCESS answer written from a
+ * template made by the Python encoder (SendMessageProcessor's answer, with the processor's region and
+ * trace flag). A plain SEND (_request_path_plain.h says which) is then stored here too, its record
+ * written with the call's other plain SENDs in one pwrite; any other keeps the checks, the record and
+ * the append where their rules are written once, in Python (SendMessageProcessor.store_send:
+ * server.broker.send_check, put_message, WritableStore.append), through one call of the sends
+ * callback instead of the frame decoder, the header codec, the dispatcher and the answer's encoder.
  *
  *   1. the header is plain (send_fields, send_fields_v1): the fields of SendMessageRequestHeaderV2
  *      a..n (or SendMessageRequestHeader's names for SEND_MESSAGE); the
@@ -22,7 +22,9 @@
  *   2. the header object is made here, header_class(a, b, c, d, e, f, g, h, i, j, k, l, m, n) (the
  *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
  *      copied into bytes, as the processor copies it;
- *   3. callback(opaque, code, header, body, at) answers (at: the length of the batch's answers so
+ *   3. a plain SEND is stored and answered here (plain_send); the group of plain SENDs before it is
+ *      written (plain_flush) before any other SEND's callback runs, and at the end of the call;
+ *      otherwise callback(opaque, code, header, body, at) answers (at: the length of the batch's answers so
  *      far, where this SEND's answer starts: once this call returns, and before any answer is sent,
  *      request_path.py settles the stored SENDs together and replaces the answers of those whose
  *      settle failed; send_group.py)

@@ -9,7 +9,10 @@ the client chose and the first queue offset. A oneway SEND is stored and gets no
 connection drops answers to oneway requests). Where the compiled request path runs, a plain SEND is
 decoded and answered there (``server/remoting/_request_path_send.h``) and only ``store_send`` runs
 here, so the checks and the put have one home; there the SENDs of one read are appended one by one
-and acknowledged by one ``settle`` (``server/remoting/send_group.py``).
+and acknowledged by one ``settle`` (``server/remoting/send_group.py``). A plain SEND there
+(``_request_path_plain.h``: no rule but the tables ``plain_state`` hands over) is stored by the C
+side itself and appended with the read's others in one write (``append_encoded``); ``store_send``
+stays the reference it is compared with (``tests/server/remoting/test_request_path_plain.py``).
 """
 
 from __future__ import annotations
