@@ -309,3 +309,19 @@ async def test_sends_of_other_codes_in_the_read(
     counts = Counts(monkeypatch)
     await both(sides, [send(1) + send_v1(2) + send(3, code=int(RequestCode.SEND_BATCH_MESSAGE)) + send_v1(4)])
     assert (counts.plain, counts.callback, counts.flushes) == (4, 0, 1)
+
+
+async def test_reads_that_cut_frames_stay_on_the_compiled_path(
+    sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream whose reads end inside frames (as 64 KiB reads of pipelined SENDs do): each read that
+    completes the frame an earlier one began is answered by the compiled path, the held part joined
+    to it; a big frame's pieces wait in the decoder until the last. Same bytes as the Python path."""
+    counts = Counts(monkeypatch)
+    stream = b"".join(send(i) for i in range(1, 13)) + send(13, body=b"B" * 4000) + send(14)
+    cuts = [0, 3, 100, 700, 701, 1500, 2600, *range(3000, len(stream) - 500, 400), len(stream)]
+    reads = [stream[a:b] for a, b in itertools.pairwise(cuts)]
+    before = sides[0].answered
+    out = await both(sides, reads)
+    assert out.count(b'"code":0,') == 14
+    assert sides[0].answered - before == 14 and counts.plain == 14
