@@ -210,6 +210,22 @@ class FrameDecoder:
         """Bytes of an incomplete frame held back (non-zero at EOF means a truncated frame)."""
         return len(self._buffer)
 
+    def completing(self, data: bytes | bytearray | memoryview) -> bytes | None:
+        """The incomplete frame held back joined with ``data``, when ``data`` completes it, and the
+        hold dropped: for a caller that decodes the whole itself and feeds back what it leaves (the
+        compiled request path, which took no read that began inside a frame, so a stream whose reads
+        cut frames fell back to this decoder for good). None, with nothing changed, when nothing is
+        held, the stream failed, or ``data`` does not complete the frame (a big frame's pieces are
+        kept here, appended, never copied again per read)."""
+        buffer = self._buffer
+        if not buffer or self._error is not None:
+            return None
+        if len(buffer) >= 4 and 4 + int.from_bytes(buffer[:4], "big", signed=True) - len(buffer) > len(data):
+            return None
+        joined = b"".join((buffer, data))
+        self._buffer = bytearray()
+        return joined
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """Decode every frame ``data`` completes; raises a ``FrameError`` subclass on bad input, whose
         ``decoded`` holds the commands this call completed before the bad frame."""

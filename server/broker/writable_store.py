@@ -69,12 +69,24 @@ from store.write.writer import (
 log = logging.getLogger(__name__)
 
 
+class _Encoded(NamedTuple):
+    """Records an ``append_encoded`` wrote: where the first went, how many, the last's (offset,
+    size), and the (topic, queue id) of each."""
+
+    first: int
+    count: int
+    last: tuple[int, int]
+    queues: list[tuple[str, int]]
+
+
 class _Unsettled(NamedTuple):
-    """One ``append`` not yet settled: its records, where they went, the bytes written for them."""
+    """One ``append`` not yet settled: its records, where they went, the bytes written for them (or,
+    for an ``append_encoded``, no records and what it wrote in ``encoded``)."""
 
     records: list[StoreRecord]
     appended: list[Appended]
     written: bytes
+    encoded: _Encoded | None = None
 
 
 #: Deliveries (scheduled and timer messages) one ``deliver_due`` call makes at most.
@@ -361,6 +373,43 @@ class WritableStore:
         self._unsettled.append(_Unsettled(records, appended, self.writer.last_written))
         return appended
 
+    def begin_encoded(
+        self,
+    ) -> tuple[dict[tuple[str, int], int], dict[str, int], int, int, int, bytes, int, set[str]] | None:
+        """``append``'s refusals before an append, for a caller that encodes the records itself
+        (the compiled request path's plain SENDs): the writer's ``encoded_state``, or None when
+        this store would refuse a put now (cut, a failed dispatch, a full disk, a torn write not
+        yet undone), which the caller leaves to ``append`` to answer."""
+        if self.not_writable is not None or self.dispatch_failed is not None or self.disk.full():
+            return None
+        try:
+            return self.writer.encoded_state()
+        except (StoreError, OSError):
+            return None
+
+    def append_encoded(
+        self,
+        data: bytes,
+        position: int,
+        now: int,
+        count: int,
+        last: tuple[int, int],
+        keys: list[tuple[str, int]],
+    ) -> None:
+        """``append`` for ``count`` records encoded from ``begin_encoded``'s state (each of ``keys``
+        took its queue offset): written with one ``pwrite`` and acknowledged once ``settle``
+        returns, as ``append``'s are. Refused as ``append`` refuses a failed write (nothing stored,
+        the queue offsets given back): ``StoreUnavailable`` for a full disk or a cut file, an
+        ``OSError`` as it is."""
+        try:
+            self.writer.write_encoded(data, position, now, keys)
+        except CommitLogCutError as exc:
+            self._stop_writing(str(exc))
+            raise self._unavailable() from exc
+        except CommitLogFullError as exc:
+            raise self._unavailable() from exc
+        self._unsettled.append(_Unsettled([], [], data, _Encoded(position, count, last, keys)))
+
     def settle(self) -> list[StoreRecord]:
         """``put``'s second half, for every record ``append`` took since the last call: dispatch
         them, check the CommitLog reads to their end, wake the pulls held on their queues and
@@ -388,12 +437,16 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
-        settled = [rec for records, _, _ in unsettled for rec in records]
+        settled = [rec for one in unsettled for rec in one.records]
         arrived = self.arrived
         if arrived is not None:
-            for topic, queue_id in {(rec.topic, rec.queue_id) for rec in settled}:
+            queues = {(rec.topic, rec.queue_id) for rec in settled}
+            for one in unsettled:
+                if one.encoded is not None:
+                    queues.update(one.encoded.queues)
+            for topic, queue_id in queues:
                 arrived(topic, queue_id)
-        for records, appended, _ in unsettled:
+        for records, appended, _, _ in unsettled:
             for rec, done in zip(records, appended, strict=True):
                 if rec.topic == SCHEDULE_TOPIC:
                     self._schedule.schedule(
@@ -663,23 +716,26 @@ def _written_span(
     first = end = -1
     count = 0
     last = (0, 0)
-    for _, appended, written in unsettled:
-        if not appended:
+    for _, appended, written, encoded in unsettled:
+        if encoded is not None:
+            begin, n, last_one = encoded.first, encoded.count, encoded.last
+        elif appended:
+            begin, n, last_one = appended[0].offset, len(appended), (appended[-1].offset, appended[-1].size)
+        else:
             continue
         if end < 0:
-            first = end = appended[0].offset
-        elif appended[0].offset != end:
+            first = end = begin
+        elif begin != end:
             return None
-        last_one = appended[-1]
-        last = (last_one.offset, last_one.size)
-        end = last_one.offset + last_one.size
-        if end - appended[0].offset != len(written):
+        last = last_one
+        end = last[0] + last[1]
+        if end - begin != len(written):
             return None
-        count += len(appended)
+        count += n
     if count == 0 or end != position:
         return None
     if len(unsettled) == 1:
         data = unsettled[0].written
     else:
-        data = b"".join(one.written for one in unsettled if one.appended)
+        data = b"".join(one.written for one in unsettled if one.appended or one.encoded is not None)
     return first, end, count, last, data

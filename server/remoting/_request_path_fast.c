@@ -918,13 +918,15 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
         pos += 4 + (long long)length;
     }
-    if (have_offsets && family_finish(&offsets, &pulls) < 0)
+    if (send_ctx_finish(&sends, 0) < 0 || (have_offsets && family_finish(&offsets, &pulls) < 0))
         goto done;
     PyObject *answers = out.len ? PyBytes_FromStringAndSize(out.p, out.len) : Py_NewRef(Py_None);
     if (answers != NULL)
         result = Py_BuildValue("(NLLLLLLLLLLi)", answers, pos, views, found_count, found_bytes, queries,
                                qc.served_bytes, qc.served_records, qc.found, qc.not_found, sends.answered, again);
 done:
+    if (result == NULL)
+        send_ctx_finish(&sends, 1);
     query_ctx_clear(&qc);
     send_ctx_clear(&sends);
     PyMem_Free(out.p);
@@ -975,6 +977,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__request_path_fast(void)
 {
+    crc_init(); /* the plain SENDs' BODYCRC (_request_path_plain.h) */
     size_name = PyUnicode_InternFromString("size");
     if (size_name == NULL)
         return NULL;

@@ -6,13 +6,13 @@
  * names); all read into the same send_req_t. Whether a SEND is a batch is the header's `batch`
  * flag, as for the broker: store_send decodes the batch body.
  *
- * What is compiled is the request's own path, not the write: the frame is split here, its header
- * read (send_fields) and the SUCCESS answer written from a template made by the Python encoder
- * (SendMessageProcessor's answer, with the processor's region and trace flag); the checks, the
- * record and the append stay where their rules are written once, in Python
- * (SendMessageProcessor.store_send: server.broker.send_check, put_message, WritableStore.put). So
- * the frame costs one call of the sends callback instead of the frame decoder, the header codec, the
- * dispatcher and the answer's encoder.
+ * The frame is split here, its header read (send_fields) and the SUCCESS answer written from a
+ * template made by the Python encoder (SendMessageProcessor's answer, with the processor's region and
+ * trace flag). A plain SEND (_request_path_plain.h says which) is then stored here too, its record
+ * written with the call's other plain SENDs in one pwrite; any other keeps the checks, the record and
+ * the append where their rules are written once, in Python (SendMessageProcessor.store_send:
+ * server.broker.send_check, put_message, WritableStore.append), through one call of the sends
+ * callback instead of the frame decoder, the header codec, the dispatcher and the answer's encoder.
  *
  *   1. the header is plain (send_fields, send_fields_v1): the fields of SendMessageRequestHeaderV2
  *      a..n (or SendMessageRequestHeader's names for SEND_MESSAGE); the
@@ -22,7 +22,9 @@
  *   2. the header object is made here, header_class(a, b, c, d, e, f, g, h, i, j, k, l, m, n) (the
  *      dataclass SendMessageRequestHeader.from_ext_fields makes, in its field order), and the body
  *      copied into bytes, as the processor copies it;
- *   3. callback(opaque, code, header, body, at) answers (at: the length of the batch's answers so
+ *   3. a plain SEND is stored and answered here (plain_send); the group of plain SENDs before it is
+ *      written (plain_flush) before any other SEND's callback runs, and at the end of the call;
+ *      otherwise callback(opaque, code, header, body, at) answers (at: the length of the batch's answers so
  *      far, where this SEND's answer starts: once this call returns, and before any answer is sent,
  *      request_path.py settles the stored SENDs together and replaces the answers of those whose
  *      settle failed; send_group.py)
@@ -121,7 +123,10 @@ static int send_fields_of(const ext_fields *e, send_req_t *r)
     return 0;
 }
 
-/* The batch's sends: (callback, header_class, (pieces, holes)), read at the batch's first SEND
+#include "_request_path_plain.h" /* the plain SENDs stored here */
+
+/* The batch's sends: (callback, header_class, (pieces, holes)) or (callback, header_class, (pieces,
+ * holes), begin, flush) with plain SENDs (_request_path_plain.h), read at the batch's first SEND
  * (send_ctx_ready): a read of VIEWs or pulls on a writable server pays nothing for it. */
 typedef struct {
     PyObject *arg;
@@ -129,6 +134,7 @@ typedef struct {
     template_t success; /* its own references, once ready: send_ctx_clear releases them */
     int ready;
     long long answered;
+    plain_t plain;
 } send_ctx_t;
 
 /* 1 with sends (the context's shape checked), 0 without (None), -1 on error. */
@@ -137,8 +143,9 @@ static int send_ctx_init(send_ctx_t *ctx, PyObject *arg)
     memset(ctx, 0, sizeof *ctx);
     if (arg == NULL || arg == Py_None)
         return 0;
-    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 3) {
-        PyErr_SetString(PyExc_TypeError, "the sends context is (callback, header class, (pieces, holes))");
+    if (!PyTuple_Check(arg) || (PyTuple_GET_SIZE(arg) != 3 && PyTuple_GET_SIZE(arg) != 5)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "the sends context is (callback, header class, (pieces, holes)[, begin, flush])");
         return -1;
     }
     ctx->arg = arg;
@@ -152,31 +159,43 @@ static int send_ctx_ready(send_ctx_t *ctx)
         return 0;
     ctx->callback = PyTuple_GET_ITEM(ctx->arg, 0);
     ctx->header_class = PyTuple_GET_ITEM(ctx->arg, 1);
+    if (PyTuple_GET_SIZE(ctx->arg) == 5)
+        plain_init(&ctx->plain, PyTuple_GET_ITEM(ctx->arg, 3), PyTuple_GET_ITEM(ctx->arg, 4));
     if (template_from(PyTuple_GET_ITEM(ctx->arg, 2), &ctx->success) < 0)
         return -1;
     ctx->ready = 1;
     return 0;
 }
 
+/* The call ends: its plain SENDs written (0), or, with an error set (failed), given back (-1). */
+static int send_ctx_finish(send_ctx_t *ctx, int failed)
+{
+    if (failed) {
+        plain_abort(&ctx->plain);
+        return -1;
+    }
+    if (plain_flush(&ctx->plain) < 0) {
+        plain_abort(&ctx->plain);
+        return -1;
+    }
+    return 0;
+}
+
 static void send_ctx_clear(send_ctx_t *ctx)
 {
+    plain_clear(&ctx->plain);
     for (int i = 0; i < ctx->success.n_pieces; i++)
         Py_CLEAR(ctx->success.pieces[i]);
     ctx->success.n_pieces = 0;
 }
 
-/* The properties as a str (escapes decoded), or None when absent: NULL with *leave set if not UTF-8
- * (scan_string checked the escapes; every escape is at least as long as the UTF-8 of what it stands
- * for, so the text decoded fits in n bytes). */
-static PyObject *json_text(const json_text_t *t, int *leave)
+/* The text t stands for, its JSON escapes decoded, into buf (at least t->n bytes: every escape is at
+ * least as long as the UTF-8 of what it stands for; scan_string checked them and left surrogates to
+ * the reference): its length. */
+static Py_ssize_t json_unescape(const json_text_t *t, unsigned char *buf)
 {
-    if (t->s == NULL || !t->escaped)
-        return optional_text(t->s, t->n, leave);
     const unsigned char *s = t->s;
     Py_ssize_t n = t->n, k = 0;
-    unsigned char *buf = PyMem_Malloc(n ? (size_t)n : 1);
-    if (buf == NULL)
-        return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n;) {
         if (s[i] != '\\') {
             buf[k++] = s[i++];
@@ -202,7 +221,18 @@ static PyObject *json_text(const json_text_t *t, int *leave)
             buf[k++] = (unsigned char)(0x80 | (v & 0x3F));
         }
     }
-    PyObject *text = decode_text(buf, k, leave);
+    return k;
+}
+
+/* The properties as a str (escapes decoded), or None when absent: NULL with *leave set if not UTF-8. */
+static PyObject *json_text(const json_text_t *t, int *leave)
+{
+    if (t->s == NULL || !t->escaped)
+        return optional_text(t->s, t->n, leave);
+    unsigned char *buf = PyMem_Malloc(t->n ? (size_t)t->n : 1);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    PyObject *text = decode_text(buf, json_unescape(t, buf), leave);
     PyMem_Free(buf);
     return text;
 }
@@ -292,6 +322,15 @@ static int answer_send(out_buf *out, send_ctx_t *ctx, long long code, long long 
     int leave = 0, rc = -1;
     if (send_ctx_ready(ctx) < 0)
         return -1;
+    rc = plain_send(&ctx->plain, &ctx->success, out, code, opaque, r, body, body_n);
+    if (rc == O_ANSWERED)
+        ctx->answered++;
+    if (rc != O_LEAVE)
+        return rc;
+    /* not plain: what the group holds is written before the callback runs any Python */
+    if (plain_flush(&ctx->plain) < 0)
+        return -1;
+    rc = -1;
     PyObject *header = send_header(ctx, r, &leave), *data = NULL, *got = NULL;
     if (header == NULL)
         return leave ? O_LEAVE : -1;

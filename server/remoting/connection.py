@@ -185,14 +185,14 @@ class RemotingConnection(asyncio.Protocol):
                 self._idle.touch(self)
         answered = 0
         fast = self._dispatcher.fast_path
-        if (
-            fast is not None
-            and not self._pending
-            and not self._decoder.buffered
-            and self._state.answering
-            and self._held_by is None
-        ):
-            answered, data = self._answer_fast(fast, data)
+        if fast is not None and not self._pending and self._state.answering and self._held_by is None:
+            # A read that completes the frame an earlier read began is the compiled path's too
+            # (joined): otherwise one cut frame sent every later read of the stream to the decoder.
+            joined = self._decoder.completing(data) if self._decoder.buffered else None
+            if joined is not None:
+                data = joined
+            if not self._decoder.buffered:
+                answered, data = self._answer_fast(fast, data)
         try:
             requests = self._decoder.feed(data) if data else []
         except FrameError as exc:

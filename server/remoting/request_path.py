@@ -454,18 +454,21 @@ class RequestPath:
     def answer_sends(self, sends: SendMessageProcessor) -> None:
         """Answer the plain SENDs (V2, batches, SEND_MESSAGE) ``sends`` would answer (``serve
         --writable``; see ``_request_path_send.h``): the frame and the answer here, the checks and
-        the append in ``SendMessageProcessor.store_send``. Its SUCCESS header is made here by the
-        processor's own encoder, with its region and trace flag."""
+        the append in ``SendMessageProcessor.store_send``, but for the plain SENDs, stored by the C
+        side itself and written once per call (``_request_path_plain.h``, ``SendGroup.flush_plain``).
+        Its SUCCESS header is made here by the processor's own encoder, with its region and trace flag."""
         if not self._offsets:
             return  # the sends context goes to the C side with the offsets context
         request = RemotingCommand(_SEND, opaque=HOLES["opaque"])
         stored = [_StoredStandIn(str(HOLES["msgid"]), HOLES["offset"])]
         success = encode_json_header(sends.answer_outcome(request, (stored, HOLES["queueid"])))  # type: ignore[arg-type]
-        self._sends = SendGroup(sends, self._dispatcher)
+        group = self._sends = SendGroup(sends, self._dispatcher)
         self._send_context = (
             self._answer_send,
             SendMessageRequestHeader,
             template(success, ("opaque", "queueid", "offset", "msgid")),
+            group.plain_begin,
+            group.flush_plain,
         )
         self.codes = self.codes | {_SEND, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE}
         self.needs_peer = True

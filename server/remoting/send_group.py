@@ -19,6 +19,12 @@ are its last frames, so each answer is the output from there to the next SEND's.
 
 A SEND that created its topic is answered from a task once the topic table is saved (as
 ``SendMessageProcessor.process``): it settles at once, so the answer its task gives is final.
+
+A plain SEND (issue 33: ``_request_path_plain.h`` says which) costs no callback: the C side encodes
+it and writes its SUCCESS answer itself, from the state ``plain_begin`` gives, and hands the call's
+plain SENDs to ``flush_plain`` as one buffer, written with one ``pwrite`` before any other Python of
+the call runs (``SendMessageProcessor.append_encoded``). They are held and settled as the others
+are; a failed write or settle replaces each of their answers by the refusal the Python path gives.
 """
 
 from __future__ import annotations
@@ -59,19 +65,76 @@ class _Answered:
     failure: PutRefused | Exception | None = None
 
 
+@dataclass(slots=True)
+class _Plain:
+    """The plain SENDs of one ``flush_plain``: where each answer starts, its opaque and request code,
+    when the group began, and what they are answered with instead if their write or settle failed."""
+
+    ats: list[int]
+    opaques: list[int]
+    codes: list[int]
+    started: float
+    failure: PutRefused | Exception | None = None
+
+    def answered(self) -> list[_Answered]:
+        """Each SEND as the callback's are kept (only when an answer must be replaced)."""
+        started, failure = self.started, self.failure
+        return [
+            _Answered(at, opaque, code, started, True, failure)
+            for at, opaque, code in zip(self.ats, self.opaques, self.codes, strict=True)
+        ]
+
+
 class SendGroup:
     """The compiled path's SENDs for one processor: answered by ``answer`` (the C side's callback),
     settled and, if need be, answered again by ``finish`` after each C call."""
 
-    __slots__ = ("_answered", "_dispatcher", "_held", "sends")
+    __slots__ = ("_answered", "_begun", "_dispatcher", "_held", "_held_plain", "_plain", "sends")
 
     def __init__(self, sends: SendMessageProcessor, dispatcher: Dispatcher) -> None:
         self.sends = sends
         self._dispatcher = dispatcher
-        #: The SENDs of the current C call, in order.
+        #: The SENDs of the current C call the callback answered, in order.
         self._answered: list[_Answered] = []
         #: Those of them whose SUCCESS is written and not yet settled.
         self._held: list[_Answered] = []
+        #: The plain SENDs of the current C call, per flush; those written and not yet settled.
+        self._plain: list[_Plain] = []
+        self._held_plain: list[_Plain] = []
+        #: When the open plain group began (``plain_begin``).
+        self._begun = 0.0
+
+    def plain_begin(self) -> tuple[Any, ...] | None:
+        """The C side's first plain SEND of a group: the state it stores them from
+        (``SendMessageProcessor.plain_state``), or None to leave every SEND of the call to ``answer``."""
+        self._begun = time.perf_counter()
+        return self.sends.plain_state(CURRENT_PEER.get() or _NO_PEER)
+
+    def flush_plain(
+        self,
+        data: bytes,
+        position: int,
+        now: int,
+        count: int,
+        last_offset: int,
+        last_size: int,
+        keys: list[tuple[str, int]],
+        ats: list[int],
+        opaques: list[int],
+        codes: list[int],
+    ) -> None:
+        """The C side's plain SENDs since ``plain_begin``, encoded and answered SUCCESS: written now,
+        held until ``finish`` settles them (their answers replaced if the write or the settle fails)."""
+        group = _Plain(ats, opaques, codes, self._begun)
+        try:
+            group.failure = self.sends.append_encoded(
+                data, position, now, count, (last_offset, last_size), keys
+            )
+        except Exception as exc:  # as Dispatcher answers a processor's failure
+            group.failure = exc
+        self._plain.append(group)
+        if group.failure is None:
+            self._held_plain.append(group)
 
     def answer(
         self,
@@ -130,12 +193,17 @@ class SendGroup:
     def finish(self, out: bytes | None, stats: RequestStats | None) -> bytes | None:
         """After a C call: settle its held SENDs, and give the call's output with the answer of each
         SEND a failed settle covered replaced by its refusal."""
-        answered = self._answered
-        if not answered:
+        answered, plain = self._answered, self._plain
+        if not answered and not plain:
             return out
         self._answered = []
-        if self._held:
+        self._plain = []
+        if self._held or self._held_plain:
             self._settle(stats)
+        if any(group.failure is not None for group in plain):
+            answered = sorted(
+                answered + [one for group in plain for one in group.answered()], key=lambda a: a.at
+            )
         first = next((i for i, a in enumerate(answered) if a.failure is not None), None)
         if first is None or out is None:
             return out
@@ -153,8 +221,10 @@ class SendGroup:
         """The C call failed after SENDs were appended and its answers are dropped: settle them
         (nothing is acknowledged; they are dispatched as any stored record is) and forget the call."""
         self._answered = []
+        self._plain = []
         held, self._held = self._held, []
-        if held:
+        held_plain, self._held_plain = self._held_plain, []
+        if held or held_plain:
             try:
                 self.sends.settle()
             except Exception:
@@ -164,6 +234,7 @@ class SendGroup:
         """Settle the held SENDs (and the store's other unsettled appends): None, or what each of
         them is answered with instead (marked on them for ``finish``)."""
         held, self._held = self._held, []
+        held_plain, self._held_plain = self._held_plain, []
         failure: PutRefused | Exception | None
         try:
             failure = self.sends.settle()
@@ -174,9 +245,15 @@ class SendGroup:
                 now = time.perf_counter()
                 for one in held:
                     stats.observe(one.code, _SUCCESS, now - one.started)
+                for group in held_plain:
+                    codes = group.codes
+                    for code in set(codes):
+                        stats.observe_many(code, _SUCCESS, codes.count(code), now - group.started)
         else:
             for one in held:
                 one.failure = failure
+            for group in held_plain:
+                group.failure = failure
         return failure
 
     def _refusal(self, one: _Answered) -> bytes:

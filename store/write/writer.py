@@ -550,6 +550,56 @@ class StoreWriter:
         self._last_store_ts = now
         return out
 
+    def encoded_state(
+        self,
+    ) -> tuple[dict[tuple[str, int], int], dict[str, int], int, int, int, bytes, int, set[str]]:
+        """What a caller that encodes records itself needs to append them (``write_encoded``): the
+        next queue offset per (topic, queue id), which it takes for each record, the queues known per
+        topic (which it raises as ``_note`` does for a topic this writer did not create), where the
+        next record goes, the file size, the store timestamp, the store host (packed) and port, and
+        the topics this writer created (whose growth ``_register_topic`` saves: left to it). The
+        checks ``put_batch`` makes before an append are made here (``CommitLogCutError``,
+        ``CommitLogFullError`` when a torn write cannot be undone).
+
+        The compiled request path's plain SENDs (``server/remoting/_request_path_plain.h``) take
+        the queue offsets from the returned dict itself, so the caller must write or give back
+        every offset it took before anything else appends."""
+        if not self._queues_known:
+            raise StoreError("the writer's queue offsets are not known yet: call resume_queues first")
+        self._check_not_cut()
+        self._clean_torn_write()
+        return (
+            self._queue_offsets,
+            self._topics,
+            self._position,
+            self.file_size,
+            self._clock(),
+            pack_host(self.store_host),
+            self.store_port,
+            self._created,
+        )
+
+    def write_encoded(self, data: bytes, position: int, now: int, keys: list[tuple[str, int]]) -> None:
+        """Write records encoded from ``encoded_state`` (each of ``keys`` took one queue offset, in
+        order) at ``position``, the writer's position, all within its current file, with one
+        ``pwrite``. On a failed write nothing is stored: the file is as it was (``_write``) and the
+        queue offsets taken are given back; the error is raised."""
+        if position != self._position:
+            raise StoreError(f"records encoded for offset {position} but the writer is at {self._position}")
+        start = position - position % self.file_size
+        try:
+            if position - start + len(data) + BLANK_SIZE > self.file_size:
+                raise StoreError("encoded records must fit the current CommitLog file with its blank")
+            self._write(start, data, position - start)
+        except BaseException:
+            offsets = self._queue_offsets
+            for key in keys:
+                offsets[key] -= 1
+            raise
+        self.last_written = data
+        self._position = position + len(data)
+        self._last_store_ts = now
+
     def _unnote(self, topic: str, queue_id: int, sys_flag: int) -> None:
         if not _skips_queue(sys_flag):
             self._queue_offsets[(topic, queue_id)] -= 1

@@ -216,3 +216,25 @@ def test_a_full_16_mib_frame_arrives_in_socket_sized_chunks(serialize_type: Seri
         got.extend(decoder.feed(view[pos : pos + 64 * 1024]))
     assert got == [cmd]
     assert decoder.buffered == 0
+
+
+def test_completing_joins_the_held_part_only_with_the_read_that_completes_it() -> None:
+    """``completing``: None (nothing changed) while nothing is held or the read does not complete the
+    held frame; else the held bytes and the read as one, the hold dropped, so feeding back what the
+    caller leaves decodes the rest as before."""
+    stream = encode_frame(_command(1, 600, SerializeType.JSON)) + encode_frame(
+        _command(2, 10, SerializeType.JSON)
+    )
+    first = len(encode_frame(_command(1, 600, SerializeType.JSON)))
+    decoder = FrameDecoder()
+    assert decoder.completing(stream) is None
+    assert decoder.feed(stream[:2]) == [] and decoder.buffered == 2
+    joined = decoder.completing(stream[2:5])  # under 4 bytes held: joined (cheap), still incomplete
+    assert joined == stream[:5] and decoder.buffered == 0
+    assert decoder.feed(joined) == []
+    assert decoder.completing(stream[5 : first - 1]) is None and decoder.buffered == 5  # short by 1
+    decoder.feed(stream[5:300])
+    joined = decoder.completing(memoryview(stream)[300 : first + 7])
+    assert joined == stream[: first + 7] and decoder.buffered == 0
+    commands = decoder.feed(joined[first:]) + decoder.feed(stream[first + 7 :])
+    assert [c.opaque for c in commands] == [2]

@@ -9,7 +9,10 @@ the client chose and the first queue offset. A oneway SEND is stored and gets no
 connection drops answers to oneway requests). Where the compiled request path runs, a plain SEND is
 decoded and answered there (``server/remoting/_request_path_send.h``) and only ``store_send`` runs
 here, so the checks and the put have one home; there the SENDs of one read are appended one by one
-and acknowledged by one ``settle`` (``server/remoting/send_group.py``).
+and acknowledged by one ``settle`` (``server/remoting/send_group.py``). A plain SEND there
+(``_request_path_plain.h``: no rule but the tables ``plain_state`` hands over) is stored by the C
+side itself and appended with the read's others in one write (``append_encoded``); ``store_send``
+stays the reference it is compared with (``tests/server/remoting/test_request_path_plain.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import MessageDecodeError
+from protocol.message_id import MessageIdError, pack_host
 from protocol.send_message import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -40,10 +44,11 @@ from server.broker.put_message import (
     StoreUnavailable,
     batch_records,
     is_half_message,
+    java_utf8,
     single_record,
 )
 from server.broker.send_back import DLQ_QUEUE_NUMS, max_reconsume_times
-from server.broker.send_check import check_send, header_to_store
+from server.broker.send_check import NOT_ALLOWED_SEND_TOPICS, check_send, header_to_store
 from server.broker.timer_messages import TIMER_TOPIC
 from server.broker.transactions import reject_remark, system_topic
 from server.broker.writable_store import WritableStore
@@ -55,6 +60,9 @@ from server.store_api import AppendResult, StoreRecord
 log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+#: Topics whose SENDs are never plain (``plain_state``): nobody may send to them, or a record sent to
+#: them is not stored as sent (the timer topic's own rules), so they keep ``store_send``.
+NEVER_PLAIN_TOPICS = NOT_ALLOWED_SEND_TOPICS | {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TIMER_TOPIC}
 
 
 class SendMessageProcessor:
@@ -194,6 +202,53 @@ class SendMessageProcessor:
         if settle:
             self._scheduled(records)
         return appended, answered_queue
+
+    def plain_state(self, born: tuple[str, int]) -> tuple[Any, ...] | None:
+        """What the compiled request path needs to store plain SENDs itself
+        (``server/remoting/_request_path_plain.h``: the ``PB_*`` order), or None when the store
+        takes no records now (each SEND then comes to ``store_send``, which refuses it). The plain
+        ones are those whose checks, records and append ``store_send`` would make without any
+        rule beyond the tables given here; ``born`` is the sender's (host, port)."""
+        try:
+            born_addr = pack_host(born[0])
+        except MessageIdError:
+            return None
+        state = self.store.begin_encoded()
+        if state is None:
+            return None
+        offsets, queues, position, file_size, now, store_addr, store_port, created = state
+        return (
+            offsets,
+            queues,
+            self.store.topics.topics,
+            NEVER_PLAIN_TOPICS,
+            position,
+            file_size,
+            now,
+            self.max_message_size,
+            java_utf8(self.cluster),
+            store_addr,
+            store_port,
+            born_addr,
+            born[1],
+            created,
+        )
+
+    def append_encoded(
+        self,
+        data: bytes,
+        position: int,
+        now: int,
+        count: int,
+        last: tuple[int, int],
+        keys: list[tuple[str, int]],
+    ) -> PutRefused | None:
+        """The plain SENDs the compiled path encoded from ``plain_state``, appended (one write,
+        ``WritableStore.append_encoded``) and acknowledged by the next ``settle``: None, or the
+        refusal each of them is answered with instead, as ``store_send`` answers an append that
+        fails the same way."""
+        appended = self._stored(self.store.append_encoded, data, position, now, count, last, keys)
+        return appended if isinstance(appended, PutRefused) else None
 
     def settle(self) -> PutRefused | None:
         """Acknowledge the SENDs ``store_send(..., settle=False)`` appended since the last call
