@@ -569,7 +569,7 @@ class WritableStore:
         (``MessageStore.refresh_written``: no second walk and BODYCRC check of bytes written from
         memory a moment ago; the dispatchers handed them as one run); anything else is the walk."""
         span = None if unsettled is None else _written_span(unsettled, self.writer.position)
-        if span is None or not self.reader.refresh_written(*span):
+        if span is None or not self.reader.refresh_written(*span, self.writer.open_file()):
             self.reader.refresh(tail=True)
 
     def next_delivery(self) -> int | None:
