@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -53,6 +54,9 @@ from server.remoting.processors.consumer_send_back import group_not_exist_remark
 from server.store_api import AppendResult, StoreRecord
 
 log = logging.getLogger(__name__)
+#: The topics whose records arm the server's delivery timer.
+_DELAYED_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+_TOPIC = operator.attrgetter("topic")
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
@@ -223,7 +227,8 @@ class SendMessageProcessor:
 
     def _scheduled(self, records: Sequence[StoreRecord]) -> None:
         """Arm the server's delivery timer if any of ``records`` went to the schedule topic."""
-        if self.on_scheduled is not None and any(r.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for r in records):
+        # ``isdisjoint`` over ``map``: the records' topics looked at in C (a batch holds dozens).
+        if self.on_scheduled is not None and not _DELAYED_TOPICS.isdisjoint(map(_TOPIC, records)):
             self.on_scheduled()
 
     def _retry_or_dead_letter(
