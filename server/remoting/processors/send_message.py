@@ -29,7 +29,6 @@ from protocol.errors import MessageDecodeError
 from protocol.send_message import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
-    decode_batch_body,
     send_response_fields,
 )
 from server.broker.controller import RETRY_GROUP_TOPIC_PREFIX, BrokerController, dlq_topic
@@ -180,10 +179,9 @@ class SendMessageProcessor:
         try:
             if header.batch:
                 try:
-                    items = decode_batch_body(body)
+                    records = batch_records(header, body, ctx)
                 except MessageDecodeError as exc:
                     return PutRefused(ResponseCode.SYSTEM_ERROR, f"bad batch body: {exc}")
-                records = batch_records(header, body, items, ctx)
             else:
                 if self.reject_transactions and is_half_message(header):
                     return PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.broker_ip))
