@@ -20,6 +20,7 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("protocol._frame_fast", "protocol/_frame_fast.c"),
     ("store.index._query_walk_fast", "store/index/_query_walk_fast.c"),
     ("protocol._index_key_fast", "protocol/_index_key_fast.c"),
+    ("protocol._batch_decode_fast", "protocol/_batch_decode_fast.c"),
     ("store.commitlog._view_read_fast", "store/commitlog/_view_read_fast.c"),
     ("store.consumequeue._consume_queue_fast", "store/consumequeue/_consume_queue_fast.c"),
     ("store.consumequeue._consume_queue_build_fast", "store/consumequeue/_consume_queue_build_fast.c"),

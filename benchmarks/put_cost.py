@@ -1,5 +1,5 @@
 """The in-process cost of one ``WritableStore.put`` (what a SEND costs the server past its frame),
-and where it goes: the append, the CommitLog refresh, the reput pass, the index audit.
+and where it goes: the append, the CommitLog's part of the settle, each dispatcher, the index audit.
 
     taskset -c 1 python -m benchmarks.put_cost --puts 5000 [--group N] [--files F]
 
@@ -24,8 +24,25 @@ from typing import Any
 
 from clients.testkit.server import kit_store_config
 from server.broker.writable_store import WritableStore
+from store.consumequeue.builder import ConsumeQueueBuilder
 from store.write.writer import StoreRecord
 
+#: The parts timed: the append; the walk's path (``commitlog_refresh``: the CommitLog's refresh,
+#: ``reput``: the reput's pass); the written span's path (``commitlog_written``: the CommitLog's end
+#: moved over the writer's own records, ``dispatch_written``: both dispatchers handed them, of
+#: which ``cq_dispatch`` and ``index_dispatch`` on either path); the index audit; the refresh of the
+#: consume queues written.
+PARTS = (
+    "append",
+    "commitlog_refresh",
+    "reput",
+    "commitlog_written",
+    "dispatch_written",
+    "cq_dispatch",
+    "index_dispatch",
+    "index_audit",
+    "queues_refresh",
+)
 #: The CommitLog file size of a ``--files`` run: small, so that many files are quick to write.
 FILL_FILE_SIZE = 64 * 1024
 
@@ -55,14 +72,21 @@ def measure(puts: int, group: int = 1, files: int = 0) -> dict[str, float]:
             records = [
                 StoreRecord("PutCost", b"x" * 256, props % (i, i), queue_id=i % 4) for i in range(puts)
             ]
-            parts = {"append": 0.0, "commitlog_refresh": 0.0, "reput": 0.0, "index_audit": 0.0}
+            parts = dict.fromkeys(PARTS, 0.0)
             reader = store.reader
+            commitlog = reader.commitlog
             store.writer.put_batch = _timed(parts, "append", store.writer.put_batch)  # type: ignore[method-assign]
-            reader.commitlog.refresh = _timed(parts, "commitlog_refresh", reader.commitlog.refresh)  # type: ignore[method-assign]
+            commitlog.refresh = _timed(parts, "commitlog_refresh", commitlog.refresh)  # type: ignore[method-assign]
+            commitlog.refresh_written = _timed(parts, "commitlog_written", commitlog.refresh_written)  # type: ignore[method-assign]
             reput = reader._reput  # the benchmark looks inside on purpose
             if reput is not None:
                 reput.run_once = _timed(parts, "reput", reput.run_once)  # type: ignore[method-assign]
+                reput.dispatch_written = _timed(parts, "dispatch_written", reput.dispatch_written)  # type: ignore[method-assign]
+                for d in reput.dispatchers:
+                    name = "cq_dispatch" if isinstance(d, ConsumeQueueBuilder) else "index_dispatch"
+                    d.dispatch = _timed(parts, name, d.dispatch)  # type: ignore[method-assign]
             reader.index.audit = _timed(parts, "index_audit", reader.index.audit)  # type: ignore[method-assign]
+            reader.queues.refresh_some = _timed(parts, "queues_refresh", reader.queues.refresh_some)  # type: ignore[method-assign]
             started = time.perf_counter()
             if group == 1:
                 for rec in records:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Self
 
+from protocol.accel import load
 from protocol.codes import SerializeType
 from protocol.custom_header_fields import (
     HeaderCodec,
@@ -132,12 +133,20 @@ _BATCH_HEAD = struct.Struct(">iiiii")
 _I16 = struct.Struct(">h")
 
 
-def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+def decode_batch_body(body: bytes | bytearray | memoryview, suffix: bytes = b"") -> list[BatchItem]:
     """Split a SEND_BATCH_MESSAGE body into its messages; ``MessageDecodeError`` if it does not parse.
 
     Java walks the body by the lengths inside it (TOTALSIZE is not checked against them), so the
     same is done here, but every length must stay inside the body: a short or overlong body is an
     error rather than the broker's ``BufferUnderflowException``.
+
+    ``suffix``: the batch's own properties (serialized), appended to each message's after a 0x02
+    when they do not end with one, as the broker's batch encoder stores them
+    (``needAppendLastPropertySeparator``); each item's ``properties`` are then the stored ones.
+
+    The readable reference (``decode_batch_body_python``); with the accelerators built the name is
+    the compiled twin (``protocol/_batch_decode_fast.c``), which hands a body that does not parse
+    back to this one for its error.
     """
     data = body if type(body) is bytes else bytes(body)
     items: list[BatchItem] = []
@@ -162,8 +171,26 @@ def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
                 f"batch message at byte {props_at - body_len - head_size}: properties length {props_len} "
                 "runs past the body"
             )
-        append(BatchItem(flag, data[start:props_at], data[props_at + 2 : pos]))
+        own = data[props_at + 2 : pos]
+        if suffix:
+            own = own + (b"\x02" if own and not own.endswith(b"\x02") else b"") + suffix
+        append(BatchItem(flag, data[start:props_at], own))
     return items
+
+
+decode_batch_body_python = decode_batch_body
+_batch_fast = load("protocol._batch_decode_fast")
+if _batch_fast is not None:
+    _decode_fast = _batch_fast.decode_batch_body
+
+    def decode_batch_body(body: bytes | bytearray | memoryview, suffix: bytes = b"") -> list[BatchItem]:
+        """``decode_batch_body_python`` in one C call; a body that does not parse is decoded again
+        by the reference for its ``MessageDecodeError``."""
+        data = body if type(body) is bytes else bytes(body)
+        items = _decode_fast(data, suffix if type(suffix) is bytes else bytes(suffix), BatchItem)
+        if items is None:
+            return decode_batch_body_python(data, suffix)
+        return items  # type: ignore[no-any-return]
 
 
 def encode_batch_body(messages: list[tuple[int, bytes, Mapping[str, str]]]) -> bytes:

@@ -131,6 +131,8 @@ class MessageStore:
         self.rss_trim_bytes = rss_trim_bytes
         self._served_since_trim = 0
         self._records_since_check = 0
+        #: Records the dispatchers were handed since the last look at the resident pages.
+        self._dispatched_since_check = 0
         self.build_index = build_index
         self._lock = threading.RLock()
         self.warn = WarnOnce(log)
@@ -656,7 +658,13 @@ class MessageStore:
             return self._dispatch_new(max_records, tail, None)
 
     def refresh_written(
-        self, first: int, end: int, records: int, last: tuple[int, int], written: bytes
+        self,
+        first: int,
+        end: int,
+        records: int,
+        last: tuple[int, int],
+        written: bytes,
+        writer_file: tuple[int, int] | None = None,
     ) -> bool:
         """``refresh(tail=True)`` after this process's writer appended ``records`` whole records at
         ``[first, end)`` (``last``: the last one's offset and size; ``written``: their bytes as
@@ -664,9 +672,11 @@ class MessageStore:
         the dispatchers get them as one run over ``written`` (``Reput.dispatch_written``), the same
         entries and keys the walk would give. False, with nothing done, when the CommitLog cannot
         take them so (the caller refreshes as usual); a dispatch the shortcut cannot make is the
-        usual pass."""
+        usual pass. ``writer_file``: the writer's open file (``CommitLog.refresh_written``)."""
         with self._lock:
-            if self._reput is None or not self.commitlog.refresh_written(first, end, last, written):
+            if self._reput is None or not self.commitlog.refresh_written(
+                first, end, last, written, writer_file
+            ):
                 return False
             self._dispatch_new(None, True, (first, end, records, written))
             return True
@@ -708,9 +718,14 @@ class MessageStore:
                 if self._cq_builder is not None:
                     self._cq_builder.take_changed()
                 self.queues.refresh()
-            # The index pages the builder wrote stay mapped: bound them even when no query comes.
-            if read and self._resident_over_limit():
-                self._release_pages()
+            # The index pages the builder wrote stay mapped: bound them even when no query comes,
+            # looked at every ``RSS_CHECK_EVERY_RECORDS`` records dispatched (as for the records
+            # served), not after every put's settle: a ``pread`` of /proc a SEND otherwise.
+            self._dispatched_since_check += read
+            if self._dispatched_since_check >= RSS_CHECK_EVERY_RECORDS:
+                self._dispatched_since_check = 0
+                if self._resident_over_limit():
+                    self._release_pages()
             more = self._repair(max_records, tail)
             return (max_records is not None and read >= max_records) or more
         self.queues.refresh()

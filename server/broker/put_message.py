@@ -25,6 +25,7 @@ Refusals raise ``PutRefused`` with the broker's response code and remark.
 
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ from protocol.message_flags import (
 )
 from protocol.message_properties import properties_to_string, string_to_properties
 from protocol.record_layout import PROPERTIES_MAX_LENGTH, TOPIC_MAX_LENGTH_V1
-from protocol.send_message import BatchItem, SendMessageRequestHeader
+from protocol.send_message import SendMessageRequestHeader, decode_batch_body
 from server.broker.timer_messages import (
     DEFAULT_TIMER_SETTINGS,
     PROPERTY_TIMER_OUT_MS,
@@ -69,6 +70,8 @@ MAX_DELAY_LEVEL = 18
 #: Java reads the properties length as a short and the topic length as a byte (``checkMessage``
 #: counts the topic's chars against ``Byte.MAX_VALUE``).
 _MAX_PROPERTIES_BYTES = PROPERTIES_MAX_LENGTH
+#: A ``BatchItem``'s properties.
+_PROPERTIES = operator.itemgetter(2)
 _MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH_V1
 
 
@@ -259,38 +262,33 @@ def checked_record(
     return rec
 
 
-def batch_records(
-    header: SendMessageRequestHeader, body: bytes, items: list[BatchItem], ctx: PutContext
-) -> list[StoreRecord]:
-    """The records SEND_BATCH_MESSAGE stores (``items`` is the decoded ``body``)."""
+def batch_records(header: SendMessageRequestHeader, body: bytes, ctx: PutContext) -> list[StoreRecord]:
+    """The records SEND_BATCH_MESSAGE stores; ``MessageDecodeError`` when ``body`` does not parse
+    (before any refusal, as the processor always decoded it first).
+
+    Each message keeps its own properties with the batch header's (and ``CLUSTER``) appended, which
+    ``decode_batch_body`` does while it splits the body (in C with the accelerators built)."""
+    props = JavaHashMap(string_to_properties(header.properties or ""))
+    props.put(PROPERTY_CLUSTER, ctx.cluster)
+    items = decode_batch_body(body, _serialized(props))
     if len(header.topic) > _MAX_TOPIC_LENGTH:
         raise PutRefused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(header.topic)}")
     if len(body) > ctx.max_message_size:
         raise message_illegal(ctx.max_message_size)
-    props = JavaHashMap(string_to_properties(header.properties or ""))
     # asyncPutMessages refuses transactions and delays in a batch (the batch header's own properties).
     if header.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE or delay_level(props) > 0:
         raise message_illegal(ctx.max_message_size)
-    props.put(PROPERTY_CLUSTER, ctx.cluster)
-    batch_props = _serialized(props)
-    records: list[StoreRecord] = []
-    append = records.append
+    if not items or max(map(len, map(_PROPERTIES, items))) > _MAX_PROPERTIES_BYTES:
+        raise message_illegal(ctx.max_message_size)
     # Every record shares these (the writer appends such a batch in one compiled call); StoreRecord's
     # fields by position: topic, body, properties, queue_id, flag, sys_flag, born_timestamp,
     # born_host, born_port, reconsume_times.
     topic, queue_id, sys_flag, born_ts = header.topic, header.queue_id, header.sys_flag, header.born_timestamp
     host, port, times = ctx.born_host, ctx.born_port, header.reconsume_times or 0
-    for flag, item_body, own in items:
-        joined = own
-        if batch_props:
-            sep = b"\x02" if own and not own.endswith(b"\x02") else b""
-            joined = own + sep + batch_props
-        if len(joined) > _MAX_PROPERTIES_BYTES:
-            raise message_illegal(ctx.max_message_size)
-        append(StoreRecord(topic, item_body, joined, queue_id, flag, sys_flag, born_ts, host, port, times))
-    if not records:
-        raise message_illegal(ctx.max_message_size)
-    return records
+    return [
+        StoreRecord(topic, item_body, joined, queue_id, flag, sys_flag, born_ts, host, port, times)
+        for flag, item_body, joined in items
+    ]
 
 
 def delivery_record(scheduled: MessageExt) -> StoreRecord:

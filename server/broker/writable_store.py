@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -88,6 +89,11 @@ class _Unsettled(NamedTuple):
     written: bytes
     encoded: _Encoded | None = None
 
+
+#: A record's queue, (topic, queue id).
+_PLACE = operator.attrgetter("topic", "queue_id")
+#: The topics whose records a settle hands to the delivery schedules.
+_DELAYED_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
 
 #: Deliveries (scheduled and timer messages) one ``deliver_due`` call makes at most.
 DELIVERIES_PER_CALL = 64
@@ -437,23 +443,31 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
-        settled = [rec for one in unsettled for rec in one.records]
+        if len(unsettled) == 1:
+            settled = unsettled[0].records
+        else:
+            settled = [rec for one in unsettled for rec in one.records]
+        # The queues they went to, found at C speed (a batch of 32 is one queue): the pulls held
+        # there are woken, and only a record of the schedule or timer topic is looked at again.
+        # Plain SENDs the compiled path encoded (``append_encoded``) carry no records, only their
+        # queues, and are never to the schedule or timer topic (``_request_path_plain.h``).
+        places = set(map(_PLACE, settled))
+        for one in unsettled:
+            if one.encoded is not None:
+                places.update(one.encoded.queues)
         arrived = self.arrived
         if arrived is not None:
-            queues = {(rec.topic, rec.queue_id) for rec in settled}
-            for one in unsettled:
-                if one.encoded is not None:
-                    queues.update(one.encoded.queues)
-            for topic, queue_id in queues:
+            for topic, queue_id in places:
                 arrived(topic, queue_id)
-        for records, appended, _, _ in unsettled:
-            for rec, done in zip(records, appended, strict=True):
-                if rec.topic == SCHEDULE_TOPIC:
-                    self._schedule.schedule(
-                        rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
-                    )
-                elif rec.topic == TIMER_TOPIC and rec.queue_id == 0:
-                    self._timer_stored(rec, done)
+        if any(topic in _DELAYED_TOPICS for topic, _ in places):
+            for records, appended, _, _ in unsettled:
+                for rec, done in zip(records, appended, strict=True):
+                    if rec.topic == SCHEDULE_TOPIC:
+                        self._schedule.schedule(
+                            rec.queue_id + 1, done.store_timestamp, done.offset, done.queue_offset
+                        )
+                    elif rec.topic == TIMER_TOPIC and rec.queue_id == 0:
+                        self._timer_stored(rec, done)
         return settled
 
     def _timer_stored(self, rec: StoreRecord, done: Appended) -> None:
@@ -622,7 +636,7 @@ class WritableStore:
         (``MessageStore.refresh_written``: no second walk and BODYCRC check of bytes written from
         memory a moment ago; the dispatchers handed them as one run); anything else is the walk."""
         span = None if unsettled is None else _written_span(unsettled, self.writer.position)
-        if span is None or not self.reader.refresh_written(*span):
+        if span is None or not self.reader.refresh_written(*span, self.writer.open_file()):
             self.reader.refresh(tail=True)
 
     def next_delivery(self) -> int | None:

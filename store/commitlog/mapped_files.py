@@ -320,7 +320,14 @@ class CommitLog:
             self._max_offset = self._find_end()
             self._settled_end = self._find_settled_end()
 
-    def refresh_written(self, first: int, end: int, last: tuple[int, int], written: bytes) -> bool:
+    def refresh_written(
+        self,
+        first: int,
+        end: int,
+        last: tuple[int, int],
+        written: bytes,
+        writer_file: tuple[int, int] | None = None,
+    ) -> bool:
         """``refresh(tail=True)`` after this process's own writer appended whole records at
         ``[first, end)`` of the last file (``last``: the last one's offset and size; ``written``:
         the bytes it wrote there), without walking them again; False, with nothing changed, when
@@ -336,18 +343,28 @@ class CommitLog:
         ``pwrite``, and the map reading them would fault every page in for nothing (the dispatchers
         read ``written``, ``Reput.dispatch_written``). BODYCRC is not computed again, and the
         records are whole when the write returned, so the settled end is ``end`` (the
-        still-arriving rule is for another process's writer)."""
+        still-arriving rule is for another process's writer).
+
+        ``writer_file``: (start, descriptor) of the file the writer wrote them through
+        (``StoreWriter.open_file``). When it is the last mapped file, the tail's check is one
+        ``fstat`` of that descriptor (``_written_file_unchanged``) instead of ``_tail_unchanged``'s
+        ``stat`` of the path and look for a next file."""
         with self._lock:
             if end <= first or first != self._max_offset or first != self._settled_end:
                 return False
             if end - first != len(written) or last[0] + last[1] != end:
                 return False
-            if not self._tail_unchanged():
-                return False
             files = self._files
+            if not files:
+                return False
             i = len(files) - 1
             f = files[i]
             if f.mm is None or not f.start <= first or end > f.start + f.length:
+                return False
+            if writer_file is not None and writer_file[0] == f.start:
+                if not self._written_file_unchanged(f, writer_file[1]):
+                    return False
+            elif not self._tail_unchanged():
                 return False
             view = self._views[i]
             pos, tail = first - f.start, last[0] - f.start
@@ -392,6 +409,30 @@ class CommitLog:
             return False
         after = files[-1].start + self.mapped_file_size
         return not os.path.exists(os.path.join(self.directory, f"{after:020d}"))
+
+    def _written_file_unchanged(self, f: MappedFile, fd: int) -> bool:
+        """``_tail_unchanged`` for a settle of this process's own appends to ``f``, the last mapped
+        file, through the writer's descriptor ``fd`` of it: within ``FULL_CHECK_EVERY`` of the last
+        full check, no SIGBUS fault since, and one ``fstat`` of ``fd`` finding the inode ``f`` maps,
+        still linked (not deleted, nor replaced by a rename: the writer's own ``_check_not_cut``
+        rule) and of the mapped length (not cut, not grown).
+
+        Two things ``_tail_unchanged`` also does are not needed here. The path's ``stat``: the
+        descriptor is the file the bytes went to, so its inode, link count and size say what the
+        path's would about those bytes. The look for a file after ``f``: the writer has not rolled
+        over (it still writes ``f``), so a next file could only be another process's, which changes
+        nothing of what is settled and is mapped by the next full check, at most
+        ``FULL_CHECK_EVERY`` later."""
+        if (
+            time.monotonic() - self._full_checked_at >= FULL_CHECK_EVERY
+            or sigbus.fault_count() != self._faults_seen
+        ):
+            return False
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        return st.st_nlink > 0 and st.st_ino == f.inode and st.st_size == f.length
 
     def _files_unchanged(self, first: int) -> bool:
         """Each file from index ``first`` on mapped, with the same inode at its path and its size

@@ -421,15 +421,17 @@ class IndexService:
                 continue  # this process's own rebuilt copy, outside the store
             overwritten = False
             try:
-                inode = os.stat(f.path).st_ino
+                st = os.stat(f.path)
             except FileNotFoundError:
                 what = "deleted"
             except OSError as exc:
                 what = f"unreadable ({exc.strerror})"
             else:
-                if inode != f.inode:
+                if st.st_ino != f.inode:
                     what = "replaced by another file"
-                elif not f.intact():
+                elif st.st_size < f.size:
+                    # the inode the map reads, so its size is what the map's own fstat would find
+                    # (``f.intact()``): not asked a second time after every put
                     what = f"cut short to {f.safe_length()} of {f.size} bytes"
                 else:
                     # One read of the header on disk and one of ours, for both checks (this runs

@@ -304,6 +304,15 @@ class StoreWriter:
             os.pwrite(fd, bytes(n), at)
             at += n
 
+    def open_file(self) -> tuple[int, int] | None:
+        """(CommitLog offset the file starts at, its descriptor) of the file this writer has open
+        (the one its last append went to), or None. For a settle's check that the file it wrote
+        is still the one the read side maps (``CommitLog.refresh_written``): one ``fstat`` of this
+        descriptor instead of a ``stat`` of the path and a look for the next file. The caller must
+        not close or keep it: the writer closes it at roll-over and ``close``."""
+        fd = self._fd
+        return None if fd is None else (self._fd_start, fd)
+
     def _file_for(self, start: int) -> int:
         if self._fd is not None and self._fd_start == start:
             return self._fd

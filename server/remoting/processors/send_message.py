@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -32,7 +33,6 @@ from protocol.message_id import MessageIdError, pack_host
 from protocol.send_message import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
-    decode_batch_body,
     send_response_fields,
 )
 from server.broker.controller import RETRY_GROUP_TOPIC_PREFIX, BrokerController, dlq_topic
@@ -58,6 +58,9 @@ from server.remoting.processors.consumer_send_back import group_not_exist_remark
 from server.store_api import AppendResult, StoreRecord
 
 log = logging.getLogger(__name__)
+#: The topics whose records arm the server's delivery timer.
+_DELAYED_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+_TOPIC = operator.attrgetter("topic")
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 #: Topics whose SENDs are never plain (``plain_state``): nobody may send to them, or a record sent to
@@ -184,10 +187,9 @@ class SendMessageProcessor:
         try:
             if header.batch:
                 try:
-                    items = decode_batch_body(body)
+                    records = batch_records(header, body, ctx)
                 except MessageDecodeError as exc:
                     return PutRefused(ResponseCode.SYSTEM_ERROR, f"bad batch body: {exc}")
-                records = batch_records(header, body, items, ctx)
             else:
                 if self.reject_transactions and is_half_message(header):
                     return PutRefused(ResponseCode.NO_PERMISSION, reject_remark(self.broker_ip))
@@ -278,7 +280,8 @@ class SendMessageProcessor:
 
     def _scheduled(self, records: Sequence[StoreRecord]) -> None:
         """Arm the server's delivery timer if any of ``records`` went to the schedule topic."""
-        if self.on_scheduled is not None and any(r.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for r in records):
+        # ``isdisjoint`` over ``map``: the records' topics looked at in C (a batch holds dozens).
+        if self.on_scheduled is not None and not _DELAYED_TOPICS.isdisjoint(map(_TOPIC, records)):
             self.on_scheduled()
 
     def _retry_or_dead_letter(

@@ -1,0 +1,101 @@
+"""The fixed part of a settle that covers one SEND: what it asks the kernel, and what it still catches.
+
+A lone SEND pays a whole settle. When the span it covers is the writer's own (``refresh_written``),
+the CommitLog's tail is checked with one ``fstat`` of the writer's descriptor instead of a ``stat``
+of the path and a look for a next file, and the resident pages are looked at every
+``RSS_CHECK_EVERY_RECORDS`` records dispatched instead of after every put. The checks must still
+refuse a file replaced under the writer between its append and the settle (a file cut there:
+``test_append_settle.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import store.message_store as message_store_module
+from server.broker.put_message import StoreUnavailable
+from server.broker.writable_store import WritableStore
+from store.commitlog import mapped_files
+from store.config.store_config import StoreConfig
+from store.write.writer import StoreRecord
+
+
+def _open(root: Path) -> WritableStore:
+    config = StoreConfig.for_store(root, mapped_file_size_commit_log=1 << 20)
+    store = WritableStore(config, clock=itertools.count(1_700_000_000_000, 3).__next__)
+    store.create_topic("T", 4)
+    return store
+
+
+def _record(i: int) -> StoreRecord:
+    return StoreRecord("T", b"body-%d" % i, f"KEYS\x01k{i}\x02UNIQ_KEY\x01U{i:031d}\x02", queue_id=i % 4)
+
+
+def test_a_file_replaced_under_the_writer_before_the_settle_acknowledges_nothing(tmp_path: Path) -> None:
+    """The path now names a copy that lacks the appended record (a restore of an older copy, by
+    rename): the writer's descriptor still reads its own bytes, but they are in an unlinked file a
+    restart would never see. The settle must not take them."""
+    root = tmp_path / "s"
+    with _open(root) as store:
+        (kept,) = store.put([_record(0)])
+        fresh = store.append([_record(1)])[0]
+        path = root / "commitlog" / f"{0:020d}"
+        spare = path.with_name("spare")
+        shutil.copyfile(path, spare)
+        fd = os.open(spare, os.O_WRONLY)
+        try:
+            os.pwrite(fd, bytes(fresh.size), fresh.offset)
+        finally:
+            os.close(fd)
+        os.replace(spare, path)
+        with pytest.raises(StoreUnavailable):
+            store.settle()
+        assert store.not_writable is not None
+        assert store.reader.max_offset("T", 1) == 0
+        assert store.reader.query_message("T", "k1", 32, 0, 2**63 - 1).buffers == []
+        assert store.reader.commitlog.read_record(kept.offset) is not None
+
+
+def test_a_lone_put_asks_no_commitlog_path_and_reads_proc_once_per_32_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "s"
+    commitlog_dir = str(root / "commitlog")
+    with _open(root) as store:
+        store.put([_record(0)])
+        monkeypatch.setattr(mapped_files, "FULL_CHECK_EVERY", 1e9)  # no periodic full check here
+        looked: list[str] = []
+        real_stat, real_exists = os.stat, os.path.exists
+
+        def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+            if isinstance(path, (str, Path)) and str(path).startswith(commitlog_dir):
+                looked.append(f"stat {path}")
+            return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        def exists(path: object) -> bool:
+            if isinstance(path, (str, Path)) and str(path).startswith(commitlog_dir):
+                looked.append(f"exists {path}")
+            return real_exists(path)  # type: ignore[arg-type]
+
+        reads: list[int] = []
+        real_resident = message_store_module.resident_file_bytes
+
+        def resident() -> int | None:
+            reads.append(1)
+            return real_resident()
+
+        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(os.path, "exists", exists)
+        monkeypatch.setattr(message_store_module, "resident_file_bytes", resident)
+        for i in range(1, 65):
+            store.put([_record(i)])
+        monkeypatch.undo()
+        assert looked == []
+        assert len(reads) == 64 // message_store_module.RSS_CHECK_EVERY_RECORDS
+        for i in range(65):  # and each was readable when its put returned (checked again here)
+            assert len(store.reader.query_message("T", f"k{i}", 32, 0, 2**63 - 1).buffers) == 1
