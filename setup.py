@@ -5,6 +5,8 @@ Each extension sits beside the pure-Python module it accelerates (see ``protocol
 works, on the pure-Python implementations.
 """
 
+from pathlib import Path
+
 from setuptools import Extension, setup
 
 #: (module name, C source). Add an accelerator here; its Python twin loads it via protocol.accel.
@@ -34,9 +36,20 @@ ACCELERATORS: list[tuple[str, str]] = [
 #: modules that state the same rules; every accelerator may include them by name.
 INCLUDE_DIRS = ["protocol", "store/commitlog", "store/index"]
 
+#: Every C header of the package: an extension is rebuilt when any of them changes (setuptools
+#: compares only the sources' times otherwise, and a header edit left the old build running).
+HEADERS = sorted(str(p) for top in ("protocol", "store", "server") for p in Path(top).rglob("*.h"))
+
 setup(
     ext_modules=[
-        Extension(name, [source], include_dirs=INCLUDE_DIRS, optional=True, extra_compile_args=["-O2"])
+        Extension(
+            name,
+            [source],
+            include_dirs=INCLUDE_DIRS,
+            depends=HEADERS,
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
         for name, source in ACCELERATORS
     ]
 )
