@@ -355,6 +355,8 @@ def run_row(kit: JavaKit, namesrv: str, broker: str, row: str, run_id: str) -> d
         )
         del obs["msgId"]
     if row == "admin":
+        if "group" not in obs:  # the scenario failed before naming its group: say how, not KeyError
+            raise ScenarioError(f"the admin row observed no group: {obs.get('error', obs)}")
         progress = kit.mqadmin("consumerProgress", "-n", namesrv, "-g", obs["group"], patient=True)
         obs["consumerProgress"] = consumer_progress(progress, obs["topic"])
         topic = f"JS_admin8_{run_id}"

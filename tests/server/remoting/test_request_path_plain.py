@@ -32,8 +32,8 @@ from server.remoting import request_path
 from server.remoting.processors.send_message import SendMessageProcessor
 from server.remoting.send_group import SendGroup
 from store.write.writer import CommitLogFullError
-from tests.server.remoting.test_request_path_send import TOPIC, Side, open_side, send
 from tests.support.request_path import Recorder
+from tests.support.send_sides import TOPIC, Side, open_side, send, send_v1
 from tests.support.writable_sides import same_both_ways
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled path is not built")
@@ -304,8 +304,6 @@ async def test_sends_of_other_codes_in_the_read(
     sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SEND_MESSAGE (the Go client's long names) is plain too; one group for the read."""
-    from tests.server.remoting.test_request_path_send import send_v1
-
     counts = Counts(monkeypatch)
     await both(sides, [send(1) + send_v1(2) + send(3, code=int(RequestCode.SEND_BATCH_MESSAGE)) + send_v1(4)])
     assert (counts.plain, counts.callback, counts.flushes) == (4, 0, 1)
