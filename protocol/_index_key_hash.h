@@ -10,6 +10,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_java_string_hash.h"
+
 /* h continued over the code units of str s (ready): a code point above U+FFFF counts as its surrogate
  * pair (as Java stores it); a lone surrogate (what "surrogatepass" decoding gives) is one code unit. */
 static inline int32_t java_hash_str(int32_t start, PyObject *s) {
@@ -23,14 +25,7 @@ static inline int32_t java_hash_str(int32_t start, PyObject *s) {
         return (int32_t)h;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= 0x10000) {
-            c -= 0x10000;
-            h = h * 31u + (0xD800u + (c >> 10));
-            h = h * 31u + (0xDC00u + (c & 0x3FFu));
-        } else {
-            h = h * 31u + c;
-        }
+        h = java_hash_code_point(h, PyUnicode_READ(kind, data, i));
     }
     return (int32_t)h;
 }

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "_java_string_hash.h"
+
 /* The buckets of a default HashMap after `size` puts of distinct keys (JavaHashMap._capacity). */
 static inline uint32_t java_hashmap_capacity(size_t size)
 {
@@ -69,13 +71,7 @@ static inline int java_hash_utf8(const uint8_t *p, size_t n, int32_t *hash)
         }
         if ((len == 3 && (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))) || (len == 4 && (c < 0x10000 || c > 0x10FFFF)))
             return -1;
-        if (c >= 0x10000) {
-            c -= 0x10000;
-            h = h * 31u + (0xD800u + (c >> 10));
-            h = h * 31u + (0xDC00u + (c & 0x3FFu));
-        } else {
-            h = h * 31u + c;
-        }
+        h = java_hash_code_point(h, c);
         i += len;
     }
     *hash = (int32_t)h;

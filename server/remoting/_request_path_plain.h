@@ -38,6 +38,7 @@
 
 #include "_crc32.h"
 #include "_java_hashmap.h"
+#include "_py_int_range.h"
 #include "_record_encode.h"
 
 #define PLAIN_MAX_ITEMS 64
@@ -126,23 +127,6 @@ static void plain_clear(plain_t *p)
     p->cap = p->scratch_cap = 0;
 }
 
-/* 1 and *out set when o is an int in [lo, hi]; 0 otherwise (no error left). */
-static int plain_int(PyObject *o, long long lo, long long hi, long long *out)
-{
-    if (o == NULL || !PyLong_Check(o))
-        return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 /* Open a group: 1 (state read), 0 (the store takes no plain SENDs now: off for this call), -1. */
 static int plain_begin(plain_t *p)
 {
@@ -158,12 +142,12 @@ static int plain_begin(plain_t *p)
     PyObject **s = PyTuple_Check(state) && PyTuple_GET_SIZE(state) == N_PB ? &PyTuple_GET_ITEM(state, 0) : NULL;
     if (s == NULL || !PyDict_CheckExact(s[PB_QUEUE_OFFSETS]) || !PyDict_CheckExact(s[PB_WRITER_TOPICS]) ||
         !PyDict_CheckExact(s[PB_TOPIC_TABLE]) || !PyAnySet_Check(s[PB_NEVER]) || !PyAnySet_Check(s[PB_CREATED]) ||
-        !plain_int(s[PB_POSITION], 0, INT64_MAX / 2, &p->position) || !plain_int(s[PB_FILE_SIZE], 64, INT32_MAX, &file_size) ||
-        !plain_int(s[PB_NOW], INT64_MIN, INT64_MAX, &p->now) ||
-        !plain_int(s[PB_MAX_MESSAGE_SIZE], 0, INT32_MAX, &p->max_message_size) || !PyBytes_Check(s[PB_CLUSTER]) ||
+        !py_int_in_range(s[PB_POSITION], 0, INT64_MAX / 2, &p->position) || !py_int_in_range(s[PB_FILE_SIZE], 64, INT32_MAX, &file_size) ||
+        !py_int_in_range(s[PB_NOW], INT64_MIN, INT64_MAX, &p->now) ||
+        !py_int_in_range(s[PB_MAX_MESSAGE_SIZE], 0, INT32_MAX, &p->max_message_size) || !PyBytes_Check(s[PB_CLUSTER]) ||
         !PyBytes_Check(s[PB_STORE_ADDR]) || !PyBytes_Check(s[PB_BORN_ADDR]) ||
-        !plain_int(s[PB_STORE_PORT], INT32_MIN, INT32_MAX, &store_port) ||
-        !plain_int(s[PB_BORN_PORT], INT32_MIN, INT32_MAX, &born_port)) {
+        !py_int_in_range(s[PB_STORE_PORT], INT32_MIN, INT32_MAX, &store_port) ||
+        !py_int_in_range(s[PB_BORN_PORT], INT32_MIN, INT32_MAX, &born_port)) {
         Py_DECREF(state);
         PyErr_SetString(PyExc_TypeError, "the plain SENDs' begin answers None or its state tuple");
         return -1;
@@ -222,7 +206,7 @@ static void plain_abort(plain_t *p)
         PyObject *key = PyList_GET_ITEM(p->keys, i);
         PyObject *next = PyDict_GetItemWithError(offsets, key);
         long long v;
-        if (next != NULL && plain_int(next, 1, INT64_MAX, &v)) {
+        if (next != NULL && py_int_in_range(next, 1, INT64_MAX, &v)) {
             PyObject *back = PyLong_FromLongLong(v - 1);
             if (back == NULL || PyDict_SetItem(offsets, key, back) < 0)
                 PyErr_Clear();
@@ -266,11 +250,11 @@ static int plain_topic(plain_t *p, const send_req_t *r)
     }
     long long writes = 0, reads = 0, queues = 0;
     int ok = 0;
-    if (config != NULL && (known == NULL || plain_int(known, 0, INT32_MAX, &queues))) {
+    if (config != NULL && (known == NULL || py_int_in_range(known, 0, INT32_MAX, &queues))) {
         PyObject *w = PyObject_GetAttrString(config, "write_queue_nums");
         PyObject *rd = w == NULL ? NULL : PyObject_GetAttrString(config, "read_queue_nums");
         PyObject *filter = rd == NULL ? NULL : PyObject_GetAttrString(config, "topic_filter_type");
-        ok = filter != NULL && plain_int(w, INT32_MIN, INT32_MAX, &writes) && plain_int(rd, INT32_MIN, INT32_MAX, &reads) &&
+        ok = filter != NULL && py_int_in_range(w, INT32_MIN, INT32_MAX, &writes) && py_int_in_range(rd, INT32_MIN, INT32_MAX, &reads) &&
              PyUnicode_Check(filter);
         if (ok) {
             int multi = PyUnicode_CompareWithASCIIString(filter, "MULTI_TAG") == 0;
@@ -464,7 +448,7 @@ static int plain_send(plain_t *p, const template_t *success, out_buf *out, long 
         return -1;
     PyObject *next = PyDict_GetItemWithError(offsets, key);
     long long queue_offset = 0;
-    if ((next == NULL && PyErr_Occurred()) || (next != NULL && !plain_int(next, 0, INT64_MAX - 1, &queue_offset))) {
+    if ((next == NULL && PyErr_Occurred()) || (next != NULL && !py_int_in_range(next, 0, INT64_MAX - 1, &queue_offset))) {
         Py_DECREF(key);
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "a queue offset is an int");

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "_crc32.h"
+#include "_py_int_range.h"
 #include "_record_encode.h"
 
 /* The attributes every record must share with the first. */
@@ -35,23 +36,6 @@ static const char *const SAME_NAMES[] = {"topic", "queue_id", "sys_flag", "born_
 static PyObject *same_attr[N_SAME];
 static PyObject *s_flag, *s_body, *s_properties;
 
-/* 1 and *out set when o is an int within [lo, hi]; 0 (no error set) otherwise. */
-static int in_range(PyObject *o, long long lo, long long hi, long long *out)
-{
-    if (o == NULL || !PyLong_Check(o))
-        return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 static int attr_in_range(PyObject *rec, PyObject *name, long long lo, long long hi, long long *out)
 {
     PyObject *o = PyObject_GetAttr(rec, name);
@@ -59,7 +43,7 @@ static int attr_in_range(PyObject *rec, PyObject *name, long long lo, long long 
         PyErr_Clear();
         return 0;
     }
-    int ok = in_range(o, lo, hi, out);
+    int ok = py_int_in_range(o, lo, hi, out);
     Py_DECREF(o);
     return ok;
 }
@@ -119,7 +103,7 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args)
     int32_t flags32 = (int32_t)sys_flag;
     if (n == 0 || sys_flag < INT32_MIN || sys_flag > INT32_MAX || store_port < INT32_MIN || store_port > INT32_MAX ||
         born_addr.len != record_born_host_width(flags32) - 4 || store_addr.len != record_store_host_width(flags32) - 4 ||
-        (!skips_queue && !in_range(queue_offset_obj, 0, INT64_MAX - n, &queue_offset)))
+        (!skips_queue && !py_int_in_range(queue_offset_obj, 0, INT64_MAX - n, &queue_offset)))
         goto not_here;
     PyObject *first = PyList_GET_ITEM(recs, 0);
     for (size_t k = 0; k < N_SAME; k++) {
@@ -142,20 +126,20 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args)
         goto not_here;
     base.topic = (const uint8_t *)topic;
     base.topic_len = topic_len;
-    if (!in_range(first_same[1], INT32_MIN, INT32_MAX, &v))
+    if (!py_int_in_range(first_same[1], INT32_MIN, INT32_MAX, &v))
         goto not_here;
     base.queue_id = (int32_t)v;
     base.sys_flag = flags32;
-    if (!in_range(first_same[3], INT64_MIN, INT64_MAX, &v))
+    if (!py_int_in_range(first_same[3], INT64_MIN, INT64_MAX, &v))
         goto not_here;
     base.born_timestamp = v;
-    if (!in_range(first_same[5], INT32_MIN, INT32_MAX, &v))
+    if (!py_int_in_range(first_same[5], INT32_MIN, INT32_MAX, &v))
         goto not_here;
     base.born_port = (int32_t)v;
-    if (!in_range(first_same[6], INT32_MIN, INT32_MAX, &v))
+    if (!py_int_in_range(first_same[6], INT32_MIN, INT32_MAX, &v))
         goto not_here;
     base.reconsume_times = (int32_t)v;
-    if (!in_range(first_same[7], INT64_MIN, INT64_MAX, &v))
+    if (!py_int_in_range(first_same[7], INT64_MIN, INT64_MAX, &v))
         goto not_here;
     base.prepared_transaction_offset = v;
     base.store_timestamp = store_timestamp;
@@ -227,7 +211,7 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args)
     if (placed == NULL)
         goto done;
     long long offset;
-    int ok = in_range(placed, 0, INT64_MAX - total, &offset);
+    int ok = py_int_in_range(placed, 0, INT64_MAX - total, &offset);
     Py_DECREF(placed);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "place() must answer a CommitLog offset");
