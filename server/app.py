@@ -280,6 +280,20 @@ def advertised_address(settings: ServerSettings, port: int) -> str:
     return f"{wildcard_host or default_advertise_host(host)}:{port}"
 
 
+def _listen_now(sock: Any) -> None:
+    """``listen()`` on a server's bound socket now, not at ``start_serving``: Linux lets two sockets
+    with SO_REUSEADDR bind one port while neither listens, so a port another process had bound (and
+    was about to listen on) looked free, and this server's start failed later, in ``start_serving``,
+    with EADDRINUSE (a port-0 pair under four test workers). Listening at once makes such a port
+    fail here, where the port-0 search tries another pair. The loops' server sockets refuse
+    ``listen`` themselves; a duplicate of the descriptor listens for the socket they share."""
+    dup = socket.socket(sock.family, sock.type, sock.proto, fileno=os.dup(sock.fileno()))
+    try:
+        dup.listen(LISTEN_BACKLOG)
+    finally:
+        dup.close()
+
+
 class QueryServer:
     """Both listening ports, their connections and the dispatcher they share."""
 
@@ -392,7 +406,7 @@ class QueryServer:
 
     async def _listen(self, port: int) -> asyncio.Server:
         loop = asyncio.get_running_loop()
-        return await loop.create_server(
+        server = await loop.create_server(
             self._protocol,
             self.settings.host,
             port,
@@ -400,6 +414,13 @@ class QueryServer:
             backlog=LISTEN_BACKLOG,
             start_serving=False,
         )
+        try:
+            for sock in server.sockets:
+                _listen_now(sock)
+        except OSError:
+            server.close()
+            raise
+        return server
 
     async def _bind_pair(self) -> tuple[asyncio.Server, asyncio.Server]:
         if self.settings.port != 0:
