@@ -92,8 +92,9 @@ class _Unsettled(NamedTuple):
 
 #: A record's queue, (topic, queue id).
 _PLACE = operator.attrgetter("topic", "queue_id")
-#: The topics whose records a settle hands to the delivery schedules.
-_DELAYED_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+#: The topics whose records a settle hands to the delivery schedules (and whose SENDs arm the
+#: server's delivery timer: ``SendMessageProcessor._scheduled``).
+DELAYED_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
 
 #: Deliveries (scheduled and timer messages) one ``deliver_due`` call makes at most.
 DELIVERIES_PER_CALL = 64
@@ -459,7 +460,7 @@ class WritableStore:
         if arrived is not None:
             for topic, queue_id in places:
                 arrived(topic, queue_id)
-        if any(topic in _DELAYED_TOPICS for topic, _ in places):
+        if any(topic in DELAYED_TOPICS for topic, _ in places):
             for records, appended, _, _ in unsettled:
                 for rec, done in zip(records, appended, strict=True):
                     if rec.topic == SCHEDULE_TOPIC:

@@ -399,16 +399,20 @@ class CommitLog:
         the last full check and with no SIGBUS fault since. A file the writer adds (or anything
         else found) is False: the full refresh maps it."""
         files = self._files
-        if (
-            not files
-            or time.monotonic() - self._full_checked_at >= FULL_CHECK_EVERY
-            or sigbus.fault_count() != self._faults_seen
-        ):
+        if not files or not self._recently_checked():
             return False
         if not self._files_unchanged(max(bisect.bisect_right(self._starts, self._max_offset) - 1, 0)):
             return False
         after = files[-1].start + self.mapped_file_size
         return not os.path.exists(os.path.join(self.directory, f"{after:020d}"))
+
+    def _recently_checked(self) -> bool:
+        """Within ``FULL_CHECK_EVERY`` of the last full check and no SIGBUS fault since: when the
+        tail's cheaper checks may stand in for a full refresh."""
+        return (
+            time.monotonic() - self._full_checked_at < FULL_CHECK_EVERY
+            and sigbus.fault_count() == self._faults_seen
+        )
 
     def _written_file_unchanged(self, f: MappedFile, fd: int) -> bool:
         """``_tail_unchanged`` for a settle of this process's own appends to ``f``, the last mapped
@@ -423,10 +427,7 @@ class CommitLog:
         over (it still writes ``f``), so a next file could only be another process's, which changes
         nothing of what is settled and is mapped by the next full check, at most
         ``FULL_CHECK_EVERY`` later."""
-        if (
-            time.monotonic() - self._full_checked_at >= FULL_CHECK_EVERY
-            or sigbus.fault_count() != self._faults_seen
-        ):
+        if not self._recently_checked():
             return False
         try:
             st = os.fstat(fd)

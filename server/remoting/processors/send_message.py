@@ -51,15 +51,13 @@ from server.broker.send_back import DLQ_QUEUE_NUMS, max_reconsume_times
 from server.broker.send_check import NOT_ALLOWED_SEND_TOPICS, check_send, header_to_store
 from server.broker.timer_messages import TIMER_TOPIC
 from server.broker.transactions import reject_remark, system_topic
-from server.broker.writable_store import WritableStore
+from server.broker.writable_store import DELAYED_TOPICS, WritableStore
 from server.burst_log import BurstLog
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.consumer_send_back import group_not_exist_remark
 from server.store_api import AppendResult, StoreRecord
 
 log = logging.getLogger(__name__)
-#: The topics whose records arm the server's delivery timer.
-_DELAYED_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
 _TOPIC = operator.attrgetter("topic")
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
@@ -281,7 +279,7 @@ class SendMessageProcessor:
     def _scheduled(self, records: Sequence[StoreRecord]) -> None:
         """Arm the server's delivery timer if any of ``records`` went to the schedule topic."""
         # ``isdisjoint`` over ``map``: the records' topics looked at in C (a batch holds dozens).
-        if self.on_scheduled is not None and not _DELAYED_TOPICS.isdisjoint(map(_TOPIC, records)):
+        if self.on_scheduled is not None and not DELAYED_TOPICS.isdisjoint(map(_TOPIC, records)):
             self.on_scheduled()
 
     def _retry_or_dead_letter(
