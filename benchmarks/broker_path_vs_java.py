@@ -18,11 +18,13 @@ consuming them from the first offset (msgs/s); ``orderly``, the same with a
 ``DefaultLitePullConsumer`` (subscribe, ``poll()`` until all arrived); ``e2e``, a push consumer
 while one producer sends 200 msgs/s (``--warmup`` uncounted, then ``--seconds``): p50 / p99 of
 the listener's time minus the send's (one JVM, one clock), and the sends' own p99 (a message's
-latency includes its send). All give the server process's CPU seconds over their timed part, from
-``/proc/<pid>/stat`` (the JVM's or our Python's, every thread). Rounds alternate the servers, the order
-reversed every round. The table gives per row the median over rounds and the median of the
-per-round ratios (each round's in brackets); ``--short`` is ``--rounds 1 --seconds 3 --warmup 3
---messages 20000``, a few minutes in all.
+latency includes its send). All give the server process's CPU seconds over their timed part (per
+message for the send rows), from ``/proc/<pid>/stat`` (the JVM's or our Python's, every thread), and
+the load JVM's own CPU seconds per second over the same part ("the Java client's core busy": at
+about 1.0 its one core is saturated, so the row's rate is the client's limit, not the server's).
+Rounds alternate the servers, the order reversed every round. The table gives per row the median
+over rounds and the median of the per-round ratios (each round's in brackets); ``--short`` is
+``--rounds 1 --seconds 3 --warmup 3 --messages 20000``, a few minutes in all.
 
 ``--port`` (default 20700; each server takes up to its port + 10 and the real broker's name server
 its port + 5) lies below Linux's ephemeral range (32768-60999), where a client's outgoing connection
@@ -43,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,20 +61,31 @@ TOPIC = "BrokerPath"
 ROWS = ("sync1", "sync16", "async256", "batch32", "push", "orderly", "lite", "e2e")
 #: The rows of BrokerPathConsume (the others are BrokerPathLoad's).
 CONSUME_ROWS = ("push", "orderly", "lite", "e2e")
-#: (row, the result's key, the label, larger is better)
+#: (row, the result's key, the label, larger is better; None: no ratio, a fact about the load)
 CELLS = (
     ("sync1", "msgs_per_s", "sync send, 1 thread, msgs/s", True),
     ("sync1", "p50_ms", "sync send, 1 thread, p50 ms", False),
+    ("sync1", "cpu_us_per_msg", "sync send, 1 thread: the server's CPU us per message", False),
+    ("sync1", "client_busy", "sync send, 1 thread: the Java client's core busy", None),
     ("sync16", "msgs_per_s", "sync send, 16 threads, msgs/s", True),
+    ("sync16", "cpu_us_per_msg", "sync send, 16 threads: the server's CPU us per message", False),
+    ("sync16", "client_busy", "sync send, 16 threads: the Java client's core busy", None),
     ("async256", "msgs_per_s", "async send, 256 in flight, msgs/s", True),
     ("async256", "p99_ms", "async send, 256 in flight, p99 ms", False),
+    ("async256", "cpu_us_per_msg", "async send, 256 in flight: the server's CPU us per message", False),
+    ("async256", "client_busy", "async send, 256 in flight: the Java client's core busy", None),
     ("batch32", "msgs_per_s", "batch send, 32 x 1 KiB, msgs/s", True),
+    ("batch32", "cpu_us_per_msg", "batch send, 32 x 1 KiB: the server's CPU us per message", False),
+    ("batch32", "client_busy", "batch send, 32 x 1 KiB: the Java client's core busy", None),
     ("push", "msgs_per_s", "push consumer from the first offset, msgs/s", True),
     ("push", "cpu_s", "push consumer, the server's CPU seconds", False),
+    ("push", "client_busy", "push consumer: the Java client's core busy", None),
     ("orderly", "msgs_per_s", "orderly push consumer from the first offset, msgs/s", True),
     ("orderly", "cpu_s", "orderly push consumer, the server's CPU seconds", False),
+    ("orderly", "client_busy", "orderly push consumer: the Java client's core busy", None),
     ("lite", "msgs_per_s", "lite pull consumer from the first offset, msgs/s", True),
     ("lite", "cpu_s", "lite pull consumer, the server's CPU seconds", False),
+    ("lite", "client_busy", "lite pull consumer: the Java client's core busy", None),
     ("e2e", "p50_ms", "end to end, push consumer at 200 msgs/s, p50 ms", False),
     ("e2e", "p99_ms", "end to end, push consumer at 200 msgs/s, p99 ms", False),
     ("e2e", "send_p99_ms", "end to end: its sends' own p99 ms", False),
@@ -147,28 +161,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_consume(
-    rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace
-) -> dict[str, dict]:
-    """One JVM of ``BrokerPathConsume`` on core 0 against ``server``: row -> its JSON result, with
-    ``cpu_s``, the server's CPU seconds between the row's start and end marks."""
-    rows = [r for r in args.rows if r in CONSUME_ROWS]
-    script = (
-        f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
-        "$JAVA -Xms256m -Xmx512m -XX:+UseSerialGC "
-        f'$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS -cp "$RMQ_CP:{classes}" BrokerPathConsume {namesrv_of(server)} '
-        f"{TOPIC} {args.messages} {args.seconds} {args.warmup} {' '.join(rows)}"
-    )
+def run_jvm(script: str, server: vs_java.Server, rows: list[str], budget: float) -> dict[str, dict]:
+    """One load JVM (``script`` execs it, so its pid is the JVM's) against ``server``: row -> its JSON
+    result, with ``cpu_s``, the server's CPU seconds between the row's start and end marks, and
+    ``client_busy``, the JVM's CPU seconds over the same span per second of it: near 1.0 the load's
+    one core is saturated and the row measures the client as much as the server."""
     out: dict[str, dict] = {}
     lines: list[str] = []
-    cpu_at: dict[str, float] = {}
-    cpu_s: dict[str, float] = {}
+    at: dict[str, tuple[float, float, float]] = {}
+    spans: dict[str, tuple[float, float]] = {}
     # stderr to a file (a pipe nobody reads while the rows run could fill and stall the JVM)
     with (
         tempfile.TemporaryFile("w+") as err,
         subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=err, text=True) as jvm,
     ):
         assert jvm.stdout is not None
+        watchdog = threading.Timer(budget, jvm.kill)  # a JVM that hangs ends the round, not the run
+        watchdog.start()
         for line in jvm.stdout:
             lines.append(line)
             if not line.startswith("{"):
@@ -176,12 +185,17 @@ def run_consume(
             result = json.loads(line)
             row = result["row"]
             if result.get("mark") == "start":
-                cpu_at[row] = cpu_seconds(server.process.pid)
+                at[row] = (time.monotonic(), cpu_seconds(server.process.pid), cpu_seconds(jvm.pid))
                 continue
             if result.get("mark") == "end":
-                cpu_s[row] = cpu_seconds(server.process.pid) - cpu_at[row]
+                t0, server0, client0 = at[row]
+                span = time.monotonic() - t0
+                busy = (cpu_seconds(jvm.pid) - client0) / span
+                spans[row] = (cpu_seconds(server.process.pid) - server0, busy)
                 continue
-            result["cpu_s"] = cpu_s.get(row, float("nan"))
+            result["cpu_s"], result["client_busy"] = spans.get(row, (float("nan"), float("nan")))
+            if result.get("msgs"):
+                result["cpu_us_per_msg"] = result["cpu_s"] / result["msgs"] * 1e6
             out[row] = result
             print(f"  {server.name} {json.dumps(result)}", file=sys.stderr)
         try:
@@ -189,12 +203,33 @@ def run_consume(
         except subprocess.TimeoutExpired:
             jvm.kill()
             jvm.wait()
+        watchdog.cancel()
         err.seek(0)
         errors = err.read()
     if set(out) != set(rows):
-        raise RuntimeError(f"{server.name}: the consume load printed {sorted(out)} (exit {jvm.returncode}):\n"
+        raise RuntimeError(f"{server.name}: the load printed {sorted(out)} (exit {jvm.returncode}):\n"
                            f"{''.join(lines)[-2000:]}\n{errors[-3000:]}")  # fmt: skip
     return out
+
+
+def _java(rmq: Path, classes: Path, main: str) -> str:
+    """The shell line that execs one load JVM of ``main`` on the load core."""
+    return (
+        f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
+        "$JAVA -Xms256m -Xmx512m -XX:+UseSerialGC "
+        f'$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS -cp "$RMQ_CP:{classes}" {main}'
+    )
+
+
+def run_consume(
+    rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace
+) -> dict[str, dict]:
+    """One JVM of ``BrokerPathConsume`` on core 0 against ``server``: row -> its JSON result."""
+    rows = [r for r in args.rows if r in CONSUME_ROWS]
+    script = _java(rmq, classes, f"BrokerPathConsume {namesrv_of(server)} {TOPIC} {args.messages} "
+                                 f"{args.seconds} {args.warmup} {' '.join(rows)}")  # fmt: skip
+    # storing the messages first and a whole row's consumption are not bounded by --seconds
+    return run_jvm(script, server, rows, budget=args.warmup + len(rows) * (args.seconds + 300) + 300)
 
 
 def run_load(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace) -> dict[str, dict]:
@@ -211,24 +246,9 @@ def run_load(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Na
 def run_send(rmq: Path, classes: Path, server: vs_java.Server, args: argparse.Namespace) -> dict[str, dict]:
     """One JVM of ``BrokerPathLoad`` on core 0 against ``server``: row -> its JSON result."""
     rows = [r for r in args.rows if r not in CONSUME_ROWS]
-    script = (
-        f". '{rmq}/bin/_env.sh'; exec taskset -c {vs_java.LOAD_CORE} "
-        "$JAVA -Xms256m -Xmx512m -XX:+UseSerialGC "
-        f'$RMQ_JDK_OPTS $RMQ_CLIENT_OPTS -cp "$RMQ_CP:{classes}" BrokerPathLoad {namesrv_of(server)} {TOPIC} '
-        f"{args.seconds} {args.warmup} {' '.join(rows)}"
-    )
-    budget = args.warmup + len(rows) * (args.seconds + 1) + 120
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=budget)
-    out = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("{"):
-            result = json.loads(line)
-            out[result["row"]] = result
-            print(f"  {server.name} {line}", file=sys.stderr)
-    if set(out) != set(rows):
-        raise RuntimeError(f"{server.name}: the load printed {sorted(out)} (exit {done.returncode}):\n"
-                           f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")  # fmt: skip
-    return out
+    script = _java(rmq, classes, f"BrokerPathLoad {namesrv_of(server)} {TOPIC} {args.seconds} {args.warmup} "
+                                 f"{' '.join(rows)}")  # fmt: skip
+    return run_jvm(script, server, rows, budget=args.warmup + len(rows) * (args.seconds + 1) + 120)
 
 
 def _ratios(ours: list[dict], other: list[dict], row: str, key: str, larger: bool) -> str:
@@ -314,11 +334,16 @@ def main() -> int:
             errors = sum(r[row]["errors"] for r in runs[n])
             cells.append(f"{statistics.median(values):,.2f}" + (f" ({errors} errors)" if errors else ""))
 
-        cells += [_ratios(runs[n], runs["java"], row, key, larger) for n in ours]
-        if "A" in names:
-            cells.append(_ratios(runs["B"], runs["A"], row, key, larger))
+        if larger is None:
+            cells += ["-"] * (len(ours) + ("A" in names))
+        else:
+            cells += [_ratios(runs[n], runs["java"], row, key, larger) for n in ours]
+            if "A" in names:
+                cells.append(_ratios(runs["B"], runs["A"], row, key, larger))
         print(f"| {label} | " + " | ".join(cells) + " |")
-    print("(ratios: larger is better for ours; latency ratios are java / ours)")
+    print("(ratios: larger is better for ours; latency and CPU ratios are java / ours; the client's core")
+    print(" busy is the load JVM's CPU seconds per second of the timed part, on its one core: near 1.0 the")
+    print(" row's rate is bounded by the client, whatever the server)")
     return 0
 
 

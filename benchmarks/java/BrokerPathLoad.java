@@ -22,7 +22,9 @@ import org.apache.rocketmq.common.message.Message;
  * key (KEYS) and TAGS; the topic is created by the warm-up (async, 64 in flight; the JIT warms too),
  * with 8 queues. Each row is measured for SECONDS after 1 s of the same load uncounted, and printed as
  * one JSON line: row, msgs (acknowledged SEND_OK), seconds, msgs_per_s, p50_ms, p99_ms (per send
- * call: a batch's latency is its call's), errors (exceptions and non-SEND_OK results).
+ * call: a batch's latency is its call's), errors (exceptions and non-SEND_OK results). The timed part
+ * of each row is between the lines {"mark":"start","row":ROW} and {"mark":"end",...}, where the caller
+ * reads the server's and this JVM's CPU time (as BrokerPathConsume does).
  */
 public final class BrokerPathLoad {
     private static final byte[] BODY = new byte[1024];
@@ -60,6 +62,12 @@ public final class BrokerPathLoad {
                     + "\"errors\":%d}",
                 row, msgs, seconds, msgs / seconds, p50, p99, errors);
         }
+    }
+
+    /** A line the caller reads the CPU times at: the start and the end of a row's timed part. */
+    private static void mark(String what, String row) {
+        System.out.println("{\"mark\":\"" + what + "\",\"row\":\"" + row + "\"}");
+        System.out.flush();
     }
 
     private static Message message(String topic) {
@@ -196,9 +204,12 @@ public final class BrokerPathLoad {
                 String row = args[k];
                 run(producer, topic, row, System.nanoTime() + 1_000_000_000L, new Tally());
                 Tally tally = new Tally();
+                mark("start", row);
                 long t0 = System.nanoTime();
                 run(producer, topic, row, t0 + (long) (seconds * 1e9), tally);
-                System.out.println(tally.json(row, (System.nanoTime() - t0) / 1e9));
+                double elapsed = (System.nanoTime() - t0) / 1e9;
+                mark("end", row);
+                System.out.println(tally.json(row, elapsed));
                 System.out.flush();
             }
         } finally {
