@@ -24,6 +24,7 @@ from server.remoting import refusal
 from server.remoting.refusal import busy_remark
 from tests.support.harness import RawClient, StartServer
 from tests.support.paths import REPO_ROOT
+from tests.support.pulls import heartbeat
 from tests.support.serve_process import start_serve
 
 
@@ -179,6 +180,10 @@ async def test_rmq_query_against_a_full_serve_reports_system_busy_at_once(java_s
     held = await RawClient.connect("127.0.0.1", port)
     try:
         assert (await held.call(view())).code == ResponseCode.SUCCESS
+        # a live client's connection (it heart-beat) is never evicted for a newcomer, however long
+        # the query's interpreter takes to start; an idle one would be after EVICTABLE_AFTER (1 s)
+        beat = RawClient.request(RequestCode.HEART_BEAT, None, heartbeat("held", "G", {"TopicA": "*"}))
+        assert (await held.call(beat)).code == ResponseCode.SUCCESS
         query = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
