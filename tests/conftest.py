@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.support import golden_guard, xdist_groups
 from tests.support.paths import GOLDEN_DIR, STORES_DIR, VECTORS_DIR
+from tests.support.v5_client import bind_telemetry_callers_to_the_io_loop
 
 #: Hypothesis for this suite: no property test may depend on the machine's speed. Under load (two
 #: xdist workers on two shared cores, other jobs) generating an example can take longer than the
@@ -27,6 +28,9 @@ settings.register_profile(
     "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
+#: The official 5.x Python client's Telemetry race under load (tests/support/v5_client.py says why).
+bind_telemetry_callers_to_the_io_loop()
 
 
 def _require(path: Path) -> Path:
