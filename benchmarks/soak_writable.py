@@ -29,7 +29,7 @@ What runs, for ``--minutes``, in one asyncio loop:
 * every ``--kill-every`` seconds (jittered) ``kill -9`` of the server, then a restart on the same
   store and port; a server that exits by itself is counted (``server.unexpected_exits``) and restarted;
 * every ``--fill-every`` seconds a ballast file beside the store is written until ENOSPC, kept
-  ``--full-seconds``, then removed.
+  ``--full-seconds`` and until a SEND was refused for it (at most one start-up longer), then removed.
 * with ``--attacks LIST`` (or ``all``), issue 31's attacks, each a task of its own repeating a
   bounded round every ``--attack-pause`` seconds (``benchmarks.soak_attacks``): planted groups,
   a heartbeat with thousands of groups, nested-JSON and lone-surrogate frames, idle connection
@@ -490,14 +490,24 @@ class Soak:
                 )
             if self.stop_chaos.is_set():
                 return
+            refused = self.stats.refused_disk_full
             written = await asyncio.to_thread(_fill, ballast)
             self.disk_full = True
             self.stats.disk_full_cycles += 1
             self.stats.ballast_bytes.append(written)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop_chaos.wait(), self.args.full_seconds)
+            await self._until_refused(refused)
             ballast.unlink(missing_ok=True)
             self.disk_full = False
+
+    async def _until_refused(self, refused: int) -> None:
+        """Keep the disk full past ``--full-seconds`` until a SEND was refused for it: on a loaded
+        machine the window can fall while the server restarts after a kill -9, and a cycle nobody
+        sent into checks nothing. Bounded by one start-up."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while self.stats.refused_disk_full == refused and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
 
     async def hostile(self) -> None:
         """Each kind of hostile peer in turn, forever; outcomes are counted, never trusted."""
