@@ -263,6 +263,7 @@ NOT_PLAIN: dict[str, dict[str, Any]] = {
     "body too big": dict(messages=[java_message(2, i, b"b" * 1000) for i in range(5)]),
     "no message": dict(messages=[]),
     "body cut short": dict(raw=body_of([java_message(2, 0)])[:-3]),
+    "a whole message, then one cut short": dict(raw=body_of([java_message(2, 0), java_message(2, 1)])[:-3]),
     "body length past the end": dict(raw=_HEAD.pack(0, 0, 0, 0, 999) + b"x" * 30),
     "properties length past the end": dict(raw=_HEAD.pack(0, 0, 0, 0, 1) + b"x" + b"\x00\x50" + b"p"),
     "negative properties length": dict(raw=_HEAD.pack(0, 0, 0, 0, 1) + b"x" + b"\xff\xff" + b"p"),
