@@ -32,7 +32,7 @@ from server.remoting import request_path, send_group
 from server.remoting.processors.send_message import SendMessageProcessor
 from server.remoting.send_group import SendGroup
 from store.write.writer import CommitLogCutError, CommitLogFullError
-from tests.support.request_path import query
+from tests.support.request_path import Recorder, query
 from tests.support.send_sides import SEND, SEND_BATCH, TOPIC, Side, open_side, send, send_v1
 from tests.support.writable_sides import same_both_ways
 
@@ -390,3 +390,27 @@ async def test_batches_of_both_codes_share_the_group_with_single_sends(
     got = answers(out)
     assert [one["ext"]["queueOffset"] for one in got] == ["0", "1", "0", "4", "6"]
     assert json.dumps([one["ext"]["msgId"].count(",") for one in got]) == "[0, 2, 0, 1, 0]"
+
+
+@pytest.mark.parametrize("store_host", ["127.0.0.1", "::1"])
+async def test_a_batch_from_an_ipv6_sender(
+    sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch, store_host: str
+) -> None:
+    """The born host as the connection gives it: each record of an IPv6 sender's batch has the
+    16-byte host; the answer's ids are the store's offset ids (32 or 56 hex digits), one per record."""
+    counts = Counts(monkeypatch)
+
+    def peer(self: Recorder, name: str, default: object = None) -> object:
+        return ("::1", 40001, 0, 0) if name == "peername" else default
+
+    monkeypatch.setattr(Recorder, "get_extra_info", peer)
+    for side in sides:
+        side.store.set_store_address(store_host, 10911)
+    out = await both(sides, [a_batch(1, [java_message(1, i) for i in range(20)])])
+    got = answers(out)
+    assert [one["code"] for one in got] == [0]
+    assert counts.plain == 1 and counts.records == 20
+    assert {len(one) for one in got[0]["ext"]["msgId"].split(",")} == {
+        32 if store_host == "127.0.0.1" else 56
+    }
+    assert sides[0].stored()[0].count(bytes(15) + b"\x01" + (40001).to_bytes(4, "big")) == 20
