@@ -22,26 +22,14 @@
 #include <stdint.h>
 #include <string.h>
 
-/* TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODY length: five big-endian int32 before the body. */
-#define HEAD_SIZE 20
-#define PROPERTY_SEPARATOR 0x02
+#include "_batch_body.h" /* the body's format and the properties' join, shared with the request path */
 
-static int32_t be32(const unsigned char *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
-
-static PyObject *joined_properties(const unsigned char *own, Py_ssize_t own_len, const char *suffix,
-                                   Py_ssize_t suffix_len) {
-    if (suffix_len == 0) return PyBytes_FromStringAndSize((const char *)own, own_len);
-    int sep = own_len > 0 && own[own_len - 1] != PROPERTY_SEPARATOR;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, own_len + sep + suffix_len);
+static PyObject *joined_properties(const batch_item_t *item, const char *suffix, Py_ssize_t suffix_len) {
+    int sep = batch_needs_separator(item->properties, item->properties_n, suffix_len);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, item->properties_n + sep + suffix_len);
     if (out == NULL) return NULL;
-    char *p = PyBytes_AS_STRING(out);
-    memcpy(p, own, (size_t)own_len);
-    if (sep) p[own_len] = PROPERTY_SEPARATOR;
-    memcpy(p + own_len + sep, suffix, (size_t)suffix_len);
+    batch_join_properties(item->properties, item->properties_n, (const unsigned char *)suffix, suffix_len,
+                          (unsigned char *)PyBytes_AS_STRING(out));
     return out;
 }
 
@@ -71,39 +59,27 @@ static PyObject *decode_batch_body(PyObject *self, PyObject *const *args, Py_ssi
 
     /* A first pass checks every length, so that a body that does not parse allocates nothing. */
     Py_ssize_t pos = 0, count = 0;
-    while (pos < end) {
-        if (end - pos < HEAD_SIZE + 2) Py_RETURN_NONE;
-        int32_t body_len = be32(buf + pos + 16);
-        Py_ssize_t start = pos + HEAD_SIZE;
-        if (body_len < 0 || (Py_ssize_t)body_len > end - start - 2) Py_RETURN_NONE;
-        Py_ssize_t props_at = start + body_len;
-        int16_t props_len = be16(buf + props_at);
-        if (props_len < 0 || (Py_ssize_t)props_len > end - props_at - 2) Py_RETURN_NONE;
-        pos = props_at + 2 + props_len;
-        count++;
-    }
+    batch_item_t one;
+    int got;
+    while ((got = batch_body_next(buf, end, &pos, &one)) > 0) count++;
+    if (got < 0) Py_RETURN_NONE;
     PyObject *items = PyList_New(count);
     if (items == NULL) return NULL;
     pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int32_t flag = be32(buf + pos + 12);
-        int32_t body_len = be32(buf + pos + 16);
-        Py_ssize_t start = pos + HEAD_SIZE;
-        Py_ssize_t props_at = start + body_len;
-        int16_t props_len = be16(buf + props_at);
+        batch_body_next(buf, end, &pos, &one);
         PyObject *item = item_type->tp_alloc(item_type, 3);
         if (item == NULL) goto fail;
         PyList_SET_ITEM(items, i, item);
-        PyObject *flag_obj = PyLong_FromLong(flag);
+        PyObject *flag_obj = PyLong_FromLong(one.flag);
         if (flag_obj == NULL) goto fail;
         PyTuple_SET_ITEM(item, 0, flag_obj);
-        PyObject *body = PyBytes_FromStringAndSize((const char *)buf + start, body_len);
+        PyObject *body = PyBytes_FromStringAndSize((const char *)one.body, one.body_n);
         if (body == NULL) goto fail;
         PyTuple_SET_ITEM(item, 1, body);
-        PyObject *props = joined_properties(buf + props_at + 2, props_len, sfx, sfx_len);
+        PyObject *props = joined_properties(&one, sfx, sfx_len);
         if (props == NULL) goto fail;
         PyTuple_SET_ITEM(item, 2, props);
-        pos = props_at + 2 + props_len;
     }
     return items;
 fail:

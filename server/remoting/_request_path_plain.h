@@ -12,8 +12,17 @@
  * (WritableStore.append_encoded) before anything else of the call runs Python. The settle is the
  * call's one settle, as for the callback's SENDs (send_group.py).
  *
+ * A batch (the header's batch flag: SEND_BATCH_MESSAGE as a Java producer sends it) used to take the
+ * callback too, ~1/3 of its server time spent splitting the body, making 32 StoreRecords and their
+ * answer in Python. A plain batch is now stored here the same way (plain_batch): its body split by
+ * _batch_body.h (the rule protocol/_batch_decode_fast.c reads it with), each message one record with
+ * its own flag, body and BODYCRC and its own properties joined with the batch's (batch_records: the
+ * header's properties with CLUSTER put and WAIT kept, in HashMap order), one store timestamp,
+ * consecutive queue offsets; answered with the records' offset ids joined by commas and the first
+ * queue offset, as SendMessageProcessor._success answers.
+ *
  * Plain means, and anything else takes the callback (the Python path, the reference):
- *   - SEND_MESSAGE_V2 or SEND_MESSAGE without the batch flag, sysFlag with no transaction type;
+ *   - SEND_MESSAGE_V2 or SEND_MESSAGE (or a batch), sysFlag with no transaction type;
  *   - the topic 1..127 of [|a-zA-Z0-9_-] (so never a %RETRY% or %DLQ% topic), not among the topics
  *     the begin callback says are never plain (nobody may send to them, the timer topic), in the
  *     topic table (no creation) and not created by the writer itself (whose growth it saves), the
@@ -24,7 +33,11 @@
  *   - the stored properties at most 32767 bytes, the body at most the message size limit;
  *   - the record and an end-of-file blank fit in what is left of the CommitLog file (else the
  *     writer's roll-over, in Python);
- *   - the begin callback said the store takes records now (not cut, no failed dispatch, disk not full).
+ *   - the begin callback said the store takes records now (not cut, no failed dispatch, disk not full);
+ *   - a batch: its body parses (_batch_body.h) into at least one message, each message's stored
+ *     properties at most 32767 bytes, the body (all of it) at most the message size limit, and all
+ *     its records and an end-of-file blank fit the current file (the writer's roll-over moves a
+ *     batch whole); the header's own properties as a single SEND's (no DELAY, TRAN_MSG, TIMER_*).
  *
  * The stored properties (single_record): the client's, parsed as string_to_properties (items split at
  * 2, a name and a value at the first 1, both non-empty, a repeated name keeping its first place and
@@ -36,6 +49,7 @@
 #ifndef RMQ_REQUEST_PATH_PLAIN_H
 #define RMQ_REQUEST_PATH_PLAIN_H
 
+#include "_batch_body.h"
 #include "_crc32.h"
 #include "_java_hashmap.h"
 #include "_py_int_range.h"
@@ -92,8 +106,8 @@ typedef struct {
     Py_ssize_t len, cap;
     PyObject *keys, *ats, *opaques, *codes;
     long long count, last_offset, last_size;
-    uint8_t *scratch;
-    Py_ssize_t scratch_cap;
+    uint8_t *scratch, *ids; /* the properties being made; a batch's message ids */
+    Py_ssize_t scratch_cap, ids_cap;
 } plain_t;
 
 static void plain_init(plain_t *p, PyObject *begin, PyObject *flush)
@@ -123,8 +137,9 @@ static void plain_clear(plain_t *p)
     plain_close(p);
     PyMem_Free(p->buf);
     PyMem_Free(p->scratch);
-    p->buf = p->scratch = NULL;
-    p->cap = p->scratch_cap = 0;
+    PyMem_Free(p->ids);
+    p->buf = p->scratch = p->ids = NULL;
+    p->cap = p->scratch_cap = p->ids_cap = 0;
 }
 
 /* Open a group: 1 (state read), 0 (the store takes no plain SENDs now: off for this call), -1. */
@@ -304,8 +319,9 @@ static int plain_name_is(const plain_prop_t *e, const char *name)
 }
 
 /* The stored properties into out (at most PLAIN_MAX_PROPERTIES bytes): their length, or -1 when the
- * SEND is not plain (see the file comment). text: the client's properties, n bytes (strict UTF-8). */
-static Py_ssize_t plain_properties(const plain_t *p, const uint8_t *text, Py_ssize_t n, uint8_t *out)
+ * SEND is not plain (see the file comment). text: the client's properties, n bytes (strict UTF-8).
+ * For a batch (batch_records: the suffix every message's own properties get) WAIT stays. */
+static Py_ssize_t plain_properties(const plain_t *p, const uint8_t *text, Py_ssize_t n, uint8_t *out, int batch)
 {
     plain_prop_t e[PLAIN_MAX_ITEMS + 1];
     int count = 0;
@@ -361,7 +377,7 @@ static Py_ssize_t plain_properties(const plain_t *p, const uint8_t *text, Py_ssi
     }
     Py_ssize_t len = 0;
     for (int k = 0; k < count; k++) {
-        if (plain_name_is(&sorted[k], "WAIT"))
+        if (!batch && plain_name_is(&sorted[k], "WAIT"))
             continue;
         Py_ssize_t need = (len ? 1 : 0) + sorted[k].name_n + 1 + sorted[k].value_n;
         if (len + need > PLAIN_MAX_PROPERTIES)
@@ -382,13 +398,192 @@ static Py_ssize_t json_unescape(const json_text_t *t, unsigned char *buf);
 
 static const char PLAIN_HEX[] = "0123456789ABCDEF";
 
+/* The offset message id of the record at offset (store address, port, offset in upper-case hex)
+ * into id (56 bytes at most): its length. */
+static int plain_offset_id(const plain_t *p, long long offset, char *id)
+{
+    uint8_t raw[28];
+    Py_ssize_t addr_n = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 16 : 4;
+    memcpy(raw, p->store_addr, (size_t)addr_n);
+    record_put_i64(record_put_i32(raw + addr_n, p->store_port), offset);
+    for (Py_ssize_t i = 0; i < addr_n + 12; i++) {
+        id[2 * i] = PLAIN_HEX[raw[i] >> 4];
+        id[2 * i + 1] = PLAIN_HEX[raw[i] & 15];
+    }
+    return (int)(2 * (addr_n + 12));
+}
+
+/* Take n consecutive queue offsets of the SEND's queue from the writer's table (the writer first
+ * told of the queue, as StoreWriter._note does for a topic in the table and not its own): the first
+ * in *first. Each offset taken is listed in p->keys, which plain_abort gives back. 0, or -1. */
+static int plain_take_offsets(plain_t *p, const send_req_t *r, long long n, long long *first)
+{
+    if (r->queue_id >= p->writer_queues) {
+        PyObject *queues = PyLong_FromLongLong(r->queue_id + 1);
+        if (queues == NULL || PyDict_SetItem(PyTuple_GET_ITEM(p->state, PB_WRITER_TOPICS), p->topic, queues) < 0) {
+            Py_XDECREF(queues);
+            return -1;
+        }
+        Py_DECREF(queues);
+        p->writer_queues = r->queue_id + 1;
+    }
+    PyObject *offsets = PyTuple_GET_ITEM(p->state, PB_QUEUE_OFFSETS);
+    PyObject *key = Py_BuildValue("(OL)", p->topic, r->queue_id);
+    if (key == NULL)
+        return -1;
+    PyObject *next = PyDict_GetItemWithError(offsets, key);
+    long long queue_offset = 0;
+    if ((next == NULL && PyErr_Occurred()) || (next != NULL && !py_int_in_range(next, 0, INT64_MAX - n, &queue_offset))) {
+        Py_DECREF(key);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a queue offset is an int");
+        return -1;
+    }
+    long long listed = 0;
+    int rc = 0;
+    while (listed < n && rc == 0)
+        if ((rc = PyList_Append(p->keys, key)) == 0)
+            listed++;
+    /* the offsets taken are those listed: plain_abort gives back one per listed key */
+    PyObject *taken = PyLong_FromLongLong(queue_offset + listed);
+    if (taken == NULL || PyDict_SetItem(offsets, key, taken) < 0) {
+        /* nothing taken after all: unlisted, so that nothing is given back either */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        Py_ssize_t end = PyList_GET_SIZE(p->keys);
+        if (PyList_SetSlice(p->keys, end - (Py_ssize_t)listed, end, NULL) < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        rc = -1;
+    }
+    Py_XDECREF(taken);
+    Py_DECREF(key);
+    *first = queue_offset;
+    return rc;
+}
+
+/* The SEND's SUCCESS answer (the queue the client chose, the first queue offset, the offset message
+ * id(s)) written to out and listed for the flush. 0, or -1. */
+static int plain_answer(plain_t *p, const template_t *success, out_buf *out, long long code, long long opaque,
+                        const send_req_t *r, long long queue_offset, const char *id, Py_ssize_t id_n)
+{
+    if (id_n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "msgId too long");
+        return -1;
+    }
+    PyObject *at = PyLong_FromSsize_t(out->len), *op = PyLong_FromLongLong(opaque), *cd = PyLong_FromLongLong(code);
+    int listed = at != NULL && op != NULL && cd != NULL && PyList_Append(p->ats, at) == 0 &&
+                 PyList_Append(p->opaques, op) == 0 && PyList_Append(p->codes, cd) == 0;
+    Py_XDECREF(at);
+    Py_XDECREF(op);
+    Py_XDECREF(cd);
+    if (!listed)
+        return -1;
+    hole_values v;
+    set_hole(&v, HOLE_OPAQUE, opaque);
+    set_hole(&v, HOLE_QUEUE_ID, r->queue_id);
+    set_hole(&v, HOLE_OFFSET, queue_offset);
+    set_hole_text(&v, HOLE_MSG_ID, id, (int)id_n);
+    Py_ssize_t header_n = template_size(success, &v);
+    if (ob_need(out, 8 + header_n) < 0)
+        return -1;
+    put_be32(out, (uint32_t)(4 + header_n));
+    put_be32(out, (uint32_t)header_n);
+    put_template(out, success, &v);
+    return 0;
+}
+
+/* The record fields every record of a SEND shares (its header's and the group's). */
+static void plain_fields(const plain_t *p, const send_req_t *r, int32_t sys_flag, struct record_fields *f)
+{
+    memset(f, 0, sizeof *f);
+    f->queue_id = (int32_t)r->queue_id;
+    f->flag = (int32_t)r->flag;
+    f->sys_flag = sys_flag;
+    f->born_port = p->born_port;
+    f->store_port = p->store_port;
+    f->reconsume_times = (r->seen & BIT(S_J)) ? (int32_t)r->reconsume_times : 0;
+    f->born_timestamp = r->born_timestamp;
+    f->store_timestamp = p->now;
+    f->born_addr = p->born_addr;
+    f->store_addr = p->store_addr;
+    f->topic = r->topic;
+    f->topic_len = r->topic_n;
+}
+
+/* A plain batch (batch_records' rules, CommitLog.asyncPutMessages): each message of the body one
+ * record with its own flag, body and BODYCRC, its own properties joined with the batch's (suffix:
+ * the header's properties with CLUSTER, WAIT kept), one store timestamp, consecutive queue offsets,
+ * all in the current file; answered with the records' offset ids joined by commas and the first
+ * queue offset. O_ANSWERED, O_LEAVE (a body that does not parse, no message, a message's stored
+ * properties over the limit, no room left in the file: the callback's), -1. */
+static int plain_batch(plain_t *p, const template_t *success, out_buf *out, long long code, long long opaque,
+                       const send_req_t *r, const unsigned char *body, Py_ssize_t body_n, const uint8_t *suffix,
+                       Py_ssize_t suffix_n, uint8_t *joined, int32_t sys_flag)
+{
+    Py_ssize_t pos = 0;
+    batch_item_t item;
+    long long count = 0;
+    int64_t total = 0;
+    int got;
+    while ((got = batch_body_next(body, body_n, &pos, &item)) > 0) {
+        Py_ssize_t props_n = item.properties_n + batch_needs_separator(item.properties, item.properties_n, suffix_n) + suffix_n;
+        if (props_n > PLAIN_MAX_PROPERTIES)
+            return O_LEAVE;
+        total += record_v1_size(sys_flag, item.body_n, r->topic_n, props_n);
+        count++;
+    }
+    long long offset = p->position + p->len;
+    if (got < 0 || count == 0 || offset + total + RECORD_BLANK_SIZE > p->file_end)
+        return O_LEAVE; /* the reference's refusal, or the writer's roll-over */
+    Py_ssize_t id_size = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 56 : 32;
+    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)total) < 0 ||
+        plain_need(&p->ids, &p->ids_cap, (Py_ssize_t)count * (id_size + 1)) < 0)
+        return -1;
+    long long first;
+    if (plain_take_offsets(p, r, count, &first) < 0)
+        return -1;
+    struct record_fields f;
+    plain_fields(p, r, sys_flag, &f);
+    uint8_t *at = p->buf + p->len;
+    char *ids = (char *)p->ids;
+    Py_ssize_t ids_n = 0;
+    long long record_offset = offset;
+    int64_t size = 0;
+    pos = 0;
+    for (long long i = 0; i < count; i++) {
+        batch_body_next(body, body_n, &pos, &item);
+        f.properties_len = batch_join_properties(item.properties, item.properties_n, suffix, suffix_n, joined);
+        f.properties = joined;
+        f.body = item.body;
+        f.body_len = item.body_n;
+        f.flag = item.flag;
+        f.body_crc = (int32_t)(crc32_ieee(item.body, (size_t)item.body_n) & 0x7FFFFFFFu);
+        f.queue_offset = first + i;
+        f.physical_offset = record_offset;
+        size = record_v1_size(sys_flag, item.body_n, r->topic_n, f.properties_len);
+        at = record_v1_encode(at, &f);
+        if (i)
+            ids[ids_n++] = ',';
+        ids_n += plain_offset_id(p, record_offset, ids + ids_n);
+        record_offset += size;
+    }
+    if (plain_answer(p, success, out, code, opaque, r, first, ids, ids_n) < 0)
+        return -1; /* the records are not counted: plain_abort gives their offsets back with the rest */
+    p->len += (Py_ssize_t)total;
+    p->count += count;
+    p->last_offset = record_offset - size;
+    p->last_size = size;
+    return O_ANSWERED;
+}
+
 /* One SEND stored into the group and answered SUCCESS: O_ANSWERED, O_LEAVE (not plain: the caller
  * flushes the group and takes the callback), -1 with an error set. */
 static int plain_send(plain_t *p, const template_t *success, out_buf *out, long long code, long long opaque,
                       const send_req_t *r, const unsigned char *body, Py_ssize_t body_n)
 {
-    if (p->begin == NULL || p->off || r->batch || (r->sys_flag & PLAIN_TRANSACTION_TYPE_MASK) != 0 ||
-        r->topic_n < 1 || r->topic_n > 127)
+    if (p->begin == NULL || p->off || (r->sys_flag & PLAIN_TRANSACTION_TYPE_MASK) != 0 || r->topic_n < 1 ||
+        r->topic_n > 127)
         return O_LEAVE;
     for (Py_ssize_t i = 0; i < r->topic_n; i++)
         if (!plain_topic_char(r->topic[i]))
@@ -409,9 +604,10 @@ static int plain_send(plain_t *p, const template_t *success, out_buf *out, long 
     if (r->queue_id >= p->queue_limit)
         return O_LEAVE;
 
-    /* the client's properties, escapes decoded, then the stored ones after them in the scratch */
+    /* the scratch: the client's properties, escapes decoded, then the stored ones (a single
+     * message's, or the batch's suffix), then a batch message's joined properties */
     Py_ssize_t text_n = r->properties.s == NULL ? 0 : r->properties.n;
-    if (plain_need(&p->scratch, &p->scratch_cap, text_n + PLAIN_MAX_PROPERTIES + 1) < 0)
+    if (plain_need(&p->scratch, &p->scratch_cap, text_n + 2 * (PLAIN_MAX_PROPERTIES + 1)) < 0)
         return -1;
     const uint8_t *text = r->properties.s;
     if (text != NULL && r->properties.escaped) {
@@ -421,106 +617,41 @@ static int plain_send(plain_t *p, const template_t *success, out_buf *out, long 
     if (text != NULL && !plain_utf8(text, text_n))
         return O_LEAVE;
     uint8_t *stored = p->scratch + (r->properties.s == NULL ? 0 : r->properties.n);
-    Py_ssize_t stored_n = plain_properties(p, text, text_n, stored);
+    Py_ssize_t stored_n = plain_properties(p, text, text_n, stored, r->batch);
     if (stored_n < 0)
         return O_LEAVE;
     int32_t sys_flag = ((int32_t)r->sys_flag | p->topic_flags) & ~(RECORD_BORNHOST_V6_FLAG | RECORD_STOREHOST_V6_FLAG);
     sys_flag |= p->host_flags;
+    if (r->batch)
+        return plain_batch(p, success, out, code, opaque, r, body, body_n, stored, stored_n,
+                           stored + PLAIN_MAX_PROPERTIES + 1, sys_flag);
     int64_t size = record_v1_size(sys_flag, body_n, r->topic_n, stored_n);
     long long offset = p->position + p->len;
     if (offset + size + RECORD_BLANK_SIZE > p->file_end)
         return O_LEAVE; /* the writer's roll-over */
-    if (r->queue_id >= p->writer_queues) {
-        /* StoreWriter._note: the writer knows the topic's queues up to this one (the topic is in the
-         * table and not the writer's own, so nothing is registered) */
-        PyObject *queues = PyLong_FromLongLong(r->queue_id + 1);
-        if (queues == NULL || PyDict_SetItem(PyTuple_GET_ITEM(p->state, PB_WRITER_TOPICS), p->topic, queues) < 0) {
-            Py_XDECREF(queues);
-            return -1;
-        }
-        Py_DECREF(queues);
-        p->writer_queues = r->queue_id + 1;
-    }
-    /* the queue offset: the writer's next one, taken */
-    PyObject *offsets = PyTuple_GET_ITEM(p->state, PB_QUEUE_OFFSETS);
-    PyObject *key = Py_BuildValue("(OL)", p->topic, r->queue_id);
-    if (key == NULL)
+    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)size) < 0)
         return -1;
-    PyObject *next = PyDict_GetItemWithError(offsets, key);
-    long long queue_offset = 0;
-    if ((next == NULL && PyErr_Occurred()) || (next != NULL && !py_int_in_range(next, 0, INT64_MAX - 1, &queue_offset))) {
-        Py_DECREF(key);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "a queue offset is an int");
+    long long queue_offset;
+    if (plain_take_offsets(p, r, 1, &queue_offset) < 0)
         return -1;
-    }
-    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)size) < 0) {
-        Py_DECREF(key);
-        return -1;
-    }
-    PyObject *taken = PyLong_FromLongLong(queue_offset + 1);
-    if (taken == NULL || PyDict_SetItem(offsets, key, taken) < 0 || PyList_Append(p->keys, key) < 0) {
-        /* the offset is given back by plain_abort only once the key is listed */
-        Py_XDECREF(taken);
-        Py_DECREF(key);
-        return -1;
-    }
-    Py_DECREF(taken);
-    Py_DECREF(key);
-    struct record_fields f = {0};
+    struct record_fields f;
+    plain_fields(p, r, sys_flag, &f);
     f.body_crc = (int32_t)(crc32_ieee(body, (size_t)body_n) & 0x7FFFFFFFu);
-    f.queue_id = (int32_t)r->queue_id;
-    f.flag = (int32_t)r->flag;
-    f.sys_flag = sys_flag;
-    f.born_port = p->born_port;
-    f.store_port = p->store_port;
-    f.reconsume_times = (r->seen & BIT(S_J)) ? (int32_t)r->reconsume_times : 0;
     f.queue_offset = queue_offset;
     f.physical_offset = offset;
-    f.born_timestamp = r->born_timestamp;
-    f.store_timestamp = p->now;
-    f.born_addr = p->born_addr;
-    f.store_addr = p->store_addr;
     f.body = body;
     f.body_len = body_n;
-    f.topic = r->topic;
-    f.topic_len = r->topic_n;
     f.properties = stored;
     f.properties_len = stored_n;
     record_v1_encode(p->buf + p->len, &f);
-    /* the answer: the offset message id (store address, port, offset in upper-case hex) */
-    uint8_t raw[28];
-    Py_ssize_t addr_n = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 16 : 4;
-    memcpy(raw, p->store_addr, (size_t)addr_n);
-    record_put_i64(record_put_i32(raw + addr_n, p->store_port), offset);
     char id[56];
-    for (Py_ssize_t i = 0; i < addr_n + 12; i++) {
-        id[2 * i] = PLAIN_HEX[raw[i] >> 4];
-        id[2 * i + 1] = PLAIN_HEX[raw[i] & 15];
-    }
-    PyObject *at = PyLong_FromSsize_t(out->len), *op = PyLong_FromLongLong(opaque), *cd = PyLong_FromLongLong(code);
-    int listed = at != NULL && op != NULL && cd != NULL && PyList_Append(p->ats, at) == 0 &&
-                 PyList_Append(p->opaques, op) == 0 && PyList_Append(p->codes, cd) == 0;
-    Py_XDECREF(at);
-    Py_XDECREF(op);
-    Py_XDECREF(cd);
-    if (!listed)
+    int id_n = plain_offset_id(p, offset, id);
+    if (plain_answer(p, success, out, code, opaque, r, queue_offset, id, id_n) < 0)
         return -1; /* the record is not counted: plain_abort gives its offset back with the rest */
     p->len += (Py_ssize_t)size;
     p->count++;
     p->last_offset = offset;
     p->last_size = size;
-    hole_values v;
-    set_hole(&v, HOLE_OPAQUE, opaque);
-    set_hole(&v, HOLE_QUEUE_ID, r->queue_id);
-    set_hole(&v, HOLE_OFFSET, queue_offset);
-    set_hole_text(&v, HOLE_MSG_ID, id, (int)(2 * (addr_n + 12)));
-    Py_ssize_t header_n = template_size(success, &v);
-    if (ob_need(out, 8 + header_n) < 0)
-        return -1;
-    put_be32(out, (uint32_t)(4 + header_n));
-    put_be32(out, (uint32_t)header_n);
-    put_template(out, success, &v);
     return O_ANSWERED;
 }
 
