@@ -461,6 +461,7 @@ class QueryServer:
         main, fast = await self._bind_pair()
         self._servers = [main, fast]
         self.watchdog.start(asyncio.get_running_loop())
+        self._audit_once_per_turn(asyncio.get_running_loop())
         self.port = _bound_port(main)
         self.fast_port = _bound_port(fast)
         advertise = advertised_address(self.settings, self.port)
@@ -504,6 +505,16 @@ class QueryServer:
             await server.start_serving()
         if not defer_front_doors:
             self._announce()
+
+    def _audit_once_per_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A writable store's settles do their fixed checks that only watch (the index audit, the
+        look at resident memory) once per turn of the loop, not once per put
+        (``MessageStore.once_per_turn``): the first settle of a turn does them and asks for
+        ``next_turn`` at the next turn. A callback is scheduled only in a turn that did them, so
+        an idle loop still sleeps."""
+        store = self.store
+        if hasattr(store, "next_turn"):
+            store.once_per_turn = lambda: loop.call_soon(store.next_turn)  # type: ignore[attr-defined]
 
     def _announce(self) -> None:
         """The start-up line: every port this server serves."""
@@ -781,6 +792,9 @@ class QueryServer:
             await self._http.stop()
             self._http = None
         self.refuser.close_all()
+        if hasattr(self.store, "next_turn"):
+            self.store.once_per_turn = None  # type: ignore[attr-defined]
+            self.store.next_turn()
         for task in self._background:
             task.cancel()
         if self._background:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +152,14 @@ class MessageStore:
         self.defer_flush = False
         #: A caught-up ``refresh`` found consume queues to sync (with ``defer_flush``).
         self.flush_due = False
+        #: Set by a server that settles many puts per turn of its event loop (``QueryServer``):
+        #: called when a put's settle first does this turn's once-a-turn work (``_first_this_turn``:
+        #: the index audit, the look at resident memory and the page release it may bring), it
+        #: arranges ``next_turn`` for the loop's next turn; the settles in between skip that work.
+        #: None (a store used without a loop): every put's settle does it.
+        self.once_per_turn: Callable[[], object] | None = None
+        #: The once-a-turn work done this turn (``_first_this_turn``).
+        self._turn_spent: set[str] = set()
         #: The topics are those of the topic table and the consume queues only, not also those the
         #: index builder walked past: set by a writable store, whose table lists every topic with
         #: records (a deleted topic's records stay, and the index walks its last one again at start).
@@ -688,7 +696,11 @@ class MessageStore:
         just-written run, ``written``: first, end, records, their bytes), the queues refreshed."""
         if self._reput is not None:
             if self._builder is not None:
-                self.index.audit(tail=tail)
+                # A put's audit (``tail``) only warns (a file deleted, replaced, cut or zeroed under
+                # the builder), and the builder's own ``intact`` check still guards every write
+                # through the map: once a turn says as much as once a put.
+                if not tail or self._first_this_turn("audit"):
+                    self.index.audit(tail=tail)
             else:
                 self.index.refresh()
             try:
@@ -722,7 +734,9 @@ class MessageStore:
             # looked at every ``RSS_CHECK_EVERY_RECORDS`` records dispatched (as for the records
             # served), not after every put's settle: a ``pread`` of /proc a SEND otherwise.
             self._dispatched_since_check += read
-            if self._dispatched_since_check >= RSS_CHECK_EVERY_RECORDS:
+            if self._dispatched_since_check >= RSS_CHECK_EVERY_RECORDS and (
+                not tail or self._first_this_turn("resident")
+            ):
                 self._dispatched_since_check = 0
                 if self._resident_over_limit():
                     self._release_pages()
@@ -731,6 +745,24 @@ class MessageStore:
         self.queues.refresh()
         self.index.refresh()
         return self._repair(max_records, tail)
+
+    def _first_this_turn(self, work: str) -> bool:
+        """Whether a put's settle does ``work`` now: always without ``once_per_turn``, else the
+        first time this turn (the first such work of a turn asks the hook for ``next_turn``)."""
+        hook = self.once_per_turn
+        if hook is None:
+            return True
+        spent = self._turn_spent
+        if work in spent:
+            return False
+        if not spent:
+            hook()
+        spent.add(work)
+        return True
+
+    def next_turn(self) -> None:
+        """A new turn of the caller's loop: the once-a-turn work of a put's settle is due again."""
+        self._turn_spent.clear()
 
     def _repair(self, max_records: int | None, tail: bool) -> bool:
         """Advance the rebuilds of files that failed their checks (``store.file_repairs``); not in

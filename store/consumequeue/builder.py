@@ -32,8 +32,11 @@ removed), so every queue again holds exactly the entries of the records before s
 ``pwrite`` per entry. Building resumes where the broker's reput would: from the largest end
 (offset + size) of any queue's last entry, at least the CommitLog's first offset; the record there is
 dispatched again and de-duplicated by the rules above. That is this dispatcher's resume point; the
-reput starts at the least of its dispatchers', and records before it are skipped. A single entry is
-still one ``pwrite`` without a mark (the live write path's usual run).
+reput starts at the least of its dispatchers', and records before it are skipped. A stretch whose
+entries all go to one queue is written without a mark (a lone SEND's entry, a batch's 32): its
+writes follow CommitLog order, so a kill leaves that queue a prefix of them (a torn last entry is
+zeroed at open, ``_clear_tail``) and the resume point is where that prefix ends, as with one
+``pwrite`` per entry.
 The checkpoint's ``logicsMsgTimestamp`` is the store time of the last record given an entry,
 written at ``flush()`` (after the files are synced), as the broker's checkpoint flush does.
 """
@@ -736,9 +739,10 @@ class ConsumeQueueBuilder:
 
     def _write_groups(self, groups: list[Group], start: int) -> bool:
         """Append each queue's batch; the stretch from CommitLog ``start`` is marked meanwhile when
-        it holds more than one entry (``_Mark``: a kill or a failure in between is taken back).
-        False, with nothing written, when the mark cannot be set."""
-        marked = len(groups) > 1 or len(groups[0][2]) > CQ_STORE_UNIT_SIZE
+        it holds the entries of more than one queue (``_Mark``: a kill or a failure in between is
+        taken back); one queue's entries are written in CommitLog order and need none (see the
+        module docstring). False, with nothing written, when the mark cannot be set."""
+        marked = len(groups) > 1
         if marked:
             try:
                 self._mark.set(start)

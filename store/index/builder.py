@@ -238,9 +238,11 @@ class IndexBuilder:
 
     def begin(self) -> bool:
         """Take records in this pass unless the newest file was cut short under us: writing into it
-        would fault (SIGBUS), so indexing stops there (``IndexService.audit`` says why, once)."""
+        would fault (SIGBUS), so indexing stops there (``IndexService.audit`` says why, once).
+        When the audit just made found it whole (``IndexService.take_vouched``: a writable store's
+        settle audits first), that answers it without another look at the file."""
         current = self.index.last_file()
-        if current is not None and not current.intact():
+        if current is not None and not self.index.take_vouched(current) and not current.intact():
             self.index.audit()
             return False
         self._current = None if current is None or current.is_write_full() else current

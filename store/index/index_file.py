@@ -204,6 +204,11 @@ class IndexFile:
             return 0
         return now if now < self.size else self.size
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (its map is gone: nothing can be read or written)."""
+        return self._closed
+
     def intact(self) -> bool:
         """The whole map can be read now (the file was not cut short under it); see the docstring."""
         return self.safe_length() >= self.size

@@ -113,6 +113,10 @@ class IndexService:
         self._files: list[IndexFile] = []
         #: When ``audit(tail=True)`` last audited every file (``time.monotonic``).
         self._audited_all_at = 0.0
+        #: The last file as the last ``audit`` found it whole (its path's inode the map's, its size
+        #: at least the map's): the builder's ``begin`` right after takes that for its own
+        #: ``intact`` check (``take_vouched``) instead of an ``fstat`` of the same inode.
+        self._vouched: IndexFile | None = None
         #: The maps of ``_files`` for ``query_files`` (rebuilt when ``refresh`` replaces the list).
         self._maps: _Maps = (None, [], [], [])
         self._lock = threading.RLock()
@@ -410,6 +414,7 @@ class IndexService:
         the number of index files."""
         files = list(self._files)
         last = files[-1] if files else None
+        self._vouched = None
         if tail and files:
             now = time.monotonic()
             if now - self._audited_all_at < FULL_AUDIT_EVERY:
@@ -434,6 +439,8 @@ class IndexService:
                     # (``f.intact()``): not asked a second time after every put
                     what = f"cut short to {f.safe_length()} of {f.size} bytes"
                 else:
+                    if f is last and not f.closed:
+                        self._vouched = f
                     # One read of the header on disk and one of ours, for both checks (this runs
                     # after every put of a writable store).
                     on_disk, ours = f.read_header(), f.header
@@ -455,6 +462,17 @@ class IndexService:
                 f"audit:{f.name}:{f.inode}",
                 f"index file {f.path} was {what} while this process builds it: {consequence}",
             )
+
+    def take_vouched(self, f: IndexFile) -> bool:
+        """Whether the ``audit`` just made found ``f``, the last file, whole (``IndexFile.intact``
+        would say True: the same inode, its size at least the map's); said once per audit.
+
+        A writable store's settle audits the last file and then has the builder ``begin``, which
+        must know the same thing before it writes through the map: one ``stat`` of the path
+        answers both, instead of that and an ``fstat`` of the map a moment later. Anything done
+        in between (another ``audit``, a roll-over to a new file) leaves nothing vouched."""
+        vouched, self._vouched = self._vouched, None
+        return vouched is f
 
     def _rebuild_own(self, f: IndexFile) -> str:
         """The builder's full file ``f`` was overwritten: leave it out and ask for its rebuild."""

@@ -11,6 +11,7 @@ refuse a file replaced under the writer between its append and the settle (a fil
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -22,6 +23,7 @@ from server.broker.put_message import StoreUnavailable
 from server.broker.writable_store import WritableStore
 from store.commitlog import mapped_files
 from store.config.store_config import StoreConfig
+from store.index.index_file import IndexFile
 from store.write.writer import StoreRecord
 
 
@@ -99,3 +101,62 @@ def test_a_lone_put_asks_no_commitlog_path_and_reads_proc_once_per_32_records(
         assert len(reads) == 64 // message_store_module.RSS_CHECK_EVERY_RECORDS
         for i in range(65):  # and each was readable when its put returned (checked again here)
             assert len(store.reader.query_message("T", f"k{i}", 32, 0, 2**63 - 1).buffers) == 1
+
+
+def test_a_lone_put_looks_at_the_index_file_being_written_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settle's audit ``stat``s the last index file's path; the builder's ``begin`` then needs
+    to know the same map is whole before it writes through it. One look answers both: no ``fstat``
+    of the map's descriptor (``IndexFile.intact``) after the audit vouched for it."""
+    root = tmp_path / "s"
+    with _open(root) as store:
+        store.put([_record(0)])
+        index_dir = str(root / "index")
+        stats: list[str] = []
+        intact: list[int] = []
+        real_stat = os.stat
+        real_intact = IndexFile.intact
+
+        def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+            if isinstance(path, (str, Path)) and str(path).startswith(index_dir):
+                stats.append(str(path))
+            return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        def counted_intact(self: IndexFile) -> bool:
+            intact.append(1)
+            return real_intact(self)
+
+        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(IndexFile, "intact", counted_intact)
+        for i in range(1, 33):
+            store.put([_record(i)])
+        monkeypatch.undo()
+        assert len(stats) == 32, "the audit's one stat of the file being written, per put"
+        assert intact == [], "and no second look at the same file by the builder"
+        for i in range(33):
+            assert len(store.reader.query_message("T", f"k{i}", 32, 0, 2**63 - 1).buffers) == 1
+
+
+def test_an_index_file_cut_under_a_writable_store_stops_indexing_and_keeps_the_sends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The index file being written is cut short between two puts: writing through its map would
+    fault (SIGBUS). The audit's look finds it cut, so the builder sits out (nothing vouched) and
+    the puts are still stored, acknowledged and in their consume queues; said once."""
+    root = tmp_path / "s"
+    with _open(root) as store:
+        store.put([_record(0)])
+        (path,) = [p for p in (root / "index").iterdir() if p.name.isdigit()]
+        builder = store.reader._builder  # the test looks inside on purpose
+        assert builder is not None
+        keys = builder.keys_indexed
+        os.truncate(path, 100)
+        with caplog.at_level(logging.WARNING):
+            for i in range(1, 5):
+                (done,) = store.put([_record(i)])
+                assert store.reader.commitlog.read_record(done.offset) is not None
+        assert sum(store.reader.max_offset("T", q) for q in range(4)) == 5
+        assert builder.keys_indexed == keys, "no write through the cut file's map"
+        cut = [r.getMessage() for r in caplog.records if "cut short to 100" in r.getMessage()]
+        assert len(cut) == 1, cut
