@@ -124,15 +124,23 @@ def run_row(
     time.sleep(warmup + LEAD)
     result: dict = {"window": window}
     stored = stored_bytes(store)
+    window_bytes = 0
     if trace:
         # a tracepoint the kernel lacks (e.g. fstat, on x86-64 newfstatat) fails the whole ``perf stat``
         known = [c for c in CALLS if Path(f"/sys/kernel/tracing/events/syscalls/sys_enter_{c}").is_dir()]
         events = ["raw_syscalls:sys_enter", "context-switches"] + [f"syscalls:sys_enter_{c}" for c in known]
+        # perf takes a while to attach its counters to every thread: the window is its workload's
+        # run, which notes the CommitLog's blocks when it starts and when it ends
+        marks = store.parent / "perf-window"
+        blocks = f"stat -c %b {store}/commitlog/*"
+        workload = f"{blocks} > {marks}.0; sleep {window}; {blocks} > {marks}.1"
         counted = subprocess.run(
-            ["perf", "stat", "-x,", "-e", ",".join(events), "-p", str(pid), "--", "sleep", str(window)],
+            ["perf", "stat", "-x,", "-e", ",".join(events), "-p", str(pid), "--", "sh", "-c", workload],
             capture_output=True, text=True,
         )  # fmt: skip
         result["calls"] = parse_perf(counted.stderr)
+        ends = [sum(int(b) for b in Path(f"{marks}.{k}").read_text().split()) for k in (0, 1)]
+        window_bytes = (ends[1] - ends[0]) * 512  # stat's %b counts 512-byte blocks
         if "all" not in result["calls"]:
             raise RuntimeError(f"perf stat counted nothing (run as root?):\n{counted.stderr[-2000:]}")
     else:
@@ -143,7 +151,7 @@ def run_row(
         result["switches"] = {
             n: (after[n][0] - before.get(n, (0, 0))[0], after[n][1] - before.get(n, (0, 0))[1]) for n in after
         }
-    stored = stored_bytes(store) - stored
+    stored = window_bytes if trace else stored_bytes(store) - stored
     stdout, stderr = load.communicate(timeout=seconds + warmup + 120)
     lines = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
     if not lines:
