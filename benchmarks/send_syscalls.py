@@ -1,7 +1,7 @@
 """System calls and wake-ups per SEND: ours against the real 4.9.7 broker, same load (issue 33).
 
-    taskset -c 0 python -m benchmarks.send_syscalls [--base DIR] [--rows sync1,sync16] [--seconds 4]
-        [--port 20800] [--no-perf]
+    taskset -c 0 python -m benchmarks.send_syscalls [--base DIR] [--rows sync1,sync16] [--seconds 6]
+        [--warmup 3] [--servers java,A,B] [--port 20800] [--no-perf]
 
 Under ``sync1`` the server is idle most of the time and a SEND's round trip is what counts, so its
 fixed costs outside the store (system calls, wake-ups of the loop and of other threads, the GIL
@@ -10,11 +10,11 @@ passed between them) decide the latency. This runs the official Java producer
 server (core 1, fresh store), and over a window in the middle of the timed row reads:
 
 - every thread's voluntary and involuntary context switches (``/proc/PID/task/TID/status``), by
-  the thread's name, without a tracer attached (the row's own rate divides them: per SEND);
+  the thread's name, and the process's CPU time, without a tracer attached;
 - then, in a second run of the same row, ``perf stat`` on the kernel's system-call tracepoints for
-  the window: system calls per SEND by kind, and in all (``raw_syscalls:sys_enter``). Tracepoints
-  cost little (``strace -c`` stops the process at every call and halves the rate: a row's mean rate
-  then no longer matches its window), so the row's own rate divides these counts too.
+  the window: system calls by kind, and in all (``raw_syscalls:sys_enter``). Tracepoints cost
+  little (``strace -c`` stops the process at every call and halved the rate); they need root, or
+  a ``perf_event_paranoid`` that allows them.
 
 Per-SEND figures are counts over the window divided by the SENDs stored in it: the growth of the
 CommitLog's allocated blocks (both stores create its files sparse) over one record's size, to a page
