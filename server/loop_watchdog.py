@@ -3,9 +3,10 @@
 Every client of every port waits while one callback holds the loop, so a cost that grows with the
 topics or groups shows up as a stall for all. This makes such stalls visible in production: a beat
 scheduled on the loop every ``interval`` records when it ran; a thread of its own looks at the beat
-and, when the loop has not come back for ``threshold`` seconds, logs once per stall the stack the
-loop's thread is in at that moment (the callback holding it). The longest stall since start and
-since the last scrape, and how many stalls passed the threshold, are read by ``/metrics``.
+when the loop, had it not beaten since, would have been held ``threshold`` seconds, and if so logs
+once per stall the stack the loop's thread is in at that moment (the callback holding it). The
+longest stall since start and since the last scrape, and how many stalls passed the threshold, are
+read by ``/metrics``.
 """
 
 from __future__ import annotations
@@ -72,25 +73,33 @@ class LoopWatchdog:
         return recent
 
     def _watch(self) -> None:
+        """Sleep until the loop, if it has not beaten since, would have been held ``threshold``; then
+        look. While the loop beats this thread wakes about once per ``threshold`` (not once per beat):
+        each wake takes the GIL from the loop's thread, and a request in flight then waits for it."""
         logged_for: float | None = None
-        while not self._stop.wait(self.interval):
+        while True:
             beat = self._last_beat
+            wait = beat + self.interval + self.threshold - time.monotonic()
+            if wait > 0 or logged_for == beat:
+                # not yet due, or this stall is logged: look again when due, or a beat later
+                if self._stop.wait(wait if wait > 0 else self.interval):
+                    return
+                continue
             held = time.monotonic() - beat - self.interval
-            if held >= self.threshold and logged_for != beat:
-                logged_for = beat
-                frame = sys._current_frames().get(self._loop_thread or 0)
-                try:
-                    where = "".join(traceback.format_stack(frame, limit=12)) if frame is not None else "?"
-                finally:
-                    # A frame object kept here keeps its function's locals after it returns: a view
-                    # of a connection's read buffer then stops that buffer from being resized, and
-                    # the connection's next read fails (BufferError). The text is all that is kept.
-                    del frame
-                log.warning(
-                    "the event loop has been held for %.0f ms (every client waits); its thread is in:\n%s",
-                    held * 1000,
-                    where,
-                )
+            logged_for = beat
+            frame = sys._current_frames().get(self._loop_thread or 0)
+            try:
+                where = "".join(traceback.format_stack(frame, limit=12)) if frame is not None else "?"
+            finally:
+                # A frame object kept here keeps its function's locals after it returns: a view
+                # of a connection's read buffer then stops that buffer from being resized, and
+                # the connection's next read fails (BufferError). The text is all that is kept.
+                del frame
+            log.warning(
+                "the event loop has been held for %.0f ms (every client waits); its thread is in:\n%s",
+                held * 1000,
+                where,
+            )
 
     def stop(self) -> None:
         self._stop.set()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +61,28 @@ async def test_a_logged_stall_leaves_no_view_of_the_loops_buffers_alive(
     assert buffer == b"bytes"
     [record] = [r for r in caplog.records if "event loop has been held" in r.getMessage()]
     assert "stall_holding_a_view_of" in record.getMessage()
+
+
+def wakes_of(native_id: int) -> int:
+    """How many times a thread of this process went to sleep (it woke as often), from the kernel."""
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc/self/task")
+async def test_the_watchdog_thread_sleeps_while_the_loop_beats() -> None:
+    """Issue 33: each wake of the watchdog's thread takes the GIL from the loop's, and a request in
+    flight waits for it. While the loop beats (every 10 ms here, 40 beats in the window) the thread
+    looks only when a stall could have reached the threshold: a few wakes, not one per beat."""
+    dog = LoopWatchdog(interval=0.01, threshold=0.2)
+    dog.start(asyncio.get_running_loop())
+    try:
+        await asyncio.sleep(0.05)
+        assert dog._thread is not None and dog._thread.native_id is not None
+        before = wakes_of(dog._thread.native_id)
+        await asyncio.sleep(0.4)
+        wakes = wakes_of(dog._thread.native_id) - before
+    finally:
+        dog.stop()
+    assert wakes <= 8, wakes
+    assert dog.stalls_over_threshold == 0
