@@ -19,11 +19,11 @@ from store.reput.walk import Reput
 
 def test_a_batch_in_the_kit_geometry_rolls_and_every_part_is_inside_the_dispatch() -> None:
     before = (cq_module.extract_entries, cq_module._write_all, ix_module.index_range, IndexFile.reserve)
-    # 70 batches of 32 keyed messages after one (the first settle of a new store walks): 4,544 keys,
-    # past the kit's 4,000 a file.
-    out = dispatch_cost.measure(70, group=32, kit_geometry=True, warm=32)
-    # A settle the CommitLog cannot take as written (``refresh_written`` says no) walks instead: the
-    # pure path has one such settle in this run.
+    # 140 batches of 32 keyed messages after one (the first settle of a new store walks): 9,024 keys,
+    # two rolls past the kit's 4,000 a file (one is enough, should a roll's settle have walked).
+    out = dispatch_cost.measure(140, group=32, kit_geometry=True, warm=32)
+    # A settle the CommitLog cannot take as written (``refresh_written`` says no: more than its
+    # ``FULL_CHECK_EVERY`` since the last full check, on a busy machine) walks instead.
     assert out["written_path_share"] >= 0.95
     assert out["ix_rolls_per_settle"] > 0
     for part in ("cq_extract_entries_c_us", "cq_pwrite_us", "ix_index_range_c_us"):
@@ -40,7 +40,9 @@ def test_the_default_geometry_does_not_roll_and_a_walk_is_not_counted() -> None:
     # No warm-up: the first settle of the new store walks (``run_once``), and that walk makes the
     # first index file (a roll) and runs ``index_range``: neither may count as the written path's.
     out = dispatch_cost.measure(20, group=1, queues=2, warm=0)
-    assert out["written_path_share"] == 19 / 20
+    # The first settle walks; another may too (``refresh_written`` says no when the first index file's
+    # making took longer than the CommitLog's ``FULL_CHECK_EVERY``).
+    assert 0.8 <= out["written_path_share"] < 1.0
     assert out["ix_rolls_per_settle"] == 0
     assert out["ix_index_range_c_us"] <= out["ix_us"]
 
