@@ -148,6 +148,16 @@ def start_java(rmq: Path, work: Path, port: int) -> JavaBroker:
     return server
 
 
+def prepare_java(tmp: Path, *sources: Path) -> tuple[Path, Path]:
+    """A copy of the real 4.9.7 under ``tmp`` (its scripts write beside themselves) and ``sources``
+    compiled against its client: (the copy, the classes directory)."""
+    rmq, classes = tmp / "rmq", tmp / "classes"
+    shutil.copytree(RMQ_BIN, rmq)
+    javac = ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", f"{rmq}/lib/*", "-d", str(classes)]
+    subprocess.run([*javac, *map(str, sources)], check=True)
+    return rmq, classes
+
+
 def namesrv_of(server: vs_java.Server) -> str:
     """Where the producer asks for routes: the real name server, or ours (it answers them itself)."""
     if isinstance(server, JavaBroker):
@@ -286,23 +296,7 @@ def main() -> int:
         parser.error(f"needs a JDK (javac) and {RMQ_BIN}")
     names = ["java", "B"] if args.base is None else ["java", "A", "B"]
     with tempfile.TemporaryDirectory(prefix="broker-path-") as tmp:
-        rmq, classes = Path(tmp) / "rmq", Path(tmp) / "classes"
-        shutil.copytree(RMQ_BIN, rmq)  # its scripts write beside themselves
-        subprocess.run(
-            [
-                "javac",
-                "-nowarn",
-                "-encoding",
-                "UTF-8",
-                "-cp",
-                f"{rmq}/lib/*",
-                "-d",
-                str(classes),
-                str(SOURCE),
-                str(CONSUME_SOURCE),
-            ],
-            check=True,
-        )
+        rmq, classes = prepare_java(Path(tmp), SOURCE, CONSUME_SOURCE)
 
         def start(name: str, work: Path, port: int) -> vs_java.Server:
             if name == "java":

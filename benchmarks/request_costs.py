@@ -280,25 +280,16 @@ def pull_rows(conf: Path) -> dict[str, float]:
     return out
 
 
-def send_rows(per_read: int = PIPELINED) -> dict[str, float]:
-    """SEND_MESSAGE_V2 under ``serve --writable``, on a fresh store with the test kit's geometry: a
-    256-byte body with KEYS, TAGS and a fresh UNIQ_KEY as the Java producer sends them
-    (``benchmarks.send_load``'s requests), per request through the connection, ``per_read`` of them
-    in each read (1: a lone SEND, which pays a whole settle). Every SEND is stored and indexed
-    before it is answered, so this is ``put_cost``'s put plus the request's own path: decode, the
-    checks, the record's properties, the answer."""
-    import tempfile
-
-    from clients.testkit.server import kit_store_config
+def send_frames(n: int) -> list[bytes]:
+    """``n`` SEND_MESSAGE_V2 frames as the Java producer sends them (``benchmarks.send_load``'s
+    requests): CostTopic's 4 queues in turn, a 256-byte body, KEYS, TAGS and a fresh UNIQ_KEY."""
     from protocol.codes import LanguageCode, RequestCode, SerializeType
     from protocol.command import RemotingCommand
     from protocol.frame import encode_frame
     from protocol.message_id import UniqueIdGenerator
     from protocol.send_message import SendMessageRequestHeader, client_properties
-    from server.broker.writable_store import WritableStore
 
     ids = UniqueIdGenerator()
-    n = 800
     frames = []
     for i in range(n):
         header = SendMessageRequestHeader(
@@ -310,6 +301,23 @@ def send_rows(per_read: int = PIPELINED) -> dict[str, float]:
             header.to_ext_fields(v2=True), b"x" * 256, SerializeType.JSON,
         )  # fmt: skip
         frames.append(encode_frame(command))
+    return frames
+
+
+def send_rows(per_read: int = PIPELINED) -> dict[str, float]:
+    """SEND_MESSAGE_V2 under ``serve --writable``, on a fresh store with the test kit's geometry: a
+    256-byte body with KEYS, TAGS and a fresh UNIQ_KEY as the Java producer sends them
+    (``benchmarks.send_load``'s requests), per request through the connection, ``per_read`` of them
+    in each read (1: a lone SEND, which pays a whole settle). Every SEND is stored and indexed
+    before it is answered, so this is ``put_cost``'s put plus the request's own path: decode, the
+    checks, the record's properties, the answer."""
+    import tempfile
+
+    from clients.testkit.server import kit_store_config
+    from server.broker.writable_store import WritableStore
+
+    n = 800
+    frames = send_frames(n)
     chunks = [b"".join(frames[i : i + per_read]) for i in range(0, n, per_read)]
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="rmq-costs-") as tmp:

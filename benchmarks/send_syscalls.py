@@ -196,22 +196,7 @@ def main() -> int:
     if not args.no_perf and shutil.which("perf") is None:
         parser.error("needs perf (or --no-perf)")
     with tempfile.TemporaryDirectory(prefix="send-syscalls-") as tmp:
-        rmq, classes = Path(tmp) / "rmq", Path(tmp) / "classes"
-        shutil.copytree(bp.RMQ_BIN, rmq)
-        subprocess.run(
-            [
-                "javac",
-                "-nowarn",
-                "-encoding",
-                "UTF-8",
-                "-cp",
-                f"{rmq}/lib/*",
-                "-d",
-                str(classes),
-                str(bp.SOURCE),
-            ],
-            check=True,
-        )
+        rmq, classes = bp.prepare_java(Path(tmp), bp.SOURCE)
 
         stores: dict[int, Path] = {}
 

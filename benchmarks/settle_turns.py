@@ -21,30 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.request_costs import _CountingTransport, on_writable_server
+from benchmarks.request_costs import _CountingTransport, on_writable_server, send_frames
 from clients.testkit.server import kit_store_config
-from protocol.codes import LanguageCode, RequestCode, SerializeType
-from protocol.command import RemotingCommand
-from protocol.frame import encode_frame
-from protocol.message_id import UniqueIdGenerator
-from protocol.send_message import SendMessageRequestHeader, client_properties
 from server.broker.writable_store import WritableStore
-
-
-def _frames(n: int) -> list[bytes]:
-    ids = UniqueIdGenerator()
-    frames = []
-    for i in range(n):
-        header = SendMessageRequestHeader(
-            "load_group", "CostTopic", "TBW102", 4, i % 4, 0, 1700000000000 + i, 0,
-            client_properties(f"cost-{i}", "TagL", None, ids.next_id()), 0, False, None, False, "broker-a",
-        )  # fmt: skip
-        command = RemotingCommand(
-            RequestCode.SEND_MESSAGE_V2, LanguageCode.JAVA, 407, i, 0, None,
-            header.to_ext_fields(v2=True), b"x" * 256, SerializeType.JSON,
-        )  # fmt: skip
-        frames.append(encode_frame(command))
-    return frames
 
 
 async def _per_send_us(dispatcher: Any, connections: int, turns: int, rounds: int = 3) -> float:
@@ -53,7 +32,7 @@ async def _per_send_us(dispatcher: Any, connections: int, turns: int, rounds: in
     from server.remoting.refusal import IncompleteRequests
     from server.remoting.write_budget import WriteBudget
 
-    frames = _frames(connections * turns * rounds)
+    frames = send_frames(connections * turns * rounds)
     conns = []
     for _ in range(connections):
         c = RemotingConnection(
