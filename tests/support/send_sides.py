@@ -4,8 +4,11 @@ plain SENDs' ``test_request_path_plain.py``)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from server.remoting.write_path import WritePath
 from server.request_stats import RequestStats
 from store.config.store_config import StoreConfig
 from tests.support.request_path import frame
-from tests.support.writable_sides import WritableSide
+from tests.support.writable_sides import WritableSide, same_both_ways
 
 SEND = int(RequestCode.SEND_MESSAGE_V2)
 SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
@@ -130,3 +133,30 @@ async def open_side(root: Path, compiled_path: bool, *, auto_create: bool = True
     side.dispatcher.stats = RequestStats()
     side.use_compiled_path(compiled_path)
     return side
+
+
+@contextlib.asynccontextmanager
+async def open_sides(
+    root: Path, *, auto_create: bool = True, multi_tag: str | None = None
+) -> AsyncIterator[tuple[Side, Side]]:
+    """(the compiled side, the reference side) over ``root/fast`` and ``root/reference``, both stopped
+    at the end; with ``multi_tag``, a topic of that name with 8 queues and ``topicFilterType``
+    MULTI_TAG on both."""
+    fast = await open_side(root / "fast", True, auto_create=auto_create)
+    reference = await open_side(root / "reference", False, auto_create=auto_create)
+    try:
+        if multi_tag is not None:
+            for side in (fast, reference):
+                side.store.create_topic(multi_tag, 8)
+                config = side.store.topics.get(multi_tag)
+                assert config is not None
+                side.store.topics.put(dataclasses.replace(config, topic_filter_type="MULTI_TAG"), 0)
+        yield fast, reference
+    finally:
+        for side in (fast, reference):
+            await side.stop()
+
+
+async def both(sides: tuple[Side, Side], reads: list[bytes]) -> bytes:
+    """``reads`` fed to both sides: the answers, the same on both, and the same ``Side.stored``."""
+    return await same_both_ways(sides[0], sides[1], reads, Side.stored)

@@ -15,7 +15,6 @@ of range, sizes over the limits, a bin Java would treeify, ...) is checked to re
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import random
@@ -33,8 +32,7 @@ from server.remoting.processors.send_message import SendMessageProcessor
 from server.remoting.send_group import SendGroup
 from store.write.writer import CommitLogFullError
 from tests.support.request_path import Recorder
-from tests.support.send_sides import TOPIC, Side, open_side, send, send_v1
-from tests.support.writable_sides import same_both_ways
+from tests.support.send_sides import TOPIC, Side, both, open_sides, send, send_v1
 
 pytestmark = pytest.mark.skipif(not request_path.COMPILED, reason="the compiled path is not built")
 
@@ -64,26 +62,8 @@ class Counts:
 
 @pytest.fixture
 async def sides(tmp_path: Path) -> AsyncIterator[tuple[Side, Side]]:
-    fast = await open_side(tmp_path / "fast", True)
-    reference = await open_side(tmp_path / "reference", False)
-    for side in (fast, reference):
-        side.store.create_topic("Multi", 8)
-        config = side.store.topics.get("Multi")
-        assert config is not None
-        side.store.topics.put(dataclasses.replace(config, topic_filter_type="MULTI_TAG"), 0)
-    try:
-        yield fast, reference
-    finally:
-        for side in (fast, reference):
-            await side.stop()
-
-
-def stored(side: Side) -> tuple[Any, ...]:
-    return side.stored()
-
-
-async def both(sides: tuple[Side, Side], reads: list[bytes]) -> bytes:
-    return await same_both_ways(sides[0], sides[1], reads, stored)
+    async with open_sides(tmp_path, multi_tag="Multi") as pair:
+        yield pair
 
 
 def colliding_names(n: int) -> Iterator[str]:

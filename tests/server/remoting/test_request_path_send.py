@@ -32,30 +32,22 @@ from tests.support.send_sides import (
     TOPIC,
     Side,
     batch,
+    both,
     get_max_offset,
     open_side,
+    open_sides,
     send,
     send_v1,
     view,
 )
 from tests.support.topics_json import durable_topics
-from tests.support.writable_sides import same_both_ways as both_ways
 from tests.support.writable_sides import takes_code
 
 
 @pytest.fixture
 async def sides(tmp_path: Path) -> AsyncIterator[tuple[Side, Side]]:
-    fast = await open_side(tmp_path / "fast", True)
-    reference = await open_side(tmp_path / "reference", False)
-    try:
-        yield fast, reference
-    finally:
-        for side in (fast, reference):
-            await side.stop()
-
-
-async def same_both_ways(sides: tuple[Side, Side], reads: list[bytes]) -> bytes:
-    return await both_ways(*sides, reads, Side.stored)
+    async with open_sides(tmp_path) as pair:
+        yield pair
 
 
 def answered(side: Side) -> int:
@@ -100,7 +92,7 @@ async def test_plain_sends(sides: tuple[Side, Side]) -> None:
     ]
     reads = [b"".join(shapes[i : i + 5]) for i in range(0, len(shapes), 5)]
     before = answered(sides[0])
-    out = await same_both_ways(sides, reads)
+    out = await both(sides, reads)
     if request_path.COMPILED:
         assert answered(sides[0]) - before == len(shapes)
     assert out.count(b'"code":0,') == len(shapes)
@@ -125,7 +117,7 @@ async def test_refusals_are_answered_as_the_python_path_answers_them(sides: tupl
         batch(12, 0),
     ]
     before = answered(sides[0])
-    out = await same_both_ways(sides, [b"".join(shapes)])
+    out = await both(sides, [b"".join(shapes)])
     if request_path.COMPILED:
         assert answered(sides[0]) - before == len(shapes)
     assert out.count(b'"code":0,') == 2
@@ -152,7 +144,7 @@ async def test_shapes_left_to_the_python_path(sides: tuple[Side, Side]) -> None:
     # each frame in a read of its own after a plain SEND, so the count shows which were taken
     reads = [send(100 + i) + shape for i, shape in enumerate(shapes)]
     before = answered(sides[0])
-    await same_both_ways(sides, reads)
+    await both(sides, reads)
     if request_path.COMPILED:
         assert answered(sides[0]) - before == len(shapes) + 1  # the plain SENDs and the last
 
@@ -166,7 +158,7 @@ async def test_requests_after_sends_in_the_same_read_see_them(sides: tuple[Side,
         send(1) + get_max_offset(TOPIC, 0, 2) + send(3) + send(4) + get_max_offset(TOPIC, 0, 5) + view(0, 6),
         get_max_offset(TOPIC, 0, 7) + send(8) + view(0, 9) + send(10) + get_max_offset(TOPIC, 0, 11),
     ]
-    out = await same_both_ways(sides, reads)
+    out = await both(sides, reads)
     offsets = [int(n) for n in re.findall(rb'"extFields":\{"offset":"(\d+)"\}', out)]
     assert offsets == [1, 2, 4, 4, 6]  # each after the SENDs before it
     assert out.count(b'"code":0,') == 13  # the VIEWs found their records
@@ -175,7 +167,7 @@ async def test_requests_after_sends_in_the_same_read_see_them(sides: tuple[Side,
     # A VIEW of the record a SEND of the same read just stored (past the batch's first snapshot).
     end = sides[0].store.reader.view_snapshot()[4]
     assert end == sides[1].store.reader.view_snapshot()[4]
-    out = await same_both_ways(sides, [send(30) + view(end, 31) + send(32) + send(33) + view(end, 34)])
+    out = await both(sides, [send(30) + view(end, 31) + send(32) + send(33) + view(end, 34)])
     assert out.count(b'"code":0,') == 5 and out.count(b"UNIQ%028d" % 30) == 2
     if request_path.COMPILED:
         assert answered(sides[0]) == 17
@@ -185,21 +177,16 @@ async def test_a_send_that_creates_its_topic_is_answered_after_the_table_is_save
     sides: tuple[Side, Side],
 ) -> None:
     reads = [send(1, topic="NewTopic") + send(2) + send(3, topic="NewTopic", queue_id=2)]
-    out = await same_both_ways(sides, reads)
+    out = await both(sides, reads)
     assert out.count(b'"code":0,') == 3
     for side in sides:
         assert "NewTopic" in durable_topics(side.root)
 
 
 async def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
-    fast = await open_side(tmp_path / "fast", True, auto_create=False)
-    reference = await open_side(tmp_path / "reference", False, auto_create=False)
-    try:
-        out = await same_both_ways((fast, reference), [send(1, topic="Nope") + send(2)])
+    async with open_sides(tmp_path, auto_create=False) as pair:
+        out = await both(pair, [send(1, topic="Nope") + send(2)])
         assert b"not exist" in out
-    finally:
-        for side in (fast, reference):
-            await side.stop()
 
 
 TEXTS = ["", "\u00e9", "\U0001f600", "\\u0000", "\\ud800", '\\"', "\x7f", "\x01", "k" * 300, "\u2028"]
@@ -241,7 +228,7 @@ async def test_mutated_sends_answer_and_store_as_the_python_path(sides: tuple[Si
     opaque = itertools.count(1)
     for _ in range(60):
         reads = [b"".join(mutated(rng, next(opaque)) for _ in range(rng.randrange(1, 5)))]
-        await same_both_ways(sides, reads)
+        await both(sides, reads)
     if request_path.COMPILED:
         assert answered(sides[0]) > 30  # the frames before the first odd one of each read
 
@@ -266,7 +253,7 @@ async def test_the_sends_of_one_read_are_settled_once(sides: tuple[Side, Side]) 
     reput, refresh and audit for all); a put each on the Python path; the same bytes and store."""
     fast, reference = count_settles(sides[0]), count_settles(sides[1])
     reads = [b"".join(send(i, queue_id=i % 4) for i in range(1, 7)), send(7) + batch(8, 3) + send_v1(9)]
-    out = await same_both_ways(sides, reads)
+    out = await both(sides, reads)
     assert out.count(b'"code":0,') == 9
     assert reference[0] == 9
     if request_path.COMPILED:
@@ -283,7 +270,7 @@ async def test_a_failed_settle_acknowledges_none_of_the_sends_it_covered(
     the Python path answers a put that fails so (on the compiled path their SUCCESS answers, written
     before the settle, are replaced); what came before them in the read is answered as usual; once
     the dispatch works again, the next put dispatches every stored record."""
-    await same_both_ways(sides, [send(1) + get_max_offset(TOPIC, 0, 2)])  # the queue opened
+    await both(sides, [send(1) + get_max_offset(TOPIC, 0, 2)])  # the queue opened
 
     def failing(*_unsettled: object) -> None:
         raise error
@@ -302,7 +289,7 @@ async def test_a_failed_settle_acknowledges_none_of_the_sends_it_covered(
     assert out.count(b'"code":1,') == 4 and out.count(b'"opaque":13') == 1
     for side, dispatch in zip(sides, real, strict=True):
         side.store.dispatch = dispatch  # type: ignore[method-assign]
-    out = await same_both_ways(sides, [send(20) + get_max_offset(TOPIC, 0, 21)])
+    out = await both(sides, [send(20) + get_max_offset(TOPIC, 0, 21)])
     assert re.findall(rb'"extFields":\{"offset":"(\d+)"\}', out) == [b"6"]  # 1, 11, 12 (2), 14, 20
 
 
