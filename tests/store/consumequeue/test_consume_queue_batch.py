@@ -31,6 +31,7 @@ from store.consumequeue.consume_queue_build import BUDGET, END, SPECIAL, extract
 from store.errors import ConsumeQueueWriteError
 from store.reput.decode import dispatch_entry
 from store.write.writer import StoreWriter
+from tests.support.killed_build import build_killed_after
 
 NAME = "java-4.9.7-a"
 _FAST = consume_queue_build._fast
@@ -303,23 +304,7 @@ def test_a_kill_mid_batch_is_taken_back_and_rebuilt(
     to one queue: the next builder takes the stretch back and ends with Java's bytes."""
     config = _copy(stores_dir, tmp_path)
     shutil.rmtree(config.consume_queue_dir)
-    real = builder_module._write_all
-    left = {"n": kill_after_bytes}
-
-    def write_all(fd: int, data: bytes, at: int) -> None:
-        if len(data) > left["n"]:
-            os.pwrite(fd, bytes(data[: left["n"]]), at)
-            raise _Kill
-        left["n"] -= len(data)
-        real(fd, data, at)
-
-    monkeypatch.setattr(builder_module, "_write_all", write_all)
-    builder = ConsumeQueueBuilder(config)
-    with pytest.raises(_Kill):
-        builder.run_once()
-    monkeypatch.setattr(builder_module, "_write_all", real)
-    for queue in builder._queues.values():
-        queue.close_fd()
+    build_killed_after(config, monkeypatch, kill_after_bytes)
     written = sorted(config.consume_queue_dir.rglob("0" * 20))
     if written:
         with open(written[-1], "r+b") as f:

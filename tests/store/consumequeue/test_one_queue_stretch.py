@@ -10,7 +10,6 @@ at any byte of it still ends with the bytes of a clean build.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from server.broker.writable_store import WritableStore
 from store.config.store_config import StoreConfig
 from store.consumequeue.builder import RESUME_MARK, ConsumeQueueBuilder, rebuild_consume_queues
 from store.write.writer import StoreRecord
+from tests.support.killed_build import build_killed_after
 
 #: 100 entries a consume-queue file: the 300 entries cross two file boundaries.
 CQ_FILE = 2000
@@ -83,10 +83,6 @@ def test_one_queues_stretch_sets_no_mark(
     assert _cq_files(config) == clean
 
 
-class _Kill(Exception):
-    pass
-
-
 @pytest.mark.parametrize("kill_after_bytes", [0, 8, 20, 37, 1_990, 2_010, 4_020, 5_999])
 def test_a_kill_inside_one_queues_stretch_ends_with_a_clean_builds_bytes(
     built: tuple[StoreConfig, dict[str, str]], monkeypatch: pytest.MonkeyPatch, kill_after_bytes: int
@@ -95,23 +91,7 @@ def test_a_kill_inside_one_queues_stretch_ends_with_a_clean_builds_bytes(
     splits a write), then opened again and built to the end: the files are a clean build's."""
     config, clean = built
     shutil.rmtree(config.consume_queue_dir)
-    real = builder_module._write_all
-    left = {"n": kill_after_bytes}
-
-    def write_all(fd: int, data: bytes, at: int) -> None:
-        if len(data) > left["n"]:
-            os.pwrite(fd, bytes(data[: left["n"]]), at)
-            raise _Kill
-        left["n"] -= len(data)
-        real(fd, data, at)
-
-    monkeypatch.setattr(builder_module, "_write_all", write_all)
-    builder = ConsumeQueueBuilder(config)
-    with pytest.raises(_Kill):
-        builder.run_once()
-    monkeypatch.setattr(builder_module, "_write_all", real)
-    for queue in builder._queues.values():  # the test looks inside on purpose: a kill closes them
-        queue.close_fd()
+    build_killed_after(config, monkeypatch, kill_after_bytes)
     builder = ConsumeQueueBuilder(config)
     builder.run_once()
     builder.close()
