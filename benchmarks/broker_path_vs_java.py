@@ -21,7 +21,10 @@ the listener's time minus the send's (one JVM, one clock), and the sends' own p9
 latency includes its send). All give the server process's CPU seconds over their timed part (per
 message for the send rows), from ``/proc/<pid>/stat`` (the JVM's or our Python's, every thread), and
 the load JVM's own CPU seconds per second over the same part ("the Java client's core busy": at
-about 1.0 its one core is saturated, so the row's rate is the client's limit, not the server's).
+about 1.0 its one core is saturated, so the row's rate is the client's limit, not the server's), and
+the rate divided by it ("the client's ceiling": the rate at which the client's own work would fill
+its core, so the most any server could reach with this client; below the table, B's ceiling over
+the real broker's rate, the most "B / java" could be on each row).
 Rounds alternate the servers, the order reversed every round. The table gives per row the median
 over rounds and the median of the per-round ratios (each round's in brackets); ``--short`` is
 ``--rounds 1 --seconds 3 --warmup 3 --messages 20000``, a few minutes in all.
@@ -67,25 +70,32 @@ CELLS = (
     ("sync1", "p50_ms", "sync send, 1 thread, p50 ms", False),
     ("sync1", "cpu_us_per_msg", "sync send, 1 thread: the server's CPU us per message", False),
     ("sync1", "client_busy", "sync send, 1 thread: the Java client's core busy", None),
+    ("sync1", "client_ceiling", "sync send, 1 thread: the client's ceiling, msgs/s (rate / busy)", None),
     ("sync16", "msgs_per_s", "sync send, 16 threads, msgs/s", True),
     ("sync16", "cpu_us_per_msg", "sync send, 16 threads: the server's CPU us per message", False),
     ("sync16", "client_busy", "sync send, 16 threads: the Java client's core busy", None),
+    ("sync16", "client_ceiling", "sync send, 16 threads: the client's ceiling, msgs/s (rate / busy)", None),
     ("async256", "msgs_per_s", "async send, 256 in flight, msgs/s", True),
     ("async256", "p99_ms", "async send, 256 in flight, p99 ms", False),
     ("async256", "cpu_us_per_msg", "async send, 256 in flight: the server's CPU us per message", False),
     ("async256", "client_busy", "async send, 256 in flight: the Java client's core busy", None),
+    ("async256", "client_ceiling", "async send, 256 in flight: the client's ceiling, msgs/s", None),
     ("batch32", "msgs_per_s", "batch send, 32 x 1 KiB, msgs/s", True),
     ("batch32", "cpu_us_per_msg", "batch send, 32 x 1 KiB: the server's CPU us per message", False),
     ("batch32", "client_busy", "batch send, 32 x 1 KiB: the Java client's core busy", None),
+    ("batch32", "client_ceiling", "batch send, 32 x 1 KiB: the client's ceiling, msgs/s (rate / busy)", None),
     ("push", "msgs_per_s", "push consumer from the first offset, msgs/s", True),
     ("push", "cpu_s", "push consumer, the server's CPU seconds", False),
     ("push", "client_busy", "push consumer: the Java client's core busy", None),
+    ("push", "client_ceiling", "push consumer: the client's ceiling, msgs/s (rate / busy)", None),
     ("orderly", "msgs_per_s", "orderly push consumer from the first offset, msgs/s", True),
     ("orderly", "cpu_s", "orderly push consumer, the server's CPU seconds", False),
     ("orderly", "client_busy", "orderly push consumer: the Java client's core busy", None),
+    ("orderly", "client_ceiling", "orderly push consumer: the client's ceiling, msgs/s (rate / busy)", None),
     ("lite", "msgs_per_s", "lite pull consumer from the first offset, msgs/s", True),
     ("lite", "cpu_s", "lite pull consumer, the server's CPU seconds", False),
     ("lite", "client_busy", "lite pull consumer: the Java client's core busy", None),
+    ("lite", "client_ceiling", "lite pull consumer: the client's ceiling, msgs/s (rate / busy)", None),
     ("e2e", "p50_ms", "end to end, push consumer at 200 msgs/s, p50 ms", False),
     ("e2e", "p99_ms", "end to end, push consumer at 200 msgs/s, p99 ms", False),
     ("e2e", "send_p99_ms", "end to end: its sends' own p99 ms", False),
@@ -206,6 +216,9 @@ def run_jvm(script: str, server: vs_java.Server, rows: list[str], budget: float)
             result["cpu_s"], result["client_busy"] = spans.get(row, (float("nan"), float("nan")))
             if result.get("msgs"):
                 result["cpu_us_per_msg"] = result["cpu_s"] / result["msgs"] * 1e6
+            if result.get("msgs_per_s") and result["client_busy"] > 0:
+                # the rate at which this client's own work would fill its one core
+                result["client_ceiling"] = result["msgs_per_s"] / result["client_busy"]
             out[row] = result
             print(f"  {server.name} {json.dumps(result)}", file=sys.stderr)
         try:
@@ -335,6 +348,17 @@ def main() -> int:
             if "A" in names:
                 cells.append(_ratios(runs["B"], runs["A"], row, key, larger))
         print(f"| {label} | " + " | ".join(cells) + " |")
+    ceilings = []
+    for row in args.rows:
+        if all("client_ceiling" in r[row] for r in runs["B"]) and "msgs_per_s" in runs["java"][0][row]:
+            most = statistics.median(r[row]["client_ceiling"] for r in runs["B"])
+            java = statistics.median(r[row]["msgs_per_s"] for r in runs["java"])
+            ceilings.append(f"{row} {most / java:.2f}x")
+    if ceilings:
+        print(
+            "the most B / java could be with this one-core client (B's client ceiling / java's rate): "
+            + ", ".join(ceilings)
+        )
     print("(ratios: larger is better for ours; latency and CPU ratios are java / ours; the client's core")
     print(" busy is the load JVM's CPU seconds per second of the timed part, on its one core: near 1.0 the")
     print(" row's rate is bounded by the client, whatever the server)")
