@@ -39,7 +39,7 @@
 #define TX_PREPARED 0x4
 #define TX_ROLLBACK 0xC
 
-enum { STOP_END = 0, STOP_SPECIAL = 1, STOP_BUDGET = 2 };
+enum { STOP_END = 0, STOP_SPECIAL = 1, STOP_BUDGET = 2, STOP_GROUPS = 3 /* append_entries' only */ };
 
 static const char SCHEDULE_TOPIC[] = "SCHEDULE_TOPIC_XXXX";
 
@@ -282,10 +282,12 @@ static PyObject *build_groups(groups_t *gs)
 }
 
 /* The walk of view[*pos:end] shared by extract_entries and append_entries: the records' entries
- * added to gs, *pos moved past the records taken, *seen counted, *stop said why it stopped.
+ * added to gs, *pos moved past the records taken, *seen counted, *stop said why it stopped. With
+ * max_groups > 0 it stops (STOP_GROUPS) once a record would make more groups than that: append_entries
+ * hands such a run back, so walking the rest of it would be wasted.
  * 0, or -1 with an exception set (out of memory, a tags value CPython cannot decode). */
 static int walk_records(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, long long base, long long budget,
-                        groups_t *gs, long long *seen_out, int *stop_out)
+                        Py_ssize_t max_groups, groups_t *gs, long long *seen_out, int *stop_out)
 {
     Py_ssize_t pos = *pos_io;
     long long seen = 0;
@@ -357,6 +359,10 @@ static int walk_records(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, 
             }
         }
         group_t *g = group_for(gs, topic, (Py_ssize_t)topic_len, queue_id);
+        if (g != NULL && max_groups > 0 && gs->n > max_groups) {
+            stop = STOP_GROUPS;
+            break;
+        }
         if (g == NULL || group_add(g, (int64_t)base + pos, (int32_t)total, code, queue_offset, store_ts) < 0) {
             failed = 1;
             break;
@@ -388,7 +394,7 @@ static PyObject *extract_entries(PyObject *self, PyObject *args)
     long long seen = 0;
     int stop = STOP_END;
     PyObject *result = NULL;
-    if (walk_records((const uint8_t *)view.buf, &pos, end, base, budget, &gs, &seen, &stop) == 0) {
+    if (walk_records((const uint8_t *)view.buf, &pos, end, base, budget, 0, &gs, &seen, &stop) == 0) {
         PyObject *groups = build_groups(&gs);
         if (groups != NULL)
             result = Py_BuildValue("(inLN)", stop, pos, seen, groups);
@@ -506,7 +512,8 @@ static PyObject *append_entries(PyObject *self, PyObject *args)
     long long seen = 0;
     int stop = STOP_END;
     const Py_ssize_t start = pos;
-    if (walk_records((const uint8_t *)view.buf, &pos, end, base, MAX_FAST_RECORDS, &gs, &seen, &stop) < 0)
+    if (walk_records((const uint8_t *)view.buf, &pos, end, base, MAX_FAST_RECORDS, MAX_FAST_GROUPS, &gs, &seen,
+                     &stop) < 0)
         goto done;
     {
         Py_ssize_t with_entries = 0;

@@ -362,3 +362,36 @@ def test_what_is_not_the_common_case_is_handed_back_unwritten(tmp_path: Path) ->
         assert entry[:12] == second.to_bytes(8, "big") + sizes[1].to_bytes(4, "big")
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("queues", [64, 65])
+def test_a_run_of_more_than_64_queues_is_handed_back(tmp_path: Path, queues: int) -> None:
+    """One record to each of ``queues`` queues in one run, every queue open at its end: 64 are
+    written by the compiled call, 65 handed back unwritten (the walk stops at the 65th)."""
+    config = _config(tmp_path / "store")
+    with WritableStore(config, clock=lambda: 1_700_000_000_000) as store:
+        store.create_topic("Alpha", queues)
+        for q in range(queues):
+            store.append(_records("Alpha", q, q, 1), store_timestamp=1_700_000_000_000)
+        store.settle()
+    log = (config.store_path_commit_log / f"{0:020d}").read_bytes()
+    end = 0
+    while end < len(log) and int.from_bytes(log[end : end + 4], "big") > 0:
+        end += int.from_bytes(log[end : end + 4], "big")
+    fds, states = [], {}
+    try:
+        for q in range(queues):
+            fds.append(os.open(tmp_path / f"q{q}", os.O_RDWR | os.O_CREAT))
+            states[(b"Alpha", q)] = (("Alpha", q), array("q", (fds[-1], 0, 0, CQ_FILE, -1)))
+        mark = os.open(tmp_path / "mark", os.O_RDWR | os.O_CREAT)
+        fds.append(mark)
+        done = _FAST.append_entries(memoryview(log), 0, end, 0, states, set(), set(), mark)
+        if queues > 64:
+            assert done is None
+            assert all(os.path.getsize(tmp_path / f"q{q}") == 0 for q in range(queues))
+        else:
+            assert done is not None and done[:3] == (queues, end, queues)
+            assert all(os.path.getsize(tmp_path / f"q{q}") == 20 for q in range(queues))
+    finally:
+        for fd in fds:
+            os.close(fd)
