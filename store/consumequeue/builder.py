@@ -21,7 +21,10 @@ Batches: a run's entries are computed per queue in one compiled call
 time, which bounds what is held in memory) and each queue's batch is appended with one ``pwrite``
 where it goes in whole (the queue's next offsets, inside its last file); anything else (a queue's
 first file, a roll to the next file, a hole, a duplicate, a scheduled message's delivery time) goes
-entry by entry through the rules above, as before.
+entry by entry through the rules above, as before. With the compiled module built, the common case
+of a whole run (every queue's batch going in whole, as a settle's nearly always does) is written by
+one compiled call, ``append_entries``, on the appenders' own state (``_QueueAppender.state``); the
+rest of a run it hands back to this Python path, the reference (``ConsumeQueueBuilder._dispatch``).
 
 Crash safety and resuming: batches of several queues are not written in CommitLog order, so before
 writing a stretch's batches the builder records where the stretch starts in ``RESUME_MARK`` (a file
