@@ -27,8 +27,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "_record_layout.h"
 
@@ -37,7 +39,7 @@
 #define TX_PREPARED 0x4
 #define TX_ROLLBACK 0xC
 
-enum { STOP_END = 0, STOP_SPECIAL = 1, STOP_BUDGET = 2 };
+enum { STOP_END = 0, STOP_SPECIAL = 1, STOP_BUDGET = 2, STOP_GROUPS = 3 /* append_entries' only */ };
 
 static const char SCHEDULE_TOPIC[] = "SCHEDULE_TOPIC_XXXX";
 
@@ -279,22 +281,15 @@ static PyObject *build_groups(groups_t *gs)
     return list;
 }
 
-static PyObject *extract_entries(PyObject *self, PyObject *args)
+/* The walk of view[*pos:end] shared by extract_entries and append_entries: the records' entries
+ * added to gs, *pos moved past the records taken, *seen counted, *stop said why it stopped. With
+ * max_groups > 0 it stops (STOP_GROUPS) once a record would make more groups than that: append_entries
+ * hands such a run back, so walking the rest of it would be wasted.
+ * 0, or -1 with an exception set (out of memory, a tags value CPython cannot decode). */
+static int walk_records(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, long long base, long long budget,
+                        Py_ssize_t max_groups, groups_t *gs, long long *seen_out, int *stop_out)
 {
-    (void)self;
-    Py_buffer view;
-    Py_ssize_t pos, end;
-    long long base, budget;
-    if (!PyArg_ParseTuple(args, "y*nnLL:extract_entries", &view, &pos, &end, &base, &budget))
-        return NULL;
-    if (pos < 0 || end > view.len || pos > end) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "extract_entries: need 0 <= pos <= end <= len(view)");
-        return NULL;
-    }
-    const uint8_t *buf = (const uint8_t *)view.buf;
-    groups_t gs;
-    memset(&gs, 0, sizeof(gs));
+    Py_ssize_t pos = *pos_io;
     long long seen = 0;
     int stop = STOP_END, failed = 0;
     for (;;) {
@@ -363,7 +358,11 @@ static PyObject *extract_entries(PyObject *self, PyObject *args)
                 break;
             }
         }
-        group_t *g = group_for(&gs, topic, (Py_ssize_t)topic_len, queue_id);
+        group_t *g = group_for(gs, topic, (Py_ssize_t)topic_len, queue_id);
+        if (g != NULL && max_groups > 0 && gs->n > max_groups) {
+            stop = STOP_GROUPS;
+            break;
+        }
         if (g == NULL || group_add(g, (int64_t)base + pos, (int32_t)total, code, queue_offset, store_ts) < 0) {
             failed = 1;
             break;
@@ -371,8 +370,31 @@ static PyObject *extract_entries(PyObject *self, PyObject *args)
         seen++;
         pos += (Py_ssize_t)total;
     }
+    *pos_io = pos;
+    *seen_out = seen;
+    *stop_out = stop;
+    return failed ? -1 : 0;
+}
+
+static PyObject *extract_entries(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    long long base, budget;
+    if (!PyArg_ParseTuple(args, "y*nnLL:extract_entries", &view, &pos, &end, &base, &budget))
+        return NULL;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "extract_entries: need 0 <= pos <= end <= len(view)");
+        return NULL;
+    }
+    groups_t gs;
+    memset(&gs, 0, sizeof(gs));
+    long long seen = 0;
+    int stop = STOP_END;
     PyObject *result = NULL;
-    if (!failed) {
+    if (walk_records((const uint8_t *)view.buf, &pos, end, base, budget, 0, &gs, &seen, &stop) == 0) {
         PyObject *groups = build_groups(&gs);
         if (groups != NULL)
             result = Py_BuildValue("(inLN)", stop, pos, seen, groups);
@@ -382,10 +404,259 @@ static PyObject *extract_entries(PyObject *self, PyObject *args)
     return result;
 }
 
+/* -- append_entries: the common case of the builder's dispatch, written here ---------------------- */
+
+/* One queue's write side as the builder keeps it (store/consumequeue/builder.py, _QueueAppender's
+ * state): an array("q") of these fields, which the Python appender reads and writes too. */
+enum { ST_FD = 0, ST_LAST_START = 1, ST_WROTE = 2, ST_FILE_SIZE = 3, ST_MAX_PHYSIC = 4, ST_FIELDS = 5 };
+
+/* Groups one call takes at most (the queues of one run: more go the Python way). */
+#define MAX_FAST_GROUPS 64
+/* Records one call takes at most (the builder's BATCH_RECORDS: a longer run goes the Python way). */
+#define MAX_FAST_RECORDS 65536
+
+/* A fault for the tests (_set_fault): the calls' writes together take fault_left more bytes, then
+ * either fail as a full disk fails (a short write, then ENOSPC) or, with fault_tear, stop there as
+ * a kill -9 would leave them (the write torn at that byte, nothing after it, nothing undone). */
+static long long fault_left = -1;
+static int fault_tear = 0;
+static PyObject *Killed = NULL;
+
+/* pwrite all of data at `at`; 0, or -1 with errno set and (as builder._write_all does) any part
+ * written zeroed again. With a tear fault hit: 1 (what was written is left as it is). A full-disk
+ * fault leaves the build mark's writes alone (`is_mark`: its block exists once made). */
+static int write_all(int fd, const uint8_t *data, Py_ssize_t len, int64_t at, int is_mark)
+{
+    Py_ssize_t done = 0;
+    int saved = 0;
+    int faulty = fault_left >= 0 && (fault_tear || !is_mark);
+    while (done < len) {
+        Py_ssize_t want = len - done;
+        if (faulty && want > fault_left) {
+            /* the tests' fault: what is left of it is written, then the kill or the full disk */
+            if (fault_left > 0) {
+                ssize_t n = pwrite(fd, data + done, (size_t)fault_left, (off_t)(at + done));
+                if (n > 0)
+                    done += n;
+            }
+            fault_left = 0;
+            if (fault_tear)
+                return 1;
+            saved = ENOSPC;
+            break;
+        }
+        ssize_t n = pwrite(fd, data + done, (size_t)want, (off_t)(at + done));
+        if (n <= 0) {
+            saved = n < 0 ? errno : ENOSPC;
+            break;
+        }
+        done += n;
+        if (faulty)
+            fault_left -= n;
+    }
+    if (!saved)
+        return 0;
+    static const uint8_t zeros[4096];
+    for (Py_ssize_t z = 0; z < done;) {
+        Py_ssize_t k = done - z < (Py_ssize_t)sizeof(zeros) ? done - z : (Py_ssize_t)sizeof(zeros);
+        if (pwrite(fd, zeros, (size_t)k, (off_t)(at + z)) != (ssize_t)k)
+            break; /* left past the written end: the next entry written there covers it */
+        z += k;
+    }
+    errno = saved;
+    return -1;
+}
+
+/*
+ *   append_entries(view, pos, end, base, queues, changed, built, mark_fd)
+ *       -> None | False | (put, pos, seen, last_ts, errno, marked)
+ *
+ * The builder's dispatch of view[pos:end] (whole, checked records, as extract_entries takes them)
+ * when every queue's entries go in whole where the queue ends: each queue's group consecutive, its
+ * first queue offset the queue's end, past the queue's last entry's record (max_physic), and inside
+ * the queue's open last file. Then each group is one pwrite at the queue's end, the queue's state
+ * array moved on, its key added to `changed` and `built`; with several groups the build mark
+ * (mark_fd, the builder's _Mark) is set to base + pos before and cleared after, as _write_groups
+ * does. `queues` maps (topic bytes, queue id) to (key, state array).
+ *
+ * None, with nothing written, for anything else (a queue not in `queues`, a roll, a hole, the first
+ * file's blank entries, a duplicate, a record left to dispatch_entry, a transaction's PREPARED or
+ * ROLLBACK record, too many records or queues): the builder's Python path, the reference, takes the
+ * run. False, with nothing written, when the run is that case for several queues but mark_fd is -1
+ * (the builder's mark not made yet): the builder makes it and calls again. A failed write returns its errno with the entries
+ * put before it (the failed one zeroed again); the builder then gives the run to the Python path,
+ * which skips what went in as duplicates and meets the failure as it always does.
+ */
+static PyObject *append_entries(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    long long base;
+    int mark_fd;
+    PyObject *queues, *changed, *built;
+    if (!PyArg_ParseTuple(args, "y*nnLO!O!O!i:append_entries", &view, &pos, &end, &base, &PyDict_Type, &queues,
+                          &PySet_Type, &changed, &PySet_Type, &built, &mark_fd))
+        return NULL;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "append_entries: need 0 <= pos <= end <= len(view)");
+        return NULL;
+    }
+    groups_t gs;
+    memset(&gs, 0, sizeof(gs));
+    Py_buffer states[MAX_FAST_GROUPS];
+    PyObject *keys[MAX_FAST_GROUPS];
+    Py_ssize_t held = 0;
+    PyObject *result = NULL;
+    long long seen = 0;
+    int stop = STOP_END;
+    const Py_ssize_t start = pos;
+    if (walk_records((const uint8_t *)view.buf, &pos, end, base, MAX_FAST_RECORDS, MAX_FAST_GROUPS, &gs, &seen,
+                     &stop) < 0)
+        goto done;
+    {
+        Py_ssize_t with_entries = 0;
+        for (Py_ssize_t i = 0; i < gs.n; i++)
+            with_entries += gs.g[i].n;
+        if (stop != STOP_END || gs.n == 0 || gs.n > MAX_FAST_GROUPS || with_entries != seen)
+            goto fallback;
+    }
+    /* every group checked before anything is written */
+    for (Py_ssize_t i = 0; i < gs.n; i++) {
+        group_t *g = &gs.g[i];
+        if (!g->consecutive)
+            goto fallback;
+        PyObject *topic = PyBytes_FromStringAndSize((const char *)g->topic, g->topic_len);
+        if (topic == NULL)
+            goto done;
+        PyObject *qid = PyLong_FromLong(g->queue_id);
+        if (qid == NULL) {
+            Py_DECREF(topic);
+            goto done;
+        }
+        PyObject *lookup = PyTuple_Pack(2, topic, qid);
+        Py_DECREF(topic);
+        Py_DECREF(qid);
+        if (lookup == NULL)
+            goto done;
+        PyObject *found = PyDict_GetItemWithError(queues, lookup); /* borrowed */
+        Py_DECREF(lookup);
+        if (found == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            goto fallback;
+        }
+        if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2) {
+            PyErr_SetString(PyExc_TypeError, "append_entries: queues' values are (key, state)");
+            goto done;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(found, 1), &states[held], PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
+            goto done;
+        keys[held] = PyTuple_GET_ITEM(found, 0);
+        held++;
+        Py_buffer *st = &states[held - 1];
+        for (Py_ssize_t j = 0; j < held - 1; j++)
+            if (states[j].buf == st->buf)
+                goto fallback; /* two topics' bytes naming one queue (decoded with "replace") */
+        if (st->len != ST_FIELDS * (Py_ssize_t)sizeof(int64_t) || st->itemsize != (Py_ssize_t)sizeof(int64_t)) {
+            PyErr_SetString(PyExc_TypeError, "append_entries: a queue's state is an array('q') of 5");
+            goto done;
+        }
+        const int64_t *s = (const int64_t *)st->buf;
+        int64_t fd = s[ST_FD], last_start = s[ST_LAST_START], wrote = s[ST_WROTE], file_size = s[ST_FILE_SIZE];
+        int64_t first_offset = (int64_t)be64(g->entries);
+        int64_t first_size = (int32_t)be32(g->entries + 8);
+        int64_t qoff = g->qoffs[0];
+        if (fd < 0 || fd > INT32_MAX || last_start < 0 || wrote < 0 || wrote >= file_size || qoff < 0 ||
+            qoff > INT64_MAX / UNIT || qoff * UNIT != last_start + wrote || first_offset + first_size <= s[ST_MAX_PHYSIC] ||
+            g->n > (file_size - wrote) / UNIT)
+            goto fallback;
+    }
+    if (gs.n > 1 && mark_fd < 0) {
+        result = Py_NewRef(Py_False); /* the builder opens its mark and calls again */
+        goto done;
+    }
+    long long put = 0, last_ts = 0;
+    int64_t last_at = -1;
+    int err = 0, marked = gs.n > 1;
+    uint8_t mark[8];
+    if (marked) {
+        put64(mark, (uint64_t)((int64_t)base + start));
+        int w = write_all(mark_fd, mark, 8, 0, 1);
+        if (w == 1)
+            goto killed;
+        if (w < 0)
+            goto fallback; /* the Python path sets it again, or writes one record at a time */
+    }
+    for (Py_ssize_t i = 0; i < gs.n; i++) {
+        group_t *g = &gs.g[i];
+        int64_t *s = (int64_t *)states[i].buf;
+        int w = write_all((int)s[ST_FD], g->entries, g->n * UNIT, s[ST_WROTE], 0);
+        if (w == 1)
+            goto killed;
+        if (w < 0) {
+            err = errno ? errno : EIO;
+            break;
+        }
+        const uint8_t *lastp = g->entries + (g->n - 1) * UNIT;
+        int64_t at = (int64_t)be64(lastp);
+        s[ST_MAX_PHYSIC] = at + (int32_t)be32(lastp + 8);
+        s[ST_WROTE] += g->n * UNIT;
+        put += g->n;
+        if (at > last_at) {
+            last_at = at;
+            last_ts = g->ts[g->n - 1];
+        }
+        if (PySet_Add(changed, keys[i]) < 0 || PySet_Add(built, keys[i]) < 0)
+            goto done;
+    }
+    if (marked && !err) {
+        put64(mark, (uint64_t)(int64_t)-1);
+        int w = write_all(mark_fd, mark, 8, 0, 1);
+        if (w == 1)
+            goto killed;
+        if (w < 0)
+            err = errno ? errno : EIO;
+    }
+    result = Py_BuildValue("(LnLLii)", put, pos, seen, last_ts, err, marked);
+    goto done;
+killed:
+    PyErr_SetString(Killed, "append_entries: the tests' kill point was reached");
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t i = 0; i < held; i++)
+        PyBuffer_Release(&states[i]);
+    groups_free(&gs);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *set_fault(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long left;
+    int tear;
+    if (!PyArg_ParseTuple(args, "Lp:_set_fault", &left, &tear))
+        return NULL;
+    long long before = fault_left;
+    fault_left = left < 0 ? -1 : left;
+    fault_tear = tear;
+    return PyLong_FromLongLong(before);
+}
+
 static PyMethodDef methods[] = {
     {"extract_entries", extract_entries, METH_VARARGS,
      "extract_entries(view, pos, end, base, max_records) -> (stop, pos, seen, groups)\n"
      "The compiled store.consumequeue.consume_queue_build.extract_entries (see that module)."},
+    {"append_entries", append_entries, METH_VARARGS,
+     "append_entries(view, pos, end, base, queues, changed, built, mark_fd)\n"
+     "-> None | False | (put, pos, seen, last_ts, errno, marked): the builder's common case written here."},
+    {"_set_fault", set_fault, METH_VARARGS,
+     "_set_fault(bytes_left, tear) -> the bytes left before: the tests' full disk (tear False) or\n"
+     "kill (tear True) after bytes_left more bytes of append_entries' writes; -1: none."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -397,5 +668,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__consume_queue_build_fast(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Killed = PyErr_NewException("store.consumequeue._consume_queue_build_fast.Killed", NULL, NULL);
+    if (Killed == NULL || PyModule_AddObjectRef(m, "Killed", Killed) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

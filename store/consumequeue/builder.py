@@ -21,7 +21,10 @@ Batches: a run's entries are computed per queue in one compiled call
 time, which bounds what is held in memory) and each queue's batch is appended with one ``pwrite``
 where it goes in whole (the queue's next offsets, inside its last file); anything else (a queue's
 first file, a roll to the next file, a hole, a duplicate, a scheduled message's delivery time) goes
-entry by entry through the rules above, as before.
+entry by entry through the rules above, as before. With the compiled module built, the common case
+of a whole run (every queue's batch going in whole, as a settle's nearly always does) is written by
+one compiled call, ``append_entries``, on the appenders' own state (``_QueueAppender.state``); the
+rest of a run it hands back to this Python path, the reference (``ConsumeQueueBuilder._dispatch``).
 
 Crash safety and resuming: batches of several queues are not written in CommitLog order, so before
 writing a stretch's batches the builder records where the stretch starts in ``RESUME_MARK`` (a file
@@ -49,6 +52,7 @@ import os
 import shutil
 import struct
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,7 +69,7 @@ from store.consumequeue.consume_queue import (
     delay_level_table,
     entry_bytes,
 )
-from store.consumequeue.consume_queue_build import SPECIAL, Group, extract_entries
+from store.consumequeue.consume_queue_build import SPECIAL, Group, append_entries, extract_entries
 from store.errors import ConsumeQueueWriteError, StoreError
 from store.reput.decode import DispatchError, dispatch_entry
 from store.reput.dispatcher import Run, skip_to
@@ -200,11 +204,15 @@ class _Mark:
         at = _I64.unpack(data)[0]
         return at if at >= 0 else None
 
-    def set(self, at: int) -> None:
+    def open(self) -> int:
+        """The mark's descriptor, the file made when first needed."""
         if self.fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        _write_all(self.fd, _I64.pack(at), 0)
+        return self.fd
+
+    def set(self, at: int) -> None:
+        _write_all(self.open(), _I64.pack(at), 0)
         self.pending = True
 
     def clear(self) -> None:
@@ -224,20 +232,64 @@ class _Mark:
         self.pending = False
 
 
+#: The fields of ``_QueueAppender.state`` (an ``array("q")``), where the compiled ``append_entries``
+#: reads and moves them: the last file's descriptor (-1: closed), its start (-1: no file yet),
+#: bytes written in it, the file size, the end of the last entry's record.
+_FD, _LAST_START, _WROTE, _FILE_SIZE, _MAX_PHYSIC = range(5)
+
+
 class _QueueAppender:
-    """One queue's write side: its last file, where it ends, the end of its last entry's record."""
+    """One queue's write side: its last file, where it ends, the end of its last entry's record.
+
+    Those live in ``state``, an ``array("q")`` the compiled ``append_entries`` updates in place when
+    it writes a settle's entries itself (``ConsumeQueueBuilder._dispatch``): the attributes below
+    read and write it, so the Python path and the compiled one always see one state."""
 
     __slots__ = (
         "directory",
-        "fd",
-        "file_size",
         "fill_holes",
         "first_created",
-        "last_start",
-        "max_physic",
+        "state",
         "tail_bytes_read",
-        "wrote",
     )
+
+    @property
+    def fd(self) -> int | None:
+        fd = self.state[_FD]
+        return None if fd < 0 else fd
+
+    @fd.setter
+    def fd(self, value: int | None) -> None:
+        self.state[_FD] = -1 if value is None else value
+
+    @property
+    def last_start(self) -> int | None:
+        start = self.state[_LAST_START]
+        return None if start < 0 else start
+
+    @last_start.setter
+    def last_start(self, value: int | None) -> None:
+        self.state[_LAST_START] = -1 if value is None else value
+
+    @property
+    def wrote(self) -> int:
+        return self.state[_WROTE]
+
+    @wrote.setter
+    def wrote(self, value: int) -> None:
+        self.state[_WROTE] = value
+
+    @property
+    def file_size(self) -> int:
+        return self.state[_FILE_SIZE]
+
+    @property
+    def max_physic(self) -> int:
+        return self.state[_MAX_PHYSIC]
+
+    @max_physic.setter
+    def max_physic(self, value: int) -> None:
+        self.state[_MAX_PHYSIC] = value
 
     def __init__(
         self,
@@ -250,15 +302,11 @@ class _QueueAppender:
         take_back_from: int | None = None,
     ) -> None:
         self.directory = root / topic / str(queue_id)
-        self.file_size = file_size
+        self.state = array("q", (-1, -1, 0, file_size, -1))
         #: Building around CommitLog gaps: queue offsets whose records were lost get the broker's blank
         #: entry, so the entries after a gap stay at the queue offsets they were stored with.
         self.fill_holes = fill_holes
-        self.last_start: int | None = None
-        self.wrote = 0
-        self.max_physic = -1
         self.first_created = False
-        self.fd: int | None = None
         #: Bytes past the written end read at resume to check they are zero (``_clear_tail``).
         self.tail_bytes_read = 0
         if not self.directory.is_dir():
@@ -545,6 +593,9 @@ class ConsumeQueueBuilder:
         #: (topic bytes, queue id) -> the key and appender of ``extract_entries``' groups (None: a
         #: topic that cannot name a directory).
         self._by_raw: dict[tuple[bytes, int], tuple[tuple[str, int], _QueueAppender] | None] = {}
+        #: (topic bytes, queue id) -> the key and ``_QueueAppender.state`` of each queue this builder
+        #: opened (at most 4096), for the compiled ``append_entries``.
+        self._states: dict[tuple[bytes, int], tuple[tuple[str, int], array[int]]] = {}
         #: Told of each queue this builder starts after it opened (topic, queue id), before its
         #: first entry is written: the store's topic counts learn of it without listing directories.
         self.new_queue: Callable[[str, int], None] | None = None
@@ -622,6 +673,13 @@ class ConsumeQueueBuilder:
                 take_back_from=take_back_from,
             )
             self._queues[key] = queue
+            if len(self._states) < 4096 and safe_topic_dir(topic):
+                # Known to the compiled path from the start (a queue found at open, or made now):
+                # its records' topic bytes are the name's UTF-8 (the group's bytes are looked up).
+                try:
+                    self._states[(topic.encode(), queue_id)] = (key, queue.state)
+                except UnicodeEncodeError:
+                    pass  # a directory name that is no UTF-8: the Python path's lookup takes it
             if self.new_queue is not None:
                 self.new_queue(topic, queue_id)
         return queue
@@ -669,6 +727,7 @@ class ConsumeQueueBuilder:
                 self.queues_built.discard(key)
             # The remembered appenders by topic bytes: the topic's are stale now (at most 4096 kept).
             self._by_raw = {k: v for k, v in self._by_raw.items() if v is None or v[0][0] != topic}
+            self._states = {k: v for k, v in self._states.items() if v[0][0] != topic}
             shutil.rmtree(topic_dir, ignore_errors=True)
             return removed
 
@@ -719,6 +778,32 @@ class ConsumeQueueBuilder:
             return  # every record of the run already has its entry
         if base + pos < self._next_offset:
             pos = skip_to(run, self._next_offset)
+        if append_entries is not None and pos < end:
+            # The common case (each queue's entries go in whole at its end) in one compiled call;
+            # None: not that case, nothing written, the Python path below takes the run.
+            mark_fd = self._mark.fd
+            args = (view, pos, end, base, self._states, self.changed, self.queues_built)
+            done = append_entries(*args, -1 if mark_fd is None else mark_fd)
+            if done is False:  # several queues: the mark is needed, made once (as ``_Mark.set`` does)
+                try:
+                    done = append_entries(*args, self._mark.open())
+                except OSError:
+                    done = None  # the Python path meets it (``_write_groups``)
+            if done:
+                put, after, seen, last_ts, failed, marked = done
+                if put:
+                    self.entries_written += put
+                    self._last_store_ts = last_ts
+                    self._dirty = True
+                if marked:
+                    self._mark.pending = bool(failed)  # set and cleared, or left set by a failure
+                if not failed:
+                    self.records_read += seen
+                    self._next_offset = base + after
+                    return
+                # A write failed (a full disk): the mark, if set, stays set until a pass writes the
+                # stretch whole; the Python path redoes the run, skipping what went in (duplicates),
+                # and meets the failure itself, with its errors and its records-at-a-time fallback.
         while pos < end:
             stop, after, seen, groups = extract_entries(view, pos, end, base, BATCH_RECORDS)
             # A failure raises with ``next_offset`` at the stretch's start: its records are
@@ -816,6 +901,7 @@ class ConsumeQueueBuilder:
         found = (key, self._queues.get(key) or self._queue(topic, queue_id))
         if len(self._by_raw) < 4096:
             self._by_raw[(raw_topic, queue_id)] = found
+            self._states[(raw_topic, queue_id)] = (key, found[1].state)
         return found
 
     def _touch(self, key: tuple[str, int], queue: _QueueAppender) -> None:

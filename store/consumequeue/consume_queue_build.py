@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Callable
 
 from protocol.accel import load
 from protocol.index_key import java_string_hash
@@ -55,7 +56,15 @@ from protocol.record_layout import (
 )
 from store.consumequeue.consume_queue import entry_bytes
 
-__all__ = ["BUDGET", "END", "SPECIAL", "Group", "extract_entries", "extract_entries_reference"]
+__all__ = [
+    "BUDGET",
+    "END",
+    "SPECIAL",
+    "Group",
+    "append_entries",
+    "extract_entries",
+    "extract_entries_reference",
+]
 
 #: Why ``extract_entries`` returned (the ``stop`` field of its result).
 END = 0
@@ -167,6 +176,11 @@ def extract_entries(
 #: The pure-Python reference under its own name (the tests compare it with the compiled twin).
 extract_entries_reference = extract_entries
 
+#: The builder's common case written in one compiled call (``ConsumeQueueBuilder._dispatch``): None
+#: in pure Python, where the builder's own path (the reference) does everything.
+append_entries: Callable[..., tuple[int, int, int, int, int, int] | None] | None = None
+
 _fast = load("store.consumequeue._consume_queue_build_fast")
 if _fast is not None:
     extract_entries = _fast.extract_entries  # the compiled twin of the reference above
+    append_entries = _fast.append_entries

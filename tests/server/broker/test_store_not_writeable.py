@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ from server.broker.writable_store import WritableStore
 from server.remoting.write_path import write_path
 from store.check.store_check import check_store
 from store.config.store_config import StoreConfig
+from store.consumequeue import builder as builder_module
+from store.consumequeue import consume_queue_build
 from store.write.disk_space import DiskSpaceCheck
 from tests.support.harness import RawClient
 
@@ -46,32 +49,50 @@ class _QueueDisk:
     """Consume-queue writes through ``os.pwrite``: ``room`` bytes more may be written (None: no
     limit); once used up a write is short, then ENOSPC, as on a full disk. Bytes written since can be
     written again (their blocks exist). CommitLog and other writes are untouched: the disk fills
-    between the CommitLog append and its queue entry."""
+    between the CommitLog append and its queue entry. The compiled consume-queue writes
+    (``append_entries``, which does not call ``os.pwrite``) draw from the same room through its
+    test fault (``_set_fault``)."""
 
     def __init__(self) -> None:
-        self.room: int | None = None
+        self._room: int | None = None
         self._written: list[tuple[str, int, int]] = []
+        self.fast = consume_queue_build._fast if builder_module.append_entries is not None else None
+
+    @property
+    def room(self) -> int | None:
+        if self._room is not None and self.fast is not None:
+            self._room = self.fast._set_fault(self._room, False)  # what the compiled writes left
+            self.fast._set_fault(self._room, False)
+        return self._room
+
+    @room.setter
+    def room(self, room: int | None) -> None:
+        self._room = room
+        if self.fast is not None:
+            self.fast._set_fault(-1 if room is None else room, False)
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
         path = os.readlink(f"/proc/self/fd/{fd}")
-        if self.room is None or "/consumequeue/" not in path:
+        room = self.room
+        if room is None or "/consumequeue/" not in path:
             return _REAL_PWRITE(fd, data, offset)
         end = offset + len(data)
         if any(p == path and lo <= offset and end <= hi for p, lo, hi in self._written):
             return _REAL_PWRITE(fd, data, offset)
-        if self.room == 0:
+        if room == 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        n = _REAL_PWRITE(fd, bytes(data)[: self.room], offset)
-        self.room -= n
+        n = _REAL_PWRITE(fd, bytes(data)[:room], offset)
+        self.room = room - n
         self._written.append((path, offset, offset + n))
         return n
 
 
 @pytest.fixture
-def queue_disk(monkeypatch: pytest.MonkeyPatch) -> _QueueDisk:
+def queue_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[_QueueDisk]:
     fake = _QueueDisk()
     monkeypatch.setattr(os, "pwrite", fake.pwrite)
-    return fake
+    yield fake
+    fake.room = None
 
 
 def _config(root: Path) -> StoreConfig:

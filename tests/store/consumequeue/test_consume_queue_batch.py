@@ -9,7 +9,6 @@ Each build test runs once per path in the same session (the ``path`` fixture), w
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import itertools
 import json
@@ -17,6 +16,7 @@ import os
 import random
 import shutil
 from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from store.consumequeue.consume_queue_build import BUDGET, END, SPECIAL, extract
 from store.errors import ConsumeQueueWriteError
 from store.reput.decode import dispatch_entry
 from store.write.writer import StoreWriter
+from tests.support.cq_full_disk import FullDisk
 from tests.support.killed_build import build_killed_after
 
 NAME = "java-4.9.7-a"
@@ -56,6 +57,8 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     if fn is None:
         pytest.skip("the compiled twin is not built")
     monkeypatch.setattr(builder_module, "extract_entries", fn)
+    if request.param != "compiled":
+        monkeypatch.setattr(builder_module, "append_entries", None)  # the Python path alone
     return request.param
 
 
@@ -348,32 +351,34 @@ def test_without_the_mark_a_kill_mid_batch_would_lose_entries(
     assert _cq_files(config.store_path_root_dir) != _java_cq_files(stores_dir)
 
 
-class _FullDisk:
-    """Consume-queue ``pwrite``s take ``room`` more bytes, then a short write, then ENOSPC."""
+@pytest.fixture
+def full_disk() -> Iterator[Callable[[int], FullDisk]]:
+    """Makes a ``FullDisk``; the compiled fault is cleared at the end whatever the test did."""
+    made: list[FullDisk] = []
 
-    def __init__(self, room: int) -> None:
-        self.room = room
-        self.real = os.pwrite
+    def make(room: int) -> FullDisk:
+        made.append(FullDisk(room))
+        return made[-1]
 
-    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        if "consumequeue" not in path or path.endswith(RESUME_MARK) or not any(data):
-            return self.real(fd, data, offset)  # (zeros: undoing a part written, its blocks exist)
-        if self.room <= 0:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        n = self.real(fd, bytes(data)[: self.room], offset)
-        self.room -= n
-        return n
+    yield make
+    for disk in made:
+        disk.free()
 
 
 @pytest.mark.parametrize("room", [0, 30, 20_010, 60_000])
 @pytest.mark.parametrize("then", ["same builder", "new builder"])
 def test_a_write_failure_mid_batch_raises_and_the_next_pass_completes(
-    stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, room: int, then: str
+    stores_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    room: int,
+    then: str,
+    full_disk: Callable[[int], FullDisk],
 ) -> None:
     config = _copy(stores_dir, tmp_path)
     shutil.rmtree(config.consume_queue_dir)
-    disk = _FullDisk(room)
+    disk = full_disk(room)
     monkeypatch.setattr(os, "pwrite", disk.pwrite)
     builder = ConsumeQueueBuilder(config)
     with pytest.raises(ConsumeQueueWriteError):
@@ -387,6 +392,7 @@ def test_a_write_failure_mid_batch_raises_and_the_next_pass_completes(
         builder.run_once()
     assert builder.next_offset == failed_at
     monkeypatch.setattr(os, "pwrite", disk.real)
+    disk.free()
     if then == "new builder":
         builder.close()
         assert (config.consume_queue_dir / RESUME_MARK).exists()  # left set: taken back at open
@@ -428,14 +434,18 @@ def test_one_pass_rebuilds_both_as_java_wrote_them(
 
 
 def test_a_queue_write_failure_in_the_one_pass_replaces_neither(
-    stores_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    stores_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    full_disk: Callable[[int], FullDisk],
 ) -> None:
     from clients.cli import main
 
     config = _copy(stores_dir, tmp_path)
     root = config.store_path_root_dir
     java_index = _index_bytes(root)
-    monkeypatch.setattr(os, "pwrite", _FullDisk(100).pwrite)
+    monkeypatch.setattr(os, "pwrite", full_disk(100).pwrite)
     conf = stores_dir / f"{NAME}.broker.conf"
     assert main(["rebuild-index", "--store", str(root), "--config", str(conf)]) == 1
     err = capsys.readouterr().err
