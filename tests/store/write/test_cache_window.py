@@ -176,3 +176,26 @@ def test_commit_log_cache_window_is_read_from_broker_conf_and_refuses_a_negative
     assert StoreConfig.from_properties({}).commit_log_cache_window == 256 * MIB
     with pytest.raises(ConfigError, match="commit_log_cache_window"):
         StoreConfig.from_properties({"commitLogCacheWindow": "-1"})
+
+
+def test_a_failing_job_leaves_the_worker_running(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever one job raises is logged; the next job still runs (a dead worker would leave the
+    window asked for ever, and the cache growing as before)."""
+    (tmp_path / f"{0:020d}").write_bytes(bytes(MIB))
+    calls: list[int] = []
+
+    def flaky(fd: int, offset: int, length: int) -> None:
+        calls.append(length)
+        if len(calls) == 1:
+            raise RuntimeError("first job fails")
+
+    window = CacheWindow(tmp_path, MIB, 64 * KIB, step=16 * KIB, advise=flaky)
+    try:
+        window.wrote(128 * KIB)
+        assert window.wait_idle(5)
+        window.wrote(256 * KIB)
+        assert window.wait_idle(5)
+    finally:
+        window.close()
+    assert calls == [64 * KIB, 192 * KIB] and window.jobs_done == 2
+    assert "advising [0, 65536) failed" in caplog.text
