@@ -33,7 +33,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-#: Bytes written between two jobs: a job every ~80 ms at 100 MB/s.
+#: Bytes written between two jobs (at most; a quarter of a smaller window): ~80 ms at 100 MB/s.
 DEFAULT_STEP = 8 * 1024 * 1024
 
 #: What a job does with one range of one file: (descriptor, offset in the file, length).
@@ -60,10 +60,13 @@ class CacheWindow:
         window: int,
         *,
         start: int = 0,
-        step: int = DEFAULT_STEP,
+        step: int | None = None,
         unmap: Callable[[int, int], None] | None = None,
         advise: Advise = _dontneed,
     ) -> None:
+        page = mmap.PAGESIZE
+        if step is None:  # a small window is kept small: a quarter of it, not 8 MiB, between jobs
+            step = min(DEFAULT_STEP, max(window // 4, page))
         if window <= 0 or step <= 0:
             raise ValueError(f"window and step must be positive, got {window} and {step}")
         self._directory = directory
@@ -72,7 +75,6 @@ class CacheWindow:
         self._step = step
         self._unmap = unmap
         self._advise = advise
-        page = mmap.PAGESIZE
         #: Ranges still to advise start here; the last job advised up to ``_last_hi``.
         self._lo = self._last_hi = start - start % page
         #: ``end`` at the last job asked: the next is asked ``step`` later.

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import store.write.writer as writer_module
+from protocol.message import decode_message
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import ConfigError, StoreConfig
 from store.write.cache_window import CacheWindow
@@ -199,3 +200,27 @@ def test_a_failing_job_leaves_the_worker_running(tmp_path: Path, caplog: pytest.
         window.close()
     assert calls == [64 * KIB, 192 * KIB] and window.jobs_done == 2
     assert "advising [0, 65536) failed" in caplog.text
+
+
+def test_a_small_window_over_many_files_advises_and_every_record_stays(tmp_path: Path) -> None:
+    """The real worker behind a writer whose 32 KiB files roll every few records (a quarter of the
+    64 KiB window between jobs): it advises while the writer goes on, and closes the descriptors
+    of the files it is done with; every record reads back after the writer is closed."""
+    config = StoreConfig.for_store(
+        tmp_path / "s", mapped_file_size_commit_log=32 * KIB, commit_log_cache_window=64 * KIB
+    )
+    bodies = [os.urandom(500 + i % 700) for i in range(600)]
+    with StoreWriter(config) as w:
+        window = w._cache_window
+        assert window is not None
+        for i, body in enumerate(bodies):
+            w.put(StoreRecord("T", body, queue_id=i % 3))
+            assert window.wait_idle(5)
+        assert window.jobs_done >= 20
+        assert len(window._fds) <= 4  # 64 KiB behind the head: a few 32 KiB files, not all of them
+    log = CommitLog(config.store_path_commit_log, config.mapped_file_size_commit_log)
+    try:
+        found = [decode_message(buf).body for _offset, buf in log.iter_records(0)]
+    finally:
+        log.close()
+    assert found == bodies
