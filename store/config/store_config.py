@@ -26,6 +26,9 @@ DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * 20
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
+#: Ours (no Java key): the CommitLog bytes behind the write position a writer keeps in the page
+#: cache; older pages are handed back (``store.write.cache_window``). 0: the kernel's own policy.
+DEFAULT_COMMIT_LOG_CACHE_WINDOW = 256 * 1024 * 1024
 
 INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
@@ -179,6 +182,8 @@ class StoreConfig:
     enable_property_filter: bool | None = None
     #: ``storeReplyMessageEnable`` (BrokerConfig): a request's reply is also stored in the reply topic.
     store_reply_message_enable: bool = True
+    #: ``commitLogCacheWindow`` (ours, not the Java broker's): ``DEFAULT_COMMIT_LOG_CACHE_WINDOW``.
+    commit_log_cache_window: int = DEFAULT_COMMIT_LOG_CACHE_WINDOW
 
     def __post_init__(self) -> None:
         for name in (
@@ -189,6 +194,9 @@ class StoreConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.commit_log_cache_window < 0:
+            window = self.commit_log_cache_window
+            raise ConfigError(f"commit_log_cache_window must be 0 or more, got {window}")
         if self.timer_precision_ms not in TIMER_PRECISIONS_MS:
             object.__setattr__(self, "timer_precision_ms", timer_precision(self.timer_precision_ms))
         if index_file_size(self.max_hash_slot_num, self.max_index_num) > 2**31 - 1:
@@ -271,6 +279,7 @@ class StoreConfig:
             "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
             "timerMaxDelaySec": "timer_max_delay_sec",
             "timerPrecisionMs": "timer_precision_ms",  # rounded as the broker's setter (__post_init__)
+            "commitLogCacheWindow": "commit_log_cache_window",
         }
         for key, name in ints.items():
             if key in props:

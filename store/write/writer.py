@@ -68,6 +68,7 @@ from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
 from store.platform.broker_lock import StoreLockBusy, hold_store_lock, release_store_lock
 from store.reput.walk import Reput
+from store.write.cache_window import CacheWindow
 
 #: The compiled batch append (``_batch_encode_fast.c``), or None: ``StoreWriter._put_uniform``.
 _batch_fast = load("store.write._batch_encode_fast")
@@ -194,6 +195,8 @@ class StoreWriter:
         self._fd: int | None = None
         #: CommitLog offsets [begin, end) a failed write left torn and not yet zeroed again.
         self._torn: tuple[int, int] | None = None
+        #: Hands back the page cache of what was written more than a window ago (None: off).
+        self._cache_window: CacheWindow | None = None
         #: The bytes the last ``put_batch`` wrote (its records, back to back from its first
         #: ``Appended.offset``): a writable store's settle hands them to the dispatchers instead of
         #: reading them back from a map (``WritableStore.settle``).
@@ -245,6 +248,15 @@ class StoreWriter:
             # Marked in use only now: the builder above must see only a marker a crashed writer left.
             if mark_in_use:
                 self.mark_in_use()
+            window = config.commit_log_cache_window
+            if window and hasattr(os, "posix_fadvise"):
+                self._cache_window = CacheWindow(
+                    config.store_path_commit_log,
+                    self.file_size,
+                    window,
+                    start=self._position,
+                    unmap=self._reader.release,
+                )
         except BaseException:
             if self._fd is not None:
                 os.close(self._fd)
@@ -375,6 +387,8 @@ class StoreWriter:
                     f"({done} written and undone)",
                 ) from exc
             raise
+        if self._cache_window is not None:
+            self._cache_window.wrote(start + at + done)
 
     def _check_not_cut(self) -> None:
         """Raise ``CommitLogCutError`` when the file the next record goes to no longer holds what this
@@ -762,6 +776,9 @@ class StoreWriter:
     def close(self) -> None:
         """Index what is left, write the checkpoint and topic table, and remove the abort marker."""
         self.index()
+        if self._cache_window is not None:
+            self._cache_window.close()
+            self._cache_window = None
         if self._fd is not None:
             os.fsync(self._fd)
             os.close(self._fd)

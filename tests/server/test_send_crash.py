@@ -31,6 +31,8 @@ from tests.support.serve_process import PROCESS_TIMEOUT, start_writable
 CONF = (
     "brokerName=crash\nbrokerIP1=127.0.0.1\nstorePathRootDir=.\nmappedFileSizeCommitLog=32768\n"
     "maxHashSlotNum=64\nmaxIndexNum=256\n"
+    # a 64 KiB page-cache window: its worker writes back and drops pages every 16 KiB while killed
+    "commitLogCacheWindow=65536\n"
 )
 
 
