@@ -30,8 +30,11 @@ import sys
 
 log = logging.getLogger(__name__)
 
-#: The loop thread's slice ``serve`` asks for unless told otherwise (µs), and the kernel's bounds.
-DEFAULT_SLICE_US = 100
+#: What ``serve`` asks for unless told otherwise: 0, the kernel's own slice. 100 µs measured 0.91x the
+#: e2e p99 in five pairs of a probe but not better on the wire against main (BENCHMARKS.md, h36):
+#: a request longer than a short slice can also be preempted part way on a busy core. The kernel's
+#: bounds for a slice asked for (µs):
+DEFAULT_SLICE_US = 0
 MIN_SLICE_US = 100
 MAX_SLICE_US = 100_000
 
