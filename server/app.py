@@ -49,6 +49,7 @@ from server.grpc.defaults import (
 from server.grpc.tls import GrpcTls
 from server.http import DEFAULT_MAX_SERIES
 from server.identity import DEFAULT_QUEUE_NUMS, BrokerIdentity
+from server.loop_slice import request_slice
 from server.loop_watchdog import LoopWatchdog
 from server.port_errors import PortUnusableError
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS, QueryPool
@@ -137,6 +138,9 @@ class ServerSettings:
     #: (``server.remoting.connection``).
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     shutdown_timeout: float = 10.0
+    #: The event loop thread's scheduling slice (µs) asked of the kernel at start; 0 = the kernel's
+    #: default (``server.loop_slice``).
+    loop_slice_us: int = 0
     reuse_port: bool = False
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     #: Refused connections that may wait for their SYSTEM_BUSY answer at once; None = a tenth of
@@ -461,6 +465,8 @@ class QueryServer:
         main, fast = await self._bind_pair()
         self._servers = [main, fast]
         self.watchdog.start(asyncio.get_running_loop())
+        if self.settings.loop_slice_us:
+            request_slice(self.settings.loop_slice_us)
         self._audit_once_per_turn(asyncio.get_running_loop())
         self.port = _bound_port(main)
         self.fast_port = _bound_port(fast)

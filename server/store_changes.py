@@ -75,11 +75,17 @@ class StoreChanges:
 
     async def wait_queue(self, topic: str, queue_id: int, timeout: float) -> None:
         """Until the queue grows (``notify_queue``), a ``pulse``, ``close()`` or ``timeout`` seconds,
-        counted from when this coroutine first runs (``watch_queue`` to watch from the call)."""
+        counted from when this coroutine first runs (``watch_queue`` to watch from the call).
+
+        The wait is the event's own, bounded by ``asyncio.timeout`` in the waiting task: a SEND's
+        ``notify_queue`` resumes the held pull in the next turn of the loop. (``asyncio.wait_for``
+        ran the wait as a task of its own, made per wait, and took two more turns to hand its end
+        back: a held pull answered after the loop had come round three times.)"""
         if self._closed or timeout <= 0:
             return
         try:
-            await asyncio.wait_for(self.watch_queue(topic, queue_id).wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.watch_queue(topic, queue_id).wait()
         except TimeoutError:
             pass
 
@@ -88,6 +94,7 @@ class StoreChanges:
         if self._closed or timeout <= 0:
             return
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
         except TimeoutError:
             pass

@@ -42,7 +42,10 @@ import org.apache.rocketmq.common.message.MessageExt;
  * that (one JVM, one clock). WARMUP_SECONDS of this load uncounted, then SECONDS counted: p50 / p99 of
  * the messages sent in that window (waiting up to 10 s for the last ones; a message never delivered
  * counts as an error); the e2e line also gives the sends' own send_p50_ms / send_p99_ms and the
- * slowest message's max_ms.
+ * slowest message's max_ms. With the environment variable BP_E2E_DUMP set to a file name, each counted
+ * message is also written there as a line "sent_ns latency_us" (its send's nanoTime and its latency)
+ * and each counted send as "send sent_ns send_us": benchmarks/loop_turns.py lines them up with what
+ * the server did at that moment (nanoTime and Python's perf_counter read the same monotonic clock).
  *
  * The timed part of each row is between the lines {"mark":"start","row":ROW} and {"mark":"end",...}
  * (the caller reads the server's CPU time there). Each row prints one JSON line: row, msgs, seconds, msgs_per_s, p50_ms, p99_ms, errors.
@@ -217,6 +220,7 @@ public final class BrokerPathConsume {
         double warmup) throws Exception {
         create(producer, topic);
         long[] micros = new long[(int) (seconds * 200) + 1024];
+        long[] sentNs = new long[micros.length]; // each counted message's send nanoTime (for BP_E2E_DUMP)
         int[] n = new int[1];
         long[] window = {Long.MAX_VALUE, Long.MAX_VALUE}; // [from, to) of the counted sends' nanoTime
         String group = "bp_e2e_" + ProcessHandle.current().pid();
@@ -231,6 +235,7 @@ public final class BrokerPathConsume {
                     long at = Long.parseLong(sent);
                     synchronized (micros) {
                         if (at >= window[0] && at < window[1] && n[0] < micros.length) {
+                            sentNs[n[0]] = at;
                             micros[n[0]++] = (now - at) / 1000;
                         }
                     }
@@ -243,6 +248,7 @@ public final class BrokerPathConsume {
         long start = System.nanoTime();
         long counted = 0;
         long[] sends = new long[(int) (seconds * 200) + 1024];
+        long[] sendsAt = new long[sends.length];
         int ns = 0;
         long warmEnd = start + (long) (warmup * 1e9);
         long end = warmEnd + (long) (seconds * 1e9);
@@ -271,6 +277,7 @@ public final class BrokerPathConsume {
                 } else if (at >= window[0]) {
                     counted++;
                     if (ns < sends.length) {
+                        sendsAt[ns] = at;
                         sends[ns++] = (System.nanoTime() - at) / 1000;
                     }
                 }
@@ -294,6 +301,17 @@ public final class BrokerPathConsume {
         long[] sorted;
         synchronized (micros) {
             sorted = Arrays.copyOf(micros, n[0]);
+            String dump = System.getenv("BP_E2E_DUMP");
+            if (dump != null && !dump.isEmpty()) {
+                try (java.io.PrintWriter out = new java.io.PrintWriter(dump, "UTF-8")) {
+                    for (int i = 0; i < n[0]; i++) {
+                        out.println(sentNs[i] + " " + micros[i]);
+                    }
+                    for (int i = 0; i < ns; i++) {
+                        out.println("send " + sendsAt[i] + " " + sends[i]);
+                    }
+                }
+            }
         }
         consumer.shutdown();
         Arrays.sort(sorted);

@@ -74,6 +74,7 @@ from server.file_budget import FileBudget, FileWatch, plan_connections
 from server.grpc.defaults import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_REQUEST_BYTES_PER_CONNECTION
 from server.grpc.tls import DISABLED, PERMISSIVE, TLS_MODES, GrpcTls, TlsConfigError, load_files
 from server.http import DEFAULT_MAX_SERIES
+from server.loop_slice import DEFAULT_SLICE_US, MAX_SLICE_US, MIN_SLICE_US
 from server.port_errors import PortUnusableError
 from server.query_pool import DEFAULT_QUERY_BUDGET, DEFAULT_QUERY_THREADS
 from server.refresh import DEFAULT_REFRESH_INTERVAL, refresh_forever
@@ -326,6 +327,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "closed (a byte a second no longer holds it past --idle-timeout); 0 never does (default %(default)s)",
     )
     parser.add_argument(
+        "--loop-slice-us",
+        type=loop_slice_us,
+        default=DEFAULT_SLICE_US,
+        help="the scheduling slice (µs, 100-100000) asked of Linux for the event loop's thread, so that a "
+        "request arriving while another process runs on its core gets the core back sooner; 0 keeps the "
+        "kernel's default (default %(default)s; server/loop_slice.py)",
+    )
+    parser.add_argument(
         "--workers",
         type=positive_int,
         default=1,
@@ -511,6 +520,19 @@ def grpc_tls_of(args: argparse.Namespace) -> GrpcTls:
     return GrpcTls(mode=mode, cert_pem=cert, key_pem=key, client_ca_pem=client_ca)
 
 
+def loop_slice_us(value: str) -> int:
+    """``--loop-slice-us``: 0 (the kernel's default slice) or the kernel's 100-100,000 µs."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number != 0 and not MIN_SLICE_US <= number <= MAX_SLICE_US:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 (the kernel's default) or {MIN_SLICE_US}-{MAX_SLICE_US} microseconds, got {value!r}"
+        )
+    return number
+
+
 def settings_from(
     args: argparse.Namespace,
     config: StoreConfig,
@@ -532,6 +554,7 @@ def settings_from(
         default_query_max_num=config.default_query_max_num,
         idle_timeout=args.idle_timeout,
         request_timeout=args.request_timeout,
+        loop_slice_us=getattr(args, "loop_slice_us", 0),
         max_connections=budget.max_connections
         if budget is not None
         else args.max_connections or DEFAULT_MAX_CONNECTIONS,

@@ -168,6 +168,24 @@ async def test_a_suspended_pull_is_held_until_the_queue_grows() -> None:
     assert answer.ext_fields["nextBeginOffset"] == "6"
 
 
+async def test_a_held_pull_answers_in_the_loop_turn_after_its_queue_grows() -> None:
+    """A SEND's ``notify_queue`` resumes the held pull itself: its answer is ready one turn of the
+    loop later (the end-to-end latency of a push consumer is this wake-up plus the two writes)."""
+    store = GrowingStore()
+    changes = StoreChanges()
+    processor = PullMessageProcessor(store, changes)  # type: ignore[arg-type]
+    held = asyncio.ensure_future(processor.pull_message(suspended_pull(5, 600_000), "/127.0.0.1:1"))
+    for _ in range(3):
+        await asyncio.sleep(0)  # the first pass, then held on the queue
+    assert not held.done()
+    store.max = 6
+    changes.notify_queue("T", 0)
+    await asyncio.sleep(0)  # one turn: the held pull ran before this task resumed
+    assert held.done()
+    answer = held.result()
+    assert (answer.code, answer.remark, answer.ext_fields["nextBeginOffset"]) == (0, "FOUND", "6")
+
+
 async def test_a_suspended_pull_gets_no_new_msg_at_its_timeout() -> None:
     store = GrowingStore()
     processor = PullMessageProcessor(store, StoreChanges())  # type: ignore[arg-type]
