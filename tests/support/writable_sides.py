@@ -93,6 +93,17 @@ def broker_requests_last(data: bytes) -> bytes:
     return b"".join(answers + requests)
 
 
+def _diff(mine: object, theirs: object) -> object:
+    """What differs between two parts of a side's state: for dicts, the keys whose values differ."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        return {
+            k: (mine.get(k), theirs.get(k))
+            for k in mine.keys() | theirs.keys()
+            if mine.get(k) != theirs.get(k)
+        }
+    return mine, theirs
+
+
 async def same_both_ways(
     fast: WritableSide, reference: WritableSide, reads: list[bytes], state: Callable[[Any], object]
 ) -> bytes:
@@ -101,8 +112,15 @@ async def same_both_ways(
     got = await fast.feed(reads)
     expected = await reference.feed(reads)
     assert got[1] == expected[1]
-    assert got[0] == expected[0]
-    assert state(fast) == state(reference)
+    if got[0] != expected[0]:
+        mine, theirs = (decode_frames(d, len(d) + 1, len(d) + 1)[0] for d in (got[0], expected[0]))
+        raise AssertionError(f"the answers differ (compiled, reference): {mine!r:.3000} {theirs!r:.3000}")
+    mine, theirs = state(fast), state(reference)
+    if mine != theirs:
+        parts = [mine, theirs]
+        if isinstance(mine, tuple) and isinstance(theirs, tuple) and len(mine) == len(theirs):
+            parts = [(i, _diff(a, b)) for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b]
+        raise AssertionError(f"the sides' state differs (index, compiled, reference): {parts!r:.3000}")
     return got[0]
 
 
