@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "_record_layout.h"
 
@@ -81,12 +82,36 @@ static int view_bisect(PyObject *starts, long long x, Py_ssize_t *out)
     return 0;
 }
 
+/* mmap.mmap and its size method, found at the first map of that type: a map of exactly that type
+ * has its size() called straight, the call PyObject_CallMethodNoArgs makes after looking the name
+ * up (the lookup was a fifth of the per-read size check's own instructions). Anything else, a
+ * subclass included, is asked by name. Strong references, kept for the process's life. */
+static PyTypeObject *view_mmap_type = NULL;
+static PyObject *view_mmap_size = NULL;
+
+static inline PyObject *view_call_size(PyObject *mm, PyObject *size_name)
+{
+    PyTypeObject *type = Py_TYPE(mm);
+    if (type == view_mmap_type)
+        return PyObject_Vectorcall(view_mmap_size, &mm, 1, NULL);
+    if (view_mmap_type == NULL && strcmp(type->tp_name, "mmap.mmap") == 0) {
+        PyObject *method = PyObject_GetAttr((PyObject *)type, size_name);
+        if (method == NULL)
+            return NULL;
+        Py_INCREF(type);
+        view_mmap_type = type;
+        view_mmap_size = method;
+        return PyObject_Vectorcall(view_mmap_size, &mm, 1, NULL);
+    }
+    return PyObject_CallMethodNoArgs(mm, size_name);
+}
+
 static inline int view_current_size(PyObject *mm, PyObject *size_name, long long *out)
 {
     *out = 0;
     if (mm == Py_None)
         return 0;
-    PyObject *r = PyObject_CallMethodNoArgs(mm, size_name);
+    PyObject *r = view_call_size(mm, size_name);
     if (r == NULL) {
         if (PyErr_ExceptionMatches(PyExc_OSError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
             PyErr_Clear();

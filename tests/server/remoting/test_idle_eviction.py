@@ -26,11 +26,14 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from server.app import QueryServer, ServerSettings
 from server.broker.writable_store import WritableStore
+from server.remoting.connection import RemotingConnection
+from server.remoting.dispatch import Dispatcher
 from server.remoting.refusal import EVICTABLE_AFTER, MAX_LOOK, IdleConnections
 from server.remoting.write_path import write_path
 from store.config.store_config import StoreConfig
 from tests.support.harness import RawClient, StartServer
 from tests.support.pulls import heartbeat
+from tests.support.request_path import Recorder, frame
 
 
 def max_offset() -> RemotingCommand:
@@ -230,3 +233,25 @@ def test_a_front_of_live_clients_is_looked_at_max_look_at_a_time() -> None:
     assert idle.evict_idlest(200.0, 1) is None  # MAX_LOOK steps taken, all on live clients
     assert len(idle) == 4
     assert idle.evict_idlest(200.0, 1) is quiet  # the next new connection looks further
+
+
+async def test_each_read_puts_its_connection_at_the_back_of_the_order() -> None:
+    """A read moves its connection behind every other, the order ``evict_idlest`` looks at first:
+    ``first``, accepted first, reads after ``second``, so ``second`` is the idlest and goes, and
+    ``first`` stays (the read path takes a connection already in the order without ``touch``'s
+    call; one not in it, after its heartbeats stopped, is added back)."""
+    idle = IdleConnections()
+    connections = [RemotingConnection(Dispatcher(), idle_timeout=0, idle=idle) for _ in range(3)]
+    transports = [Recorder() for _ in connections]
+    for connection, transport in zip(connections, transports, strict=True):
+        connection.connection_made(transport)  # type: ignore[arg-type]
+    first, second, third = connections
+    idle.remove(third)  # as a heartbeat takes a live client's connection out
+    unknown = frame('{"code":9999,"flag":0,"opaque":1}')  # answered at once: not supported
+    first.data_received(unknown)
+    third.data_received(unknown)  # its client went quiet: back in the order, at the end
+    assert len(transports[0].data) > 0 and len(transports[2].data) > 0
+    later = asyncio.get_running_loop().time() + 10 * EVICTABLE_AFTER
+    assert idle.evict_idlest(later, 3) is second
+    assert idle.evict_idlest(later, 3) is first
+    assert idle.evict_idlest(later, 3) is third

@@ -194,6 +194,46 @@ def test_odd_headers_between_plain_views(
     same_both_ways(dispatchers, [frame(header) + before, after])
 
 
+#: Header keys a letter or two away from ours (the compiled path reads a key and its colon as one
+#: literal chosen by the first letter, ``_request_path_fast.c``'s ``parse_header``): each must be
+#: left to the reference, which ignores an unknown key (so "opaqu" leaves the opaque 0) and decodes
+#: an escaped one. A path that matched a prefix or the first letter would answer another opaque,
+#: code or flag.
+NEAR_KEYS = [
+    '{"code":33,"extFields":{"offset":"0"},"opaqu":5}',
+    '{"code":33,"extFields":{"offset":"0"},"opaqueX":5}',
+    '{"code":33,"extFields":{"offset":"0"},"o":5}',
+    '{"codeX":30,"code":33,"extFields":{"offset":"0"},"opaque":5}',
+    '{"cod":33,"extFields":{"offset":"0"},"opaque":5}',
+    '{"c":33,"extFields":{"offset":"0"},"opaque":5}',
+    '{"code":33,"extField":{"offset":"0"},"opaque":5}',
+    '{"code":33,"extFieldsX":{"offset":"1"},"extFields":{"offset":"0"},"opaque":5}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"flags":2}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"versio":1}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"languag":"JAVA"}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"remarks":"x"}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"serializeTypeCurrentRPCX":"JSON"}',
+    '{"code" :33,"extFields":{"offset":"0"},"opaque":5}',
+    '{"\\u0063ode":33,"extFields":{"offset":"0"},"opaque":5}',
+    '{"opaque":5,"extFields":{"offset":"0"},"\\u006fpaque":6,"code":33}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"language":"JA\x7fVA"}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"language":"JA\tVA"}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"remark":"\u00e9t\u00e9"}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"remark":"a\\nb"}',
+    '{"code":33,"extFields":{"offset":"0"},"opaque":5,"remark":"',
+]
+
+
+@compiled
+@pytest.mark.parametrize("header", NEAR_KEYS)
+def test_keys_near_ours_are_the_references(
+    dispatchers: tuple[Dispatcher, Dispatcher], offsets: list[int], header: str
+) -> None:
+    before, after = view(offsets[1], opaque=11), view(offsets[2], opaque=12)
+    same_both_ways(dispatchers, [before + frame(header) + after])
+    same_both_ways(dispatchers, [frame(header) + before, after])
+
+
 @compiled
 def test_frames_the_compiled_path_leaves_alone(
     dispatchers: tuple[Dispatcher, Dispatcher], offsets: list[int]
