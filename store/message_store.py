@@ -653,16 +653,22 @@ class MessageStore:
         if builder is not None:
             builder.flush()
 
-    def refresh(self, max_records: int | None = None, *, tail: bool = False) -> bool:
+    def refresh(
+        self, max_records: int | None = None, *, tail: bool = False, whole_to: int | None = None
+    ) -> bool:
         """Pick up new CommitLog data and index files; index new records when this store builds its own.
 
         ``max_records`` bounds the indexing done by this call (the caller can serve in between);
         returns True when records are left to index, so the caller should call again soon. ``tail``:
         the CommitLog's files before the known end were checked recently enough
-        (``CommitLog.refresh``'s; a writable store's refresh after a put).
+        (``CommitLog.refresh``'s; a writable store's refresh after a put). ``whole_to``: the end of
+        what this process's own writer wrote (``CommitLog.vouch_whole``): a SEND it acknowledges
+        after this call is dispatched even when its last byte is 0.
         """
         with self._lock:
             self.commitlog.refresh(tail=tail)
+            if whole_to is not None:
+                self.commitlog.vouch_whole(whole_to)
             return self._dispatch_new(max_records, tail, None)
 
     def refresh_written(

@@ -638,7 +638,11 @@ class WritableStore:
         memory a moment ago; the dispatchers handed them as one run); anything else is the walk."""
         span = None if unsettled is None else _written_span(unsettled, self.writer.position)
         if span is None or not self.reader.refresh_written(*span, self.writer.open_file()):
-            self.reader.refresh(tail=True)
+            # The walk's "may still be arriving" rule (a last record ending in a zero byte waits
+            # for its successor) is for another process's writer: ours wrote up to its position
+            # and the write returned, so those records are whole and are dispatched before their
+            # SENDs are answered.
+            self.reader.refresh(tail=True, whole_to=self.writer.position)
 
     def next_delivery(self) -> int | None:
         """When the next scheduled or timer message is due (ms), or None."""

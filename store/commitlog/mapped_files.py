@@ -819,6 +819,15 @@ class CommitLog:
             return None
         return files[i]
 
+    def vouch_whole(self, end: int) -> None:
+        """This process's own writer wrote every record up to ``end`` and its writes returned: they
+        are whole, so a last record ending in a zero byte (a property value ending in U+0000) is
+        not one that may still be arriving, and the settled end is ``end``. Only a known end can be
+        vouched for (``end`` at most ``max_offset``, which the walk found by checking each record)."""
+        with self._lock:
+            if self._settled_end < end <= self._max_offset:
+                self._settled_end = end
+
     @property
     def settled_end(self) -> int:
         """The end of the records an indexer may take: a record that may still be arriving is not

@@ -137,3 +137,26 @@ def test_a_dispatcher_behind_the_written_span_gets_what_it_lacks(
         store.put([_record(2)])
         for key in ("k0", "k1", "k2"):
             assert len(store.reader.query_message("T", key, 32, 0, 2**63 - 1).buffers) == 1, key
+
+
+@pytest.mark.parametrize("shortcut", [True, False])
+def test_a_record_ending_in_a_zero_byte_is_readable_when_its_put_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shortcut: bool
+) -> None:
+    """A property value ending in U+0000 makes the record's last byte 0, which the walk's "may still
+    be arriving" rule holds back for another process's writer. Our own put's record is whole when
+    the write returns: readable (its queue's entry, its key) when ``put`` returns, whether the settle
+    takes the written span (``refresh_written``) or walks (it does when a full check of the
+    CommitLog is due, every ``FULL_CHECK_EVERY``: forced here)."""
+    if not shortcut:
+        monkeypatch.setattr(MessageStore, "refresh_written", lambda self, *args: False)
+    store = _open(tmp_path)
+    try:
+        for i in range(3):
+            props = f"KEYS\x01z{i}\x02UNIQ_KEY\x01Z{i:031d}\x02WAIT\x01true\x02zero\x01ends\x00"
+            store.put([StoreRecord("T", b"zero-%d" % i, props, queue_id=1)])
+            assert store.reader.max_offset("T", 1) == i + 1
+            hits = store.reader.query_message("T", f"z{i}", 32, 0, 2**63 - 1).buffers
+            assert [decode_message(h).body for h in hits] == [b"zero-%d" % i]
+    finally:
+        store.close()

@@ -107,14 +107,6 @@ def random_properties(rng: random.Random) -> str:
     return "\x02".join(items)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a known bug, not yet found: in about 1 run in 5 of this module beside its two siblings "
-    "under -n 4, the compiled side's last SEND (SendT queue 2, CommitLog offset 39956) is answered "
-    "SEND_OK, in the CommitLog and settled (nothing unsettled, the CommitLog read to its end) but has "
-    "no consume-queue entry, even 1 s later; also without the compiled append_entries (RELIABILITY.md, "
-    "'An acknowledged SEND without its consume-queue entry')",
-)
 async def test_random_property_shapes_store_as_the_python_path(
     sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
 ) -> None:
