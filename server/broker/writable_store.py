@@ -444,6 +444,15 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
+        arrived = self.arrived
+        if len(unsettled) == 1 and unsettled[0].encoded is not None:
+            # The compiled path's plain SENDs of one read (a lone SEND: one queue): no records,
+            # only their queues, never the schedule or timer topic (``_request_path_plain.h``).
+            queues = unsettled[0].encoded.queues
+            if arrived is not None:
+                for topic, queue_id in queues if len(queues) == 1 else set(queues):
+                    arrived(topic, queue_id)
+            return []
         if len(unsettled) == 1:
             settled = unsettled[0].records
         else:
@@ -456,7 +465,6 @@ class WritableStore:
         for one in unsettled:
             if one.encoded is not None:
                 places.update(one.encoded.queues)
-        arrived = self.arrived
         if arrived is not None:
             for topic, queue_id in places:
                 arrived(topic, queue_id)
@@ -732,6 +740,18 @@ def _written_span(
     """(first offset, end, records, (offset, size) of the last, their bytes) of the records appended
     since the last settle when they lie back to back and end at the writer's ``position``; None
     otherwise (a roll-over's blank record between them, or none)."""
+    if len(unsettled) == 1:  # one append or one read's plain SENDs (a lone SEND): no loop, no join
+        _, appended, written, encoded = unsettled[0]
+        if encoded is not None:
+            first, count, last = encoded.first, encoded.count, encoded.last
+        elif appended:
+            first, count, last = appended[0].offset, len(appended), (appended[-1].offset, appended[-1].size)
+        else:
+            return None
+        end = last[0] + last[1]
+        if end != position or end - first != len(written):
+            return None
+        return first, end, count, last, written
     first = end = -1
     count = 0
     last = (0, 0)

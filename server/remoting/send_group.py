@@ -199,7 +199,11 @@ class SendGroup:
         self._answered = []
         self._plain = []
         if self._held or self._held_plain:
-            self._settle(stats)
+            # Every plain group written (none failed its write) and no callback's SEND: when the
+            # settle goes through too, the output is final as the C side wrote it (a lone SEND).
+            written = not answered and len(self._held_plain) == len(plain)
+            if self._settle(stats) is None and written:
+                return out
         if any(group.failure is not None for group in plain):
             answered = sorted(
                 answered + [one for group in plain for one in group.answered()], key=lambda a: a.at
@@ -247,6 +251,9 @@ class SendGroup:
                     stats.observe(one.code, _SUCCESS, now - one.started)
                 for group in held_plain:
                     codes = group.codes
+                    if len(codes) == 1:
+                        stats.observe_many(codes[0], _SUCCESS, 1, now - group.started)
+                        continue
                     for code in set(codes):
                         stats.observe_many(code, _SUCCESS, codes.count(code), now - group.started)
         else:

@@ -257,7 +257,8 @@ class SendMessageProcessor:
         settled = self._stored(self.store.settle)
         if isinstance(settled, PutRefused):
             return settled
-        self._scheduled(settled)
+        if settled:  # plain SENDs settle no records (never to the schedule topic)
+            self._scheduled(settled)
         return None
 
     def _stored(self, call: Callable[..., Any], *args: Any) -> Any:
