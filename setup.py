@@ -27,6 +27,7 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("store.consumequeue._consume_queue_fast", "store/consumequeue/_consume_queue_fast.c"),
     ("store.consumequeue._consume_queue_build_fast", "store/consumequeue/_consume_queue_build_fast.c"),
     ("server.remoting._request_path_fast", "server/remoting/_request_path_fast.c"),
+    ("store.platform._file_facts_fast", "store/platform/_file_facts_fast.c"),
     ("store.check._index_scan_fast", "store/check/_index_scan_fast.c"),
     ("store.spark._key_columns_fast", "store/spark/_key_columns_fast.c"),
 ]

@@ -73,6 +73,7 @@ from store.commitlog.view_read import copy_record
 from store.errors import CommitLogError
 from store.index.query_walk import read_checked
 from store.platform import sigbus
+from store.platform.file_facts import fd_facts
 from store.warn_once import WarnOnce
 
 _NAME = re.compile(r"^\d{20}$")
@@ -430,10 +431,10 @@ class CommitLog:
         if not self._recently_checked():
             return False
         try:
-            st = os.fstat(fd)
+            inode, links, size = fd_facts(fd)
         except OSError:
             return False
-        return st.st_nlink > 0 and st.st_ino == f.inode and st.st_size == f.length
+        return links > 0 and inode == f.inode and size == f.length
 
     def _files_unchanged(self, first: int) -> bool:
         """Each file from index ``first`` on mapped, with the same inode at its path and its size

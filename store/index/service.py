@@ -25,6 +25,7 @@ from store.errors import IndexFileError, IndexGeometryError, StoreError
 from store.index.index_file import ENTRY, HEADER, UNBOUNDED, IndexFile, IndexHeader, header_problem
 from store.index.query_walk import CHAIN, HEADER_PROBLEM, OUTSIDE, SHORT, SLOT, ZEROED, Resume, query_files
 from store.platform import sigbus
+from store.platform.file_facts import path_facts
 from store.warn_once import WarnOnce
 
 _INDEX_NAME = re.compile(r"^\d+$")
@@ -426,15 +427,15 @@ class IndexService:
                 continue  # this process's own rebuilt copy, outside the store
             overwritten = False
             try:
-                st = os.stat(f.path)
+                inode, _, size = path_facts(f.path)
             except FileNotFoundError:
                 what = "deleted"
             except OSError as exc:
                 what = f"unreadable ({exc.strerror})"
             else:
-                if st.st_ino != f.inode:
+                if inode != f.inode:
                     what = "replaced by another file"
-                elif st.st_size < f.size:
+                elif size < f.size:
                     # the inode the map reads, so its size is what the map's own fstat would find
                     # (``f.intact()``): not asked a second time after every put
                     what = f"cut short to {f.safe_length()} of {f.size} bytes"

@@ -67,6 +67,7 @@ from store.errors import StoreError
 from store.index.builder import IndexBuilder
 from store.index.trim import drop_index_files_past
 from store.platform.broker_lock import StoreLockBusy, hold_store_lock, release_store_lock
+from store.platform.file_facts import fd_facts, path_facts
 from store.reput.walk import Reput
 from store.write.cache_window import CacheWindow
 
@@ -402,19 +403,20 @@ class StoreWriter:
         if at == 0:
             return  # the next record starts a file: nothing of this file was written yet
         start = self._position - at
+        size: int | None
         if self._fd is not None and self._fd_start == start:
-            st = os.fstat(self._fd)
-            gone = st.st_nlink == 0
+            _, links, size = fd_facts(self._fd)  # (``fd_facts``: the numbers without an os.stat_result)
+            gone = links == 0
         else:
             try:
-                st = os.stat(self.config.store_path_commit_log / f"{start:020d}")
+                _, _, size = path_facts(self.config.store_path_commit_log / f"{start:020d}")
                 gone = False
             except FileNotFoundError:
-                st, gone = None, True
-        if gone or st is None or st.st_size < at:
-            size = "gone" if gone or st is None else f"{st.st_size} bytes"
+                size, gone = None, True
+        if gone or size is None or size < at:
+            found = "gone" if gone or size is None else f"{size} bytes"
             raise CommitLogCutError(
-                f"CommitLog file {start:020d} was cut under the writer ({size}; it had written {at} "
+                f"CommitLog file {start:020d} was cut under the writer ({found}; it had written {at} "
                 f"bytes into it): records appended now would lie behind a hole and never be "
                 "dispatched; refusing to append until the store is reopened (its recovery truncates "
                 "at the last whole record, as the broker's does)"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import store.index.service as index_service
 import store.message_store as message_store_module
 from server.broker.put_message import StoreUnavailable
 from server.broker.writable_store import WritableStore
@@ -115,19 +116,19 @@ def test_a_lone_put_looks_at_the_index_file_being_written_once(
         index_dir = str(root / "index")
         stats: list[str] = []
         intact: list[int] = []
-        real_stat = os.stat
+        real_facts = index_service.path_facts  # the audit's stat (``store.platform.file_facts``)
         real_intact = IndexFile.intact
 
-        def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
-            if isinstance(path, (str, Path)) and str(path).startswith(index_dir):
+        def facts(path: str | Path) -> tuple[int, int, int]:
+            if str(path).startswith(index_dir):
                 stats.append(str(path))
-            return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+            return real_facts(path)
 
         def counted_intact(self: IndexFile) -> bool:
             intact.append(1)
             return real_intact(self)
 
-        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(index_service, "path_facts", facts)
         monkeypatch.setattr(IndexFile, "intact", counted_intact)
         for i in range(1, 33):
             store.put([_record(i)])
