@@ -230,6 +230,19 @@ class IndexFile:
         """The header as it is in the file now (a live broker may be updating it)."""
         return IndexHeader(*HEADER.unpack_from(self._mm, 0))
 
+    def index_count_as_written(self) -> int | None:
+        """The writer's index count when the file's header bytes are exactly the writer's own state
+        (what ``put_hash`` and the compiled range loop write there), else None: the audit after
+        every put of a writable store compares the two headers (``IndexService.audit``), and equal
+        bytes answer it without building either as an ``IndexHeader``; any difference is left to
+        that comparison."""
+        if not self.writable:
+            return None
+        ours = HEADER.pack(
+            self._begin_ts, self._end_ts, self._begin_phy, self._end_phy, self._slot_count, self._index_count
+        )
+        return self._index_count if self._mm[: HEADER.size] == ours else None
+
     @property
     def header(self) -> IndexHeader:
         """The header: the writer's own state when writable, else the file's."""

@@ -442,6 +442,11 @@ class IndexService:
                 else:
                     if f is last and not f.closed:
                         self._vouched = f
+                    written = f.index_count_as_written()
+                    if written is not None:  # the bytes on disk are ours: both checks below pass
+                        if written > 1 and f.name not in self._first_entry:
+                            self._first_entry[f.name] = f.entry(1)
+                        continue
                     # One read of the header on disk and one of ours, for both checks (this runs
                     # after every put of a writable store).
                     on_disk, ours = f.read_header(), f.header

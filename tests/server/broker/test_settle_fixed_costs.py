@@ -161,3 +161,40 @@ def test_an_index_file_cut_under_a_writable_store_stops_indexing_and_keeps_the_s
         assert builder.keys_indexed == keys, "no write through the cut file's map"
         cut = [r.getMessage() for r in caplog.records if "cut short to 100" in r.getMessage()]
         assert len(cut) == 1, cut
+
+
+@pytest.mark.parametrize(
+    ("header", "said"),
+    [
+        (bytes(40), "zeroed or overwritten (its header's indexCount went down)"),
+        # another file's begin timestamp and offset, this one's counts and ends (as a copy would give)
+        (None, "overwritten with another file's bytes (its header's begin values changed)"),
+    ],
+    ids=["zeroed", "other-begins"],
+)
+def test_an_index_header_changed_under_a_writable_store_is_said_at_the_next_put(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, header: bytes | None, said: str
+) -> None:
+    """The settle's audit compares the index file's header on disk with the writer's own; when the
+    bytes are the writer's it takes them as they are (``IndexFile.index_count_as_written``), so a
+    header changed under it (zeroed, or another file's begin values) must still be told apart at the
+    next put's audit."""
+    root = tmp_path / "s"
+    with _open(root) as store:
+        for i in range(3):
+            store.put([_record(i)])
+        (path,) = [p for p in (root / "index").iterdir() if p.name.isdigit()]
+        if header is None:
+            ours = bytearray(path.read_bytes()[:40])
+            ours[0:8] = (1).to_bytes(8, "big")  # beginTimestamp
+            ours[16:24] = (7).to_bytes(8, "big")  # beginPhyOffset
+            header = bytes(ours)
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, header, 0)
+        finally:
+            os.close(fd)
+        with caplog.at_level(logging.WARNING):
+            store.put([_record(3)])
+        told = [r.getMessage() for r in caplog.records if said in r.getMessage()]
+        assert len(told) == 1, [r.getMessage() for r in caplog.records]
