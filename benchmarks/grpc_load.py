@@ -14,7 +14,8 @@ with the same bytes and no serializers) shows which one was the limit.
 
 Each round starts ``serve --writable`` of A and of B (order reversed every round) on core 1 on a
 fresh store (``--grpc-port`` = its port + 3, TLS as ``--grpc-tls``, HTTP off); the generator runs
-on core 0, one connection. A row is ``KIND:IN_FLIGHT``:
+on core 0, one connection per 64 calls in flight (the server allows 100 streams on one). A row is
+``KIND:IN_FLIGHT``:
 
 - ``send``: SendMessage, one ``--body``-byte NORMAL message a call (a 5.x producer's send).
 - ``receive-each`` / ``receive-batch``: a SimpleConsumer's loop over a topic filled beforehand
@@ -96,6 +97,15 @@ def build_go(workdir: Path) -> Path | None:
         print(f"grpc_load: building {GO_SOURCE.name} failed, Go skipped:\n{done.stderr}", file=sys.stderr)
         return None
     return out
+
+
+#: Calls in flight one connection carries (below the server's 100 concurrent streams).
+CALLS_PER_CONNECTION = 64
+
+
+def connections(inflight: int) -> int:
+    """The connections ``inflight`` calls are spread over, by both generators."""
+    return -(-inflight // CALLS_PER_CONNECTION)
 
 
 def frames(requests: list[bytes]) -> bytes:
@@ -194,12 +204,17 @@ async def python_generator(
     counted = time.perf_counter() + warmup
     stop = counted + seconds
     recorder = _Recorder(counted)
-    async with grpc.aio.insecure_channel(addr) as channel:
-        send = channel.unary_unary(prefix + "SendMessage")
-        receive = channel.unary_stream(prefix + "ReceiveMessage")
-        ack = channel.unary_unary(prefix + "AckMessage")
+    # one connection per CALLS_PER_CONNECTION calls, as the Go program gets -conns: the server
+    # refuses streams past its max_concurrent_streams (100) on one connection
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(addr, options=own) for _ in range(connections(row.inflight))]
+    try:
+        sends = [c.unary_unary(prefix + "SendMessage") for c in channels]
+        receives = [c.unary_stream(prefix + "ReceiveMessage") for c in channels]
+        acks = [c.unary_unary(prefix + "AckMessage") for c in channels]
 
         async def sender(worker: int) -> None:
+            send = sends[worker % len(sends)]
             i = worker
             while time.perf_counter() < stop:
                 started = time.perf_counter()
@@ -209,7 +224,8 @@ async def python_generator(
                 recorder.add("send", started, answer.status.code == Code.OK)
                 i += 1
 
-        async def consumer() -> None:
+        async def consumer(worker: int) -> None:
+            receive, ack = receives[worker % len(receives)], acks[worker % len(acks)]
             while time.perf_counter() < stop:
                 started = time.perf_counter()
                 got, ok = [], True
@@ -240,8 +256,11 @@ async def python_generator(
         if row.kind == "send":
             work = [sender(w) for w in range(row.inflight)]
         else:
-            work = [consumer() for _ in range(row.inflight)]
+            work = [consumer(w) for w in range(row.inflight)]
         await asyncio.gather(*work)
+    finally:
+        for channel in channels:
+            await channel.close()
     out: dict = {"mode": row.main_call, "inflight": row.inflight}
     for kind in ("send", "receive", "ack"):
         took = sorted(recorder.took.get(kind, []))
@@ -288,6 +307,7 @@ def run_row(
         cmd = [*pin, str(go_binary), "-addr", addr, "-mode", row.main_call, "-inflight", str(row.inflight)]
         cmd += ["-requests", str(work / "requests"), "-ack-prefix", str(work / "ack_prefix")]
         cmd += ["-ack", "each" if row.kind == "receive-each" else "batch", "-client-id", CLIENT_ID]
+        cmd += ["-conns", str(connections(row.inflight))]
         cmd += ["-warmup", str(args.warmup), "-seconds", str(args.seconds)]
     else:
         cmd = [*pin, sys.executable, "-m", "benchmarks.grpc_load", "--child", addr, row.label, str(work)]
