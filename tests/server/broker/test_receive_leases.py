@@ -293,3 +293,36 @@ def test_renewal_stops_at_the_maximum_and_a_plain_lease_is_never_renewed() -> No
             assert [d.message.queue_offset for d in due] == [1]
     again = leases.receive(GROUP, TOPIC, [0], 2, 60_000, RENEW_MAX_MS + 1, max_attempts=17)
     assert 0 in [d.message.queue_offset for d in again]
+
+
+def test_committed_offset_is_the_lowest_outstanding_after_redeliveries_changes_and_acks_in_any_order() -> (
+    None
+):
+    """The committed offset is read off the first lease (``QueueState``'s ascending order): it must
+    stay the lowest offset still out while expired leases are handed out again, handles changed and
+    acks come in any order. The model here is the test's own set of offsets received and not acked."""
+    import random
+
+    rng = random.Random(7)
+    leases, offsets, _ = make(FakeQueues({0: 400}))
+    out: dict[int, str] = {}  # offset -> its current handle
+    now = 1000
+    for _ in range(300):
+        now += 700
+        step = rng.random()
+        if step < 0.4 or not out:
+            for d in leases.receive(GROUP, TOPIC, [0], rng.randint(1, 6), 10_000, now, max_attempts=10**6):
+                out[d.message.queue_offset] = d.handle
+        elif step < 0.55:
+            offset = rng.choice(sorted(out))
+            try:
+                changed = leases.change_invisible(GROUP, TOPIC, out[offset], rng.choice((1_000, 30_000)), now)
+            except InvalidReceiptHandle:
+                continue  # expired: still out, handed out again by a later receive
+            assert changed is not None
+            out[offset] = changed.handle
+        else:
+            offset = rng.choice(sorted(out))
+            leases.ack(GROUP, TOPIC, out.pop(offset))  # an expired lease not handed out again acks too
+        if (GROUP, TOPIC, 0) in offsets and out:
+            assert offsets[(GROUP, TOPIC, 0)] == min(out), sorted(out)[:5]
