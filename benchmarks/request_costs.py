@@ -2,6 +2,7 @@
 the whole of GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, a PULL and a SEND).
 
     python -m benchmarks.request_costs [--store-conf tests/golden/stores/java-4.9.7-a.broker.conf]
+    python -m benchmarks.request_costs --batch   # only the batch SEND rows (``batch_rows``)
 
 In-process and single-threaded (no sockets): each stage of the request path is timed on its own over
 the golden store, with the compiled accelerators and with the pure-Python references
@@ -373,6 +374,8 @@ def batch_rows(batches: int = 120, size: int = 32, body: int = 1024) -> dict[str
             per_batch = await through_connection_async_us(dispatcher, chunks, per_read=1)
             out[f"batch send ({size} x {body} bytes): through the connection, per batch"] = per_batch
             out[f"batch send ({size} x {body} bytes): per message"] = per_batch / size
+            per_turn = await through_connection_turns_us(dispatcher, chunks)
+            out[f"batch send ({size} x {body} bytes): a loop turn per read, per batch"] = per_turn
 
         on_writable_server(store, timed)
     return out
@@ -423,12 +426,49 @@ async def through_connection_async_us(
     return each_read / per_read
 
 
+async def through_connection_turns_us(dispatcher: object, chunks: list[bytes], rounds: int = 5) -> float:
+    """CPU per read of ``chunks`` (one request each) through a connection, the loop turning once
+    after each read (``asyncio.sleep(0)``), best of ``rounds``: what a synchronous client's
+    requests cost a server, whose every read is a turn of its own. The once-a-turn work of a
+    writable store's settle (``MessageStore.once_per_turn``: the index audit, the look at resident
+    memory) and the loop's callbacks are in it; ``through_connection_async_us``'s reads all fall in
+    one turn, so its settles skip that work after the first."""
+    from server.remoting.buffer_budget import BufferBudget
+    from server.remoting.connection import RemotingConnection
+    from server.remoting.refusal import IncompleteRequests
+    from server.remoting.write_budget import WriteBudget
+
+    transport = _CountingTransport()
+    connection = RemotingConnection(
+        dispatcher,  # type: ignore[arg-type]
+        idle_timeout=0,
+        budget=BufferBudget(),
+        write_budget=WriteBudget(),
+        incomplete=IncompleteRequests(),
+    )
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for chunk in chunks:
+            connection.data_received(chunk)
+            await asyncio.sleep(0)
+        best = min(best, time.process_time() - t0)
+    assert transport.writes >= rounds * len(chunks)  # every read was answered
+    connection.connection_lost(None)
+    return best / len(chunks) * 1e6
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store-conf", type=Path, default=DEFAULT_CONF)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", action="store_true", help="only the batch SEND rows (batch_rows)")
     args = parser.parse_args()
     if args.child:
+        if args.batch:
+            print(json.dumps(batch_rows()))
+            return 0
         print(
             json.dumps(
                 {**measure(args.store_conf), **pull_rows(args.store_conf), **send_rows(), **send_rows(1)}
@@ -438,7 +478,7 @@ def main() -> int:
     runs = {}
     for label, env in (("compiled", {"RMQ_PURE_PYTHON": ""}), ("pure Python", {"RMQ_PURE_PYTHON": "1"})):
         cmd = [sys.executable, "-m", "benchmarks.request_costs", "--child"]
-        cmd += ["--store-conf", str(args.store_conf)]
+        cmd += ["--store-conf", str(args.store_conf)] + (["--batch"] if args.batch else [])
         out = subprocess.run(cmd, check=True, capture_output=True, cwd=REPO, env={**os.environ, **env}).stdout
         runs[label] = json.loads(out)
     print("| stage | compiled µs | pure Python µs |")

@@ -517,7 +517,8 @@ class QueryServer:
         look at resident memory) once per turn of the loop, not once per put
         (``MessageStore.once_per_turn``): the first settle of a turn does them and asks for
         ``next_turn`` at the next turn. A callback is scheduled only in a turn that did them, so
-        an idle loop still sleeps."""
+        an idle loop still sleeps; the audit is also at most every ``AUDIT_EVERY`` and the look
+        every ``RSS_CHECK_EVERY_DISPATCHED`` records, so a turn of one batch rarely does either."""
         store = self.store
         if hasattr(store, "next_turn"):
             store.once_per_turn = lambda: loop.call_soon(store.next_turn)  # type: ignore[attr-defined]

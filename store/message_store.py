@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -62,6 +63,23 @@ DEFAULT_RSS_TRIM_BYTES = 128 << 20
 #: a store written or read in sequence, measured in issue 22), so 256 records between looks could
 #: map ~360 MiB past the budget before the look came.
 RSS_CHECK_EVERY_RECORDS = 32
+#: Records dispatched from a writer's own appends as written (``refresh_written``: not read back
+#: through the CommitLog's maps, as a walk's records are, which are looked at every
+#: ``RSS_CHECK_EVERY_RECORDS``) between two looks at the resident file pages. That dispatch
+#: touches the index file only (its hash slot and its entry; the consume queues are written with
+#: ``pwrite``): measured over 1,000 batches of 32 (``serve --writable``'s default geometry, issue
+#: 33 h39), the resident pages grew by 36 KiB a batch at the median and 224 KiB at most, so 256
+#: records between looks leave at most ~2 MiB past the budget, and a server taking one batch per
+#: turn of its loop pays the look every eighth batch instead of every one.
+RSS_CHECK_EVERY_DISPATCHED = 256
+#: Seconds between two audits of the index file by the settles of a server's puts
+#: (``IndexService.audit(tail=True)``: a ``stat`` of its path and a read of its header; a store
+#: used without a loop, ``once_per_turn`` None, audits every put's settle). The audit only warns
+#: (the builder's own ``intact`` check still guards every write through the map), so a file
+#: deleted, replaced, cut or zeroed under the builder is said within this much of the next put,
+#: and a server taking one batch per turn of its loop does not pay it on every batch (it was once
+#: per turn only).
+AUDIT_EVERY = 0.01
 log = logging.getLogger("store")
 
 
@@ -133,6 +151,8 @@ class MessageStore:
         self._records_since_check = 0
         #: Records the dispatchers were handed since the last look at the resident pages.
         self._dispatched_since_check = 0
+        #: ``time.monotonic()`` of the last audit a put's settle made (``AUDIT_EVERY``).
+        self._audited_at = -AUDIT_EVERY
         self.build_index = build_index
         self._lock = threading.RLock()
         self.warn = WarnOnce(log)
@@ -704,15 +724,25 @@ class MessageStore:
             if self._builder is not None:
                 # A put's audit (``tail``) only warns (a file deleted, replaced, cut or zeroed under
                 # the builder), and the builder's own ``intact`` check still guards every write
-                # through the map: once a turn says as much as once a put.
-                if not tail or self._first_this_turn("audit"):
+                # through the map: under a server's loop (``once_per_turn``), once a turn and at most
+                # every ``AUDIT_EVERY`` says as much as once a put.
+                if not tail or self.once_per_turn is None:
                     self.index.audit(tail=tail)
+                else:
+                    now = time.monotonic()
+                    if now - self._audited_at >= AUDIT_EVERY and self._first_this_turn("audit"):
+                        self._audited_at = now
+                        self.index.audit(tail=True)
             else:
                 self.index.refresh()
             try:
                 read = None if written is None else self._reput.dispatch_written(*written)
+                # The walk reads the CommitLog through its maps (a fault maps a whole folio): its
+                # records are looked at as often as served ones, the written run's more rarely.
+                every = RSS_CHECK_EVERY_DISPATCHED
                 if read is None:
                     read = self._reput.run_once(max_records)
+                    every = RSS_CHECK_EVERY_RECORDS
             except DispatchWriteError as exc:
                 # The entries written before the failure are served; the failed one is retried
                 # by the next pass (the builders' resume points stay at its record).
@@ -737,12 +767,10 @@ class MessageStore:
                     self._cq_builder.take_changed()
                 self.queues.refresh()
             # The index pages the builder wrote stay mapped: bound them even when no query comes,
-            # looked at every ``RSS_CHECK_EVERY_RECORDS`` records dispatched (as for the records
-            # served), not after every put's settle: a ``pread`` of /proc a SEND otherwise.
+            # looked at every ``every`` records dispatched, not after every put's settle: a
+            # ``pread`` of /proc a SEND (or a batch) otherwise.
             self._dispatched_since_check += read
-            if self._dispatched_since_check >= RSS_CHECK_EVERY_RECORDS and (
-                not tail or self._first_this_turn("resident")
-            ):
+            if self._dispatched_since_check >= every and (not tail or self._first_this_turn("resident")):
                 self._dispatched_since_check = 0
                 if self._resident_over_limit():
                     self._release_pages()

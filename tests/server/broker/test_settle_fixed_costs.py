@@ -3,7 +3,7 @@
 A lone SEND pays a whole settle. When the span it covers is the writer's own (``refresh_written``),
 the CommitLog's tail is checked with one ``fstat`` of the writer's descriptor instead of a ``stat``
 of the path and a look for a next file, and the resident pages are looked at every
-``RSS_CHECK_EVERY_RECORDS`` records dispatched instead of after every put. The checks must still
+``RSS_CHECK_EVERY_DISPATCHED`` records dispatched instead of after every put. The checks must still
 refuse a file replaced under the writer between its append and the settle (a file cut there:
 ``test_append_settle.py``).
 """
@@ -64,7 +64,7 @@ def test_a_file_replaced_under_the_writer_before_the_settle_acknowledges_nothing
         assert store.reader.commitlog.read_record(kept.offset) is not None
 
 
-def test_a_lone_put_asks_no_commitlog_path_and_reads_proc_once_per_32_records(
+def test_a_lone_put_asks_no_commitlog_path_and_reads_proc_once_per_256_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "s"
@@ -95,12 +95,13 @@ def test_a_lone_put_asks_no_commitlog_path_and_reads_proc_once_per_32_records(
         monkeypatch.setattr(os, "stat", stat)
         monkeypatch.setattr(os.path, "exists", exists)
         monkeypatch.setattr(message_store_module, "resident_file_bytes", resident)
-        for i in range(1, 65):
+        every = message_store_module.RSS_CHECK_EVERY_DISPATCHED
+        for i in range(1, 2 * every + 1):
             store.put([_record(i)])
         monkeypatch.undo()
         assert looked == []
-        assert len(reads) == 64 // message_store_module.RSS_CHECK_EVERY_RECORDS
-        for i in range(65):  # and each was readable when its put returned (checked again here)
+        assert len(reads) == 2
+        for i in range(2 * every + 1):  # and each was readable when its put returned (checked again here)
             assert len(store.reader.query_message("T", f"k{i}", 32, 0, 2**63 - 1).buffers) == 1
 
 

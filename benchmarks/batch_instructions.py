@@ -1,0 +1,134 @@
+"""Instructions per batch SEND (32 x 1 KiB) in-process, a loop turn per read, counted by valgrind.
+
+    python -m benchmarks.batch_instructions [--batches 200] [--checkout DIR ...]
+
+A synchronous producer's batches reach the server one per read and one per turn of its loop, so
+each pays what a writable store's settle does once a turn (``MessageStore.once_per_turn``) and the
+loop's own callbacks. Timings of ~100 us on a shared host move by more than the few microseconds a
+change of that work makes; instruction counts do not. For each checkout (this one by default;
+``--checkout`` adds others, e.g. ``main`` with its accelerators built) a child process starts
+``serve --writable``'s dispatcher over a fresh store at the default geometry (``QueryServer`` with
+``write_path``, as ``request_costs.on_writable_server``), feeds 50 batches to warm up, then
+``--batches`` more through a ``RemotingConnection`` (``request_costs._CountingTransport``), turning
+the loop after each, under ``valgrind --tool=callgrind``; the same child with 0 batches is
+subtracted. The batches are ``request_costs.batch_rows``' shape: each message with KEYS, TAGS and
+its own UNIQ_KEY, the header's ``WAIT=true``; 100 distinct batches sent in turn. What it cannot see:
+the kernel's share (the ``pwrite``, the answer's ``write`` and its wake-up: pair it with
+``/tmp/strace_run.sh``-style system call counts and a timing on the wire).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WARM_UP = 50
+DISTINCT = 100
+
+
+def _chunks() -> list[bytes]:
+    """``DISTINCT`` SEND_BATCH_MESSAGE frames of 32 x 1 KiB (``request_costs.batch_rows``' shape)."""
+    from protocol.codes import LanguageCode, RequestCode, SerializeType
+    from protocol.command import RemotingCommand
+    from protocol.frame import encode_frame
+    from protocol.message_id import UniqueIdGenerator
+    from protocol.send_message import SendMessageRequestHeader, encode_batch_body
+
+    ids = UniqueIdGenerator()
+    chunks = []
+    for b in range(DISTINCT):
+        messages = [
+            (0, b"x" * 1024, {"KEYS": f"batch-{b}-{m}", "TAGS": "TagB", "UNIQ_KEY": ids.next_id()})
+            for m in range(32)
+        ]
+        header = SendMessageRequestHeader(
+            "load_group", "CostTopic", "TBW102", 4, b % 4, 0, 1700000000000 + b, 0,
+            "WAIT\x01true\x02", 0, False, None, True, "broker-a",
+        )  # fmt: skip
+        command = RemotingCommand(
+            RequestCode.SEND_BATCH_MESSAGE, LanguageCode.JAVA, 407, b, 0, None,
+            header.to_ext_fields(v2=True), encode_batch_body(messages), SerializeType.JSON,
+        )  # fmt: skip
+        chunks.append(encode_frame(command))
+    return chunks
+
+
+def child(batches: int) -> None:
+    """Send ``WARM_UP`` + ``batches`` batches, a loop turn after each (run under valgrind by
+    ``main``, in the checkout measured: its code is imported, whichever checkout this file is in)."""
+    sys.path.insert(0, os.getcwd())
+    from benchmarks.request_costs import _CountingTransport
+    from server.app import QueryServer, ServerSettings
+    from server.broker.writable_store import WritableStore
+    from server.remoting.buffer_budget import BufferBudget
+    from server.remoting.connection import RemotingConnection
+    from server.remoting.write_path import write_path
+    from store.config.store_config import StoreConfig
+
+    chunks = _chunks()
+    with tempfile.TemporaryDirectory(prefix="rmq-batch-instr-") as tmp:
+        config = StoreConfig.for_store(Path(tmp) / "store", broker_ip1="127.0.0.1", broker_name="broker-a")
+        store = WritableStore(config)
+        store.create_topic("CostTopic")
+
+        async def run() -> None:
+            server = QueryServer(store.reader, ServerSettings(port=0), configure=write_path(store))
+            await server.start()
+            try:
+                transport = _CountingTransport()
+                connection = RemotingConnection(server.dispatcher, idle_timeout=0, budget=BufferBudget())
+                connection.connection_made(transport)  # type: ignore[arg-type]
+                for i in range(WARM_UP + batches):
+                    connection.data_received(chunks[i % DISTINCT])
+                    await asyncio.sleep(0)
+                assert transport.writes >= WARM_UP + batches  # every batch was answered
+                connection.connection_lost(None)
+            finally:
+                await server.stop()
+
+        try:
+            asyncio.run(run())
+        finally:
+            store.close()
+
+
+def instructions(checkout: Path, batches: int) -> int:
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+           "--child", str(batches)]  # fmt: skip
+    out = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True, check=True).stderr
+    match = re.search(r"Collected : (\d+)", out)
+    if match is None:
+        raise RuntimeError(f"no instruction count from valgrind:\n{out[-2000:]}")
+    return int(match.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--checkout", type=Path, action="append", default=[])
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child)
+        return 0
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed", file=sys.stderr)
+        return 2
+    print("| checkout | instructions per batch (32 x 1 KiB, a loop turn each) |")
+    print("|---|---:|")
+    for checkout in [REPO, *args.checkout]:
+        per_batch = (instructions(checkout, args.batches) - instructions(checkout, 0)) // args.batches
+        print(f"| {checkout} | {per_batch:,} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
