@@ -20,7 +20,9 @@ loop and the sockets are left out: compare with a ``vs_java`` run for the whole 
 ``--instructions``: the same reads counted by ``valgrind --tool=callgrind``, a figure the machine's
 noise cannot move: the whole read (a child answering ``--reads`` reads, less one answering none) and
 the compiled call alone (``--toggle-collect=answer_batch``). What it cannot see: the time of a system
-call inside the kernel (the per-VIEW ``fstat`` of ``mmap.size()``) and cache misses.
+call inside the kernel (the per-VIEW ``fstat`` of ``mmap.size()``) and cache misses. Before the
+warm-up the heap built so far is frozen (``gc.freeze``): the collections the reads cause are
+counted, not those of the setup's objects (whose full collections came in lumps).
 
 ``--kind query``: QUERY_MESSAGE of random (topic, key) pairs of the store's KEYS and UNIQ_KEYs with
 mqadmin's arguments instead (as ``rmqblast --kind key``). ``--server writable``: the dispatcher of
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import inspect
 import json
 import os
@@ -146,6 +149,11 @@ def child(mode: str, per: int, reads: int, kind: str = "view", server: str = "re
         if server == "writable":
             for frame in _send_frames(WRITES):
                 received(frame)
+        # The heap built so far (the store, the server, the frames) moved out of the collector's
+        # reach: a full collection's cost grows with it, and one more or one less of them in a run
+        # moved a read's count by +-10k instructions under --server writable (a bigger heap).
+        gc.collect()
+        gc.freeze()
         n = len(chunks)
         for i in range(WARMUP_READS):
             received(chunks[i % n])
