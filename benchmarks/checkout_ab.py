@@ -1,17 +1,19 @@
 """Two checkouts of this server side by side: requests/s and server CPU per answer, A B A B.
 
-    python -m benchmarks.checkout_ab A_DIR B_DIR [--kind view] [--rounds 3] [--seconds 3]
-                                             [--port 34200]
+    RMQ_SHARED=/work/shared python -m benchmarks.checkout_ab A_DIR B_DIR [--kind view] [--rounds 3]
+                                             [--seconds 3] [--port 34200] [--writable]
 
 For a change to the hot path, "is B cheaper than A?" on a machine shared with other work.
 Each checkout's ``serve`` runs from its own directory (its code and its compiled accelerators, built
 there with ``python setup.py build_ext --inplace``) on core 1, over a fresh copy of
-``../shared/stores/java-4.9.7-a``; ``rmqblast`` (built into a temporary directory) drives it from
+``tests/golden/stores/java-4.9.7-a``; ``rmqblast`` (built into a temporary directory) drives it from
 core 0 at 16 connections x 8 in flight, VIEW_MESSAGE_BY_ID of random records or QUERY_MESSAGE of
 random keys (``--kind key``), as ``vs_java`` does. Each round runs A then B, the order flipped every
-round. Printed: every run, the medians, and the median of the per-round ratios B / A. Requests/s
-swings with whatever else runs on the core; the server's CPU time per answer (user + system from
-``/proc``) swings much less, so it is the figure to read for a per-request saving.
+round. ``--writable`` serves both as ``serve --writable`` (the lookups where a live broker writes;
+the gRPC port off). ``rmqblast.c`` is read from ``$RMQ_SHARED/tools`` (default: ``shared`` beside
+the checkout's parent). Printed: every run, the medians, and the median of the per-round ratios
+B / A. Requests/s swings with whatever else runs on the core; the server's CPU time per answer
+(user + system from ``/proc``) swings much less, so it is the figure to read for a per-request saving.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from clients.samples import sample_store
 
 
 def run_once(
-    checkout: Path, rmqblast: Path, work: Path, port: int, kind: str, files: dict[str, Path], seconds: float
+    checkout: Path,
+    rmqblast: Path,
+    work: Path,
+    port: int,
+    kind: str,
+    files: dict[str, Path],
+    seconds: float,
+    writable: bool = False,
 ) -> tuple[float, float]:
     """(requests/s, server CPU µs per answer) of one ``serve`` from ``checkout``."""
     fresh = work / f"store-{port}-{time.monotonic_ns()}"
@@ -51,6 +60,8 @@ def run_once(
         "--log-level",
         "WARNING",
     ]
+    if writable:
+        cmd += ["--writable", "--grpc-port", "off"]
     log = fresh / "serve.log"
     with open(log, "wb") as out:
         process = vj.subprocess.Popen(cmd, stdout=out, stderr=vj.subprocess.STDOUT, cwd=checkout)
@@ -79,7 +90,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--port", type=int, default=34200, help="ports used: PORT and PORT - 2")
+    parser.add_argument("--writable", action="store_true", help="serve --writable (both sides)")
     args = parser.parse_args()
+    if not (vj.SHARED / "tools" / "rmqblast.c").is_file():
+        parser.error(
+            f"{vj.SHARED / 'tools' / 'rmqblast.c'} not found: set RMQ_SHARED to the shared folder that "
+            "holds tools/rmqblast.c (here: RMQ_SHARED=/work/shared)"
+        )
     checkouts = [args.a.resolve(), args.b.resolve()]
     with tempfile.TemporaryDirectory(prefix="checkout-ab-") as tmp:
         work = Path(tmp)
@@ -93,14 +110,15 @@ def main() -> int:
             order = [0, 1] if round_no % 2 == 0 else [1, 0]
             for which in order:
                 rps, cpu_us = run_once(
-                    checkouts[which], rmqblast, work, args.port, args.kind, files, args.seconds
+                    checkouts[which], rmqblast, work, args.port, args.kind, files, args.seconds, args.writable
                 )
                 runs[which].append((rps, cpu_us))
                 label = "AB"[which]
                 print(
                     f"round {round_no + 1} {label}: {rps:,.0f} {args.kind}/s, {cpu_us:.2f} µs CPU per answer"
                 )
-    print(f"| {args.kind} 16 x 8 | A | B | B / A (median of rounds) |")
+    server = "serve --writable" if args.writable else "serve"
+    print(f"| {args.kind} 16 x 8, {server} | A | B | B / A (median of rounds) |")
     print("|---|---:|---:|---:|")
     for index, name in ((0, "requests/s"), (1, "server CPU µs per answer")):
         a = [r[index] for r in runs[0]]

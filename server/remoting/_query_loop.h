@@ -102,6 +102,8 @@ typedef struct {
     /* each file's size, checked once per batch (see answer_query_compiled) */
     cl_reads reads;
     Py_ssize_t *index_sizes;
+    /* each file's given header, parsed once per batch (see qw_headers) */
+    qw_headers index_headers;
     /* what the batch's compiled queries served (MessageStore._served) and answered */
     long long served_bytes, served_records, found, not_found;
 } query_ctx;
@@ -111,6 +113,10 @@ static void query_ctx_clear(query_ctx *q)
     cl_release(&q->reads);
     PyMem_Free(q->index_sizes);
     q->index_sizes = NULL;
+    PyMem_Free(q->index_headers.values);
+    PyMem_Free(q->index_headers.known);
+    q->index_headers.values = NULL;
+    q->index_headers.known = NULL;
     Py_CLEAR(q->snap);
     PyMem_Free(q->starts);
     PyMem_Free(q->lengths);
@@ -181,6 +187,14 @@ static int query_ctx_ready(query_ctx *q, PyObject *snapshot_fn, PyObject *cmaps,
     }
     for (Py_ssize_t i = 0; i < n_index; i++)
         q->index_sizes[i] = -1;
+    if (q->headers != NULL) {
+        q->index_headers.values = PyMem_Malloc(((size_t)n_index + 1) * sizeof *q->index_headers.values);
+        q->index_headers.known = PyMem_Calloc((size_t)n_index + 1, 1);
+        if (q->index_headers.values == NULL || q->index_headers.known == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
     if (cl_init(&q->reads, n) < 0)
         return -1;
     q->cmaps = cmaps;
@@ -377,7 +391,8 @@ static int answer_query_compiled(out_buf *out, const request_t *req, query_ctx *
         qw_outcome o;
         if (qw_query_files(q->maps, q->fds, q->headers, q->size, q->slots, q->index_num, key_hash, (Py_ssize_t)capped,
                            req->begin, last_query_time, (Py_ssize_t)(q->inline_budget - visited_before), NULL, NULL,
-                           0, deadline, q->index_sizes, q->caches, &o) < 0) {
+                           0, deadline, q->index_sizes, q->caches,
+                           q->index_headers.known != NULL ? &q->index_headers : NULL, &o) < 0) {
             PyErr_Clear(); /* the reference meets it again */
             unsure = 1;
             break;

@@ -978,6 +978,8 @@ static PyObject *answer_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (done_here == O_LEAVE)
                 break;
         } else if (req.ext_kind == 4 && have_pulls && req.code == PULL_MESSAGE) {
+            if (pull_ctx_ready(&pulls) < 0)
+                goto done;
             int done_here = answer_pull(&out, &offsets, &pulls, req.opaque, &req.p);
             if (done_here < 0)
                 goto done;

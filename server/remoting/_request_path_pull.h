@@ -81,26 +81,45 @@ static int pull_fields_of(const ext_fields *e, pull_req_t *p)
 
 /* What the batch's pulls need besides the offsets context: the processor's calls and the store's
  * limits, (plan, commit, (max bytes in memory, max count in memory, max bytes on disk, max count on
- * disk, memory)), and what they did, returned in the counts. */
+ * disk, memory)), and what they did, returned in the counts. The context is read at the batch's first
+ * pull (pull_ctx_ready), not per call: under serve --writable every batch is handed it, and most
+ * batches that hold lookups or SENDs hold no pull (its two tuple parses were a VIEW's largest
+ * per-call cost there beyond the read-only server's). */
 typedef struct {
+    PyObject *arg; /* the context tuple (borrowed), NULL without pulls */
+    int ready;
     PyObject *plan, *commit;
     long long bytes_mem, count_mem, bytes_disk, count_disk, memory;
     long long found, records, bytes, max_ms, success;
 } pull_ctx_t;
 
-/* 1 with ctx filled, 0 without pulls (None), -1 on error. */
+/* 1 with a context to read at the first pull, 0 without pulls (None), -1 on error. */
 static int pull_ctx_init(pull_ctx_t *ctx, PyObject *arg)
 {
     memset(ctx, 0, sizeof *ctx);
     if (arg == NULL || arg == Py_None)
         return 0;
+    if (!PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 3) {
+        PyErr_SetString(PyExc_TypeError, "the pulls context is (plan, commit, limits)");
+        return -1;
+    }
+    ctx->arg = arg;
+    return 1;
+}
+
+/* The context's calls and limits, read once per batch at its first pull. 0, or -1 on error. */
+static int pull_ctx_ready(pull_ctx_t *ctx)
+{
+    if (ctx->ready)
+        return 0;
     PyObject *limits;
-    if (!PyArg_ParseTuple(arg, "OOO!", &ctx->plan, &ctx->commit, &PyTuple_Type, &limits))
+    if (!PyArg_ParseTuple(ctx->arg, "OOO!", &ctx->plan, &ctx->commit, &PyTuple_Type, &limits))
         return -1;
     if (!PyArg_ParseTuple(limits, "LLLLL", &ctx->bytes_mem, &ctx->count_mem, &ctx->bytes_disk, &ctx->count_disk,
                           &ctx->memory))
         return -1;
-    return 1;
+    ctx->ready = 1;
+    return 0;
 }
 
 /* A scan's outcome: the records found, copied into body, and the answer's numbers. */

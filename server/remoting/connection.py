@@ -252,37 +252,32 @@ class RemotingConnection(asyncio.Protocol):
         (``server.remoting.request_path``) and return how many, and the rest of ``data`` for the
         decoder. Their answers are written as ``_process_pending`` writes its batches: in arrival
         order before anything after them, at least every ``FLUSH_BYTES``, and no further once the
-        peer stops reading (the rest is then decoded and waits, as on the Python path). The context
-        variable ``CURRENT_PEER`` is set as ``_process_pending`` sets it when the path answers SENDs
-        (``needs_peer``: a SEND's born host is the peer); ``CURRENT_CHANNEL`` is not: no request the
-        compiled path answers reads it (a pull names its peer only in refusals, which the Python path
-        answers; ``_request_path_pull.h``)."""
+        peer stops reading (the rest is then decoded and waits, as on the Python path). The peer's
+        address is handed to the path (a SEND's born host) rather than set in ``CURRENT_PEER``,
+        which every read under ``serve --writable`` set and reset, lookups too; ``CURRENT_CHANNEL``
+        is not set either: no request the compiled path answers reads it (a pull names its peer
+        only in refusals, which the Python path answers; ``_request_path_pull.h``)."""
         decoder = self._decoder
         stats = self._dispatcher.stats
         pos = answered = 0
         end = len(data)
-        # Only a path that answers SENDs reads the sender: setting it costs a read of VIEWs ~1%.
-        token = CURRENT_PEER.set(self._peer_address) if fast.needs_peer else None
-        try:
-            while True:
-                out, pos, count = fast.answer(
-                    data,
-                    pos,
-                    decoder.max_frame_length,
-                    decoder.max_header_length,
-                    FLUSH_BYTES,
-                    stats,
-                    self._start_answer,
-                )
-                answered += count
-                if out is None:
-                    break
-                self._write([out])  # may call pause_writing() right here
-                if pos >= end or len(out) < FLUSH_BYTES or not self._state.answering:
-                    break
-        finally:
-            if token is not None:
-                CURRENT_PEER.reset(token)
+        while True:
+            out, pos, count = fast.answer(
+                data,
+                pos,
+                decoder.max_frame_length,
+                decoder.max_header_length,
+                FLUSH_BYTES,
+                stats,
+                self._start_answer,
+                self._peer_address,
+            )
+            answered += count
+            if out is None:
+                break
+            self._write([out])  # may call pause_writing() right here
+            if pos >= end or len(out) < FLUSH_BYTES or not self._state.answering:
+                break
         if not pos:
             return answered, data
         return answered, memoryview(data)[pos:] if pos < end else b""

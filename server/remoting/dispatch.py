@@ -54,8 +54,6 @@ class FastPath(Protocol):
     """A compiled answer to some request codes for a whole read (``server.remoting.request_path``)."""
 
     codes: frozenset[int]
-    #: Whether a request it answers reads the sender (``CURRENT_PEER``: a SEND's born host).
-    needs_peer: bool
 
     def answer(
         self,
@@ -66,6 +64,7 @@ class FastPath(Protocol):
         flush_bytes: int,
         stats: RequestStats | None,
         start: Callable[[Coroutine[Any, Any, RemotingCommand | None]], None],
+        peer: tuple[str, int] | None,
     ) -> tuple[bytes | None, int, int]: ...
 
 

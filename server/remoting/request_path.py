@@ -236,7 +236,6 @@ class RequestPath:
         "_stats",
         "_store",
         "codes",
-        "needs_peer",
     )
 
     def __init__(
@@ -283,8 +282,6 @@ class RequestPath:
         #: The request codes this path answers (``Dispatcher.register`` drops it when one is replaced).
         codes = (_VIEW, _QUERY) if query is not None else (_VIEW,)
         self.codes = frozenset(codes + OFFSET_CODES if offsets else codes)
-        #: Whether the connection must set ``CURRENT_PEER`` around ``answer`` (SENDs are answered).
-        self.needs_peer = False
 
     @staticmethod
     def usable(store: object) -> bool:
@@ -305,13 +302,17 @@ class RequestPath:
         flush_bytes: int,
         stats: RequestStats | None,
         start: Start,
+        peer: tuple[str, int] | None = None,
     ) -> tuple[bytes | None, int, int]:
         """(answers, where it stopped, how many): the frames of ``data[pos:]`` answered in order up to
         the first frame the compiled path is not sure of, an incomplete frame, or ``flush_bytes`` of
-        answers. A query handed to the pool is answered later, from a task ``start`` starts."""
+        answers. A query handed to the pool is answered later, from a task ``start`` starts. ``peer``:
+        the sender, a SEND's born host (handed to the SENDs' group, which alone reads it)."""
         started = time.perf_counter() if stats is not None else 0.0
         self._start = start
         self._stats = stats
+        if self._sends is not None:
+            self._sends.peer = peer
         counts = self._counts
         try:
             # _answer_once's call written out here: the first call of a read is its only one but
@@ -491,7 +492,6 @@ class RequestPath:
             group.flush_plain,
         )
         self.codes = self.codes | {_SEND, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE}
-        self.needs_peer = True
 
     def _answer_send(
         self, opaque: int, code: int, header: SendMessageRequestHeader, body: bytes, at: int

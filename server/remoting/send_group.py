@@ -40,7 +40,6 @@ from protocol.frame import encode_frame
 from protocol.send_message import SendMessageRequestHeader
 from server.broker.put_message import PutRefused
 from server.remoting.dispatch import Dispatcher
-from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.send_message import SendMessageProcessor
 from server.remoting.reply import compiled_request
 from server.request_stats import RequestStats
@@ -89,7 +88,7 @@ class SendGroup:
     """The compiled path's SENDs for one processor: answered by ``answer`` (the C side's callback),
     settled and, if need be, answered again by ``finish`` after each C call."""
 
-    __slots__ = ("_answered", "_begun", "_dispatcher", "_held", "_held_plain", "_plain", "sends")
+    __slots__ = ("_answered", "_begun", "_dispatcher", "_held", "_held_plain", "_plain", "peer", "sends")
 
     def __init__(self, sends: SendMessageProcessor, dispatcher: Dispatcher) -> None:
         self.sends = sends
@@ -103,12 +102,16 @@ class SendGroup:
         self._held_plain: list[_Plain] = []
         #: When the open plain group began (``plain_begin``).
         self._begun = 0.0
+        #: The sender of the read being answered (its SENDs' born host), set by the request path
+        #: per call: handed over, not read from ``CURRENT_PEER``, which a read of lookups would
+        #: otherwise have to set and reset for SENDs it does not hold.
+        self.peer: tuple[str, int] | None = None
 
     def plain_begin(self) -> tuple[Any, ...] | None:
         """The C side's first plain SEND of a group: the state it stores them from
         (``SendMessageProcessor.plain_state``), or None to leave every SEND of the call to ``answer``."""
         self._begun = time.perf_counter()
-        return self.sends.plain_state(CURRENT_PEER.get() or _NO_PEER)
+        return self.sends.plain_state(self.peer or _NO_PEER)
 
     def flush_plain(
         self,
@@ -159,7 +162,7 @@ class SendGroup:
         failure: Exception | None = None
         try:
             # version 0: only a consumer's retry reads the request's version, and it is left above
-            outcome: Any = sends.store_send(header, body, CURRENT_PEER.get() or _NO_PEER, 0, settle=False)
+            outcome: Any = sends.store_send(header, body, self.peer or _NO_PEER, 0, settle=False)
         except Exception as exc:  # as Dispatcher answers a processor's failure
             failure = exc
         after = store.topic_changes()

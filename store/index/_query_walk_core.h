@@ -615,18 +615,28 @@ static inline Py_ssize_t qw_slot_pos(int32_t key_hash, long long hash_slot_num) 
     return (Py_ssize_t)(INDEX_HEADER_SIZE + ((((long long)key_hash % hash_slot_num) + hash_slot_num) % hash_slot_num) * 4);
 }
 
+/* A writer's headers (the snapshot's tuples) as one batch of queries has read them: values[i] holds
+ * file i's six header values once known[i] is set. The tuples are the batch's snapshot and cannot
+ * change, so each is parsed once per batch instead of once per query and file (under serve
+ * --writable the parse was ~6.7k instructions of a ~56k QUERY, every file's header being given). */
+typedef struct {
+    long long (*values)[6];
+    unsigned char *known;
+} qw_headers;
+
 /* query_walk.query_files over maps, fds and headers (sequences from PySequence_Fast; headers NULL
  * when the files' own are read), continuing from `resume` (with `resume_offsets`, the offsets it had
  * found) when not NULL. 0 with *o filled (free it with qw_outcome_free), or -1 with an error set.
  * The GIL is held, and released around each chain walk.
  * `sizes` (NULL, or one per map, -1 for not yet known) keeps each file's checked size for a caller
  * that runs many queries over one snapshot (the request path, per batch): a file's size is then
- * asked once per batch instead of once per query. */
+ * asked once per batch instead of once per query; `parsed` (NULL, or one per map) keeps the given
+ * headers' values the same way. */
 static int qw_query_files(PyObject *maps, PyObject *fds, PyObject *headers, Py_ssize_t size, long long hash_slot_num,
                           long long index_num, int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
                           Py_ssize_t budget, const qw_point *resume, const int64_t *resume_offsets,
                           Py_ssize_t n_resume_offsets, long long deadline, Py_ssize_t *sizes, PyObject *caches,
-                          qw_outcome *o) {
+                          qw_headers *parsed, qw_outcome *o) {
     memset(o, 0, sizeof *o);
     if (hash_slot_num <= 0 || index_num <= 0 || hash_slot_num > (1LL << 40) ||
         size < INDEX_HEADER_SIZE + hash_slot_num * 4) {
@@ -705,10 +715,16 @@ static int qw_query_files(PyObject *maps, PyObject *fds, PyObject *headers, Py_s
             chain_visited = resume->chain_visited;
             goto walk_it;
         }
-        if (given != Py_None) {
+        if (given != Py_None && parsed != NULL && parsed->known[i]) {
+            memcpy(h, parsed->values[i], sizeof h);
+        } else if (given != Py_None) {
             if (!PyArg_ParseTuple(given, "LLLLLL:header", &h[0], &h[1], &h[2], &h[3], &h[4], &h[5])) {
                 PyBuffer_Release(&view);
                 goto fail;
+            }
+            if (parsed != NULL) {
+                memcpy(parsed->values[i], h, sizeof h);
+                parsed->known[i] = 1;
             }
         } else {
             for (int k = 0; k < 4; k++) h[k] = be64(base + 8 * k);

@@ -302,7 +302,8 @@ static PyObject *query_files(PyObject *self, PyObject *args) {
         }
     }
     if (qw_query_files(maps, fds, headers, size, hash_slot_num, index_num, (int32_t)key_hash, max_num, begin, end,
-                       budget, r_offsets != NULL ? &point_in : NULL, resume_offsets, n_resume, deadline, NULL, caches, &o) < 0)
+                       budget, r_offsets != NULL ? &point_in : NULL, resume_offsets, n_resume, deadline, NULL, caches, NULL,
+                       &o) < 0)
         goto fail;
     if ((events = PyList_New(0)) == NULL) goto fail;
     for (Py_ssize_t k = 0; k < o.n_events; k++) {

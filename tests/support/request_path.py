@@ -93,7 +93,6 @@ class CountingPath:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.codes = inner.codes
-        self.needs_peer = inner.needs_peer
         self.answered = 0
 
     def answer(self, *args: Any) -> tuple[bytes | None, int, int]:
