@@ -33,6 +33,19 @@ def _record(i: int) -> StoreRecord:
     return StoreRecord("T", b"body-%d" % i, f"KEYS\x01k{i}\x02UNIQ_KEY\x01U{i:031d}\x02", queue_id=i % 4)
 
 
+def _counting_resident_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each read of ``/proc/self/statm`` (``resident_file_bytes``)."""
+    reads: list[int] = []
+    real = message_store_module.resident_file_bytes
+
+    def resident() -> int | None:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(message_store_module, "resident_file_bytes", resident)
+    return reads
+
+
 def _counting_audits(store: WritableStore) -> list[bool]:
     index = store.reader.index
     real = index.audit
@@ -115,14 +128,7 @@ def test_resident_memory_is_looked_at_once_per_turn(tmp_path: Path, monkeypatch:
         store = server.store
         assert store is not None
         server.call(store.create_topic, "T", 4)
-        reads: list[int] = []
-        real = message_store_module.resident_file_bytes
-
-        def resident() -> int | None:
-            reads.append(1)
-            return real()
-
-        monkeypatch.setattr(message_store_module, "resident_file_bytes", resident)
+        reads = _counting_resident_reads(monkeypatch)
 
         def settles(first: int) -> None:  # one turn: two settles of ``every`` records each
             for start in (first, first + every):
@@ -151,14 +157,7 @@ def test_one_batch_a_turn_looks_at_resident_memory_every_256_records(
         store = server.store
         assert store is not None
         server.call(store.create_topic, "T", 4)
-        reads: list[int] = []
-        real = message_store_module.resident_file_bytes
-
-        def resident() -> int | None:
-            reads.append(1)
-            return real()
-
-        monkeypatch.setattr(message_store_module, "resident_file_bytes", resident)
+        reads = _counting_resident_reads(monkeypatch)
         batches = 2 * every // 32
         for b in range(batches):  # one turn each
             server.call(store.put, [_record(i) for i in range(32 * b, 32 * b + 32)])
