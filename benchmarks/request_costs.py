@@ -401,11 +401,9 @@ def on_writable_server(store: Any, timed: Callable[[Any], Awaitable[None]]) -> N
         store.close()
 
 
-async def through_connection_async_us(
-    dispatcher: object, chunks: list[bytes], per_read: int = PIPELINED
-) -> float:
-    """``through_connection_us`` inside a running loop (the writable server's, or its own); ``per_read``
-    requests in each chunk."""
+def _counted_connection(dispatcher: object) -> tuple[Any, _CountingTransport]:
+    """A ``RemotingConnection`` of ``dispatcher`` made on a counting transport, as a server makes
+    one (no idle timeout), and that transport."""
     from server.remoting.buffer_budget import BufferBudget
     from server.remoting.connection import RemotingConnection
     from server.remoting.refusal import IncompleteRequests
@@ -420,6 +418,15 @@ async def through_connection_async_us(
         incomplete=IncompleteRequests(),
     )
     connection.connection_made(transport)  # type: ignore[arg-type]
+    return connection, transport
+
+
+async def through_connection_async_us(
+    dispatcher: object, chunks: list[bytes], per_read: int = PIPELINED
+) -> float:
+    """``through_connection_us`` inside a running loop (the writable server's, or its own); ``per_read``
+    requests in each chunk."""
+    connection, transport = _counted_connection(dispatcher)
     each_read = per_call_us(lambda i: connection.data_received(chunks[i]), len(chunks))
     assert transport.writes >= 5 * len(chunks)  # every read was answered
     connection.connection_lost(None)
@@ -433,20 +440,7 @@ async def through_connection_turns_us(dispatcher: object, chunks: list[bytes], r
     writable store's settle (``MessageStore.once_per_turn``: the index audit, the look at resident
     memory) and the loop's callbacks are in it; ``through_connection_async_us``'s reads all fall in
     one turn, so its settles skip that work after the first."""
-    from server.remoting.buffer_budget import BufferBudget
-    from server.remoting.connection import RemotingConnection
-    from server.remoting.refusal import IncompleteRequests
-    from server.remoting.write_budget import WriteBudget
-
-    transport = _CountingTransport()
-    connection = RemotingConnection(
-        dispatcher,  # type: ignore[arg-type]
-        idle_timeout=0,
-        budget=BufferBudget(),
-        write_budget=WriteBudget(),
-        incomplete=IncompleteRequests(),
-    )
-    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection, transport = _counted_connection(dispatcher)
     best = float("inf")
     for _ in range(rounds):
         t0 = time.process_time()
