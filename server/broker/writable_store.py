@@ -23,7 +23,7 @@ import contextlib
 import logging
 import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import NamedTuple
 
@@ -444,31 +444,30 @@ class WritableStore:
                 "just written (a file was cut under the writer): those records cannot be dispatched"
             )
             raise self._unavailable()
-        arrived = self.arrived
-        if len(unsettled) == 1 and unsettled[0].encoded is not None:
-            # The compiled path's plain SENDs of one read (a lone SEND: one queue): no records,
-            # only their queues, never the schedule or timer topic (``_request_path_plain.h``).
-            queues = unsettled[0].encoded.queues
-            if arrived is not None:
-                for topic, queue_id in queues if len(queues) == 1 else set(queues):
-                    arrived(topic, queue_id)
-            return []
-        if len(unsettled) == 1:
-            settled = unsettled[0].records
-        else:
-            settled = [rec for one in unsettled for rec in one.records]
         # The queues they went to, found at C speed (a batch of 32 is one queue): the pulls held
         # there are woken, and only a record of the schedule or timer topic is looked at again.
         # Plain SENDs the compiled path encoded (``append_encoded``) carry no records, only their
         # queues, and are never to the schedule or timer topic (``_request_path_plain.h``).
-        places = set(map(_PLACE, settled))
-        for one in unsettled:
-            if one.encoded is not None:
-                places.update(one.encoded.queues)
+        settled: list[StoreRecord]
+        if len(unsettled) == 1 and unsettled[0].encoded is not None:
+            # one read's plain SENDs (a lone SEND: one queue), without a set or a walk of records
+            settled = []
+            queues = unsettled[0].encoded.queues
+            places: Iterable[tuple[str, int]] = queues if len(queues) == 1 else set(queues)
+        else:
+            settled = (
+                unsettled[0].records if len(unsettled) == 1 else [r for one in unsettled for r in one.records]
+            )
+            found = set(map(_PLACE, settled))
+            for one in unsettled:
+                if one.encoded is not None:
+                    found.update(one.encoded.queues)
+            places = found
+        arrived = self.arrived
         if arrived is not None:
             for topic, queue_id in places:
                 arrived(topic, queue_id)
-        if any(topic in DELAYED_TOPICS for topic, _ in places):
+        if settled and any(topic in DELAYED_TOPICS for topic, _ in places):
             for records, appended, _, _ in unsettled:
                 for rec, done in zip(records, appended, strict=True):
                     if rec.topic == SCHEDULE_TOPIC:
