@@ -220,16 +220,15 @@ def in_time_window(
     times (smallest to largest, ``FilePlan.spans``, read by the planner's hop over every record's
     header) reach into it. Exact, clock steps included: a range is left out only when none of its
     records is in the window, whatever order their times come in (module docstring)."""
-    spans = {}
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
     for plan in plans:
         for start, span in zip(plan.cuts, plan.spans, strict=True):
             spans[plan.file.path, start] = span
     kept = []
     for rng in ranges:
-        first, last = spans.get((rng.path, rng.start), (None, None))
-        if first is None or last is None:  # not planned with spans: keep it (never the case here)
-            kept.append(rng)
-        elif first <= last and (lo is None or last >= lo) and (hi is None or first <= hi):
+        # every range starts at a cut of its file's plan (the torn tail's trim moves only an end)
+        first, last = spans[rng.path, rng.start]
+        if first <= last and (lo is None or last >= lo) and (hi is None or first <= hi):
             kept.append(rng)
     return kept
 
