@@ -10,7 +10,8 @@
  * whole_run is the reput's loop over check (store/reput/walk.py): how far whole records go on from
  * pos, each checked at its own PHYSICALOFFSET with BODYCRC, in one call (GIL released) per run.
  *
- * hop is the Spark planner's step (store/spark/ranges.py): records followed by TOTALSIZE alone.
+ * hop is the Spark planner's step (store/spark/ranges.py): records followed by TOTALSIZE alone;
+ * hop_span also gives their smallest and largest STORETIMESTAMP (a time-filtered plan's pruning).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -171,10 +172,51 @@ static PyObject *hop(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(pos);
 }
 
+/* hop, and the smallest and largest STORETIMESTAMP of the records hopped (the reference's NO_SPAN,
+ * INT64_MAX and INT64_MIN, for none). A hopped record holds at least RECORD_MIN_RECORD_SIZE bytes,
+ * more than the header up to STORETIMESTAMP with both hosts IPv6, so the read stays in the record. */
+static PyObject *hop_span(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t pos, soft_end;
+    if (!PyArg_ParseTuple(args, "y*nn:hop_span", &buf, &pos, &soft_end))
+        return NULL;
+    if (pos < 0) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "hop_span: need 0 <= pos");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)buf.buf;
+    Py_ssize_t length = buf.len;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < soft_end && pos + RECORD_SIZE_MAGIC_WIDTH <= length) {
+        int64_t total = (int32_t)be32(p + pos + RECORD_TOTAL_SIZE_AT);
+        int32_t magic = (int32_t)be32(p + pos + RECORD_MAGIC_CODE_AT);
+        if ((magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) || total < RECORD_MIN_RECORD_SIZE ||
+            total > (int64_t)(length - pos))
+            break;
+        int32_t sys_flag = (int32_t)be32(p + pos + RECORD_SYS_FLAG_AT);
+        int64_t ts = (int64_t)be64(p + pos + record_store_timestamp_at(sys_flag));
+        if (ts < lo)
+            lo = ts;
+        if (ts > hi)
+            hi = ts;
+        pos += (Py_ssize_t)total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(nLL)", pos, (long long)lo, (long long)hi);
+}
+
 static PyMethodDef methods[] = {
     {"hop", hop, METH_VARARGS,
      "hop(buf, pos, soft_end) -> pos\n"
      "The compiled store.commitlog.record.hop (see that module)."},
+    {"hop_span", hop_span, METH_VARARGS,
+     "hop_span(buf, pos, soft_end) -> (pos, lo, hi)\n"
+     "The compiled store.commitlog.record.hop_span (see that module)."},
     {"whole_run", whole_run, METH_VARARGS,
      "whole_run(buf, pos, end, base, soft_end, max_records) -> (pos, records)\n"
      "The compiled store.commitlog.record.whole_run (see that module)."},

@@ -260,13 +260,44 @@ def hop(buf: bytes | memoryview | mmap.mmap, pos: int, soft_end: int) -> int:
     return pos
 
 
+#: ``hop_span``'s store times when it hopped no record: an empty span (``lo > hi``).
+NO_SPAN = (2**63 - 1, -(2**63))
+
+
+def hop_span(buf: bytes | memoryview | mmap.mmap, pos: int, soft_end: int) -> tuple[int, int, int]:
+    """``hop``, and the smallest and largest STORETIMESTAMP of the records it hopped over:
+    ``(pos, lo, hi)``, ``NO_SPAN`` for none.
+
+    A time-filtered read without a topic (``store.spark.message_plan``) leaves out a range only when
+    no record of it can lie in the window. Store times go down when the clock is set back, so a
+    range's first and last records do not bound it: its smallest and largest do. The hop reads every
+    record's header anyway; the 8 bytes of STORETIMESTAMP lie in the same cache lines (a hopped
+    record is at least ``MIN_RECORD_SIZE`` bytes, which holds the header with both hosts IPv6).
+    """
+    length = len(buf)
+    size_magic = _SIZE_MAGIC.unpack_from
+    lo, hi = NO_SPAN
+    while pos < soft_end and pos + SIZE_MAGIC_WIDTH <= length:
+        size, magic = size_magic(buf, pos)
+        if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
+            break
+        if size < MIN_RECORD_SIZE or size > length - pos:
+            break
+        ts = store_timestamp(buf, pos)
+        lo, hi = min(lo, ts), max(hi, ts)
+        pos += size
+    return pos, lo, hi
+
+
 #: The pure-Python references under their own names (the tests compare them with the compiled twins).
 check_reference = check
 whole_run_reference = whole_run
 hop_reference = hop
+hop_span_reference = hop_span
 
 _fast = load("store.commitlog._record_fast")
 if _fast is not None:
     check = _fast.check  # the compiled twin of the reference above (same answers)
     whole_run = _fast.whole_run
     hop = _fast.hop
+    hop_span = _fast.hop_span

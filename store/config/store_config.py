@@ -14,6 +14,8 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from store.platform.memory import in_memory_bytes
+
 #: The broker's defaults (MessageStoreConfig / BrokerConfig / NettyServerConfig).
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
 DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
@@ -28,11 +30,32 @@ DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
 #: Ours (no Java key): the CommitLog bytes behind the write position a writer keeps in the page
 #: cache; older pages are handed back (``store.write.cache_window``). 0: the kernel's own policy.
+#: When broker.conf sets ``accessMessageInMemoryMaxRatio`` and not ``commitLogCacheWindow``, the
+#: window is what that ratio counts as in memory instead (``cache_window_for_ratio``).
 DEFAULT_COMMIT_LOG_CACHE_WINDOW = 256 * 1024 * 1024
+#: The smallest window a ratio gives (a ratio of 0 counts nothing as in memory): one worker step of
+#: ``store.write.cache_window``, so its jobs stay one per 8 MiB written, not one per page.
+MIN_RATIO_CACHE_WINDOW = 8 * 1024 * 1024
 
 INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
 INDEX_ENTRY_SIZE = 20
+
+
+def cache_window_for_ratio(ratio: int) -> int:
+    """The CommitLog page cache window for an ``accessMessageInMemoryMaxRatio`` broker.conf sets.
+
+    That ratio is the 4.9.7 broker's statement of how much of the CommitLog's tail its pulls read
+    from memory: a record within it is answered with the in-memory batch limits (32 messages,
+    256 KiB) and a new consumer group may start at offset 0, a record past it is "in disk" (8
+    messages, 64 KiB, suggest pulling from a slave). The broker hands nothing back itself (the
+    kernel's page cache holds what it holds); the window here does. So an operator who sets the
+    ratio gets a window of exactly what it counts as in memory: nothing the pull rules treat as in
+    memory is dropped, and what they treat as in disk is not kept. Without the key, the pull rules
+    keep the broker's default (40 %) and the window ours (``DEFAULT_COMMIT_LOG_CACHE_WINDOW``,
+    docs/configuration.md says why they differ); ``commitLogCacheWindow`` always wins.
+    """
+    return max(in_memory_bytes(ratio), MIN_RATIO_CACHE_WINDOW)
 
 
 class ConfigError(ValueError):
@@ -305,6 +328,9 @@ class StoreConfig:
         for name, value in (overrides or {}).items():
             if value is not None:
                 values[name] = value
+        ratio = values.get("access_message_in_memory_max_ratio")
+        if isinstance(ratio, int) and "commit_log_cache_window" not in values:
+            values["commit_log_cache_window"] = cache_window_for_ratio(ratio)
         root = values.pop("store_path_root_dir", None)
         return cls.for_store(Path.home() / "store" if root is None else Path(str(root)), **values)
 

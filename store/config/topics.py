@@ -128,17 +128,58 @@ def topic_attributes(entry: dict[str, object]) -> dict[str, str]:
 
 
 def read_topic_attributes(path: Path) -> dict[str, dict[str, str]]:
-    """topic -> its attributes, for the topics of ``config/topics.json`` that have any (empty if the
-    file is missing or unreadable: the read side then treats every topic as a 4.9.7 one)."""
+    """topic -> its attributes, for the listed topics (``read_listed_topics``) that have any (empty
+    if there are none: the read side then treats every topic as a 4.9.7 one)."""
+    found = {name: topic_attributes(entry) for name, entry in read_listed_topics(path).items()}
+    return {name: attrs for name, attrs in found.items() if attrs}
+
+
+def read_listed_topics(path: Path) -> dict[str, dict[str, object]]:
+    """topic -> its entry (the file's JSON object) in the table a broker opened on this store holds:
+    ``topics.json``, else its ``.bak`` when the file is missing, empty or not the broker's JSON (as
+    ``ConfigManager.load`` falls back to ``loadBak``), then the journal's changes newer than that
+    copy's data version replayed in order (``store/config/journal.py``), as ``TopicTable.load``
+    does for a writable store. A read-only reader must use this, not the file alone: a writable
+    server holds the changes of its last moments only in the journal until its next whole write
+    (which a kill -9 never makes). Empty when neither copy nor the journal has a topic; nothing is
+    written, and a copy or journal that cannot be read is logged and passed over, never raised."""
     try:
-        data = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return {}
+        loaded = load_config(path, _parse_entries)
+    except StoreError as exc:
+        log.warning("no topic table read from %s: %s", path, exc)
+        loaded = None
+    entries, counter = loaded if loaded is not None else ({}, 0)
+    try:
+        changes = ConfigJournal(path).read()
+    except StoreError as exc:
+        log.warning("the journal of %s not replayed: %s", path, exc)
+        changes = []
+    for change in changes:
+        version = change["v"]
+        assert isinstance(version, int)
+        if version <= counter:
+            continue  # a whole write already holds it
+        name = change.get("put")
+        if isinstance(name, str):
+            entry = change["c"]
+            assert isinstance(entry, dict)
+            entries[name] = entry
+        else:
+            entries.pop(str(change["del"]), None)
+        counter = version
+    return entries
+
+
+def _parse_entries(data: object) -> tuple[dict[str, dict[str, object]], int]:
+    """A topics file's entries as they are and its data version counter (``_parse_topics`` without
+    building a ``TopicConfig`` per topic: a read-only server reads the table whenever it changes)."""
     table = data.get("topicConfigTable") if isinstance(data, dict) else None
     if not isinstance(table, dict):
-        return {}
-    found = {str(name): topic_attributes(entry) for name, entry in table.items() if isinstance(entry, dict)}
-    return {name: attrs for name, attrs in found.items() if attrs}
+        raise StoreError("no topicConfigTable object")
+    version = data.get("dataVersion") if isinstance(data, dict) else None
+    counter = version.get("counter", 0) if isinstance(version, dict) else 0
+    entries = {str(name): entry for name, entry in table.items() if isinstance(entry, dict)}
+    return entries, counter if isinstance(counter, int) and not isinstance(counter, bool) else 0
 
 
 def startup_topics(cluster: str, broker_name: str, *, auto_create: bool = True) -> list[TopicConfig]:

@@ -22,13 +22,13 @@ This runs as a master with ``offsetCheckInSlave`` irrelevant: the next offsets a
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from store.commitlog.mapped_files import CommitLog
 from store.config.store_config import StoreConfig
 from store.consumequeue.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, is_ext_addr
+from store.platform.memory import in_memory_bytes, total_physical_memory
 
 __all__ = [
     "RECORD_FILTER_BUDGET",
@@ -81,20 +81,6 @@ class GetMessageResult:
     @property
     def buffer_total_size(self) -> int:
         return sum(len(b) for b in self.buffers)
-
-
-_PHYSICAL_MEMORY: int | None = None
-
-
-def total_physical_memory() -> int:
-    """``StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE``: this machine's RAM in bytes (read once)."""
-    global _PHYSICAL_MEMORY
-    if _PHYSICAL_MEMORY is None:
-        try:
-            _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            _PHYSICAL_MEMORY = 8 << 30
-    return _PHYSICAL_MEMORY
 
 
 def _batch_full(
@@ -150,7 +136,7 @@ def get_message(
         # the puller is sent back to the same offset, never past the entries it is to get.
         later = offset if queue.rebuilding(offset) else queue.roll_next_file(offset)
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, later, min_offset, max_offset)
-    memory = int(total_physical_memory() * (config.access_message_in_memory_max_ratio / 100.0))
+    memory = in_memory_bytes(config.access_message_in_memory_max_ratio)
     file_size = commitlog.mapped_file_size
     status = GetMessageStatus.NO_MATCHED_MESSAGE
     buffers: list[memoryview] = []

@@ -8,8 +8,11 @@ O(topics) each time, so a scrape that asked once per topic was O(topics²): 375 
 Here the answer is one dict, rebuilt only when a source changed, and patched in O(1) for the changes
 this process makes itself:
 
-- ``topics.json`` is re-parsed only when its (inode, size, mtime) changed: a broker beside us
-  rewrites it per topic creation, so at most once per look. A writable store hands its in-memory
+- ``topics.json`` is re-parsed only when its (inode, size, mtime) changed, or its ``.bak``'s, or
+  its journal's (a writable server of ours appends a change there first, the file is rewritten
+  later): a broker beside us rewrites it per topic creation, so at most once per look. It is read
+  as the broker loads it (the ``.bak`` when the file is missing or broken) with the journal
+  replayed over it (``store.config.topics.read_listed_topics``). A writable store hands its in-memory
   table over instead (``follow_table``): the file is then ours and never read back, and each put or
   removal patches the answer.
 - The ``consumequeue`` directory is listed again only when its own mtime changed (a topic directory
@@ -32,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
+from store.config.journal import journal_path
+from store.config.topics import read_listed_topics
 
 __all__ = ["TopicCounts", "TopicQueueNums", "read_topics_json"]
 
@@ -48,28 +52,23 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 16
 
 
-def parse_topics_json(data: bytes) -> dict[str, TopicQueueNums]:
-    """topic -> queue counts of a ``topics.json`` text; empty when it is not the broker's layout."""
-    try:
-        decoded = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return {}
-    table = decoded.get("topicConfigTable") if isinstance(decoded, dict) else None
-    if not isinstance(table, dict):
-        return {}
-    out: dict[str, TopicQueueNums] = {}
-    for name, conf in table.items():
-        conf = conf if isinstance(conf, dict) else {}
-        out[str(name)] = TopicQueueNums(_count(conf.get("readQueueNums")), _count(conf.get("writeQueueNums")))
-    return out
-
-
 def read_topics_json(path: Path) -> dict[str, TopicQueueNums]:
-    """topic -> queue counts from a broker's ``topics.json`` (empty if missing or unreadable)."""
-    try:
-        return parse_topics_json(path.read_bytes())
-    except OSError:
-        return {}
+    """topic -> queue counts of the topic table a broker's ``topics.json`` holds: the file (or its
+    ``.bak``) with our writable server's journal replayed (``read_listed_topics``); empty when
+    there is none."""
+    return {
+        name: TopicQueueNums(_count(conf.get("readQueueNums")), _count(conf.get("writeQueueNums")))
+        for name, conf in read_listed_topics(path).items()
+    }
+
+
+def _listed_stamp(path: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    """What ``read_topics_json`` reads, as (inode, size, mtime) of the file and of its journal: the
+    table is read again when either changed (a writable server beside us appends its changes to the
+    journal and rewrites the file later). The ``.bak`` is not looked at: it changes only as a whole
+    write renames the file there and a new file in (the broker's ``string2File`` and ours), which
+    the file's own stamp shows."""
+    return (_stamp(path), _stamp(journal_path(path)))
 
 
 def _stamp(path: Path | str) -> tuple[int, int, int] | None:
@@ -107,7 +106,7 @@ class TopicCounts:
         self._lock = threading.RLock()
         #: From the file (or the live table): these win over the directories.
         self._listed: dict[str, TopicQueueNums] = {}
-        self._listed_stamp: tuple[int, int, int] | None = None
+        self._listed_stamp: tuple[tuple[int, int, int] | None, ...] | None = None
         #: Read from the directories: topic -> (queue count, the topic directory's mtime_ns).
         self._dirs: dict[str, tuple[int, int]] = {}
         self._root_stamp: tuple[int, int, int] | None = None
@@ -213,7 +212,7 @@ class TopicCounts:
     def _load(self) -> None:
         self._loaded = True
         if not self._live:
-            self._listed_stamp = _stamp(self.topics_json)
+            self._listed_stamp = _listed_stamp(self.topics_json)
             self._listed = read_topics_json(self.topics_json)
         self._scan_root()
         self._rebuild()
@@ -221,9 +220,9 @@ class TopicCounts:
     def _look(self) -> None:
         changed = False
         if not self._live:
-            stamp = _stamp(self.topics_json)
-            if stamp != self._listed_stamp:
-                self._listed_stamp = stamp
+            listed = _listed_stamp(self.topics_json)
+            if listed != self._listed_stamp:
+                self._listed_stamp = listed
                 old = self._listed
                 self._listed = read_topics_json(self.topics_json)
                 # A topic the file no longer lists falls back to its directories: count them again.

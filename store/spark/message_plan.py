@@ -21,6 +21,16 @@ queue: a 4.9.7 broker stamps STORETIMESTAMP inside its CommitLog put lock precis
 ordered. A store that breaks this (a clock set back while the broker ran) is read with
 ``useConsumeQueues=false``, which checks every record's time.
 
+With ``storeTimestamp`` bounds and no topic filter (or ``useConsumeQueues=false``), the planner's hop,
+which reads every record's header to cut the ranges anyway, notes the smallest and largest store
+time of each range, and only the ranges whose span reaches into the bounds are read
+(``in_time_window``). The first and last records' times would not do: the broker stamps
+STORETIMESTAMP with ``System.currentTimeMillis()`` inside its put lock, so a clock set back stamps a
+record earlier than the one before it, and the broker's own time lookups (``queryMessage``'s
+``isTimeMatched`` over the IndexFile headers' first and last times, ``getOffsetInQueueByTime``'s
+binary search) would then miss it. Smallest and largest bound every record whatever the clock did,
+so no record in the window is lost; what is saved is the decoding of every range outside it.
+
 With a key lookup (the ``key`` option, a ``uniqueKey`` filter), the IndexFiles name the records
 (``key_lookup``) and only those, plus the records past the index's end, are read.
 """
@@ -43,7 +53,7 @@ from store.spark.errors import PipelineError
 from store.spark.export import export_ranges
 from store.spark.job import commitlog_files
 from store.spark.message_rows import RowFilter
-from store.spark.ranges import CommitLogFile, CommitLogRange, plan_file
+from store.spark.ranges import CommitLogFile, CommitLogRange, FilePlan, plan_file
 
 #: CommitLog bytes per read task unless the ``rangeMiB`` option says otherwise: a task's rows (bodies
 #: included) are held in its Python worker before Spark takes them.
@@ -195,8 +205,32 @@ def plan_store(
             source.config, row_filter.topics, row_filter.min_store_ts, row_filter.max_store_ts
         )
         return _entry_plan(source, files, row_filter, entries, covered, range_bytes)
-    ranges, warnings = export_ranges([plan_file(f, range_bytes) for f in files])
+    timed = row_filter.min_store_ts is not None or row_filter.max_store_ts is not None
+    plans = [plan_file(f, range_bytes, spans=timed) for f in files]
+    ranges, warnings = export_ranges(plans)
+    if timed:
+        ranges = in_time_window(plans, ranges, row_filter.min_store_ts, row_filter.max_store_ts)
     return [TableRange(source.broker, rng, row_filter) for rng in ranges], warnings
+
+
+def in_time_window(
+    plans: list[FilePlan], ranges: list[CommitLogRange], lo: int | None, hi: int | None
+) -> list[CommitLogRange]:
+    """The ``ranges`` that may hold a record stored within ``[lo, hi]``: those whose records' store
+    times (smallest to largest, ``FilePlan.spans``, read by the planner's hop over every record's
+    header) reach into it. Exact, clock steps included: a range is left out only when none of its
+    records is in the window, whatever order their times come in (module docstring)."""
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for plan in plans:
+        for start, span in zip(plan.cuts, plan.spans, strict=True):
+            spans[plan.file.path, start] = span
+    kept = []
+    for rng in ranges:
+        # every range starts at a cut of its file's plan (the torn tail's trim moves only an end)
+        first, last = spans[rng.path, rng.start]
+        if first <= last and (lo is None or last >= lo) and (hi is None or first <= hi):
+            kept.append(rng)
+    return kept
 
 
 def _plan_by_index(

@@ -29,7 +29,7 @@ from protocol.record_layout import (
     TOTAL_SIZE_WIDTH,
 )
 from store.commitlog import record
-from store.commitlog.record import hop
+from store.commitlog.record import NO_SPAN, hop, hop_span, store_timestamp
 
 _MAGIC_BYTES = tuple(struct.pack(">i", m) for m in (MAGIC_CODE_V1, MAGIC_CODE_V2))
 
@@ -82,6 +82,9 @@ class FilePlan:
     #: Cuts or the end were found from sampled records (``plan_file_sampled``), not hopped to from
     #: the file's start: the decode must prove them (``rebuild.sampled_plan_holds``).
     sampled: bool = False
+    #: With ``plan_file(..., spans=True)``: per cut, the smallest and largest STORETIMESTAMP of the
+    #: records of the range it starts (``NO_SPAN`` for a range without records); else empty.
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +122,16 @@ def list_files(directory: str | os.PathLike[str]) -> list[CommitLogFile]:
 
 
 def plan_file(
-    file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES, begin: int | None = None
+    file: CommitLogFile,
+    target_bytes: int = DEFAULT_RANGE_BYTES,
+    begin: int | None = None,
+    *,
+    spans: bool = False,
 ) -> FilePlan:
     """Hop through one file's records and cut it into ranges of about ``target_bytes``; from the
     record boundary ``begin`` (an absolute offset inside the file) on when given, the bytes before
-    it not touched."""
-    return _plan(file, target_bytes, sampled=False, begin=begin)
+    it not touched. With ``spans``, each range's store-time span is noted too (``FilePlan.spans``)."""
+    return _plan(file, target_bytes, sampled=False, begin=begin, spans=spans)
 
 
 def plan_file_sampled(file: CommitLogFile, target_bytes: int = DEFAULT_RANGE_BYTES) -> FilePlan:
@@ -168,7 +175,9 @@ def _first_record(mm: mmap.mmap, pos: int, stop: int, base: int) -> int | None:
     return None
 
 
-def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool, begin: int | None = None) -> FilePlan:
+def _plan(
+    file: CommitLogFile, target_bytes: int, *, sampled: bool, begin: int | None = None, spans: bool = False
+) -> FilePlan:
     if file.length == 0:
         return FilePlan(file, (), file.start, STOP_UNWRITTEN, "empty file")
     try:
@@ -183,6 +192,14 @@ def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool, begin: int |
         cut = pos
         cuts = [file.start + pos]
         sampled_any = False
+        #: The finished ranges' store-time spans, and the current range's (``spans`` only).
+        done: list[tuple[int, int]] = []
+        lo, hi = NO_SPAN
+
+        def plan(end: int, stop: str, detail: str = "") -> FilePlan:
+            kept = (*done, (lo, hi)) if spans else ()
+            return FilePlan(file, tuple(cuts), file.start + end, stop, detail, sampled_any, kept)
+
         if sampled:
             for nominal in range(target_bytes, length, target_bytes):
                 at = max(nominal, pos + 1)
@@ -200,26 +217,34 @@ def _plan(file: CommitLogFile, target_bytes: int, *, sampled: bool, begin: int |
             cut, target_bytes = pos, length + 1  # the hop from here cuts no more
         while True:
             if pos - cut < target_bytes:
-                pos = hop(mm, pos, cut + target_bytes)  # every record up to the next cut, or a stop
+                # every record up to the next cut, or a stop
+                if spans:
+                    pos, first, last = hop_span(mm, pos, cut + target_bytes)
+                    lo, hi = min(lo, first), max(hi, last)
+                else:
+                    pos = hop(mm, pos, cut + target_bytes)
             if pos + BLANK_SIZE > length:
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_FULL, "", sampled_any)
+                return plan(pos, STOP_FULL)
             size, magic = size_and_magic(mm, pos)
             if magic == BLANK_MAGIC_CODE:
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_BLANK, "", sampled_any)
+                return plan(pos, STOP_BLANK)
             if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or size < MIN_RECORD_SIZE:
                 if size == 0 and magic == 0:
-                    return FilePlan(file, tuple(cuts), file.start + pos, STOP_UNWRITTEN, "", sampled_any)
-                detail = f"TOTALSIZE {size}, MAGICCODE {magic & 0xFFFFFFFF:#010x}"
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail, sampled_any)
+                    return plan(pos, STOP_UNWRITTEN)
+                return plan(pos, STOP_INVALID, f"TOTALSIZE {size}, MAGICCODE {magic & 0xFFFFFFFF:#010x}")
             if pos + size > length:
-                detail = f"TOTALSIZE {size} runs past the end of the file"
-                return FilePlan(file, tuple(cuts), file.start + pos, STOP_INVALID, detail, sampled_any)
+                return plan(pos, STOP_INVALID, f"TOTALSIZE {size} runs past the end of the file")
             if pos - cut >= target_bytes:
                 cut = pos
                 cuts.append(file.start + pos)
+                done.append((lo, hi))
+                lo, hi = NO_SPAN
                 # The hop touched every page so far (records are small): out of this process's
                 # resident memory, where a whole 1 GiB file would otherwise pile up.
                 mm.madvise(mmap.MADV_DONTNEED, 0, pos - pos % mmap.PAGESIZE)
+            if spans:
+                ts = store_timestamp(mm, pos)  # a record checked as hop_span checks one
+                lo, hi = min(lo, ts), max(hi, ts)
             pos += size
 
 

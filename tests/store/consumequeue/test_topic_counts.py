@@ -116,8 +116,8 @@ def test_a_live_table_and_the_builders_new_queues_patch_the_answer(layout: tuple
 def test_unlisted_topics_directories_are_looked_at_once_a_second_not_per_call(
     layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A store without ``topics.json`` (every topic unlisted): a call costs two ``stat``s, not one
-    per topic."""
+    """A store without ``topics.json`` (every topic unlisted): a call costs three ``stat``s (the
+    file, its journal, the consumequeue directory), not one per topic."""
     _, root = layout
     for i in range(50):
         make_queue(root, f"T{i}", 0)
@@ -128,7 +128,7 @@ def test_unlisted_topics_directories_are_looked_at_once_a_second_not_per_call(
     monkeypatch.setattr(topic_counts, "_stamp", lambda p: stats.append(p) or real_stamp(p))
     for _ in range(100):
         counts.counts()
-    assert len(stats) <= 2 * 100 + 50  # the file and the root each call, the 50 topics once at most
+    assert len(stats) <= 3 * 100 + 50  # the file, its journal and the root each call, the topics once
 
 
 def test_has_dir_answers_from_the_last_look_and_looks_again_after_a_moment(
@@ -152,3 +152,47 @@ def test_has_dir_answers_from_the_last_look_and_looks_again_after_a_moment(
     counts.follow_table({"Listed": (4, 4)})
     counts.note_queue("Told", 0)  # a writable store's builder: known at once
     assert counts.has_dir("Told")
+
+
+def test_the_journal_of_a_writable_server_is_replayed_over_the_file(layout: tuple[Path, Path]) -> None:
+    """A writable server appends each topic change to ``topics.json.journal`` first and rewrites the
+    file later (never, after a kill -9): a reader sees the table the journal completes, and sees a
+    change appended while it follows the store at its next look."""
+    topics_json, root = layout
+    write_topics(topics_json, {"Kept": (4, 4), "Gone": (2, 2), "Old": (8, 8)})
+    journal = topics_json.with_name("topics.json.journal")
+    lines = [
+        {"v": 1, "t": 5, "put": "Stale", "c": {"readQueueNums": 3, "writeQueueNums": 3}},  # v <= file's
+        {"v": 2, "t": 6, "put": "Made", "c": {"topicName": "Made", "readQueueNums": 6, "writeQueueNums": 5}},
+        {"v": 3, "t": 7, "del": "Gone"},
+        {"v": 4, "t": 8, "put": "Old", "c": {"topicName": "Old", "readQueueNums": 1, "writeQueueNums": 1}},
+    ]
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    counts = TopicCounts(topics_json, root)
+    assert counts.counts() == {
+        "Kept": TopicQueueNums(4, 4),
+        "Made": TopicQueueNums(6, 5),
+        "Old": TopicQueueNums(1, 1),
+    }
+    with journal.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"v": 5, "t": 9, "put": "Later", "c": {"readQueueNums": 2, "writeQueueNums": 2}}))
+        f.write("\n")
+    assert counts.counts()["Later"] == TopicQueueNums(2, 2)
+
+
+def test_a_missing_or_broken_file_falls_back_to_its_bak_as_the_broker_loads_it(
+    layout: tuple[Path, Path],
+) -> None:
+    """``ConfigManager.load``: a missing, empty or unparsable file is read from ``topics.json.bak``
+    (the broker's write renames the old file there before it renames the new one in)."""
+    topics_json, root = layout
+    write_topics(topics_json, {"FromBak": (3, 3)})
+    topics_json.replace(topics_json.with_name("topics.json.bak"))
+    make_queue(root, "OnlyDirs", 1)
+    for broken in (None, "", '{"dataVersion": {"counter": 2}, "topicConfig'):
+        if broken is None:
+            topics_json.unlink(missing_ok=True)
+        else:
+            topics_json.write_text(broken, encoding="utf-8")
+        counts = TopicCounts(topics_json, root)
+        assert counts.counts() == {"FromBak": TopicQueueNums(3, 3), "OnlyDirs": TopicQueueNums(2, 2)}, broken

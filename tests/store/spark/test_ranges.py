@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from store.commitlog import record
 from store.commitlog.mapped_files import CommitLog
+from store.config.store_config import StoreConfig
 from store.spark import ranges
 from store.spark.errors import CorruptRecordError, PipelineError
 from store.spark.failures import describe_failure
@@ -23,6 +25,7 @@ from store.spark.ranges import (
 )
 from store.spark.rebuild import check_plans, final_names
 from store.spark.synthetic import write_commitlog
+from store.write.writer import StoreRecord, StoreWriter
 from tests.support.peak_rss import reset_peak, status_bytes
 
 FILE_SIZE = 64 * 1024
@@ -166,16 +169,50 @@ def test_the_compiled_hop_plans_what_the_reference_plans(
             struct.pack_into(">i", damaged, at, lie)
         pos, soft_end = rnd.randrange(0, 400), rnd.choice([10**9, rnd.randrange(len(damaged) + 100)])
         assert compiled.hop(damaged, pos, soft_end) == record.hop_reference(damaged, pos, soft_end), trial
+        spanned = compiled.hop_span(damaged, pos, soft_end)
+        assert spanned == record.hop_span_reference(damaged, pos, soft_end), trial
+        assert spanned[0] == compiled.hop(damaged, pos, soft_end), trial
     damaged_file = log_dir / f"{FILE_SIZE:020d}"
     raw = bytearray(damaged_file.read_bytes())
     struct.pack_into(">i", raw, 5000, 0x7FFF)  # a TOTALSIZE that lies, inside the file
     damaged_file.write_bytes(raw)
     for target in (1, 3000, 10_000, 1 << 30):
         plans = {}
-        for name, impl in (("compiled", compiled.hop), ("reference", record.hop_reference)):
+        for name, impl, spanned in (
+            ("compiled", compiled.hop, compiled.hop_span),
+            ("reference", record.hop_reference, record.hop_span_reference),
+        ):
             monkeypatch.setattr(ranges, "hop", impl)
+            monkeypatch.setattr(ranges, "hop_span", spanned)
             plans[name] = [plan_file(f, target) for f in list_files(log_dir)]
+            plans[name + " spans"] = [plan_file(f, target, spans=True) for f in list_files(log_dir)]
         assert plans["compiled"] == plans["reference"], target
+        assert plans["compiled spans"] == plans["reference spans"], target
+        # the spans change nothing else of a plan
+        assert [replace(p, spans=()) for p in plans["compiled spans"]] == plans["compiled"], target
+
+
+def test_plan_spans_are_each_ranges_smallest_and_largest_store_time(tmp_path: Path) -> None:
+    """``plan_file(spans=True)``: per range, the smallest and largest STORETIMESTAMP of its records,
+    compared with each record's own time read by a full walk (times going down as well as up)."""
+    config = StoreConfig.for_store(tmp_path, mapped_file_size_commit_log=FILE_SIZE)
+    rnd = random.Random(5)
+    with StoreWriter(config) as writer:
+        for _ in range(500):
+            writer.put(StoreRecord("T", b"b" * rnd.randrange(10, 300)), store_timestamp=rnd.randrange(10**12))
+    log = CommitLog(tmp_path / "commitlog", FILE_SIZE)
+    times = {offset: record.store_timestamp(buf, 0) for offset, buf in log.iter_records()}
+    log.close()
+    for target in (1, 2000, 1 << 30):
+        plans = [plan_file(f, target, spans=True) for f in list_files(tmp_path / "commitlog")]
+        seen = 0
+        for plan in plans:
+            assert len(plan.spans) == len(plan.cuts)
+            for start, end, span in zip(plan.cuts, [*plan.cuts[1:], plan.end], plan.spans, strict=True):
+                inside = [ts for offset, ts in times.items() if start <= offset < end]
+                seen += len(inside)
+                assert span == ((min(inside), max(inside)) if inside else record.NO_SPAN), (target, start)
+        assert seen == len(times)
 
 
 def test_default_ranges_are_a_few_per_core_within_bounds() -> None:

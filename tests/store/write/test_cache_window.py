@@ -230,3 +230,58 @@ def test_a_small_window_over_many_files_advises_and_every_record_stays(tmp_path:
     finally:
         log.close()
     assert found == bodies
+
+
+def _ram() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_an_access_message_in_memory_max_ratio_in_broker_conf_sizes_the_window() -> None:
+    """The ratio the 4.9.7 broker's pulls count as "in memory" (``checkInDiskByCommitOffset``:
+    ``(long) (physical memory * (ratio / 100.0))`` behind the CommitLog's end) is what the writer keeps
+    cached when broker.conf sets it; ``commitLogCacheWindow`` set too wins; a ratio counting nothing
+    in memory keeps one 8 MiB step."""
+
+    def window(**keys: str) -> int:
+        return StoreConfig.from_properties(keys).commit_log_cache_window
+
+    assert window(accessMessageInMemoryMaxRatio="10") == int(_ram() * 0.1)
+    assert window(accessMessageInMemoryMaxRatio="40") == int(_ram() * 0.4)
+    assert window(accessMessageInMemoryMaxRatio="10", commitLogCacheWindow=str(3 * MIB)) == 3 * MIB
+    assert window(accessMessageInMemoryMaxRatio="10", commitLogCacheWindow="0") == 0
+    assert window(accessMessageInMemoryMaxRatio="0") == 8 * MIB
+    assert window(accessMessageInMemoryMaxRatio="-5") == 8 * MIB
+    # the pull rules read the ratio itself, unchanged
+    config = StoreConfig.from_properties({"accessMessageInMemoryMaxRatio": "10"})
+    assert config.access_message_in_memory_max_ratio == 10
+
+
+def test_a_writer_opened_from_broker_conf_keeps_what_its_ratio_counts_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve --writable`` on a broker.conf with ``accessMessageInMemoryMaxRatio=25`` on a machine
+    of 64 MiB (made so here): the writer's window is 16 MiB, the figure the pull rules count as in
+    memory (``getMessage``'s ``checkInDiskByCommitOffset``)."""
+    from store.platform.memory import in_memory_bytes
+
+    monkeypatch.setattr("store.platform.memory._PHYSICAL_MEMORY", 64 * MIB)
+    made: list[int] = []
+
+    class Recorder:
+        def __init__(self, directory: Path, file_size: int, window: int, **kw: object) -> None:
+            made.append(window)
+
+        def wrote(self, end: int) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(writer_module, "CacheWindow", Recorder)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("storePathRootDir=s\nmappedFileSizeCommitLog=1048576\naccessMessageInMemoryMaxRatio=25\n")
+    config = StoreConfig.load(conf)
+    with StoreWriter(config) as w:
+        w.put(StoreRecord("T", b"x"))
+    assert made == [16 * MIB]
+    assert in_memory_bytes(config.access_message_in_memory_max_ratio) == 16 * MIB
