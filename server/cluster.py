@@ -11,7 +11,7 @@ Faults (``server.faults``) are set per broker. ``down`` is a broker process dyin
 unregistered first (its routes go, as the name server's ``onChannelDestroy`` drops them), then stops
 listening and ends its connections with a FIN, nothing more answered, as the real broker's end
 (``QueryServer.suspend``). Clearing it is the broker started again: once the clients the name server
-told its routes have seen it gone (``server.namesrv.route_watch``: two route answers each, at most
+told its routes have seen it gone (``server.namesrv.route_watch``: three route answers each, at most
 10 s after it went down, as a real restart takes seconds), it listens again on the same ports and
 registers again. The store stays open meanwhile: nothing acknowledged is lost, and held state
 (offsets, scheduled deliveries) carries on when the broker is back, as a restarted broker's would.

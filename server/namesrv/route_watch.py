@@ -14,11 +14,12 @@ go and one of its queues stalled past the scenario's wait (``test_java_cluster_f
 
 So ``broker_left`` notes every (connection, topic) whose last route answer named the broker, and
 the broker comes back when each has been answered ``ANSWERS_TO_SEE_GONE`` routes of that topic since
-(the first shows the broker gone; the next comes a poll interval later, so the client's rebalance,
-on a timer of its own, has had its turn with the broker gone), its connection closed, or
+(the first shows the broker gone; the next two come two poll intervals later, so the client's
+rebalance, on a timer of its own, has had two turns with the broker gone: under load one turn was
+seen lost, its consumer list asked of the broker that had just gone), its connection closed, or
 ``MAX_WAIT_SECONDS`` since the broker left passed: a client polling less often would not see a real
-restart of that length either. Counting answers, not seconds, makes the rule the same on a slow
-machine as on a fast one.
+restart of that length either. Counting answers, not seconds, keeps the rule the client's own on a
+slow machine as on a fast one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 
 #: Route answers of a topic, since the broker left, that show a client the broker is gone.
-ANSWERS_TO_SEE_GONE = 2
+ANSWERS_TO_SEE_GONE = 3
 #: The longest a broker stays away for clients that do not ask (about a real broker's restart).
 MAX_WAIT_SECONDS = 10.0
 
