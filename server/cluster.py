@@ -9,8 +9,10 @@ auto-created by one broker is routed to that broker, the cluster table lists the
 
 Faults (``server.faults``) are set per broker. ``down`` is a broker process dying: the broker is
 unregistered first (its routes go, as the name server's ``onChannelDestroy`` drops them), then stops
-listening and resets its connections (nothing more answered; the real broker's end with a FIN,
-``QueryServer.suspend`` says why ours do not yet); clearing it listens again on the same ports and
+listening and ends its connections with a FIN, nothing more answered, as the real broker's end
+(``QueryServer.suspend``). Clearing it is the broker started again: once the clients the name server
+told its routes have seen it gone (``server.namesrv.route_watch``: three route answers each, at most
+10 s after it went down, as a real restart takes seconds), it listens again on the same ports and
 registers again. The store stays open meanwhile: nothing acknowledged is lost, and held state
 (offsets, scheduled deliveries) carries on when the broker is back, as a restarted broker's would.
 """
@@ -196,11 +198,20 @@ class Cluster:
         before = broker.faults.state
         if faults.down and not before.down:
             self.registry.unregister(name)
+            self.name_server.route_watch.broker_left(name)
             broker.faults.state = faults
             await broker.server.suspend()
         elif before.down and not faults.down:
+            # Back only once its clients saw it gone, as after a real broker's restart: a 4.9.7 push
+            # consumer that never saw it go keeps pulls the broker's end left waiting for 30 s.
+            watch = self.name_server.route_watch
+            if not await watch.seen_gone(name):
+                log.warning(
+                    "broker %s: back before these clients saw it gone: %s", name, watch.waiting_for(name)[:10]
+                )
             await broker.server.resume()  # raises, the broker staying down, if its port was taken
             broker.faults.state = faults
+            watch.broker_back(name)
             self._register(broker)
         else:
             broker.faults.state = faults

@@ -4,7 +4,9 @@ GET_ROUTEINFO_BY_TOPIC answers the merged route, or TOPIC_NOT_EXIST with the nam
 when no registered broker holds the topic (a topic only the stopped broker held is then unknown, as
 on a real name server whose broker's channel closed). DELETE_TOPIC_IN_NAMESRV answers SUCCESS:
 routes follow the brokers' topic tables, which DELETE_TOPIC_IN_BROKER changed before it
-(``mqadmin deleteTopic`` deletes on the brokers first).
+(``mqadmin deleteTopic`` deletes on the brokers first). Each route answer is noted in the
+``RouteWatch`` (which brokers it named, to which connection), so that a broker that stopped comes
+back only once the clients that knew it have seen it gone.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.custom_headers import DeleteTopicRequestHeader, GetRouteInfoRequestHeader, java_string
 from server.namesrv.registry import NameRegistry
+from server.namesrv.route_watch import RouteWatch
 from server.remoting.dispatch import Dispatcher
+from server.remoting.peer import CURRENT_PEER
 from server.remoting.processors.name_server import topic_not_exist_remark
 
 
@@ -21,10 +25,11 @@ class NameServerRequests:
     """GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER and
     DELETE_TOPIC_IN_NAMESRV over the registered brokers."""
 
-    __slots__ = ("_registry",)
+    __slots__ = ("_registry", "_watch")
 
-    def __init__(self, registry: NameRegistry) -> None:
+    def __init__(self, registry: NameRegistry, watch: RouteWatch | None = None) -> None:
         self._registry = registry
+        self._watch = watch
 
     def register_on(self, dispatcher: Dispatcher) -> None:
         dispatcher.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.get_route_info_by_topic)
@@ -35,6 +40,10 @@ class NameServerRequests:
     def get_route_info_by_topic(self, request: RemotingCommand) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
         route = None if header.topic is None else self._registry.route(header.topic)
+        peer = CURRENT_PEER.get()
+        if self._watch is not None and header.topic is not None and peer is not None:
+            holders = self._registry.holders(header.topic) if route is not None else ()
+            self._watch.answered(f"{peer[0]}:{peer[1]}", header.topic, holders)
         if route is None:
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, remark=topic_not_exist_remark(java_string(header.topic))

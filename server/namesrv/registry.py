@@ -85,6 +85,10 @@ class NameRegistry:
                 held.append((registration.identity, data))
         return merged_route_json(held) if held else None
 
+    def holders(self, topic: str) -> list[str]:
+        """The registered brokers holding ``topic`` (the ones its route names)."""
+        return [name for name, r in self._brokers.items() if r.routes.queue_data(topic) is not None]
+
     def cluster_info(self) -> bytes:
         """``getAllClusterInfo``: every registered broker, and each cluster's broker names."""
         return cluster_table_json([r.identity for r in self._brokers.values()])

@@ -1,7 +1,8 @@
 """The name server's port: remoting connections answering ``NameServerRequests`` only.
 
 It shares the process and event loop with the brokers it names, and nothing else: a broker made
-``down`` (``server.cluster``) leaves this port answering, without that broker's routes.
+``down`` (``server.cluster``) leaves this port answering, without that broker's routes. Its
+``route_watch`` follows which connection was told which broker's routes (``server.namesrv.route_watch``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 from server.file_budget import LISTEN_BACKLOG
 from server.namesrv.processor import NameServerRequests
 from server.namesrv.registry import NameRegistry
+from server.namesrv.route_watch import RouteWatch
 from server.port_errors import PortUnusableError
 from server.remoting.connection import ConnectionLogs, RemotingConnection
 from server.remoting.dispatch import Dispatcher
@@ -28,15 +30,21 @@ class NameServer:
         self._wanted_port = port
         self.port = 0
         self.dispatcher = Dispatcher()
-        NameServerRequests(registry).register_on(self.dispatcher)
+        #: Who was told which broker's routes, for a broker coming back (``server.cluster``).
+        self.route_watch = RouteWatch()
+        NameServerRequests(registry, self.route_watch).register_on(self.dispatcher)
         self._server: asyncio.Server | None = None
         self._connections: set[RemotingConnection] = set()
         self._logs = ConnectionLogs()
 
     def _protocol(self) -> RemotingConnection:
-        connection = RemotingConnection(self.dispatcher, on_close=self._connections.discard, logs=self._logs)
+        connection = RemotingConnection(self.dispatcher, on_close=self._closed, logs=self._logs)
         self._connections.add(connection)
         return connection
+
+    def _closed(self, connection: RemotingConnection) -> None:
+        self._connections.discard(connection)
+        self.route_watch.forget(connection.peer)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

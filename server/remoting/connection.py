@@ -671,13 +671,21 @@ class RemotingConnection(asyncio.Protocol):
 
     def reset(self) -> None:
         """Reset the connection now (RST: linger 0, then abort), as a network fault or a middlebox
-        does; nothing queued is sent (``server.faults``' ``drop``, and ``down`` for now:
-        ``QueryServer.suspend`` says why not the FIN a broker process that stops or dies ends with)."""
+        does; nothing queued is sent (``server.faults``' ``drop``)."""
         state = self._state
         if state.closing or self._transport is None:
             return
         state.handle(Event.CLOSE)
         reset_transport(self._transport)
+
+    def end(self) -> None:
+        """End the connection now as a broker process that stops or dies does (``down``): the
+        kernel's FIN, nothing queued or held answered (``golden/broker_close_4.9.7.json``)."""
+        state = self._state
+        if state.closing or self._transport is None:
+            return
+        state.handle(Event.CLOSE)
+        self._transport.abort()
 
     def _check_idle(self) -> None:
         self._idle_handle = None

@@ -283,18 +283,18 @@ class RefusedConnection(asyncio.Protocol):
 
 
 class DownConnection(asyncio.Protocol):
-    """A connection the kernel accepted as the broker went ``down``: reset at once, as ``suspend``
-    reset the others. asyncio makes a connection's protocol one loop turn after the accept, so a
-    connection accepted just before the listening sockets closed would otherwise be served by a
-    broker that is down."""
+    """A connection the kernel accepted as the broker went ``down``: ended at once (a FIN), as
+    ``suspend`` ended the others. asyncio makes a connection's protocol one loop turn after the
+    accept, so a connection accepted just before the listening sockets closed would otherwise be
+    served by a broker that is down."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        reset_transport(cast(asyncio.Transport, transport))
+        cast(asyncio.Transport, transport).abort()
 
 
 def reset_transport(transport: asyncio.Transport) -> None:
     """Close ``transport`` with an RST (linger 0, then abort), nothing queued sent: a network fault's
-    end (``RemotingConnection.reset``, ``DownConnection``)."""
+    end (``RemotingConnection.reset``)."""
     sock = transport.get_extra_info("socket")
     if sock is not None:
         try:

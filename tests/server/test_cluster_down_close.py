@@ -4,7 +4,8 @@
 stopped by SIGTERM or killed by SIGKILL, ends every client connection with a FIN (the kernel closes
 the dead JVM's sockets), and answers nothing more, not even the pull it was holding. Clients tell
 the two apart: the Go 4.x client reads a FIN as a plain end of stream and logs nothing, an RST as
-an ERROR ("conn error, close connection ... connection reset by peer"). ``down`` used to reset.
+an ERROR ("conn error, close connection ... connection reset by peer"). ``down`` used to reset, for
+a Java push consumer's sake: that its pulls no longer stall is ``server.namesrv.route_watch``'s doing.
 """
 
 from __future__ import annotations
@@ -28,12 +29,6 @@ def cluster(tmp_path: Path) -> Iterator[RmqCluster]:
         yield made
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="down resets (RST) for now: with a FIN the Java push consumer's pull of one of broker-a's"
-    " queues stalled after the broker's return in 1 run of 3 (test_java_cluster_failover); see"
-    " QueryServer.suspend",
-)
 def test_down_ends_each_connection_with_a_fin_answering_nothing_as_the_real_broker(
     cluster: RmqCluster,
 ) -> None:

@@ -137,8 +137,8 @@ def test_go_clients_carry_on_with_the_other_broker_as_with_the_real_cluster(
         assert summary == {"brokers": brokers, "errors": 0, "sent": 16, "errorKinds": []}, phase
     assert got["missing"] == []
     # A stopped or killed broker's connections end with a FIN, which the client takes quietly; an
-    # RST it logs as an ERROR ("connection reset by peer"). ``down`` resets for now (see
-    # QueryServer.suspend and the strict xfail in test_cluster_down_close.py), so the log is not checked.
+    # RST it logs as an ERROR ("connection reset by peer"). ``down`` ends them with a FIN now
+    # (test_cluster_down_close.py); the log is not checked here yet.
     assert comparable(got)["after"]["sendsPerBroker"] == {"broker-a": 8, "broker-b": 8}
     for part, expected in comparable(golden).items():
         assert comparable(got)[part] == expected, part

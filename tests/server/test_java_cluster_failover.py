@@ -9,6 +9,13 @@ the same program (``golden/record_cluster.py``: broker-a stopped by SIGTERM and 
 with the name server's answers (route, cluster table, topic list) before and while broker-a is
 down: ours must match them, addresses masked. Bounded: each step of the program has 20 s, the waits
 for deliveries 10 and 15 s.
+
+broker-a goes down only once it holds the push consumer's pull of each of its queues (the four of
+``Failover`` and the group's retry queue): the 4.9.7 client leaves such a pull, on a connection the
+broker ended, to its 30 s timeout, so the consumer must see broker-a gone and rebalance before it is
+back (``server.namesrv.route_watch``). Without that wait the scenario met this case by chance (2 CI
+runs of ~10 failed; the consumer's first pulls, answered "subscription not latest", often sat out
+their 3 s retry delay through the whole outage).
 """
 
 from __future__ import annotations
@@ -55,6 +62,21 @@ def without_acting_master(value: object) -> object:
     return value
 
 
+#: The pulls broker-a holds for the push consumer once it has settled: one per queue of
+#: ``Failover`` and one on the group's retry queue.
+HELD_ON_BROKER_A = 5
+
+
+def wait_held(cluster: RmqCluster, broker: str, count: int, timeout: float = 15.0) -> None:
+    """Until ``broker`` holds ``count`` long-polling pulls (bounded)."""
+    assert cluster.cluster is not None
+    holds = cluster.cluster.broker(broker).server.held_pulls
+    deadline = time.monotonic() + timeout
+    while holds.held < count:
+        assert time.monotonic() < deadline, f"{broker} holds {holds.held} pulls, not {count}"
+        time.sleep(0.05)
+
+
 def snapshot(cluster: RmqCluster) -> object:
     return without_acting_master(cluster.run(cluster_snapshot(cluster.namesrv_address, "Failover")))
 
@@ -67,6 +89,7 @@ def test_java_clients_carry_on_with_the_other_broker_as_with_the_real_cluster(
     program = FailoverProgram(class_path, cluster.namesrv_address, "Failover", tmp_path / "logs")
     try:
         got["before"] = phase_summary(program.send(16, "before"))
+        wait_held(cluster, "broker-a", HELD_ON_BROKER_A)
         cluster.set_faults("broker-a", down=True)
         got["downSnapshot"] = snapshot(cluster)
         got["down"] = phase_summary(program.send(16, "down"))

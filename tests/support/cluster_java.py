@@ -63,7 +63,13 @@ class FailoverProgram:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.transcript: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
-        self._until(lambda line: line == "READY")
+        try:
+            self._until(lambda line: line == "READY")
+        except BaseException:
+            # No caller holds the program yet to close it: a JVM whose main thread died at start
+            # (the client's threads keep it alive) would outlive the test.
+            self.close()
+            raise
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -1,0 +1,85 @@
+"""``RouteWatch``: a broker comes back once every client told its routes was told, three times, that
+it is gone (``ANSWERS_TO_SEE_GONE``).
+
+Sans-IO but for the wait, which a fake clock and explicit answers drive: nothing here depends on
+how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from server.namesrv.route_watch import ANSWERS_TO_SEE_GONE, RouteWatch
+
+BOTH = ("broker-a", "broker-b")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_answers_without_the_broker_per_topic_each_client_was_told() -> None:
+    watch = RouteWatch(Clock())
+    watch.answered("c1:1", "T", BOTH)
+    watch.answered("c1:1", "U", ["broker-b"])  # never named broker-a: not waited for
+    watch.answered("c2:2", "T", BOTH)
+    watch.broker_left("broker-a")
+    assert watch.waiting_for("broker-a") == [("c1:1", "T"), ("c2:2", "T")]
+    for _ in range(ANSWERS_TO_SEE_GONE - 1):
+        watch.answered("c1:1", "T", ["broker-b"])
+        watch.answered("c1:1", "U", ["broker-b"])  # another topic's answers do not count for T
+    assert watch.waiting_for("broker-a") == [("c1:1", "T"), ("c2:2", "T")]
+    watch.answered("c1:1", "T", [])  # the topic unknown now: gone all the same
+    assert watch.waiting_for("broker-a") == [("c2:2", "T")]
+    for _ in range(ANSWERS_TO_SEE_GONE):
+        watch.answered("c2:2", "T", ["broker-b"])
+    assert watch.waiting_for("broker-a") == []
+
+
+def test_a_closed_connection_is_not_waited_for() -> None:
+    watch = RouteWatch(Clock())
+    watch.answered("c1:1", "T", BOTH)
+    watch.broker_left("broker-a")
+    watch.forget("c1:1")
+    assert watch.waiting_for("broker-a") == []
+
+
+def test_seen_gone_waits_for_the_answers_then_for_no_one() -> None:
+    async def scenario() -> list[object]:
+        watch = RouteWatch(Clock())
+        watch.answered("c1:1", "T", BOTH)
+        watch.broker_left("broker-a")
+        waiting = asyncio.ensure_future(watch.seen_gone("broker-a", max_wait=60))
+        steps: list[object] = []
+        for _ in range(ANSWERS_TO_SEE_GONE):
+            await asyncio.sleep(0)
+            steps.append(waiting.done())
+            watch.answered("c1:1", "T", ["broker-b"])
+        steps.append(await asyncio.wait_for(waiting, 5))
+        watch.broker_back("broker-a")
+        steps.append(await watch.seen_gone("broker-a"))  # not gone: nothing to wait for
+        return steps
+
+    assert asyncio.run(scenario()) == [False] * ANSWERS_TO_SEE_GONE + [True, True]
+
+
+def test_seen_gone_gives_up_max_wait_after_the_broker_left() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        clock = Clock()
+        watch = RouteWatch(clock)
+        watch.answered("c1:1", "T", BOTH)
+        watch.broker_left("broker-a")
+        clock.now += 3.0  # down for 3 s already: 2 s of the 5 left
+        waiting = asyncio.ensure_future(watch.seen_gone("broker-a", max_wait=5.0))
+        await asyncio.sleep(0)
+        before = waiting.done()
+        clock.now += 2.0
+        watch.answered("c9:9", "T", BOTH)  # any change looks at the clock again
+        watch.forget("c9:9")
+        return before, await asyncio.wait_for(waiting, 5)
+
+    assert asyncio.run(scenario()) == (False, False)
