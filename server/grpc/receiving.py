@@ -18,7 +18,8 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
   with queue id -1, every readable queue of the topic is looked at, starting from the request's
   queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
   lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
-  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``);
+  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``),
+  each serialized here at once (``message_bytes``, the same bytes as ``build_message``'s objects);
   the service ends every stream with a delivery-timestamp response, as the 5.3 Proxy does.
   A FIFO consumer (``Settings.subscription.fifo``, which the Proxy sets from the group's
   ``consumeMessageOrderly``; the group's own config when the client sent no settings) pops orderly:
@@ -47,7 +48,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from protocol.message import MessageExt
 from server.broker.controller import BrokerController
 from server.broker.message_filter import SQL92, FilterCompileError, SqlRecordFilter, compile_filter
-from server.broker.receive_leases import Delivery, InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
+from server.broker.receive_leases import InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
 from server.grpc.conversion import (
     PROPERTY_BORN_HOST,
     PROPERTY_KEYS,
@@ -58,6 +59,7 @@ from server.grpc.conversion import (
     SYSTEM_PROPERTY_NAMES,
     message_type_of,
 )
+from server.grpc.message_bytes import ReceivedMessages
 from server.grpc.route import PERM_READ, permission_of
 from server.grpc.topics import GrpcTopics
 from server.grpc.v2 import Code, Encoding, MessageType, definition, service
@@ -152,18 +154,12 @@ def _timestamp(ms: int) -> Timestamp:
     return ts
 
 
-def to_v2_message(delivery: Delivery, invisible_ms: int) -> definition.Message:
-    """``GrpcConverter.buildMessage`` for a received message (with its receipt handle)."""
-    return build_message(
-        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle, invisible_ms=invisible_ms
-    )
-
-
 def build_message(
     message: MessageExt, *, attempt: int, receipt_handle: str = "", invisible_ms: int | None = None
 ) -> definition.Message:
     """``GrpcConverter.buildMessage``: a stored message as a 5.x client reads it. A received one has
-    its receipt handle and invisible duration; one shown for a transaction check-back has neither."""
+    its receipt handle and invisible duration; one shown for a transaction check-back has neither.
+    A receive sends ``message_bytes.ReceivedMessages``' bytes, compared in tests with this."""
     props = message.properties
     system = definition.SystemProperties(
         message_id=props.get(PROPERTY_UNIQ_KEY) or message.offset_msg_id,
@@ -207,6 +203,10 @@ def build_message(
 
 def _status(code: int, message: str | None = None) -> definition.Status:
     return definition.Status(code=code, message=message if message is not None else Code.Name(code))
+
+
+#: A receive's first response when it found messages, serialized once.
+RECEIVED_OK = service.ReceiveMessageResponse(status=_status(Code.OK)).SerializeToString()
 
 
 def receive_filter(
@@ -371,9 +371,13 @@ class GrpcConsumers:
                 auto_renew=request.auto_renew,
             )
             if found:
-                yield service.ReceiveMessageResponse(status=_status(Code.OK))
+                # already serialized (``message_bytes``): grpcio sends bytes as they are
+                yield RECEIVED_OK
+                messages = ReceivedMessages(topic, invisible)
                 for delivery in found:
-                    yield service.ReceiveMessageResponse(message=to_v2_message(delivery, invisible))
+                    yield messages.response(
+                        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle
+                    )
                 return
             left = until - loop.time()
             if left <= 0 or self.changes.closed:

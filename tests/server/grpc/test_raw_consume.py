@@ -345,8 +345,8 @@ async def test_a_send_between_a_receives_read_and_its_wait_wakes_it(served: Serv
     store.put([single_record(header, b"between", PutContext("DefaultCluster", 4096, "127.0.0.1", 9))])
     try:
         status = await asyncio.wait_for(first, 5)  # not the 20 s polling time
-        assert status.status.code == Code.OK
-        message = (await anext(responses)).message
+        assert service.ReceiveMessageResponse.FromString(status).status.code == Code.OK
+        message = service.ReceiveMessageResponse.FromString(await anext(responses)).message
         assert message.body == b"between"
     finally:
         await responses.aclose()
