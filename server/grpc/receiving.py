@@ -205,6 +205,8 @@ def _status(code: int, message: str | None = None) -> definition.Status:
     return definition.Status(code=code, message=message if message is not None else Code.Name(code))
 
 
+#: The OK status (copied into each answer that carries it).
+_OK = _status(Code.OK)
 #: A receive's first response when it found messages, serialized once.
 RECEIVED_OK = service.ReceiveMessageResponse(status=_status(Code.OK)).SerializeToString()
 
@@ -411,36 +413,34 @@ class GrpcConsumers:
     # -- AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue ----------------------
 
     def ack(self, request: service.AckMessageRequest) -> service.AckMessageResponse:
-        validate_topic(request.topic.name)
-        self._group(request.group.name)
+        group, topic = request.group.name, request.topic.name
+        validate_topic(topic)
+        self._group(group)
         if not request.entries:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
-        config = self.broker.find_group(request.group.name)
+        config = self.broker.find_group(group)
         orderly = config is not None and config.consume_message_orderly
-        results = []
+        response = service.AckMessageResponse()
+        entries = response.entries
+        failed = 0
         for entry in request.entries:
+            handle = entry.receipt_handle
             try:
-                self.leases.ack(request.group.name, request.topic.name, entry.receipt_handle)
-                code, text = Code.OK, Code.Name(Code.OK)
+                self.leases.ack(group, topic, handle)
+                status = _OK
                 if orderly:
-                    queue_id = ReceiptHandle.decode(entry.receipt_handle).queue_id
-                    self.changes.notify_queue(request.topic.name, queue_id)
+                    self.changes.notify_queue(topic, ReceiptHandle.decode(handle).queue_id)
             except InvalidReceiptHandle as exc:
-                code, text = Code.INVALID_RECEIPT_HANDLE, str(exc)
-            results.append(
-                service.AckMessageResultEntry(
-                    message_id=entry.message_id,
-                    receipt_handle=entry.receipt_handle,
-                    status=_status(code, text),
-                )
-            )
-        if len(results) == 1:
-            overall = results[0].status
-        elif all(r.status.code == Code.OK for r in results):
-            overall = _status(Code.OK)
+                status = _status(Code.INVALID_RECEIPT_HANDLE, str(exc))
+                failed += 1
+            entries.add(message_id=entry.message_id, receipt_handle=handle, status=status)
+        if len(entries) == 1:
+            response.status.CopyFrom(entries[0].status)
+        elif not failed:
+            response.status.CopyFrom(_OK)
         else:
-            overall = _status(Code.MULTIPLE_RESULTS, "ack has multiple results")
-        return service.AckMessageResponse(status=overall, entries=results)
+            response.status.CopyFrom(_status(Code.MULTIPLE_RESULTS, "ack has multiple results"))
+        return response
 
     def change_invisible(
         self, request: service.ChangeInvisibleDurationRequest
