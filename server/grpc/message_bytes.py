@@ -117,6 +117,12 @@ def _resource(name: str) -> bytes:
     return delimited(1, text(2, name) if name else b"")
 
 
+def delivery_timestamp_response(ms: int) -> bytes:
+    """``ReceiveMessageResponse(delivery_timestamp=...)``'s bytes: the stream's last response."""
+    stamp = timestamp(ms)
+    return b"\x1a" + varint(len(stamp)) + stamp
+
+
 class ReceivedMessages:
     """The responses of one receive's messages: a topic, an invisible duration (None for none)."""
 

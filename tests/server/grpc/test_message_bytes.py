@@ -19,11 +19,17 @@ from dataclasses import replace
 from types import ModuleType
 
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from protocol.message import MessageExt
 from server.grpc import message_bytes
 from server.grpc.conversion import SYSTEM_PROPERTY_NAMES
-from server.grpc.message_bytes import ReceivedMessages, python_encode_response, varint
+from server.grpc.message_bytes import (
+    ReceivedMessages,
+    delivery_timestamp_response,
+    python_encode_response,
+    varint,
+)
 from server.grpc.receiving import build_message
 from server.grpc.v2 import service
 
@@ -258,3 +264,11 @@ def test_what_the_objects_refuse_is_refused(
 def test_varint(value: int, expected: bytes) -> None:
     """The protobuf encoding's own examples (``300`` is the documentation's ``ac 02``)."""
     assert varint(value) == expected
+
+
+@pytest.mark.parametrize("ms", [0, 1, 999, 1000, 1_764_400_000_123, -1, -1500])
+def test_the_delivery_timestamp_response(ms: int) -> None:
+    stamp = Timestamp()
+    stamp.FromMilliseconds(ms)
+    expected = service.ReceiveMessageResponse(delivery_timestamp=stamp).SerializeToString()
+    assert delivery_timestamp_response(ms) == expected
