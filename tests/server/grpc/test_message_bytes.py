@@ -98,6 +98,7 @@ CASES: dict[str, tuple[MessageExt, int, str, int | None]] = {
     "an empty tag": (_with(TAGS=""), 1, "h", 30_000),
     "keys with empty items": (_with(KEYS=" a  b "), 1, "h", 30_000),
     "one key": (_with(KEYS="only"), 1, "h", 30_000),
+    "an empty KEYS": (_with(KEYS=""), 1, "h", 30_000),
     "no tag, no keys": (_with(TAGS=None, KEYS=None), 1, "h", 30_000),
     "no UNIQ_KEY: the offset message id": (_with(UNIQ_KEY=None), 1, "h", 30_000),
     "no __BORNHOST: the record's born host": (_with(__BORNHOST=None), 1, "h", 30_000),
