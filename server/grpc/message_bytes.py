@@ -11,9 +11,9 @@ topic, the store host, the invisible duration) made once per call (``ReceivedMes
 ``ReceiveMessageResponse(message=build_message(...)).SerializeToString(deterministic=True)`` gives,
 byte for byte bar the order of the user properties' entries when there are several (written here in
 key order; a map's order on the wire carries nothing, and upb's own puts a key after those it is a
-prefix of), which the tests check for every optional field present or absent. Fields are written in field
-number order; a field without presence is left out at its default, one with presence (``tag``,
-``queue_offset``, ``delivery_attempt``, the timestamps, ...) is written whenever
+prefix of), which the tests check for every optional field present or absent. Fields are written
+in field number order; a field without presence is left out at its default, one with presence
+(``tag``, ``queue_offset``, ``delivery_attempt``, the timestamps, ...) is written whenever
 ``build_message`` sets it.
 """
 
@@ -39,8 +39,8 @@ from server.grpc.conversion import (
 from server.grpc.v2 import DigestType, Encoding, MessageType
 
 _MASK64 = (1 << 64) - 1
-#: ``TopicMessageType`` names as the v2 ``MessageType`` (``receiving._MESSAGE_TYPES``).
-_MESSAGE_TYPES = {
+#: ``TopicMessageType`` names as the v2 ``MessageType`` (``build_message``'s too).
+MESSAGE_TYPES = {
     "NORMAL": MessageType.NORMAL,
     "FIFO": MessageType.FIFO,
     "DELAY": MessageType.DELAY,
@@ -109,7 +109,7 @@ def timestamp(ms: int) -> bytes:
 #: digits), ``body_encoding`` IDENTITY, ``message_type`` by the type's name.
 _DIGEST_HEAD = key(4, 2) + varint(2 + 2 + 32) + key(1, 0) + varint(DigestType.MD5) + key(2, 2) + varint(32)
 _BODY_ENCODING = key(5, 0) + varint(Encoding.IDENTITY)
-_MESSAGE_TYPE = {name: key(6, 0) + varint(number) for name, number in _MESSAGE_TYPES.items()}
+_MESSAGE_TYPE = {name: key(6, 0) + varint(number) for name, number in MESSAGE_TYPES.items()}
 
 
 def _resource(name: str) -> bytes:

@@ -59,10 +59,10 @@ from server.grpc.conversion import (
     SYSTEM_PROPERTY_NAMES,
     message_type_of,
 )
-from server.grpc.message_bytes import ReceivedMessages
+from server.grpc.message_bytes import MESSAGE_TYPES, ReceivedMessages
 from server.grpc.route import PERM_READ, permission_of
 from server.grpc.topics import GrpcTopics
-from server.grpc.v2 import Code, Encoding, MessageType, definition, service
+from server.grpc.v2 import Code, Encoding, definition, service
 from server.grpc.validation import GrpcStatusError, validate_consumer_group, validate_topic
 from server.remoting.processors.pull_message import (
     SUBSCRIPTION_PARSE_FAILED_REMARK,
@@ -92,13 +92,6 @@ ANSWER_MARGIN_MS = 500
 ILLEGAL_POLLING_TIME_SINCE = "5.0.3"
 #: The shortest wait of a held receive between two looks.
 MIN_WAIT_SECONDS = 0.05
-#: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
-_MESSAGE_TYPES = {
-    "NORMAL": MessageType.NORMAL,
-    "FIFO": MessageType.FIFO,
-    "DELAY": MessageType.DELAY,
-    "TRANSACTION": MessageType.TRANSACTION,
-}
 
 
 def duration_ms(value: Duration) -> int:
@@ -167,7 +160,7 @@ def build_message(
             type=definition.DigestType.MD5, checksum=hashlib.md5(message.body).hexdigest().upper()
         ),
         body_encoding=Encoding.IDENTITY,
-        message_type=_MESSAGE_TYPES[message_type_of(props)],
+        message_type=MESSAGE_TYPES[message_type_of(props)],
         born_timestamp=_timestamp(message.born_timestamp),
         born_host=props.get(PROPERTY_BORN_HOST) or message.born_host,
         store_timestamp=_timestamp(message.store_timestamp),
