@@ -30,6 +30,7 @@ ACCELERATORS: list[tuple[str, str]] = [
     ("store.platform._file_facts_fast", "store/platform/_file_facts_fast.c"),
     ("store.check._index_scan_fast", "store/check/_index_scan_fast.c"),
     ("store.spark._key_columns_fast", "store/spark/_key_columns_fast.c"),
+    ("server.grpc._message_bytes_fast", "server/grpc/_message_bytes_fast.c"),
 ]
 
 #: The shared C headers (the CRC-32, the CommitLog record layout, the key hash in ``protocol/``; the

@@ -23,7 +23,8 @@ on core 0, one connection per 64 calls in flight (the server allows 100 streams 
   messages, then one AckMessage per message or one for all of them.
 
 Printed: per row and generator, calls/s of the row's main call (and messages/s for the receives),
-the p50 / p99 of that call, the median over rounds, and B / A per round.
+the p50 / p99 of that call, the server's CPU (``/proc/PID/stat``, all its threads, over the measured
+seconds) per send call or per message received, the median over rounds, and B / A per round.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,6 +284,12 @@ async def python_generator(
 # -- the driver ------------------------------------------------------------------------------------
 
 
+def cpu_seconds(pid: int) -> float:
+    """The user + system CPU seconds process ``pid`` (all its threads) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_row(
     generator: str,
     go_binary: Path | None,
@@ -312,12 +320,26 @@ def run_row(
     else:
         cmd = [*pin, sys.executable, "-m", "benchmarks.grpc_load", "--child", addr, row.label, str(work)]
         cmd += timing
-    done = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=REPO, timeout=args.warmup + args.seconds + 120
-    )
+    # the server's CPU over the measured seconds: read at the end of the warm-up and at the end
+    marks: list[float] = []
+    timers = [
+        threading.Timer(at, lambda: marks.append(cpu_seconds(server.process.pid)))
+        for at in (args.warmup, args.warmup + args.seconds)
+    ]
+    for timer in timers:
+        timer.start()
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO, timeout=args.warmup + args.seconds + 120
+        )
+    finally:
+        for timer in timers:
+            timer.cancel()
     if done.returncode != 0:
         raise RuntimeError(f"{generator} generator, row {row.label}: exit {done.returncode}\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    if len(marks) == 2:
+        result["server_cpu_s"] = marks[1] - marks[0]
     print(f"  {server.name} {generator} {json.dumps(result)}", file=sys.stderr, flush=True)
     return result
 
@@ -336,6 +358,17 @@ def measure(server: vs_java.Server, go_binary: Path | None, args: argparse.Names
 def value(result: dict, row: Row, key: str) -> float:
     if key == "messages_per_s":
         return float(result.get("messages_per_s", 0.0))
+    if key == "cpu_us_per_unit":
+        # the server's CPU per call of the row's main call (a send), or per message received (a
+        # receive and its share of the acks)
+        done = result.get(row.main_call, {}).get("calls", 0) if row.kind == "send" else None
+        if done is None:
+            seconds = result.get(row.main_call, {}).get("calls", 0) / max(
+                value(result, row, "calls_per_s"), 1e-9
+            )
+            done = result.get("messages_per_s", 0.0) * seconds
+        cpu = result.get("server_cpu_s")
+        return cpu * 1e6 / done if cpu is not None and done else float("nan")
     return float(result.get(row.main_call, {}).get(key, float("nan")))
 
 
@@ -354,6 +387,8 @@ def print_table(runs: dict[str, list[dict]], names: list[str], args: argparse.Na
             if row.kind != "send":
                 measures.append(("messages_per_s", "msgs/s", True))
             measures += [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False)]
+            unit = "call" if row.kind == "send" else "msg"
+            measures.append(("cpu_us_per_unit", f"server CPU us per {unit}", False))
             for field, label, larger in measures:
                 cells = [
                     f"{statistics.median(value(r[key], row, field) for r in runs[n]):,.2f}" for n in names

@@ -233,9 +233,22 @@ async def _decoded(raw: bytes, decode: Any, context: Any) -> Any:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request message does not decode")
 
 
+def serialized(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """A response serializer that sends a response already serialized (``bytes``: a receive's
+    messages, ``message_bytes``) as it is, and serializes any other."""
+
+    def serializer(response: Any) -> bytes:
+        return response if response.__class__ is bytes else serialize(response)
+
+    return serializer
+
+
 def _handler(original: grpc.RpcMethodHandler, behaviour: Any) -> grpc.RpcMethodHandler:
-    """``original`` served by ``behaviour``, request-streaming and undecoded (it decodes)."""
+    """``original`` served by ``behaviour``, request-streaming and undecoded (it decodes); a response
+    may be given already serialized (``serialized``)."""
     serialize = original.response_serializer
+    if serialize is not None:
+        serialize = serialized(serialize)
     if original.response_streaming:
         assert inspect.isasyncgenfunction(behaviour)
         return grpc.stream_stream_rpc_method_handler(behaviour, None, serialize)

@@ -18,7 +18,8 @@ ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, as the Proxy 5.1.4 
   with queue id -1, every readable queue of the topic is looked at, starting from the request's
   queue. Nothing found: the call waits until a SEND to one of those queues (``StoreChanges``), a
   lease falls due, or the polling time runs out, then answers MESSAGE_NOT_FOUND "no new message".
-  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``);
+  Found: one status OK, then one response per message (``ReceiveMessageResponseStreamWriter``),
+  each serialized here at once (``message_bytes``, the same bytes as ``build_message``'s objects);
   the service ends every stream with a delivery-timestamp response, as the 5.3 Proxy does.
   A FIFO consumer (``Settings.subscription.fifo``, which the Proxy sets from the group's
   ``consumeMessageOrderly``; the group's own config when the client sent no settings) pops orderly:
@@ -47,7 +48,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from protocol.message import MessageExt
 from server.broker.controller import BrokerController
 from server.broker.message_filter import SQL92, FilterCompileError, SqlRecordFilter, compile_filter
-from server.broker.receive_leases import Delivery, InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
+from server.broker.receive_leases import InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
 from server.grpc.conversion import (
     PROPERTY_BORN_HOST,
     PROPERTY_KEYS,
@@ -58,9 +59,10 @@ from server.grpc.conversion import (
     SYSTEM_PROPERTY_NAMES,
     message_type_of,
 )
+from server.grpc.message_bytes import MESSAGE_TYPES, ReceivedMessages
 from server.grpc.route import PERM_READ, permission_of
 from server.grpc.topics import GrpcTopics
-from server.grpc.v2 import Code, Encoding, MessageType, definition, service
+from server.grpc.v2 import Code, Encoding, definition, service
 from server.grpc.validation import GrpcStatusError, validate_consumer_group, validate_topic
 from server.remoting.processors.pull_message import (
     SUBSCRIPTION_PARSE_FAILED_REMARK,
@@ -90,13 +92,6 @@ ANSWER_MARGIN_MS = 500
 ILLEGAL_POLLING_TIME_SINCE = "5.0.3"
 #: The shortest wait of a held receive between two looks.
 MIN_WAIT_SECONDS = 0.05
-#: ``MessageType`` of ``TopicMessageType.parseFromMessageProperty``'s names.
-_MESSAGE_TYPES = {
-    "NORMAL": MessageType.NORMAL,
-    "FIFO": MessageType.FIFO,
-    "DELAY": MessageType.DELAY,
-    "TRANSACTION": MessageType.TRANSACTION,
-}
 
 
 def duration_ms(value: Duration) -> int:
@@ -152,18 +147,12 @@ def _timestamp(ms: int) -> Timestamp:
     return ts
 
 
-def to_v2_message(delivery: Delivery, invisible_ms: int) -> definition.Message:
-    """``GrpcConverter.buildMessage`` for a received message (with its receipt handle)."""
-    return build_message(
-        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle, invisible_ms=invisible_ms
-    )
-
-
 def build_message(
     message: MessageExt, *, attempt: int, receipt_handle: str = "", invisible_ms: int | None = None
 ) -> definition.Message:
     """``GrpcConverter.buildMessage``: a stored message as a 5.x client reads it. A received one has
-    its receipt handle and invisible duration; one shown for a transaction check-back has neither."""
+    its receipt handle and invisible duration; one shown for a transaction check-back has neither.
+    A receive sends ``message_bytes.ReceivedMessages``' bytes, compared in tests with this."""
     props = message.properties
     system = definition.SystemProperties(
         message_id=props.get(PROPERTY_UNIQ_KEY) or message.offset_msg_id,
@@ -171,7 +160,7 @@ def build_message(
             type=definition.DigestType.MD5, checksum=hashlib.md5(message.body).hexdigest().upper()
         ),
         body_encoding=Encoding.IDENTITY,
-        message_type=_MESSAGE_TYPES[message_type_of(props)],
+        message_type=MESSAGE_TYPES[message_type_of(props)],
         born_timestamp=_timestamp(message.born_timestamp),
         born_host=props.get(PROPERTY_BORN_HOST) or message.born_host,
         store_timestamp=_timestamp(message.store_timestamp),
@@ -207,6 +196,12 @@ def build_message(
 
 def _status(code: int, message: str | None = None) -> definition.Status:
     return definition.Status(code=code, message=message if message is not None else Code.Name(code))
+
+
+#: The OK status (copied into each answer that carries it).
+_OK = _status(Code.OK)
+#: A receive's first response when it found messages, serialized once.
+RECEIVED_OK = service.ReceiveMessageResponse(status=_status(Code.OK)).SerializeToString()
 
 
 def receive_filter(
@@ -371,9 +366,13 @@ class GrpcConsumers:
                 auto_renew=request.auto_renew,
             )
             if found:
-                yield service.ReceiveMessageResponse(status=_status(Code.OK))
+                # already serialized (``message_bytes``): grpcio sends bytes as they are
+                yield RECEIVED_OK
+                messages = ReceivedMessages(topic, invisible)
                 for delivery in found:
-                    yield service.ReceiveMessageResponse(message=to_v2_message(delivery, invisible))
+                    yield messages.response(
+                        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle
+                    )
                 return
             left = until - loop.time()
             if left <= 0 or self.changes.closed:
@@ -407,36 +406,34 @@ class GrpcConsumers:
     # -- AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue ----------------------
 
     def ack(self, request: service.AckMessageRequest) -> service.AckMessageResponse:
-        validate_topic(request.topic.name)
-        self._group(request.group.name)
+        group, topic = request.group.name, request.topic.name
+        validate_topic(topic)
+        self._group(group)
         if not request.entries:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
-        config = self.broker.find_group(request.group.name)
+        config = self.broker.find_group(group)
         orderly = config is not None and config.consume_message_orderly
-        results = []
+        response = service.AckMessageResponse()
+        entries = response.entries
+        failed = 0
         for entry in request.entries:
+            handle = entry.receipt_handle
             try:
-                self.leases.ack(request.group.name, request.topic.name, entry.receipt_handle)
-                code, text = Code.OK, Code.Name(Code.OK)
+                self.leases.ack(group, topic, handle)
+                status = _OK
                 if orderly:
-                    queue_id = ReceiptHandle.decode(entry.receipt_handle).queue_id
-                    self.changes.notify_queue(request.topic.name, queue_id)
+                    self.changes.notify_queue(topic, ReceiptHandle.decode(handle).queue_id)
             except InvalidReceiptHandle as exc:
-                code, text = Code.INVALID_RECEIPT_HANDLE, str(exc)
-            results.append(
-                service.AckMessageResultEntry(
-                    message_id=entry.message_id,
-                    receipt_handle=entry.receipt_handle,
-                    status=_status(code, text),
-                )
-            )
-        if len(results) == 1:
-            overall = results[0].status
-        elif all(r.status.code == Code.OK for r in results):
-            overall = _status(Code.OK)
+                status = _status(Code.INVALID_RECEIPT_HANDLE, str(exc))
+                failed += 1
+            entries.add(message_id=entry.message_id, receipt_handle=handle, status=status)
+        if len(entries) == 1:
+            response.status.CopyFrom(entries[0].status)
+        elif not failed:
+            response.status.CopyFrom(_OK)
         else:
-            overall = _status(Code.MULTIPLE_RESULTS, "ack has multiple results")
-        return service.AckMessageResponse(status=overall, entries=results)
+            response.status.CopyFrom(_status(Code.MULTIPLE_RESULTS, "ack has multiple results"))
+        return response
 
     def change_invisible(
         self, request: service.ChangeInvisibleDurationRequest

@@ -36,7 +36,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from server.acl.config import Account
 from server.burst_log import BurstLog
@@ -45,6 +44,7 @@ from server.grpc.access import GrpcAccess, required, settings_required
 from server.grpc.channels import GrpcClients, TelemetryChannel
 from server.grpc.client_settings import SubscriptionDefaults
 from server.grpc.conversion import SendLimits, check_message_type, group_queue, to_broker_message
+from server.grpc.message_bytes import delivery_timestamp_response
 from server.grpc.offsets import GrpcOffsets
 from server.grpc.receiving import GrpcConsumers
 from server.grpc.route import PERM_WRITE, broker, message_queues
@@ -493,9 +493,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             )
         # ``ReceiveMessageResponseStreamWriter.onComplete`` (Proxy 5.3): every stream ends with the
         # time of delivery, which the clients stamp on the messages they got.
-        stamp = Timestamp()
-        stamp.FromMilliseconds(self._clock())
-        yield service.ReceiveMessageResponse(delivery_timestamp=stamp)
+        yield delivery_timestamp_response(self._clock())
 
     async def AckMessage(
         self, request: service.AckMessageRequest, context: Any

@@ -18,6 +18,7 @@ MessageType = definition.MessageType
 ClientType = definition.ClientType
 AddressScheme = definition.AddressScheme
 Encoding = definition.Encoding
+DigestType = definition.DigestType
 
 #: The service's full name, as in a call's path (``/apache.rocketmq.v2.MessagingService/QueryRoute``).
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
@@ -27,6 +28,7 @@ __all__ = [
     "AddressScheme",
     "ClientType",
     "Code",
+    "DigestType",
     "Encoding",
     "MessageType",
     "Permission",

@@ -135,6 +135,41 @@ async def test_refusals_are_one_status_response(stub) -> None:
     assert [e.status.code for e in bad.entries] == [Code.INVALID_RECEIPT_HANDLE]
 
 
+async def test_an_ack_answers_each_entry_and_overall_ok_or_multiple_results(stub) -> None:
+    """Two received messages acked with a bad handle between them: each entry its own status (its
+    message id and handle echoed), MULTIPLE_RESULTS overall; the other two acked together are OK
+    "OK"; a lone entry's status is the answer's."""
+    for body in (b"a1", b"a2", b"a3", b"a4"):
+        sent = await stub.SendMessage(send_request(body=body), metadata=META, timeout=5)
+        assert sent.status.code == Code.OK
+    got = await receive(stub, receive_request())
+    handles = [
+        (r.message.system_properties.message_id, r.message.system_properties.receipt_handle) for r in got[1:]
+    ]
+    assert len(handles) == 4
+
+    async def ack(pairs: list[tuple[str, str]]) -> service.AckMessageResponse:
+        entries = [service.AckMessageEntry(message_id=m, receipt_handle=h) for m, h in pairs]
+        request = service.AckMessageRequest(group=GROUP, topic=TOPIC, entries=entries)
+        return await stub.AckMessage(request, metadata=META, timeout=5)
+
+    mixed = await ack([handles[0], ("bad-id", "garbage"), handles[1]])
+    assert (mixed.status.code, mixed.status.message) == (Code.MULTIPLE_RESULTS, "ack has multiple results")
+    assert [(e.message_id, e.receipt_handle) for e in mixed.entries] == [
+        handles[0],
+        ("bad-id", "garbage"),
+        handles[1],
+    ]
+    codes = [(e.status.code, e.status.message if e.status.code == Code.OK else "") for e in mixed.entries]
+    assert codes == [(Code.OK, "OK"), (Code.INVALID_RECEIPT_HANDLE, ""), (Code.OK, "OK")]
+    fresh = await ack(handles[2:])
+    assert (fresh.status.code, fresh.status.message) == (Code.OK, "OK")
+    assert [e.status.code for e in fresh.entries] == [Code.OK, Code.OK]
+    one = await ack([("bad-id", "garbage")])
+    assert one.status == one.entries[0].status
+    assert one.status.code == Code.INVALID_RECEIPT_HANDLE
+
+
 async def test_a_held_receive_is_answered_by_a_send_with_the_proxys_properties(stub) -> None:
     started = time.monotonic()
     held = asyncio.ensure_future(receive(stub, receive_request(polling_s=20)))
@@ -345,8 +380,8 @@ async def test_a_send_between_a_receives_read_and_its_wait_wakes_it(served: Serv
     store.put([single_record(header, b"between", PutContext("DefaultCluster", 4096, "127.0.0.1", 9))])
     try:
         status = await asyncio.wait_for(first, 5)  # not the 20 s polling time
-        assert status.status.code == Code.OK
-        message = (await anext(responses)).message
+        assert service.ReceiveMessageResponse.FromString(status).status.code == Code.OK
+        message = service.ReceiveMessageResponse.FromString(await anext(responses)).message
         assert message.body == b"between"
     finally:
         await responses.aclose()
