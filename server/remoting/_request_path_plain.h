@@ -101,7 +101,9 @@ typedef struct {
     Py_ssize_t topic_n;
     long long queue_limit, writer_queues;
     int32_t topic_flags;
-    /* the group */
+    /* the group: its records encoded straight into the bytes object the flush hands over (owned,
+     * only referenced here until then, so it is resized in place), buf its storage */
+    PyObject *data;
     uint8_t *buf;
     Py_ssize_t len, cap;
     PyObject *keys, *ats, *opaques, *codes;
@@ -135,7 +137,7 @@ static void plain_close(plain_t *p)
 static void plain_clear(plain_t *p)
 {
     plain_close(p);
-    PyMem_Free(p->buf);
+    Py_CLEAR(p->data);
     PyMem_Free(p->scratch);
     PyMem_Free(p->ids);
     p->buf = p->scratch = p->ids = NULL;
@@ -197,9 +199,18 @@ static int plain_flush(plain_t *p)
         return 0;
     int rc = 0;
     if (p->count) {
-        PyObject *got = PyObject_CallFunction(p->flush, "y#LLLLLOOOO", (const char *)p->buf, p->len, p->position,
-                                              p->now, p->count, p->last_offset, p->last_size, p->keys, p->ats,
-                                              p->opaques, p->codes);
+        /* the records were encoded into the bytes handed over: cut to their length (in place, it is
+         * referenced only here) and given away, so the pwrite and the settle read them uncopied */
+        PyObject *data = p->data;
+        p->data = NULL;
+        p->buf = NULL;
+        p->cap = 0;
+        if (p->len != PyBytes_GET_SIZE(data) && _PyBytes_Resize(&data, p->len) < 0) {
+            plain_close(p);
+            return -1;
+        }
+        PyObject *got = PyObject_CallFunction(p->flush, "NLLLLLOOOO", data, p->position, p->now, p->count,
+                                              p->last_offset, p->last_size, p->keys, p->ats, p->opaques, p->codes);
         if (got == NULL)
             rc = -1;
         Py_XDECREF(got);
@@ -293,6 +304,31 @@ static int plain_topic(plain_t *p, const send_req_t *r)
     p->queue_limit = writes > reads ? writes : reads;
     p->writer_queues = queues;
     return 1;
+}
+
+/* Room for need bytes of records in the group's bytes object (made, or grown keeping its records). 0, or
+ * -1 (the group's records are then lost: the caller fails the call, which gives their offsets back). */
+static int plain_room(plain_t *p, Py_ssize_t need)
+{
+    if (need <= p->cap)
+        return 0;
+    Py_ssize_t grown = p->cap ? p->cap : 4096;
+    while (grown < need)
+        grown *= 2;
+    if (p->data == NULL) {
+        /* the group's first records (a batch asks for its exact size): nothing to cut at the flush */
+        p->data = PyBytes_FromStringAndSize(NULL, need > 4096 ? need : 4096);
+    } else if (_PyBytes_Resize(&p->data, grown) < 0) {
+        p->data = NULL;
+    }
+    if (p->data == NULL) {
+        p->buf = NULL;
+        p->cap = p->len = 0;
+        return -1;
+    }
+    p->buf = (uint8_t *)PyBytes_AS_STRING(p->data);
+    p->cap = PyBytes_GET_SIZE(p->data);
+    return 0;
 }
 
 static int plain_need(uint8_t **buf, Py_ssize_t *cap, Py_ssize_t need)
@@ -537,7 +573,7 @@ static int plain_batch(plain_t *p, const template_t *success, out_buf *out, long
     if (got < 0 || count == 0 || offset + total + RECORD_BLANK_SIZE > p->file_end)
         return O_LEAVE; /* the reference's refusal, or the writer's roll-over */
     Py_ssize_t id_size = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 56 : 32;
-    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)total) < 0 ||
+    if (plain_room(p, p->len + (Py_ssize_t)total) < 0 ||
         plain_need(&p->ids, &p->ids_cap, (Py_ssize_t)count * (id_size + 1)) < 0)
         return -1;
     long long first;
@@ -629,7 +665,7 @@ static int plain_send(plain_t *p, const template_t *success, out_buf *out, long 
     long long offset = p->position + p->len;
     if (offset + size + RECORD_BLANK_SIZE > p->file_end)
         return O_LEAVE; /* the writer's roll-over */
-    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)size) < 0)
+    if (plain_room(p, p->len + (Py_ssize_t)size) < 0)
         return -1;
     long long queue_offset;
     if (plain_take_offsets(p, r, 1, &queue_offset) < 0)
