@@ -110,6 +110,8 @@ typedef struct {
     long long count, last_offset, last_size;
     uint8_t *scratch, *ids; /* the properties being made; a batch's message ids */
     Py_ssize_t scratch_cap, ids_cap;
+    char id_prefix[40]; /* every offset id's start while the group is open: store address and port in hex */
+    int id_prefix_n;
 } plain_t;
 
 static void plain_init(plain_t *p, PyObject *begin, PyObject *flush)
@@ -143,6 +145,8 @@ static void plain_clear(plain_t *p)
     p->buf = p->scratch = p->ids = NULL;
     p->cap = p->scratch_cap = p->ids_cap = 0;
 }
+
+static void plain_id_prefix(plain_t *p);
 
 /* Open a group: 1 (state read), 0 (the store takes no plain SENDs now: off for this call), -1. */
 static int plain_begin(plain_t *p)
@@ -184,6 +188,7 @@ static int plain_begin(plain_t *p)
     p->store_port = (int32_t)store_port;
     p->born_port = (int32_t)born_port;
     p->host_flags = (store_n == 16 ? RECORD_STOREHOST_V6_FLAG : 0) | (born_n == 16 ? RECORD_BORNHOST_V6_FLAG : 0);
+    plain_id_prefix(p);
     if ((p->keys = PyList_New(0)) == NULL || (p->ats = PyList_New(0)) == NULL ||
         (p->opaques = PyList_New(0)) == NULL || (p->codes = PyList_New(0)) == NULL) {
         plain_close(p);
@@ -432,21 +437,40 @@ static Py_ssize_t plain_properties(const plain_t *p, const uint8_t *text, Py_ssi
 /* json_unescape is _request_path_send.h's (the properties as the client meant them). */
 static Py_ssize_t json_unescape(const json_text_t *t, unsigned char *buf);
 
-static const char PLAIN_HEX[] = "0123456789ABCDEF";
+/* Each byte's two upper-case hex digits (a batch's answer writes 32 offset ids). */
+#define PLAIN_HX(n) ((n) < 10 ? '0' + (n) : 'A' + (n)-10)
+#define PLAIN_H1(i) PLAIN_HX((i) >> 4), PLAIN_HX((i)&15)
+#define PLAIN_H4(i) PLAIN_H1(i), PLAIN_H1((i) + 1), PLAIN_H1((i) + 2), PLAIN_H1((i) + 3)
+#define PLAIN_H16(i) PLAIN_H4(i), PLAIN_H4((i) + 4), PLAIN_H4((i) + 8), PLAIN_H4((i) + 12)
+#define PLAIN_H64(i) PLAIN_H16(i), PLAIN_H16((i) + 16), PLAIN_H16((i) + 32), PLAIN_H16((i) + 48)
+static const char PLAIN_HEX_PAIRS[512] = {PLAIN_H64(0), PLAIN_H64(64), PLAIN_H64(128), PLAIN_H64(192)};
+
+static void plain_hex(const uint8_t *raw, int n, char *out)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(out + 2 * i, PLAIN_HEX_PAIRS + 2 * raw[i], 2);
+}
+
+/* The offset ids' common start (store address and port), once per group. */
+static void plain_id_prefix(plain_t *p)
+{
+    uint8_t raw[20];
+    int addr_n = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 16 : 4;
+    memcpy(raw, p->store_addr, (size_t)addr_n);
+    record_put_i32(raw + addr_n, p->store_port);
+    plain_hex(raw, addr_n + 4, p->id_prefix);
+    p->id_prefix_n = 2 * (addr_n + 4);
+}
 
 /* The offset message id of the record at offset (store address, port, offset in upper-case hex)
  * into id (56 bytes at most): its length. */
 static int plain_offset_id(const plain_t *p, long long offset, char *id)
 {
-    uint8_t raw[28];
-    Py_ssize_t addr_n = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 16 : 4;
-    memcpy(raw, p->store_addr, (size_t)addr_n);
-    record_put_i64(record_put_i32(raw + addr_n, p->store_port), offset);
-    for (Py_ssize_t i = 0; i < addr_n + 12; i++) {
-        id[2 * i] = PLAIN_HEX[raw[i] >> 4];
-        id[2 * i + 1] = PLAIN_HEX[raw[i] & 15];
-    }
-    return (int)(2 * (addr_n + 12));
+    uint8_t raw[8];
+    memcpy(id, p->id_prefix, (size_t)p->id_prefix_n);
+    record_put_i64(raw, offset);
+    plain_hex(raw, 8, id + p->id_prefix_n);
+    return p->id_prefix_n + 16;
 }
 
 /* Take n consecutive queue offsets of the SEND's queue from the writer's table (the writer first
