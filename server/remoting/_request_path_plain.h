@@ -101,13 +101,17 @@ typedef struct {
     Py_ssize_t topic_n;
     long long queue_limit, writer_queues;
     int32_t topic_flags;
-    /* the group */
+    /* the group: its records encoded straight into the bytes object the flush hands over (owned,
+     * only referenced here until then, so it is resized in place), buf its storage */
+    PyObject *data;
     uint8_t *buf;
     Py_ssize_t len, cap;
     PyObject *keys, *ats, *opaques, *codes;
     long long count, last_offset, last_size;
     uint8_t *scratch, *ids; /* the properties being made; a batch's message ids */
     Py_ssize_t scratch_cap, ids_cap;
+    char id_prefix[40]; /* every offset id's start while the group is open: store address and port in hex */
+    int id_prefix_n;
 } plain_t;
 
 static void plain_init(plain_t *p, PyObject *begin, PyObject *flush)
@@ -135,12 +139,14 @@ static void plain_close(plain_t *p)
 static void plain_clear(plain_t *p)
 {
     plain_close(p);
-    PyMem_Free(p->buf);
+    Py_CLEAR(p->data);
     PyMem_Free(p->scratch);
     PyMem_Free(p->ids);
     p->buf = p->scratch = p->ids = NULL;
     p->cap = p->scratch_cap = p->ids_cap = 0;
 }
+
+static void plain_id_prefix(plain_t *p);
 
 /* Open a group: 1 (state read), 0 (the store takes no plain SENDs now: off for this call), -1. */
 static int plain_begin(plain_t *p)
@@ -182,6 +188,7 @@ static int plain_begin(plain_t *p)
     p->store_port = (int32_t)store_port;
     p->born_port = (int32_t)born_port;
     p->host_flags = (store_n == 16 ? RECORD_STOREHOST_V6_FLAG : 0) | (born_n == 16 ? RECORD_BORNHOST_V6_FLAG : 0);
+    plain_id_prefix(p);
     if ((p->keys = PyList_New(0)) == NULL || (p->ats = PyList_New(0)) == NULL ||
         (p->opaques = PyList_New(0)) == NULL || (p->codes = PyList_New(0)) == NULL) {
         plain_close(p);
@@ -197,9 +204,18 @@ static int plain_flush(plain_t *p)
         return 0;
     int rc = 0;
     if (p->count) {
-        PyObject *got = PyObject_CallFunction(p->flush, "y#LLLLLOOOO", (const char *)p->buf, p->len, p->position,
-                                              p->now, p->count, p->last_offset, p->last_size, p->keys, p->ats,
-                                              p->opaques, p->codes);
+        /* the records were encoded into the bytes handed over: cut to their length (in place, it is
+         * referenced only here) and given away, so the pwrite and the settle read them uncopied */
+        PyObject *data = p->data;
+        p->data = NULL;
+        p->buf = NULL;
+        p->cap = 0;
+        if (p->len != PyBytes_GET_SIZE(data) && _PyBytes_Resize(&data, p->len) < 0) {
+            plain_close(p);
+            return -1;
+        }
+        PyObject *got = PyObject_CallFunction(p->flush, "NLLLLLOOOO", data, p->position, p->now, p->count,
+                                              p->last_offset, p->last_size, p->keys, p->ats, p->opaques, p->codes);
         if (got == NULL)
             rc = -1;
         Py_XDECREF(got);
@@ -293,6 +309,31 @@ static int plain_topic(plain_t *p, const send_req_t *r)
     p->queue_limit = writes > reads ? writes : reads;
     p->writer_queues = queues;
     return 1;
+}
+
+/* Room for need bytes of records in the group's bytes object (made, or grown keeping its records). 0, or
+ * -1 (the group's records are then lost: the caller fails the call, which gives their offsets back). */
+static int plain_room(plain_t *p, Py_ssize_t need)
+{
+    if (need <= p->cap)
+        return 0;
+    Py_ssize_t grown = p->cap ? p->cap : 4096;
+    while (grown < need)
+        grown *= 2;
+    if (p->data == NULL) {
+        /* the group's first records (a batch asks for its exact size): nothing to cut at the flush */
+        p->data = PyBytes_FromStringAndSize(NULL, need > 4096 ? need : 4096);
+    } else if (_PyBytes_Resize(&p->data, grown) < 0) {
+        p->data = NULL;
+    }
+    if (p->data == NULL) {
+        p->buf = NULL;
+        p->cap = p->len = 0;
+        return -1;
+    }
+    p->buf = (uint8_t *)PyBytes_AS_STRING(p->data);
+    p->cap = PyBytes_GET_SIZE(p->data);
+    return 0;
 }
 
 static int plain_need(uint8_t **buf, Py_ssize_t *cap, Py_ssize_t need)
@@ -396,21 +437,40 @@ static Py_ssize_t plain_properties(const plain_t *p, const uint8_t *text, Py_ssi
 /* json_unescape is _request_path_send.h's (the properties as the client meant them). */
 static Py_ssize_t json_unescape(const json_text_t *t, unsigned char *buf);
 
-static const char PLAIN_HEX[] = "0123456789ABCDEF";
+/* Each byte's two upper-case hex digits (a batch's answer writes 32 offset ids). */
+#define PLAIN_HX(n) ((n) < 10 ? '0' + (n) : 'A' + (n)-10)
+#define PLAIN_H1(i) PLAIN_HX((i) >> 4), PLAIN_HX((i)&15)
+#define PLAIN_H4(i) PLAIN_H1(i), PLAIN_H1((i) + 1), PLAIN_H1((i) + 2), PLAIN_H1((i) + 3)
+#define PLAIN_H16(i) PLAIN_H4(i), PLAIN_H4((i) + 4), PLAIN_H4((i) + 8), PLAIN_H4((i) + 12)
+#define PLAIN_H64(i) PLAIN_H16(i), PLAIN_H16((i) + 16), PLAIN_H16((i) + 32), PLAIN_H16((i) + 48)
+static const char PLAIN_HEX_PAIRS[512] = {PLAIN_H64(0), PLAIN_H64(64), PLAIN_H64(128), PLAIN_H64(192)};
+
+static void plain_hex(const uint8_t *raw, int n, char *out)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(out + 2 * i, PLAIN_HEX_PAIRS + 2 * raw[i], 2);
+}
+
+/* The offset ids' common start (store address and port), once per group. */
+static void plain_id_prefix(plain_t *p)
+{
+    uint8_t raw[20];
+    int addr_n = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 16 : 4;
+    memcpy(raw, p->store_addr, (size_t)addr_n);
+    record_put_i32(raw + addr_n, p->store_port);
+    plain_hex(raw, addr_n + 4, p->id_prefix);
+    p->id_prefix_n = 2 * (addr_n + 4);
+}
 
 /* The offset message id of the record at offset (store address, port, offset in upper-case hex)
  * into id (56 bytes at most): its length. */
 static int plain_offset_id(const plain_t *p, long long offset, char *id)
 {
-    uint8_t raw[28];
-    Py_ssize_t addr_n = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 16 : 4;
-    memcpy(raw, p->store_addr, (size_t)addr_n);
-    record_put_i64(record_put_i32(raw + addr_n, p->store_port), offset);
-    for (Py_ssize_t i = 0; i < addr_n + 12; i++) {
-        id[2 * i] = PLAIN_HEX[raw[i] >> 4];
-        id[2 * i + 1] = PLAIN_HEX[raw[i] & 15];
-    }
-    return (int)(2 * (addr_n + 12));
+    uint8_t raw[8];
+    memcpy(id, p->id_prefix, (size_t)p->id_prefix_n);
+    record_put_i64(raw, offset);
+    plain_hex(raw, 8, id + p->id_prefix_n);
+    return p->id_prefix_n + 16;
 }
 
 /* Take n consecutive queue offsets of the SEND's queue from the writer's table (the writer first
@@ -537,7 +597,7 @@ static int plain_batch(plain_t *p, const template_t *success, out_buf *out, long
     if (got < 0 || count == 0 || offset + total + RECORD_BLANK_SIZE > p->file_end)
         return O_LEAVE; /* the reference's refusal, or the writer's roll-over */
     Py_ssize_t id_size = (p->host_flags & RECORD_STOREHOST_V6_FLAG) ? 56 : 32;
-    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)total) < 0 ||
+    if (plain_room(p, p->len + (Py_ssize_t)total) < 0 ||
         plain_need(&p->ids, &p->ids_cap, (Py_ssize_t)count * (id_size + 1)) < 0)
         return -1;
     long long first;
@@ -629,7 +689,7 @@ static int plain_send(plain_t *p, const template_t *success, out_buf *out, long 
     long long offset = p->position + p->len;
     if (offset + size + RECORD_BLANK_SIZE > p->file_end)
         return O_LEAVE; /* the writer's roll-over */
-    if (plain_need(&p->buf, &p->cap, p->len + (Py_ssize_t)size) < 0)
+    if (plain_room(p, p->len + (Py_ssize_t)size) < 0)
         return -1;
     long long queue_offset;
     if (plain_take_offsets(p, r, 1, &queue_offset) < 0)

@@ -398,3 +398,28 @@ async def test_a_batch_from_an_ipv6_sender(
         32 if store_host == "127.0.0.1" else 56
     }
     assert sides[0].stored()[0].count(bytes(15) + b"\x01" + (40001).to_bytes(4, "big")) == 20
+
+
+async def test_groups_that_outgrow_their_buffer_store_as_the_python_path(
+    sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's records are encoded straight into the bytes object its flush hands over (no copy
+    before the ``pwrite``): one read's plain SENDs and batches of 60 KiB in all, so that object
+    grows several times past its first 4 KiB keeping what it holds, then a SEND the callback takes
+    (the group written), then a second group in a new object. Stored and answered as the Python path."""
+    counts = Counts(monkeypatch)
+    rng = random.Random(43)
+    read, opaque = b"", itertools.count(1)
+    for i in range(16):
+        n = next(opaque)
+        if i % 5 == 4:
+            read += a_batch(n, [java_message(n, k, b"b" * rng.randint(100, 700)) for k in range(4)])
+        else:
+            read += send(n, queue_id=i % 3, body=rng.randbytes(rng.randint(1500, 3900)))
+    read += send(next(opaque), properties=delayed(DELAY="2"))  # the callback's: the group is written first
+    for i in range(5):
+        read += send(next(opaque), queue_id=i % 2, body=rng.randbytes(rng.randint(2000, 3900)))
+    out = await both(sides, [read])
+    assert (counts.callback, counts.flushes, counts.records) == (1, 2, 13 + 3 * 4 + 5)
+    assert [one["code"] for one in answers(out)] == [0] * 22
+    assert len(sides[0].stored()[0]) > 60_000
