@@ -24,15 +24,29 @@ caller with no ``CURRENT_CHANNEL``) the wake-up only resolves the wait, and the 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.command import RemotingCommand
 from protocol.custom_headers import PullMessageRequestHeader
 from server.remoting.channel import RemotingChannel
 from server.remoting.reply import Answered
+from server.store_changes import StoreChanges
 
-if TYPE_CHECKING:
-    from server.remoting.processors.pull_message import PullMessageProcessor
+
+class _Holds(Protocol):
+    def ended(self, peer: str) -> bool: ...
+
+
+class WokenPasses(Protocol):
+    """What a wake-up asks of the pull processor (``PullMessageProcessor``)."""
+
+    @property
+    def changes(self) -> StoreChanges: ...
+
+    @property
+    def holds(self) -> _Holds: ...
+
+    def answer_woken(self, waiting: WokenPull) -> Answered | None: ...
 
 
 class WokenPull:
@@ -52,7 +66,7 @@ class WokenPull:
 
     def __init__(
         self,
-        processor: PullMessageProcessor,
+        processor: WokenPasses,
         request: RemotingCommand,
         header: PullMessageRequestHeader,
         peer: str,
