@@ -124,7 +124,8 @@ def install_probe(out: Path, threshold_ns: int, hook_loop: bool) -> None:
     notify = store_changes.StoreChanges.notify_queue
 
     def timed_notify(self: store_changes.StoreChanges, topic: str, queue_id: int) -> None:
-        woke = (topic, queue_id) in self._queues
+        # held pulls wait on a wake-up (``_wakers``) since h44, on an event before
+        woke = (topic, queue_id) in self._queues or (topic, queue_id) in getattr(self, "_wakers", ())
         notify(self, topic, queue_id)
         if woke:
             keep("notify", (clock(), queue_id))
@@ -135,11 +136,27 @@ def install_probe(out: Path, threshold_ns: int, hook_loop: bool) -> None:
 
     woken_answer = pull_message.woken_answer
 
+    python_pass = [False]  # whether the last woken answer was made by ``woken_answer``
+
     def timed_woken(response: object) -> object:
         keep("woken", (clock(),))
+        python_pass[0] = True
         return woken_answer(response)
 
     pull_message.woken_answer = timed_woken
+
+    answer_woken = getattr(pull_message.PullMessageProcessor, "answer_woken", None)
+    if answer_woken is not None:
+        # h44: the SEND that wakes a held pull answers it, compiled or through ``woken_answer``
+        # (which then records it above): a compiled answer is recorded here.
+        def timed_answer_woken(self: object, waiting: object) -> object:
+            python_pass[0] = False
+            answered = answer_woken(self, waiting)
+            if answered is not None and not python_pass[0]:
+                keep("woken", (clock(),))
+            return answered
+
+        pull_message.PullMessageProcessor.answer_woken = timed_answer_woken  # type: ignore[method-assign]
 
     from server.remoting import connection
 

@@ -397,6 +397,7 @@ class QueryServer:
             request_timeout=self.settings.request_timeout,
             incomplete=self.incomplete,
             idle=self.idle,
+            woken=self.changes,
         )
         if gate is not None:
             gate.connection = connection

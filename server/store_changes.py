@@ -10,18 +10,27 @@ Under ``serve --writable`` a SEND tells exactly which queue grew (``notify_queue
 ``NotifyMessageArrivingListener`` wakes only the pulls held on that queue: a held pull waits on its
 own queue's event (``wait_queue``), so a SEND wakes the few pulls it concerns, not every held one.
 A ``pulse`` (a refresh of a store another process writes) still wakes them all.
+
+A held PULL_MESSAGE does not wait on an event: it hands a wake-up callback (``on_queue``), which a
+``notify_queue`` queues and ``run_woken`` runs. The remoting connection that handled the SEND calls
+``run_woken`` right after it wrote the SEND's answers, so the woken pull answers in the SEND's own
+turn of the loop, after the SEND's acknowledgement; any other writer (gRPC, the delivery timer) has
+them run at the loop's next turn. An event's waiter resumed the pull's task at the next turn and its
+answer went out one turn later still (the task's done callback): two turns and a task step between
+the message being readable and the consumer being told.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 
 class StoreChanges:
     """Wakes every waiter when the store may have grown, and for good when the server stops."""
 
-    __slots__ = ("_closed", "_event", "_queues", "last_pulse")
+    __slots__ = ("_closed", "_event", "_queues", "_scheduled", "_wakers", "last_pulse", "woken")
 
     def __init__(self) -> None:
         #: ``time.monotonic()`` of the last pulse (None before the first): ``/metrics``' refresh lag.
@@ -30,6 +39,13 @@ class StoreChanges:
         self._closed = False
         #: (topic, queue id) -> the event its held pulls wait on, until the queue grows.
         self._queues: dict[tuple[str, int], asyncio.Event] = {}
+        #: (topic, queue id) -> the wake-ups handed to ``on_queue`` (a dict for its order and an
+        #: O(1) ``forget``), until the queue grows.
+        self._wakers: dict[tuple[str, int], dict[Callable[[], None], None]] = {}
+        #: Wake-ups due (their queue grew), in order, until ``run_woken`` runs them.
+        self.woken: list[Callable[[], None]] = []
+        #: Whether a ``run_woken`` is scheduled for the loop's next turn.
+        self._scheduled = False
 
     @property
     def closed(self) -> bool:
@@ -44,12 +60,19 @@ class StoreChanges:
         queues, self._queues = self._queues, {}
         for event in queues.values():
             event.set()
+        self._wake_all()
 
     def notify_queue(self, topic: str, queue_id: int) -> None:
-        """New messages in one queue: wake the pulls held on it."""
-        event = self._queues.pop((topic, queue_id), None)
+        """New messages in one queue: wake the pulls held on it (their wake-ups run at the next
+        ``run_woken``: after the notifying read's answers are written, or the loop's next turn)."""
+        key = (topic, queue_id)
+        event = self._queues.pop(key, None)
         if event is not None:
             event.set()
+        wakers = self._wakers.pop(key, None)
+        if wakers:
+            self.woken.extend(wakers)
+            self._schedule()
 
     def close(self) -> None:
         """The server is stopping: wake everyone, now and from now on."""
@@ -58,6 +81,64 @@ class StoreChanges:
         queues, self._queues = self._queues, {}
         for event in queues.values():
             event.set()
+        self._wake_all()
+
+    def on_queue(self, topic: str, queue_id: int, wake: Callable[[], None]) -> None:
+        """Have ``wake()`` called once, by the ``run_woken`` after the queue's next ``notify_queue``
+        (or a ``pulse``, or ``close()``; at the next ``run_woken`` already once closed), unless
+        ``forget`` takes it back first. ``wake`` must not raise; it is held until then."""
+        if self._closed:
+            self.woken.append(wake)
+            self._schedule()
+            return
+        wakers = self._wakers.get((topic, queue_id))
+        if wakers is None:
+            self._wakers[(topic, queue_id)] = {wake: None}
+        else:
+            wakers[wake] = None
+
+    def forget(self, topic: str, queue_id: int, wake: Callable[[], None]) -> None:
+        """``wake`` is not wanted any more (its pull answered or was cancelled): O(1), whether or
+        not it was still waiting."""
+        wakers = self._wakers.get((topic, queue_id))
+        if wakers is not None and wakers.pop(wake, 0) is None and not wakers:
+            del self._wakers[(topic, queue_id)]
+
+    def waiting(self, topic: str, queue_id: int) -> int:
+        """How many wake-ups wait on the queue (``on_queue``'s, not yet run nor forgotten)."""
+        return len(self._wakers.get((topic, queue_id), ()))
+
+    def run_woken(self) -> None:
+        """Run the wake-ups that are due, in the order their queues grew (and any a wake-up makes
+        due meanwhile). The remoting connection calls it after writing a read's answers."""
+        woken = self.woken
+        while woken:
+            self.woken = []
+            for wake in woken:
+                wake()
+            woken = self.woken
+
+    def _schedule(self) -> None:
+        """A ``run_woken`` at the loop's next turn, for wake-ups no connection runs sooner."""
+        if not self._scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a stop outside it): nobody can be waiting on one
+                self.woken.clear()
+                return
+            self._scheduled = True
+            loop.call_soon(self._run_scheduled)
+
+    def _run_scheduled(self) -> None:
+        self._scheduled = False
+        self.run_woken()
+
+    def _wake_all(self) -> None:
+        wakers, self._wakers = self._wakers, {}
+        for waiting in wakers.values():
+            self.woken.extend(waiting)
+        if self.woken:
+            self._schedule()
 
     def watch_queue(self, topic: str, queue_id: int) -> asyncio.Event:
         """The event the queue's next ``notify_queue`` (or a ``pulse``, or ``close()``) sets, set

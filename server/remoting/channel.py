@@ -43,6 +43,7 @@ class RemotingChannel:
         "heartbeat_at",
         "id",
         "on_heart_beat",
+        "write_frame",
     )
 
     def __init__(
@@ -58,6 +59,9 @@ class RemotingChannel:
         self.on_heart_beat: Callable[[], None] | None = None
         self._send = send
         self._close = close
+        #: Writes one encoded frame on the connection (an answer made outside its read: a held pull
+        #: woken by another connection's SEND); False when it takes no writes. None: not offered.
+        self.write_frame: Callable[[bytes], bool] | None = None
         self._waiting: OpaqueMatcher[asyncio.Future[RemotingCommand]] = OpaqueMatcher()
         self._callbacks: list[Callable[[Channel], None]] = []
 

@@ -54,7 +54,9 @@ from server.remoting.channel import CURRENT_CHANNEL, RemotingChannel
 from server.remoting.dispatch import Dispatcher, FastPath
 from server.remoting.peer import CURRENT_PEER
 from server.remoting.refusal import LIVE_CLIENT_WINDOW, IdleConnections, IncompleteRequests, reset_transport
+from server.remoting.reply import Answered
 from server.remoting.write_budget import WriteBudget
+from server.store_changes import StoreChanges
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +116,12 @@ class RemotingConnection(asyncio.Protocol):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         incomplete: IncompleteRequests | None = None,
         idle: IdleConnections | None = None,
+        woken: StoreChanges | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        #: Whose held pulls a SEND of ours may wake: run (``StoreChanges.run_woken``) right after the
+        #: read's answers are written, so a woken pull answers in the SEND's own turn of the loop.
+        self._woken = woken
         self._decoder = FrameDecoder(max_frame_length=max_frame_length, max_header_length=max_header_length)
         self._idle_timeout = idle_timeout
         self._on_close = on_close
@@ -152,6 +158,7 @@ class RemotingConnection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
         #: The broker's handle on this connection (``server.remoting.channel``).
         self.channel = RemotingChannel("?", self._send_request, self.close)
+        self.channel.write_frame = self._write_frame
 
     # asyncio.Protocol -------------------------------------------------------------------------
 
@@ -211,6 +218,9 @@ class RemotingConnection(asyncio.Protocol):
                         if self._listed or self._frame_deadline:
                             self._frame_done()
                         self._close_if_drained()
+                    woken = self._woken
+                    if woken is not None and woken.woken:
+                        woken.run_woken()  # the pulls the read's SENDs woke, after their answers
                     return
         try:
             requests = self._decoder.feed(data) if data else []
@@ -244,6 +254,9 @@ class RemotingConnection(asyncio.Protocol):
                 self._process_pending()
             else:
                 self._close_if_drained()  # the compiled path answered all, and a bad frame followed
+            woken = self._woken
+            if woken is not None and woken.woken:
+                woken.run_woken()  # the pulls the read's SENDs woke, after their answers
         elif not self._frame_deadline and self._decoder.buffered and self._state.takes_input:
             self._frame_begun(now)  # the first bytes of a frame
 
@@ -589,7 +602,7 @@ class RemotingConnection(asyncio.Protocol):
             if done.cancelled():
                 return
             response = done.result()  # the dispatcher turns processor errors into responses
-            if response is not None and not oneway:
+            if response is not None and not oneway and type(response) is not Answered:
                 self._send(response)
             if self._held_by is done:
                 self._held_by = None
@@ -619,6 +632,16 @@ class RemotingConnection(asyncio.Protocol):
             transport.writelines((head, body))
         else:
             transport.write(head)
+        if self._write_budget is not None:
+            self._report_queued(transport)
+        return True
+
+    def _write_frame(self, frame: bytes) -> bool:
+        """Write one encoded frame (``RemotingChannel.write_frame``); False if no writes are taken."""
+        transport = self._transport
+        if not self._state.writable or transport is None or transport.is_closing():
+            return False
+        transport.write(frame)
         if self._write_budget is not None:
             self._report_queued(transport)
         return True

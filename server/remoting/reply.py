@@ -8,8 +8,18 @@ several places give, and its form for a request the broker failed on with an exc
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from protocol.codes import LanguageCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+
+
+class Answered(NamedTuple):
+    """What a request's coroutine returns when its answer was already written on its connection by
+    someone else (a held pull answered by the SEND that woke it: ``server.store_changes``): the
+    answer's code, for the request counts; the connection writes nothing more for it."""
+
+    code: int
 
 
 def compiled_request(code: int, opaque: int) -> RemotingCommand:

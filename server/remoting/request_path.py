@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Protocol
 from protocol.accel import load
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
-from protocol.custom_headers import offset_response_fields, timestamp_response_fields
+from protocol.custom_headers import PULL_COMMIT_OFFSET_FLAG, offset_response_fields, timestamp_response_fields
 from protocol.frame import encode_frame
 from protocol.header_json import encode_json_header
 from protocol.send_message import SendMessageRequestHeader
@@ -68,6 +68,7 @@ from server.remoting.processors.query_message import (
     view_not_found_remark,
 )
 from server.remoting.processors.send_message import SendMessageProcessor
+from server.remoting.processors.woken_pull import WokenPull
 from server.remoting.reply import compiled_request, system_error
 from server.remoting.send_group import SendGroup
 from server.request_stats import RequestStats
@@ -107,6 +108,9 @@ _N_COUNTS = _TOTAL + 6
 HOLES = {"opaque": 1234567891, "offset": 987654321987654321, "timestamp": 111122223333444455,
          "phyoffset": 555566667777888899, "queueid": 246813579, "msgid": 135792468013579246}  # fmt: skip
 _HOLE_IDS = {name: i for i, name in enumerate(HOLES)}
+
+#: How many bytes of answers a woken pull's call may make (one answer: never reached).
+FLUSH_WOKEN = 1 << 62
 
 #: Starts an answer's coroutine as the connection starts a coroutine processor's (a task).
 Start = Callable[[Coroutine[Any, Any, RemotingCommand | None]], None]
@@ -471,6 +475,44 @@ class RequestPath:
         self._pull_context = (pulls.plain_pull, self._commit, limits)
         self._offsets_arg = None
         self.codes = self.codes | {_PULL}
+        pulls.compiled_woken = self.answer_woken
+
+    def answer_woken(self, waiting: WokenPull) -> bytes | None:
+        """A held pull's pass when a SEND woke it (``PullMessageProcessor.answer_woken``), on this
+        path as the pull would be answered if it came now: its answer frame when it finds messages,
+        else None (nothing done: the Python pass answers). The request goes in as the JSON frame a
+        Java client sends, its commit-offset flag cleared (only a pull's first pass commits), made
+        once per hold; its answer is JSON whatever the request's serialization, as ``woken_answer``
+        makes it. Counted as the batch's pulls are (``PullStats``, served bytes), but for the
+        request counts: the held request's coroutine counts its answer when it ends."""
+        frame = waiting.frame
+        if frame is None:
+            request = waiting.request
+            fields = dict(request.ext_fields or {})
+            fields["sysFlag"] = str(waiting.header.sys_flag & ~PULL_COMMIT_OFFSET_FLAG)
+            command = RemotingCommand(
+                _PULL,
+                request.language,
+                request.version,
+                request.opaque,
+                0,
+                None,
+                fields,
+                None,
+                SerializeType.JSON,
+            )
+            frame = waiting.frame = encode_frame(command)
+        maps, starts, lengths, shrunk, max_offset = self._store.view_snapshot()
+        result = _fast.answer_batch(  # type: ignore[union-attr]
+            frame, 0, maps, starts, lengths, max_offset, self._max_size, shrunk, len(frame), len(frame),
+            FLUSH_WOKEN, None, self._offsets_context(), None,
+        )  # fmt: skip
+        counts = self._counts
+        if result[1] != len(frame):
+            counts[:] = [0] * _N_COUNTS  # left (nothing was answered, nothing counted)
+            return None
+        self._count_family(counts, None, 0.0)
+        return result[0]  # type: ignore[no-any-return]
 
     def answer_sends(self, sends: SendMessageProcessor) -> None:
         """Answer the plain SENDs (V2, batches, SEND_MESSAGE) ``sends`` would answer (``serve

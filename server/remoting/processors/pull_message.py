@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from protocol.codes import ResponseCode, SerializeType
@@ -62,13 +62,17 @@ from protocol.custom_headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
+from protocol.frame import encode_frame
 from protocol.index_key import java_string_hash
 from server.broker.controller import BrokerController
 from server.broker.message_filter import FilterCompileError, SqlRecordFilter, compile_filter, is_tag_type
 from server.burst_log import BurstLog
+from server.remoting.channel import CURRENT_CHANNEL
 from server.remoting.dispatch import java_remote_address
 from server.remoting.faq import suggest_todo
 from server.remoting.peer import CURRENT_PEER
+from server.remoting.processors.woken_pull import WokenPull
+from server.remoting.reply import Answered
 from server.runtime_stats import PullStats
 from server.store_api import ConsumeQueueStore, RecordFilter
 from server.store_changes import StoreChanges
@@ -337,7 +341,7 @@ class HoldLimits:
 class PullMessageProcessor:
     """PULL_MESSAGE over the store's consume queues, with long polling."""
 
-    __slots__ = ("_broker", "_changes", "_stats", "_store", "_topics", "holds")
+    __slots__ = ("_broker", "_changes", "_stats", "_store", "_topics", "compiled_woken", "holds")
 
     def __init__(
         self,
@@ -356,8 +360,16 @@ class PullMessageProcessor:
         self._topics = topics if topics is not None else TopicTable(store)
         #: The bounds on held pulls and how many are held now.
         self.holds = holds if holds is not None else HoldLimits()
+        #: The compiled request path's pass for a woken pull (``RequestPath.answer_woken``): the
+        #: answer frame when it finds messages, None to leave the pass to ``pull_once``.
+        self.compiled_woken: Callable[[WokenPull], bytes | None] | None = None
 
-    def process(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    @property
+    def changes(self) -> StoreChanges:
+        """What wakes the held pulls."""
+        return self._changes
+
+    def process(self, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | Answered]:
         """PULL_MESSAGE as the dispatcher calls it: the first pass runs now, so its offset commit
         lands in the order the connection's requests came (a client's UPDATE_CONSUMER_OFFSET sent
         after a pull must not be overwritten by the pull's older commit offset); only a pull to be
@@ -370,14 +382,14 @@ class PullMessageProcessor:
             return self.pull_message(request, peer)
         return self._first_pass(request, peer)
 
-    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand:
+    async def pull_message(self, request: RemotingCommand, peer: str) -> RemotingCommand | Answered:
         """The whole pull, held or not, for a caller that names the peer itself."""
         result = self._first_pass(request, peer)
         return result if isinstance(result, RemotingCommand) else await result
 
     def _first_pass(
         self, request: RemotingCommand, peer: str
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand | Answered]:
         """The pull's first pass (the one that may commit): its answer, or the hold that follows."""
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         response = self.pull_once(request, header, peer, commit=True)
@@ -387,14 +399,17 @@ class PullMessageProcessor:
 
     async def _hold(
         self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Answered:
         """Hold a pull that found nothing until its queue grows or its suspend timeout runs out,
-        then answer what a pass finds (re-held while the queue has still nothing past it)."""
+        then answer what a pass finds (re-held while the queue has still nothing past it). The SEND
+        that grows the queue answers it itself (``WokenPull``); what reaches the loop below is the
+        timeout, the recheck, the peer's end or the server's stop."""
         loop_time = asyncio.get_running_loop().time
         hold = min(max(header.suspend_timeout_millis, 0) / 1000.0, MAX_HOLD_SECONDS)
         deadline = loop_time() + hold
         if not self.holds.take(peer):
             return request.make_response(ResponseCode.SYSTEM_BUSY, remark=BUSY_REMARK)
+        waiting = WokenPull(self, request, header, peer, CURRENT_CHANNEL.get(None))
         try:
             # The first pass and this task are a turn of the event loop apart: a SEND handled between
             # them (the next frame of the same read, another connection's) woke the pulls waiting on
@@ -411,9 +426,9 @@ class PullMessageProcessor:
                     if remaining <= 0 or self._changes.closed or self.holds.ended(peer):
                         allow_suspend = False  # the broker's timeout path: run once more, answer anything
                         break
-                    await self._changes.wait_queue(
-                        header.topic, header.queue_id, min(remaining, HOLD_RECHECK_SECONDS)
-                    )
+                    answered = await waiting.wait(min(remaining, HOLD_RECHECK_SECONDS))
+                    if answered is not None:
+                        return answered  # written by the SEND that woke it
                     if self.holds.ended(peer):
                         allow_suspend = False
                         break
@@ -424,7 +439,30 @@ class PullMessageProcessor:
                 if not (allow_suspend and response.code == ResponseCode.PULL_NOT_FOUND):
                     return woken_answer(response)
         finally:
+            waiting.release()
             self.holds.give_back(peer)
+
+    def answer_woken(self, waiting: WokenPull) -> Answered | None:
+        """A held pull's pass when its queue grew, answered on its connection: ``Answered``, or None
+        when its queue has nothing past its offset yet (still held). The compiled pass first (the
+        one ordinary pulls take: the same bytes as ``woken_answer`` of the Python pass, which
+        tests compare), the Python pass for anything it leaves."""
+        header = waiting.header
+        if self._store.max_offset(header.topic, header.queue_id) <= header.queue_offset:
+            return None
+        channel = waiting.channel
+        assert channel is not None and channel.write_frame is not None
+        compiled = self.compiled_woken
+        if compiled is not None:
+            frame = compiled(waiting)
+            if frame is not None:
+                channel.write_frame(frame)
+                return Answered(ResponseCode.SUCCESS)
+        response = self.pull_once(waiting.request, header, waiting.peer, commit=False)
+        if response.code == ResponseCode.PULL_NOT_FOUND:
+            return None
+        channel.write_frame(encode_frame(woken_answer(response)))
+        return Answered(response.code)
 
     def pull_once(
         self, request: RemotingCommand, header: PullMessageRequestHeader, peer: str, *, commit: bool = True

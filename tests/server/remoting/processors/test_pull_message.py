@@ -168,9 +168,11 @@ async def test_a_suspended_pull_is_held_until_the_queue_grows() -> None:
     assert answer.ext_fields["nextBeginOffset"] == "6"
 
 
-async def test_a_held_pull_answers_in_the_loop_turn_after_its_queue_grows() -> None:
-    """A SEND's ``notify_queue`` resumes the held pull itself: its answer is ready one turn of the
-    loop later (the end-to-end latency of a push consumer is this wake-up plus the two writes)."""
+async def test_a_held_pull_without_a_connection_answers_two_turns_after_its_queue_grows() -> None:
+    """With no connection to write on (no ``CURRENT_CHANNEL``), a SEND's ``notify_queue`` has the
+    wake-up run at the loop's next turn, which resumes the held pull's task at the one after: its
+    answer is ready two turns later. (On a connection the SEND's own turn answers it:
+    ``test_held_pull_wake.py``.)"""
     store = GrowingStore()
     changes = StoreChanges()
     processor = PullMessageProcessor(store, changes)  # type: ignore[arg-type]
@@ -180,7 +182,8 @@ async def test_a_held_pull_answers_in_the_loop_turn_after_its_queue_grows() -> N
     assert not held.done()
     store.max = 6
     changes.notify_queue("T", 0)
-    await asyncio.sleep(0)  # one turn: the held pull ran before this task resumed
+    await asyncio.sleep(0)  # the wake-up's turn
+    await asyncio.sleep(0)  # the task's: the held pull ran before this task resumed
     assert held.done()
     answer = held.result()
     assert (answer.code, answer.remark, answer.ext_fields["nextBeginOffset"]) == (0, "FOUND", "6")
