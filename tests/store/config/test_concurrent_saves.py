@@ -10,10 +10,15 @@ holds its own lock from snapshot to rename, as the broker's ``synchronized persi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+import store.config.consumer_offsets as consumer_offsets_module
 from store.config.config_file import write_config_text
+from store.config.consumer_offsets import ConsumerOffsetTable
 from store.config.delay_offsets import read_delay_offsets, write_delay_offsets
 
 ROUNDS = 300
@@ -78,3 +83,34 @@ def test_two_threads_writing_the_delay_offsets_leave_one_table_whole(tmp_path: P
     errors = _race([lambda: write_delay_offsets(path, one), lambda: write_delay_offsets(path, other)])
     assert errors == []
     assert read_delay_offsets(path) in (one, other)
+
+
+def test_of_two_offset_saves_at_once_the_later_snapshot_stays_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The periodic flush has taken its snapshot and is slow to write it when the stop's save
+    comes with a newer offset: the file must end with the newer one (else a restart redelivers)."""
+    table = ConsumerOffsetTable(tmp_path / "consumerOffset.json")
+    table.commit("G", "T", 0, 5)
+    real_write = consumer_offsets_module.write_config_text
+    first_writing = threading.Event()
+    calls = 0
+
+    def slow_first_write(path: Path, text: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            first_writing.set()
+            time.sleep(0.3)  # the stop's save arrives meanwhile
+        real_write(path, text)
+
+    monkeypatch.setattr(consumer_offsets_module, "write_config_text", slow_first_write)
+    periodic = threading.Thread(target=table.save)
+    periodic.start()
+    assert first_writing.wait(timeout=10)
+    table.commit("G", "T", 0, 9)
+    table.save()
+    periodic.join(timeout=10)
+    assert not periodic.is_alive()
+    assert ConsumerOffsetTable.load(table.path).query("G", "T", 0) == 9
+    assert not table.dirty
