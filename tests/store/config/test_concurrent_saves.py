@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 import store.config.consumer_offsets as consumer_offsets_module
+import store.config.subscription_groups as subscription_groups_module
 from store.config.config_file import write_config_text
 from store.config.consumer_offsets import ConsumerOffsetTable
 from store.config.delay_offsets import read_delay_offsets, write_delay_offsets
+from store.config.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
 
 ROUNDS = 300
 
@@ -114,3 +116,31 @@ def test_of_two_offset_saves_at_once_the_later_snapshot_stays_on_disk(
     assert not periodic.is_alive()
     assert ConsumerOffsetTable.load(table.path).query("G", "T", 0) == 9
     assert not table.dirty
+
+
+def test_of_two_group_saves_at_once_the_later_text_stays_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for the offsets: a save slow to write its text must not put it back over a later one."""
+    table = SubscriptionGroupTable.load(tmp_path / "subscriptionGroup.json")
+    real_write = subscription_groups_module.write_config_text
+    first_writing = threading.Event()
+    calls = 0
+
+    def slow_first_write(path: Path, text: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            first_writing.set()
+            time.sleep(0.3)
+        real_write(path, text)
+
+    monkeypatch.setattr(subscription_groups_module, "write_config_text", slow_first_write)
+    first = threading.Thread(target=table.put, args=(SubscriptionGroupConfig("G1"),))
+    first.start()
+    assert first_writing.wait(timeout=10)
+    table.put(SubscriptionGroupConfig("G2"))
+    first.join(timeout=10)
+    assert not first.is_alive()
+    again = SubscriptionGroupTable.load(table.path)
+    assert again.get("G1") is not None and again.get("G2") is not None
