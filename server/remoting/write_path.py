@@ -255,20 +255,31 @@ class WritePath:
 
     async def _housekeeping(self) -> None:
         """The broker's periodic work: offsets saved every 5 s, silent clients dropped every 10 s;
-        offsets saved once more when the server stops."""
+        offsets saved once more when the server stops.
+
+        The stop cancels the wait for a periodic save, not the save, which goes on in its thread:
+        the last save waits for it to end rather than writing the same file at the same time
+        (two saves at once had one log ``cannot write ... consumerOffset.json.tmp``)."""
         broker = self.broker
         loop = asyncio.get_running_loop()
         next_expiry = loop.time() + HOUSEKEEPING_MS / 1000
+        flushing: asyncio.Future[None] | None = None
         try:
             while True:
                 await asyncio.sleep(OFFSET_FLUSH_MS / 1000)
                 if broker.offsets.dirty:
-                    await loop.run_in_executor(None, broker.flush)
+                    flushing = loop.run_in_executor(None, broker.flush)
+                    await asyncio.shield(flushing)
+                    flushing = None
                 if loop.time() >= next_expiry:
                     next_expiry = loop.time() + HOUSEKEEPING_MS / 1000
                     broker.expire_silent()
         finally:
-            broker.close()
+            try:
+                if flushing is not None:
+                    await asyncio.wait([flushing])
+            finally:
+                broker.close()
 
 
 #: How long changes of one group are gathered before its members are told (seconds).

@@ -30,6 +30,7 @@ import msgspec
 from protocol.index_key import java_string_hash
 from protocol.java_hashmap import hashmap_order_by_hash
 from store.errors import StoreError
+from store.whole_file import replace_whole
 
 log = logging.getLogger(__name__)
 
@@ -238,22 +239,16 @@ def load_config(path: Path, parse: Callable[[object], _T]) -> _T | None:
 
 
 def write_config_text(path: Path, text: str) -> None:
-    """Replace the file with ``text`` (synced), keeping the previous one as ``.bak``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if path.exists():
-        _keep_as_bak(path)
-    tmp.replace(path)
+    """Replace the file with ``text`` (synced), keeping the previous one as ``.bak``; one save of a
+    path at a time (``store.whole_file``), its ``.bak`` made under the same lock."""
+    replace_whole(path, text.encode("utf-8"), lambda: _keep_as_bak(path) if path.exists() else None)
 
 
 def _keep_as_bak(path: Path) -> None:
     """``path``'s current content becomes ``<name>.bak``: a second link to the file (the rename that
     follows gives ``path`` a new inode, so the link keeps the old content), no copy of a table that
-    may be megabytes; copied where the file system has no hard links."""
+    may be megabytes; copied where the file system has no hard links. Called under the path's lock,
+    so no other save of it moves ``.bak.tmp`` meanwhile."""
     bak = path.with_name(path.name + ".bak")
     link = path.with_name(path.name + ".bak.tmp")
     try:

@@ -55,6 +55,10 @@ class ConsumerOffsetTable:
         self.changes = 0
         self._saved = 0
         self._lock = threading.Lock()
+        #: Held by a save from its snapshot to its rename (the broker's ``persist`` is
+        #: ``synchronized``): of two saves at once (the periodic flush still under way when the stop
+        #: saves) the later snapshot is the one left on disk, and ``_saved`` never goes back.
+        self._save_lock = threading.Lock()
         #: group -> topics, topic -> groups, of the keys in ``offsets``.
         self._by_group: dict[str, set[str]] = {}
         self._by_topic: dict[str, set[str]] = {}
@@ -182,8 +186,9 @@ class ConsumerOffsetTable:
 
     def save(self) -> None:
         """Write the table if it changed since the last save (the broker's periodic persist)."""
-        upto = self.changes
-        if upto == self._saved:
-            return
-        write_config_text(self.path, self.text())
-        self._saved = upto
+        with self._save_lock:
+            upto = self.changes
+            if upto == self._saved:
+                return
+            write_config_text(self.path, self.text())
+            self._saved = upto

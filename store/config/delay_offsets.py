@@ -9,11 +9,11 @@ delivers every scheduled message again, so the write path keeps it as the broker
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from store.errors import StoreError
+from store.whole_file import replace_whole
 
 _ENTRY = re.compile(r'"?(-?\d+)"?\s*:\s*(-?\d+)')
 
@@ -34,13 +34,8 @@ def read_delay_offsets(path: Path) -> dict[int, int]:
 
 
 def write_delay_offsets(path: Path, offsets: dict[int, int]) -> None:
-    """Save the table in the broker's layout, through a temporary file and a rename."""
+    """Save the table in the broker's layout, through a temporary file and a rename (one save of the
+    file at a time: a delivery's and the one at close may come from different threads)."""
     entries = ",".join(f"{level}:{offset}" for level, offset in sorted(offsets.items()))
     text = '{\n\t"offsetTable":{' + entries + "\n\t}\n}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    replace_whole(path, text.encode("utf-8"))

@@ -171,6 +171,9 @@ class SubscriptionGroupTable:
         #: GET_ALL_SUBSCRIPTIONGROUP_CONFIG are written in it).
         self.order = order if order is not None else ConcurrentMapOrder(GROUP_TABLE_BUCKETS, groups)
         self._text_lock = threading.Lock()
+        #: Held by a save from its text to its rename: of two saves at once the later text is the
+        #: one left on disk (the broker's ``persist`` is ``synchronized``).
+        self._save_lock = threading.Lock()
         #: Set while a ``ConfigPersister`` saves this table: changes are then saved on its thread.
         self.persister: ConfigPersister | None = None
 
@@ -296,4 +299,5 @@ class SubscriptionGroupTable:
         return persister.saved(persister.requested)
 
     def save(self) -> None:
-        write_config_text(self.path, self.text())
+        with self._save_lock:
+            write_config_text(self.path, self.text())

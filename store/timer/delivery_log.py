@@ -30,6 +30,7 @@ import struct
 from pathlib import Path
 
 from store.errors import StoreError
+from store.whole_file import replace_whole
 
 _HEADER = struct.Struct(">q")
 _ENTRY = struct.Struct(">qq")
@@ -109,13 +110,8 @@ class TimerDeliveryLog:
 
     def _rewrite(self) -> None:
         """The file with the watermark and the live intents only, replacing it whole."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(_HEADER.pack(self.watermark) + b"".join(_ENTRY.pack(*e) for e in self.intents))
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
+        data = _HEADER.pack(self.watermark) + b"".join(_ENTRY.pack(*e) for e in self.intents)
+        replace_whole(self.path, data)
         self._dead = 0
 
     def _require(self) -> int:

@@ -5,10 +5,11 @@ does. Read-only, ``ConsumerManageProcessor`` answers as a broker that knows no c
 server then keeps no consumer offsets and registers no consumers (it is read-only), so:
 QUERY_CONSUMER_OFFSET (14) takes the broker's path for a group with nothing committed - SUCCESS with
 offset 0 when the queue starts at 0 and its first message is still "in memory" (its CommitLog
-offset is within ``accessMessageInMemoryMaxRatio`` (40) % of physical memory of the CommitLog's
-end, ``checkInDiskByConsumeOffset``), else QUERY_NOT_FOUND with the broker's remark; and
-GET_CONSUMER_LIST_BY_GROUP (38) is SYSTEM_ERROR ``no consumer for this group, G``. Both answers
-carry the empty response header the broker's ``createResponseCommand`` gives them.
+offset is within ``accessMessageInMemoryMaxRatio`` % (the store's broker.conf, 40 by default) of
+physical memory of the CommitLog's end, ``checkInDiskByConsumeOffset``), else QUERY_NOT_FOUND
+with the broker's remark; and GET_CONSUMER_LIST_BY_GROUP (38) is SYSTEM_ERROR ``no consumer for
+this group, G``. Both answers carry the empty response header the broker's ``createResponseCommand``
+gives them.
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ from server.broker.controller import BrokerController
 from server.remoting.channel import CURRENT_CHANNEL
 from server.store_api import StoreWithCommitLog, total_physical_memory
 
-#: ``MessageStoreConfig.accessMessageInMemoryMaxRatio``.
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40
-
 QUERY_OFFSET_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 
@@ -41,11 +39,15 @@ def no_consumer_remark(group: str) -> str:
 class ConsumerManageProcessor:
     """QUERY_CONSUMER_OFFSET and GET_CONSUMER_LIST_BY_GROUP with no groups known."""
 
-    __slots__ = ("_memory", "_store")
+    __slots__ = ("_in_memory", "_store")
 
     def __init__(self, store: StoreWithCommitLog, physical_memory: int | None = None) -> None:
         self._store = store
-        self._memory = total_physical_memory() if physical_memory is None else physical_memory
+        memory = total_physical_memory() if physical_memory is None else physical_memory
+        # ``checkInDiskByCommitOffset``: the store's ``accessMessageInMemoryMaxRatio``, as its pulls use
+        ratio = store.config.access_message_in_memory_max_ratio
+        #: CommitLog bytes behind its end still "in memory" (``(long) (TOTAL * (ratio / 100.0))``).
+        self._in_memory = int(memory * (ratio / 100.0))
 
     def _first_entry_in_disk(self, topic: str, queue_id: int) -> bool:
         """``checkInDiskByConsumeOffset(topic, queueId, 0)``: false when there is no entry at 0."""
@@ -56,8 +58,7 @@ class ConsumerManageProcessor:
         physical = int.from_bytes(
             record[PHYSICAL_OFFSET_AT : PHYSICAL_OFFSET_AT + PHYSICAL_OFFSET_WIDTH], "big"
         )
-        in_memory = int(self._memory * (ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO / 100.0))
-        return self._store.commitlog.max_offset - physical > in_memory
+        return self._store.commitlog.max_offset - physical > self._in_memory
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)

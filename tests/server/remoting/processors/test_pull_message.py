@@ -18,8 +18,11 @@ from protocol.index_key import java_string_hash
 from server.remoting.processors.consumer_manage import ConsumerManageProcessor
 from server.remoting.processors.pull_message import PullMessageProcessor, tag_filter
 from server.store_changes import StoreChanges
+from store.config.store_config import StoreConfig
 from store.consumequeue.get_message import GetMessageResult, GetMessageStatus
+from store.message_store import MessageStore
 from tests.support.harness import RawClient, StartServer
+from tests.support.java_store import JAVA_STORE
 from tests.support.pulls import pull_fields, records
 
 
@@ -245,6 +248,34 @@ async def test_query_consumer_offset_when_the_first_message_is_on_disk(java_stor
     assert (in_memory.code, in_memory.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
     empty = RawClient.request(RequestCode.QUERY_CONSUMER_OFFSET, {**fields, "queueId": "7"})
     assert ConsumerManageProcessor(java_store, physical_memory=0).query_consumer_offset(empty).code == 0
+
+
+def test_query_consumer_offset_uses_the_broker_conf_in_memory_ratio(
+    java_store: Any, java_store_dir: Path
+) -> None:
+    """``checkInDiskByCommitOffset`` reads the store's ``accessMessageInMemoryMaxRatio``: with the
+    machine's memory twice the first message's distance from the CommitLog's end, 40 % (the
+    default) puts it on disk and 60 % in memory, so a broker.conf saying 60 turns the broker's
+    QUERY_NOT_FOUND into SUCCESS with offset 0."""
+    fields = {"consumerGroup": "G", "topic": "TopicA", "queueId": "1"}
+    request = RawClient.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
+    first = java_store.get_message("TopicA", 1, 0, 1).buffers[0]
+    distance = java_store.commitlog.max_offset - int.from_bytes(first[28:36], "big")  # PHYSICALOFFSET
+    assert distance > 0
+    memory = 2 * distance
+    default = ConsumerManageProcessor(java_store, physical_memory=memory).query_consumer_offset(request)
+    assert default.code == ResponseCode.QUERY_NOT_FOUND
+    conf_text = (java_store_dir.parent / f"{JAVA_STORE}.broker.conf").read_text(encoding="utf-8")
+    conf = java_store_dir.parent / "ratio-60.broker.conf"
+    conf.write_text(conf_text + "accessMessageInMemoryMaxRatio=60\n", encoding="utf-8")
+    store = MessageStore.open(StoreConfig.load(conf))
+    try:
+        assert store.config.access_message_in_memory_max_ratio == 60
+        answer = ConsumerManageProcessor(store, physical_memory=memory).query_consumer_offset(request)
+        assert (answer.code, answer.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
+    finally:
+        store.close()
+        conf.unlink()
 
 
 # Routes and the topic list over a store with config/topics.json ---------------------------------
