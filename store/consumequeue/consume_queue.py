@@ -476,10 +476,14 @@ class ConsumeQueue:
 
     @staticmethod
     def _remember(f: _File) -> None:
-        """Note the first and last written entries: a writer never changes them again."""
+        """Note the first and last written entries: a writer never changes them again. The first
+        one is kept as first seen (not read again as the file grows): a full refresh compares only
+        when the file's mtime moved, and an overwrite in the same mtime tick as an append it then
+        reads would otherwise become the entry compared against, and never be found."""
         f.seen_written = f.written
         if f.written >= CQ_STORE_UNIT_SIZE:
-            f.seen_first = bytes(f.view[:CQ_STORE_UNIT_SIZE])
+            if not f.seen_first:
+                f.seen_first = bytes(f.view[:CQ_STORE_UNIT_SIZE])
             f.seen_last = bytes(f.view[f.written - CQ_STORE_UNIT_SIZE : f.written])
         else:
             f.seen_first = f.seen_last = b""

@@ -127,3 +127,25 @@ def test_a_file_grown_or_cut_is_refused(queue_dir: Path, writer: int) -> None:
     assert not queue.refresh_written(0, 60, writer)
     assert queue.max_offset == 2
     queue.close()
+
+
+def test_a_first_entry_overwritten_in_the_tick_of_an_append_is_caught_later(
+    queue_dir: Path, writer: int
+) -> None:
+    """A full refresh looks at a file's entries only when its mtime moved; an overwrite of its first
+    entry in the same mtime tick as an append the refresh then reads must not become the entry it
+    compares against: the next refresh that sees the mtime move finds it."""
+    queue = ConsumeQueue(queue_dir.parent.parent, "T", 0, FILE_SIZE, repair=True)
+    path = queue_dir / f"{0:020d}"
+    seen_ns = queue._files[-1].mtime_ms * 1_000_000
+    os.pwrite(writer, entry_bytes(5, 100, 99), 0)  # other bytes over the first entry
+    os.pwrite(writer, _entry(2), 40)  # and an append, in the same tick
+    os.utime(path, ns=(seen_ns, seen_ns))
+    queue.refresh()
+    assert queue.failed_checks == 0  # not looked at: the mtime did not move
+    os.pwrite(writer, _entry(3), 60)
+    os.utime(path, ns=(seen_ns + 10**9, seen_ns + 10**9))
+    queue.refresh()
+    assert queue.failed_checks == 1
+    assert queue.entry(0) is None  # the file is not answered from; it is rebuilt from the CommitLog
+    queue.close()
