@@ -40,15 +40,18 @@ DEFAULT_INDEX = {"max_hash_slot_num": 5_000_000, "max_index_num": 20_000_000}
 
 
 def _steady() -> None:
-    """Under valgrind (~50x slower) the store's checks timed in wall-clock seconds (the CommitLog's
-    and the index's full look every 50 ms) would come every few SENDs instead of every few hundred,
-    and their count would move with the machine's load: for counting, they are put off for the run
-    (the same in every checkout), so the count is the lone SEND's steady path."""
+    """Under valgrind (~50x slower) the store's checks timed in wall-clock seconds (the CommitLog's,
+    the index's and a written consume queue's full look every 50 ms) would come every few SENDs
+    instead of every few hundred, and their count would move with the machine's load: for counting,
+    they are put off for the run (the same in every checkout), so the count is the lone SEND's
+    steady path."""
     import store.commitlog.mapped_files as mapped_files
+    import store.consumequeue.queue_table as queue_table
     import store.index.service as index_service
 
     mapped_files.FULL_CHECK_EVERY = 1e9
     index_service.FULL_AUDIT_EVERY = 1e9
+    queue_table.FULL_LOOK_EVERY = 1e9
 
 
 def child(sends: int, rounds: int, built: int) -> None:

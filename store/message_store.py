@@ -227,6 +227,7 @@ class MessageStore:
                 # The queues it creates from now on are told to the topic counts (no directory
                 # listing per new queue).
                 self._cq_builder.new_queue = self.queues.counts.note_queue
+                self.queues.written_tail = self._cq_builder.written_tail
             # One walk feeds both, in the broker's order: consume queue, then index.
             dispatchers = [d for d in (self._cq_builder, self._builder) if d is not None]
             self._reput = Reput(self.commitlog, dispatchers) if dispatchers else None

@@ -737,6 +737,21 @@ class ConsumeQueueBuilder:
             changed, self.changed = self.changed, set()
         return changed
 
+    def written_tail(self, key: tuple[str, int]) -> tuple[int, int, int] | None:
+        """The file this builder's appends to queue ``key`` go to: (its first byte offset, the bytes
+        of entries it holds, this builder's descriptor of it), or None when the queue has no file
+        or its descriptor is closed (``MAX_OPEN_FILES``). What a put's refresh of the queue takes
+        instead of listing its directory (``ConsumeQueue.refresh_written``); read under the
+        caller's lock, on the thread that dispatches, so the descriptor is not closed meanwhile."""
+        queue = self._queues.get(key)
+        if queue is None:
+            return None
+        state = queue.state
+        fd, start = state[_FD], state[_LAST_START]
+        if fd < 0 or start < 0:
+            return None
+        return start, state[_WROTE], fd
+
     def queue_ends(self) -> dict[tuple[str, int], int]:
         """(topic, queue id) -> the queue's written end in entries: the next record's queue offset.
 

@@ -321,6 +321,10 @@ class ConsumeQueue:
         self._files: list[_File] = []
         self._starts: list[int] = []
         self._min_logic_offset = 0
+        #: The min offset names an entry of the first file (``_correct_min_offset``): entries
+        #: appended later cannot move it (their CommitLog offsets are higher), only a change of the
+        #: CommitLog's first offset or of the first file, which a full refresh sees.
+        self._min_found = False
         #: Files replaced by bytes that are not this queue's: start -> the rejected inode.
         self._rejected: dict[int, int] = {}
         #: Files overwritten in place, waiting to be rebuilt from the CommitLog: (the empty copy
@@ -420,14 +424,66 @@ class ConsumeQueue:
                 if f.seen_written != f.written and not f.rebuilt:
                     self._remember(f)
 
+    def refresh_written(self, start: int, wrote: int, fd: int) -> bool:
+        """``refresh`` after this process's own builder appended entries to the queue's last file,
+        without listing the directory: True when taken so, False with nothing changed otherwise (the
+        caller then refreshes in full, which lists, stats and checks every file).
+
+        ``start``, ``wrote``, ``fd``: the file the builder's appends went to (its first byte offset,
+        the bytes of entries it holds now, the builder's descriptor of it;
+        ``ConsumeQueueBuilder.written_tail``). The case taken: that file is the last one this queue
+        maps (no new file started since the last full look), mapped from disk (not a rebuilt copy),
+        the descriptor's ``fstat`` names the same inode, still linked, at the same size (not
+        deleted, replaced by a rename, cut or grown), its first entry and the last one seen are
+        still the ones the last look saw (``_overwritten``, the check a full refresh makes of a
+        file whose mtime moved; made here always, as the mtime taken here would hide a move from
+        the next full refresh), and the map reads valid entries from the old written end up to
+        ``wrote`` and none at ``wrote`` (the broker's ``recover`` rule, ``first_invalid_entry``,
+        over the new entries only). Then the written end is ``wrote``, as the full refresh would
+        find it, and the file's mtime the one ``fstat`` gave. Anything only the full refresh sees
+        (a file deleted or added beside it, another process's writes past ``wrote``) is left to
+        it: the caller bounds how long a queue goes without one (``QueueTable.refresh_some``)."""
+        with self._lock:
+            files = self._files
+            if self.directory is None or not files or fd < 0:
+                return False
+            f = files[-1]
+            if f.start != start or f.rebuilt or f.mm is None:
+                return False
+            old = f.written
+            if wrote < old or wrote > f.length or wrote % CQ_STORE_UNIT_SIZE or f.seen_written != old:
+                return False
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                return False
+            if st.st_nlink == 0 or st.st_ino != f.inode or st.st_size != f.length:
+                return False  # deleted, or replaced by a rename (the old inode unlinked), cut, grown
+            if self._overwritten(f):
+                return False
+            stop = min(wrote + CQ_STORE_UNIT_SIZE, f.length)
+            if first_invalid_entry(f.view, old, stop) != wrote:
+                return False
+            f.written = wrote
+            f.mtime_ms = st.st_mtime_ns // 1_000_000
+            if not self._min_found:
+                self._correct_min_offset()
+            if wrote != old:
+                self._remember(f)
+            return True
+
     # -- a file overwritten in place (issue 31, item 7): rebuilt from the CommitLog -------------------
 
     @staticmethod
     def _remember(f: _File) -> None:
-        """Note the first and last written entries: a writer never changes them again."""
+        """Note the first and last written entries: a writer never changes them again. The first
+        one is kept as first seen (not read again as the file grows): a full refresh compares only
+        when the file's mtime moved, and an overwrite in the same mtime tick as an append it then
+        reads would otherwise become the entry compared against, and never be found."""
         f.seen_written = f.written
         if f.written >= CQ_STORE_UNIT_SIZE:
-            f.seen_first = bytes(f.view[:CQ_STORE_UNIT_SIZE])
+            if not f.seen_first:
+                f.seen_first = bytes(f.view[:CQ_STORE_UNIT_SIZE])
             f.seen_last = bytes(f.view[f.written - CQ_STORE_UNIT_SIZE : f.written])
         else:
             f.seen_first = f.seen_last = b""
@@ -726,6 +782,7 @@ class ConsumeQueue:
 
     def _correct_min_offset(self) -> None:
         """``correctMinOffset``: the first entry of the first file at or past the CommitLog's start."""
+        self._min_found = False
         if not self._files:
             self._min_logic_offset = 0
             return
@@ -744,6 +801,7 @@ class ConsumeQueue:
                 lo = mid + 1
         if lo < f.written // CQ_STORE_UNIT_SIZE:
             self._min_logic_offset = f.start + lo * CQ_STORE_UNIT_SIZE
+            self._min_found = True
         elif self._min_logic_offset < f.start:
             # No entry qualifies: a loaded broker keeps 0 (the value before any correction).
             self._min_logic_offset = 0

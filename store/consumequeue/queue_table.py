@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from store.commitlog.mapped_files import CommitLog
@@ -26,6 +27,11 @@ __all__ = ["QueueTable", "TopicQueueNums", "read_topics_json"]
 #: is refreshed when its last refresh is older than ``STALE_AFTER`` seconds).
 REFRESH_BUDGET = 4096
 STALE_AFTER = 1.0
+#: A put's refresh of a queue takes the builder's own appends as written (``refresh_some``) only
+#: within this many seconds of the queue's last full refresh; past that it refreshes in full (the
+#: CommitLog's ``FULL_CHECK_EVERY`` rule): a file added, deleted or replaced beside the one written
+#: is seen at most this late under a stream of SENDs (and by the server's periodic refresh anyway).
+FULL_LOOK_EVERY = 0.05
 
 
 class QueueTable:
@@ -45,6 +51,9 @@ class QueueTable:
         self._cursor = 0
         self._refreshed: dict[tuple[str, int], float] = {}
         self._over_budget = False
+        #: The store's consume queue builder's ``written_tail`` (set by the store that builds them):
+        #: where its appends to a queue went, for ``refresh_some``'s shortcut.
+        self.written_tail: Callable[[tuple[str, int]], tuple[int, int, int] | None] | None = None
         #: topic -> queue counts, kept current (``TopicCounts``: re-read only when a source changed).
         self.counts = TopicCounts(config.store_path_root_dir / "config" / "topics.json", self.root)
 
@@ -151,14 +160,26 @@ class QueueTable:
 
     def refresh_some(self, keys: set[tuple[str, int]]) -> None:
         """Refresh the opened queues among ``keys`` only: after a put, the queues it wrote (every
-        opened queue per put grew with the topics: 4,000 directory listings at 1,000 topics)."""
+        opened queue per put grew with the topics: 4,000 directory listings at 1,000 topics).
+
+        A queue refreshed in full within ``FULL_LOOK_EVERY`` takes the store's own builder's
+        appends as written (``written_tail``, ``ConsumeQueue.refresh_written``: one ``fstat`` and
+        a look at the new entries instead of a directory listing and a ``stat`` per file); any
+        case that shortcut does not take, and every queue past that age, is refreshed in full."""
         with self._lock:
             queues = self._queues
             now = time.monotonic()
+            tail_of = self.written_tail
+            refreshed = self._refreshed
             for key in keys:
                 queue = queues.get(key)
-                if queue is not None:
-                    self._refresh_one(key, queue, now)
+                if queue is None:
+                    continue
+                if tail_of is not None and now - refreshed.get(key, -FULL_LOOK_EVERY) < FULL_LOOK_EVERY:
+                    tail = tail_of(key)
+                    if tail is not None and queue.refresh_written(*tail):
+                        continue  # the time of the last full look stays: it bounds the shortcut
+                self._refresh_one(key, queue, now)
 
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's queues (their directory is removed by the builder): no longer answered
