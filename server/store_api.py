@@ -32,6 +32,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from store.config.consumer_offsets import ConsumerOffsetTable
+from store.config.store_config import StoreConfig
 from store.consumequeue.get_message import RecordFilter, total_physical_memory
 from store.errors import DispatchWriteError, StoreError
 from store.index.query_walk import COMPILED as QUERY_WALK_COMPILED
@@ -170,6 +171,8 @@ class StoreWithCommitLog(ConsumeQueueStore, Protocol):
     """The store as the runtime-info and consumer-offset answers see it."""
 
     commitlog: CommitLogBounds
+    #: Its broker.conf (runtime info's paths, the consumer offset's in-memory ratio).
+    config: StoreConfig
 
 
 class IndexedStore(StoreWithCommitLog, Protocol):

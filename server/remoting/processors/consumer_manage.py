@@ -39,15 +39,22 @@ def no_consumer_remark(group: str) -> str:
 class ConsumerManageProcessor:
     """QUERY_CONSUMER_OFFSET and GET_CONSUMER_LIST_BY_GROUP with no groups known."""
 
-    __slots__ = ("_in_memory", "_store")
+    __slots__ = ("_in_memory", "_memory", "_store")
 
     def __init__(self, store: StoreWithCommitLog, physical_memory: int | None = None) -> None:
         self._store = store
-        memory = total_physical_memory() if physical_memory is None else physical_memory
-        # ``checkInDiskByCommitOffset``: the store's ``accessMessageInMemoryMaxRatio``, as its pulls use
-        ratio = store.config.access_message_in_memory_max_ratio
-        #: CommitLog bytes behind its end still "in memory" (``(long) (TOTAL * (ratio / 100.0))``).
-        self._in_memory = int(memory * (ratio / 100.0))
+        self._memory = total_physical_memory() if physical_memory is None else physical_memory
+        #: CommitLog bytes behind its end still "in memory", read at the first query (the server is
+        #: built over stores, some of them wrappers, before anything asks).
+        self._in_memory: int | None = None
+
+    def _in_memory_bytes(self) -> int:
+        """``checkInDiskByCommitOffset``'s span: the store's ``accessMessageInMemoryMaxRatio`` (as its
+        pulls use) of physical memory, ``(long) (TOTAL * (ratio / 100.0))``."""
+        if self._in_memory is None:
+            ratio = self._store.config.access_message_in_memory_max_ratio
+            self._in_memory = int(self._memory * (ratio / 100.0))
+        return self._in_memory
 
     def _first_entry_in_disk(self, topic: str, queue_id: int) -> bool:
         """``checkInDiskByConsumeOffset(topic, queueId, 0)``: false when there is no entry at 0."""
@@ -58,7 +65,7 @@ class ConsumerManageProcessor:
         physical = int.from_bytes(
             record[PHYSICAL_OFFSET_AT : PHYSICAL_OFFSET_AT + PHYSICAL_OFFSET_WIDTH], "big"
         )
-        return self._store.commitlog.max_offset - physical > self._in_memory
+        return self._store.commitlog.max_offset - physical > self._in_memory_bytes()
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
