@@ -144,67 +144,73 @@ static PyObject *whole_run(PyObject *self, PyObject *args)
     return Py_BuildValue("(nn)", pos, records);
 }
 
-static PyObject *hop(PyObject *self, PyObject *args)
+/* The planner's step, one loop for hop and hop_span: records followed by TOTALSIZE alone from pos, to
+ * the first position at or past soft_end or not such a record; with lo and hi, also the smallest and
+ * largest STORETIMESTAMP hopped. A hopped record holds at least RECORD_MIN_RECORD_SIZE bytes, more than
+ * the header up to STORETIMESTAMP with both hosts IPv6, so that read stays in the record. */
+static inline Py_ssize_t hop_records(const uint8_t *p, Py_ssize_t length, Py_ssize_t pos, Py_ssize_t soft_end,
+                                     int64_t *lo, int64_t *hi)
 {
-    (void)self;
-    Py_buffer buf;
-    Py_ssize_t pos, soft_end;
-    if (!PyArg_ParseTuple(args, "y*nn:hop", &buf, &pos, &soft_end))
-        return NULL;
-    if (pos < 0) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "hop: need 0 <= pos");
-        return NULL;
-    }
-    const uint8_t *p = (const uint8_t *)buf.buf;
-    Py_ssize_t length = buf.len;
-    Py_BEGIN_ALLOW_THREADS
     while (pos < soft_end && pos + RECORD_SIZE_MAGIC_WIDTH <= length) {
         int64_t total = (int32_t)be32(p + pos + RECORD_TOTAL_SIZE_AT);
         int32_t magic = (int32_t)be32(p + pos + RECORD_MAGIC_CODE_AT);
         if ((magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) || total < RECORD_MIN_RECORD_SIZE ||
             total > (int64_t)(length - pos))
             break;
+        if (lo != NULL) {
+            int32_t sys_flag = (int32_t)be32(p + pos + RECORD_SYS_FLAG_AT);
+            int64_t ts = (int64_t)be64(p + pos + record_store_timestamp_at(sys_flag));
+            if (ts < *lo)
+                *lo = ts;
+            if (ts > *hi)
+                *hi = ts;
+        }
         pos += (Py_ssize_t)total;
     }
+    return pos;
+}
+
+/* hop's and hop_span's arguments (format "y*nn:<name>"): the buffer, pos and soft_end; 0, or -1 with
+ * the error set. */
+static int hop_args(PyObject *args, const char *format, const char *name, Py_buffer *buf, Py_ssize_t *pos,
+                    Py_ssize_t *soft_end)
+{
+    if (!PyArg_ParseTuple(args, format, buf, pos, soft_end))
+        return -1;
+    if (*pos < 0) {
+        PyBuffer_Release(buf);
+        PyErr_Format(PyExc_ValueError, "%s: need 0 <= pos", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *hop(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t pos, soft_end;
+    if (hop_args(args, "y*nn:hop", "hop", &buf, &pos, &soft_end) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    pos = hop_records((const uint8_t *)buf.buf, buf.len, pos, soft_end, NULL, NULL);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     return PyLong_FromSsize_t(pos);
 }
 
 /* hop, and the smallest and largest STORETIMESTAMP of the records hopped (the reference's NO_SPAN,
- * INT64_MAX and INT64_MIN, for none). A hopped record holds at least RECORD_MIN_RECORD_SIZE bytes,
- * more than the header up to STORETIMESTAMP with both hosts IPv6, so the read stays in the record. */
+ * INT64_MAX and INT64_MIN, for none). */
 static PyObject *hop_span(PyObject *self, PyObject *args)
 {
     (void)self;
     Py_buffer buf;
     Py_ssize_t pos, soft_end;
-    if (!PyArg_ParseTuple(args, "y*nn:hop_span", &buf, &pos, &soft_end))
+    if (hop_args(args, "y*nn:hop_span", "hop_span", &buf, &pos, &soft_end) < 0)
         return NULL;
-    if (pos < 0) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "hop_span: need 0 <= pos");
-        return NULL;
-    }
-    const uint8_t *p = (const uint8_t *)buf.buf;
-    Py_ssize_t length = buf.len;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     Py_BEGIN_ALLOW_THREADS
-    while (pos < soft_end && pos + RECORD_SIZE_MAGIC_WIDTH <= length) {
-        int64_t total = (int32_t)be32(p + pos + RECORD_TOTAL_SIZE_AT);
-        int32_t magic = (int32_t)be32(p + pos + RECORD_MAGIC_CODE_AT);
-        if ((magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) || total < RECORD_MIN_RECORD_SIZE ||
-            total > (int64_t)(length - pos))
-            break;
-        int32_t sys_flag = (int32_t)be32(p + pos + RECORD_SYS_FLAG_AT);
-        int64_t ts = (int64_t)be64(p + pos + record_store_timestamp_at(sys_flag));
-        if (ts < lo)
-            lo = ts;
-        if (ts > hi)
-            hi = ts;
-        pos += (Py_ssize_t)total;
-    }
+    pos = hop_records((const uint8_t *)buf.buf, buf.len, pos, soft_end, &lo, &hi);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     return Py_BuildValue("(nLL)", pos, (long long)lo, (long long)hi);

@@ -249,15 +249,23 @@ def hop(buf: bytes | memoryview | mmap.mmap, pos: int, soft_end: int) -> int:
     and a Python step per record made it the pipeline's longest serial stretch.
     """
     length = len(buf)
-    size_magic = _SIZE_MAGIC.unpack_from
-    while pos < soft_end and pos + SIZE_MAGIC_WIDTH <= length:
-        size, magic = size_magic(buf, pos)
-        if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
-            break
-        if size < MIN_RECORD_SIZE or size > length - pos:
+    while pos < soft_end:
+        size = _hop_size(buf, pos, length)
+        if not size:
             break
         pos += size
     return pos
+
+
+def _hop_size(buf: bytes | memoryview | mmap.mmap, pos: int, length: int) -> int:
+    """The TOTALSIZE of the record at ``pos`` if ``hop`` goes over it, else 0 (fewer than 8 bytes
+    left, a MAGICCODE that is not a message's, a TOTALSIZE below the smallest record or past the end)."""
+    if pos + SIZE_MAGIC_WIDTH > length:
+        return 0
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or size < MIN_RECORD_SIZE or size > length - pos:
+        return 0
+    return size
 
 
 #: ``hop_span``'s store times when it hopped no record: an empty span (``lo > hi``).
@@ -275,13 +283,10 @@ def hop_span(buf: bytes | memoryview | mmap.mmap, pos: int, soft_end: int) -> tu
     record is at least ``MIN_RECORD_SIZE`` bytes, which holds the header with both hosts IPv6).
     """
     length = len(buf)
-    size_magic = _SIZE_MAGIC.unpack_from
     lo, hi = NO_SPAN
-    while pos < soft_end and pos + SIZE_MAGIC_WIDTH <= length:
-        size, magic = size_magic(buf, pos)
-        if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
-            break
-        if size < MIN_RECORD_SIZE or size > length - pos:
+    while pos < soft_end:
+        size = _hop_size(buf, pos, length)
+        if not size:
             break
         ts = store_timestamp(buf, pos)
         lo, hi = min(lo, ts), max(hi, ts)
