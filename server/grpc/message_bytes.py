@@ -200,32 +200,24 @@ def encode_response(
     add = out.append
     tag = get(PROPERTY_TAGS)
     if tag is not None:
-        value = tag.encode()
-        add(b"\x0a" + varint(len(value)) + value)
+        add(text(1, tag))
     keys = get(PROPERTY_KEYS)
     if keys is not None:
         for item in keys.split(" "):
-            value = item.encode()
-            add(b"\x12" + varint(len(value)) + value)
+            add(text(2, item))
     if message_id:
-        value = message_id.encode()
-        add(b"\x1a" + varint(len(value)) + value)
+        add(text(3, message_id))
     add(_DIGEST_HEAD + digest.encode() + _BODY_ENCODING)
     add(_MESSAGE_TYPE[message_type_of(props)])
-    stamp = timestamp(born_ms)
-    add(b"\x3a" + varint(len(stamp)) + stamp)
+    add(delimited(7, timestamp(born_ms)))
     if born_host:
-        value = born_host.encode()
-        add(b"\x42" + varint(len(value)) + value)
-    stamp = timestamp(store_ms)
-    add(b"\x4a" + varint(len(stamp)) + stamp)
+        add(text(8, born_host))
+    add(delimited(9, timestamp(store_ms)))
     add(store_host_field)
     if deliver_ms is not None:
-        stamp = timestamp(deliver_ms)
-        add(b"\x5a" + varint(len(stamp)) + stamp)
+        add(delimited(11, timestamp(deliver_ms)))
     if receipt_handle:
-        value = receipt_handle.encode()
-        add(b"\x62" + varint(len(value)) + value)
+        add(text(12, receipt_handle))
     if queue_id:
         add(b"\x68" + varint(queue_id))
     add(b"\x70" + varint(queue_offset))
@@ -233,12 +225,10 @@ def encode_response(
     add(b"\x80\x01" + varint(attempt))
     group = get(PROPERTY_SHARDING_KEY)
     if group is not None:
-        value = group.encode()
-        add(b"\x8a\x01" + varint(len(value)) + value)
+        add(text(17, group))
     trace = get(PROPERTY_TRACE_CONTEXT)
     if trace is not None:
-        value = trace.encode()
-        add(b"\x92\x01" + varint(len(value)) + value)
+        add(text(18, trace))
     system = b"".join(out)
     # Message: topic, user properties (a map, in key order), system properties, body
     out = [topic_field]
@@ -247,10 +237,8 @@ def encode_response(
     if user:
         user.sort()
         for name in user:
-            entry = text(1, name) + text(2, props[name])
-            add(b"\x12" + varint(len(entry)) + entry)
-    add(b"\x1a" + varint(len(system)))
-    add(system)
+            add(delimited(2, text(1, name) + text(2, props[name])))
+    add(delimited(3, system))
     if body:
         add(b"\x22" + varint(len(body)))
         add(body)
