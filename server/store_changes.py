@@ -7,9 +7,9 @@ The broker learns of new messages from its reput; here the store learns of them 
 looks at its queue again. Waiting is an ``asyncio.Event`` wait: nothing blocks the event loop.
 
 Under ``serve --writable`` a SEND tells exactly which queue grew (``notify_queue``), as the broker's
-``NotifyMessageArrivingListener`` wakes only the pulls held on that queue: a held pull waits on its
-own queue's event (``wait_queue``), so a SEND wakes the few pulls it concerns, not every held one.
-A ``pulse`` (a refresh of a store another process writes) still wakes them all.
+``NotifyMessageArrivingListener`` wakes only the pulls held on that queue: a held gRPC receive
+waits on its queues' events (``watch_queue``), so a SEND wakes the few waits it concerns, not every
+held one. A ``pulse`` (a refresh of a store another process writes) still wakes them all.
 
 A held PULL_MESSAGE does not wait on an event: it hands a wake-up callback (``on_queue``), which a
 ``notify_queue`` queues and ``run_woken`` runs. The remoting connection that handled the SEND calls
@@ -153,22 +153,6 @@ class StoreChanges:
         if event is None:
             event = self._queues[key] = asyncio.Event()
         return event
-
-    async def wait_queue(self, topic: str, queue_id: int, timeout: float) -> None:
-        """Until the queue grows (``notify_queue``), a ``pulse``, ``close()`` or ``timeout`` seconds,
-        counted from when this coroutine first runs (``watch_queue`` to watch from the call).
-
-        The wait is the event's own, bounded by ``asyncio.timeout`` in the waiting task: a SEND's
-        ``notify_queue`` resumes the held pull in the next turn of the loop. (``asyncio.wait_for``
-        ran the wait as a task of its own, made per wait, and took two more turns to hand its end
-        back: a held pull answered after the loop had come round three times.)"""
-        if self._closed or timeout <= 0:
-            return
-        try:
-            async with asyncio.timeout(timeout):
-                await self.watch_queue(topic, queue_id).wait()
-        except TimeoutError:
-            pass
 
     async def wait(self, timeout: float) -> None:
         """Until the next pulse, ``close()`` or ``timeout`` seconds, whichever comes first."""
