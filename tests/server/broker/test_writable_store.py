@@ -61,8 +61,8 @@ def test_due_deliveries_leave_the_delay_offsets_file_to_another_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``deliver_due`` runs on the event loop: rewriting and syncing ``delayOffset.json`` after each
-    of its 64 deliveries held the loop ~0.5 s here. The offsets are written off that thread, and
-    the file holds all of them once the store is closed."""
+    of its 64 deliveries held the loop 26-500 ms here (the disk's sync latency). The offsets are
+    written off that thread, and the file holds all of them once the store is closed."""
     config = _config(tmp_path / "s")
     now = [1_000]
     writers: list[int] = []
