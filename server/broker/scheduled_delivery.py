@@ -5,8 +5,8 @@ level L is stored in queue L - 1 and falls due at its store timestamp plus the l
 (``deliver_timestamp`` over the store's ``messageDelayLevel`` table; a level past the table is
 capped). ``DeliverySchedule`` keeps the due times, earliest first (ties by CommitLog offset), and
 each level's delivered queue offset, saved to ``config/delayOffset.json`` as the broker keeps it:
-neither a restart here nor a Java broker opening the store delivers a message twice, and the ones
-still pending are delivered after.
+after a stop neither a restart here nor a Java broker opening the store delivers a message twice,
+and the ones still pending are delivered after.
 
 Deliveries run on the event loop; the file is written off it (a ``ConfigPersister`` the writable
 store attaches: one rewrite and fsync per delivery, 0.4-8 ms each on this host, held the loop
