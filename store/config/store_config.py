@@ -69,7 +69,8 @@ class _Implied(int):
     way it is set, and the window follows the ratio only when someone set it (the broker's 40 % of
     memory as page cache is what the window exists to avoid). An int, so every reader sees the
     number; its type says that it was not given, so ``StoreConfig(..., ratio)``, ``for_store``,
-    ``from_properties`` and ``dataclasses.replace`` all size the window by the same rule."""
+    ``from_properties`` and ``dataclasses.replace`` all size the window by the same rule. (An
+    encoder that takes exact ints only, as msgspec's, needs ``int(value)``.)"""
 
     __slots__ = ()
 
