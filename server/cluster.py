@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from server.app import QueryServer, ServerSettings
 from server.broker.controller import ConsumeSettings
 from server.broker.writable_store import WritableStore
-from server.faults import BrokerFaults, Faults, UnknownBrokerError
+from server.faults import WAITING_SHOWN, BrokerFaults, Comeback, Faults, UnknownBrokerError
 from server.namesrv.registry import BrokerRoutes, NameRegistry
 from server.namesrv.server import NameServer
 from server.remoting.processors.name_server import NameServerProcessor
@@ -186,6 +186,21 @@ class Cluster:
     def faults_of(self, name: str) -> Faults:
         """The faults in force on broker ``name`` (``UnknownBrokerError`` if there is none)."""
         return self.broker(name).faults.state
+
+    def comeback_of(self, name: str) -> Comeback | None:
+        """While broker ``name`` is down: how long a clear asked now would wait at most for the
+        clients told its routes to see it gone, and who they are (``UnknownBrokerError`` if there
+        is no such broker); None when it is not down."""
+        broker = self.broker(name)
+        if not broker.faults.state.down:
+            return None
+        watch = self.name_server.route_watch
+        within = watch.back_within(name)
+        if within is None:
+            return None
+        waiting = watch.waiting_for(name) if within > 0 else []
+        shown = tuple(f"{peer} {topic}" for peer, topic in waiting[:WAITING_SHOWN])
+        return Comeback(within, len(waiting), shown)
 
     async def set_faults(self, name: str, faults: Faults) -> Faults:
         """Put ``faults`` in force on broker ``name`` (the whole state: what is left out is off)."""

@@ -121,6 +121,29 @@ class UnknownBrokerError(KeyError):
         return self.message
 
 
+@dataclass(frozen=True, slots=True)
+class Comeback:
+    """When a broker that is ``down`` comes back once its fault is cleared (``server.cluster``): a
+    clear waits until every client the name server told its routes has seen it gone (or closed its
+    connection), at most ``within_s`` seconds from now; ``waiting_for`` lists who it would wait for,
+    as ``host:port topic`` (the first ``WAITING_SHOWN``), ``clients`` counts them."""
+
+    within_s: float
+    clients: int
+    waiting_for: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "withinMs": round(self.within_s * 1000),
+            "clientsToSeeItGone": self.clients,
+            "waitingFor": list(self.waiting_for),
+        }
+
+
+#: The (client, topic) pairs a ``Comeback`` names at most.
+WAITING_SHOWN = 10
+
+
 class FaultControl(Protocol):
     """Where faults are read and set by broker name (``server.cluster.Cluster``; the HTTP API's)."""
 
@@ -133,4 +156,8 @@ class FaultControl(Protocol):
 
     async def set_faults(self, name: str, faults: Faults) -> Faults:
         """Put ``faults`` in force (the whole state); ``UnknownBrokerError`` as above."""
+        ...
+
+    def comeback_of(self, name: str) -> Comeback | None:
+        """While broker ``name`` is down, how long a clear would wait for its clients; else None."""
         ...

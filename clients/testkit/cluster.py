@@ -19,7 +19,7 @@ from clients.topic_admin import TopicAdmin, TopicSpec
 from server.app import ServerSettings
 from server.broker.writable_store import WritableStore
 from server.cluster import Cluster, broker_names
-from server.faults import Faults
+from server.faults import Comeback, Faults
 
 T = TypeVar("T")
 
@@ -70,9 +70,21 @@ class RmqCluster:
         return self.run(self.cluster.set_faults(broker, faults))
 
     def clear_faults(self, broker: str) -> Faults:
-        """No fault on ``broker`` any more (a broker down listens and registers again)."""
+        """No fault on ``broker`` any more (a broker down listens and registers again, once the
+        clients told its routes have seen it gone: at most ``comeback(broker).within_s`` from now)."""
         assert self.cluster is not None
         return self.run(self.cluster.set_faults(broker, Faults()))
+
+    def comeback(self, broker: str) -> Comeback | None:
+        """While ``broker`` is down: how long ``clear_faults`` would wait at most for its clients to
+        see it gone (``within_s``), and who they are; None when it is not down."""
+        assert self.cluster is not None
+        cluster = self.cluster
+
+        async def ask() -> Comeback | None:
+            return cluster.comeback_of(broker)
+
+        return self.run(ask())
 
     def faults(self, broker: str) -> Faults:
         assert self.cluster is not None

@@ -52,6 +52,7 @@ from server.broker.timer_messages import (
 from server.broker.timer_messages import delivery_record as timer_delivery_record
 from server.broker.timer_schedule import TimerSchedule
 from store.checkpoint import Checkpoint
+from store.config.persister import ConfigPersister
 from store.config.store_config import StoreConfig
 from store.config.topics import TopicConfig, TopicPersister, TopicTable, startup_topics
 from store.consumequeue.consume_queue import ConsumeQueue
@@ -130,6 +131,7 @@ class WritableStore:
         )
         self.closed = False
         self._persister: TopicPersister | None = None
+        self._delay_persister: ConfigPersister | None = None
         #: What clients may create by themselves (``creation_limits.CreationBudget``, set by the
         #: ``BrokerController`` over this store); None: no limit.
         self.topic_budget: CreationBudget | None = None
@@ -233,8 +235,10 @@ class WritableStore:
                 len(missing),
                 ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else ""),
             )
-        # From here on topic creations are written off the caller's thread (the event loop), batched.
+        # From here on topic creations are written off the caller's thread (the event loop), batched;
+        # so are the delivered delay offsets.
         self._persister = TopicPersister(self.topics)
+        self._delay_persister = ConfigPersister(self._schedule)
 
     # -- topics --------------------------------------------------------------------------------------
 
@@ -716,6 +720,8 @@ class WritableStore:
             return
         self.closed = True
         try:
+            if self._delay_persister is not None:
+                self._delay_persister.close()  # its thread's last save done before the one below
             self._schedule.save()
             self._timers.close()
             self.reader.close()

@@ -41,6 +41,7 @@ import io
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -867,7 +868,7 @@ class HttpApi:
 
     async def broker_faults(self, request: web.Request) -> web.Response:
         control, name = self._broker_of(request)
-        return json_response({"brokerName": name, "faults": control.faults_of(name).to_json()})
+        return json_response(_faults_answer(control, name, control.faults_of(name)))
 
     async def broker_faults_set(self, request: web.Request) -> web.Response:
         control, name = self._broker_of(request)
@@ -880,11 +881,18 @@ class HttpApi:
 
     @staticmethod
     async def _put_faults(control: FaultControl, name: str, faults: Faults) -> web.Response:
+        was_down = control.faults_of(name).down
+        started = time.monotonic()
         try:
             now = await control.set_faults(name, faults)
         except PortUnusableError as exc:
             raise ApiError(503, "port_unusable", f"broker {name} stays down: {exc}") from None
-        return json_response({"brokerName": name, "faults": now.to_json()})
+        answer = _faults_answer(control, name, now)
+        if was_down and not now.down:
+            # the clear waited for the clients told its routes to see it gone (at most the bound
+            # the down's answer gave): how long, so a slow DELETE is not a mystery
+            answer["waitedMs"] = round((time.monotonic() - started) * 1000)
+        return json_response(answer)
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -922,6 +930,16 @@ class HttpApi:
 
 #: ``TopicValidator``'s topic names (the SEND checks them again, with the broker's remark).
 _TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
+
+
+def _faults_answer(control: FaultControl, name: str, faults: Faults) -> dict[str, object]:
+    """A broker's faults as the API answers them; while it is down, ``comeback``: how long a clear
+    asked now would wait at most before it listens again, and for which clients."""
+    answer: dict[str, object] = {"brokerName": name, "faults": faults.to_json()}
+    comeback = control.comeback_of(name)
+    if comeback is not None:
+        answer["comeback"] = comeback.to_json()
+    return answer
 
 
 class _FaultsBody:

@@ -80,6 +80,19 @@ class RouteWatch:
         }
         self._left[broker] = (self._clock(), waiting)
 
+    def back_within(self, broker: str, max_wait: float | None = None) -> float | None:
+        """Seconds a clear of ``broker``'s ``down`` asked now would wait at most (``seen_gone``'s
+        bound: 0 when every client told its routes has seen it gone, or ``max_wait`` since it left
+        has passed); None when it did not leave."""
+        left = self._left.get(broker)
+        if left is None:
+            return None
+        since, waiting = left
+        if not waiting:
+            return 0.0
+        bound = MAX_WAIT_SECONDS if max_wait is None else max_wait
+        return max(0.0, since + bound - self._clock())
+
     def waiting_for(self, broker: str) -> list[tuple[str, str]]:
         """The (peer, topic) pairs that have not seen ``broker`` gone yet (empty when it did not leave)."""
         left = self._left.get(broker)

@@ -35,7 +35,9 @@ def read_delay_offsets(path: Path) -> dict[int, int]:
 
 def write_delay_offsets(path: Path, offsets: dict[int, int]) -> None:
     """Save the table in the broker's layout, through a temporary file and a rename (one save of the
-    file at a time: a delivery's and the one at close may come from different threads)."""
+    file at a time: a delivery's and the one at close may come from different threads). ``offsets``
+    must not change meanwhile: the caller passes a copy taken under its own lock
+    (``DeliverySchedule.save``)."""
     entries = ",".join(f"{level}:{offset}" for level, offset in sorted(offsets.items()))
     text = '{\n\t"offsetTable":{' + entries + "\n\t}\n}"
     replace_whole(path, text.encode("utf-8"))

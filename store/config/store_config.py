@@ -30,9 +30,12 @@ DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
 #: Ours (no Java key): the CommitLog bytes behind the write position a writer keeps in the page
 #: cache; older pages are handed back (``store.write.cache_window``). 0: the kernel's own policy.
-#: When broker.conf sets ``accessMessageInMemoryMaxRatio`` and not ``commitLogCacheWindow``, the
-#: window is what that ratio counts as in memory instead (``cache_window_for_ratio``).
+#: When ``accessMessageInMemoryMaxRatio`` is set (in broker.conf or in code) and
+#: ``commitLogCacheWindow`` is not, the window is what that ratio counts as in memory instead
+#: (``cache_window_for_ratio``).
 DEFAULT_COMMIT_LOG_CACHE_WINDOW = 256 * 1024 * 1024
+#: The broker's ``accessMessageInMemoryMaxRatio`` default (percent of physical memory).
+DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 40
 #: The smallest window a ratio gives (a ratio of 0 counts nothing as in memory): one worker step of
 #: ``store.write.cache_window``, so its jobs stay one per 8 MiB written, not one per page.
 MIN_RATIO_CACHE_WINDOW = 8 * 1024 * 1024
@@ -43,7 +46,8 @@ INDEX_ENTRY_SIZE = 20
 
 
 def cache_window_for_ratio(ratio: int) -> int:
-    """The CommitLog page cache window for an ``accessMessageInMemoryMaxRatio`` broker.conf sets.
+    """The CommitLog page cache window for an ``accessMessageInMemoryMaxRatio`` that was set (in
+    broker.conf or in code: ``StoreConfig.__post_init__``).
 
     That ratio is the 4.9.7 broker's statement of how much of the CommitLog's tail its pulls read
     from memory: a record within it is answered with the in-memory batch limits (32 messages,
@@ -56,6 +60,19 @@ def cache_window_for_ratio(ratio: int) -> int:
     docs/configuration.md says why they differ); ``commitLogCacheWindow`` always wins.
     """
     return max(in_memory_bytes(ratio), MIN_RATIO_CACHE_WINDOW)
+
+
+class _Implied(int):
+    """A field's value that no one gave: its default, or one worked out from another field.
+
+    The Java broker's ``MessageStoreConfig`` has one ``accessMessageInMemoryMaxRatio`` field whichever
+    way it is set, and the window follows the ratio only when someone set it (the broker's 40 % of
+    memory as page cache is what the window exists to avoid). An int, so every reader sees the
+    number; its type says that it was not given, so ``StoreConfig(..., ratio)``, ``for_store``,
+    ``from_properties`` and ``dataclasses.replace`` all size the window by the same rule. (An
+    encoder that takes exact ints only, as msgspec's, needs ``int(value)``.)"""
+
+    __slots__ = ()
 
 
 class ConfigError(ValueError):
@@ -187,7 +204,9 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
-    access_message_in_memory_max_ratio: int = 40
+    #: ``accessMessageInMemoryMaxRatio``; set (any way) without ``commit_log_cache_window``, it
+    #: sizes the page cache window too (``cache_window_for_ratio``).
+    access_message_in_memory_max_ratio: int = _Implied(DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
     #: The delay levels: a scheduled record's consume queue tagsCode is its delivery time.
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     #: ``autoCreateTopicEnable``: a SEND to an unknown topic creates it from TBW102 (write path only).
@@ -205,8 +224,9 @@ class StoreConfig:
     enable_property_filter: bool | None = None
     #: ``storeReplyMessageEnable`` (BrokerConfig): a request's reply is also stored in the reply topic.
     store_reply_message_enable: bool = True
-    #: ``commitLogCacheWindow`` (ours, not the Java broker's): ``DEFAULT_COMMIT_LOG_CACHE_WINDOW``.
-    commit_log_cache_window: int = DEFAULT_COMMIT_LOG_CACHE_WINDOW
+    #: ``commitLogCacheWindow`` (ours, not the Java broker's): ``DEFAULT_COMMIT_LOG_CACHE_WINDOW``,
+    #: or what a ratio that was set counts as in memory; a window given always wins.
+    commit_log_cache_window: int = _Implied(DEFAULT_COMMIT_LOG_CACHE_WINDOW)
 
     def __post_init__(self) -> None:
         for name in (
@@ -217,6 +237,15 @@ class StoreConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if isinstance(self.commit_log_cache_window, _Implied):
+            # not given: the ratio's, when someone set the ratio (again at each replace)
+            ratio = self.access_message_in_memory_max_ratio
+            window = (
+                DEFAULT_COMMIT_LOG_CACHE_WINDOW
+                if isinstance(ratio, _Implied)
+                else cache_window_for_ratio(ratio)
+            )
+            object.__setattr__(self, "commit_log_cache_window", _Implied(window))
         if self.commit_log_cache_window < 0:
             window = self.commit_log_cache_window
             raise ConfigError(f"commit_log_cache_window must be 0 or more, got {window}")
@@ -328,9 +357,6 @@ class StoreConfig:
         for name, value in (overrides or {}).items():
             if value is not None:
                 values[name] = value
-        ratio = values.get("access_message_in_memory_max_ratio")
-        if isinstance(ratio, int) and "commit_log_cache_window" not in values:
-            values["commit_log_cache_window"] = cache_window_for_ratio(ratio)
         root = values.pop("store_path_root_dir", None)
         return cls.for_store(Path.home() / "store" if root is None else Path(str(root)), **values)
 

@@ -32,6 +32,8 @@ STALE_AFTER = 1.0
 #: CommitLog's ``FULL_CHECK_EVERY`` rule): a file added, deleted or replaced beside the one written
 #: is seen at most this late under a stream of SENDs (and by the server's periodic refresh anyway).
 FULL_LOOK_EVERY = 0.05
+#: (Opening a queue is a full refresh too: the first put right after a read opened it takes the
+#: shortcut rather than listing the directory the open just listed.)
 
 
 class QueueTable:
@@ -94,6 +96,9 @@ class QueueTable:
                 and self.counts.has_dir(topic)
                 and _is_dir(self.root / topic / str(queue_id))
             )
+            # opening refreshes it in full (the constructor lists and maps its files): the look a
+            # put's shortcut needs within ``FULL_LOOK_EVERY``, dated from before it began
+            opened_at = time.monotonic()
             queue = ConsumeQueue(
                 self.root if exists else None,
                 topic,
@@ -106,6 +111,7 @@ class QueueTable:
                 return queue
             self._queues[key] = queue
             self._keys.append(key)
+            self._refreshed[key] = opened_at
             self._over_budget = len(self._keys) > REFRESH_BUDGET
             return queue
 

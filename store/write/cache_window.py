@@ -19,8 +19,8 @@ written is lost or changed: the bytes are in the file, a read of them after the 
 Nothing here blocks the writer: a slow job (a busy disk) only means later jobs are skipped and
 their ranges advised by the next one. A consumer reading more than ``window`` behind the head reads
 from the disk, as it would once memory was full. ``window == 0`` (``commitLogCacheWindow=0``) keeps
-the kernel's own policy: no thread is started. A broker.conf that sets ``accessMessageInMemoryMaxRatio``
-(and not ``commitLogCacheWindow``) sets the window to what that ratio makes the pull rules count as
+the kernel's own policy: no thread is started. Setting ``accessMessageInMemoryMaxRatio`` (broker.conf
+or in code; not ``commitLogCacheWindow``) sets the window to what that ratio makes the pull rules count as
 "in memory" (``store.config.store_config.cache_window_for_ratio``).
 """
 

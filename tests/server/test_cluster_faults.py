@@ -16,6 +16,8 @@ from clients.producer import Producer, SendResult
 from clients.response_errors import SystemBusyError
 from clients.testkit.cluster import RmqCluster
 from server.faults import Faults, FaultSpecError
+from server.namesrv.route_watch import MAX_WAIT_SECONDS
+from tests.server.test_cluster_rejoin import RoutePoller
 
 
 @pytest.fixture
@@ -133,6 +135,42 @@ def test_faults_over_http(cluster: RmqCluster) -> None:
     status, answer = _http(cluster, "DELETE", "/api/brokers/broker-a/faults")
     assert (status, answer["faults"]["down"]) == (200, False)
     assert cluster.faults("broker-a") == Faults()
+
+
+def test_down_over_http_says_how_long_a_clear_would_wait_and_the_clear_how_long_it_did(
+    cluster: RmqCluster,
+) -> None:
+    """A clear of ``down`` waits for the clients told the broker's routes to see it gone (at most
+    ``MAX_WAIT_SECONDS`` after the down): the down's answer and a GET say how long at most and for
+    whom, the DELETE how long it waited. A client whose connection closed holds nothing."""
+    poller = RoutePoller(cluster.namesrv_address)
+    try:
+        assert poller.poll("F") == ["broker-a", "broker-b"]
+        host, port = poller.sock.getsockname()[:2]
+        peer = f"{host}:{port}"
+        status, answer = _http(cluster, "POST", "/api/brokers/broker-a/faults", {"down": True})
+        assert status == 200
+        comeback = answer["comeback"]
+        assert (comeback["clientsToSeeItGone"], comeback["waitingFor"]) == (1, [f"{peer} F"])
+        assert 0 < comeback["withinMs"] <= MAX_WAIT_SECONDS * 1000
+        status, answer = _http(cluster, "GET", "/api/brokers/broker-a/faults")
+        assert answer["comeback"]["clientsToSeeItGone"] == 1
+        assert answer["comeback"]["withinMs"] <= comeback["withinMs"]
+    finally:
+        poller.close()
+    for _ in range(100):  # the name server sees the close on its loop
+        answer = _http(cluster, "GET", "/api/brokers/broker-a/faults")[1]
+        if answer["comeback"]["clientsToSeeItGone"] == 0:
+            break
+        time.sleep(0.02)
+    assert answer["comeback"] == {"withinMs": 0, "clientsToSeeItGone": 0, "waitingFor": []}
+    status, answer = _http(cluster, "DELETE", "/api/brokers/broker-a/faults")
+    assert (status, answer["faults"]["down"]) == (200, False)
+    assert "comeback" not in answer
+    assert 0 <= answer["waitedMs"] < 2000
+    # not down: no comeback, and a clear of no ``down`` waited for nothing to report
+    assert "comeback" not in _http(cluster, "GET", "/api/brokers/broker-b/faults")[1]
+    assert "waitedMs" not in _http(cluster, "DELETE", "/api/brokers/broker-b/faults")[1]
 
 
 def test_bad_fault_requests_over_http_are_4xx_with_a_message(cluster: RmqCluster) -> None:

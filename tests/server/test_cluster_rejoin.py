@@ -24,8 +24,8 @@ from clients.testkit.cluster import RmqCluster
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
-from server.faults import Faults
-from server.namesrv.route_watch import ANSWERS_TO_SEE_GONE
+from server.faults import Comeback, Faults
+from server.namesrv.route_watch import ANSWERS_TO_SEE_GONE, MAX_WAIT_SECONDS
 
 
 @pytest.fixture
@@ -115,3 +115,25 @@ def test_a_client_gone_or_never_told_is_not_waited_for(cluster: RmqCluster) -> N
     finally:
         told.close()
         never_told.close()
+
+
+def test_while_down_the_kit_says_how_long_a_clear_would_wait_and_for_whom(cluster: RmqCluster) -> None:
+    poller = RoutePoller(cluster.namesrv_address)
+    try:
+        assert cluster.comeback("broker-a") is None, "not down: nothing to come back from"
+        assert poller.poll("Rejoin") == ["broker-a", "broker-b"]
+        cluster.set_faults("broker-a", down=True)
+        comeback = cluster.comeback("broker-a")
+        assert comeback is not None
+        host, port = poller.sock.getsockname()[:2]
+        peer = f"{host}:{port}"
+        assert (comeback.clients, comeback.waiting_for) == (1, (f"{peer} Rejoin",))
+        assert 0 < comeback.within_s <= MAX_WAIT_SECONDS
+        for _ in range(ANSWERS_TO_SEE_GONE):
+            assert poller.poll("Rejoin") == ["broker-b"]
+        # every client saw it gone: a clear now brings it back at once
+        assert cluster.comeback("broker-a") == Comeback(0.0, 0, ())
+        assert cluster.clear_faults("broker-a") == Faults()
+        assert cluster.comeback("broker-a") is None
+    finally:
+        poller.close()

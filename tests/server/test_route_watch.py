@@ -83,3 +83,21 @@ def test_seen_gone_gives_up_max_wait_after_the_broker_left() -> None:
         return before, await asyncio.wait_for(waiting, 5)
 
     assert asyncio.run(scenario()) == (False, False)
+
+
+def test_back_within_is_the_clears_bound_from_now() -> None:
+    clock = Clock()
+    watch = RouteWatch(clock)
+    assert watch.back_within("broker-a") is None, "it did not leave"
+    watch.answered("c1:1", "T", BOTH)
+    watch.broker_left("broker-a")
+    assert watch.back_within("broker-a", max_wait=10.0) == 10.0
+    clock.now += 4.0
+    assert watch.back_within("broker-a", max_wait=10.0) == 6.0
+    clock.now += 7.0
+    assert watch.back_within("broker-a", max_wait=10.0) == 0.0, "past the bound: a clear waits no more"
+    clock.now -= 7.0
+    watch.forget("c1:1")
+    assert watch.back_within("broker-a", max_wait=10.0) == 0.0, "no one left to wait for"
+    watch.broker_back("broker-a")
+    assert watch.back_within("broker-a") is None

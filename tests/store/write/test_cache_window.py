@@ -7,6 +7,7 @@ The writer reports every append's end, and ``commitLogCacheWindow=0`` starts no 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -254,6 +255,29 @@ def test_an_access_message_in_memory_max_ratio_in_broker_conf_sizes_the_window()
     # the pull rules read the ratio itself, unchanged
     config = StoreConfig.from_properties({"accessMessageInMemoryMaxRatio": "10"})
     assert config.access_message_in_memory_max_ratio == 10
+
+
+def test_a_ratio_set_in_code_sizes_the_window_as_broker_conf_does(tmp_path: Path) -> None:
+    """The broker's ``MessageStoreConfig`` has one ratio field however it is set: a ``StoreConfig``
+    built in code with the ratio gets the window broker.conf's key gives, the same for an explicit
+    40 (the default's value, but set); not set, our window; a window given wins; a copy with
+    another ratio follows it."""
+    from_conf = StoreConfig.from_properties({"accessMessageInMemoryMaxRatio": "10"}).commit_log_cache_window
+    assert from_conf == int(_ram() * 0.1)
+    assert StoreConfig.for_store(tmp_path, access_message_in_memory_max_ratio=10).commit_log_cache_window == (
+        from_conf
+    )
+    direct = StoreConfig(tmp_path, tmp_path / "commitlog", access_message_in_memory_max_ratio=40)
+    assert direct.commit_log_cache_window == int(_ram() * 0.4)
+    assert StoreConfig.for_store(tmp_path).commit_log_cache_window == 256 * MIB
+    given = StoreConfig.for_store(
+        tmp_path, access_message_in_memory_max_ratio=10, commit_log_cache_window=MIB
+    )
+    assert given.commit_log_cache_window == MIB
+    copy = dataclasses.replace(direct, access_message_in_memory_max_ratio=10)
+    assert copy.commit_log_cache_window == from_conf
+    assert dataclasses.replace(given, access_message_in_memory_max_ratio=40).commit_log_cache_window == MIB
+    assert dataclasses.replace(direct, max_index_num=1000).commit_log_cache_window == int(_ram() * 0.4)
 
 
 def test_a_writer_opened_from_broker_conf_keeps_what_its_ratio_counts_in_memory(
