@@ -57,7 +57,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from protocol.message import MessageExt
 from store.consumequeue.get_message import RecordFilter
 
 #: ``ReceiptHandle``'s topic types: a normal topic's handle is "N".
@@ -72,6 +71,20 @@ RENEW_SLICE_MS = 60_000
 RENEW_MAX_MS = 3 * 3600 * 1000
 
 
+class Record(Protocol):
+    """A stored message as the table reads it (a ``MessageExt`` is one; the store's reader gives
+    lighter records that keep the stored bytes, which the table hands out without looking at)."""
+
+    @property
+    def queue_offset(self) -> int: ...
+
+    @property
+    def commit_log_offset(self) -> int: ...
+
+    @property
+    def reconsume_times(self) -> int: ...
+
+
 class Reader(Protocol):
     """The store as the table reads it: up to ``n`` messages of a queue from ``offset``."""
 
@@ -83,7 +96,7 @@ class Reader(Protocol):
         n: int,
         tags_codes: frozenset[int] | None,
         record_filter: RecordFilter | None = None,
-    ) -> tuple[list[MessageExt], int]:
+    ) -> tuple[Sequence[Record], int]:
         """The messages found (filtered by tags, or by ``record_filter`` on each record: an SQL92
         subscription's) and the offset after the last one looked at."""
         ...
@@ -94,7 +107,7 @@ class Reader(Protocol):
 
 
 #: Stores a message in the group's dead-letter topic (``send_back``'s record).
-DeadLetterWriter = Callable[[str, MessageExt], None]
+DeadLetterWriter = Callable[[str, Record], None]
 
 
 class InvalidReceiptHandle(Exception):
@@ -233,7 +246,7 @@ class QueueState:
 class Delivery:
     """One message handed out: the record, its receipt handle and delivery attempt."""
 
-    message: MessageExt
+    message: Record
     handle: str
     attempt: int
     deadline: int
@@ -328,7 +341,7 @@ class ReceiveLeases:
         group: str,
         topic: str,
         state: QueueState,
-        message: MessageExt,
+        message: Record,
         queue_id: int,
         attempt: int,
         invisible_ms: int,

@@ -49,6 +49,7 @@ from protocol.message import MessageExt
 from server.broker.controller import BrokerController
 from server.broker.message_filter import SQL92, FilterCompileError, SqlRecordFilter, compile_filter
 from server.broker.receive_leases import InvalidReceiptHandle, ReceiveLeases
+from server.broker.receive_store import StoredRecord
 from server.grpc.ack_bytes import ack_response
 from server.grpc.conversion import (
     PROPERTY_BORN_HOST,
@@ -369,9 +370,16 @@ class GrpcConsumers:
                 yield RECEIVED_OK
                 messages = ReceivedMessages(topic, invisible)
                 for delivery in found:
-                    yield messages.response(
-                        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle
-                    )
+                    record = delivery.message
+                    if isinstance(record, StoredRecord):
+                        yield messages.record(
+                            record.raw, attempt=delivery.attempt, receipt_handle=delivery.handle
+                        )
+                    else:
+                        assert isinstance(record, MessageExt), record
+                        yield messages.response(
+                            record, attempt=delivery.attempt, receipt_handle=delivery.handle
+                        )
                 return
             left = until - loop.time()
             if left <= 0 or self.changes.closed:
