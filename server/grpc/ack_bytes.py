@@ -22,20 +22,24 @@ from server.grpc.v2 import Code, definition, service
 MULTIPLE_RESULTS_MESSAGE = "ack has multiple results"
 
 
+#: An acked entry's status (code, message), and the answer's when it is OK.
+_OK = (Code.OK, Code.Name(Code.OK))
+
+
 def overall_status(results: Sequence[str | None]) -> tuple[int, str]:
     """The response's status (``AckMessageActivity``): the entry's when there is one, OK when all are
     OK, else MULTIPLE_RESULTS. ``results``: per entry None (acked) or why it was not."""
     if len(results) == 1:
         return entry_status(results[0])
     if all(result is None for result in results):
-        return Code.OK, Code.Name(Code.OK)
+        return _OK
     return Code.MULTIPLE_RESULTS, MULTIPLE_RESULTS_MESSAGE
 
 
 def entry_status(result: str | None) -> tuple[int, str]:
     """An entry's status: OK "OK", or INVALID_RECEIPT_HANDLE with why."""
     if result is None:
-        return Code.OK, Code.Name(Code.OK)
+        return _OK
     return Code.INVALID_RECEIPT_HANDLE, result
 
 
@@ -44,15 +48,17 @@ def status_bytes(code: int, message: str) -> bytes:
     return b"\x08" + varint(code) + (text(2, message) if message else b"")
 
 
-#: An OK entry's status field (AckMessageResultEntry.status, field 3), the same for every entry.
-_OK_ENTRY_STATUS = delimited(3, status_bytes(Code.OK, Code.Name(Code.OK)))
+#: The answer's OK status field (AckMessageResponse.status, field 1) and an OK entry's
+#: (AckMessageResultEntry.status, field 3): the same bytes for every call.
+_OK_STATUS = delimited(1, status_bytes(*_OK))
+_OK_ENTRY_STATUS = delimited(3, status_bytes(*_OK))
 
 
 def ack_response(entries: Sequence[tuple[str, str]], results: Sequence[str | None]) -> bytes:
     """The AckMessageResponse of ``entries`` (message id, receipt handle as the request gave them),
     each entry's ``result`` None when acked, else why not."""
-    code, message = overall_status(results)
-    out = [delimited(1, status_bytes(code, message))]
+    status = overall_status(results)
+    out = [_OK_STATUS if status is _OK else delimited(1, status_bytes(*status))]
     add = out.append
     for (message_id, handle), result in zip(entries, results, strict=True):
         fields = (text(1, message_id) if message_id else b"") + (text(2, handle) if handle else b"")

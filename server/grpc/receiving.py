@@ -46,7 +46,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from protocol.message import MessageExt
-from server.broker.controller import BrokerController
+from server.broker.controller import BrokerController, SubscriptionGroupConfig
 from server.broker.message_filter import SQL92, FilterCompileError, SqlRecordFilter, compile_filter
 from server.broker.receive_leases import InvalidReceiptHandle, ReceiveLeases
 from server.broker.receive_store import StoredRecord
@@ -271,10 +271,13 @@ class GrpcConsumers:
             )
         return config.read_queue_nums if config.perm & PERM_READ else 0
 
-    def _group(self, name: str) -> None:
+    def _group(self, name: str) -> SubscriptionGroupConfig:
+        """The group's config, or the Proxy's refusal of a bad or unknown group."""
         validate_consumer_group(name)
-        if self.broker.find_group(name) is None:
+        config = self.broker.find_group(name)
+        if config is None:
             raise GrpcStatusError(Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
+        return config
 
     # -- QueryAssignment --------------------------------------------------------------------------
 
@@ -417,11 +420,9 @@ class GrpcConsumers:
         together (``ReceiveLeases.ack_all``), each entry answered with its own status."""
         group, topic = request.group.name, request.topic.name
         validate_topic(topic)
-        self._group(group)
+        orderly = self._group(group).consume_message_orderly
         if not request.entries:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
-        config = self.broker.find_group(group)
-        orderly = config is not None and config.consume_message_orderly
         entries = [(entry.message_id, entry.receipt_handle) for entry in request.entries]
         results, queue_ids = self.leases.ack_all(group, topic, [handle for _, handle in entries])
         if orderly:
