@@ -27,7 +27,7 @@ from protocol.message import (
 )
 from server.grpc.conversion import SYSTEM_PROPERTY_NAMES
 from server.grpc.message_bytes import ReceivedMessages, md5_hex
-from tests.server.grpc.test_message_bytes import BASE, CASES
+from tests.support.received_cases import BASE, CASES
 
 
 def _fast() -> ModuleType | None:
