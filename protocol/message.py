@@ -96,6 +96,7 @@ __all__ = [
     "MessageExt",
     "TransactionType",
     "body_crc",
+    "check_record",
     "decode_message",
     "decode_messages",
     "encode_message",
@@ -356,6 +357,12 @@ def decode_message(
         stored_body,
         read_body,
     )
+
+
+def check_record(buf: bytes | bytearray | memoryview, offset: int = 0) -> int:
+    """Check the record at ``offset`` as ``decode_message`` does (the same ``MessageDecodeError``s)
+    without decoding it; its sysFlag, which places its host-dependent fields."""
+    return _layout(buf, offset).sys_flag
 
 
 def decode_messages(

@@ -57,7 +57,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from protocol.message import MessageExt
 from store.consumequeue.get_message import RecordFilter
 
 #: ``ReceiptHandle``'s topic types: a normal topic's handle is "N".
@@ -72,6 +71,20 @@ RENEW_SLICE_MS = 60_000
 RENEW_MAX_MS = 3 * 3600 * 1000
 
 
+class Record(Protocol):
+    """A stored message as the table reads it (a ``MessageExt`` is one; the store's reader gives
+    lighter records that keep the stored bytes, which the table hands out without looking at)."""
+
+    @property
+    def queue_offset(self) -> int: ...
+
+    @property
+    def commit_log_offset(self) -> int: ...
+
+    @property
+    def reconsume_times(self) -> int: ...
+
+
 class Reader(Protocol):
     """The store as the table reads it: up to ``n`` messages of a queue from ``offset``."""
 
@@ -83,7 +96,7 @@ class Reader(Protocol):
         n: int,
         tags_codes: frozenset[int] | None,
         record_filter: RecordFilter | None = None,
-    ) -> tuple[list[MessageExt], int]:
+    ) -> tuple[Sequence[Record], int]:
         """The messages found (filtered by tags, or by ``record_filter`` on each record: an SQL92
         subscription's) and the offset after the last one looked at."""
         ...
@@ -94,7 +107,7 @@ class Reader(Protocol):
 
 
 #: Stores a message in the group's dead-letter topic (``send_back``'s record).
-DeadLetterWriter = Callable[[str, MessageExt], None]
+DeadLetterWriter = Callable[[str, Record], None]
 
 
 class InvalidReceiptHandle(Exception):
@@ -129,6 +142,23 @@ class ReceiptHandle:
                 self.offset,
                 self.commit_log_offset,
             )
+        )
+
+    @staticmethod
+    def encode_fields(
+        offset: int,
+        retrieve_time: int,
+        invisible_time: int,
+        lease_id: int,
+        broker_name: str,
+        queue_id: int,
+        commit_log_offset: int,
+    ) -> str:
+        """``encode`` of a normal topic's handle whose start offset is its offset (every handle a
+        receive hands out), written at once: no ``ReceiptHandle`` is built for each message."""
+        return (
+            f"{offset} {retrieve_time} {invisible_time} {lease_id} {NORMAL_TOPIC} {broker_name} {queue_id}"
+            f" {offset} {commit_log_offset}"
         )
 
     @property
@@ -168,6 +198,12 @@ class Lease:
     renew_until: int = 0
     #: The client that received it (whose liveness keeps an auto-renew lease).
     client_id: str = ""
+    #: The receipt handle the client was given for this lease.
+    handle: str = ""
+
+
+#: A time later than any deadline: a queue without leases has nothing falling due.
+NEVER = 1 << 62
 
 
 @dataclass(slots=True)
@@ -177,10 +213,17 @@ class QueueState:
     ``leases`` is kept in ascending offset order: a new lease is only ever taken at the cursor,
     above every offset leased before, and a lease handed out again replaces its own entry (a dict
     keeps a replaced key in place). So the lowest outstanding offset is the first key, found in
-    constant time on every ack rather than by a walk over hundreds of leases."""
+    constant time on every ack rather than by a walk over hundreds of leases.
+
+    ``due_from`` and ``renew_from`` are lower bounds, kept so that a receive does not walk every
+    outstanding lease to learn that none is due: no lease falls due before ``due_from``, and no
+    auto-renew lease needs renewing before ``renew_from``. A new lease lowers them; a renewal or an
+    ack leaves them lower than they need be (still bounds); a walk sets them exactly again."""
 
     cursor: int
     leases: dict[int, Lease] = field(default_factory=dict)
+    due_from: int = NEVER
+    renew_from: int = NEVER
 
     def committed(self) -> int:
         """The offset up to which everything is done: the lowest leased one, else the cursor."""
@@ -190,12 +233,20 @@ class QueueState:
         """``OrderInfo.needBlock``: a message handed out is neither acked nor due again yet."""
         return any(lease.deadline > now for lease in self.leases.values())
 
+    def take(self, offset: int, lease: Lease) -> None:
+        """``lease`` is the offset's lease now (a new one, or one replacing its own)."""
+        self.leases[offset] = lease
+        if lease.deadline < self.due_from:
+            self.due_from = lease.deadline
+        if lease.renew_until and lease.deadline - RENEW_AHEAD_MS < self.renew_from:
+            self.renew_from = lease.deadline - RENEW_AHEAD_MS
+
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One message handed out: the record, its receipt handle and delivery attempt."""
 
-    message: MessageExt
+    message: Record
     handle: str
     attempt: int
     deadline: int
@@ -223,6 +274,10 @@ class ReceiveLeases:
         self._dead_letter = dead_letter
         self._queues: dict[tuple[str, str, int], QueueState] = {}
         self._ids = itertools.count(1)
+        #: The handle text of every current lease -> (queue id, offset): an ack of a handle as it
+        #: was handed out is one look-up, with no decoding. A handle not found here (changed by the
+        #: client, or no longer current) is decoded as ``ReceiptHandle.decode`` says.
+        self._issued: dict[str, tuple[int, int]] = {}
 
     def _state(self, group: str, topic: str, queue_id: int) -> QueueState:
         key = (group, topic, queue_id)
@@ -240,16 +295,23 @@ class ReceiveLeases:
         if committed != self._committed(group, topic, queue_id):
             self._commit(group, topic, queue_id, committed)
 
+    def _drop(self, state: QueueState, offset: int) -> None:
+        """The offset's lease is gone (acked, dead-lettered, or its message gone from the store)."""
+        lease = state.leases.pop(offset)
+        self._issued.pop(lease.handle, None)
+
     def _renew(self, group: str, state: QueueState, now: int) -> None:
         """Renew the queue's auto-renew leases of live clients that are close to their deadline."""
+        if state.renew_from > now:
+            return
+        renew_from = NEVER
         for lease in state.leases.values():
-            if (
-                lease.renew_until > now
-                and lease.deadline - now <= RENEW_AHEAD_MS
-                and lease.deadline > now
-                and self._alive(group, lease.client_id)
-            ):
-                lease.deadline = min(now + RENEW_SLICE_MS, lease.renew_until)
+            if lease.renew_until > now and lease.deadline > now:
+                if lease.deadline - now <= RENEW_AHEAD_MS and self._alive(group, lease.client_id):
+                    lease.deadline = min(now + RENEW_SLICE_MS, lease.renew_until)
+                if lease.deadline - RENEW_AHEAD_MS < renew_from:
+                    renew_from = lease.deadline - RENEW_AHEAD_MS
+        state.renew_from = renew_from
 
     def renew(self, group: str, topic: str, now: int) -> None:
         """Renew the group's auto-renew leases on the topic that are due for it (see the module doc)."""
@@ -276,29 +338,72 @@ class ReceiveLeases:
 
     def _lease(
         self,
-        message: MessageExt,
+        group: str,
+        topic: str,
+        state: QueueState,
+        message: Record,
         queue_id: int,
         attempt: int,
         invisible_ms: int,
         now: int,
         client_id: str = "",
         auto_renew: bool = False,
-    ) -> tuple[Lease, Delivery]:
-        lease = Lease(
-            next(self._ids), now + invisible_ms, attempt, now + RENEW_MAX_MS if auto_renew else 0, client_id
+    ) -> Delivery:
+        """A new lease of the message, taken in ``state`` (replacing the offset's old one)."""
+        lease_id = next(self._ids)
+        offset = message.queue_offset
+        handle = ReceiptHandle.encode_fields(
+            offset, now, invisible_ms, lease_id, self.broker_name, queue_id, message.commit_log_offset
         )
-        handle = ReceiptHandle(
-            message.queue_offset,
-            now,
-            invisible_ms,
-            lease.lease_id,
-            NORMAL_TOPIC,
-            self.broker_name,
-            queue_id,
-            message.queue_offset,
-            message.commit_log_offset,
+        deadline = now + invisible_ms
+        old = state.leases.get(offset)
+        if old is not None:
+            self._issued.pop(old.handle, None)
+        state.take(
+            offset,
+            Lease(lease_id, deadline, attempt, now + RENEW_MAX_MS if auto_renew else 0, client_id, handle),
         )
-        return lease, Delivery(message, handle.encode(), attempt, lease.deadline)
+        self._issued[handle] = (queue_id, offset)
+        return Delivery(message, handle, attempt, deadline)
+
+    def _redeliver(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        state: QueueState,
+        n: int,
+        out: list[Delivery],
+        invisible_ms: int,
+        now: int,
+        max_attempts: int,
+        client_id: str,
+        auto_renew: bool,
+    ) -> None:
+        """The queue's leases that fell due, handed out again (in offset order) while ``out`` has
+        room; ``state.due_from`` set to the earliest deadline of those left when all were seen."""
+        if state.due_from > now:
+            return
+        due = sorted(o for o, lease in state.leases.items() if lease.deadline <= now)
+        for offset in due:
+            if len(out) >= n:
+                return  # some may be left due: ``due_from`` stays at or before them
+            lease = state.leases[offset]
+            found, _ = self._reader.read(topic, queue_id, offset, 1, None)
+            if not found or found[0].queue_offset != offset:
+                self._drop(state, offset)  # gone from the store (trimmed): nothing to deliver
+                continue
+            attempt = lease.attempt + 1
+            if attempt > max_attempts:
+                self._dead_letter(group, found[0])
+                self._drop(state, offset)
+                continue
+            out.append(
+                self._lease(
+                    group, topic, state, found[0], queue_id, attempt, invisible_ms, now, client_id, auto_renew
+                )
+            )
+        state.due_from = min((lease.deadline for lease in state.leases.values()), default=NEVER)
 
     def receive(
         self,
@@ -329,23 +434,9 @@ class ReceiveLeases:
             self._renew(group, state, now)
             if orderly and state.blocked(now):
                 continue
-            for offset in sorted(o for o, lease in state.leases.items() if lease.deadline <= now):
-                if len(out) >= n:
-                    break
-                lease = state.leases[offset]
-                found, _ = self._reader.read(topic, queue_id, offset, 1, None)
-                if not found or found[0].queue_offset != offset:
-                    del state.leases[offset]  # gone from the store (trimmed): nothing to deliver
-                    continue
-                attempt = lease.attempt + 1
-                if attempt > max_attempts:
-                    self._dead_letter(group, found[0])
-                    del state.leases[offset]
-                    continue
-                state.leases[offset], delivery = self._lease(
-                    found[0], queue_id, attempt, invisible_ms, now, client_id, auto_renew
-                )
-                out.append(delivery)
+            self._redeliver(
+                group, topic, queue_id, state, n, out, invisible_ms, now, max_attempts, client_id, auto_renew
+            )
             while len(out) < n:
                 found, next_offset = self._reader.read(
                     topic, queue_id, state.cursor, n - len(out), tags_codes, record_filter
@@ -355,34 +446,78 @@ class ReceiveLeases:
                     if attempt > max_attempts:
                         self._dead_letter(group, message)
                         continue
-                    lease, delivery = self._lease(
-                        message, queue_id, attempt, invisible_ms, now, client_id, auto_renew
-                    )
                     # at or past the cursor: above every leased offset (``QueueState``'s order)
-                    state.leases[message.queue_offset] = lease
-                    out.append(delivery)
+                    out.append(
+                        self._lease(
+                            group,
+                            topic,
+                            state,
+                            message,
+                            queue_id,
+                            attempt,
+                            invisible_ms,
+                            now,
+                            client_id,
+                            auto_renew,
+                        )
+                    )
                 if next_offset <= state.cursor:
                     break
                 state.cursor = next_offset
             self._advance(group, topic, queue_id, state)
         return out
 
-    def _find(self, group: str, topic: str, handle: str) -> tuple[ReceiptHandle, QueueState, Lease]:
+    def _find(self, group: str, topic: str, handle: str) -> tuple[int, int, QueueState, Lease]:
+        """The handle's (queue id, offset, queue state, lease); ``InvalidReceiptHandle`` when it does
+        not decode or names no current lease of the group on the topic.
+
+        A handle as it was handed out is found by its text (``_issued``); any other is decoded and
+        looked up by its queue id, offset and lease id, as the table always did: the answer is the
+        same either way, the look-up by text only skips the decoding (a lease's handle names its
+        lease id, unique to this table, so the lease found under the caller's group and topic
+        holding that very text is the handle's)."""
+        issued = self._issued.get(handle)
+        if issued is not None:
+            queue_id, offset = issued
+            state = self._queues.get((group, topic, queue_id))
+            if state is not None:
+                lease = state.leases.get(offset)
+                if lease is not None and lease.handle == handle:
+                    return queue_id, offset, state, lease
         decoded = ReceiptHandle.decode(handle)
         state = self._queues.get((group, topic, decoded.queue_id))
         lease = state.leases.get(decoded.offset) if state is not None else None
         if state is None or lease is None or lease.lease_id != decoded.lease_id:
             raise InvalidReceiptHandle("the receipt handle names no message received and not acked")
-        return decoded, state, lease
+        return decoded.queue_id, decoded.offset, state, lease
 
     def ack(self, group: str, topic: str, handle: str) -> None:
         """Done: the message is never handed out again; the committed offset moves over what is done.
 
         An expired lease not yet handed out again may still be acked (the broker's revive has not
         run); one handed out again has a new handle and the old one is refused."""
-        decoded, state, _ = self._find(group, topic, handle)
-        del state.leases[decoded.offset]
-        self._advance(group, topic, decoded.queue_id, state)
+        queue_id, offset, state, _ = self._find(group, topic, handle)
+        self._drop(state, offset)
+        self._advance(group, topic, queue_id, state)
+
+    def ack_all(self, group: str, topic: str, handles: Sequence[str]) -> tuple[list[str | None], set[int]]:
+        """``ack`` of each handle in turn, each queue's committed offset moved once at the end:
+        per handle None when acked, else why not (``InvalidReceiptHandle``'s text); and the queue ids
+        of the messages acked."""
+        results: list[str | None] = []
+        touched: dict[int, QueueState] = {}
+        for handle in handles:
+            try:
+                queue_id, offset, state, _ = self._find(group, topic, handle)
+            except InvalidReceiptHandle as exc:
+                results.append(str(exc))
+                continue
+            self._drop(state, offset)
+            touched[queue_id] = state
+            results.append(None)
+        for queue_id, state in touched.items():
+            self._advance(group, topic, queue_id, state)
+        return results, set(touched)
 
     def change_invisible(
         self, group: str, topic: str, handle: str, invisible_ms: int, now: int
@@ -390,24 +525,21 @@ class ReceiveLeases:
         """A new lease of ``invisible_ms`` from ``now`` for the handle's message; its new handle.
 
         None when the message is no longer in the store (the lease is dropped)."""
-        decoded, state, lease = self._find(group, topic, handle)
+        queue_id, offset, state, lease = self._find(group, topic, handle)
         if lease.deadline <= now:
             raise InvalidReceiptHandle("receipt handle is expired")
-        found, _ = self._reader.read(topic, decoded.queue_id, decoded.offset, 1, None)
-        if not found or found[0].queue_offset != decoded.offset:
-            del state.leases[decoded.offset]
-            self._advance(group, topic, decoded.queue_id, state)
+        found, _ = self._reader.read(topic, queue_id, offset, 1, None)
+        if not found or found[0].queue_offset != offset:
+            self._drop(state, offset)
+            self._advance(group, topic, queue_id, state)
             return None
-        state.leases[decoded.offset], delivery = self._lease(
-            found[0], decoded.queue_id, lease.attempt, invisible_ms, now
-        )
-        return delivery
+        return self._lease(group, topic, state, found[0], queue_id, lease.attempt, invisible_ms, now)
 
     def dead_letter(self, group: str, topic: str, handle: str) -> None:
         """ForwardMessageToDeadLetterQueue: the message to ``%DLQ%group``, then acked."""
-        decoded, state, _ = self._find(group, topic, handle)
-        found, _ = self._reader.read(topic, decoded.queue_id, decoded.offset, 1, None)
-        if found and found[0].queue_offset == decoded.offset:
+        queue_id, offset, state, _ = self._find(group, topic, handle)
+        found, _ = self._reader.read(topic, queue_id, offset, 1, None)
+        if found and found[0].queue_offset == offset:
             self._dead_letter(group, found[0])
-        del state.leases[decoded.offset]
-        self._advance(group, topic, decoded.queue_id, state)
+        self._drop(state, offset)
+        self._advance(group, topic, queue_id, state)

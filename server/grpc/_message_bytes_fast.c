@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_record_layout.h"
 #include "received_message.h"
 
 typedef struct {
@@ -398,9 +399,187 @@ done:
     return result;
 }
 
+/* The record's fields read big-endian at their offsets (the layout of _record_layout.h). */
+static int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static int64_t be64(const uint8_t *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
+}
+
+/* COMPRESSED_FLAG (protocol/message_flags.py): a compressed body is inflated by the Python path. */
+#define RR_COMPRESSED_FLAG 0x1
+
+/* string_to_properties over the record's properties bytes: items split by 0x02, a name and a
+ * value (both non-empty) split by the first 0x01, a repeated name keeps its last value. 0 and the
+ * dict in *out, -1 on a Python error, 1 to decline (an item kept that is not UTF-8: the reference
+ * decodes with "replace"). */
+static int record_properties(const uint8_t *pr, Py_ssize_t n, PyObject **out)
+{
+    PyObject *props = PyDict_New();
+    if (props == NULL)
+        return -1;
+    Py_ssize_t s = 0;
+    while (s <= n) {
+        const uint8_t *sep = s < n ? memchr(pr + s, 0x02, (size_t)(n - s)) : NULL;
+        Py_ssize_t e = sep ? (Py_ssize_t)(sep - pr) : n;
+        const uint8_t *cut = e > s ? memchr(pr + s, 0x01, (size_t)(e - s)) : NULL;
+        if (cut != NULL && cut > pr + s && cut < pr + e - 1) {
+            Py_ssize_t c = (Py_ssize_t)(cut - pr);
+            PyObject *name = PyUnicode_DecodeUTF8((const char *)pr + s, c - s, NULL);
+            PyObject *value = name ? PyUnicode_DecodeUTF8((const char *)pr + c + 1, e - c - 1, NULL) : NULL;
+            if (value == NULL) {
+                Py_XDECREF(name);
+                Py_DECREF(props);
+                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    PyErr_Clear();
+                    return 1;
+                }
+                return -1;
+            }
+            int failed = PyDict_SetItem(props, name, value);
+            Py_DECREF(name);
+            Py_DECREF(value);
+            if (failed < 0) {
+                Py_DECREF(props);
+                return -1;
+            }
+        }
+        if (sep == NULL)
+            break;
+        s = e + 1;
+    }
+    *out = props;
+    return 0;
+}
+
+static PyObject *K_UNIQ, *K_BORN_HOST;
+
+/* record_response(record, topic, topic_field, invisible_field, system_names, attempt, receipt_handle,
+ *                 digest) -> bytes | None
+ * ReceivedMessages.response(decode_message(record), ...)'s bytes straight from a record the caller
+ * validated (decode_message's checks), through encode_response; ``digest(body)`` gives the body's
+ * MD5 in upper-case hex. None (declined: the caller takes the Python path) for what the reference
+ * does in Python: a compressed body, an IPv6 host, a topic other than ``topic`` (UTF-8 bytes), no
+ * UNIQ_KEY, a TIMER_DELIVER_MS, text that is not UTF-8, or a layout that does not add up. */
+static PyObject *record_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "record_response takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *record = args[0], *topic = args[1];
+    if (!PyBytes_Check(record) || !PyBytes_Check(topic)) {
+        PyErr_SetString(PyExc_TypeError, "the record and the topic must be bytes");
+        return NULL;
+    }
+    const uint8_t *r = (const uint8_t *)PyBytes_AS_STRING(record);
+    Py_ssize_t size = PyBytes_GET_SIZE(record);
+    if (size < RECORD_MIN_RECORD_SIZE)
+        Py_RETURN_NONE;
+    int32_t total = be32(r + RECORD_TOTAL_SIZE_AT), magic = be32(r + RECORD_MAGIC_CODE_AT);
+    int32_t sys_flag = be32(r + RECORD_SYS_FLAG_AT);
+    if (total != size || (magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) ||
+        (sys_flag & (RR_COMPRESSED_FLAG | RECORD_BORNHOST_V6_FLAG | RECORD_STOREHOST_V6_FLAG)))
+        Py_RETURN_NONE;
+    int64_t body_len_at = record_body_length_at(sys_flag);
+    int64_t store_host_at = record_store_timestamp_at(sys_flag) + RECORD_STORE_TIMESTAMP_WIDTH;
+    int32_t body_len = be32(r + body_len_at);
+    int64_t body_at = body_len_at + RECORD_BODY_LENGTH_WIDTH;
+    int64_t topic_width = magic == RECORD_MAGIC_CODE_V1 ? RECORD_TOPIC_LENGTH_WIDTH_V1 : RECORD_TOPIC_LENGTH_WIDTH_V2;
+    if (body_len < 0 || body_at + body_len + topic_width > size)
+        Py_RETURN_NONE;
+    int64_t topic_len_at = body_at + body_len;
+    int64_t topic_len = topic_width == 1 ? (int8_t)r[topic_len_at]
+                                         : (int16_t)(((uint16_t)r[topic_len_at] << 8) | r[topic_len_at + 1]);
+    int64_t topic_at = topic_len_at + topic_width;
+    if (topic_len != PyBytes_GET_SIZE(topic) || topic_at + topic_len + RECORD_PROPERTIES_LENGTH_WIDTH > size ||
+        memcmp(r + topic_at, PyBytes_AS_STRING(topic), (size_t)topic_len) != 0)
+        Py_RETURN_NONE;
+    int64_t props_len_at = topic_at + topic_len;
+    int64_t props_len = (int16_t)(((uint16_t)r[props_len_at] << 8) | r[props_len_at + 1]);
+    int64_t props_at = props_len_at + RECORD_PROPERTIES_LENGTH_WIDTH;
+    if (props_len < 0 || props_at + props_len != size)
+        Py_RETURN_NONE;
+
+    PyObject *props = NULL, *body = NULL, *digest = NULL, *born_host = NULL, *store_field = NULL;
+    PyObject *born_ms = NULL, *store_ms = NULL, *queue_id = NULL, *queue_offset = NULL, *result = NULL;
+    int declined = record_properties(r + props_at, props_len, &props);
+    if (declined < 0)
+        return NULL;
+    if (declined)
+        Py_RETURN_NONE;
+    PyObject *message_id = PyDict_GetItemWithError(props, K_UNIQ);
+    if (message_id == NULL || PyDict_Contains(props, K_DELIVER_MS) != 0) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    born_host = PyDict_GetItemWithError(props, K_BORN_HOST);
+    if (born_host != NULL) {
+        Py_INCREF(born_host);
+    } else if (PyErr_Occurred()) {
+        goto done;
+    } else {
+        const uint8_t *ip = r + RECORD_BORN_HOST_AT;
+        born_host = PyUnicode_FromFormat("%u.%u.%u.%u", ip[0], ip[1], ip[2], ip[3]);
+        if (born_host == NULL)
+            goto done;
+    }
+    {
+        /* SystemProperties.store_host (10): "a.b.c.d:port" */
+        const uint8_t *ip = r + store_host_at;
+        char text[32];
+        int n = snprintf(text, sizeof text, "%u.%u.%u.%u:%d", ip[0], ip[1], ip[2], ip[3], (int)be32(ip + 4));
+        if (n <= 0 || n >= (int)sizeof text) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        char field[34];
+        field[0] = 0x52;
+        field[1] = (char)n;
+        memcpy(field + 2, text, (size_t)n);
+        store_field = PyBytes_FromStringAndSize(field, n + 2);
+        if (store_field == NULL)
+            goto done;
+    }
+    body = PyMemoryView_FromMemory((char *)r + body_at, body_len, PyBUF_READ);
+    if (body == NULL)
+        goto done;
+    digest = PyObject_CallOneArg(args[7], body);
+    born_ms = PyLong_FromLongLong(be64(r + RECORD_BORN_TIMESTAMP_AT));
+    store_ms = PyLong_FromLongLong(be64(r + record_store_timestamp_at(sys_flag)));
+    queue_id = PyLong_FromLong(be32(r + RECORD_QUEUE_ID_AT));
+    queue_offset = PyLong_FromLongLong(be64(r + RECORD_QUEUE_OFFSET_AT));
+    if (digest == NULL || born_ms == NULL || store_ms == NULL || queue_id == NULL || queue_offset == NULL)
+        goto done;
+    {
+        PyObject *parts[16] = {props,      args[4], body,     digest,   message_id,   born_host,
+                               born_ms,    store_ms, Py_None, args[6],  queue_id,     queue_offset,
+                               args[5],    args[2], store_field, args[3]};
+        result = encode_response(module, parts, 16);
+    }
+done:
+    Py_XDECREF(props);
+    Py_XDECREF(body);
+    Py_XDECREF(digest);
+    Py_XDECREF(born_host);
+    Py_XDECREF(store_field);
+    Py_XDECREF(born_ms);
+    Py_XDECREF(store_ms);
+    Py_XDECREF(queue_id);
+    Py_XDECREF(queue_offset);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_response", (PyCFunction)(void (*)(void))encode_response, METH_FASTCALL,
      "One received message's ReceiveMessageResponse bytes (message_bytes.encode_response)."},
+    {"record_response", (PyCFunction)(void (*)(void))record_response, METH_FASTCALL,
+     "A stored record's ReceiveMessageResponse bytes, or None (message_bytes.ReceivedMessages.record)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -424,6 +603,8 @@ PyMODINIT_FUNC PyInit__message_bytes_fast(void)
         {&K_DELIVER_MS, "TIMER_DELIVER_MS"},
         {&K_DELAY_SEC, "TIMER_DELAY_SEC"},
         {&K_DELAY_MS, "TIMER_DELAY_MS"},
+        {&K_UNIQ, "UNIQ_KEY"},
+        {&K_BORN_HOST, "__BORNHOST"},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         *keys[i].slot = PyUnicode_InternFromString(keys[i].name);

@@ -46,9 +46,11 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from protocol.message import MessageExt
-from server.broker.controller import BrokerController
+from server.broker.controller import BrokerController, SubscriptionGroupConfig
 from server.broker.message_filter import SQL92, FilterCompileError, SqlRecordFilter, compile_filter
-from server.broker.receive_leases import InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
+from server.broker.receive_leases import InvalidReceiptHandle, ReceiveLeases
+from server.broker.receive_store import StoredRecord
+from server.grpc.ack_bytes import ack_response
 from server.grpc.conversion import (
     PROPERTY_BORN_HOST,
     PROPERTY_KEYS,
@@ -198,8 +200,6 @@ def _status(code: int, message: str | None = None) -> definition.Status:
     return definition.Status(code=code, message=message if message is not None else Code.Name(code))
 
 
-#: The OK status (copied into each answer that carries it).
-_OK = _status(Code.OK)
 #: A receive's first response when it found messages, serialized once.
 RECEIVED_OK = service.ReceiveMessageResponse(status=_status(Code.OK)).SerializeToString()
 
@@ -271,10 +271,13 @@ class GrpcConsumers:
             )
         return config.read_queue_nums if config.perm & PERM_READ else 0
 
-    def _group(self, name: str) -> None:
+    def _group(self, name: str) -> SubscriptionGroupConfig:
+        """The group's config, or the Proxy's refusal of a bad or unknown group."""
         validate_consumer_group(name)
-        if self.broker.find_group(name) is None:
+        config = self.broker.find_group(name)
+        if config is None:
             raise GrpcStatusError(Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
+        return config
 
     # -- QueryAssignment --------------------------------------------------------------------------
 
@@ -370,9 +373,16 @@ class GrpcConsumers:
                 yield RECEIVED_OK
                 messages = ReceivedMessages(topic, invisible)
                 for delivery in found:
-                    yield messages.response(
-                        delivery.message, attempt=delivery.attempt, receipt_handle=delivery.handle
-                    )
+                    record = delivery.message
+                    if isinstance(record, StoredRecord):
+                        yield messages.record(
+                            record.raw, attempt=delivery.attempt, receipt_handle=delivery.handle
+                        )
+                    else:
+                        assert isinstance(record, MessageExt), record
+                        yield messages.response(
+                            record, attempt=delivery.attempt, receipt_handle=delivery.handle
+                        )
                 return
             left = until - loop.time()
             if left <= 0 or self.changes.closed:
@@ -405,35 +415,20 @@ class GrpcConsumers:
 
     # -- AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue ----------------------
 
-    def ack(self, request: service.AckMessageRequest) -> service.AckMessageResponse:
+    def ack(self, request: service.AckMessageRequest) -> bytes:
+        """The AckMessageResponse's bytes (``ack_bytes``): the leases of all entries found and acked
+        together (``ReceiveLeases.ack_all``), each entry answered with its own status."""
         group, topic = request.group.name, request.topic.name
         validate_topic(topic)
-        self._group(group)
+        orderly = self._group(group).consume_message_orderly
         if not request.entries:
             raise GrpcStatusError(Code.INVALID_RECEIPT_HANDLE, "receipt handle cannot be empty")
-        config = self.broker.find_group(group)
-        orderly = config is not None and config.consume_message_orderly
-        response = service.AckMessageResponse()
-        entries = response.entries
-        failed = 0
-        for entry in request.entries:
-            handle = entry.receipt_handle
-            try:
-                self.leases.ack(group, topic, handle)
-                status = _OK
-                if orderly:
-                    self.changes.notify_queue(topic, ReceiptHandle.decode(handle).queue_id)
-            except InvalidReceiptHandle as exc:
-                status = _status(Code.INVALID_RECEIPT_HANDLE, str(exc))
-                failed += 1
-            entries.add(message_id=entry.message_id, receipt_handle=handle, status=status)
-        if len(entries) == 1:
-            response.status.CopyFrom(entries[0].status)
-        elif not failed:
-            response.status.CopyFrom(_OK)
-        else:
-            response.status.CopyFrom(_status(Code.MULTIPLE_RESULTS, "ack has multiple results"))
-        return response
+        entries = [(entry.message_id, entry.receipt_handle) for entry in request.entries]
+        results, queue_ids = self.leases.ack_all(group, topic, [handle for _, handle in entries])
+        if orderly:
+            for queue_id in queue_ids:
+                self.changes.notify_queue(topic, queue_id)
+        return ack_response(entries, results)
 
     def change_invisible(
         self, request: service.ChangeInvisibleDurationRequest

@@ -497,7 +497,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
 
     async def AckMessage(
         self, request: service.AckMessageRequest, context: Any
-    ) -> service.AckMessageResponse:
+    ) -> service.AckMessageResponse | bytes:
+        # the answer comes serialized (``ack_bytes``), a refusal as a message: grpcio's serializer
+        # (``admission.serialized``) sends either
         return await self._unary(
             service.AckMessageResponse, context, lambda _: self._consumers().ack(request), request
         )

@@ -326,3 +326,126 @@ def test_committed_offset_is_the_lowest_outstanding_after_redeliveries_changes_a
             leases.ack(GROUP, TOPIC, out.pop(offset))  # an expired lease not handed out again acks too
         if (GROUP, TOPIC, 0) in offsets and out:
             assert offsets[(GROUP, TOPIC, 0)] == min(out), sorted(out)[:5]
+
+
+def test_a_receive_hands_out_first_every_lease_due_in_offset_order_whatever_the_invisible_times() -> None:
+    """The receive skips its walk over the leases while none can be due (``QueueState.due_from``);
+    the model here is the test's own table of offsets out and their deadlines: each receive must
+    hand out first exactly the model's due offsets (in offset order, up to n), then new ones."""
+    import random
+
+    rng = random.Random(11)
+    leases, _, _ = make(FakeQueues({0: 2000}))
+    deadline: dict[int, int] = {}  # offset -> deadline of its current lease
+    handles: dict[int, str] = {}
+    now = 0
+    for _ in range(400):
+        now += rng.choice((0, 100, 700, 3_000))
+        n = rng.randint(1, 8)
+        step = rng.random()
+        if step < 0.6 or not handles:
+            invisible = rng.choice((1_000, 2_500, 10_000, 60_000))
+            got = leases.receive(GROUP, TOPIC, [0], n, invisible, now, max_attempts=10**6)
+            due = sorted(o for o, d in deadline.items() if d <= now)[:n]
+            assert [d.message.queue_offset for d in got][: len(due)] == due
+            assert all(d.message.queue_offset not in deadline for d in got[len(due) :])
+            for d in got:
+                deadline[d.message.queue_offset] = d.deadline
+                handles[d.message.queue_offset] = d.handle
+                assert d.deadline == now + invisible
+        elif step < 0.75:
+            offset = rng.choice(sorted(handles))
+            if deadline[offset] <= now:
+                continue
+            changed = leases.change_invisible(
+                GROUP, TOPIC, handles[offset], rng.choice((0, 500, 20_000)), now
+            )
+            assert changed is not None
+            deadline[offset], handles[offset] = changed.deadline, changed.handle
+        else:
+            offset = rng.choice(sorted(handles))
+            leases.ack(GROUP, TOPIC, handles.pop(offset))
+            del deadline[offset]
+    # the table's handle index holds the current leases' handles only (no growth with redeliveries)
+    assert set(leases._issued) == set(handles.values())
+
+
+def test_a_shorter_lease_taken_after_a_longer_one_falls_due_first() -> None:
+    leases, _, _ = make(FakeQueues({0: 2}))
+    leases.receive(GROUP, TOPIC, [0], 1, 60_000, 0, max_attempts=17)
+    leases.receive(GROUP, TOPIC, [0], 1, 10_000, 1_000, max_attempts=17)
+    assert leases.receive(GROUP, TOPIC, [0], 2, 10_000, 10_999, max_attempts=17) == []
+    again = leases.receive(GROUP, TOPIC, [0], 2, 10_000, 11_000, max_attempts=17)
+    assert [(d.message.queue_offset, d.attempt) for d in again] == [(1, 2)]
+
+
+def test_a_batch_ack_answers_each_handle_and_commits_each_queue_once() -> None:
+    commits: list[tuple[int, int]] = []
+    offsets: dict = {}
+
+    def commit(g: str, t: str, q: int, o: int) -> None:
+        commits.append((q, o))
+        offsets[(g, t, q)] = o
+
+    leases = ReceiveLeases(
+        FakeQueues({0: 4, 1: 2}),
+        broker_name="b",
+        commit=commit,
+        committed=lambda g, t, q: offsets.get((g, t, q), -1),
+        dead_letter=lambda g, m: None,
+    )
+    got = leases.receive(GROUP, TOPIC, [0, 1], 6, 30_000, 0, max_attempts=17)
+    commits.clear()
+    handles = [d.handle for d in got]
+    results, queues = leases.ack_all(
+        GROUP, TOPIC, [handles[0], "garbage", handles[1], handles[4], handles[0]]
+    )
+    assert results == [
+        None,
+        "parse failed",
+        None,
+        None,
+        "the receipt handle names no message received and not acked",
+    ]
+    assert queues == {0, 1}
+    assert sorted(commits) == [(0, 2), (1, 1)]  # one commit per queue, over the acked prefix
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, TOPIC, handles[1])
+
+
+def test_a_handle_is_judged_by_its_decoded_fields_whether_or_not_it_is_the_text_handed_out() -> None:
+    """The ack finds a handle as handed out by its text, any other by decoding it: a handle whose
+    retrieve time or commit log offset the client changed (fields the ack does not look at) still
+    acks, written with a '+' too; one of another group, or made stale by a redelivery, is refused."""
+    leases, _, _ = make(FakeQueues({0: 3}))
+    got = leases.receive(GROUP, TOPIC, [0], 3, 1_000, 0, max_attempts=17)
+    fields = got[0].handle.split(" ")
+    fields[1], fields[8] = "123", "+77"
+    leases.ack(GROUP, TOPIC, " ".join(fields))
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, TOPIC, got[0].handle)  # acked through its changed twin
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack("other", TOPIC, got[1].handle)
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, "other", got[1].handle)
+    again = leases.receive(GROUP, TOPIC, [0], 1, 1_000, 5_000, max_attempts=17)
+    assert [d.message.queue_offset for d in again] == [1]
+    with pytest.raises(InvalidReceiptHandle):
+        leases.ack(GROUP, TOPIC, got[1].handle)
+    leases.ack(GROUP, TOPIC, got[2].handle)  # expired, not handed out again: still acks
+    leases.ack(GROUP, TOPIC, again[0].handle)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        (0, 0, 0, 1, "b", 0, 0),
+        (7, 1_764_434_400_000, 30_000, 123_456, "broker-a", 3, 987_654_321),
+        (2**63 - 1, 2**62, 43_200_000, 2**40, "名前", 1023, 2**63 - 1),
+    ],
+)
+def test_a_handle_written_at_once_is_the_handles_encoding(values: tuple) -> None:
+    offset, retrieve, invisible, lease_id, broker, queue_id, clo = values
+    whole = ReceiptHandle(offset, retrieve, invisible, lease_id, "N", broker, queue_id, offset, clo)
+    assert ReceiptHandle.encode_fields(*values) == whole.encode()
+    assert ReceiptHandle.decode(whole.encode()) == whole

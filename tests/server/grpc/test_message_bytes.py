@@ -32,6 +32,7 @@ from server.grpc.message_bytes import (
 )
 from server.grpc.receiving import build_message
 from server.grpc.v2 import service
+from tests.support.received_cases import BASE, CASES, with_properties
 
 
 def _fast() -> ModuleType | None:
@@ -45,106 +46,6 @@ ENCODERS: list[tuple[str, Callable[..., bytes] | None]] = [
     ("python", python_encode_response),
     ("compiled", getattr(_fast(), "encode_response", None)),
 ]
-
-BASE = MessageExt(
-    topic="OrderTopic",
-    body=b"hello body",
-    queue_id=3,
-    queue_offset=12_345,
-    commit_log_offset=987_654,
-    born_timestamp=1_764_400_000_123,
-    store_timestamp=1_764_400_000_456,
-    born_host="10.0.0.7",
-    store_host="127.0.0.1",
-    store_port=10911,
-    properties={
-        "UNIQ_KEY": "7F00000100012A9F1B2C3D4E5F60000A",
-        "TAGS": "TagA",
-        "KEYS": "k1 k2",
-        "zeta": "last",
-        "alpha": "first",
-        "PGROUP": "OrderTopic",
-        "RECONSUME_TIME": "0",
-        "__BORNHOST": "10.0.0.7:5555",
-        "BORN_TIMESTAMP": "1764400000123",
-    },
-)
-
-
-def _with(**props: str | None) -> MessageExt:
-    """BASE with properties set (a value) or removed (None)."""
-    merged = dict(BASE.properties)
-    for name, value in props.items():
-        if value is None:
-            merged.pop(name, None)
-        else:
-            merged[name] = value
-    return replace(BASE, properties=merged)
-
-
-CASES: dict[str, tuple[MessageExt, int, str, int | None]] = {
-    "every usual field": (BASE, 1, "handle-1", 30_000),
-    "no properties at all": (replace(BASE, properties={}), 1, "h", 30_000),
-    "an empty body": (replace(BASE, body=b""), 2, "h", 30_000),
-    "a body over 127 and 16383 bytes": (replace(BASE, body=bytes(range(256)) * 70), 3, "h", 30_000),
-    "queue id 0, queue offset 0": (replace(BASE, queue_id=0, queue_offset=0), 1, "h", 30_000),
-    "a negative queue id": (replace(BASE, queue_id=-1), 1, "h", 30_000),
-    "a large queue offset": (replace(BASE, queue_offset=(1 << 62) + 5), 1, "h", 30_000),
-    "attempt 0 and a large one": (BASE, 0, "h", 30_000),
-    "attempt 300": (BASE, 300, "h", 30_000),
-    "no receipt handle, no invisible duration (a check-back)": (BASE, 1, "", None),
-    "an invisible duration of whole seconds": (BASE, 1, "h", 10_000),
-    "an invisible duration with milliseconds": (BASE, 1, "h", 43_200_001),
-    "an empty tag": (_with(TAGS=""), 1, "h", 30_000),
-    "keys with empty items": (_with(KEYS=" a  b "), 1, "h", 30_000),
-    "one key": (_with(KEYS="only"), 1, "h", 30_000),
-    "an empty KEYS": (_with(KEYS=""), 1, "h", 30_000),
-    "no tag, no keys": (_with(TAGS=None, KEYS=None), 1, "h", 30_000),
-    "no UNIQ_KEY: the offset message id": (_with(UNIQ_KEY=None), 1, "h", 30_000),
-    "no __BORNHOST: the record's born host": (_with(__BORNHOST=None), 1, "h", 30_000),
-    "no born host anywhere": (replace(_with(__BORNHOST=None), born_host=""), 1, "h", 30_000),
-    "a FIFO message": (_with(__SHARDINGKEY="group-7"), 1, "h", 30_000),
-    "an empty message group": (_with(__SHARDINGKEY=""), 1, "h", 30_000),
-    "a trace context": (_with(TRACE_CONTEXT="00-abc-def-01"), 1, "h", 30_000),
-    "a timer message": (_with(TIMER_DELIVER_MS="1764400060000"), 1, "h", 30_000),
-    "a timer message before 1970": (_with(TIMER_DELIVER_MS="-1500"), 1, "h", 30_000),
-    "a delivery time that is not a number": (_with(TIMER_DELIVER_MS="soon"), 1, "h", 30_000),
-    "a DELAY level": (_with(DELAY="3"), 1, "h", 30_000),
-    "TIMER_DELAY_SEC": (_with(TIMER_DELAY_SEC="10"), 1, "h", 30_000),
-    "TIMER_DELAY_MS": (_with(TIMER_DELAY_MS="10"), 1, "h", 30_000),
-    "a half message": (_with(TRAN_MSG="true", __SHARDINGKEY="g"), 1, "h", 30_000),
-    "TRAN_MSG not true": (_with(TRAN_MSG="false"), 1, "h", 30_000),
-    "timestamps 0 and before 1970": (replace(BASE, born_timestamp=0, store_timestamp=-1), 1, "h", 30_000),
-    "timestamps of whole seconds": (
-        replace(BASE, born_timestamp=5_000, store_timestamp=1000),
-        1,
-        "h",
-        30_000,
-    ),
-    "unicode everywhere": (
-        replace(
-            _with(TAGS="标签", KEYS="ключ κλειδί", **{"名字": "值 🚀", "é": ""}),
-            topic="主题",
-            body="тело 🚀".encode(),
-        ),
-        1,
-        "句柄",
-        30_000,
-    ),
-    "many user properties, unsorted": (
-        _with(**{f"p{n % 7}{n}": "v" * n for n in range(40, 0, -1)}),
-        1,
-        "h",
-        30_000,
-    ),
-    "an empty topic": (replace(BASE, topic=""), 1, "h", 30_000),
-    "a store host with another port": (
-        replace(BASE, store_host="192.168.1.20", store_port=0),
-        1,
-        "h",
-        30_000,
-    ),
-}
 
 
 def reference(message: MessageExt, attempt: int, handle: str, invisible: int | None) -> bytes:
@@ -226,9 +127,9 @@ REFUSED: dict[str, tuple[MessageExt, type[Exception]]] = {
     "a born time past year 9999": (replace(BASE, born_timestamp=253_402_300_800_000), ValueError),
     "a store time before year 1": (replace(BASE, store_timestamp=-62_135_596_801_000), ValueError),
     "a born time past a Java long": (replace(BASE, born_timestamp=1 << 70), ValueError),
-    "a delivery time past year 9999": (_with(TIMER_DELIVER_MS="999999999999999999"), ValueError),
-    "a property value that is not UTF-8": (_with(name="\ud800"), UnicodeEncodeError),
-    "a tag that is not UTF-8": (_with(TAGS="\udcff"), UnicodeEncodeError),
+    "a delivery time past year 9999": (with_properties(TIMER_DELIVER_MS="999999999999999999"), ValueError),
+    "a property value that is not UTF-8": (with_properties(name="\ud800"), UnicodeEncodeError),
+    "a tag that is not UTF-8": (with_properties(TAGS="\udcff"), UnicodeEncodeError),
 }
 
 

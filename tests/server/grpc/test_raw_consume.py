@@ -385,3 +385,43 @@ async def test_a_send_between_a_receives_read_and_its_wait_wakes_it(served: Serv
         assert message.body == b"between"
     finally:
         await responses.aclose()
+
+
+async def test_an_orderly_groups_ack_wakes_the_receive_held_on_its_queue(served: Served, stub) -> None:
+    """An orderly group's queue is locked while a message of it is out: a receive then waits. The
+    ack of that message wakes it at once (``notify_queue`` of each queue the ack's handles were
+    on), as the broker's ack of an orderly pop notifies its long polling - not at the lease's
+    deadline (10 s) or the polling time (20 s)."""
+    from dataclasses import replace
+
+    config = served.broker.find_group(GROUP.name)
+    assert config is not None
+    served.broker.groups.put(replace(config, consume_message_orderly=True))
+    served.store.create_topic("One", 1)
+    request = receive_request(polling_s=20)
+    request.message_queue.topic.name = "One"
+    assert (
+        await stub.SendMessage(send_request("One", b"m0"), metadata=META, timeout=5)
+    ).status.code == Code.OK
+    first = await receive(stub, request)
+    assert [r.message.body for r in first[1:]] == [b"m0"]
+    assert (
+        await stub.SendMessage(send_request("One", b"m1"), metadata=META, timeout=5)
+    ).status.code == Code.OK
+    held = asyncio.ensure_future(receive(stub, request))
+    await asyncio.sleep(1.0)
+    assert not held.done()  # the queue is locked by m0
+    started = time.monotonic()
+    entry = service.AckMessageEntry(
+        message_id=first[1].message.system_properties.message_id,
+        receipt_handle=first[1].message.system_properties.receipt_handle,
+    )
+    acked = await stub.AckMessage(
+        service.AckMessageRequest(group=GROUP, topic=request.message_queue.topic, entries=[entry]),
+        metadata=META,
+        timeout=5,
+    )
+    assert acked.status.code == Code.OK
+    second = await asyncio.wait_for(held, 25)
+    assert time.monotonic() - started < 3
+    assert [r.message.body for r in second[1:]] == [b"m1"]
