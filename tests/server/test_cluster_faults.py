@@ -17,7 +17,7 @@ from clients.response_errors import SystemBusyError
 from clients.testkit.cluster import RmqCluster
 from server.faults import Faults, FaultSpecError
 from server.namesrv.route_watch import MAX_WAIT_SECONDS
-from tests.server.test_cluster_rejoin import RoutePoller
+from tests.support.route_poller import RoutePoller
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +20,9 @@ from pathlib import Path
 import pytest
 
 from clients.testkit.cluster import RmqCluster
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.frame import FrameDecoder, encode_frame
 from server.faults import Comeback, Faults
 from server.namesrv.route_watch import ANSWERS_TO_SEE_GONE, MAX_WAIT_SECONDS
+from tests.support.route_poller import RoutePoller
 
 
 @pytest.fixture
@@ -33,36 +30,6 @@ def cluster(tmp_path: Path) -> Iterator[RmqCluster]:
     with RmqCluster(tmp_path / "stores", brokers=2) as made:
         made.create_topic("Rejoin", queues=2)
         yield made
-
-
-class RoutePoller:
-    """One name-server connection, as a client's: each ``poll`` asks the topic's route once."""
-
-    def __init__(self, namesrv: str) -> None:
-        host, port = namesrv.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=5)
-        self._opaque = 0
-
-    def poll(self, topic: str) -> list[str]:
-        """The brokers the route names (none when the topic is unknown)."""
-        self._opaque += 1
-        request = RemotingCommand(
-            code=RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque=self._opaque, ext_fields={"topic": topic}
-        )
-        self.sock.sendall(encode_frame(request))
-        decoder = FrameDecoder()
-        answers: list[RemotingCommand] = []
-        while not answers:
-            data = self.sock.recv(65536)
-            assert data, "the name server closed the connection"
-            answers = decoder.feed(data)
-        if answers[0].code != ResponseCode.SUCCESS:
-            return []
-        route = json.loads(answers[0].body)
-        return sorted(broker["brokerName"] for broker in route["brokerDatas"])
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def clear_later(cluster: RmqCluster, broker: str) -> concurrent.futures.Future[Faults]:
