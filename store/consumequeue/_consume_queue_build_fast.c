@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "_record_layout.h"
-#include "_record_properties.h"
 
 #define UNIT 20
 #define TX_MASK 0xC
@@ -197,6 +196,31 @@ oom:
 
 /* -- tagsCode: Java's String.hashCode of the TAGS value ---------------------------------------- */
 
+/* The last non-empty value of TAGS (0x02 separates items, 0x01 name from value), and whether a
+ * DELAY item is present (protocol.message_properties' rules, as dispatch_entry reads them). */
+static void scan_properties(const uint8_t *pr, Py_ssize_t n, const uint8_t **tags, Py_ssize_t *tags_len,
+                            int *has_delay)
+{
+    *tags = NULL;
+    *tags_len = 0;
+    *has_delay = 0;
+    Py_ssize_t s = 0;
+    for (;;) {
+        const uint8_t *sep = s < n ? memchr(pr + s, 0x02, (size_t)(n - s)) : NULL;
+        Py_ssize_t stop = sep ? sep - pr : n;
+        Py_ssize_t item = stop - s;
+        if (item > 5 && memcmp(pr + s, "TAGS\x01", 5) == 0) {
+            *tags = pr + s + 5;
+            *tags_len = item - 5;
+        } else if (item >= 6 && memcmp(pr + s, "DELAY\x01", 6) == 0) {
+            *has_delay = 1;
+        }
+        if (sep == NULL)
+            break;
+        s = stop + 1;
+    }
+}
+
 /* 0 and the hash in *out; -1 with an exception set. Non-ASCII text goes through CPython's UTF-8
  * decoder with "replace", as the reference decodes it, and is hashed over UTF-16 code units. */
 static int tags_hash(const uint8_t *v, Py_ssize_t n, int32_t *out)
@@ -236,28 +260,6 @@ static int tags_hash(const uint8_t *v, Py_ssize_t n, int32_t *out)
 
 /* -- the walk --------------------------------------------------------------------------------- */
 
-/* The records parsed for the index (_record_properties.h's record_parsed_t), grown as the walk goes. */
-typedef struct {
-    record_parsed_t *r;
-    Py_ssize_t n, cap;
-} parsed_t;
-
-static int parsed_push(parsed_t *pk, const record_parsed_t *one)
-{
-    if (pk->n == pk->cap) {
-        Py_ssize_t cap = pk->cap ? pk->cap * 2 : 64;
-        record_parsed_t *grown = PyMem_Realloc(pk->r, (size_t)cap * sizeof(record_parsed_t));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        pk->r = grown;
-        pk->cap = cap;
-    }
-    pk->r[pk->n++] = *one;
-    return 0;
-}
-
 static PyObject *build_groups(groups_t *gs)
 {
     PyObject *list = PyList_New(gs->n);
@@ -285,7 +287,7 @@ static PyObject *build_groups(groups_t *gs)
  * hands such a run back, so walking the rest of it would be wasted.
  * 0, or -1 with an exception set (out of memory, a tags value CPython cannot decode). */
 static int walk_records(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, long long base, long long budget,
-                        Py_ssize_t max_groups, groups_t *gs, long long *seen_out, int *stop_out, parsed_t *pk)
+                        Py_ssize_t max_groups, groups_t *gs, long long *seen_out, int *stop_out)
 {
     Py_ssize_t pos = *pos_io;
     long long seen = 0;
@@ -322,9 +324,6 @@ static int walk_records(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, 
             break;
         int64_t body_len = (int32_t)be32(r + p);
         p += RECORD_BODY_LENGTH_WIDTH + (body_len > 0 ? body_len : 0);
-        /* what the index's parse_record also requires, for a record_parsed_t (the rest below) */
-        int strict = pk != NULL && (magic == RECORD_MAGIC_CODE_V1 || magic == RECORD_MAGIC_CODE_V2) && body_len >= 0 &&
-                     (int64_t)be64(r + RECORD_PHYSICAL_OFFSET_AT) == (int64_t)base + pos;
         int64_t topic_len;
         if (magic == RECORD_MAGIC_CODE_V2) {
             if (p + RECORD_TOPIC_LENGTH_WIDTH_V2 > total)
@@ -335,36 +334,26 @@ static int walk_records(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, 
             if (p + RECORD_TOPIC_LENGTH_WIDTH_V1 > total)
                 break;
             topic_len = r[p]; /* dispatch_entry reads a V1 topic length as an unsigned byte */
-            strict = strict && topic_len < 0x80; /* the index's decoder reads it as a signed one */
             p += RECORD_TOPIC_LENGTH_WIDTH_V1;
         }
         if (topic_len < 0 || p + topic_len + RECORD_PROPERTIES_LENGTH_WIDTH > total)
             break;
         const uint8_t *topic = r + p;
-        const int64_t topic_at = p;
         p += topic_len;
         int64_t props_len = (int16_t)be16(r + p);
         p += RECORD_PROPERTIES_LENGTH_WIDTH;
         int32_t code = 0;
-        record_props_t props = {NULL, NULL, NULL, 0, 0, 0, 0};
         if (props_len > 0) {
             if (p + props_len > total)
                 break;
-            record_props_scan(r + p, (Py_ssize_t)props_len, &props);
-            if (props.has_delay && topic_len == (int64_t)(sizeof(SCHEDULE_TOPIC) - 1) &&
+            const uint8_t *tags;
+            Py_ssize_t tags_len;
+            int has_delay;
+            scan_properties(r + p, (Py_ssize_t)props_len, &tags, &tags_len, &has_delay);
+            if (has_delay && topic_len == (int64_t)(sizeof(SCHEDULE_TOPIC) - 1) &&
                 memcmp(topic, SCHEDULE_TOPIC, sizeof(SCHEDULE_TOPIC) - 1) == 0)
                 break; /* a delivery time: dispatch_entry's */
-            if (props.tags != NULL && tags_hash(props.tags, props.tags_len, &code) < 0) {
-                failed = 1;
-                break;
-            }
-        }
-        if (strict && props_len >= 0 && p + props_len == total) {
-            record_parsed_t one = {
-                pos, total, store_ts, sys_flag, (int32_t)topic_at, (int32_t)topic_len,
-                props.keys ? (int32_t)(props.keys - r) : 0, props.keys ? (int32_t)props.keys_len : -1,
-                props.uniq ? (int32_t)(props.uniq - r) : 0, props.uniq ? (int32_t)props.uniq_len : -1, 0};
-            if (parsed_push(pk, &one) < 0) {
+            if (tags != NULL && tags_hash(tags, tags_len, &code) < 0) {
                 failed = 1;
                 break;
             }
@@ -405,7 +394,7 @@ static PyObject *extract_entries(PyObject *self, PyObject *args)
     long long seen = 0;
     int stop = STOP_END;
     PyObject *result = NULL;
-    if (walk_records((const uint8_t *)view.buf, &pos, end, base, budget, 0, &gs, &seen, &stop, NULL) == 0) {
+    if (walk_records((const uint8_t *)view.buf, &pos, end, base, budget, 0, &gs, &seen, &stop) == 0) {
         PyObject *groups = build_groups(&gs);
         if (groups != NULL)
             result = Py_BuildValue("(inLN)", stop, pos, seen, groups);
@@ -505,19 +494,15 @@ static PyObject *append_entries(PyObject *self, PyObject *args)
     Py_ssize_t pos, end;
     long long base;
     int mark_fd;
-    PyObject *queues, *changed, *built, *parsed_sink = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnLO!O!O!i|O:append_entries", &view, &pos, &end, &base, &PyDict_Type, &queues,
-                          &PySet_Type, &changed, &PySet_Type, &built, &mark_fd, &parsed_sink))
+    PyObject *queues, *changed, *built;
+    if (!PyArg_ParseTuple(args, "y*nnLO!O!O!i:append_entries", &view, &pos, &end, &base, &PyDict_Type, &queues,
+                          &PySet_Type, &changed, &PySet_Type, &built, &mark_fd))
         return NULL;
-    if (pos < 0 || end > view.len || pos > end || (parsed_sink != Py_None && !PyByteArray_Check(parsed_sink))) {
+    if (pos < 0 || end > view.len || pos > end) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError,
-                        "append_entries: need 0 <= pos <= end <= len(view) and parsed a bytearray or None");
+        PyErr_SetString(PyExc_ValueError, "append_entries: need 0 <= pos <= end <= len(view)");
         return NULL;
     }
-    /* the records parsed for the index (record_parsed_t), given to parsed_sink whatever is decided */
-    parsed_t pk = {NULL, 0, 0};
-    parsed_t *pkp = parsed_sink != Py_None ? &pk : NULL;
     groups_t gs;
     memset(&gs, 0, sizeof(gs));
     Py_buffer states[MAX_FAST_GROUPS];
@@ -528,7 +513,7 @@ static PyObject *append_entries(PyObject *self, PyObject *args)
     int stop = STOP_END;
     const Py_ssize_t start = pos;
     if (walk_records((const uint8_t *)view.buf, &pos, end, base, MAX_FAST_RECORDS, MAX_FAST_GROUPS, &gs, &seen,
-                     &stop, pkp) < 0)
+                     &stop) < 0)
         goto done;
     {
         Py_ssize_t with_entries = 0;
@@ -646,15 +631,6 @@ done:
         PyBuffer_Release(&states[i]);
     groups_free(&gs);
     PyBuffer_Release(&view);
-    if (pkp != NULL) {
-        /* replaced, not appended: a second call over the same run (the mark opened) parses it again */
-        Py_ssize_t bytes = result != NULL ? pk.n * (Py_ssize_t)sizeof(record_parsed_t) : 0;
-        if (PyByteArray_Resize(parsed_sink, bytes) < 0)
-            Py_CLEAR(result);
-        else if (bytes > 0)
-            memcpy(PyByteArray_AS_STRING(parsed_sink), pk.r, (size_t)bytes);
-        PyMem_Free(pk.r);
-    }
     return result;
 }
 
@@ -676,9 +652,8 @@ static PyMethodDef methods[] = {
      "extract_entries(view, pos, end, base, max_records) -> (stop, pos, seen, groups)\n"
      "The compiled store.consumequeue.consume_queue_build.extract_entries (see that module)."},
     {"append_entries", append_entries, METH_VARARGS,
-     "append_entries(view, pos, end, base, queues, changed, built, mark_fd, parsed=None)\n"
-     "-> None | False | (put, pos, seen, last_ts, errno, marked): the builder's common case written here.\n"
-     "parsed: a bytearray replaced by the walk's record_parsed_t entries for the index (_record_properties.h)."},
+     "append_entries(view, pos, end, base, queues, changed, built, mark_fd)\n"
+     "-> None | False | (put, pos, seen, last_ts, errno, marked): the builder's common case written here."},
     {"_set_fault", set_fault, METH_VARARGS,
      "_set_fault(bytes_left, tear) -> the bytes left before: the tests' full disk (tear False) or\n"
      "kill (tear True) after bytes_left more bytes of append_entries' writes; -1: none."},

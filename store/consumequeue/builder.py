@@ -798,11 +798,10 @@ class ConsumeQueueBuilder:
             # None: not that case, nothing written, the Python path below takes the run.
             mark_fd = self._mark.fd
             args = (view, pos, end, base, self._states, self.changed, self.queues_built)
-            parsed = run.parsed
-            done = append_entries(*args, -1 if mark_fd is None else mark_fd, parsed)
+            done = append_entries(*args, -1 if mark_fd is None else mark_fd)
             if done is False:  # several queues: the mark is needed, made once (as ``_Mark.set`` does)
                 try:
-                    done = append_entries(*args, self._mark.open(), parsed)
+                    done = append_entries(*args, self._mark.open())
                 except OSError:
                     done = None  # the Python path meets it (``_write_groups``)
             if done:

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "_record_layout.h"
-#include "_record_properties.h"
 
 #define TX_MASK 0xC
 #define TX_ROLLBACK 0xC
@@ -153,51 +152,29 @@ static int parse_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int6
     return 1;
 }
 
-/* The record's KEYS and UNIQ_KEY values (_record_properties.h: the rule both dispatchers share). */
-static inline void find_properties(const uint8_t *pr, Py_ssize_t n, const uint8_t **keys, Py_ssize_t *keys_len,
-                                   const uint8_t **uniq, Py_ssize_t *uniq_len)
+/* The last non-empty value of KEYS and of UNIQ_KEY (0x02 separates items, 0x01 name from value;
+ * neither occurs inside a multi-byte UTF-8 sequence), like protocol.message_properties. */
+static void find_properties(const uint8_t *pr, Py_ssize_t n, const uint8_t **keys, Py_ssize_t *keys_len,
+                            const uint8_t **uniq, Py_ssize_t *uniq_len)
 {
-    record_props_t props;
-    record_props_scan(pr, n, &props);
-    *keys = props.keys;
-    *keys_len = props.keys_len;
-    *uniq = props.uniq;
-    *uniq_len = props.uniq_len;
-}
-
-/* The record at buf[pos] as the consume queue's walk parsed it (record_parsed_t `d`), checked
- * against the bytes enough that no read leaves the record: its TOTALSIZE, MAGICCODE and
- * PHYSICALOFFSET as given, every span inside it. 1 with r, kv/kn, uv/un set; 0 to parse it here. */
-static int take_parsed(const record_parsed_t *d, const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
-                       int64_t expected, record_t *r, const uint8_t **kv, Py_ssize_t *kn, const uint8_t **uv,
-                       Py_ssize_t *un)
-{
-    int64_t size = d->size;
-    if (d->pos != pos || size < RECORD_MIN_RECORD_SIZE || size > (int64_t)(end - pos))
-        return 0;
-    const uint8_t *p0 = buf + pos;
-    int32_t magic = (int32_t)be32(p0 + RECORD_MAGIC_CODE_AT);
-    if ((int32_t)be32(p0 + RECORD_TOTAL_SIZE_AT) != size || (magic != RECORD_MAGIC_CODE_V1 && magic != RECORD_MAGIC_CODE_V2) ||
-        (int64_t)be64(p0 + RECORD_PHYSICAL_OFFSET_AT) != expected)
-        return 0;
-    if (d->topic_at < 0 || d->topic_len < 0 || (int64_t)d->topic_at + d->topic_len > size)
-        return 0;
-    if (d->keys_len != -1 && (d->keys_at < 0 || d->keys_len < 0 || (int64_t)d->keys_at + d->keys_len > size))
-        return 0;
-    if (d->uniq_len != -1 && (d->uniq_at < 0 || d->uniq_len < 0 || (int64_t)d->uniq_at + d->uniq_len > size))
-        return 0;
-    r->size = size;
-    r->sys_flag = d->sys_flag;
-    r->store_ts = d->store_ts;
-    r->topic = p0 + d->topic_at;
-    r->topic_len = d->topic_len;
-    r->props = NULL;
-    r->props_len = 0;
-    *kv = d->keys_len != -1 ? p0 + d->keys_at : NULL;
-    *kn = d->keys_len != -1 ? d->keys_len : 0;
-    *uv = d->uniq_len != -1 ? p0 + d->uniq_at : NULL;
-    *un = d->uniq_len != -1 ? d->uniq_len : 0;
-    return 1;
+    *keys = NULL;
+    *uniq = NULL;
+    Py_ssize_t s = 0;
+    for (;;) {
+        const uint8_t *sep = s < n ? memchr(pr + s, 0x02, (size_t)(n - s)) : NULL;
+        Py_ssize_t stop = sep ? sep - pr : n;
+        Py_ssize_t item = stop - s;
+        if (item > 5 && memcmp(pr + s, "KEYS\x01", 5) == 0) {
+            *keys = pr + s + 5;
+            *keys_len = item - 5;
+        } else if (item > 9 && memcmp(pr + s, "UNIQ_KEY\x01", 9) == 0) {
+            *uniq = pr + s + 9;
+            *uniq_len = item - 9;
+        }
+        if (sep == NULL)
+            break;
+        s = stop + 1;
+    }
 }
 
 /* -- hashing ---------------------------------------------------------------------------------- */
@@ -633,31 +610,15 @@ static PyObject *index_range(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, end, skip;
     long long base, budget;
-    PyObject *target, *topics, *safe_length = Py_None, *parsed_obj = Py_None;
+    PyObject *target, *topics, *safe_length = Py_None;
     int checked = 0;
-    if (!PyArg_ParseTuple(args, "y*nnLOOnL|OpO:index_range", &view, &pos, &end, &base, &target, &topics, &skip,
-                          &budget, &safe_length, &checked, &parsed_obj))
+    if (!PyArg_ParseTuple(args, "y*nnLOOnL|Op:index_range", &view, &pos, &end, &base, &target, &topics, &skip,
+                          &budget, &safe_length, &checked))
         return NULL;
-    if (pos < 0 || end > view.len || pos > end || skip < 0 || !PySet_Check(topics) ||
-        (parsed_obj != Py_None && !PyByteArray_Check(parsed_obj))) {
+    if (pos < 0 || end > view.len || pos > end || skip < 0 || !PySet_Check(topics)) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError,
-                        "index_range: need 0 <= pos <= end <= len(view), skip >= 0, a set, parsed a bytearray or None");
+        PyErr_SetString(PyExc_ValueError, "index_range: need 0 <= pos <= end <= len(view), skip >= 0, a set");
         return NULL;
-    }
-    /* The records the consume queue's walk parsed (append_entries' parsed), in position order: taken
-     * instead of parsing them again when the run is checked (their CRC is the caller's). A copy: the
-     * safe_length callback runs Python, which could resize the bytearray. */
-    record_parsed_t *parsed = NULL;
-    Py_ssize_t parsed_n = 0, parsed_at = 0;
-    if (checked && parsed_obj != Py_None && PyByteArray_GET_SIZE(parsed_obj) >= (Py_ssize_t)sizeof(record_parsed_t)) {
-        parsed_n = PyByteArray_GET_SIZE(parsed_obj) / (Py_ssize_t)sizeof(record_parsed_t);
-        parsed = PyMem_Malloc((size_t)parsed_n * sizeof(record_parsed_t));
-        if (parsed == NULL) {
-            PyBuffer_Release(&view);
-            return PyErr_NoMemory();
-        }
-        memcpy(parsed, PyByteArray_AS_STRING(parsed_obj), (size_t)parsed_n * sizeof(record_parsed_t));
     }
     /* A bytearray target is a sink of packed entries (never full, nothing to de-duplicate against). */
     PyObject *sink = PyByteArray_Check(target) ? target : NULL;
@@ -699,19 +660,9 @@ static PyObject *index_range(PyObject *self, PyObject *args)
         }
         int64_t offset = (int64_t)base + pos;
         record_t r;
-        const uint8_t *kv = NULL, *uv = NULL;
-        Py_ssize_t kn = 0, un = 0;
-        while (parsed_at < parsed_n && parsed[parsed_at].pos < pos)
-            parsed_at++;
-        if (parsed_at < parsed_n && take_parsed(&parsed[parsed_at], buf, pos, end, offset, &r, &kv, &kn, &uv, &un)) {
-            parsed_at++;
-        } else {
-            if (!parse_record(buf, pos, end, offset, &r, !checked)) {
-                stop = STOP_OTHER;
-                break;
-            }
-            if (r.props_len > 0)
-                find_properties(r.props, r.props_len, &kv, &kn, &uv, &un);
+        if (!parse_record(buf, pos, end, offset, &r, !checked)) {
+            stop = STOP_OTHER;
+            break;
         }
         uint32_t prefix;
         if (topic_prefix(&tc, topics, r.topic, r.topic_len, &prefix) < 0) {
@@ -719,7 +670,10 @@ static PyObject *index_range(PyObject *self, PyObject *args)
             break;
         }
         hs.n = 0;
-        if ((r.sys_flag & TX_MASK) != TX_ROLLBACK) {
+        if ((r.sys_flag & TX_MASK) != TX_ROLLBACK && r.props_len > 0) {
+            const uint8_t *kv, *uv;
+            Py_ssize_t kn = 0, un = 0;
+            find_properties(r.props, r.props_len, &kv, &kn, &uv, &un);
             if ((uv != NULL && hash_value(&hs, prefix, uv, un, 0) < 0) ||
                 (kv != NULL && hash_value(&hs, prefix, kv, kn, 1) < 0)) {
                 failed = 1;
@@ -765,7 +719,6 @@ static PyObject *index_range(PyObject *self, PyObject *args)
     }
     topics_clear(&tc);
     PyMem_Free(hs.h);
-    PyMem_Free(parsed);
     int closed = writer_close(&w);
     if (packed_flush(&pk, sink) < 0)
         closed = -1;
@@ -815,8 +768,7 @@ static PyObject *put_entries(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"index_range", index_range, METH_VARARGS,
-     "index_range(view, pos, end, base, target, topics, skip, budget, safe_length=None, checked=False,\n"
-     "            parsed=None)\n"
+     "index_range(view, pos, end, base, target, topics, skip, budget, safe_length=None)\n"
      "    -> (stop, pos, skip, seen, records, keys)\n"
      "The compiled store.index.index_range.index_range (see that module)."},
     {"put_entries", put_entries, METH_VARARGS,

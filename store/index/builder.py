@@ -324,8 +324,6 @@ class IndexBuilder:
         """``index_range`` over ``run`` from ``pos`` until it stops other than to roll to a new file:
         (why it stopped, where, records completed)."""
         view, base, end = run.view, run.base, run.end
-        safe_length = run.safe_length
-        parsed = run.parsed if checked else None  # the consume queue's parse (``Run.parsed``)
         current = self._current
         topics = self.topics_seen
         seen = 0
@@ -336,7 +334,7 @@ class IndexBuilder:
                     # are reserved first (a record of n bytes holds fewer than n / 2 keys).
                     current.reserve((end - pos) // 2 + 1)
                 stop, pos, skip, done, records, keys = index_range(
-                    view, pos, end, base, current, topics, skip, budget - seen, safe_length, checked, parsed
+                    view, pos, end, base, current, topics, skip, budget - seen, run.safe_length, checked
                 )
                 seen += done
                 self.records_indexed += records

@@ -87,18 +87,11 @@ def index_range(
     budget: int,
     safe_length: Callable[[], int] | None = None,
     checked: bool = False,
-    parsed: bytearray | None = None,
 ) -> RangeResult:
     """Index the whole records of ``view[pos:end]`` into ``target``; see the module docstring.
 
     ``checked``: the records' BODYCRC was verified already (the reput's runs, ``record.whole_run``),
     so it is not computed again; every other rule still applies.
-
-    ``parsed``: the same records as the consume queue's compiled walk parsed them (``Run.parsed``,
-    filled by ``append_entries``), which the compiled twin takes instead of parsing each record
-    again (checked runs only; a record without one, or whose one does not match its bytes, is
-    parsed). A hint for the compiled twin: this reference parses every record, so both give the
-    same result with it or without it.
 
     ``safe_length`` (the CommitLog file's ``MappedFile.safe_length``) is asked again every
     ``RECHECK_EVERY`` bytes and cuts ``end`` when the file shrank under the map

@@ -35,11 +35,6 @@ class Run(NamedTuple):
     #: The file's current safe length (``MappedFile.safe_length``), for a dispatcher that reads the
     #: run in a loop of its own and re-checks it; None for a view that is not a whole file's map.
     safe_length: Callable[[], int] | None = None
-    #: The run's records as the consume queue's compiled walk parsed them (``append_entries``
-    #: fills it, the index's ``index_range`` takes it: each record's fields and properties read
-    #: once for both dispatchers); None, or empty, when nothing was parsed. Only for runs over
-    #: bytes that cannot change between the two dispatchers (the writer's own, ``dispatch_written``).
-    parsed: bytearray | None = None
 
 
 class Dispatcher(Protocol):

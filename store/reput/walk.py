@@ -102,9 +102,7 @@ class Reput:
                     return None
             if end - first != len(written):
                 return None
-            # ``parsed``: the consume queue's walk parses each record for the index too (``written``
-            # is bytes: nothing changes them between the two dispatchers)
-            run = Run(memoryview(written), first, 0, end - first, None, bytearray())
+            run = Run(memoryview(written), first, 0, end - first)
             for d in active:
                 d.dispatch(run)
             self.records_read += records

@@ -283,10 +283,9 @@ def test_hostile_commitlog_builds_identically_and_indexes_exactly_the_sound_reco
 
 
 def _run_range(
-    impl: Callable[..., tuple[int, ...]], data: bytes, base: int, index_dir: Path, budget: int, *extra: object
+    impl: Callable[..., tuple[int, ...]], data: bytes, base: int, index_dir: Path, budget: int
 ) -> tuple[list[tuple[int, ...]], list[bytes], list[tuple[int, ...]], set[str]]:
-    """Drive one implementation over ``data`` like the builder (rolls to new files), until it stops
-    (``extra``: the arguments after ``budget``: safe_length, checked, parsed)."""
+    """Drive one implementation over ``data`` like the builder (rolls to new files), until it stops."""
     index_dir.mkdir()
     files: list[IndexFile] = []
     topics: set[str] = set()
@@ -294,7 +293,7 @@ def _run_range(
     pos, skip, target = 0, 0, None
     view = memoryview(data)
     for _ in range(1000):
-        result = tuple(impl(view, pos, len(data), base, target, topics, skip, budget, *extra))
+        result = tuple(impl(view, pos, len(data), base, target, topics, skip, budget))
         results.append(result)
         stop, pos, skip = result[0], result[1], result[2]
         if stop != index_range.ROLL:
@@ -553,80 +552,3 @@ def test_the_writer_state_is_shared_in_place_and_a_closed_or_read_only_file_refu
             put(read_only, blob)
         read_only.close()
         assert (tmp_path / "by-hand").read_bytes() == before, name
-
-
-# -- the consume queue's parse handed to the index (Run.parsed) -------------------------------------
-
-cq_compiled = pytest.importorskip("store.consumequeue._consume_queue_build_fast")
-
-
-def _parsed_by_the_consume_queue(view: memoryview, end: int, base: int) -> bytearray:
-    """What the consume queue's compiled walk parses of ``view[:end]`` for the index: no queue is
-    known to it, so it writes nothing and hands the run back (None), the parse given all the same."""
-    parsed = bytearray(b"stale")
-    assert cq_compiled.append_entries(view, 0, end, base, {}, set(), set(), -1, parsed) is None
-    return parsed
-
-
-_FLIPS = [0x00, 0x01, 0x02, 0x20, 0x7F, 0x80, 0xC3, 0xFF]
-
-
-def test_the_consume_queues_parse_gives_the_index_the_same_keys_and_bytes(tmp_path: Path) -> None:
-    """Checked runs indexed from the consume queue's parse (``append_entries``' ``parsed``) write the
-    index files, results and topics the reference writes by parsing each record itself: on generated
-    records of every shape (V1 and V2, IPv6 hosts, transactions, odd keys, non-ASCII topics) and on
-    seeded damaged copies (flipped bytes anywhere: sizes, magic codes, offsets, lengths, properties)."""
-    config, _ = _generated_store(tmp_path / "src", 120, seed=5)
-    data = (config.store_path_commit_log / f"{0:020d}").read_bytes()[:14000]
-    base = 0
-    rng = random.Random(50)
-    taken = 0
-    for trial in range(160):
-        damaged = bytearray(data)
-        for _ in range(rng.randrange(0, 4) if trial else 0):
-            damaged[rng.randrange(len(damaged))] = rng.choice(_FLIPS)
-        end = rng.randrange(len(damaged) // 2, len(damaged) + 1) if trial else len(damaged)
-        one = bytes(damaged[:end])
-        parsed = _parsed_by_the_consume_queue(memoryview(one), end, base)
-        assert len(parsed) % 56 == 0, "whole record_parsed_t entries, the stale bytes replaced"
-        taken += len(parsed) // 56
-        got = {}
-        for name, impl, extra in (
-            ("python", index_range.index_range_reference, (None, True)),
-            ("compiled", compiled.index_range, (None, True)),
-            ("compiled-parsed", compiled.index_range, (None, True, parsed)),
-            ("python-parsed", index_range.index_range_reference, (None, True, parsed)),
-        ):
-            got[name] = _run_range(impl, one, base, tmp_path / f"{trial}-{name}", 1 << 62, *extra)
-        assert got["compiled-parsed"] == got["python"], f"trial {trial}"
-        assert got["compiled"] == got["python"] == got["python-parsed"], f"trial {trial}"
-    assert taken > 1000, "most records were handed over parsed"
-
-
-def test_a_parse_that_does_not_match_the_bytes_is_not_taken(tmp_path: Path) -> None:
-    """Entries that do not match the records (shifted positions, sizes, spans past the record,
-    another base, random bytes) are never read outside the run: such a record is parsed again, and
-    the index gets what it gets without them. ``parsed`` must be a bytearray."""
-    config, _ = _generated_store(tmp_path / "src", 40, seed=6)
-    data = (config.store_path_commit_log / f"{0:020d}").read_bytes()[:6000]
-    view = memoryview(data)
-    parsed = _parsed_by_the_consume_queue(view, len(data), 0)
-    entries = [list(struct.unpack_from("<3q8i", parsed, at)) for at in range(0, len(parsed), 56)]
-    assert entries and all(e[0] >= 0 and e[1] > 0 for e in entries)
-    expected = _run_range(compiled.index_range, data, 0, tmp_path / "expected", 1 << 62, None, True)
-    rng = random.Random(51)
-    for trial in range(60):
-        bad = [list(e) for e in entries]
-        for e in bad:
-            field = rng.randrange(11)
-            e[field] = rng.choice([-1, -(2**31), 2**31 - 1, e[field] + rng.choice([-1, 1, 4096])])
-        blob = bytearray(b"".join(struct.pack("<3q8i", *e) for e in bad))
-        if trial % 10 == 0:
-            blob = bytearray(os.urandom(len(blob)))
-        got = _run_range(compiled.index_range, data, 0, tmp_path / f"bad-{trial}", 1 << 62, None, True, blob)
-        # a changed key span inside the record may index other bytes of it (so other keys, and
-        # rolls elsewhere); the walk itself, where it stops and the records it completes, never changes
-        assert got[0][-1][:2] == expected[0][-1][:2], trial
-        assert sum(r[3] for r in got[0]) == sum(r[3] for r in expected[0]), trial
-    with pytest.raises((TypeError, ValueError)):
-        compiled.index_range(view, 0, len(data), 0, None, set(), 0, 1, None, True, bytes(parsed))
