@@ -368,61 +368,65 @@ static int topic_prefix(topic_cache_t *tc, PyObject *topics, const uint8_t *t, P
 /* -- the IndexFile writer --------------------------------------------------------------------- */
 
 typedef struct {
-    PyObject *file; /* borrowed; NULL when there is no current file */
-    Py_buffer map;
-    int have_map;
+    PyObject *file;   /* borrowed; NULL when there is no current file */
+    PyObject *target; /* the file's compiled_writer tuple, held for the call */
+    Py_buffer map, state;
+    int have_map, have_state;
     int64_t hash_slot_num, index_num, entries_at;
     int64_t begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count;
 } writer_t;
 
+/* The positions of IndexFile._state (store/index/index_file.py's _W_*: the header's fields in order). */
+enum { W_BEGIN_TS, W_END_TS, W_BEGIN_PHY, W_END_PHY, W_SLOTS, W_COUNT, W_FIELDS };
+
+static PyObject *str_compiled_writer = NULL;
+
+/* Take the writer state and the map from the IndexFile's compiled_writer (state array, map,
+ * hash_slot_num, index_num): one attribute read, no Python call. */
 static int writer_open(writer_t *w, PyObject *file)
 {
     memset(w, 0, sizeof(*w));
     if (file == Py_None)
         return 0;
     w->file = file;
-    PyObject *v = PyObject_GetAttrString(file, "writable");
-    if (v == NULL)
+    PyObject *t = PyObject_GetAttr(file, str_compiled_writer);
+    if (t == NULL)
         return -1;
-    int writable = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    if (writable <= 0) {
-        if (writable == 0)
-            PyErr_SetString(PyExc_ValueError, "index_range: the target index file is open read-only");
+    w->target = t;
+    if (t == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "index_range: the target index file is open read-only or closed");
         return -1;
     }
-    v = PyObject_GetAttrString(file, "hash_slot_num");
-    if (v == NULL)
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+        PyErr_SetString(PyExc_TypeError, "index_range: compiled_writer must be (state, map, slots, entries)");
         return -1;
-    w->hash_slot_num = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    v = PyObject_GetAttrString(file, "index_num");
-    if (v == NULL)
-        return -1;
-    w->index_num = PyLong_AsLongLong(v);
-    Py_DECREF(v);
+    }
+    w->hash_slot_num = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+    w->index_num = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
     if (PyErr_Occurred())
-        return -1;
-    PyObject *state = PyObject_CallMethod(file, "writer_state", NULL);
-    if (state == NULL)
-        return -1;
-    int ok = PyArg_ParseTuple(state, "LLLLLL;writer_state() must give 6 ints", &w->begin_ts, &w->end_ts,
-                              &w->begin_phy, &w->end_phy, &w->slot_count, &w->index_count);
-    Py_DECREF(state);
-    if (!ok)
         return -1;
     if (w->hash_slot_num <= 0 || w->index_num <= 0 || w->hash_slot_num > (INT64_C(1) << 40) ||
         w->index_num > (INT64_C(1) << 40)) {
         PyErr_SetString(PyExc_ValueError, "index_range: impossible index file geometry");
         return -1;
     }
-    w->entries_at = HEADER_SIZE + w->hash_slot_num * SLOT_SIZE;
-    PyObject *mm = PyObject_GetAttrString(file, "buffer");
-    if (mm == NULL)
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(t, 0), &w->state, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
         return -1;
-    int rc = PyObject_GetBuffer(mm, &w->map, PyBUF_WRITABLE);
-    Py_DECREF(mm);
-    if (rc < 0)
+    w->have_state = 1;
+    if (w->state.len != W_FIELDS * (Py_ssize_t)sizeof(int64_t) || w->state.itemsize != sizeof(int64_t) ||
+        w->state.format == NULL || strcmp(w->state.format, "q") != 0) {
+        PyErr_SetString(PyExc_TypeError, "index_range: the writer state must be an array('q') of 6 ints");
+        return -1;
+    }
+    const int64_t *st = (const int64_t *)w->state.buf;
+    w->begin_ts = st[W_BEGIN_TS];
+    w->end_ts = st[W_END_TS];
+    w->begin_phy = st[W_BEGIN_PHY];
+    w->end_phy = st[W_END_PHY];
+    w->slot_count = st[W_SLOTS];
+    w->index_count = st[W_COUNT];
+    w->entries_at = HEADER_SIZE + w->hash_slot_num * SLOT_SIZE;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(t, 1), &w->map, PyBUF_WRITABLE) < 0)
         return -1;
     w->have_map = 1;
     if (w->map.len < w->entries_at + w->index_num * ENTRY_SIZE) {
@@ -432,29 +436,26 @@ static int writer_open(writer_t *w, PyObject *file)
     return 0;
 }
 
-/* Hand the header state back to the IndexFile object and release the map (also after an error). */
+/* Hand the header state back to the IndexFile (its state array, also after an error: the keys put
+ * before it are in the file) and release the buffers. */
 static int writer_close(writer_t *w)
 {
-    int rc = 0;
-    if (w->file != NULL && w->have_map) {
-        PyObject *exc_type, *exc_value, *exc_tb;
-        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-        PyObject *r = PyObject_CallMethod(w->file, "set_writer_state", "LLLLLL", w->begin_ts, w->end_ts,
-                                          w->begin_phy, w->end_phy, w->slot_count, w->index_count);
-        if (r == NULL)
-            rc = -1;
-        Py_XDECREF(r);
-        if (exc_type != NULL) {
-            if (rc < 0)
-                PyErr_Clear();
-            PyErr_Restore(exc_type, exc_value, exc_tb);
-            rc = -1;
-        }
+    if (w->have_state && w->have_map) {
+        int64_t *st = (int64_t *)w->state.buf;
+        st[W_BEGIN_TS] = w->begin_ts;
+        st[W_END_TS] = w->end_ts;
+        st[W_BEGIN_PHY] = w->begin_phy;
+        st[W_END_PHY] = w->end_phy;
+        st[W_SLOTS] = w->slot_count;
+        st[W_COUNT] = w->index_count;
     }
     if (w->have_map)
         PyBuffer_Release(&w->map);
-    w->have_map = 0;
-    return rc;
+    if (w->have_state)
+        PyBuffer_Release(&w->state);
+    w->have_map = w->have_state = 0;
+    Py_CLEAR(w->target);
+    return 0;
 }
 
 static inline void writer_header(writer_t *w)
@@ -788,5 +789,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__index_range_fast(void)
 {
     crc_init();
+    if (str_compiled_writer == NULL && (str_compiled_writer = PyUnicode_InternFromString("compiled_writer")) == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

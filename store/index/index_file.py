@@ -68,6 +68,8 @@ _OFF_END_PHY = 24
 _OFF_SLOT_COUNT = 32
 _OFF_INDEX_COUNT = 36
 _INT_MAX = 2**31 - 1
+#: Positions in ``IndexFile._state`` (the header's fields in its order).
+_W_BEGIN_TS, _W_END_TS, _W_BEGIN_PHY, _W_END_PHY, _W_SLOTS, _W_COUNT = range(6)
 #: A walk budget that never runs out (a chain visits each entry at most once).
 UNBOUNDED = 2**62
 #: Bytes of a writable file whose blocks are reserved at once, at least (``reserve``): one
@@ -136,14 +138,29 @@ class IndexFile:
         self._judged: tuple[IndexHeader, bool, str | None] | None = None
         #: Problems met while reading this file, each logged once (see ``store.warn_once``).
         self.warn = WarnOnce(log)
-        # Writer state, mirroring the broker's in-memory IndexHeader (loaded files: indexCount <= 0 -> 1).
+        # Writer state, mirroring the broker's in-memory IndexHeader (loaded files: indexCount <= 0 -> 1):
+        # begin/end timestamp, begin/end offset, slot count, index count (the ``_W_*`` positions),
+        # in an ``array`` the compiled range indexer reads and writes in place (``compiled_writer``).
         h = self.read_header()
-        self._begin_ts = h.begin_timestamp
-        self._end_ts = h.end_timestamp
-        self._begin_phy = h.begin_phy_offset
-        self._end_phy = h.end_phy_offset
-        self._slot_count = h.hash_slot_count
-        self._index_count = 1 if _fresh or h.index_count <= 0 else h.index_count
+        count = 1 if _fresh or h.index_count <= 0 else h.index_count
+        self._state = array.array(
+            "q",
+            (
+                h.begin_timestamp,
+                h.end_timestamp,
+                h.begin_phy_offset,
+                h.end_phy_offset,
+                h.hash_slot_count,
+                count,
+            ),
+        )
+        #: What ``store/index/_index_range_fast.c`` writes through, taken with one attribute read
+        #: per call: (the writer state, the map, hash_slot_num, index_num); None when the file is
+        #: read-only or closed. Before, each call asked for five attributes and called
+        #: ``writer_state`` and ``set_writer_state`` (~12k instructions a settle, h50).
+        self.compiled_writer: tuple[array.array[int], mmap.mmap, int, int] | None = (
+            (self._state, self._mm, hash_slot_num, index_num) if writable else None
+        )
         #: Bytes from the start of the file whose blocks this writer reserved (``reserve``).
         self._reserved = 0
 
@@ -183,11 +200,11 @@ class IndexFile:
         f = cls(path, hash_slot_num, index_num, writable=True, _fresh=True)
         f._reserved = first
         if end_phy_offset > 0:
-            f._begin_phy = f._end_phy = end_phy_offset
+            f._state[_W_BEGIN_PHY] = f._state[_W_END_PHY] = end_phy_offset
             f._put_i64(_OFF_BEGIN_PHY, end_phy_offset)
             f._put_i64(_OFF_END_PHY, end_phy_offset)
         if end_timestamp > 0:
-            f._begin_ts = f._end_ts = end_timestamp
+            f._state[_W_BEGIN_TS] = f._state[_W_END_TS] = end_timestamp
             f._put_i64(_OFF_BEGIN_TS, end_timestamp)
             f._put_i64(_OFF_END_TS, end_timestamp)
         return f
@@ -238,23 +255,14 @@ class IndexFile:
         that comparison."""
         if not self.writable:
             return None
-        ours = HEADER.pack(
-            self._begin_ts, self._end_ts, self._begin_phy, self._end_phy, self._slot_count, self._index_count
-        )
-        return self._index_count if self._mm[: HEADER.size] == ours else None
+        ours = HEADER.pack(*self._state)
+        return self._state[_W_COUNT] if self._mm[: HEADER.size] == ours else None
 
     @property
     def header(self) -> IndexHeader:
         """The header: the writer's own state when writable, else the file's."""
         if self.writable:
-            return IndexHeader(
-                self._begin_ts,
-                self._end_ts,
-                self._begin_phy,
-                self._end_phy,
-                self._slot_count,
-                self._index_count,
-            )
+            return IndexHeader(*self._state)
         return self.read_header()
 
     @property
@@ -263,7 +271,7 @@ class IndexFile:
 
     @property
     def end_phy_offset(self) -> int:
-        return self._end_phy if self.writable else self.read_header().end_phy_offset
+        return self._state[_W_END_PHY] if self.writable else self.read_header().end_phy_offset
 
     @property
     def end_timestamp(self) -> int:
@@ -274,7 +282,9 @@ class IndexFile:
         return self.header.begin_timestamp
 
     def is_write_full(self) -> bool:
-        return self.header.index_count >= self.index_num
+        if self.writable:
+            return self._state[_W_COUNT] >= self.index_num
+        return self.read_header().index_count >= self.index_num
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         return is_time_matched(self.header, begin, end)
@@ -406,7 +416,7 @@ class IndexFile:
         full disk that fault is SIGBUS, which kills the process. ``posix_fallocate`` asks for the
         blocks while a refusal is still an error: ``IndexWriteError``, nothing written. Data already
         in the file is untouched (only holes get blocks)."""
-        want = self._entries_at + (self._index_count + entries) * INDEX_ENTRY_SIZE
+        want = self._entries_at + (self._state[_W_COUNT] + entries) * INDEX_ENTRY_SIZE
         if want <= self._reserved:
             return
         want = min(self.size, max(want, self._reserved + RESERVE_STEP))
@@ -423,7 +433,7 @@ class IndexFile:
         """``putKey`` for an already computed key hash (the builder's hot path)."""
         if not self.writable:
             raise IndexFileError(f"index file {self.path} is open read-only")
-        index_count = self._index_count
+        index_count = self._state[_W_COUNT]
         if index_count >= self.index_num:
             return False
         entry_pos = self._entries_at + index_count * INDEX_ENTRY_SIZE
@@ -435,7 +445,7 @@ class IndexFile:
         empty = slot_value <= 0 or slot_value > index_count
         if empty:
             slot_value = 0
-        begin_ts = self._begin_ts
+        begin_ts = self._state[_W_BEGIN_TS]
         if begin_ts <= 0:
             time_diff = 0
         else:
@@ -449,50 +459,36 @@ class IndexFile:
         ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, time_diff, slot_value)
         SLOT.pack_into(mm, slot_pos, index_count)
         if index_count <= 1:
-            self._begin_phy = phy_offset
-            self._begin_ts = store_timestamp
+            self._state[_W_BEGIN_PHY] = phy_offset
+            self._state[_W_BEGIN_TS] = store_timestamp
         if empty:
-            self._slot_count += 1
-        self._index_count = index_count + 1
-        self._end_phy = phy_offset
-        self._end_ts = store_timestamp
+            self._state[_W_SLOTS] += 1
+        self._state[_W_COUNT] = index_count + 1
+        self._state[_W_END_PHY] = phy_offset
+        self._state[_W_END_TS] = store_timestamp
         self._write_header()
         return True
 
     def writer_state(self) -> tuple[int, int, int, int, int, int]:
         """The writer's header state (begin/end timestamp, begin/end offset, slot count, index count).
 
-        With ``set_writer_state``, how the compiled range indexer (``store/index/_index_range_fast.c``)
-        takes over ``put_hash`` for a run of keys and hands the state back.
+        A copy: the compiled range indexer (``store/index/_index_range_fast.c``) reads and writes the
+        state itself, in place, through ``compiled_writer``.
         """
-        return (
-            self._begin_ts,
-            self._end_ts,
-            self._begin_phy,
-            self._end_phy,
-            self._slot_count,
-            self._index_count,
-        )
+        begin_ts, end_ts, begin_phy, end_phy, slots, count = self._state
+        return begin_ts, end_ts, begin_phy, end_phy, slots, count
 
     def set_writer_state(
         self, begin_ts: int, end_ts: int, begin_phy: int, end_phy: int, slot_count: int, index_count: int
     ) -> None:
-        """Take back the state ``writer_state`` gave out, after puts made on the mapped file directly."""
-        self._begin_ts, self._end_ts = begin_ts, end_ts
-        self._begin_phy, self._end_phy = begin_phy, end_phy
-        self._slot_count, self._index_count = slot_count, index_count
+        """Set the writer's header state (``writer_state``'s order) after puts made on the mapped file
+        directly by a caller that kept the state itself."""
+        self._state[_W_BEGIN_TS], self._state[_W_END_TS] = begin_ts, end_ts
+        self._state[_W_BEGIN_PHY], self._state[_W_END_PHY] = begin_phy, end_phy
+        self._state[_W_SLOTS], self._state[_W_COUNT] = slot_count, index_count
 
     def _write_header(self) -> None:
-        HEADER.pack_into(
-            self._mm,
-            0,
-            self._begin_ts,
-            self._end_ts,
-            self._begin_phy,
-            self._end_phy,
-            self._slot_count,
-            self._index_count,
-        )
+        HEADER.pack_into(self._mm, 0, *self._state)
 
     def written_end(self, start: int | None = None) -> int:
         """One past the last entry holding any bytes, counting from ``indexCount`` (torn puts leave
@@ -501,7 +497,7 @@ class IndexFile:
         Never past the file: a damaged header's ``indexCount`` (say 2^31-1) must not make ``rollback``
         zero, or allocate, gigabytes beyond it.
         """
-        n = min(max(self._index_count if start is None else start, 1), self.index_num)
+        n = min(max(self._state[_W_COUNT] if start is None else start, 1), self.index_num)
         while n < self.index_num and any(self.entry(n)):
             n += 1
         return n
@@ -524,7 +520,7 @@ class IndexFile:
         keep = max(keep, 1)
         mm = self._mm
         # A count outside the file is garbage: the torn entries, if any, follow the last kept one.
-        count_ok = 1 <= self._index_count <= self.index_num
+        count_ok = 1 <= self._state[_W_COUNT] <= self.index_num
         top = self.written_end(None if count_ok else keep)
         if top > keep:
             mm[self._entries_at + keep * INDEX_ENTRY_SIZE : self._entries_at + top * INDEX_ENTRY_SIZE] = (
@@ -542,17 +538,17 @@ class IndexFile:
             slots.byteswap()
         mm[INDEX_HEADER_SIZE : self._entries_at] = slots.tobytes()
         gone = max(top - keep, 0)
-        self._index_count = keep
-        self._slot_count = used
+        self._state[_W_COUNT] = keep
+        self._state[_W_SLOTS] = used
         if keep <= 1:
             # An empty file keeps only the begin/end values it was created with.
-            self._begin_phy = self._end_phy = end_phy_offset
-            self._begin_ts = self._end_ts = end_timestamp
+            self._state[_W_BEGIN_PHY] = self._state[_W_END_PHY] = end_phy_offset
+            self._state[_W_BEGIN_TS] = self._state[_W_END_TS] = end_timestamp
         else:
-            self._end_phy = end_phy_offset
-            self._end_ts = end_timestamp
+            self._state[_W_END_PHY] = end_phy_offset
+            self._state[_W_END_TS] = end_timestamp
             if begin is not None:
-                self._begin_phy, self._begin_ts = begin
+                self._state[_W_BEGIN_PHY], self._state[_W_BEGIN_TS] = begin
         self._write_header()
         return gone
 
@@ -578,6 +574,7 @@ class IndexFile:
         if self._closed:
             return
         self._closed = True
+        self.compiled_writer = None
         self.segments.clear()
         try:
             if self.writable:

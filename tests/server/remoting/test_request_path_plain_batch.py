@@ -423,3 +423,43 @@ async def test_groups_that_outgrow_their_buffer_store_as_the_python_path(
     assert (counts.callback, counts.flushes, counts.records) == (1, 2, 13 + 3 * 4 + 5)
     assert [one["code"] for one in answers(out)] == [0] * 22
     assert len(sides[0].stored()[0]) > 60_000
+
+
+async def test_a_reads_plain_sends_wake_each_queue_they_went_to_once(
+    sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settle of one read's plain SENDs wakes the held pulls of each queue it stored to, once:
+    a batch (one queue, its key listed once per message) wakes that queue, and a read of batches and
+    single SENDs over several queues wakes each of them (the queues the Python path wakes)."""
+    counts = Counts(monkeypatch)
+    woken: dict[str, list[list[tuple[str, int]]]] = {}
+    for name, side in zip(("compiled", "python"), sides, strict=True):
+        calls: list[list[tuple[str, int]]] = []
+        woken[name] = calls
+        notify = side.store.arrived
+        assert notify is not None
+
+        def arrived(topic: str, queue_id: int, notify: Any = notify, calls: Any = calls) -> None:
+            calls[-1].append((topic, queue_id))
+            notify(topic, queue_id)
+
+        side.store.arrived = arrived
+
+    def batch(opaque: int, n: int, queue_id: int) -> bytes:
+        return a_batch(opaque, [java_message(opaque, i) for i in range(n)], queue_id=queue_id)
+
+    reads = [
+        [batch(1, 32, 2)],
+        [batch(2, 5, 1) + send(3, queue_id=3) + batch(4, 3, 1) + send(5, queue_id=0)],
+        [send(6, queue_id=2)],
+    ]
+    expected = [[(TOPIC, 2)], [(TOPIC, 0), (TOPIC, 1), (TOPIC, 3)], [(TOPIC, 2)]]
+    for read, queues in zip(reads, expected, strict=True):
+        for calls in woken.values():
+            calls.append([])
+        await both(sides, read)
+        # the compiled side settles the read once: each queue once; the Python path settles
+        # each SEND as it stores it, so a queue two SENDs went to is woken twice there
+        assert sorted(woken["compiled"][-1]) == queues
+        assert sorted(set(woken["python"][-1])) == queues
+    assert (counts.plain, counts.records, counts.callback) == (6, 32 + 5 + 1 + 3 + 1 + 1, 0)

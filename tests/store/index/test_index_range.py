@@ -23,6 +23,7 @@ from protocol.message_flags import BLANK_MAGIC_CODE
 from store.checkpoint import Checkpoint
 from store.commitlog.gaps import CommitLogGapError
 from store.config.store_config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
+from store.errors import IndexFileError
 from store.index import index_range
 from store.index.builder import rebuild_index
 from store.index.index_file import IndexFile
@@ -518,3 +519,36 @@ def test_put_entries_writes_what_put_hash_writes_and_stops_when_full(tmp_path: P
         with pytest.raises(ValueError):
             put(target, b"\x00" * 19)
         target.close()
+
+
+def test_the_writer_state_is_shared_in_place_and_a_closed_or_read_only_file_refused(tmp_path: Path) -> None:
+    """The compiled writer reads and writes ``IndexFile``'s state array in place (``compiled_writer``):
+    puts alternating between the compiled ``put_entries`` and Python's ``put_hash`` on one file give
+    the bytes and state of Python's alone; a read-only or closed file is refused with an error by
+    both implementations, and nothing is written."""
+    rng = random.Random(50)
+    entries = [(rng.randrange(2**31), 500 + 61 * i, 1_700_000_000_000 + 900 * i) for i in range(30)]
+    by_hand = IndexFile.create(tmp_path / "by-hand", 5, 40)
+    for e in entries:
+        assert by_hand.put_hash(*e)
+    expected = (bytes(by_hand.buffer), by_hand.writer_state(), by_hand.header)
+    by_hand.close()
+    mixed = IndexFile.create(tmp_path / "mixed", 5, 40)
+    for i, e in enumerate(entries):
+        if i % 3 == 0:
+            assert mixed.put_hash(*e)
+        else:
+            assert compiled.put_entries(mixed, index_range.PACKED.pack(*e)) == 1
+    assert (bytes(mixed.buffer), mixed.writer_state(), mixed.header) == expected
+    mixed.close()
+    assert mixed.compiled_writer is None
+    blob = index_range.PACKED.pack(*entries[0])
+    for name, put in PUT_ENTRIES.items():
+        with pytest.raises((ValueError, IndexFileError)):
+            put(mixed, blob)
+        read_only = IndexFile.open(tmp_path / "by-hand", 5, 40)
+        before = (tmp_path / "by-hand").read_bytes()
+        with pytest.raises((ValueError, IndexFileError)):
+            put(read_only, blob)
+        read_only.close()
+        assert (tmp_path / "by-hand").read_bytes() == before, name
