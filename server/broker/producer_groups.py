@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import OrderedDict
 
 from server.broker.client_channel import Channel, ClientChannelInfo
 from server.broker.consumer_groups import CHANNEL_EXPIRED_MS
@@ -40,11 +41,16 @@ class ProducerGroups:
         #: channel id -> the groups it is a member of: a closing connection leaves its own groups
         #: without a look at every group (48 ms per connection closed at 50,000 groups).
         self._of_channel: dict[int, dict[str, None]] = {}
+        #: (group, channel id) -> member, least recently refreshed first (what expiry looks at).
+        self._by_refresh: OrderedDict[tuple[str, int], ClientChannelInfo] = OrderedDict()
         self._turn = itertools.count()
 
     def register(self, group: str, info: ClientChannelInfo) -> None:
         members = self.groups.setdefault(group, {})
         old = members.get(info.channel.id)
+        key = (group, info.channel.id)
+        self._by_refresh[key] = info if old is None else old
+        self._by_refresh.move_to_end(key)
         if old is None:
             members[info.channel.id] = info
             self._of_channel.setdefault(info.channel.id, {})[group] = None
@@ -70,7 +76,8 @@ class ProducerGroups:
             del self.groups[group]
 
     def _left(self, channel_id: int, group: str) -> None:
-        """The channel is no longer a member of ``group`` (the index of its groups follows)."""
+        """The channel is no longer a member of ``group`` (the indexes follow)."""
+        self._by_refresh.pop((group, channel_id), None)
         of_channel = self._of_channel.get(channel_id)
         if of_channel is not None:
             of_channel.pop(group, None)
@@ -99,15 +106,24 @@ class ProducerGroups:
             self.unregister(group, channel)
 
     def expire(self, now_ms: int) -> list[ClientChannelInfo]:
-        """Drop members silent over ``CHANNEL_EXPIRED_MS`` and return them (the caller closes them)."""
+        """Drop members silent over ``CHANNEL_EXPIRED_MS`` and return them (the caller closes them):
+        the members refreshed longest ago, up to the first one still live."""
         expired = []
-        for group, members in list(self.groups.items()):
-            for channel_id, info in list(members.items()):
-                if now_ms - info.last_update_ms > CHANNEL_EXPIRED_MS:
-                    del members[channel_id]
-                    self._forget_client(info)
-                    self._left(channel_id, group)
-                    expired.append(info)
+        by_refresh = self._by_refresh
+        while by_refresh:
+            key = next(iter(by_refresh))
+            info = by_refresh[key]
+            if now_ms - info.last_update_ms <= CHANNEL_EXPIRED_MS:
+                break
+            del by_refresh[key]
+            group, channel_id = key
+            members = self.groups.get(group)
+            if members is None or members.get(channel_id) is not info:
+                continue
+            del members[channel_id]
+            self._forget_client(info)
+            self._left(channel_id, group)
+            expired.append(info)
             if not members:
                 del self.groups[group]
         return expired
