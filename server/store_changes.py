@@ -142,6 +142,12 @@ class StoreChanges:
         woken = self.woken
         if not woken or self._deferred:
             return
+        if len(woken) == 1:  # the usual one (a SEND waking its consumer's pull): no clock to read
+            self.woken = []
+            woken[0]()
+            woken = self.woken
+            if not woken:
+                return
         clock = time.perf_counter
         deadline = clock() + self.turn_budget
         while woken:
