@@ -198,9 +198,10 @@ class Cluster:
         within = watch.back_within(name)
         if within is None:
             return None
-        waiting = watch.waiting_for(name) if within > 0 else []
-        shown = tuple(f"{peer} {topic}" for peer, topic in waiting[:WAITING_SHOWN])
-        return Comeback(within, len(waiting), shown)
+        if within <= 0:
+            return Comeback(within, 0, ())
+        shown = tuple(f"{peer} {topic}" for peer, topic in watch.waiting_for(name, WAITING_SHOWN))
+        return Comeback(within, watch.waiting_count(name), shown)
 
     async def set_faults(self, name: str, faults: Faults) -> Faults:
         """Put ``faults`` in force on broker ``name`` (the whole state: what is left out is off)."""
@@ -222,7 +223,7 @@ class Cluster:
             watch = self.name_server.route_watch
             if not await watch.seen_gone(name):
                 log.warning(
-                    "broker %s: back before these clients saw it gone: %s", name, watch.waiting_for(name)[:10]
+                    "broker %s: back before these clients saw it gone: %s", name, watch.waiting_for(name, 10)
                 )
             await broker.server.resume()  # raises, the broker staying down, if its port was taken
             broker.faults.state = faults

@@ -8,8 +8,9 @@ how fast the machine is.
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 
-from server.namesrv.route_watch import ANSWERS_TO_SEE_GONE, RouteWatch
+from server.namesrv.route_watch import ANSWERS_TO_SEE_GONE, MAX_TOPICS_PER_PEER, RouteWatch
 
 BOTH = ("broker-a", "broker-b")
 
@@ -101,3 +102,62 @@ def test_back_within_is_the_clears_bound_from_now() -> None:
     assert watch.back_within("broker-a", max_wait=10.0) == 0.0, "no one left to wait for"
     watch.broker_back("broker-a")
     assert watch.back_within("broker-a") is None
+
+
+def test_answers_for_unknown_topics_keep_nothing() -> None:
+    """Made-up topic names asked on one connection do not pile up (100,000 of them held 32 MB)."""
+    watch = RouteWatch(Clock())
+    watch.answered("c1:1", "T", BOTH)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for i in range(20_000):
+            watch.answered("c1:1", f"no-such-topic-{i}", ())
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 64 * 1024
+    assert watch.watched() == 1
+    watch.broker_left("broker-a")
+    assert watch.waiting_for("broker-a") == [("c1:1", "T")]
+
+
+def test_a_connection_watches_the_topics_it_asked_last_up_to_the_bound() -> None:
+    watch = RouteWatch(Clock())
+    for i in range(MAX_TOPICS_PER_PEER + 5):
+        watch.answered("c1:1", f"T{i}", BOTH)
+    watch.answered("c1:1", "T0", BOTH)  # asked again: among the last asked now
+    watch.answered("c2:2", "T1", BOTH)
+    assert watch.watched() == MAX_TOPICS_PER_PEER + 1
+    watch.broker_left("broker-a")
+    waited = watch.waiting_for("broker-a")
+    mine = {topic for peer, topic in waited if peer == "c1:1"}
+    assert len(mine) == MAX_TOPICS_PER_PEER
+    assert "T0" in mine and not {"T1", "T2", "T3", "T4", "T5"} & mine
+    assert ("c2:2", "T1") in waited
+
+
+def test_who_is_waited_for_follows_each_topics_last_answer() -> None:
+    """A topic whose last answer stopped naming the broker, or named no broker, is not waited for; a
+    connection closed while the broker is away drops only its own entries."""
+    watch = RouteWatch(Clock())
+    watch.answered("c1:1", "T", BOTH)
+    watch.answered("c1:1", "T", ["broker-b"])  # broker-a no longer holds T
+    watch.answered("c1:1", "U", BOTH)
+    watch.answered("c1:1", "V", BOTH)
+    watch.answered("c1:1", "V", [])  # V unknown now
+    watch.answered("c2:2", "T", ["broker-a"])
+    watch.answered("c3:3", "T", ["broker-a"])
+    watch.forget("c3:3")
+    watch.broker_left("broker-a")
+    watch.broker_left("broker-b")
+    assert watch.waiting_for("broker-a") == [("c1:1", "U"), ("c2:2", "T")]
+    assert watch.waiting_for("broker-b") == [("c1:1", "T"), ("c1:1", "U")]
+    watch.forget("c2:2")
+    assert watch.waiting_for("broker-a") == [("c1:1", "U")]
+    assert watch.waiting_for("broker-b") == [("c1:1", "T"), ("c1:1", "U")]
+    for _ in range(ANSWERS_TO_SEE_GONE):
+        watch.answered("c1:1", "U", [])
+    assert watch.waiting_for("broker-a") == [] and watch.waiting_for("broker-b") == [("c1:1", "T")]
+    watch.forget("c1:1")
+    assert watch.watched() == 0 and watch.waiting_for("broker-b") == []

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from protocol.message import MessageExt
-from server.broker.receive_leases import InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
+from server.broker.receive_leases import MAX_RECEIVE_BYTES, InvalidReceiptHandle, ReceiptHandle, ReceiveLeases
 
 TOPIC = "T"
 GROUP = "G"
+MIB = 1024 * 1024
 
 
 class FakeQueues:
@@ -449,3 +450,50 @@ def test_a_handle_written_at_once_is_the_handles_encoding(values: tuple) -> None
     whole = ReceiptHandle(offset, retrieve, invisible, lease_id, "N", broker, queue_id, offset, clo)
     assert ReceiptHandle.encode_fields(*values) == whole.encode()
     assert ReceiptHandle.decode(whole.encode()) == whole
+
+
+class BigBodies(FakeQueues):
+    """One queue of messages with 1 MiB bodies, read as the store reads: at most 256 KiB of them a
+    read, but always the first (``maxTransferBytesOnMessageInMemory``)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__({0: 0})
+        body = b"b" * MIB
+        self.messages[0] = [
+            MessageExt(topic=TOPIC, queue_id=0, queue_offset=i, body=body) for i in range(count)
+        ]
+
+    def read(self, topic, queue_id, offset, n, tags_codes, record_filter=None):
+        return super().read(topic, queue_id, offset, 1, tags_codes, record_filter)
+
+
+def test_a_receive_stops_at_its_bytes_and_the_next_one_goes_on_from_there() -> None:
+    """Ten bodies of 1 MiB: a receive of 32 hands out the first 4 MiB (``MAX_RECEIVE_BYTES``), not
+    10 MiB in one call; the next receives go on from there, each message once, every one in the end."""
+    queues = BigBodies(10)
+    leases, offsets, _ = make(queues)
+    assert leases.max_bytes == MAX_RECEIVE_BYTES == 4 * MIB
+    first = leases.receive(GROUP, TOPIC, [0], 32, 30_000, 1000, max_attempts=17)
+    assert [d.message.queue_offset for d in first] == [0, 1, 2, 3]
+    second = leases.receive(GROUP, TOPIC, [0], 32, 30_000, 1000, max_attempts=17)
+    third = leases.receive(GROUP, TOPIC, [0], 32, 30_000, 1000, max_attempts=17)
+    assert [d.message.queue_offset for d in second] == [4, 5, 6, 7]
+    assert [d.message.queue_offset for d in third] == [8, 9]
+    for delivery in first + second + third:
+        leases.ack(GROUP, TOPIC, delivery.handle)
+    assert offsets[(GROUP, TOPIC, 0)] == 10
+    # their leases expired unacked, the messages come back within the same bound
+    queues2 = BigBodies(6)
+    again, _, _ = make(queues2)
+    out = again.receive(GROUP, TOPIC, [0], 32, 5_000, 1000, max_attempts=17)
+    assert len(out) == 4
+    redelivered = again.receive(GROUP, TOPIC, [0], 32, 5_000, 7000, max_attempts=17)
+    assert [(d.message.queue_offset, d.attempt) for d in redelivered] == [(0, 2), (1, 2), (2, 2), (3, 2)]
+
+
+def test_a_body_larger_than_the_bound_is_still_handed_out() -> None:
+    queues = BigBodies(3)
+    leases, _, _ = make(queues)
+    leases.max_bytes = MIB // 2
+    got = leases.receive(GROUP, TOPIC, [0], 32, 30_000, 1000, max_attempts=17)
+    assert [d.message.queue_offset for d in got] == [0]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from store.config.consumer_offsets import ConsumerOffsetTable
+from store.config.consumer_offsets import SNAPSHOT_SLICE, ConsumerOffsetTable
 from store.errors import StoreError
 from tests.support.paths import STORES_DIR
 
@@ -112,3 +115,86 @@ def test_a_group_sorted_list_is_kept_while_no_group_appears(tmp_path: Path) -> N
     assert table.sorted_groups() is first
     table.commit("g100", "T", 0, 1)
     assert table.sorted_groups()[-1] == "g100"
+
+
+class _CountedLock:
+    """The table's lock, counting its holds (``holds``: how many times it was taken so far)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.holds = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self.holds += 1
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+class _SeenUnder(dict):  # type: ignore[type-arg]
+    """A queue map noting, when a snapshot copies it, which hold of the lock that was in."""
+
+    lock: _CountedLock
+    seen: list[int]
+
+    def items(self):  # type: ignore[no-untyped-def]
+        self.seen.append(self.lock.holds)
+        return super().items()
+
+
+def test_a_save_snapshot_holds_the_lock_one_slice_at_a_time(tmp_path: Path) -> None:
+    """The event loop's commits take the table's lock: a save's snapshot (on its own thread) holds it
+    for ``SNAPSHOT_SLICE`` entries at a time, not for the whole table (50,000 groups: 130 ms)."""
+    table = ConsumerOffsetTable(tmp_path / "consumerOffset.json")
+    for i in range(2_000):
+        table.commit(f"g{i}", f"T{i}", 0, i)
+    lock = table._lock = _CountedLock()  # type: ignore[assignment]
+    seen: list[int] = []
+    for key, queues in list(table.offsets.items()):
+        copy = table.offsets[key] = _SeenUnder(queues)
+        copy.lock, copy.seen = lock, seen
+    snapshot = table.snapshot()
+    assert snapshot == {f"T{i}@g{i}": [(0, i)] for i in range(2_000)}
+    assert len(seen) == 2_000
+    per_hold = Counter(seen)
+    assert max(per_hold.values()) <= SNAPSHOT_SLICE
+    assert len(per_hold) >= 2_000 // SNAPSHOT_SLICE
+
+
+def test_commits_and_new_groups_while_a_save_runs_are_kept_by_the_next(tmp_path: Path) -> None:
+    """A thread saves over and over while this one commits to new and old groups (the interpreter
+    switching threads every 10 us, so the two interleave inside a snapshot): no save fails (a copy
+    of the table iterated while a commit adds a group would), and the last save after the commits
+    holds every one of them."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    path = tmp_path / "consumerOffset.json"
+    table = ConsumerOffsetTable(path)
+    for i in range(3_000):
+        table.commit(f"g{i}", "T", i % 4, i)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def save_over_and_over() -> None:
+        try:
+            while not done.is_set():
+                table.save()
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    saver = threading.Thread(target=save_over_and_over)
+    saver.start()
+    try:
+        for i in range(3_000):
+            table.commit(f"new{i}", "T", 0, i)
+            table.commit(f"g{i}", "T", i % 4, 10_000 + i)
+    finally:
+        done.set()
+        saver.join(30)
+        sys.setswitchinterval(interval)
+    assert not errors and not saver.is_alive()
+    table.save()
+    saved = ConsumerOffsetTable.load(path)
+    assert saved.offsets == table.offsets
+    assert saved.query("new2999", "T", 0) == 2999 and saved.query("g7", "T", 3) == 10_007

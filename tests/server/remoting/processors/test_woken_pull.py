@@ -168,6 +168,7 @@ async def test_the_compiled_woken_answer_is_the_python_pass_byte_for_byte(writab
     pull_options, tag, declared = CASES[case]
     srv, store = writable_server
     store.create_topic(TOPIC)
+    srv.changes.turn_budget = 60.0  # both wake-ups in the SEND's turn however slow the machine
     processor = _processor(srv)
     log: list[tuple[str, bytes]] = []
     compiled_side = _connection(srv, "compiled", log, 40001)
@@ -225,7 +226,8 @@ async def test_a_thousand_pulls_held_on_one_queue_cost_a_send_to_another_nothing
     writable_server, monkeypatch
 ) -> None:
     """1,000 consumers hold a pull on queue 0: a SEND to queue 1 wakes none of them; one to queue 0
-    answers each once, in its own turn."""
+    answers each once, starting in its own turn (as many as one turn's budget runs, the rest at the
+    next turns: ``test_one_turn_runs_the_wake_ups_its_budget_allows_and_later_turns_the_rest``)."""
     srv, store = writable_server
     store.create_topic(TOPIC)
     log: list[tuple[str, bytes]] = []
@@ -248,10 +250,47 @@ async def test_a_thousand_pulls_held_on_one_queue_cost_a_send_to_another_nothing
     assert [who for who, _ in log] == ["producer"] and woken_calls == []
     assert srv.changes.woken == [] and srv.changes.waiting(TOPIC, 0) == 1000
     producer.data_received(_send(0, opaque=2))
-    assert [who for who, _ in log[:2]] == ["producer", "producer"] and len(log) == 1002
+    assert [who for who, _ in log[:3]] == ["producer", "producer", "c0"]  # the first, in the SEND's turn
+    for _ in range(2000):
+        if len(log) == 1002:
+            break
+        await asyncio.sleep(0)
     assert sorted(who for who, _ in log[2:]) == sorted(f"c{i}" for i in range(1000))
     assert len(woken_calls) == 1000  # one wake-up each
     assert all(_answers(log, f"c{i}")[0].remark == "FOUND" for i in range(0, 1000, 97))
+    await _turns()
+    assert srv.changes.waiting(TOPIC, 0) == 0 and _processor(srv).holds.held == 0
+
+
+async def test_one_turn_runs_the_wake_ups_its_budget_allows_and_later_turns_the_rest(writable_server) -> None:
+    """With no time to spare in a turn (a budget of 0: one wake-up per turn), a SEND that wakes 300
+    held pulls answers one in its own turn and one in each later turn, in the order they were held;
+    another read in the same turn does not run the ones left for later (one budget per turn, not
+    per read). 10,000 pulls held on one queue woke in the SEND's turn: 114-146 ms of the loop."""
+    srv, store = writable_server
+    store.create_topic(TOPIC)
+    srv.changes.turn_budget = 0.0
+    log: list[tuple[str, bytes]] = []
+    consumers = [_connection(srv, f"c{i}", log, 41000 + i) for i in range(300)]
+    for consumer in consumers:
+        consumer.data_received(_pull(0, 0))
+    await _turns()
+    log.clear()
+    producer = _connection(srv, "producer", log, 40002)
+    other = _connection(srv, "other", log, 40003)
+    producer.data_received(_send(0, opaque=2))
+    assert [who for who, _ in log] == ["producer", "c0"]
+    other.data_received(_send(1, opaque=3))  # wakes nobody, and runs none of the 299 left
+    assert [who for who, _ in log] == ["producer", "c0", "other"]
+    turns = 0
+    while len(log) < 302 and turns < 2000:
+        before = len(log)
+        await asyncio.sleep(0)
+        assert len(log) - before <= 1  # the scheduled run's one
+        turns += 1
+    assert [who for who, _ in log[3:]] == [f"c{i}" for i in range(1, 300)]
+    assert turns >= 299
+    assert all(_answers(log, f"c{i}")[0].remark == "FOUND" for i in range(0, 300, 37))
     await _turns()
     assert srv.changes.waiting(TOPIC, 0) == 0 and _processor(srv).holds.held == 0
 
