@@ -65,3 +65,35 @@ def test_a_bad_record_fails_when_read_as_decode_message_fails(cut: int) -> None:
     with pytest.raises(MessageDecodeError) as got:
         StoredRecord(raw)
     assert str(got.value) == str(expected.value)
+
+
+def test_a_receive_of_read_records_stops_at_their_bytes() -> None:
+    """``MAX_RECEIVE_BYTES`` counts a read record by its stored bytes (``held_bytes``): ten records
+    of 1 MiB bodies, read as the store hands them (``StoredRecord``), give a receive of 32 four."""
+    from server.broker.receive_leases import MAX_RECEIVE_BYTES, ReceiveLeases, held_bytes
+
+    body = b"b" * (1024 * 1024)
+    records = [
+        StoredRecord(encode_message(replace(BASE, queue_id=0, queue_offset=i, body=body, reconsume_times=0)))
+        for i in range(10)
+    ]
+    assert held_bytes(records[0]) == len(records[0].raw) > len(body)
+
+    class Reader:
+        def read(self, topic, queue_id, offset, n, tags_codes, record_filter=None):  # type: ignore[no-untyped-def]
+            found = records[offset : offset + min(n, 1)]
+            return found, offset + len(found)
+
+        def bounds(self, topic, queue_id):  # type: ignore[no-untyped-def]
+            return 0, len(records)
+
+    leases = ReceiveLeases(
+        Reader(),
+        broker_name="b",
+        commit=lambda *a: None,
+        committed=lambda *a: -1,
+        dead_letter=lambda *a: None,
+    )
+    got = leases.receive("G", "T", [0], 32, 30_000, 0, max_attempts=17)
+    assert [d.message.queue_offset for d in got] == [0, 1, 2, 3]
+    assert sum(len(d.message.raw) for d in got) - len(got[-1].message.raw) < MAX_RECEIVE_BYTES
