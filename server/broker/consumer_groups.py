@@ -18,12 +18,12 @@ A group with no member left is forgotten. The rules are 4.9.7's ``ConsumerManage
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol.heartbeat import ClientSubscription
 from server.broker.client_channel import Channel, ClientChannelInfo
+from server.broker.group_members import MemberIndex
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +106,9 @@ class ConsumerGroups:
 
     def __init__(self, ids_changed: IdsChanged | None = None) -> None:
         self.groups: dict[str, ConsumerGroup] = {}
-        #: channel id -> the groups it is a member of (in the order it joined them), so a closing
-        #: connection leaves its own groups without a look at every group: at 50,000 groups that
-        #: look was 250 ms per connection closed, every client waiting.
-        self._of_channel: dict[int, dict[str, None]] = {}
-        #: (group, channel id) -> member, least recently refreshed first: the housekeeping's expiry
-        #: looks at the silent ones only (a look at every member of 50,000 groups held the loop
-        #: ~50 ms every 10 s).
-        self._by_refresh: OrderedDict[tuple[str, int], ClientChannelInfo] = OrderedDict()
+        #: Each member's groups by connection, and the members in refresh order (closing and expiry
+        #: without a look at every group).
+        self._index = MemberIndex()
         self._ids_changed = ids_changed or (lambda group, channels: None)
         #: Joins registered with ``log_join=False``: the caller logs them as one count.
         self.unlogged_joins = 0
@@ -150,11 +145,7 @@ class ConsumerGroups:
                 group, consume_type, message_model, consume_from_where
             )
         joined = consumer_group.update_member(info, consume_type, message_model, consume_from_where)
-        if joined:
-            self._of_channel.setdefault(info.channel.id, {})[group] = None
-        key = (group, info.channel.id)
-        self._by_refresh[key] = consumer_group.members[info.channel.id]
-        self._by_refresh.move_to_end(key)
+        self._index.refreshed(group, info.channel.id, consumer_group.members[info.channel.id], joined=joined)
         resubscribed = consumer_group.update_subscriptions(subscriptions, info.last_update_ms)
         if joined and not log_join:
             self.unlogged_joins += 1
@@ -173,29 +164,19 @@ class ConsumerGroups:
         if consumer_group is None:
             return
         if consumer_group.members.pop(channel.id, None) is not None:
-            self._left(channel.id, group)
+            self._index.left(channel.id, group)
         if not consumer_group.members:
             del self.groups[group]
         if notify:
             self._ids_changed(group, consumer_group.channels())
 
-    def _left(self, channel_id: int, group: str) -> None:
-        """The channel is no longer a member of ``group`` (the indexes follow)."""
-        self._by_refresh.pop((group, channel_id), None)
-        of_channel = self._of_channel.get(channel_id)
-        if of_channel is not None:
-            of_channel.pop(group, None)
-            if not of_channel:
-                del self._of_channel[channel_id]
-
     def channel_closed(self, channel: Channel) -> list[str]:
         """The channel closed: it leaves every group it was in; their other members are told."""
         left = []
-        for name in self._of_channel.pop(channel.id, ()):
+        for name in self._index.closed(channel.id):
             consumer_group = self.groups.get(name)
             if consumer_group is None or consumer_group.members.pop(channel.id, None) is None:
                 continue
-            self._by_refresh.pop((name, channel.id), None)
             left.append(name)
             if not consumer_group.members:
                 del self.groups[name]
@@ -207,19 +188,12 @@ class ConsumerGroups:
         (the caller closes their channels); groups left empty are forgotten, nobody is told. Only
         the members refreshed longest ago are looked at, up to the first one still live."""
         expired = []
-        by_refresh = self._by_refresh
-        while by_refresh:
-            key = next(iter(by_refresh))
-            info = by_refresh[key]
-            if now_ms - info.last_update_ms <= CHANNEL_EXPIRED_MS:
-                break
-            del by_refresh[key]
-            name, channel_id = key
+        for name, channel_id, info in self._index.silent(now_ms, CHANNEL_EXPIRED_MS):
             consumer_group = self.groups.get(name)
             if consumer_group is None or consumer_group.members.get(channel_id) is not info:
                 continue
             del consumer_group.members[channel_id]
-            self._left(channel_id, name)
+            self._index.left(channel_id, name)
             expired.append(info)
             log.warning(
                 "consumer %s of group %s sent no heartbeat for %d s: dropped",
