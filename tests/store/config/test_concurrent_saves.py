@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -87,14 +88,10 @@ def test_two_threads_writing_the_delay_offsets_leave_one_table_whole(tmp_path: P
     assert read_delay_offsets(path) in (one, other)
 
 
-def test_of_two_offset_saves_at_once_the_later_snapshot_stays_on_disk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The periodic flush has taken its snapshot and is slow to write it when the stop's save
-    comes with a newer offset: the file must end with the newer one (else a restart redelivers)."""
-    table = ConsumerOffsetTable(tmp_path / "consumerOffset.json")
-    table.commit("G", "T", 0, 5)
-    real_write = consumer_offsets_module.write_config_text
+def _slow_first_write(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> threading.Event:
+    """``module``'s first ``write_config_text`` sets the event returned, then waits 0.3 s before it
+    writes (a later save arrives meanwhile); the others write at once."""
+    real_write = module.write_config_text
     first_writing = threading.Event()
     calls = 0
 
@@ -103,10 +100,21 @@ def test_of_two_offset_saves_at_once_the_later_snapshot_stays_on_disk(
         calls += 1
         if calls == 1:
             first_writing.set()
-            time.sleep(0.3)  # the stop's save arrives meanwhile
+            time.sleep(0.3)
         real_write(path, text)
 
-    monkeypatch.setattr(consumer_offsets_module, "write_config_text", slow_first_write)
+    monkeypatch.setattr(module, "write_config_text", slow_first_write)
+    return first_writing
+
+
+def test_of_two_offset_saves_at_once_the_later_snapshot_stays_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The periodic flush has taken its snapshot and is slow to write it when the stop's save
+    comes with a newer offset: the file must end with the newer one (else a restart redelivers)."""
+    table = ConsumerOffsetTable(tmp_path / "consumerOffset.json")
+    table.commit("G", "T", 0, 5)
+    first_writing = _slow_first_write(monkeypatch, consumer_offsets_module)
     periodic = threading.Thread(target=table.save)
     periodic.start()
     assert first_writing.wait(timeout=10)
@@ -123,19 +131,7 @@ def test_of_two_group_saves_at_once_the_later_text_stays_on_disk(
 ) -> None:
     """As for the offsets: a save slow to write its text must not put it back over a later one."""
     table = SubscriptionGroupTable.load(tmp_path / "subscriptionGroup.json")
-    real_write = subscription_groups_module.write_config_text
-    first_writing = threading.Event()
-    calls = 0
-
-    def slow_first_write(path: Path, text: str) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            first_writing.set()
-            time.sleep(0.3)
-        real_write(path, text)
-
-    monkeypatch.setattr(subscription_groups_module, "write_config_text", slow_first_write)
+    first_writing = _slow_first_write(monkeypatch, subscription_groups_module)
     first = threading.Thread(target=table.put, args=(SubscriptionGroupConfig("G1"),))
     first.start()
     assert first_writing.wait(timeout=10)
